@@ -1,0 +1,15 @@
+// brrr/brrr.h: everything at once, for programs and tests. Chapter 01 starts at tensor.h.
+#pragma once
+#include "brrr/autograd.h"
+#include "brrr/dtype.h"
+#include "brrr/error.h"
+#include "brrr/generator.h"
+#include "brrr/io.h"
+#include "brrr/kernels.h"
+#include "brrr/nn.h"
+#include "brrr/ops.h"
+#include "brrr/optim.h"
+#include "brrr/parallel.h"
+#include "brrr/plot.h"
+#include "brrr/storage.h"
+#include "brrr/tensor.h"

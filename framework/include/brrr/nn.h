@@ -1,0 +1,128 @@
+// brrr/nn.h: modules: named parameters and submodules, and the layers built from them.
+// Chapter 05 (modules, optimizers and the first MLP). Read before: autograd.h.
+// Read next: optim.h.
+//
+// As in libtorch (and PyTorch), a Module registers its parameters and submodules by name;
+// named_parameters() walks the tree and joins names with dots ("0.weight",
+// "transformer.h.0.attn.c_attn.weight"), so checkpoints line up with PyTorch's.
+// Modules are held by std::shared_ptr.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "brrr/generator.h"
+#include "brrr/tensor.h"
+
+namespace brrr::nn {
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  virtual ~Module() = default;
+
+  // Tensor-in, tensor-out modules override this; others define their own forward.
+  virtual Tensor forward(const Tensor& input);
+  Tensor operator()(const Tensor& input) { return forward(input); }
+
+  // Every parameter of this module and its submodules, with dotted names, depth first in
+  // registration order.
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  std::int64_t num_parameters() const;
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  void zero_grad();  // drops every parameter's .grad (as set_to_none in PyTorch)
+  // Moves every parameter to device (in place: the Module keeps its tensors' names).
+  virtual void to(Device device);
+
+ protected:
+  Tensor& register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+ private:
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
+
+  std::vector<std::pair<std::string, Tensor>> parameters_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+// y = x W^T + b, W (out, in). Initialised as PyTorch does: U(-1/sqrt(in), 1/sqrt(in)).
+class Linear : public Module {
+ public:
+  Linear(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool bias = true,
+         TensorOptions options = {});
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+};
+
+// Rows of a (num, dim) table, initialised N(0, 1) as in PyTorch.
+class Embedding : public Module {
+ public:
+  Embedding(std::int64_t num_embeddings, std::int64_t dim, Generator& gen, TensorOptions options = {});
+  Tensor forward(const Tensor& indices) override;
+  Tensor weight;
+};
+
+// LayerNorm over the last dim, weight 1 and bias 0 at first. fused = false uses the
+// composed op (autograd derives its backward) for comparison.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(std::int64_t dim, double eps = 1e-5, bool bias = true, bool fused = true, TensorOptions options = {});
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  double eps;
+  bool fused;
+};
+
+class GELU : public Module {
+ public:
+  explicit GELU(bool fused = true) : fused(fused) {}
+  Tensor forward(const Tensor& x) override;
+  bool fused;
+};
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+
+// Zeroes elements with probability p while training, from its own seeded generator.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p, std::uint64_t seed = 0) : p(p), gen(seed) {}
+  Tensor forward(const Tensor& x) override;
+  double p;
+  Generator gen;
+};
+
+// Runs its modules in order; they are named "0", "1", ... as in torch.nn.Sequential.
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
+  void push_back(std::shared_ptr<Module> module);
+  Tensor forward(const Tensor& x) override;
+  std::size_t size() const { return modules_.size(); }
+  std::shared_ptr<Module> operator[](std::size_t i) const { return modules_.at(i); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+}  // namespace brrr::nn

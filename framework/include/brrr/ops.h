@@ -1,0 +1,103 @@
+// brrr/ops.h: every differentiable op, dispatched by device to a kernel in the registry.
+// Chapter 02 (ops and broadcasting). Read before: tensor.h. Read next: autograd.h.
+//
+// Each op checks its inputs (a brrr::Error names the op, the shapes and what was expected),
+// makes its output, calls the selected kernel, and, when an input requires grad, records the
+// closure that computes its backward (see autograd.h). Elementwise binary ops broadcast as
+// NumPy does: shapes are aligned from the right and a size-1 dim stretches to match.
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "brrr/tensor.h"
+
+namespace brrr {
+class Generator;
+}
+
+namespace brrr::ops {
+
+// --- unary --------------------------------------------------------------------------------
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+
+// --- binary, broadcasting -------------------------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+// --- reductions (dims may be negative; an empty list means all dims) ------------------------
+Tensor sum(const Tensor& x, std::vector<int> dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, std::vector<int> dims = {}, bool keepdim = false);
+// Variance with Bessel's correction by default (correction = 1), as torch.var.
+Tensor var(const Tensor& x, std::vector<int> dims = {}, int correction = 1, bool keepdim = false);
+Tensor max(const Tensor& x);  // the largest element, as a 0-dim tensor
+// Largest along dim: (values, int64 indices of the first maximum), as torch.max(x, dim).
+std::pair<Tensor, Tensor> max(const Tensor& x, int dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, int dim, bool keepdim = false);
+
+// --- linear algebra -------------------------------------------------------------------------
+// (.., M, K) @ (.., K, N) -> (.., M, N); batch dims broadcast; 1-D operands as in NumPy.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x @ weight^T + bias, weight (out, in) as in torch.nn.functional.linear; bias may be undefined.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// --- shape ops (views, with their backward) ---------------------------------------------------
+Tensor cat(const std::vector<Tensor>& tensors, int dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int dim = 0);
+
+// --- neural-network ops -------------------------------------------------------------------------
+// weight (V, C), indices int32/int64 of any shape S -> (S..., C).
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+Tensor softmax(const Tensor& x, int dim = -1);
+Tensor log_softmax(const Tensor& x, int dim = -1);
+// Mean cross-entropy of logits (N, V) against int targets (N); targets equal to
+// ignore_index are skipped. Fused: keeps only one log-sum-exp per row for the backward.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index = -100);
+// Cross-entropy written with log_softmax and a gather, for comparison with the fused one.
+Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets);
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Tensor gelu(const Tensor& x);           // fused: one forward kernel, one backward kernel
+Tensor gelu_composed(const Tensor& x);  // from mul, add, tanh: autograd derives the backward
+// LayerNorm over the last dim: (x - mean) / sqrt(var + eps) * weight + bias.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+Tensor layer_norm_composed(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// Causal self-attention from matmul, mask and softmax: q, k, v (B, H, T, hs) -> (B, H, T, hs).
+// Position t attends to positions <= t; scores are scaled by 1/sqrt(hs).
+Tensor causal_self_attention(const Tensor& q, const Tensor& k, const Tensor& v);
+// Zero each element with probability p and scale the rest by 1/(1-p); identity when !training.
+Tensor dropout(const Tensor& x, double p, Generator& gen, bool training = true);
+// Where mask (any dtype, nonzero = true) is true, value; elsewhere x. Broadcasts mask to x.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+}  // namespace brrr::ops
+
+namespace brrr {
+// Operators, so formulas read as math.
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+}  // namespace brrr

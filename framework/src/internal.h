@@ -1,0 +1,66 @@
+// framework/src/internal.h: helpers the ops share (not installed, not part of the API).
+// Chapter 02 (ops and broadcasting).
+#pragma once
+#include <cstdint>
+
+#include "brrr/autograd.h"
+#include "brrr/tensor.h"
+#include "kernels/kernels.h"
+#include "kernels/registry.h"
+
+namespace brrr::detail {
+
+// A new, uninitialised, contiguous tensor.
+Tensor new_tensor(const Shape& shape, DType dtype, Device device);
+inline Tensor new_like(const Tensor& t) { return new_tensor(t.shape(), t.dtype(), t.device()); }
+
+// The stream kernels on `device` run on (nullptr on the CPU).
+kernels::Stream stream(Device device);
+
+// A Loop over `shape` for up to three operands' strides, with size-1 dims dropped and
+// adjacent dims merged where every operand allows it (so a contiguous add is one flat loop).
+kernels::Loop make_loop(const char* op, const Shape& shape, std::initializer_list<const Shape*> strides);
+
+void check_defined(const char* op, const Tensor& t);
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
+void check_floating(const char* op, const Tensor& t);
+
+// Strides of `t` seen from a broadcast shape: 0 for dims it is broadcast over.
+Shape broadcast_strides(const Tensor& t, const Shape& shape);
+
+// out[...] = a op b for "add", "sub", "mul", "div", with a and b broadcast to out's shape.
+// out may alias a (in-place). No autograd.
+void binary_into(const char* op, const Tensor& out, const Tensor& a, const Tensor& b);
+// out = copy of in (broadcast to out's shape; dtypes must match). No autograd.
+void copy_into(const Tensor& out, const Tensor& in);
+
+// A lookup cached per call site for a family of kernels over float and double:
+//   static KernelFamily<kernels::unary_fn> k("exp");  k.get<T>(device)(...)
+template <template <class> class Fn>
+class KernelFamily {
+ public:
+  explicit KernelFamily(const char* op) : f32_(op), f64_(op) {}
+  template <class T>
+  Fn<T> get(Device device) {
+    if constexpr (std::is_same_v<T, float>) return f32_(device.type, kFloat32);
+    else return f64_(device.type, kFloat64);
+  }
+
+ private:
+  kernels::Kernel<Fn<float>> f32_;
+  kernels::Kernel<Fn<double>> f64_;
+};
+
+// Calls body.template operator()<T>() with T = float or double for dtype; anything else is
+// an error naming the op.
+template <class Body>
+void dispatch_floating(DType dtype, const char* op, Body&& body) {
+  switch (dtype) {
+    case DType::Float32: body.template operator()<float>(); return;
+    case DType::Float64: body.template operator()<double>(); return;
+    default: fail(op, ": expected a floating-point tensor (float32 or float64), got ", dtype_name(dtype));
+  }
+}
+
+}  // namespace brrr::detail

@@ -1,0 +1,138 @@
+// framework/src/nn.cpp: Module bookkeeping and the basic layers.
+// Chapter 05 (modules, optimizers and the first MLP). Read before: brrr/nn.h.
+// Read next: optim.cpp.
+#include "brrr/nn.h"
+
+#include <cmath>
+
+#include "brrr/autograd.h"
+#include "brrr/ops.h"
+
+namespace brrr::nn {
+
+Tensor Module::forward(const Tensor&) { detail::fail("Module::forward: this module does not take a single tensor"); }
+
+Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+  BRRR_CHECK(!name.empty() && name.find('.') == std::string::npos, "register_parameter: invalid name '", name, "'");
+  for (const auto& [n, t] : parameters_) BRRR_CHECK(n != name, "register_parameter: '", name, "' is already registered");
+  if (requires_grad && tensor.defined()) tensor.requires_grad_(true);
+  parameters_.emplace_back(name, tensor);
+  return parameters_.back().second;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  BRRR_CHECK(module != nullptr, "register_module: '", name, "' is null");
+  BRRR_CHECK(!name.empty() && name.find('.') == std::string::npos, "register_module: invalid name '", name, "'");
+  for (const auto& [n, m] : children_) BRRR_CHECK(n != name, "register_module: '", name, "' is already registered");
+  children_.emplace_back(name, std::move(module));
+}
+
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& [name, t] : parameters_)
+    if (t.defined()) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", out);
+  // A tensor registered twice (tied weights) is listed once, under its first name.
+  std::vector<std::pair<std::string, Tensor>> unique;
+  for (auto& p : out) {
+    bool seen = false;
+    for (const auto& u : unique) seen = seen || u.second.impl() == p.second.impl();
+    if (!seen) unique.push_back(std::move(p));
+  }
+  return unique;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+std::int64_t Module::num_parameters() const {
+  std::int64_t n = 0;
+  for (const Tensor& t : parameters()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::zero_grad() {
+  for (Tensor& t : parameters()) t.set_grad(Tensor());
+}
+
+void Module::to(Device device) {
+  for (auto& [name, t] : parameters_)
+    if (t.defined() && t.device() != device) {
+      NoGradGuard no_grad;
+      const bool was_trainable = t.requires_grad();
+      t = t.to(device);
+      t.requires_grad_(was_trainable);
+    }
+  for (auto& [name, child] : children_) child->to(device);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+// U(-bound, bound) from a generator.
+Tensor uniform_init(Shape shape, double bound, Generator& gen, TensorOptions options) {
+  NoGradGuard no_grad;
+  Tensor u = rand(std::move(shape), gen, TensorOptions().dtype(options.dtype_).device(options.device_));
+  return ops::mul(ops::sub(u, 0.5), 2.0 * bound);
+}
+}  // namespace
+
+Linear::Linear(std::int64_t in, std::int64_t out, Generator& gen, bool has_bias, TensorOptions options) {
+  BRRR_CHECK(in > 0 && out > 0, "Linear: sizes must be positive, got in ", in, ", out ", out);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+  weight = register_parameter("weight", uniform_init({out, in}, bound, gen, options));
+  if (has_bias) bias = register_parameter("bias", uniform_init({out}, bound, gen, options));
+}
+
+Tensor Linear::forward(const Tensor& x) { return ops::linear(x, weight, bias); }
+
+Embedding::Embedding(std::int64_t num, std::int64_t dim, Generator& gen, TensorOptions options) {
+  BRRR_CHECK(num > 0 && dim > 0, "Embedding: sizes must be positive, got ", num, " x ", dim);
+  weight = register_parameter("weight", randn({num, dim}, gen, TensorOptions().dtype(options.dtype_).device(options.device_)));
+}
+
+Tensor Embedding::forward(const Tensor& indices) { return ops::embedding(weight, indices); }
+
+LayerNorm::LayerNorm(std::int64_t dim, double eps, bool has_bias, bool fused, TensorOptions options) : eps(eps), fused(fused) {
+  const TensorOptions o = TensorOptions().dtype(options.dtype_).device(options.device_);
+  weight = register_parameter("weight", ones({dim}, o));
+  if (has_bias) bias = register_parameter("bias", zeros({dim}, o));
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  return fused ? ops::layer_norm(x, weight, bias, eps) : ops::layer_norm_composed(x, weight, bias, eps);
+}
+
+Tensor GELU::forward(const Tensor& x) { return fused ? ops::gelu(x) : ops::gelu_composed(x); }
+Tensor ReLU::forward(const Tensor& x) { return ops::relu(x); }
+Tensor Tanh::forward(const Tensor& x) { return ops::tanh(x); }
+Tensor Dropout::forward(const Tensor& x) { return ops::dropout(x, p, gen, is_training()); }
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
+  for (const auto& m : modules) push_back(m);
+}
+
+void Sequential::push_back(std::shared_ptr<Module> module) {
+  register_module(std::to_string(modules_.size()), module);
+  modules_.push_back(std::move(module));
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (const auto& m : modules_) h = m->forward(h);
+  return h;
+}
+
+}  // namespace brrr::nn

@@ -1,0 +1,158 @@
+// framework/src/ops_matmul.cpp: matmul (batched, broadcasting) and linear, with backward.
+// Chapter 04 (matmul and the CPU backend). Read before: ops_reduce.cpp, kernels/cpu/matmul.cpp.
+// Read next: ops_nn.cpp.
+//
+// For C = A @ B with upstream gradient G:  dA = G @ B^T,  dB = A^T @ G.
+// A transposed operand is never copied: the kernel takes trans_a / trans_b flags, and a
+// view whose last two dims are swapped (strides (1, rows)) is passed as "transposed".
+#include "brrr/ops.h"
+#include "internal.h"
+
+namespace brrr::ops {
+
+using autograd::sum_to;
+using autograd::TensorList;
+
+namespace {
+
+// One operand of a batched matmul, as the kernel sees it.
+struct Operand {
+  Tensor data;             // holds the memory alive
+  bool transposed = false;  // stored as (.., cols, rows)
+  std::int64_t batch_stride = 0;
+};
+
+// t (.., rows, cols) as an operand over `batch` matrices: batch dims equal to the broadcast
+// batch are walked with a stride, a single matrix is shared (stride 0), anything else is
+// expanded and copied.
+Operand as_operand(const Tensor& t, const Shape& batch) {
+  const int nd = t.dim();
+  const std::int64_t rows = t.shape()[nd - 2], cols = t.shape()[nd - 1];
+  std::int64_t t_batch = 1;
+  for (int d = 0; d < nd - 2; ++d) t_batch *= t.shape()[d];
+  Shape full = batch;
+  full.push_back(rows);
+  full.push_back(cols);
+  auto batch_dense = [&](std::int64_t matrix) {  // batch dims contiguous, matrix-sized steps
+    std::int64_t expected = matrix;
+    for (int d = nd - 3; d >= 0; --d) {
+      if (t.shape()[d] != 1 && t.strides()[d] != expected) return false;
+      expected *= t.shape()[d];
+    }
+    return true;
+  };
+  const bool same_batch = Shape(t.shape().begin(), t.shape().end() - 2) == batch;
+  const std::int64_t rs = t.strides()[nd - 2], cs = t.strides()[nd - 1];
+  if (same_batch || t_batch == 1) {
+    const std::int64_t stride = t_batch == 1 ? 0 : rows * cols;
+    if ((cs == 1 || cols == 1) && (rs == cols || rows == 1) && batch_dense(rows * cols)) return {t, false, stride};
+    if ((rs == 1 || rows == 1) && (cs == rows || cols == 1) && batch_dense(rows * cols)) return {t, true, stride};
+  }
+  NoGradGuard no_grad;
+  const Tensor c = (same_batch || t_batch == 1 ? t : t.expand(full)).contiguous();
+  return {c, false, t_batch == 1 ? 0 : rows * cols};
+}
+
+void gemm(const Tensor& out, const Operand& a, const Operand& b, std::int64_t batch, std::int64_t M, std::int64_t N,
+          std::int64_t K, bool accumulate) {
+  kernels::MatmulShape s;
+  s.batch = batch;
+  s.M = M;
+  s.N = N;
+  s.K = K;
+  s.trans_a = a.transposed;
+  s.trans_b = b.transposed;
+  s.stride_a = a.batch_stride;
+  s.stride_b = b.batch_stride;
+  s.stride_out = M * N;
+  s.accumulate = accumulate;
+  static detail::KernelFamily<kernels::matmul_fn> k("matmul");
+  detail::dispatch_floating(out.dtype(), "matmul", [&]<class T>() {
+    k.get<T>(out.device())(out.data_ptr<T>(), a.data.data_ptr<T>(), b.data.data_ptr<T>(), s, detail::stream(out.device()));
+  });
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  detail::check_defined("matmul", a_in);
+  detail::check_defined("matmul", b_in);
+  detail::check_same_device("matmul", a_in, b_in);
+  detail::check_same_dtype("matmul", a_in, b_in);
+  BRRR_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul: operands must have at least 1 dim, got ",
+             shape_str(a_in.shape()), " @ ", shape_str(b_in.shape()));
+  // 1-D operands as in NumPy: a vector on the left is a row, on the right a column, and the
+  // added dim is dropped from the result.
+  if (a_in.dim() == 1 || b_in.dim() == 1) {
+    const Tensor a = a_in.dim() == 1 ? a_in.unsqueeze(0) : a_in;
+    const Tensor b = b_in.dim() == 1 ? b_in.unsqueeze(-1) : b_in;
+    Tensor out = matmul(a, b);
+    if (b_in.dim() == 1) out = out.squeeze(-1);
+    if (a_in.dim() == 1) out = out.squeeze(b_in.dim() == 1 ? -1 : -2);
+    return out;
+  }
+  const std::int64_t M = a_in.size(-2), K = a_in.size(-1), K2 = b_in.size(-2), N = b_in.size(-1);
+  BRRR_CHECK(K == K2, "matmul: inner dimensions differ: ", shape_str(a_in.shape()), " @ ", shape_str(b_in.shape()));
+  const Shape batch = broadcast_shapes(Shape(a_in.shape().begin(), a_in.shape().end() - 2),
+                                       Shape(b_in.shape().begin(), b_in.shape().end() - 2), "matmul");
+  std::int64_t batch_count = 1;
+  for (std::int64_t s : batch) batch_count *= s;
+  Shape out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  Tensor out = detail::new_tensor(out_shape, a_in.dtype(), a_in.device());
+  gemm(out, as_operand(a_in, batch), as_operand(b_in, batch), batch_count, M, N, K, false);
+  if (autograd::needs_grad({&a_in, &b_in}))
+    autograd::record("matmul", {a_in, b_in}, out,
+                     [a = autograd::saved(a_in), b = autograd::saved(b_in), need_a = a_in.requires_grad(),
+                      need_b = b_in.requires_grad()](const Tensor& g) {
+                       return TensorList{need_a ? sum_to(matmul(g, b.transpose(-1, -2)), a.shape()) : Tensor(),
+                                         need_b ? sum_to(matmul(a.transpose(-1, -2), g), b.shape()) : Tensor()};
+                     });
+  return out;
+}
+
+// y = x @ W^T + b for x (.., in), W (out, in), b (out). The output starts as copies of b and
+// the GEMM accumulates into it, saving a pass over y.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  detail::check_defined("linear", x);
+  detail::check_defined("linear", weight);
+  BRRR_CHECK(weight.dim() == 2, "linear: weight must be (out_features, in_features), got ", shape_str(weight.shape()));
+  BRRR_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input ", shape_str(x.shape()),
+             " does not match weight ", shape_str(weight.shape()), " (expected last dim ", weight.size(1), ")");
+  detail::check_same_dtype("linear", x, weight);
+  detail::check_same_device("linear", x, weight);
+  if (bias.defined()) {
+    BRRR_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias ", shape_str(bias.shape()),
+               " does not match weight ", shape_str(weight.shape()), " (expected (", weight.size(0), ",))");
+    detail::check_same_dtype("linear", x, bias);
+  }
+  const std::int64_t in = weight.size(1), outf = weight.size(0), N = x.numel() / std::max<std::int64_t>(in, 1);
+  const Tensor x2 = x.contiguous();
+  const Tensor w = weight.contiguous();
+  Shape out_shape = x.shape();
+  out_shape.back() = outf;
+  Tensor out = detail::new_tensor(out_shape, x.dtype(), x.device());
+  if (bias.defined()) detail::copy_into(out.view({N, outf}), bias.contiguous());
+  gemm(out, {x2, false, 0}, {w, true, 0}, 1, N, outf, in, bias.defined());
+  if (autograd::needs_grad({&x, &weight, &bias}))
+    autograd::record("linear", {x, weight, bias}, out,
+                     [x2 = autograd::saved(x2), w = autograd::saved(w), N, in, outf, need_x = x.requires_grad(),
+                      need_w = weight.requires_grad(), need_b = bias.requires_grad()](const Tensor& g_in) {
+                       const Tensor g = g_in.contiguous();
+                       TensorList grads(3);
+                       if (need_x) {  // dx (N, in) = g (N, out) @ W (out, in)
+                         grads[0] = detail::new_tensor(x2.shape(), g.dtype(), g.device());
+                         gemm(grads[0], {g, false, 0}, {w, false, 0}, 1, N, in, outf, false);
+                       }
+                       if (need_w) {  // dW (out, in) = g^T (out, N) @ x (N, in)
+                         grads[1] = detail::new_tensor(w.shape(), g.dtype(), g.device());
+                         gemm(grads[1], {g, true, 0}, {x2, false, 0}, 1, outf, in, N, false);
+                       }
+                       if (need_b) grads[2] = sum(g.view({N, outf}), {0});  // db = sum of g over rows
+                       return grads;
+                     });
+  return out;
+}
+
+}  // namespace brrr::ops

@@ -1,0 +1,345 @@
+// framework/src/ops_nn.cpp: cat/stack, embedding, softmax, cross-entropy, GELU, LayerNorm,
+// attention and dropout, each with its backward.
+// Chapter 05 (modules) uses cat, embedding and dropout; chapter 07 (attention and the GPT)
+// uses the rest. Read before: ops_matmul.cpp. Read next: nn.cpp.
+//
+// GELU, LayerNorm and cross-entropy come in two forms: fused (one forward kernel and one
+// hand-written backward kernel) and composed (built from primitive ops, so autograd derives
+// the backward). The chapters time one against the other.
+#include <cmath>
+#include <limits>
+
+#include "brrr/generator.h"
+#include "brrr/ops.h"
+#include "internal.h"
+
+namespace brrr::ops {
+
+using autograd::saved;
+using autograd::TensorList;
+
+// ---------------------------------------------------------------------------------------------
+// cat and stack
+
+Tensor cat(const std::vector<Tensor>& tensors, int dim) {
+  BRRR_CHECK(!tensors.empty(), "cat: expected at least one tensor");
+  const Tensor& first = tensors.front();
+  detail::check_defined("cat", first);
+  dim = normalize_dim(dim, first.dim(), "cat");
+  Shape shape = first.shape();
+  shape[dim] = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    detail::check_defined("cat", t);
+    detail::check_same_dtype("cat", first, t);
+    detail::check_same_device("cat", first, t);
+    BRRR_CHECK(t.dim() == first.dim(), "cat: tensor ", i, " has shape ", shape_str(t.shape()), ", expected ",
+               first.dim(), " dims like ", shape_str(first.shape()));
+    for (int d = 0; d < t.dim(); ++d)
+      BRRR_CHECK(d == dim || t.shape()[d] == first.shape()[d], "cat: tensor ", i, " has shape ", shape_str(t.shape()),
+                 ", which differs from ", shape_str(first.shape()), " outside dim ", dim);
+    shape[dim] += t.shape()[dim];
+  }
+  Tensor out = detail::new_tensor(shape, first.dtype(), first.device());
+  std::vector<std::int64_t> sizes;
+  std::int64_t start = 0;
+  for (const Tensor& t : tensors) {
+    detail::copy_into(out.narrow(dim, start, t.shape()[dim]), t);
+    sizes.push_back(t.shape()[dim]);
+    start += t.shape()[dim];
+  }
+  if (autograd::needs_grad(tensors))  // each input gets its slice of the gradient
+    autograd::record("cat", tensors, out, [sizes, dim](const Tensor& g) {
+      TensorList grads;
+      std::int64_t s = 0;
+      for (std::int64_t n : sizes) {
+        grads.push_back(g.narrow(dim, s, n));
+        s += n;
+      }
+      return grads;
+    });
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int dim) {
+  BRRR_CHECK(!tensors.empty(), "stack: expected at least one tensor");
+  std::vector<Tensor> expanded;
+  for (const Tensor& t : tensors) {
+    detail::check_defined("stack", t);
+    BRRR_CHECK(t.shape() == tensors.front().shape(), "stack: shapes differ: ", shape_str(tensors.front().shape()),
+               " and ", shape_str(t.shape()));
+    expanded.push_back(t.unsqueeze(normalize_dim(dim, t.dim() + 1, "stack")));
+  }
+  return cat(expanded, dim);
+}
+
+// ---------------------------------------------------------------------------------------------
+// embedding
+
+namespace {
+// Indices as int32 for the kernels, each checked to lie in [0, limit).
+Tensor checked_indices(const char* op, const Tensor& indices, std::int64_t limit, std::int64_t allowed = INT64_MIN) {
+  detail::check_defined(op, indices);
+  BRRR_CHECK(indices.dtype() == kInt32 || indices.dtype() == kInt64, op, ": indices must be int32 or int64, got ",
+             dtype_name(indices.dtype()));
+  const Tensor idx = indices.contiguous().to(kInt32);
+  const std::vector<std::int64_t> values = indices.to_vector<std::int64_t>();
+  for (std::size_t i = 0; i < values.size(); ++i)
+    BRRR_CHECK((values[i] >= 0 && values[i] < limit) || values[i] == allowed, op, ": index ", values[i], " at position ",
+               i, " is out of range for ", limit, " entries");
+  return idx;
+}
+}  // namespace
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  detail::check_defined("embedding", weight);
+  BRRR_CHECK(weight.dim() == 2, "embedding: weight must be (num_embeddings, dim), got ", shape_str(weight.shape()));
+  const std::int64_t V = weight.size(0), C = weight.size(1);
+  const Tensor idx = checked_indices("embedding", indices, V);
+  const Tensor w = weight.contiguous();
+  Shape out_shape = indices.shape();
+  out_shape.push_back(C);
+  Tensor out = detail::new_tensor(out_shape, weight.dtype(), weight.device());
+  const std::int64_t N = idx.numel();
+  static detail::KernelFamily<kernels::embedding_forward_fn> k("embedding_forward");
+  detail::dispatch_floating(weight.dtype(), "embedding", [&]<class T>() {
+    k.get<T>(w.device())(out.data_ptr<T>(), w.data_ptr<T>(), idx.data_ptr<std::int32_t>(), N, C, detail::stream(w.device()));
+  });
+  if (autograd::needs_grad({&weight}))
+    autograd::record("embedding", {weight}, out, [idx, V, C, N](const Tensor& g_in) {
+      static detail::KernelFamily<kernels::embedding_backward_fn> kb("embedding_backward");
+      const Tensor g = g_in.contiguous();
+      Tensor dw = zeros({V, C}, TensorOptions().dtype(g.dtype()).device(g.device()));
+      detail::dispatch_floating(g.dtype(), "embedding", [&]<class T>() {
+        kb.get<T>(g.device())(dw.data_ptr<T>(), g.data_ptr<T>(), idx.data_ptr<std::int32_t>(), N, V, C, detail::stream(g.device()));
+      });
+      return TensorList{dw};
+    });
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// softmax and log_softmax: the kernels work on rows, so another dim is moved last first.
+
+namespace {
+using RowForward = detail::KernelFamily<kernels::softmax_forward_fn>;
+using RowBackward = detail::KernelFamily<kernels::softmax_backward_fn>;
+
+Tensor row_op(const char* op, RowForward& forward, RowBackward& backward, const Tensor& x, int dim) {
+  detail::check_defined(op, x);
+  dim = normalize_dim(dim, x.dim(), op);
+  if (x.dim() > 0 && dim != x.dim() - 1) return row_op(op, forward, backward, x.transpose(dim, -1), -1).transpose(dim, -1);
+  const Tensor in = x.contiguous();
+  const std::int64_t C = x.dim() == 0 ? 1 : x.size(-1), N = C ? in.numel() / C : 0;
+  Tensor out = detail::new_like(in);
+  detail::dispatch_floating(x.dtype(), op, [&]<class T>() {
+    forward.get<T>(in.device())(out.data_ptr<T>(), in.data_ptr<T>(), N, C, detail::stream(in.device()));
+  });
+  if (autograd::needs_grad({&x}))
+    autograd::record(op, {x}, out, [y = saved(out), N, C, op, &backward](const Tensor& g_in) {
+      const Tensor g = g_in.contiguous();
+      Tensor dx = detail::new_like(g);
+      detail::dispatch_floating(g.dtype(), op, [&]<class T>() {
+        backward.get<T>(g.device())(dx.data_ptr<T>(), g.data_ptr<T>(), y.data_ptr<T>(), N, C, detail::stream(g.device()));
+      });
+      return TensorList{dx};
+    });
+  return out;
+}
+}  // namespace
+
+Tensor softmax(const Tensor& x, int dim) {
+  static RowForward forward("softmax_forward");
+  static RowBackward backward("softmax_backward");
+  return row_op("softmax", forward, backward, x, dim);
+}
+
+Tensor log_softmax(const Tensor& x, int dim) {
+  static RowForward forward("log_softmax_forward");
+  static RowBackward backward("log_softmax_backward");
+  return row_op("log_softmax", forward, backward, x, dim);
+}
+
+// ---------------------------------------------------------------------------------------------
+// cross-entropy
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
+  detail::check_defined("cross_entropy", logits);
+  detail::check_defined("cross_entropy", targets);
+  BRRR_CHECK(logits.dim() == 2, "cross_entropy: logits must be (N, V), got ", shape_str(logits.shape()));
+  BRRR_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), "cross_entropy: targets ",
+             shape_str(targets.shape()), " do not match logits ", shape_str(logits.shape()), " (expected (",
+             logits.size(0), ",))");
+  const std::int64_t N = logits.size(0), V = logits.size(1);
+  const Tensor t = checked_indices("cross_entropy", targets, V, ignore_index);
+  const std::vector<std::int32_t> tv = t.to_vector<std::int32_t>();
+  std::int64_t counted = 0;
+  for (std::int32_t v : tv) counted += v != ignore_index;
+  const Tensor x = logits.contiguous();
+  Tensor losses = detail::new_tensor({N}, x.dtype(), x.device());
+  Tensor lse = detail::new_tensor({N}, x.dtype(), x.device());
+  static detail::KernelFamily<kernels::cross_entropy_forward_fn> k("cross_entropy_forward");
+  detail::dispatch_floating(x.dtype(), "cross_entropy", [&]<class T>() {
+    k.get<T>(x.device())(losses.data_ptr<T>(), lse.data_ptr<T>(), x.data_ptr<T>(), t.data_ptr<std::int32_t>(), N, V,
+                         ignore_index, detail::stream(x.device()));
+  });
+  // The mean over the rows that count; all rows ignored gives NaN, as in PyTorch.
+  Tensor loss;
+  {
+    NoGradGuard no_grad;
+    loss = div(sum(losses), static_cast<double>(counted));
+  }
+  if (autograd::needs_grad({&logits}))
+    autograd::record("cross_entropy", {logits}, loss,
+                     [x = saved(x), lse, t, N, V, ignore_index, counted](const Tensor& g) {
+                       static detail::KernelFamily<kernels::cross_entropy_backward_fn> kb("cross_entropy_backward");
+                       // d mean / d loss_n = 1 / counted for every row.
+                       Tensor dlosses = full({N}, g.item<double>() / static_cast<double>(counted),
+                                             TensorOptions().dtype(g.dtype()).device(g.device()));
+                       Tensor dx = detail::new_like(x);
+                       detail::dispatch_floating(x.dtype(), "cross_entropy", [&]<class T>() {
+                         kb.get<T>(x.device())(dx.data_ptr<T>(), dlosses.data_ptr<T>(), x.data_ptr<T>(), lse.data_ptr<T>(),
+                                               t.data_ptr<std::int32_t>(), N, V, ignore_index, detail::stream(x.device()));
+                       });
+                       return TensorList{dx};
+                     });
+  return loss;
+}
+
+Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets) {
+  BRRR_CHECK(logits.dim() == 2, "cross_entropy_composed: logits must be (N, V), got ", shape_str(logits.shape()));
+  const std::int64_t N = logits.size(0), V = logits.size(1);
+  const Tensor t = checked_indices("cross_entropy_composed", targets, V);
+  BRRR_CHECK(t.numel() == N, "cross_entropy_composed: ", t.numel(), " targets for ", N, " rows");
+  // -mean(log_softmax(logits)[n, t[n]]): the gather is a one-hot mask times the row.
+  const std::vector<std::int32_t> tv = t.to_vector<std::int32_t>();
+  std::vector<double> hot(static_cast<std::size_t>(N * V), 0.0);
+  for (std::int64_t n = 0; n < N; ++n) hot[n * V + tv[n]] = 1.0;
+  const Tensor one_hot = from_vector(hot, {N, V}, TensorOptions().dtype(logits.dtype()).device(logits.device()));
+  return neg(mean(sum(mul(log_softmax(logits, -1), one_hot), {1})));
+}
+
+// ---------------------------------------------------------------------------------------------
+// GELU
+
+Tensor gelu(const Tensor& x) {
+  detail::check_defined("gelu", x);
+  const Tensor in = x.contiguous();
+  Tensor out = detail::new_like(in);
+  static detail::KernelFamily<kernels::unary_fn> k("gelu_forward");
+  detail::dispatch_floating(in.dtype(), "gelu", [&]<class T>() {
+    k.get<T>(in.device())(out.data_ptr<T>(), in.data_ptr<T>(), in.numel(), detail::stream(in.device()));
+  });
+  if (autograd::needs_grad({&x}))
+    autograd::record("gelu", {x}, out, [x = saved(in)](const Tensor& g_in) {
+      static detail::KernelFamily<kernels::unary_backward_fn> kb("gelu_backward");
+      const Tensor g = g_in.contiguous();
+      Tensor dx = detail::new_like(g);
+      detail::dispatch_floating(g.dtype(), "gelu", [&]<class T>() {
+        kb.get<T>(g.device())(dx.data_ptr<T>(), g.data_ptr<T>(), x.data_ptr<T>(), g.numel(), detail::stream(g.device()));
+      });
+      return TensorList{dx};
+    });
+  return out;
+}
+
+Tensor gelu_composed(const Tensor& x) {
+  const double k = std::sqrt(2.0 / M_PI);
+  const Tensor inner = mul(add(x, mul(pow(x, 3.0), 0.044715)), k);
+  return mul(mul(x, 0.5), add(tanh(inner), 1.0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm over the last dim
+
+namespace {
+void check_layer_norm(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  detail::check_defined(op, x);
+  detail::check_defined(op, weight);
+  BRRR_CHECK(x.dim() >= 1, op, ": input must have at least 1 dim");
+  const std::int64_t C = x.size(-1);
+  BRRR_CHECK(weight.dim() == 1 && weight.size(0) == C, op, ": weight ", shape_str(weight.shape()),
+             " does not match the last dim of the input ", shape_str(x.shape()));
+  BRRR_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == C), op, ": bias ", shape_str(bias.shape()),
+             " does not match the last dim of the input ", shape_str(x.shape()));
+  detail::check_same_dtype(op, x, weight);
+}
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  check_layer_norm("layer_norm", x, weight, bias);
+  const std::int64_t C = x.size(-1), N = C ? x.numel() / C : 0;
+  const Tensor in = x.contiguous(), w = weight.contiguous(), b = bias.defined() ? bias.contiguous() : Tensor();
+  Tensor out = detail::new_like(in);
+  Tensor mean = detail::new_tensor({N}, x.dtype(), x.device());
+  Tensor rstd = detail::new_tensor({N}, x.dtype(), x.device());
+  static detail::KernelFamily<kernels::layernorm_forward_fn> k("layernorm_forward");
+  detail::dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
+    k.get<T>(in.device())(out.data_ptr<T>(), mean.data_ptr<T>(), rstd.data_ptr<T>(), in.data_ptr<T>(), w.data_ptr<T>(),
+                          b.defined() ? b.data_ptr<T>() : nullptr, N, C, static_cast<T>(eps), detail::stream(in.device()));
+  });
+  if (autograd::needs_grad({&x, &weight, &bias}))
+    autograd::record("layer_norm", {x, weight, bias}, out,
+                     [in = saved(in), w = saved(w), mean, rstd, N, C, has_bias = b.defined()](const Tensor& g_in) {
+                       static detail::KernelFamily<kernels::layernorm_backward_fn> kb("layernorm_backward");
+                       const Tensor g = g_in.contiguous();
+                       Tensor dx = detail::new_like(g);
+                       Tensor dw = detail::new_like(w);
+                       Tensor db = has_bias ? detail::new_like(w) : Tensor();
+                       detail::dispatch_floating(g.dtype(), "layer_norm", [&]<class T>() {
+                         kb.get<T>(g.device())(dx.data_ptr<T>(), dw.data_ptr<T>(), has_bias ? db.data_ptr<T>() : nullptr,
+                                               g.data_ptr<T>(), in.data_ptr<T>(), w.data_ptr<T>(), mean.data_ptr<T>(),
+                                               rstd.data_ptr<T>(), N, C, detail::stream(g.device()));
+                       });
+                       return TensorList{dx, dw, db};
+                     });
+  return out;
+}
+
+Tensor layer_norm_composed(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  check_layer_norm("layer_norm_composed", x, weight, bias);
+  const Tensor mu = mean(x, {-1}, true);
+  const Tensor centered = sub(x, mu);
+  const Tensor variance = mean(mul(centered, centered), {-1}, true);
+  const Tensor normed = div(centered, sqrt(add(variance, eps)));
+  const Tensor scaled = mul(normed, weight);
+  return bias.defined() ? add(scaled, bias) : scaled;
+}
+
+// ---------------------------------------------------------------------------------------------
+// causal self-attention, composed: softmax(q k^T / sqrt(hs) + mask) v
+
+Tensor causal_self_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+  detail::check_defined("causal_self_attention", q);
+  BRRR_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.shape() == q.shape(),
+             "causal_self_attention: q, k, v must all be (B, H, T, hs), got ", shape_str(q.shape()), ", ",
+             shape_str(k.shape()), ", ", shape_str(v.shape()));
+  const std::int64_t T = q.size(2), hs = q.size(3);
+  const Tensor scores = mul(matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(hs)));
+  // mask[t, s] = 1 where s > t: position t may not look ahead.
+  std::vector<double> m(static_cast<std::size_t>(T * T));
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t s = 0; s < T; ++s) m[t * T + s] = s > t ? 1.0 : 0.0;
+  const Tensor mask = from_vector(m, {T, T}, TensorOptions().dtype(q.dtype()).device(q.device()));
+  const Tensor att = softmax(masked_fill(scores, mask, -std::numeric_limits<double>::infinity()), -1);
+  return matmul(att, v);
+}
+
+// ---------------------------------------------------------------------------------------------
+// dropout
+
+Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
+  detail::check_defined("dropout", x);
+  BRRR_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);
+  if (!training || p == 0.0) return x;
+  Tensor mask = detail::new_like(x);
+  const std::int64_t n = x.numel();
+  detail::dispatch_floating(x.dtype(), "dropout", [&]<class T>() {
+    static detail::KernelFamily<kernels::dropout_mask_fn> k("dropout_mask");
+    const std::uint64_t counter = gen.reserve(static_cast<std::uint64_t>((n + 3) / 4));
+    k.get<T>(x.device())(mask.data_ptr<T>(), n, static_cast<T>(p), gen.seed(), counter, detail::stream(x.device()));
+  });
+  return mul(x, mask);
+}
+
+}  // namespace brrr::ops

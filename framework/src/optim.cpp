@@ -1,0 +1,163 @@
+// framework/src/optim.cpp: AdamW, SGD, gradient clipping and the cosine schedule.
+// Chapter 05 (modules, optimizers and the first MLP). Read before: kernels/cpu/optim.cpp.
+// Read next: models/mlp (the first model).
+#include "brrr/optim.h"
+
+#include <cmath>
+
+#include "brrr/autograd.h"
+#include "brrr/ops.h"
+#include "internal.h"
+
+namespace brrr::optim {
+
+void Optimizer::zero_grad() {
+  for (Tensor& p : params()) p.set_grad(Tensor());
+}
+
+// ---------------------------------------------------------------------------------------------
+// AdamW
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options) : AdamW(std::vector<ParamGroup<AdamWOptions>>{{std::move(params), options}}) {}
+
+AdamW::AdamW(std::vector<ParamGroup<AdamWOptions>> groups) : groups_(std::move(groups)) {
+  for (const auto& g : groups_)
+    for (const Tensor& p : g.params) {
+      BRRR_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), "AdamW: every parameter must be a leaf that requires grad");
+      BRRR_CHECK(p.is_contiguous(), "AdamW: parameters must be contiguous, got one of shape ", shape_str(p.shape()));
+    }
+}
+
+std::vector<Tensor> AdamW::params() const {
+  std::vector<Tensor> out;
+  for (const auto& g : groups_) out.insert(out.end(), g.params.begin(), g.params.end());
+  return out;
+}
+
+void AdamW::set_lr(double lr) {
+  for (auto& g : groups_) g.options.lr_ = lr;
+}
+
+void AdamW::ensure_state() {
+  if (!m_.empty()) return;
+  for (const Tensor& p : params()) {
+    m_.push_back(zeros_like(p));
+    v_.push_back(zeros_like(p));
+  }
+}
+
+void AdamW::step() {
+  ensure_state();
+  ++step_;
+  static detail::KernelFamily<kernels::adamw_step_fn> k("adamw_step");
+  std::size_t i = 0;
+  for (const auto& group : groups_) {
+    const kernels::AdamWParams hp{group.options.lr_, group.options.betas_.first, group.options.betas_.second,
+                                  group.options.eps_, group.options.weight_decay_, step_};
+    for (const Tensor& p : group.params) {
+      const Tensor& m = m_[i];
+      const Tensor& v = v_[i];
+      ++i;
+      const Tensor g = p.grad();
+      if (!g.defined()) continue;  // a parameter that got no gradient is left alone (as PyTorch)
+      const Tensor gc = g.contiguous();
+      detail::dispatch_floating(p.dtype(), "AdamW", [&]<class T>() {
+        k.get<T>(p.device())(p.data_ptr<T>(), gc.data_ptr<T>(), m.data_ptr<T>(), v.data_ptr<T>(), p.numel(), hp,
+                             detail::stream(p.device()));
+      });
+    }
+  }
+}
+
+std::vector<Tensor> AdamW::state() const {
+  std::vector<Tensor> out;
+  for (std::size_t i = 0; i < m_.size(); ++i) {
+    out.push_back(m_[i]);
+    out.push_back(v_[i]);
+  }
+  return out;
+}
+
+void AdamW::load_state(const std::vector<Tensor>& state, std::int64_t step) {
+  const std::vector<Tensor> ps = params();
+  BRRR_CHECK(state.size() == 2 * ps.size(), "AdamW::load_state: expected ", 2 * ps.size(), " tensors (m and v for each of ",
+             ps.size(), " parameters), got ", state.size());
+  m_.clear();
+  v_.clear();
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    for (int k = 0; k < 2; ++k)
+      BRRR_CHECK(state[2 * i + k].shape() == ps[i].shape(), "AdamW::load_state: state ", 2 * i + k, " has shape ",
+                 shape_str(state[2 * i + k].shape()), ", parameter ", i, " has ", shape_str(ps[i].shape()));
+    m_.push_back(state[2 * i].to(ps[i].dtype()).contiguous().clone());
+    v_.push_back(state[2 * i + 1].to(ps[i].dtype()).contiguous().clone());
+  }
+  step_ = step;
+}
+
+std::vector<ParamGroup<AdamWOptions>> decay_groups(const std::vector<Tensor>& params, AdamWOptions options) {
+  ParamGroup<AdamWOptions> decay{{}, options}, no_decay{{}, options};
+  no_decay.options.weight_decay(0.0);
+  for (const Tensor& p : params) (p.dim() >= 2 ? decay : no_decay).params.push_back(p);
+  return {decay, no_decay};
+}
+
+// ---------------------------------------------------------------------------------------------
+// SGD
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions options) : params_(std::move(params)), options_(options) {
+  for (const Tensor& p : params_)
+    BRRR_CHECK(p.defined() && p.requires_grad() && p.is_leaf() && p.is_contiguous(),
+               "SGD: every parameter must be a contiguous leaf that requires grad");
+}
+
+std::vector<Tensor> SGD::params() const { return params_; }
+void SGD::set_lr(double lr) { options_.lr_ = lr; }
+
+void SGD::step() {
+  if (momentum_.empty())
+    for (const Tensor& p : params_) momentum_.push_back(zeros_like(p));
+  static detail::KernelFamily<kernels::sgd_step_fn> k("sgd_step");
+  const kernels::SGDParams hp{options_.lr_, options_.momentum_, options_.dampening_, options_.weight_decay_,
+                              options_.nesterov_, first_};
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    if (!p.grad().defined()) continue;
+    const Tensor g = p.grad().contiguous();
+    detail::dispatch_floating(p.dtype(), "SGD", [&]<class T>() {
+      k.get<T>(p.device())(p.data_ptr<T>(), g.data_ptr<T>(), momentum_[i].data_ptr<T>(), p.numel(), hp,
+                           detail::stream(p.device()));
+    });
+  }
+  first_ = false;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  NoGradGuard no_grad;
+  double total = 0.0;
+  for (const Tensor& p : params)
+    if (p.grad().defined()) {
+      const Tensor g = p.grad();
+      total += ops::sum(ops::mul(g, g)).item<double>();
+    }
+  const double norm = std::sqrt(total);
+  const double scale = max_norm / (norm + 1e-6);  // PyTorch's formula
+  if (scale < 1.0)
+    for (const Tensor& p : params)
+      if (p.grad().defined()) {
+        Tensor g = p.grad();
+        g.mul_(scale);
+      }
+  return norm;
+}
+
+double CosineSchedule::lr(std::int64_t step) const {
+  if (step < warmup_steps) return max_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps + 1);
+  if (step > decay_steps) return min_lr;
+  const double ratio = static_cast<double>(step - warmup_steps) / static_cast<double>(std::max<std::int64_t>(1, decay_steps - warmup_steps));
+  const double coeff = 0.5 * (1.0 + std::cos(M_PI * ratio));
+  return min_lr + coeff * (max_lr - min_lr);
+}
+
+}  // namespace brrr::optim

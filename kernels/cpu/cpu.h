@@ -1,0 +1,63 @@
+// kernels/cpu/cpu.h: helpers every CPU kernel uses, and the vectorizable math they share.
+// Chapter 04 (matmul and the CPU backend). Read next: elementwise.cpp.
+//
+// Work is split into blocks of a fixed size (never "one block per thread"), and OpenMP hands
+// the blocks out. A block's result never depends on which thread ran it or how many threads
+// there are, which is how brrr gives bitwise-identical results for any thread count.
+#pragma once
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/kernels.h"
+
+namespace brrr::kernels::cpu {
+
+// Calls body(begin, end) for consecutive blocks of `grain` indices in [0, n), in parallel
+// when there is more than one block.
+template <class Body>
+inline void parallel_for(std::int64_t n, std::int64_t grain, Body body) {
+  if (n <= 0) return;
+  const std::int64_t blocks = (n + grain - 1) / grain;
+  if (blocks == 1 || omp_in_parallel()) {
+    for (std::int64_t b = 0; b < blocks; ++b) body(b * grain, std::min(n, (b + 1) * grain));
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (std::int64_t b = 0; b < blocks; ++b) body(b * grain, std::min(n, (b + 1) * grain));
+}
+
+// Elementwise kernels move about 32 KiB per block: big enough to amortise scheduling,
+// small enough to balance two cores on a 16k-element tensor.
+constexpr std::int64_t kElementwiseGrain = 8192;
+
+// exp(x) for float that the compiler can vectorize (no libm call): Cephes' method.
+// x = n ln2 + r with |r| <= ln2/2, exp(r) by a degree-6 polynomial, then scale by 2^n
+// through the exponent bits. Relative error about 1 ulp; x is clamped to float's range.
+inline float exp_vec(float x) {
+  x = std::min(std::max(x, -87.3365447505f), 88.7228391117f);
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  float r = x - n * 0.693359375f;   // ln2, split in two for precision
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+inline double exp_vec(double x) { return std::exp(x); }
+
+// tanh(u) = 1 - 2 / (exp(2u) + 1): saturates cleanly to +-1 for large |u|.
+inline float tanh_vec(float u) { return 1.0f - 2.0f / (exp_vec(2.0f * u) + 1.0f); }
+inline double tanh_vec(double u) { return std::tanh(u); }
+
+}  // namespace brrr::kernels::cpu

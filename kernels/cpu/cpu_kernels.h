@@ -1,0 +1,59 @@
+// kernels/cpu/cpu_kernels.h: the CPU kernels, declared once. Each matches its op's signature
+// in kernels/kernels.h and is registered in register.cpp.
+// Chapter 04 (matmul and the CPU backend).
+#pragma once
+#include "kernels/kernels.h"
+
+namespace brrr::kernels::cpu {
+
+// elementwise.cpp
+template <class T> void fill(T* out, T value, std::int64_t n, Stream);
+template <class T> void copy(T* out, const T* in, const Loop& loop, Stream);
+void cast(void* out, DType out_dtype, const void* in, DType in_dtype, std::int64_t n, Stream);
+template <class T> void uniform(T* out, std::int64_t n, std::uint64_t seed, std::uint64_t counter, Stream);
+template <class T> void normal(T* out, std::int64_t n, std::uint64_t seed, std::uint64_t counter, Stream);
+template <class T> void dropout_mask(T* mask, std::int64_t n, T p, std::uint64_t seed, std::uint64_t counter, Stream);
+template <class T> void neg(T* out, const T* x, std::int64_t n, Stream);
+template <class T> void exp(T* out, const T* x, std::int64_t n, Stream);
+template <class T> void log(T* out, const T* x, std::int64_t n, Stream);
+template <class T> void sqrt(T* out, const T* x, std::int64_t n, Stream);
+template <class T> void tanh(T* out, const T* x, std::int64_t n, Stream);
+template <class T> void relu(T* out, const T* x, std::int64_t n, Stream);
+template <class T> void sigmoid(T* out, const T* x, std::int64_t n, Stream);
+template <class T> void pow_scalar(T* out, const T* x, T exponent, std::int64_t n, Stream);
+template <class T> void relu_backward(T* dx, const T* dout, const T* x, std::int64_t n, Stream);
+template <class T> void add(T* out, const T* a, const T* b, const Loop& loop, Stream);
+template <class T> void sub(T* out, const T* a, const T* b, const Loop& loop, Stream);
+template <class T> void mul(T* out, const T* a, const T* b, const Loop& loop, Stream);
+template <class T> void div(T* out, const T* a, const T* b, const Loop& loop, Stream);
+template <class T> void masked_fill(T* out, const T* x, const T* mask, T value, const Loop& loop, Stream);
+
+// reduce.cpp
+template <class T> void sum_dim(T* out, const T* in, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream);
+template <class T> void max_dim(T* out, std::int64_t* index, const T* in, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream);
+
+template <class T> void max_dim_backward(T* dx, const T* dout, const std::int64_t* index, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream);
+
+// matmul.cpp
+template <class T> void matmul_naive(T* out, const T* a, const T* b, const MatmulShape& shape, Stream);
+template <class T> void matmul_eigen(T* out, const T* a, const T* b, const MatmulShape& shape, Stream);
+
+// nn.cpp
+template <class T> void embedding_forward(T* out, const T* weight, const std::int32_t* idx, std::int64_t N, std::int64_t C, Stream);
+template <class T> void embedding_backward(T* dweight, const T* dout, const std::int32_t* idx, std::int64_t N, std::int64_t V, std::int64_t C, Stream);
+template <class T> void softmax_forward(T* out, const T* x, std::int64_t N, std::int64_t C, Stream);
+template <class T> void softmax_backward(T* dx, const T* dout, const T* out, std::int64_t N, std::int64_t C, Stream);
+template <class T> void log_softmax_forward(T* out, const T* x, std::int64_t N, std::int64_t C, Stream);
+template <class T> void log_softmax_backward(T* dx, const T* dout, const T* out, std::int64_t N, std::int64_t C, Stream);
+template <class T> void cross_entropy_forward(T* losses, T* lse, const T* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, Stream);
+template <class T> void cross_entropy_backward(T* dlogits, const T* dlosses, const T* logits, const T* lse, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, Stream);
+template <class T> void gelu_forward(T* out, const T* x, std::int64_t n, Stream);
+template <class T> void gelu_backward(T* dx, const T* dout, const T* x, std::int64_t n, Stream);
+template <class T> void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, std::int64_t N, std::int64_t C, T eps, Stream);
+template <class T> void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight, const T* mean, const T* rstd, std::int64_t N, std::int64_t C, Stream);
+
+// optim.cpp
+template <class T> void adamw_step(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamWParams& hp, Stream);
+template <class T> void sgd_step(T* param, const T* grad, T* buf, std::int64_t n, const SGDParams& hp, Stream);
+
+}  // namespace brrr::kernels::cpu

@@ -1,0 +1,256 @@
+// kernels/cpu/elementwise.cpp: fill, copy, cast, random numbers, unary and binary ops.
+// Chapter 02 (ops and broadcasting). Read before: kernels/kernels.h. Read next: reduce.cpp.
+//
+// Unary kernels see contiguous arrays. Binary kernels see a Loop: the broadcast shape and,
+// for each operand, its stride in every dim (0 where it is broadcast). The op has already
+// merged dims that can be walked as one, so most calls are a single flat loop.
+#include "kernels/cpu/cpu_kernels.h"
+
+#include "brrr/error.h"
+#include "brrr/generator.h"
+#include "kernels/cpu/cpu.h"
+
+namespace brrr::kernels::cpu {
+
+// ---------------------------------------------------------------------------------------------
+// fill, copy, cast
+
+template <class T>
+void fill(T* out, T value, std::int64_t n, Stream) {
+  parallel_for(n, kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
+    std::fill(out + begin, out + end, value);
+  });
+}
+
+// Walks a Loop's outer dims (all but the last) for the flat index `outer`, returning each
+// operand's offset. The last dim is the kernels' inner loop.
+inline void outer_offsets(const Loop& loop, std::int64_t outer, int operands, std::int64_t* offsets) {
+  for (int k = 0; k < operands; ++k) offsets[k] = 0;
+  for (int d = loop.ndim - 2; d >= 0; --d) {
+    const std::int64_t i = outer % loop.size[d];
+    outer /= loop.size[d];
+    for (int k = 0; k < operands; ++k) offsets[k] += i * loop.stride[k][d];
+  }
+}
+
+template <class T>
+void copy(T* out, const T* in, const Loop& loop, Stream) {
+  const std::int64_t inner = loop.ndim ? loop.size[loop.ndim - 1] : 1;
+  const std::int64_t so = loop.ndim ? loop.stride[0][loop.ndim - 1] : 1;
+  const std::int64_t si = loop.ndim ? loop.stride[1][loop.ndim - 1] : 1;
+  const std::int64_t outer = loop.numel() / std::max<std::int64_t>(inner, 1);
+  if (outer == 1 && so == 1 && si == 1) {
+    parallel_for(inner, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
+      std::memcpy(out + b, in + b, (e - b) * sizeof(T));
+    });
+    return;
+  }
+  const std::int64_t grain = std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(inner, 1));
+  parallel_for(outer, grain, [&](std::int64_t begin, std::int64_t end) {
+    std::int64_t off[2];
+    for (std::int64_t o = begin; o < end; ++o) {
+      outer_offsets(loop, o, 2, off);
+      T* dst = out + off[0];
+      const T* src = in + off[1];
+      for (std::int64_t i = 0; i < inner; ++i) dst[i * so] = src[i * si];
+    }
+  });
+}
+
+template <class Out, class In>
+void cast_typed(Out* out, const In* in, std::int64_t n) {
+  parallel_for(n, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) out[i] = static_cast<Out>(in[i]);
+  });
+}
+
+template <class Out>
+void cast_to(Out* out, const void* in, DType in_dtype, std::int64_t n) {
+  switch (in_dtype) {
+    case DType::Float32: return cast_typed(out, static_cast<const float*>(in), n);
+    case DType::Float64: return cast_typed(out, static_cast<const double*>(in), n);
+    case DType::Int32: return cast_typed(out, static_cast<const std::int32_t*>(in), n);
+    case DType::Int64: return cast_typed(out, static_cast<const std::int64_t*>(in), n);
+    default: ::brrr::detail::fail("cast: unsupported source dtype ", dtype_name(in_dtype), " on cpu");
+  }
+}
+
+void cast(void* out, DType out_dtype, const void* in, DType in_dtype, std::int64_t n, Stream) {
+  switch (out_dtype) {
+    case DType::Float32: return cast_to(static_cast<float*>(out), in, in_dtype, n);
+    case DType::Float64: return cast_to(static_cast<double*>(out), in, in_dtype, n);
+    case DType::Int32: return cast_to(static_cast<std::int32_t*>(out), in, in_dtype, n);
+    case DType::Int64: return cast_to(static_cast<std::int64_t*>(out), in, in_dtype, n);
+    default: ::brrr::detail::fail("cast: unsupported target dtype ", dtype_name(out_dtype), " on cpu");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// random numbers: philox(seed, counter + block) gives four 32-bit words per block.
+// uniform: float takes one word per element (4 per block), double two (2 per block).
+// normal: Box-Muller turns two words into two normals (4 per block, either dtype).
+
+template <class T>
+void uniform(T* out, std::int64_t n, std::uint64_t seed, std::uint64_t counter, Stream) {
+  constexpr int per_block = sizeof(T) == 4 ? 4 : 2;
+  parallel_for((n + per_block - 1) / per_block, 2048, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t block = b; block < e; ++block) {
+      const auto w = philox(seed, counter + block);
+      for (int k = 0; k < per_block && block * per_block + k < n; ++k) {
+        if constexpr (per_block == 4) out[block * 4 + k] = uniform_from_bits(w[k]);
+        else out[block * 2 + k] = uniform_double_from_bits(w[2 * k], w[2 * k + 1]);
+      }
+    }
+  });
+}
+
+template <class T>
+void normal(T* out, std::int64_t n, std::uint64_t seed, std::uint64_t counter, Stream) {
+  parallel_for((n + 3) / 4, 2048, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t block = b; block < e; ++block) {
+      const auto w = philox(seed, counter + block);
+      double z[4];
+      for (int pair = 0; pair < 2; ++pair) {
+        const double u1 = (static_cast<double>(w[2 * pair]) + 1.0) * (1.0 / 4294967296.0);  // (0, 1]
+        const double u2 = static_cast<double>(w[2 * pair + 1]) * (1.0 / 4294967296.0);      // [0, 1)
+        const double r = std::sqrt(-2.0 * std::log(u1));
+        z[2 * pair] = r * std::cos(2.0 * M_PI * u2);
+        z[2 * pair + 1] = r * std::sin(2.0 * M_PI * u2);
+      }
+      for (int k = 0; k < 4 && block * 4 + k < n; ++k) out[block * 4 + k] = static_cast<T>(z[k]);
+    }
+  });
+}
+
+// mask = 0 with probability p, else 1 / (1 - p): multiplying by it is inverted dropout.
+template <class T>
+void dropout_mask(T* mask, std::int64_t n, T p, std::uint64_t seed, std::uint64_t counter, Stream) {
+  const T scale = T(1) / (T(1) - p);
+  parallel_for((n + 3) / 4, 2048, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t block = b; block < e; ++block) {
+      const auto w = philox(seed, counter + block);
+      for (int k = 0; k < 4 && block * 4 + k < n; ++k)
+        mask[block * 4 + k] = uniform_from_bits(w[k]) < p ? T(0) : scale;
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// unary ops: out[i] = f(x[i])
+
+template <class T, class F>
+inline void map_unary(T* out, const T* x, std::int64_t n, F f) {
+  parallel_for(n, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
+#pragma omp simd
+    for (std::int64_t i = b; i < e; ++i) out[i] = f(x[i]);
+  });
+}
+
+template <class T> void neg(T* out, const T* x, std::int64_t n, Stream) { map_unary(out, x, n, [](T v) { return -v; }); }
+template <class T> void exp(T* out, const T* x, std::int64_t n, Stream) { map_unary(out, x, n, [](T v) { return std::exp(v); }); }
+template <class T> void log(T* out, const T* x, std::int64_t n, Stream) { map_unary(out, x, n, [](T v) { return std::log(v); }); }
+template <class T> void sqrt(T* out, const T* x, std::int64_t n, Stream) { map_unary(out, x, n, [](T v) { return std::sqrt(v); }); }
+template <class T> void tanh(T* out, const T* x, std::int64_t n, Stream) { map_unary(out, x, n, [](T v) { return std::tanh(v); }); }
+template <class T> void relu(T* out, const T* x, std::int64_t n, Stream) { map_unary(out, x, n, [](T v) { return v > T(0) ? v : T(0); }); }
+template <class T> void sigmoid(T* out, const T* x, std::int64_t n, Stream) { map_unary(out, x, n, [](T v) { return T(1) / (T(1) + std::exp(-v)); }); }
+
+template <class T>
+void pow_scalar(T* out, const T* x, T exponent, std::int64_t n, Stream) {
+  if (exponent == T(2)) return map_unary(out, x, n, [](T v) { return v * v; });
+  map_unary(out, x, n, [exponent](T v) { return std::pow(v, exponent); });
+}
+
+template <class T>
+void relu_backward(T* dx, const T* dout, const T* x, std::int64_t n, Stream) {
+  parallel_for(n, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
+#pragma omp simd
+    for (std::int64_t i = b; i < e; ++i) dx[i] = x[i] > T(0) ? dout[i] : T(0);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// binary ops with broadcasting: out = f(a, b) over a Loop
+
+template <class T, class F>
+inline void map_binary(T* out, const T* a, const T* b, const Loop& loop, F f) {
+  const int last = loop.ndim - 1;
+  const std::int64_t inner = loop.ndim ? loop.size[last] : 1;
+  const std::int64_t so = loop.ndim ? loop.stride[0][last] : 1;
+  const std::int64_t sa = loop.ndim ? loop.stride[1][last] : 0;
+  const std::int64_t sb = loop.ndim ? loop.stride[2][last] : 0;
+  const std::int64_t outer = inner ? loop.numel() / inner : 0;
+  // The common cases get loops the compiler vectorizes: all contiguous, or one side a scalar.
+  auto run_inner = [&](T* o, const T* x, const T* y, std::int64_t len) {
+    if (so == 1 && sa == 1 && sb == 1) {
+#pragma omp simd
+      for (std::int64_t i = 0; i < len; ++i) o[i] = f(x[i], y[i]);
+    } else if (so == 1 && sa == 1 && sb == 0) {
+      const T yv = *y;
+#pragma omp simd
+      for (std::int64_t i = 0; i < len; ++i) o[i] = f(x[i], yv);
+    } else if (so == 1 && sa == 0 && sb == 1) {
+      const T xv = *x;
+#pragma omp simd
+      for (std::int64_t i = 0; i < len; ++i) o[i] = f(xv, y[i]);
+    } else {
+      for (std::int64_t i = 0; i < len; ++i) o[i * so] = f(x[i * sa], y[i * sb]);
+    }
+  };
+  if (outer == 1) {
+    parallel_for(inner, kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
+      run_inner(out + begin * so, a + begin * sa, b + begin * sb, end - begin);
+    });
+    return;
+  }
+  const std::int64_t grain = std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(inner, 1));
+  parallel_for(outer, grain, [&](std::int64_t begin, std::int64_t end) {
+    std::int64_t off[3];
+    for (std::int64_t o = begin; o < end; ++o) {
+      outer_offsets(loop, o, 3, off);
+      run_inner(out + off[0], a + off[1], b + off[2], inner);
+    }
+  });
+}
+
+template <class T> void add(T* out, const T* a, const T* b, const Loop& l, Stream) { map_binary(out, a, b, l, [](T x, T y) { return x + y; }); }
+template <class T> void sub(T* out, const T* a, const T* b, const Loop& l, Stream) { map_binary(out, a, b, l, [](T x, T y) { return x - y; }); }
+template <class T> void mul(T* out, const T* a, const T* b, const Loop& l, Stream) { map_binary(out, a, b, l, [](T x, T y) { return x * y; }); }
+template <class T> void div(T* out, const T* a, const T* b, const Loop& l, Stream) { map_binary(out, a, b, l, [](T x, T y) { return x / y; }); }
+
+template <class T>
+void masked_fill(T* out, const T* x, const T* mask, T value, const Loop& l, Stream) {
+  map_binary(out, x, mask, l, [value](T v, T m) { return m != T(0) ? value : v; });
+}
+
+// ---------------------------------------------------------------------------------------------
+// instantiations for float and double
+
+#define BRRR_INSTANTIATE(T)                                                               \
+  template void fill<T>(T*, T, std::int64_t, Stream);                                    \
+  template void copy<T>(T*, const T*, const Loop&, Stream);                              \
+  template void uniform<T>(T*, std::int64_t, std::uint64_t, std::uint64_t, Stream);      \
+  template void normal<T>(T*, std::int64_t, std::uint64_t, std::uint64_t, Stream);       \
+  template void dropout_mask<T>(T*, std::int64_t, T, std::uint64_t, std::uint64_t, Stream); \
+  template void neg<T>(T*, const T*, std::int64_t, Stream);                              \
+  template void exp<T>(T*, const T*, std::int64_t, Stream);                              \
+  template void log<T>(T*, const T*, std::int64_t, Stream);                              \
+  template void sqrt<T>(T*, const T*, std::int64_t, Stream);                             \
+  template void tanh<T>(T*, const T*, std::int64_t, Stream);                             \
+  template void relu<T>(T*, const T*, std::int64_t, Stream);                             \
+  template void sigmoid<T>(T*, const T*, std::int64_t, Stream);                          \
+  template void pow_scalar<T>(T*, const T*, T, std::int64_t, Stream);                    \
+  template void relu_backward<T>(T*, const T*, const T*, std::int64_t, Stream);          \
+  template void add<T>(T*, const T*, const T*, const Loop&, Stream);                     \
+  template void sub<T>(T*, const T*, const T*, const Loop&, Stream);                     \
+  template void mul<T>(T*, const T*, const T*, const Loop&, Stream);                     \
+  template void div<T>(T*, const T*, const T*, const Loop&, Stream);                     \
+  template void masked_fill<T>(T*, const T*, const T*, T, const Loop&, Stream);
+BRRR_INSTANTIATE(float)
+BRRR_INSTANTIATE(double)
+template void fill<std::int32_t>(std::int32_t*, std::int32_t, std::int64_t, Stream);
+template void fill<std::int64_t>(std::int64_t*, std::int64_t, std::int64_t, Stream);
+template void copy<std::int32_t>(std::int32_t*, const std::int32_t*, const Loop&, Stream);
+template void copy<std::int64_t>(std::int64_t*, const std::int64_t*, const Loop&, Stream);
+#undef BRRR_INSTANTIATE
+
+}  // namespace brrr::kernels::cpu

@@ -1,0 +1,279 @@
+// kernels/cpu/nn.cpp: embedding, softmax, cross-entropy, GELU and LayerNorm on the CPU.
+// Chapter 07 (attention and the GPT) uses them all; GELU and LayerNorm are also chapters 11
+// and 12, where these functions are the reference the CUDA kernels are checked against.
+// Read before: matmul.cpp. Read next: optim.cpp.
+#include "kernels/cpu/cpu_kernels.h"
+
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/cpu.h"
+
+namespace brrr::kernels::cpu {
+
+// ---------------------------------------------------------------------------------------------
+// embedding: out[n, :] = weight[idx[n], :]
+
+template <class T>
+void embedding_forward(T* out, const T* weight, const std::int32_t* idx, std::int64_t N, std::int64_t C, Stream) {
+  parallel_for(N, std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(C, 1)), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t n = b; n < e; ++n) std::memcpy(out + n * C, weight + idx[n] * C, C * sizeof(T));
+  });
+}
+
+// dweight[idx[n], :] += dout[n, :]. Two rows may share a token, so threads split the
+// columns, not the rows: each column's additions happen in row order (deterministic).
+template <class T>
+void embedding_backward(T* dweight, const T* dout, const std::int32_t* idx, std::int64_t N, std::int64_t V, std::int64_t C, Stream) {
+  constexpr std::int64_t kCols = 64;
+  parallel_for((C + kCols - 1) / kCols, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t block = b; block < e; ++block) {
+      const std::int64_t c0 = block * kCols, c1 = std::min(C, c0 + kCols);
+      for (std::int64_t n = 0; n < N; ++n) {
+        T* dst = dweight + idx[n] * C;
+        const T* src = dout + n * C;
+        for (std::int64_t c = c0; c < c1; ++c) dst[c] += src[c];
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// softmax over rows: out = exp(x - max) / sum(exp(x - max)); subtracting the max keeps exp
+// from overflowing and changes nothing mathematically.
+
+inline std::int64_t row_grain(std::int64_t C) { return std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(C, 1)); }
+
+template <class T>
+void softmax_forward(T* out, const T* x, std::int64_t N, std::int64_t C, Stream) {
+  parallel_for(N, row_grain(C), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t n = b; n < e; ++n) {
+      const T* row = x + n * C;
+      T* o = out + n * C;
+      T maxv = -std::numeric_limits<T>::infinity();
+      for (std::int64_t c = 0; c < C; ++c) maxv = std::max(maxv, row[c]);
+      if (maxv == -std::numeric_limits<T>::infinity()) maxv = 0;  // a fully masked row
+      double sum = 0.0;
+      for (std::int64_t c = 0; c < C; ++c) {
+        o[c] = std::exp(row[c] - maxv);
+        sum += o[c];
+      }
+      const T inv = static_cast<T>(1.0 / sum);
+      for (std::int64_t c = 0; c < C; ++c) o[c] *= inv;
+    }
+  });
+}
+
+// dx = out * (dout - sum(dout * out)), the Jacobian of softmax applied to dout.
+template <class T>
+void softmax_backward(T* dx, const T* dout, const T* out, std::int64_t N, std::int64_t C, Stream) {
+  parallel_for(N, row_grain(C), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t n = b; n < e; ++n) {
+      const T* g = dout + n * C;
+      const T* y = out + n * C;
+      double dot = 0.0;
+      for (std::int64_t c = 0; c < C; ++c) dot += static_cast<double>(g[c]) * y[c];
+      const T d = static_cast<T>(dot);
+      for (std::int64_t c = 0; c < C; ++c) dx[n * C + c] = y[c] * (g[c] - d);
+    }
+  });
+}
+
+template <class T>
+inline double logsumexp(const T* row, std::int64_t C) {
+  T maxv = -std::numeric_limits<T>::infinity();
+  for (std::int64_t c = 0; c < C; ++c) maxv = std::max(maxv, row[c]);
+  if (maxv == -std::numeric_limits<T>::infinity()) return maxv;
+  double sum = 0.0;
+  for (std::int64_t c = 0; c < C; ++c) sum += std::exp(static_cast<double>(row[c] - maxv));
+  return static_cast<double>(maxv) + std::log(sum);
+}
+
+template <class T>
+void log_softmax_forward(T* out, const T* x, std::int64_t N, std::int64_t C, Stream) {
+  parallel_for(N, row_grain(C), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t n = b; n < e; ++n) {
+      const double lse = logsumexp(x + n * C, C);
+      for (std::int64_t c = 0; c < C; ++c) out[n * C + c] = static_cast<T>(x[n * C + c] - lse);
+    }
+  });
+}
+
+// dx = dout - exp(out) * sum(dout), since exp(out) is the softmax.
+template <class T>
+void log_softmax_backward(T* dx, const T* dout, const T* out, std::int64_t N, std::int64_t C, Stream) {
+  parallel_for(N, row_grain(C), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t n = b; n < e; ++n) {
+      double sum = 0.0;
+      for (std::int64_t c = 0; c < C; ++c) sum += dout[n * C + c];
+      for (std::int64_t c = 0; c < C; ++c)
+        dx[n * C + c] = static_cast<T>(dout[n * C + c] - std::exp(static_cast<double>(out[n * C + c])) * sum);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// cross-entropy, fused: loss[n] = lse(logits[n]) - logits[n, target[n]]. The backward
+// recomputes the softmax from the logits and the saved lse, so no (N, V) probability tensor
+// is ever stored: dlogits[n, v] = (exp(logits[n, v] - lse[n]) - [v == target]) * dloss[n].
+
+template <class T>
+void cross_entropy_forward(T* losses, T* lse, const T* logits, const std::int32_t* targets, std::int64_t N,
+                           std::int64_t V, std::int64_t ignore_index, Stream) {
+  parallel_for(N, row_grain(V), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t n = b; n < e; ++n) {
+      const double l = logsumexp(logits + n * V, V);
+      lse[n] = static_cast<T>(l);
+      losses[n] = targets[n] == ignore_index ? T(0) : static_cast<T>(l - logits[n * V + targets[n]]);
+    }
+  });
+}
+
+template <class T>
+void cross_entropy_backward(T* dlogits, const T* dlosses, const T* logits, const T* lse, const std::int32_t* targets,
+                            std::int64_t N, std::int64_t V, std::int64_t ignore_index, Stream) {
+  parallel_for(N, row_grain(V), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t n = b; n < e; ++n) {
+      T* d = dlogits + n * V;
+      if (targets[n] == ignore_index) {
+        std::fill(d, d + V, T(0));
+        continue;
+      }
+      const T* row = logits + n * V;
+      const T g = dlosses[n], l = lse[n];
+      for (std::int64_t v = 0; v < V; ++v) d[v] = std::exp(row[v] - l) * g;
+      d[targets[n]] -= g;
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// GELU, tanh approximation: gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+// gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+// tanh_vec (cpu.h) lets the loop vectorize; float64 uses std::tanh.
+
+template <class T>
+void gelu_forward(T* out, const T* x, std::int64_t n, Stream) {
+  const T k = static_cast<T>(0.7978845608028654), c = static_cast<T>(0.044715);
+  parallel_for(n, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
+#pragma omp simd
+    for (std::int64_t i = b; i < e; ++i) {
+      const T v = x[i];
+      out[i] = T(0.5) * v * (T(1) + tanh_vec(k * (v + c * v * v * v)));
+    }
+  });
+}
+
+template <class T>
+void gelu_backward(T* dx, const T* dout, const T* x, std::int64_t n, Stream) {
+  const T k = static_cast<T>(0.7978845608028654), c = static_cast<T>(0.044715);
+  parallel_for(n, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
+#pragma omp simd
+    for (std::int64_t i = b; i < e; ++i) {
+      const T v = x[i];
+      const T th = tanh_vec(k * (v + c * v * v * v));
+      const T grad = T(0.5) * (T(1) + th) + T(0.5) * v * (T(1) - th * th) * k * (T(1) + T(3) * c * v * v);
+      dx[i] = grad * dout[i];
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm over rows of (N, C): out = (x - mean) * rstd * weight + bias,
+// rstd = 1 / sqrt(var + eps) with the biased variance. mean and rstd are saved for backward.
+
+template <class T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, std::int64_t N,
+                       std::int64_t C, T eps, Stream) {
+  parallel_for(N, row_grain(C), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t n = b; n < e; ++n) {
+      const T* row = x + n * C;
+      double m = 0.0;
+      for (std::int64_t c = 0; c < C; ++c) m += row[c];
+      m /= static_cast<double>(C);
+      double v = 0.0;
+      for (std::int64_t c = 0; c < C; ++c) v += (row[c] - m) * (row[c] - m);
+      v /= static_cast<double>(C);
+      const double s = 1.0 / std::sqrt(v + static_cast<double>(eps));
+      T* o = out + n * C;
+      for (std::int64_t c = 0; c < C; ++c) {
+        const T norm = static_cast<T>((row[c] - m) * s);
+        o[c] = norm * weight[c] + (bias ? bias[c] : T(0));
+      }
+      mean[n] = static_cast<T>(m);
+      rstd[n] = static_cast<T>(s);
+    }
+  });
+}
+
+// With norm = (x - mean) * rstd and g = dout * weight:
+//   dx = rstd * (g - mean(g) - norm * mean(g * norm))
+//   dweight = sum over rows of dout * norm,  dbias = sum over rows of dout.
+// Rows are cut into fixed chunks whose partial dweight/dbias are added in chunk order.
+template <class T>
+void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight, const T* mean,
+                        const T* rstd, std::int64_t N, std::int64_t C, Stream) {
+  constexpr std::int64_t kRows = 64;
+  const std::int64_t chunks = (N + kRows - 1) / kRows;
+  std::vector<double> partial_w(chunks * C, 0.0), partial_b(chunks * C, 0.0);
+  parallel_for(chunks, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t chunk = b; chunk < e; ++chunk) {
+      double* pw = partial_w.data() + chunk * C;
+      double* pb = partial_b.data() + chunk * C;
+      for (std::int64_t n = chunk * kRows; n < std::min(N, (chunk + 1) * kRows); ++n) {
+        const T* row = x + n * C;
+        const T* g = dout + n * C;
+        const double m = mean[n], s = rstd[n];
+        double mean_g = 0.0, mean_gn = 0.0;
+        for (std::int64_t c = 0; c < C; ++c) {
+          const double norm = (row[c] - m) * s;
+          const double gw = static_cast<double>(g[c]) * weight[c];
+          mean_g += gw;
+          mean_gn += gw * norm;
+          pw[c] += static_cast<double>(g[c]) * norm;
+          pb[c] += g[c];
+        }
+        mean_g /= static_cast<double>(C);
+        mean_gn /= static_cast<double>(C);
+        for (std::int64_t c = 0; c < C; ++c) {
+          const double norm = (row[c] - m) * s;
+          const double gw = static_cast<double>(g[c]) * weight[c];
+          dx[n * C + c] = static_cast<T>(s * (gw - mean_g - norm * mean_gn));
+        }
+      }
+    }
+  });
+  for (std::int64_t c = 0; c < C; ++c) {
+    double w = 0.0, bsum = 0.0;
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+      w += partial_w[chunk * C + c];
+      bsum += partial_b[chunk * C + c];
+    }
+    if (dweight) dweight[c] = static_cast<T>(w);
+    if (dbias) dbias[c] = static_cast<T>(bsum);
+  }
+}
+
+#define BRRR_INSTANTIATE(T)                                                                                       \
+  template void embedding_forward<T>(T*, const T*, const std::int32_t*, std::int64_t, std::int64_t, Stream);      \
+  template void embedding_backward<T>(T*, const T*, const std::int32_t*, std::int64_t, std::int64_t, std::int64_t, \
+                                      Stream);                                                                    \
+  template void softmax_forward<T>(T*, const T*, std::int64_t, std::int64_t, Stream);                             \
+  template void softmax_backward<T>(T*, const T*, const T*, std::int64_t, std::int64_t, Stream);                  \
+  template void log_softmax_forward<T>(T*, const T*, std::int64_t, std::int64_t, Stream);                         \
+  template void log_softmax_backward<T>(T*, const T*, const T*, std::int64_t, std::int64_t, Stream);              \
+  template void cross_entropy_forward<T>(T*, T*, const T*, const std::int32_t*, std::int64_t, std::int64_t,       \
+                                         std::int64_t, Stream);                                                   \
+  template void cross_entropy_backward<T>(T*, const T*, const T*, const T*, const std::int32_t*, std::int64_t,    \
+                                          std::int64_t, std::int64_t, Stream);                                    \
+  template void gelu_forward<T>(T*, const T*, std::int64_t, Stream);                                              \
+  template void gelu_backward<T>(T*, const T*, const T*, std::int64_t, Stream);                                   \
+  template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, std::int64_t, std::int64_t, T,     \
+                                     Stream);                                                                     \
+  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, std::int64_t,  \
+                                      std::int64_t, Stream);
+BRRR_INSTANTIATE(float)
+BRRR_INSTANTIATE(double)
+#undef BRRR_INSTANTIATE
+
+}  // namespace brrr::kernels::cpu

@@ -1,0 +1,66 @@
+// kernels/cpu/optim.cpp: the AdamW and SGD updates, one parameter tensor at a time.
+// Chapter 05 (modules, optimizers and the first MLP). Read before: nn.cpp.
+// Read next: framework/src/optim.cpp (the optimizers that call these).
+#include "kernels/cpu/cpu_kernels.h"
+
+#include "kernels/cpu/cpu.h"
+
+namespace brrr::kernels::cpu {
+
+// AdamW as torch.optim.AdamW computes it, operation by operation, so float32 results match
+// PyTorch's bit for bit where the formulas allow:
+//   p  = p * (1 - lr * wd)                    decoupled weight decay
+//   m  = beta1 * m + (1 - beta1) * g          first moment
+//   v  = beta2 * v + (1 - beta2) * g * g      second moment
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+template <class T>
+void adamw_step(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamWParams& hp, Stream) {
+  const T decay = static_cast<T>(1.0 - hp.lr * hp.weight_decay);
+  const T b1 = static_cast<T>(hp.beta1), one_minus_b1 = static_cast<T>(1.0 - hp.beta1);
+  const T b2 = static_cast<T>(hp.beta2), one_minus_b2 = static_cast<T>(1.0 - hp.beta2);
+  const double bias_correction1 = 1.0 - std::pow(hp.beta1, static_cast<double>(hp.step));
+  const double bias_correction2 = 1.0 - std::pow(hp.beta2, static_cast<double>(hp.step));
+  const T step_size = static_cast<T>(hp.lr / bias_correction1);
+  const T bc2_sqrt = static_cast<T>(std::sqrt(bias_correction2));
+  const T eps = static_cast<T>(hp.eps);
+  parallel_for(n, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
+#pragma omp simd
+    for (std::int64_t i = b; i < e; ++i) {
+      const T g = grad[i];
+      const T p = param[i] * decay;
+      const T mi = m[i] * b1 + g * one_minus_b1;
+      const T vi = v[i] * b2 + g * g * one_minus_b2;
+      const T denom = std::sqrt(vi) / bc2_sqrt + eps;
+      param[i] = p - step_size * (mi / denom);
+      m[i] = mi;
+      v[i] = vi;
+    }
+  });
+}
+
+// SGD with momentum, as torch.optim.SGD:
+//   d = g + wd * p;  buf = d (first step) or momentum * buf + (1 - dampening) * d
+//   d = d + momentum * buf (nesterov) or buf;  p -= lr * d
+template <class T>
+void sgd_step(T* param, const T* grad, T* buf, std::int64_t n, const SGDParams& hp, Stream) {
+  const T lr = static_cast<T>(hp.lr), wd = static_cast<T>(hp.weight_decay);
+  const T mom = static_cast<T>(hp.momentum), damp = static_cast<T>(1.0 - hp.dampening);
+  parallel_for(n, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) {
+      T d = grad[i] + wd * param[i];
+      if (hp.momentum != 0.0) {
+        const T bi = hp.first_step ? d : mom * buf[i] + damp * d;
+        buf[i] = bi;
+        d = hp.nesterov ? d + mom * bi : bi;
+      }
+      param[i] -= lr * d;
+    }
+  });
+}
+
+template void adamw_step<float>(float*, const float*, float*, float*, std::int64_t, const AdamWParams&, Stream);
+template void adamw_step<double>(double*, const double*, double*, double*, std::int64_t, const AdamWParams&, Stream);
+template void sgd_step<float>(float*, const float*, float*, std::int64_t, const SGDParams&, Stream);
+template void sgd_step<double>(double*, const double*, double*, std::int64_t, const SGDParams&, Stream);
+
+}  // namespace brrr::kernels::cpu

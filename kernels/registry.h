@@ -1,0 +1,58 @@
+// kernels/registry.h: registering kernels and looking them up (inside brrr).
+// Chapter 04 (matmul and the CPU backend). The public side is brrr/kernels.h.
+//
+// A registration is (op, device, dtype, variant) -> function pointer, with a priority: the
+// highest priority is the default. Lookups are cached per call site (Kernel<Fn> below), so
+// dispatch costs a couple of loads once warm; select() invalidates every cache.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "brrr/dtype.h"
+#include "brrr/error.h"
+
+namespace brrr::kernels {
+
+using AnyFn = void (*)();
+
+void add(const std::string& op, DeviceType device, DType dtype, const std::string& variant,
+         AnyFn fn, int priority);
+template <class Fn>
+void add(const std::string& op, DeviceType device, DType dtype, const std::string& variant,
+         Fn fn, int priority) {
+  add(op, device, dtype, variant, reinterpret_cast<AnyFn>(fn), priority);
+}
+
+// The selected function for (op, device, dtype); throws brrr::Error when none is registered.
+AnyFn lookup(const std::string& op, DeviceType device, DType dtype);
+// Incremented whenever a registration or selection changes what lookup returns.
+std::uint64_t generation();
+
+// Registration entry points of each backend, called once when the registry is first used.
+void register_cpu_kernels();
+void register_cuda_kernels();     // defined only when built with CUDA
+void register_student_kernels();
+
+// A call site's cached lookup: static Kernel<unary_fn<float>> k("exp"); k(device, dtype)(...)
+template <class Fn>
+class Kernel {
+ public:
+  explicit Kernel(const char* op) : op_(op) {}
+  Fn operator()(DeviceType device, DType dtype) {
+    const int slot = static_cast<int>(device) * 8 + static_cast<int>(dtype);
+    const std::uint64_t gen = generation();
+    if (cache_gen_[slot] != gen) {
+      cache_[slot] = reinterpret_cast<Fn>(lookup(op_, device, dtype));
+      cache_gen_[slot] = gen;
+    }
+    return cache_[slot];
+  }
+
+ private:
+  const char* op_;
+  Fn cache_[16] = {};
+  std::uint64_t cache_gen_[16] = {};  // generation() starts at 1, so 0 means "not cached"
+};
+
+}  // namespace brrr::kernels

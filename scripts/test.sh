@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# scripts/test.sh: build brrr and run every test. This is the README's test command, and
+# CI's (.ci/run calls it).
+#
+#   1. install what is missing (scripts/setup.sh)
+#   2. Release build of everything (CUDA code too when nvcc is found), all tests
+#   3. AddressSanitizer + UndefinedBehaviorSanitizer build, the unit tests again under it
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+
+jobs=$(nproc)
+echo "== Release build"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$jobs"
+echo "== Tests (Release)"
+(cd build && ctest --output-on-failure -j "$jobs")
+
+echo "== Sanitizer build (ASan + UBSan)"
+cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRRR_SANITIZE=ON -DBRRR_CUDA=OFF \
+  -DBRRR_BENCH=OFF >/dev/null
+cmake --build build-sanitize -j "$jobs"
+echo "== Tests (sanitizers)"
+# detect_leaks needs ptrace, which some sandboxes forbid; leaks are checked where it works.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+(cd build-sanitize && ctest --output-on-failure -j "$jobs" -LE "slow|install")

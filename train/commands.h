@@ -1,0 +1,9 @@
+// train/commands.h: the groups of subcommands of the brrr program, one function per file.
+// Each adds its subcommands to the app; main.cpp calls them all.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace brrr::cli {
+void add_mlp_commands(CLI::App& app);        // cli_mlp.cpp: brrr mlp (chapter 05)
+void add_tokenizer_commands(CLI::App& app);  // cli_tokenizer.cpp: brrr tokenizer ... (chapter 06)
+}  // namespace brrr::cli

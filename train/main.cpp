@@ -1,0 +1,34 @@
+// train/main.cpp: the brrr program. `brrr --help` lists the subcommands.
+// Each group of subcommands lives in its own cli_*.cpp (see commands.h).
+#include <cstdio>
+#include <exception>
+
+#include "brrr/error.h"
+#include "brrr/kernels.h"
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"brrr: a deep learning framework written to be read as a course"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Every subcommand's help");
+  std::string kernel_spec;
+  app.add_option("--kernels", kernel_spec,
+                 "Kernel variants to use, e.g. layernorm_forward=student (as BRRR_KERNELS)");
+  app.parse_complete_callback([&] {
+    if (!kernel_spec.empty()) brrr::kernels::select_from_spec(kernel_spec);
+  });
+  brrr::cli::add_mlp_commands(app);
+  brrr::cli::add_tokenizer_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const brrr::Error& e) {
+    std::fprintf(stderr, "brrr: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "brrr: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
