@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   });
   brrr::cli::add_mlp_commands(app);
   brrr::cli::add_tokenizer_commands(app);
+  brrr::cli::add_verify_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -15,40 +15,64 @@
 
 namespace brrr {
 
-void write_file_atomic(const std::string& path, std::string_view bytes) {
+namespace {
+std::string directory_of(const std::string& path) {
   const std::size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  std::string tmp = path + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
-  BRRR_CHECK(fd >= 0, "cannot write '", path, "': cannot create a temporary file in '", dir, "': ", std::strerror(errno));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      detail::fail("cannot write '", path, "': ", std::strerror(err));
-    }
-    done += static_cast<std::size_t>(n);
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+}  // namespace
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp.XXXXXX") {
+  fd_ = ::mkstemp(tmp_.data());
+  BRRR_CHECK(fd_ >= 0, "cannot write '", path_, "': cannot create a temporary file in '", directory_of(path_), "': ",
+             std::strerror(errno));
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
   }
+}
+
+void AtomicFile::write(const void* data, std::size_t size) {
+  BRRR_CHECK(fd_ >= 0, "cannot write '", path_, "': already committed");
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd_, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    BRRR_CHECK(n > 0, "cannot write '", path_, "': ", std::strerror(errno));
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+void AtomicFile::commit() {
+  BRRR_CHECK(fd_ >= 0, "cannot write '", path_, "': already committed");
+  const int fd = fd_;
+  fd_ = -1;
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
-    detail::fail("cannot write '", path, "': ", std::strerror(err));
+    ::unlink(tmp_.c_str());
+    detail::fail("cannot write '", path_, "': ", std::strerror(err));
   }
-  ::chmod(tmp.c_str(), 0644);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  ::chmod(tmp_.c_str(), 0644);
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
-    detail::fail("cannot write '", path, "': rename failed: ", std::strerror(err));
+    ::unlink(tmp_.c_str());
+    detail::fail("cannot write '", path_, "': rename failed: ", std::strerror(err));
   }
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  const int dfd = ::open(directory_of(path_).c_str(), O_RDONLY | O_DIRECTORY);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  AtomicFile file(path);
+  file.write(bytes.data(), bytes.size());
+  file.commit();
 }
 
 std::string read_file(const std::string& path) {

@@ -135,4 +135,9 @@ Tensor Sequential::forward(const Tensor& x) {
   return h;
 }
 
+void ModuleList::push_back(std::shared_ptr<Module> module) {
+  register_module(std::to_string(modules_.size()), module);
+  modules_.push_back(std::move(module));
+}
+
 }  // namespace brrr::nn

@@ -309,19 +309,30 @@ Tensor layer_norm_composed(const Tensor& x, const Tensor& weight, const Tensor& 
 // ---------------------------------------------------------------------------------------------
 // causal self-attention, composed: softmax(q k^T / sqrt(hs) + mask) v
 
-Tensor causal_self_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+Tensor causal_self_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p, Generator* gen) {
   detail::check_defined("causal_self_attention", q);
   BRRR_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.shape() == q.shape(),
              "causal_self_attention: q, k, v must all be (B, H, T, hs), got ", shape_str(q.shape()), ", ",
              shape_str(k.shape()), ", ", shape_str(v.shape()));
   const std::int64_t T = q.size(2), hs = q.size(3);
   const Tensor scores = mul(matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(hs)));
-  // mask[t, s] = 1 where s > t: position t may not look ahead.
-  std::vector<double> m(static_cast<std::size_t>(T * T));
-  for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t s = 0; s < T; ++s) m[t * T + s] = s > t ? 1.0 : 0.0;
-  const Tensor mask = from_vector(m, {T, T}, TensorOptions().dtype(q.dtype()).device(q.device()));
-  const Tensor att = softmax(masked_fill(scores, mask, -std::numeric_limits<double>::infinity()), -1);
+  // mask[t, s] = 1 where s > t: position t may not look ahead. Made once per (T, dtype, device).
+  thread_local std::vector<Tensor> masks;
+  Tensor mask;
+  for (const Tensor& m : masks)
+    if (m.size(0) == T && m.dtype() == q.dtype() && m.device() == q.device()) mask = m;
+  if (!mask.defined()) {
+    std::vector<double> m(static_cast<std::size_t>(T * T));
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t s = 0; s < T; ++s) m[t * T + s] = s > t ? 1.0 : 0.0;
+    mask = from_vector(m, {T, T}, TensorOptions().dtype(q.dtype()).device(q.device()));
+    masks.push_back(mask);
+  }
+  Tensor att = softmax(masked_fill(scores, mask, -std::numeric_limits<double>::infinity()), -1);
+  if (dropout_p > 0.0) {
+    BRRR_CHECK(gen != nullptr, "causal_self_attention: dropout needs a generator");
+    att = dropout(att, dropout_p, *gen);
+  }
   return matmul(att, v);
 }
 

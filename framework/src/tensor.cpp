@@ -305,17 +305,56 @@ template std::vector<std::int32_t> Tensor::to_vector<std::int32_t>() const;
 // ---------------------------------------------------------------------------------------------
 // views: each records its backward, which undoes the view on the gradient
 
+namespace {
+// Strides that let `shape` view the same elements as (old_shape, old_strides), or false when
+// no such strides exist (then a copy is needed). PyTorch's rule: walk the old dims from the
+// right in chunks that are contiguous with each other; each chunk must split exactly into
+// new dims.
+bool view_strides(const Shape& old_shape, const Shape& old_strides, const Shape& shape, Shape& strides) {
+  strides.assign(shape.size(), 0);
+  if (shape_numel(old_shape) == 0 || old_shape.empty()) {
+    strides = contiguous_strides(shape);
+    return true;
+  }
+  int view_d = static_cast<int>(shape.size()) - 1;
+  std::int64_t chunk_base_stride = old_strides.back(), tensor_numel = 1, view_numel = 1;
+  for (int d = static_cast<int>(old_shape.size()) - 1; d >= 0; --d) {
+    tensor_numel *= old_shape[d];
+    if (d == 0 || (old_shape[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        strides[view_d] = view_numel * chunk_base_stride;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base_stride = old_strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+}  // namespace
+
 Tensor Tensor::view(Shape new_shape) const {
   new_shape = infer_shape(std::move(new_shape), numel(), "view", shape());
-  BRRR_CHECK(is_contiguous(), "view: tensor of shape ", shape_str(shape()), " with strides ", shape_str(strides()),
-             " is not contiguous; use reshape (which copies) or contiguous() first");
-  Tensor out = make_view(*this, new_shape, contiguous_strides(new_shape), offset());
+  Shape new_strides;
+  BRRR_CHECK(view_strides(shape(), strides(), new_shape, new_strides), "view: a tensor of shape ", shape_str(shape()),
+             " with strides ", shape_str(strides()), " cannot be viewed as ", shape_str(new_shape),
+             " without a copy; use reshape (which copies) or contiguous() first");
+  Tensor out = make_view(*this, new_shape, new_strides, offset());
   if (autograd::needs_grad({this}))
     autograd::record("view", {*this}, out, [in_shape = shape()](const Tensor& g) { return TensorList{g.reshape(in_shape)}; });
   return out;
 }
 
-Tensor Tensor::reshape(Shape new_shape) const { return is_contiguous() ? view(std::move(new_shape)) : contiguous().view(std::move(new_shape)); }
+Tensor Tensor::reshape(Shape new_shape) const {
+  const Shape resolved = infer_shape(new_shape, numel(), "reshape", shape());
+  Shape unused;
+  return view_strides(shape(), strides(), resolved, unused) ? view(resolved) : contiguous().view(resolved);
+}
 
 Tensor Tensor::flatten(int start_dim, int end_dim) const {
   if (dim() == 0) return reshape({1});

@@ -10,6 +10,23 @@
 #include <string_view>
 
 namespace brrr {
+
+// Streams a file into place atomically: write() pieces, then commit(). Destroying it without
+// commit() removes the temporary file and leaves any old file untouched.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  void write(const void* data, std::size_t size);
+  void commit();  // fsync, rename over the target, fsync the directory
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+};
+
 void write_file_atomic(const std::string& path, std::string_view bytes);
 std::string read_file(const std::string& path);  // throws brrr::Error naming the file
 }  // namespace brrr

@@ -40,7 +40,7 @@ class Module : public std::enable_shared_from_this<Module> {
   // Moves every parameter to device (in place: the Module keeps its tensors' names).
   virtual void to(Device device);
 
- protected:
+  // As in libtorch: a parameter or submodule becomes part of this module under `name`.
   Tensor& register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
@@ -120,6 +120,20 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
   std::size_t size() const { return modules_.size(); }
   std::shared_ptr<Module> operator[](std::size_t i) const { return modules_.at(i); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// Holds modules under the names "0", "1", ... without running them (torch.nn.ModuleList):
+// the GPT's blocks live in one, so their parameters are named "h.0.attn...", "h.1...".
+class ModuleList : public Module {
+ public:
+  void push_back(std::shared_ptr<Module> module);
+  std::size_t size() const { return modules_.size(); }
+  std::shared_ptr<Module> operator[](std::size_t i) const { return modules_.at(i); }
+  template <class M>
+  std::shared_ptr<M> at(std::size_t i) const { return std::static_pointer_cast<M>(modules_.at(i)); }
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;

@@ -76,8 +76,10 @@ Tensor gelu_composed(const Tensor& x);  // from mul, add, tanh: autograd derives
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 Tensor layer_norm_composed(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // Causal self-attention from matmul, mask and softmax: q, k, v (B, H, T, hs) -> (B, H, T, hs).
-// Position t attends to positions <= t; scores are scaled by 1/sqrt(hs).
-Tensor causal_self_attention(const Tensor& q, const Tensor& k, const Tensor& v);
+// Position t attends to positions <= t; scores are scaled by 1/sqrt(hs). With dropout > 0
+// and a generator, the attention weights are dropped out (as nanoGPT's attn_dropout).
+Tensor causal_self_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout = 0.0,
+                             Generator* gen = nullptr);
 // Zero each element with probability p and scale the rest by 1/(1-p); identity when !training.
 Tensor dropout(const Tensor& x, double p, Generator& gen, bool training = true);
 // Where mask (any dtype, nonzero = true) is true, value; elsewhere x. Broadcasts mask to x.

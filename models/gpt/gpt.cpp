@@ -1,0 +1,189 @@
+// models/gpt/gpt.cpp: the GPT-2 modules and presets.
+// Chapter 07 (attention and the GPT). Read before: brrr/models/gpt.h.
+#include "brrr/models/gpt.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "brrr/autograd.h"
+#include "brrr/ops.h"
+
+namespace brrr::models {
+
+// ---------------------------------------------------------------------------------------------
+// config
+
+void GPTConfig::validate() const {
+  BRRR_CHECK(vocab_size > 0, "GPT config: vocab_size must be positive, got ", vocab_size);
+  BRRR_CHECK(block_size > 0, "GPT config: block_size must be positive, got ", block_size);
+  BRRR_CHECK(n_layer > 0, "GPT config: n_layer must be positive, got ", n_layer);
+  BRRR_CHECK(n_head > 0, "GPT config: n_head must be positive, got ", n_head);
+  BRRR_CHECK(n_embd > 0 && n_embd % n_head == 0, "GPT config: n_embd (", n_embd, ") must be a positive multiple of n_head (",
+             n_head, ")");
+  BRRR_CHECK(dropout >= 0.0 && dropout < 1.0, "GPT config: dropout must be in [0, 1), got ", dropout);
+}
+
+std::string GPTConfig::to_json() const {
+  nlohmann::json j = {{"vocab_size", vocab_size}, {"block_size", block_size}, {"n_layer", n_layer}, {"n_head", n_head},
+                      {"n_embd", n_embd},         {"dropout", dropout},       {"bias", bias},       {"fused", fused}};
+  return j.dump();
+}
+
+GPTConfig GPTConfig::from_json(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    detail::fail("GPT config: invalid JSON: ", e.what());
+  }
+  BRRR_CHECK(j.is_object(), "GPT config: expected a JSON object, got ", j.type_name());
+  GPTConfig c;
+  for (const auto& [key, value] : j.items()) {
+    try {
+      if (key == "vocab_size") c.vocab_size = value.get<std::int64_t>();
+      else if (key == "block_size") c.block_size = value.get<std::int64_t>();
+      else if (key == "n_layer") c.n_layer = value.get<std::int64_t>();
+      else if (key == "n_head") c.n_head = value.get<std::int64_t>();
+      else if (key == "n_embd") c.n_embd = value.get<std::int64_t>();
+      else if (key == "dropout") c.dropout = value.get<double>();
+      else if (key == "bias") c.bias = value.get<bool>();
+      else if (key == "fused") c.fused = value.get<bool>();
+      else detail::fail("GPT config: unknown key '", key, "'");
+    } catch (const nlohmann::json::exception& e) {
+      detail::fail("GPT config: key '", key, "' has the wrong type: ", e.what());
+    }
+  }
+  c.validate();
+  return c;
+}
+
+std::int64_t GPTConfig::num_parameters() const {
+  const std::int64_t C = n_embd, b = bias ? 1 : 0;
+  const std::int64_t block = 2 * (C + b * C)                 // ln_1, ln_2
+                             + C * 3 * C + b * 3 * C          // c_attn
+                             + C * C + b * C                  // attn.c_proj
+                             + C * 4 * C + b * 4 * C          // c_fc
+                             + 4 * C * C + b * C;             // mlp.c_proj
+  return vocab_size * C + block_size * C + n_layer * block + C + b * C;
+}
+
+GPTConfig gpt_preset(const std::string& name) {
+  GPTConfig c;
+  if (name == "cpu-tiny") {  // nanoGPT's config/train_shakespeare_char.py with its CPU overrides
+    c.vocab_size = 65, c.block_size = 64, c.n_layer = 4, c.n_head = 4, c.n_embd = 128, c.dropout = 0.0;
+  } else if (name == "shakespeare-char") {
+    c.vocab_size = 65, c.block_size = 256, c.n_layer = 6, c.n_head = 6, c.n_embd = 384, c.dropout = 0.2;
+  } else if (name == "gpt-12m") {
+    c.vocab_size = 4096, c.block_size = 256, c.n_layer = 6, c.n_head = 6, c.n_embd = 384, c.dropout = 0.0;
+  } else if (name == "gpt2") {
+    c.vocab_size = 50257, c.block_size = 1024, c.n_layer = 12, c.n_head = 12, c.n_embd = 768, c.dropout = 0.0;
+  } else {
+    std::string names;
+    for (const auto& n : gpt_preset_names()) names += (names.empty() ? "" : ", ") + n;
+    detail::fail("unknown GPT preset '", name, "' (presets: ", names, ")");
+  }
+  return c;
+}
+
+std::vector<std::string> gpt_preset_names() { return {"cpu-tiny", "shakespeare-char", "gpt-12m", "gpt2"}; }
+
+// ---------------------------------------------------------------------------------------------
+// modules
+
+namespace {
+// Re-initialise a parameter in place from N(0, std) (or a constant when std == 0).
+void init_normal(Tensor& p, double std, Generator& gen) {
+  NoGradGuard no_grad;
+  if (std == 0.0) p.zero_();
+  else p.copy_(ops::mul(randn(p.shape(), gen, TensorOptions().dtype(p.dtype()).device(p.device())), std));
+}
+}  // namespace
+
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen)
+    : n_head_(c.n_head), dropout_(c.dropout), dropout_gen_(gen.next_u64()) {
+  c_attn = register_module("c_attn", std::make_shared<nn::Linear>(c.n_embd, 3 * c.n_embd, gen, c.bias));
+  c_proj = register_module("c_proj", std::make_shared<nn::Linear>(c.n_embd, c.n_embd, gen, c.bias));
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x) {
+  const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2), hs = C / n_head_;
+  const Tensor qkv = c_attn->forward(x);  // (B, T, 3C)
+  // Split into q, k, v and move the heads next to the batch: (B, T, C) -> (B, H, T, hs).
+  auto heads = [&](int i) { return qkv.narrow(2, i * C, C).view({B, T, n_head_, hs}).transpose(1, 2); };
+  const Tensor q = heads(0), k = heads(1), v = heads(2);
+  const Tensor y = ops::causal_self_attention(q, k, v, is_training() ? dropout_ : 0.0, &dropout_gen_);
+  // Heads side by side again: (B, H, T, hs) -> (B, T, C).
+  return c_proj->forward(y.transpose(1, 2).reshape({B, T, C}));
+}
+
+FeedForward::FeedForward(const GPTConfig& c, Generator& gen) : fused_(c.fused) {
+  c_fc = register_module("c_fc", std::make_shared<nn::Linear>(c.n_embd, 4 * c.n_embd, gen, c.bias));
+  c_proj = register_module("c_proj", std::make_shared<nn::Linear>(4 * c.n_embd, c.n_embd, gen, c.bias));
+}
+
+Tensor FeedForward::forward(const Tensor& x) {
+  const Tensor h = c_fc->forward(x);
+  return c_proj->forward(fused_ ? ops::gelu(h) : ops::gelu_composed(h));
+}
+
+Block::Block(const GPTConfig& c, Generator& gen) {
+  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.fused));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(c, gen));
+  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.fused));
+  mlp = register_module("mlp", std::make_shared<FeedForward>(c, gen));
+  resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
+}
+
+Tensor Block::forward(const Tensor& x) {
+  const Tensor a = x + resid_dropout->forward(attn->forward(ln_1->forward(x)));
+  return a + resid_dropout->forward(mlp->forward(ln_2->forward(a)));
+}
+
+GPT::GPT(const GPTConfig& c, Generator& gen) : config_(c) {
+  c.validate();
+  // A plain Module as a namespace, so the names read transformer.wte, transformer.h.0, ...
+  auto transformer = register_module("transformer", std::make_shared<nn::Module>());
+  wte = transformer->register_module("wte", std::make_shared<nn::Embedding>(c.vocab_size, c.n_embd, gen));
+  wpe = transformer->register_module("wpe", std::make_shared<nn::Embedding>(c.block_size, c.n_embd, gen));
+  drop_ = transformer->register_module("drop", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
+  h = transformer->register_module("h", std::make_shared<nn::ModuleList>());
+  for (std::int64_t l = 0; l < c.n_layer; ++l) h->push_back(std::make_shared<Block>(c, gen));
+  ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.fused));
+
+  // GPT-2 initialisation, in parameter order so the same seed gives the same model.
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
+  for (auto& [name, p] : named_parameters()) {
+    const bool is_weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+    if (name.find(".ln_") != std::string::npos || name.find("ln_f") != std::string::npos) continue;  // 1 and 0 already
+    if (is_weight && p.dim() == 2)
+      init_normal(p, name.find("c_proj.weight") != std::string::npos ? proj_std : 0.02, gen);
+    else
+      init_normal(p, 0.0, gen);  // biases
+  }
+}
+
+Tensor GPT::hidden(const Tensor& idx) {
+  BRRR_CHECK(idx.dim() == 2, "GPT: idx must be (B, T), got ", shape_str(idx.shape()));
+  const std::int64_t T = idx.size(1);
+  BRRR_CHECK(T >= 1 && T <= config_.block_size, "GPT: sequence length ", T, " is outside 1..block_size (",
+             config_.block_size, ")");
+  const Tensor pos = arange(T, TensorOptions().dtype(kInt64).device(idx.device()));
+  Tensor x = drop_->forward(wte->forward(idx) + wpe->forward(pos));  // (B, T, C) + (T, C)
+  for (std::size_t l = 0; l < h->size(); ++l) x = h->at<Block>(l)->forward(x);
+  return ln_f->forward(x);
+}
+
+Tensor GPT::forward(const Tensor& idx) {
+  return ops::linear(hidden(idx), wte->weight);  // lm_head tied to wte: (B, T, C) @ (V, C)^T
+}
+
+Tensor GPT::loss(const Tensor& logits, const Tensor& targets) const {
+  BRRR_CHECK(logits.dim() == 3 && targets.dim() == 2 && targets.size(0) == logits.size(0) &&
+                 targets.size(1) == logits.size(1),
+             "GPT::loss: targets ", shape_str(targets.shape()), " do not match logits ", shape_str(logits.shape()));
+  const Tensor flat = logits.reshape({-1, logits.size(2)});
+  const Tensor t = targets.reshape({-1});
+  return config_.fused ? ops::cross_entropy(flat, t, -1) : ops::cross_entropy_composed(flat, t);
+}
+
+}  // namespace brrr::models

@@ -1,0 +1,100 @@
+// brrr/models/gpt.h: GPT-2, the architecture nanoGPT and llm.c train.
+// Chapter 07 (attention and the GPT). Read before: docs/chapters/06-tokenization.md,
+// brrr/nn.h. Read next: brrr/safetensors.h (checkpoints), chapter 08 (training).
+//
+//   idx (B, T) -> wte[idx] + wpe[0..T)                      (B, T, C)
+//   n_layer x Block:  x = x + attn(ln_1(x));  x = x + mlp(ln_2(x))
+//   logits = ln_f(x) @ wte^T                                (B, T, V)   lm_head tied to wte
+//
+// Parameter names are nanoGPT's (transformer.h.0.attn.c_attn.weight ...), so checkpoints
+// load in PyTorch; the tied lm_head is not stored twice.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "brrr/generator.h"
+#include "brrr/nn.h"
+
+namespace brrr::models {
+
+struct GPTConfig {
+  std::int64_t vocab_size = 65;
+  std::int64_t block_size = 64;  // the longest context
+  std::int64_t n_layer = 4;
+  std::int64_t n_head = 4;
+  std::int64_t n_embd = 128;
+  double dropout = 0.0;
+  bool bias = true;   // biases in Linear and LayerNorm (GPT-2: yes)
+  bool fused = true;  // fused LayerNorm/GELU/cross-entropy kernels, or ops composed from primitives
+
+  void validate() const;        // throws brrr::Error naming the bad field
+  std::string to_json() const;  // {"vocab_size": 65, ...}
+  static GPTConfig from_json(const std::string& json);  // unknown keys are errors
+  std::int64_t num_parameters() const;
+};
+
+// Named presets: "cpu-tiny" (nanoGPT's CPU config: 4 layers, 4 heads, 128 wide, context 64,
+// vocab 65), "shakespeare-char" (6/6/384, context 256, vocab 65, dropout 0.2),
+// "gpt-12m" (6/6/384, context 256, BPE vocab 4096: 12.3M parameters), "gpt2" (124M).
+GPTConfig gpt_preset(const std::string& name);
+std::vector<std::string> gpt_preset_names();
+
+class CausalSelfAttention : public nn::Module {
+ public:
+  CausalSelfAttention(const GPTConfig& config, Generator& gen);
+  Tensor forward(const Tensor& x) override;  // (B, T, C) -> (B, T, C)
+  std::shared_ptr<nn::Linear> c_attn, c_proj;
+
+ private:
+  std::int64_t n_head_;
+  double dropout_;
+  Generator dropout_gen_;
+};
+
+// nanoGPT's MLP: Linear (C -> 4C), GELU, Linear (4C -> C). Named FeedForward here because
+// chapter 05's classifier is models::MLP; its parameters are still named mlp.c_fc, mlp.c_proj.
+class FeedForward : public nn::Module {
+ public:
+  FeedForward(const GPTConfig& config, Generator& gen);
+  Tensor forward(const Tensor& x) override;  // (B, T, C) -> (B, T, C), 4C hidden
+  std::shared_ptr<nn::Linear> c_fc, c_proj;
+
+ private:
+  bool fused_;
+};
+
+class Block : public nn::Module {
+ public:
+  Block(const GPTConfig& config, Generator& gen);
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
+  std::shared_ptr<CausalSelfAttention> attn;
+  std::shared_ptr<FeedForward> mlp;
+  std::shared_ptr<nn::Dropout> resid_dropout;
+};
+
+class GPT : public nn::Module {
+ public:
+  // GPT-2 initialisation from gen: weights N(0, 0.02), residual projections (c_proj)
+  // N(0, 0.02 / sqrt(2 n_layer)), biases 0, LayerNorm weight 1 and bias 0.
+  GPT(const GPTConfig& config, Generator& gen);
+
+  const GPTConfig& config() const { return config_; }
+  Tensor forward(const Tensor& idx) override;  // idx (B, T) int -> logits (B, T, V)
+  // Mean cross-entropy of the logits against targets (B, T).
+  Tensor loss(const Tensor& logits, const Tensor& targets) const;
+  // The final hidden state before lm_head, (B, T, C): for attention maps and sampling.
+  Tensor hidden(const Tensor& idx);
+
+  std::shared_ptr<nn::Embedding> wte, wpe;
+  std::shared_ptr<nn::ModuleList> h;
+  std::shared_ptr<nn::LayerNorm> ln_f;
+
+ private:
+  GPTConfig config_;
+  std::shared_ptr<nn::Dropout> drop_;
+};
+
+}  // namespace brrr::models

@@ -1,0 +1,117 @@
+// tests/models/test_gpt_reference.cpp: the GPT against PyTorch (chapter 07).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "brrr/brrr.h"
+#include "brrr/models/checkpoint.h"
+#include "brrr/models/gpt.h"
+#include "brrr/models/reference.h"
+#include "test_util.h"
+
+using namespace brrr;
+
+namespace {
+const std::string kShared = BRRR_SHARED_DIR;
+const std::string kReference = kShared + "/reference/gpt2_tiny.safetensors";
+
+void check_report(const models::ReferenceReport& r) {
+  REQUIRE(r.checks.size() > 10);
+  for (const auto& c : r.checks) {
+    INFO(c.name, ": max abs error ", c.max_abs_error, " > tolerance ", c.tolerance);
+    CHECK(c.ok());
+  }
+  CHECK(r.passed());
+}
+}  // namespace
+
+TEST_CASE("the GPT matches the shared PyTorch reference: logits, loss, gradients, AdamW steps") {
+  REQUIRE_MESSAGE(std::filesystem::exists(kReference), "missing ", kReference);
+  check_report(models::verify_reference(kReference));
+}
+
+TEST_CASE("the GPT built from composed ops matches the reference too") {
+  models::ReferenceOptions o;
+  o.fused = false;
+  check_report(models::verify_reference(kReference, o));
+}
+
+TEST_CASE("the GPT matches PyTorch at other shapes (reference files made now with python3-torch)") {
+  if (!test::python_has("torch")) {
+    MESSAGE("skipped: python3 with torch is not available (" BRRR_PYTHON ")");
+    return;
+  }
+  const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-references";
+  std::filesystem::create_directories(dir);
+  // T < block_size, a vocabulary that is a multiple of nothing, one head, many heads, T = 1.
+  const std::vector<std::string> shapes = {
+      "--vocab 50 --block 24 --layers 3 --heads 3 --embd 48 --batch 3 --seq 21",
+      "--vocab 13 --block 8 --layers 1 --heads 1 --embd 8 --batch 1 --seq 1 --steps 3",
+      "--vocab 101 --block 32 --layers 2 --heads 8 --embd 64 --batch 2 --seq 32 --seed 7 --steps 5"};
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const std::string file = dir + "/ref" + std::to_string(i) + ".safetensors";
+    std::string out;
+    const int rc = test::run(std::string(BRRR_PYTHON) + " " + kShared + "/reference/make_reference.py " + file + " " + shapes[i], &out);
+    INFO(shapes[i], "\n", out);
+    REQUIRE(rc == 0);
+    check_report(models::verify_reference(file));
+  }
+}
+
+TEST_CASE("presets and configs") {
+  CHECK(models::gpt_preset("gpt-12m").num_parameters() == doctest::Approx(12.3e6).epsilon(0.01));
+  CHECK(models::gpt_preset("cpu-tiny").n_embd == 128);
+  CHECK_THROWS_WITH_AS(models::gpt_preset("gpt5"), doctest::Contains("unknown GPT preset 'gpt5' (presets: cpu-tiny"), Error);
+  Generator g(1);
+  models::GPTConfig c = models::gpt_preset("cpu-tiny");
+  models::GPT model(c, g);
+  CHECK(model.num_parameters() == c.num_parameters());
+  CHECK(models::GPTConfig::from_json(c.to_json()).to_json() == c.to_json());
+  CHECK_THROWS_WITH_AS(models::GPTConfig::from_json(R"({"n_layers": 3})"), doctest::Contains("unknown key 'n_layers'"), Error);
+  CHECK_THROWS_WITH_AS(models::GPTConfig::from_json(R"({"n_embd": 100, "n_head": 3})"), doctest::Contains("multiple of n_head"), Error);
+  CHECK_THROWS_WITH_AS(models::GPTConfig::from_json(R"({"n_embd": "wide"})"), doctest::Contains("'n_embd' has the wrong type"), Error);
+  // parameter names follow nanoGPT, and the tied head is not a separate parameter
+  const auto params = model.named_parameters();
+  CHECK(params.front().first == "transformer.wte.weight");
+  CHECK(params[4].first == "transformer.h.0.attn.c_attn.weight");
+  CHECK(params.back().first == "transformer.ln_f.bias");
+  CHECK_THROWS_WITH_AS(model.forward(zeros({1, 65}, kInt64)), doctest::Contains("sequence length 65 is outside 1..block_size (64)"), Error);
+}
+
+TEST_CASE("GPT-2 initialisation: weights N(0, 0.02), residual projections scaled, biases zero") {
+  Generator g(1);
+  models::GPTConfig c = models::gpt_preset("shakespeare-char");
+  models::GPT model(c, g);
+  for (auto& [name, p] : model.named_parameters()) {
+    const double std = std::sqrt(ops::var(p.reshape({-1}), {}, 0).item());
+    if (name.find("c_proj.weight") != std::string::npos) CHECK(std == doctest::Approx(0.02 / std::sqrt(12.0)).epsilon(0.05));
+    else if (name.find("ln_") != std::string::npos) CHECK(std == 0.0);
+    else if (p.dim() == 2) CHECK(std == doctest::Approx(0.02).epsilon(0.05));
+    else CHECK(ops::max(p).item() == 0.0);
+  }
+}
+
+TEST_CASE("a brrr checkpoint loads in PyTorch and gives the same logits") {
+  if (!test::python_has("torch")) {
+    MESSAGE("skipped: python3 with torch is not available (" BRRR_PYTHON ")");
+    return;
+  }
+  const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-torch-load";
+  std::filesystem::create_directories(dir);
+  Generator g(5);
+  models::GPTConfig c;
+  c.vocab_size = 37, c.block_size = 12, c.n_layer = 2, c.n_head = 2, c.n_embd = 16;
+  models::GPT model(c, g);
+  models::save_model(dir + "/model.safetensors", model);
+  Tensor idx = randint(0, 37, {2, 12}, g, kInt64);
+  NoGradGuard no_grad;
+  safetensors::save(dir + "/io.safetensors", {{"idx", idx.to(kInt32)}, {"logits", model.forward(idx)}});
+  std::string out;
+  const int rc = test::run(std::string(BRRR_PYTHON) + " " + BRRR_SOURCE_DIR + "/tests/models/load_in_torch.py " +
+                               dir + "/model.safetensors " + dir + "/io.safetensors " + BRRR_SHARED_DIR + "/reference",
+                           &out);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("max abs difference") != std::string::npos);
+}

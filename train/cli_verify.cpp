@@ -1,0 +1,34 @@
+// train/cli_verify.cpp: `brrr verify-reference FILE`, brrr's GPT against PyTorch's (chapter 07).
+#include <cstdio>
+
+#include "brrr/models/reference.h"
+#include "commands.h"
+
+namespace brrr::cli {
+
+void add_verify_commands(CLI::App& app) {
+  struct Args {
+    std::string file, device = "cpu";
+    bool composed = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("verify-reference", "Check the GPT against a PyTorch reference file (prints PASS or FAIL)");
+  cmd->add_option("file", args->file, "Reference .safetensors (see ../shared/reference/README.md)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--device", args->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd->add_flag("--composed", args->composed, "Use the composed ops instead of the fused kernels");
+  cmd->callback([args] {
+    models::ReferenceOptions options;
+    options.device = Device::parse(args->device);
+    options.fused = !args->composed;
+    const models::ReferenceReport r = models::verify_reference(args->file, options);
+    std::printf("config: %s\n", r.config_json.c_str());
+    std::printf("%-50s %12s %12s %12s  %s\n", "tensor", "max abs err", "max rel err", "tolerance", "");
+    for (const auto& c : r.checks)
+      std::printf("%-50s %12.3e %12.3e %12.3e  %s\n", c.name.c_str(), c.max_abs_error, c.max_rel_error, c.tolerance,
+                  c.ok() ? "ok" : "FAIL");
+    std::printf("%s\n", r.passed() ? "PASS" : "FAIL");
+    if (!r.passed()) throw CLI::RuntimeError(1);
+  });
+}
+
+}  // namespace brrr::cli
