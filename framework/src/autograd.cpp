@@ -3,6 +3,7 @@
 #include "brrr/autograd.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <sstream>
 #include <unordered_map>
@@ -10,6 +11,7 @@
 
 #include "brrr/generator.h"
 #include "brrr/ops.h"
+#include "brrr/profiler.h"
 #include "internal.h"
 
 namespace brrr::autograd {
@@ -144,7 +146,16 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
     grads.erase(found);
     BRRR_CHECK(!node->freed, "backward: the graph through '", node->name,
                "' was already freed by an earlier backward(); pass retain_graph = true to the first call to backward twice");
-    const TensorList input_grads = node->backward(g);
+    TensorList input_grads;
+    if (profiler::enabled()) {
+      const std::string label = node->name + " backward";
+      thread_local std::map<std::string, std::string> names;  // the profiler keeps the pointer
+      const std::string& stored = names.emplace(label, label).first->second;
+      BRRR_PROFILE(stored.c_str());
+      input_grads = node->backward(g);
+    } else {
+      input_grads = node->backward(g);
+    }
     BRRR_CHECK(input_grads.size() == node->inputs.size(), "backward: '", node->name, "' returned ", input_grads.size(),
                " gradients for ", node->inputs.size(), " inputs");
     for (std::size_t i = 0; i < input_grads.size(); ++i) {

@@ -81,11 +81,10 @@ void Module::to(Device device) {
 // ---------------------------------------------------------------------------------------------
 
 namespace {
-// U(-bound, bound) from a generator.
+// U(-bound, bound) from a generator, drawn in place.
 Tensor uniform_init(Shape shape, double bound, Generator& gen, TensorOptions options) {
-  NoGradGuard no_grad;
-  Tensor u = rand(std::move(shape), gen, TensorOptions().dtype(options.dtype_).device(options.device_));
-  return ops::mul(ops::sub(u, 0.5), 2.0 * bound);
+  Tensor t = empty(std::move(shape), TensorOptions().dtype(options.dtype_).device(options.device_));
+  return t.uniform_(-bound, bound, gen);
 }
 }  // namespace
 
@@ -100,7 +99,8 @@ Tensor Linear::forward(const Tensor& x) { return ops::linear(x, weight, bias); }
 
 Embedding::Embedding(std::int64_t num, std::int64_t dim, Generator& gen, TensorOptions options) {
   BRRR_CHECK(num > 0 && dim > 0, "Embedding: sizes must be positive, got ", num, " x ", dim);
-  weight = register_parameter("weight", randn({num, dim}, gen, TensorOptions().dtype(options.dtype_).device(options.device_)));
+  Tensor w = empty({num, dim}, TensorOptions().dtype(options.dtype_).device(options.device_));
+  weight = register_parameter("weight", w.normal_(0.0, 1.0, gen));
 }
 
 Tensor Embedding::forward(const Tensor& indices) { return ops::embedding(weight, indices); }

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "brrr/ops.h"
+#include "brrr/profiler.h"
 #include "internal.h"
 
 namespace brrr::ops {
@@ -34,6 +35,7 @@ Tensor unary(const char* op, detail::KernelFamily<kernels::unary_fn>& kernel, co
 }  // namespace
 
 Tensor neg(const Tensor& x) {
+  BRRR_PROFILE("neg");
   static detail::KernelFamily<kernels::unary_fn> k("neg");
   Tensor out = unary("neg", k, x);
   if (autograd::needs_grad({&x})) autograd::record("neg", {x}, out, [](const Tensor& g) { return TensorList{neg(g)}; });
@@ -41,6 +43,7 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
+  BRRR_PROFILE("exp");
   static detail::KernelFamily<kernels::unary_fn> k("exp");
   Tensor out = unary("exp", k, x);
   if (autograd::needs_grad({&x}))  // d exp(x) = exp(x)
@@ -49,6 +52,7 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
+  BRRR_PROFILE("log");
   static detail::KernelFamily<kernels::unary_fn> k("log");
   Tensor out = unary("log", k, x);
   if (autograd::needs_grad({&x}))  // d log(x) = 1 / x
@@ -57,6 +61,7 @@ Tensor log(const Tensor& x) {
 }
 
 Tensor sqrt(const Tensor& x) {
+  BRRR_PROFILE("sqrt");
   static detail::KernelFamily<kernels::unary_fn> k("sqrt");
   Tensor out = unary("sqrt", k, x);
   if (autograd::needs_grad({&x}))  // d sqrt(x) = 1 / (2 sqrt(x))
@@ -65,6 +70,7 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor tanh(const Tensor& x) {
+  BRRR_PROFILE("tanh");
   static detail::KernelFamily<kernels::unary_fn> k("tanh");
   Tensor out = unary("tanh", k, x);
   if (autograd::needs_grad({&x}))  // d tanh(x) = 1 - tanh(x)^2
@@ -73,6 +79,7 @@ Tensor tanh(const Tensor& x) {
 }
 
 Tensor relu(const Tensor& x) {
+  BRRR_PROFILE("relu");
   static detail::KernelFamily<kernels::unary_fn> k("relu");
   Tensor out = unary("relu", k, x);
   if (autograd::needs_grad({&x}))
@@ -89,6 +96,7 @@ Tensor relu(const Tensor& x) {
 }
 
 Tensor sigmoid(const Tensor& x) {
+  BRRR_PROFILE("sigmoid");
   static detail::KernelFamily<kernels::unary_fn> k("sigmoid");
   Tensor out = unary("sigmoid", k, x);
   if (autograd::needs_grad({&x}))  // d sigmoid(x) = s (1 - s)
@@ -97,6 +105,7 @@ Tensor sigmoid(const Tensor& x) {
 }
 
 Tensor pow(const Tensor& x, double exponent) {
+  BRRR_PROFILE("pow");
   detail::check_defined("pow", x);
   static detail::KernelFamily<kernels::pow_scalar_fn> k("pow_scalar");
   const Tensor in = x.contiguous();
@@ -149,6 +158,7 @@ namespace brrr::ops {
 namespace {
 
 Tensor binary(const char* op, const Tensor& a, const Tensor& b) {
+  BRRR_PROFILE(op);
   detail::check_defined(op, a);
   detail::check_defined(op, b);
   detail::check_same_device(op, a, b);
@@ -210,6 +220,7 @@ Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
 Tensor div(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  BRRR_PROFILE("masked_fill");
   detail::check_defined("masked_fill", x);
   detail::check_defined("masked_fill", mask);
   detail::check_same_device("masked_fill", x, mask);

@@ -6,6 +6,7 @@
 // A transposed operand is never copied: the kernel takes trans_a / trans_b flags, and a
 // view whose last two dims are swapped (strides (1, rows)) is passed as "transposed".
 #include "brrr/ops.h"
+#include "brrr/profiler.h"
 #include "internal.h"
 
 namespace brrr::ops {
@@ -75,6 +76,7 @@ void gemm(const Tensor& out, const Operand& a, const Operand& b, std::int64_t ba
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  BRRR_PROFILE("matmul");
   detail::check_defined("matmul", a_in);
   detail::check_defined("matmul", b_in);
   detail::check_same_device("matmul", a_in, b_in);
@@ -115,6 +117,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 // y = x @ W^T + b for x (.., in), W (out, in), b (out). The output starts as copies of b and
 // the GEMM accumulates into it, saving a pass over y.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  BRRR_PROFILE("linear");
   detail::check_defined("linear", x);
   detail::check_defined("linear", weight);
   BRRR_CHECK(weight.dim() == 2, "linear: weight must be (out_features, in_features), got ", shape_str(weight.shape()));

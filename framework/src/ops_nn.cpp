@@ -11,6 +11,7 @@
 
 #include "brrr/generator.h"
 #include "brrr/ops.h"
+#include "brrr/profiler.h"
 #include "internal.h"
 
 namespace brrr::ops {
@@ -22,6 +23,7 @@ using autograd::TensorList;
 // cat and stack
 
 Tensor cat(const std::vector<Tensor>& tensors, int dim) {
+  BRRR_PROFILE("cat");
   BRRR_CHECK(!tensors.empty(), "cat: expected at least one tensor");
   const Tensor& first = tensors.front();
   detail::check_defined("cat", first);
@@ -92,6 +94,7 @@ Tensor checked_indices(const char* op, const Tensor& indices, std::int64_t limit
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  BRRR_PROFILE("embedding");
   detail::check_defined("embedding", weight);
   BRRR_CHECK(weight.dim() == 2, "embedding: weight must be (num_embeddings, dim), got ", shape_str(weight.shape()));
   const std::int64_t V = weight.size(0), C = weight.size(1);
@@ -149,12 +152,14 @@ Tensor row_op(const char* op, RowForward& forward, RowBackward& backward, const 
 }  // namespace
 
 Tensor softmax(const Tensor& x, int dim) {
+  BRRR_PROFILE("softmax");
   static RowForward forward("softmax_forward");
   static RowBackward backward("softmax_backward");
   return row_op("softmax", forward, backward, x, dim);
 }
 
 Tensor log_softmax(const Tensor& x, int dim) {
+  BRRR_PROFILE("log_softmax");
   static RowForward forward("log_softmax_forward");
   static RowBackward backward("log_softmax_backward");
   return row_op("log_softmax", forward, backward, x, dim);
@@ -164,6 +169,7 @@ Tensor log_softmax(const Tensor& x, int dim) {
 // cross-entropy
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
+  BRRR_PROFILE("cross_entropy");
   detail::check_defined("cross_entropy", logits);
   detail::check_defined("cross_entropy", targets);
   BRRR_CHECK(logits.dim() == 2, "cross_entropy: logits must be (N, V), got ", shape_str(logits.shape()));
@@ -207,6 +213,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
 }
 
 Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets) {
+  BRRR_PROFILE("cross_entropy_composed");
   BRRR_CHECK(logits.dim() == 2, "cross_entropy_composed: logits must be (N, V), got ", shape_str(logits.shape()));
   const std::int64_t N = logits.size(0), V = logits.size(1);
   const Tensor t = checked_indices("cross_entropy_composed", targets, V);
@@ -223,6 +230,7 @@ Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets) {
 // GELU
 
 Tensor gelu(const Tensor& x) {
+  BRRR_PROFILE("gelu");
   detail::check_defined("gelu", x);
   const Tensor in = x.contiguous();
   Tensor out = detail::new_like(in);
@@ -244,6 +252,7 @@ Tensor gelu(const Tensor& x) {
 }
 
 Tensor gelu_composed(const Tensor& x) {
+  BRRR_PROFILE("gelu_composed");
   const double k = std::sqrt(2.0 / M_PI);
   const Tensor inner = mul(add(x, mul(pow(x, 3.0), 0.044715)), k);
   return mul(mul(x, 0.5), add(tanh(inner), 1.0));
@@ -267,6 +276,7 @@ void check_layer_norm(const char* op, const Tensor& x, const Tensor& weight, con
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  BRRR_PROFILE("layer_norm");
   check_layer_norm("layer_norm", x, weight, bias);
   const std::int64_t C = x.size(-1), N = C ? x.numel() / C : 0;
   const Tensor in = x.contiguous(), w = weight.contiguous(), b = bias.defined() ? bias.contiguous() : Tensor();
@@ -297,6 +307,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 }
 
 Tensor layer_norm_composed(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  BRRR_PROFILE("layer_norm_composed");
   check_layer_norm("layer_norm_composed", x, weight, bias);
   const Tensor mu = mean(x, {-1}, true);
   const Tensor centered = sub(x, mu);
@@ -310,6 +321,7 @@ Tensor layer_norm_composed(const Tensor& x, const Tensor& weight, const Tensor& 
 // causal self-attention, composed: softmax(q k^T / sqrt(hs) + mask) v
 
 Tensor causal_self_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p, Generator* gen) {
+  BRRR_PROFILE("causal_self_attention");
   detail::check_defined("causal_self_attention", q);
   BRRR_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.shape() == q.shape(),
              "causal_self_attention: q, k, v must all be (B, H, T, hs), got ", shape_str(q.shape()), ", ",
@@ -340,6 +352,7 @@ Tensor causal_self_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
 // dropout
 
 Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
+  BRRR_PROFILE("dropout");
   detail::check_defined("dropout", x);
   BRRR_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);
   if (!training || p == 0.0) return x;

@@ -7,6 +7,7 @@
 
 #include "brrr/autograd.h"
 #include "brrr/ops.h"
+#include "brrr/profiler.h"
 #include "internal.h"
 
 namespace brrr::optim {
@@ -47,6 +48,7 @@ void AdamW::ensure_state() {
 }
 
 void AdamW::step() {
+  BRRR_PROFILE("adamw step");
   ensure_state();
   ++step_;
   static detail::KernelFamily<kernels::adamw_step_fn> k("adamw_step");
@@ -134,6 +136,7 @@ void SGD::step() {
 // ---------------------------------------------------------------------------------------------
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  BRRR_PROFILE("clip_grad_norm_");
   NoGradGuard no_grad;
   double total = 0.0;
   for (const Tensor& p : params)

@@ -14,6 +14,7 @@
 #include "brrr/autograd.h"
 #include "brrr/generator.h"
 #include "brrr/ops.h"
+#include "brrr/profiler.h"
 #include "internal.h"
 
 namespace brrr {
@@ -498,6 +499,7 @@ std::vector<Tensor> Tensor::split(std::int64_t split_size, int d) const {
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
+  BRRR_PROFILE("contiguous");
   Tensor out = detail::new_like(*this);
   detail::copy_into(out, *this);
   if (autograd::needs_grad({this}))
@@ -621,6 +623,36 @@ Tensor& Tensor::mul_(double factor) {
   check_in_place(*this, "mul_");
   NoGradGuard no_grad;
   detail::binary_into("mul", *this, *this, scalar_tensor(factor, TensorOptions().dtype(dtype()).device(device())));
+  return *this;
+}
+
+namespace {
+// Draws into a contiguous tensor's own buffer with the "uniform" or "normal" kernel.
+void draw_into(Tensor& t, const char* kernel_name, Generator& gen) {
+  BRRR_CHECK(t.is_contiguous(), kernel_name, "_: tensor must be contiguous");
+  const std::int64_t n = t.numel();
+  detail::dispatch_floating(t.dtype(), kernel_name, [&]<class T>() {
+    const int per_block = std::string(kernel_name) == "uniform" && sizeof(T) == 8 ? 2 : 4;
+    const std::uint64_t counter = gen.reserve(static_cast<std::uint64_t>((n + per_block - 1) / per_block));
+    auto fn = reinterpret_cast<kernels::random_fn<T>>(kernels::lookup(kernel_name, t.device().type, t.dtype()));
+    fn(t.data_ptr<T>(), n, gen.seed(), counter, detail::stream(t.device()));
+  });
+}
+}  // namespace
+
+Tensor& Tensor::normal_(double mean, double std, Generator& gen) {
+  check_in_place(*this, "normal_");
+  draw_into(*this, "normal", gen);
+  if (std != 1.0) mul_(std);
+  if (mean != 0.0) add_(scalar_tensor(mean, TensorOptions().dtype(dtype()).device(device())));
+  return *this;
+}
+
+Tensor& Tensor::uniform_(double low, double high, Generator& gen) {
+  check_in_place(*this, "uniform_");
+  draw_into(*this, "uniform", gen);
+  mul_(high - low);
+  if (low != 0.0) add_(scalar_tensor(low, TensorOptions().dtype(dtype()).device(device())));
   return *this;
 }
 

@@ -91,11 +91,11 @@ std::vector<std::string> gpt_preset_names() { return {"cpu-tiny", "shakespeare-c
 // modules
 
 namespace {
-// Re-initialise a parameter in place from N(0, std) (or a constant when std == 0).
+// Re-initialise a parameter in place from N(0, std) (or zero when std == 0).
 void init_normal(Tensor& p, double std, Generator& gen) {
   NoGradGuard no_grad;
   if (std == 0.0) p.zero_();
-  else p.copy_(ops::mul(randn(p.shape(), gen, TensorOptions().dtype(p.dtype()).device(p.device())), std));
+  else p.normal_(0.0, std, gen);
 }
 }  // namespace
 

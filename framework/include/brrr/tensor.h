@@ -122,6 +122,10 @@ class Tensor {
   Tensor& add_(const Tensor& other, double alpha = 1.0);
   Tensor& mul_(double factor);
   Tensor& zero_() { return fill_(0.0); }
+  // Fill with random numbers in place, with no temporary the size of the tensor (so building
+  // a large model never holds its weights twice), as torch.nn.init does.
+  Tensor& normal_(double mean, double std, Generator& gen);
+  Tensor& uniform_(double low, double high, Generator& gen);
 
   std::string str() const;  // printed as PyTorch prints: tensor([[1., 2.], ...])
 

@@ -1,0 +1,56 @@
+// bench/bench_gpt_step.cpp: one GPT training step (forward, backward, AdamW) on the CPU.
+// Chapter 08 (training). Peer: bench/gpt_step_peer.py (PyTorch, the same model, batch and
+// threads); bench/gpt_step.sh runs both.
+//   build/bench/bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile]
+// PRESET is cpu-tiny or shakespeare-char (brrr/models/gpt.h); data are random tokens.
+#include <cstring>
+#include <string>
+
+#include "bench/bench_util.h"
+#include "brrr/brrr.h"
+#include "brrr/models/gpt.h"
+#include "brrr/profiler.h"
+
+using namespace brrr;
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile]\n");
+    return 2;
+  }
+  models::GPTConfig c = models::gpt_preset(argv[1]);
+  const std::int64_t B = std::atoll(argv[2]);
+  int steps = 10;
+  bool profile = false;
+  for (int i = 3; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--composed")) c.fused = false;
+    else if (!std::strcmp(argv[i], "--profile")) profile = true;
+    else steps = std::atoi(argv[i]);
+  }
+  Generator gen(1337);
+  models::GPT model(c, gen);
+  optim::AdamW opt(optim::decay_groups(model.parameters(), optim::AdamWOptions(1e-3).betas({0.9, 0.95}).weight_decay(0.1)));
+  const std::int64_t T = c.block_size;
+  auto step = [&] {
+    Tensor idx = randint(0, c.vocab_size, {B, T}, gen), targets = randint(0, c.vocab_size, {B, T}, gen);
+    Tensor loss = model.loss(model.forward(idx), targets);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  };
+  const double s = bench::median_seconds(step, steps, 2);
+  // Forward + backward FLOPs: 6 per parameter per token (matmuls), plus attention's
+  // 2 * 2 * T * C per token per layer forward (scores and weighted sum), times 3 with backward.
+  const double tokens = static_cast<double>(B * T);
+  const double flops = 6.0 * c.num_parameters() * tokens + 3.0 * 4.0 * T * c.n_embd * c.n_layer * tokens / 2;
+  std::printf("brrr %s (%s) B=%lld T=%lld threads=%d: %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s\n", argv[1],
+              c.fused ? "fused" : "composed", static_cast<long long>(B), static_cast<long long>(T), get_num_threads(),
+              s * 1e3, tokens / s, flops / s / 1e9);
+  if (profile) {
+    profiler::enable();
+    for (int i = 0; i < 3; ++i) step();
+    profiler::enable(false);
+    std::printf("%s", profiler::report(3).c_str());
+  }
+  return 0;
+}

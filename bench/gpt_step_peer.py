@@ -1,0 +1,93 @@
+"""bench/gpt_step_peer.py PRESET BATCH [STEPS]: PyTorch's GPT training step on the CPU.
+
+The peer of bench_gpt_step: the GPT of ../shared/reference/make_reference.py (nanoGPT's
+architecture) in float32, AdamW with the same decay groups, random tokens, and the thread
+count from OMP_NUM_THREADS (set by bench/gpt_step.sh). Prints ms/step like brrr's program.
+"""
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PRESETS = {  # vocab, block, layers, heads, embd, dropout
+    "cpu-tiny": (65, 64, 4, 4, 128, 0.0),
+    "shakespeare-char": (65, 256, 6, 6, 384, 0.2),
+    "gpt-12m": (4096, 256, 6, 6, 384, 0.0),
+}
+
+
+class Block(nn.Module):
+    def __init__(s, C, H, p):
+        super().__init__()
+        s.H, s.p = H, p
+        s.ln_1, s.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+        s.c_attn, s.attn_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+        s.c_fc, s.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+        s.drop = nn.Dropout(p)
+
+    def forward(s, x):
+        B, T, C = x.shape
+        q, k, v = s.c_attn(s.ln_1(x)).split(C, dim=2)
+        q, k, v = [t.view(B, T, s.H, C // s.H).transpose(1, 2) for t in (q, k, v)]
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // s.H)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        att = F.dropout(att.masked_fill(~mask, float("-inf")).softmax(-1), s.p, s.training)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        x = x + s.drop(s.attn_proj(y))
+        return x + s.drop(s.mlp_proj(F.gelu(s.c_fc(s.ln_2(x)), approximate="tanh")))
+
+
+class GPT(nn.Module):
+    def __init__(s, V, Tmax, L, H, C, p):
+        super().__init__()
+        s.wte, s.wpe = nn.Embedding(V, C), nn.Embedding(Tmax, C)
+        s.h = nn.ModuleList([Block(C, H, p) for _ in range(L)])
+        s.ln_f, s.drop = nn.LayerNorm(C), nn.Dropout(p)
+
+    def forward(s, idx, targets):
+        T = idx.shape[1]
+        x = s.drop(s.wte(idx) + s.wpe(torch.arange(T)))
+        for b in s.h:
+            x = b(x)
+        logits = s.ln_f(x) @ s.wte.weight.T
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def main():
+    preset, B = sys.argv[1], int(sys.argv[2])
+    steps = int(sys.argv[3]) if len(sys.argv) > 3 else 10
+    V, T, L, H, C, p = PRESETS[preset]
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    torch.manual_seed(1337)
+    m = GPT(V, T, L, H, C, p)
+    decay = [q for q in m.parameters() if q.dim() >= 2]
+    nodecay = [q for q in m.parameters() if q.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.95))
+
+    def step():
+        idx, tgt = torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T))
+        loss = m(idx, tgt)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(2):
+        step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    s = times[len(times) // 2]
+    print(f"torch {torch.__version__} {preset} B={B} T={T} threads={torch.get_num_threads()}: "
+          f"{s * 1e3:.1f} ms/step, {B * T / s:.0f} tokens/s")
+
+
+if __name__ == "__main__":
+    main()
