@@ -39,8 +39,10 @@ int main(int argc, char** argv) {
     opt.step();
   };
   const double s = bench::median_seconds(step, steps, 2);
-  // Forward + backward FLOPs: 6 per parameter per token (matmuls), plus attention's
-  // 2 * 2 * T * C per token per layer forward (scores and weighted sum), times 3 with backward.
+  // Forward + backward FLOPs, as in the PaLM/nanoGPT estimate: 6 per parameter per token
+  // (counting every parameter, wpe and LayerNorm too, as that estimate does), plus attention:
+  // 2 * 2 * T * C per token per layer forward (scores and weighted sum), times 3 with the
+  // backward, halved because the causal mask makes half of the scores zero.
   const double tokens = static_cast<double>(B * T);
   const double flops = 6.0 * c.num_parameters() * tokens + 3.0 * 4.0 * T * c.n_embd * c.n_layer * tokens / 2;
   std::printf("brrr %s (%s) B=%lld T=%lld threads=%d: %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s\n", argv[1],

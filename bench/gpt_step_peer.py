@@ -47,6 +47,15 @@ class GPT(nn.Module):
         s.wte, s.wpe = nn.Embedding(V, C), nn.Embedding(Tmax, C)
         s.h = nn.ModuleList([Block(C, H, p) for _ in range(L)])
         s.ln_f, s.drop = nn.LayerNorm(C), nn.Dropout(p)
+        # nanoGPT's GPT-2 initialisation: weights N(0, 0.02), residual projections
+        # N(0, 0.02 / sqrt(2 L)), biases 0 (LayerNorm stays 1 and 0).
+        for name, q in s.named_parameters():
+            if name.endswith("proj.weight"):
+                nn.init.normal_(q, 0.0, 0.02 / math.sqrt(2 * L))
+            elif name.endswith(".weight") and q.dim() == 2:
+                nn.init.normal_(q, 0.0, 0.02)
+            elif name.endswith(".bias") and "ln_" not in name:
+                nn.init.zeros_(q)
 
     def forward(s, idx, targets):
         T = idx.shape[1]

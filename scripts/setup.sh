@@ -15,6 +15,7 @@ packages=(
   doxygen
   clang libclang-rt-14-dev
   python3 python3-venv python3-pip python3-numpy libopenblas0-openmp python3-torch
+  bible-kjv sentencepiece
 )
 
 missing=()

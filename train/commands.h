@@ -7,4 +7,5 @@ namespace brrr::cli {
 void add_mlp_commands(CLI::App& app);        // cli_mlp.cpp: brrr mlp (chapter 05)
 void add_tokenizer_commands(CLI::App& app);  // cli_tokenizer.cpp: brrr tokenizer ... (chapter 06)
 void add_verify_commands(CLI::App& app);     // cli_verify.cpp: brrr verify-reference (chapter 07)
+void add_train_commands(CLI::App& app);      // cli_train.cpp: brrr train, brrr sample (chapter 08)
 }  // namespace brrr::cli

@@ -51,10 +51,11 @@ void AtomicFile::commit() {
   BRRR_CHECK(fd_ >= 0, "cannot write '", path_, "': already committed");
   const int fd = fd_;
   fd_ = -1;
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
+  const int synced = ::fsync(fd) == 0 ? 0 : errno;
+  const int closed = ::close(fd) == 0 ? 0 : errno;  // always closed, even when fsync failed
+  if (synced || closed) {
     ::unlink(tmp_.c_str());
-    detail::fail("cannot write '", path_, "': ", std::strerror(err));
+    detail::fail("cannot write '", path_, "': ", std::strerror(synced ? synced : closed));
   }
   ::chmod(tmp_.c_str(), 0644);
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {

@@ -52,7 +52,9 @@ void softmax_forward(T* out, const T* x, std::int64_t N, std::int64_t C, Stream)
       T* o = out + n * C;
       T maxv = -std::numeric_limits<T>::infinity();
       for (std::int64_t c = 0; c < C; ++c) maxv = std::max(maxv, row[c]);
-      if (maxv == -std::numeric_limits<T>::infinity()) maxv = 0;  // a fully masked row
+      // A fully masked row (all -inf) has no finite max; using 0 avoids inf - inf, and the row
+      // then comes out NaN (0 / 0), as in PyTorch. Causal attention never masks a whole row.
+      if (maxv == -std::numeric_limits<T>::infinity()) maxv = 0;
       double sum = 0.0;
       for (std::int64_t c = 0; c < C; ++c) {
         o[c] = std::exp(row[c] - maxv);

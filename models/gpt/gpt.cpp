@@ -3,6 +3,7 @@
 #include "brrr/models/gpt.h"
 
 #include <cmath>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "brrr/autograd.h"
@@ -99,10 +100,11 @@ void init_normal(Tensor& p, double std, Generator& gen) {
 }
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen)
-    : n_head_(c.n_head), dropout_(c.dropout), dropout_gen_(gen.next_u64()) {
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen) : n_head_(c.n_head) {
   c_attn = register_module("c_attn", std::make_shared<nn::Linear>(c.n_embd, 3 * c.n_embd, gen, c.bias));
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(c.n_embd, c.n_embd, gen, c.bias));
+  attn_dropout = register_module("attn_dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
+  resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
@@ -111,19 +113,21 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   // Split into q, k, v and move the heads next to the batch: (B, T, C) -> (B, H, T, hs).
   auto heads = [&](int i) { return qkv.narrow(2, i * C, C).view({B, T, n_head_, hs}).transpose(1, 2); };
   const Tensor q = heads(0), k = heads(1), v = heads(2);
-  const Tensor y = ops::causal_self_attention(q, k, v, is_training() ? dropout_ : 0.0, &dropout_gen_);
+  const double p = attn_dropout->is_training() ? attn_dropout->p : 0.0;
+  const Tensor y = ops::causal_self_attention(q, k, v, p, &attn_dropout->gen);
   // Heads side by side again: (B, H, T, hs) -> (B, T, C).
-  return c_proj->forward(y.transpose(1, 2).reshape({B, T, C}));
+  return resid_dropout->forward(c_proj->forward(y.transpose(1, 2).reshape({B, T, C})));
 }
 
 FeedForward::FeedForward(const GPTConfig& c, Generator& gen) : fused_(c.fused) {
   c_fc = register_module("c_fc", std::make_shared<nn::Linear>(c.n_embd, 4 * c.n_embd, gen, c.bias));
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(4 * c.n_embd, c.n_embd, gen, c.bias));
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
   const Tensor h = c_fc->forward(x);
-  return c_proj->forward(fused_ ? ops::gelu(h) : ops::gelu_composed(h));
+  return dropout->forward(c_proj->forward(fused_ ? ops::gelu(h) : ops::gelu_composed(h)));
 }
 
 Block::Block(const GPTConfig& c, Generator& gen) {
@@ -131,12 +135,11 @@ Block::Block(const GPTConfig& c, Generator& gen) {
   attn = register_module("attn", std::make_shared<CausalSelfAttention>(c, gen));
   ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.fused));
   mlp = register_module("mlp", std::make_shared<FeedForward>(c, gen));
-  resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
 }
 
 Tensor Block::forward(const Tensor& x) {
-  const Tensor a = x + resid_dropout->forward(attn->forward(ln_1->forward(x)));
-  return a + resid_dropout->forward(mlp->forward(ln_2->forward(a)));
+  const Tensor a = x + attn->forward(ln_1->forward(x));
+  return a + mlp->forward(ln_2->forward(a));
 }
 
 GPT::GPT(const GPTConfig& c, Generator& gen) : config_(c) {
@@ -171,6 +174,75 @@ Tensor GPT::hidden(const Tensor& idx) {
   Tensor x = drop_->forward(wte->forward(idx) + wpe->forward(pos));  // (B, T, C) + (T, C)
   for (std::size_t l = 0; l < h->size(); ++l) x = h->at<Block>(l)->forward(x);
   return ln_f->forward(x);
+}
+
+namespace {
+// Attention of n new queries (B, H, n, hs) over all keys and values so far (B, H, t0 + n, hs):
+// query i sits at position t0 + i and may see keys 0 .. t0 + i.
+Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t t0, Tensor* weights = nullptr) {
+  const std::int64_t n = q.size(2), t = k.size(2), hs = q.size(3);
+  Tensor scores = ops::mul(ops::matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(hs)));
+  if (t0 + n > 1 && n > 1) {  // one new query sees every key: no mask needed (the common case)
+    std::vector<double> m(static_cast<std::size_t>(n * t));
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < t; ++j) m[i * t + j] = j > t0 + i ? 1.0 : 0.0;
+    const Tensor mask = from_vector(m, {n, t}, TensorOptions().dtype(q.dtype()).device(q.device()));
+    scores = ops::masked_fill(scores, mask, -INFINITY);
+  }
+  const Tensor att = ops::softmax(scores, -1);
+  if (weights) *weights = att;
+  return ops::matmul(att, v);
+}
+}  // namespace
+
+Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache) {
+  NoGradGuard no_grad;
+  BRRR_CHECK(idx.dim() == 2, "GPT::forward_cached: idx must be (B, n), got ", shape_str(idx.shape()));
+  const std::int64_t B = idx.size(0), n = idx.size(1), t0 = cache.length();
+  const std::int64_t C = config_.n_embd, H = config_.n_head, hs = C / H;
+  BRRR_CHECK(t0 + n <= config_.block_size, "GPT::forward_cached: ", t0, " cached + ", n, " new positions exceed block_size ",
+             config_.block_size);
+  if (cache.keys.empty()) cache.keys.resize(config_.n_layer), cache.values.resize(config_.n_layer);
+  const Tensor pos = arange(static_cast<double>(t0), static_cast<double>(t0 + n), 1.0,
+                            TensorOptions().dtype(kInt64).device(idx.device()));
+  Tensor x = wte->forward(idx) + wpe->forward(pos);
+  for (std::int64_t l = 0; l < config_.n_layer; ++l) {
+    const auto block = h->at<Block>(static_cast<std::size_t>(l));
+    const Tensor qkv = block->attn->c_attn->forward(block->ln_1->forward(x));  // (B, n, 3C)
+    auto heads = [&](int i) { return qkv.narrow(2, i * C, C).view({B, n, H, hs}).transpose(1, 2).contiguous(); };
+    const Tensor q = heads(0), k = heads(1), v = heads(2);
+    cache.keys[l] = t0 == 0 ? k : ops::cat({cache.keys[l], k}, 2);
+    cache.values[l] = t0 == 0 ? v : ops::cat({cache.values[l], v}, 2);
+    const Tensor y = attend(q, cache.keys[l], cache.values[l], t0);
+    x = x + block->attn->c_proj->forward(y.transpose(1, 2).reshape({B, n, C}));
+    x = x + block->mlp->forward(block->ln_2->forward(x));
+  }
+  return ops::linear(ln_f->forward(x), wte->weight);
+}
+
+Tensor GPT::attention_weights(const Tensor& idx, std::int64_t layer, std::int64_t head) {
+  NoGradGuard no_grad;
+  BRRR_CHECK(idx.dim() == 2 && idx.size(0) == 1, "attention_weights: idx must be (1, T), got ", shape_str(idx.shape()));
+  BRRR_CHECK(layer >= 0 && layer < config_.n_layer && head >= 0 && head < config_.n_head, "attention_weights: layer ",
+             layer, " head ", head, " out of range (", config_.n_layer, " layers, ", config_.n_head, " heads)");
+  const std::int64_t T = idx.size(1), C = config_.n_embd, H = config_.n_head, hs = C / H;
+  const bool was_training = is_training();
+  eval();
+  const Tensor pos = arange(T, TensorOptions().dtype(kInt64).device(idx.device()));
+  Tensor x = wte->forward(idx) + wpe->forward(pos);
+  Tensor weights;
+  for (std::int64_t l = 0; l <= layer; ++l) {
+    const auto block = h->at<Block>(static_cast<std::size_t>(l));
+    if (l < layer) {
+      x = block->forward(x);
+      continue;
+    }
+    const Tensor qkv = block->attn->c_attn->forward(block->ln_1->forward(x));
+    auto heads = [&](int i) { return qkv.narrow(2, i * C, C).view({1, T, H, hs}).transpose(1, 2).contiguous(); };
+    attend(heads(0), heads(1), heads(2), 0, &weights);
+  }
+  train(was_training);
+  return weights.select(0, 0).select(0, head);  // (T, T)
 }
 
 Tensor GPT::forward(const Tensor& idx) {

@@ -72,7 +72,6 @@ ReferenceReport verify_reference(const std::string& path, const ReferenceOptions
   GPT model(config, gen);
   load_parameters(file, model, "param.");
   model.to(options.device);
-  const TensorOptions on_device = TensorOptions().device(options.device);
   const Tensor idx = file.tensor("input.idx").to(options.device);
   const Tensor targets = file.tensor("input.targets").to(options.device);
 
@@ -110,7 +109,6 @@ ReferenceReport verify_reference(const std::string& path, const ReferenceOptions
   for (std::size_t i = 0; i < ref_losses.size(); ++i)
     report.checks.push_back({"loss[" + std::to_string(i) + "]", std::fabs(ours[i] - ref_losses[i]),
                              std::fabs(ours[i] - ref_losses[i]) / std::max(std::fabs(ref_losses[i]), 1e-30), 1e-4});
-  (void)on_device;
   return report;
 }
 

@@ -31,6 +31,8 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  // Every submodule below this one with its dotted path ("transformer.h.0.attn"), depth first.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules() const;
   std::int64_t num_parameters() const;
 
   void train(bool on = true);

@@ -46,11 +46,11 @@ class CausalSelfAttention : public nn::Module {
   CausalSelfAttention(const GPTConfig& config, Generator& gen);
   Tensor forward(const Tensor& x) override;  // (B, T, C) -> (B, T, C)
   std::shared_ptr<nn::Linear> c_attn, c_proj;
+  // Every random stream of the model lives in an nn::Dropout (so checkpoints can save them).
+  std::shared_ptr<nn::Dropout> attn_dropout, resid_dropout;
 
  private:
   std::int64_t n_head_;
-  double dropout_;
-  Generator dropout_gen_;
 };
 
 // nanoGPT's MLP: Linear (C -> 4C), GELU, Linear (4C -> C). Named FeedForward here because
@@ -60,6 +60,7 @@ class FeedForward : public nn::Module {
   FeedForward(const GPTConfig& config, Generator& gen);
   Tensor forward(const Tensor& x) override;  // (B, T, C) -> (B, T, C), 4C hidden
   std::shared_ptr<nn::Linear> c_fc, c_proj;
+  std::shared_ptr<nn::Dropout> dropout;
 
  private:
   bool fused_;
@@ -72,7 +73,14 @@ class Block : public nn::Module {
   std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<FeedForward> mlp;
-  std::shared_ptr<nn::Dropout> resid_dropout;
+};
+
+// The keys and values of every layer for the positions processed so far, so generating a
+// token costs one position's work instead of the whole context's (chapter 08).
+struct KVCache {
+  std::vector<Tensor> keys, values;  // per layer, (B, H, t, hs)
+  std::int64_t length() const { return keys.empty() || !keys[0].defined() ? 0 : keys[0].size(2); }
+  void clear() { keys.clear(), values.clear(); }
 };
 
 class GPT : public nn::Module {
@@ -87,6 +95,11 @@ class GPT : public nn::Module {
   Tensor loss(const Tensor& logits, const Tensor& targets) const;
   // The final hidden state before lm_head, (B, T, C): for attention maps and sampling.
   Tensor hidden(const Tensor& idx);
+  // Logits (B, n, V) for n new tokens at positions cache.length() onwards, appending their
+  // keys and values to the cache. Inference only (no autograd, no dropout).
+  Tensor forward_cached(const Tensor& idx, KVCache& cache);
+  // One head's attention weights (T, T) for a sequence idx (1, T): for attention maps.
+  Tensor attention_weights(const Tensor& idx, std::int64_t layer, std::int64_t head);
 
   std::shared_ptr<nn::Embedding> wte, wpe;
   std::shared_ptr<nn::ModuleList> h;

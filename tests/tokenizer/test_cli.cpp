@@ -1,0 +1,65 @@
+// tests/tokenizer/test_cli.cpp: `brrr tokenizer train|encode|decode` end to end (chapter 06).
+// Runs the brrr program of this build; skipped, with a message, when it has not been built.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "brrr/tokenizer/bpe.h"
+#include "brrr/tokenizer/token_file.h"
+#include "tokenizer_test_util.h"
+
+using namespace brrr::tokenizer;
+
+static std::string brrr_program() { return std::string(BRRR_BINARY_DIR) + "/train/brrr"; }
+
+// Runs a shell command; returns its exit status and, in *output, stdout and stderr.
+static int run(const std::string& command, std::string* output) {
+  std::FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  size_t n;
+  output->clear();
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output->append(buffer, n);
+  int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_CASE("cli: train, encode and decode round-trip a file, and a wrong option prints usage") {
+  if (!std::filesystem::exists(brrr_program())) {
+    MESSAGE("skipped: ", brrr_program(), " is not built");
+    return;
+  }
+  test::TempDir dir;
+  std::string text = test::shakespeare().substr(0, 200000);
+  test::write_text(dir.file("in.txt"), text);
+  std::string out, b = brrr_program();
+  REQUIRE(run(b + " tokenizer train --input " + dir.file("in.txt") + " --vocab-size 600 --out " +
+                  dir.file("tok.txt") + " --tiktoken " + dir.file("tok.tiktoken"),
+              &out) == 0);
+  CHECK(out.find("merges/s") != std::string::npos);  // the progress bar
+  Bpe bpe = Bpe::load(dir.file("tok.txt"));
+  CHECK(bpe.vocab_size() == 600);
+  REQUIRE(run(b + " tokenizer encode --tokenizer " + dir.file("tok.txt") + " --input " +
+                  dir.file("in.txt") + " --out " + dir.file("ids.bin"),
+              &out) == 0);
+  CHECK(out.find("MB/s") != std::string::npos);
+  TokenFileHeader header;
+  CHECK(read_token_file(dir.file("ids.bin"), &header) == bpe.encode(text));
+  CHECK(header.id_bytes == 2);
+  REQUIRE(run(b + " tokenizer decode --tokenizer " + dir.file("tok.txt") + " --input " +
+                  dir.file("ids.bin") + " --out " + dir.file("back.txt"),
+              &out) == 0);
+  CHECK(test::read_text(dir.file("back.txt")) == text);
+
+  // Mistakes print usage and fail; they do not crash.
+  CHECK(run(b + " tokenizer encode --tokenizer " + dir.file("tok.txt") + " --bogus", &out) != 0);
+  CHECK(out.find("Usage:") != std::string::npos);
+  CHECK(run(b + " tokenizer train --input " + dir.file("in.txt") + " --vocab-size 12 --out x", &out) != 0);
+  CHECK(out.find("--vocab-size") != std::string::npos);
+  CHECK(run(b + " tokenizer decode --tokenizer " + dir.file("in.txt") + " --input " +
+                dir.file("ids.bin"),
+            &out) == 1);
+  CHECK(out.find("in.txt:1: expected 'brrr-bpe'") != std::string::npos);
+}

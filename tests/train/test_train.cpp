@@ -1,0 +1,237 @@
+// tests/train/test_train.cpp: brrr train and brrr sample (chapter 08).
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "brrr/brrr.h"
+#include "brrr/models/checkpoint.h"
+#include "brrr/models/generate.h"
+#include "brrr/safetensors.h"
+#include "data.h"
+#include "trainer.h"
+
+using namespace brrr;
+namespace fs = std::filesystem;
+
+namespace {
+// A small run: 40 KB of Shakespeare, a 1-layer model, 4 x 16 batches.
+std::string scratch(const std::string& name) {
+  const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-train/" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string small_text() {
+  const std::string path = std::string(BRRR_BINARY_DIR) + "/test-train/small.txt";
+  if (!fs::exists(path)) {
+    fs::create_directories(fs::path(path).parent_path());
+    write_file_atomic(path, read_file(std::string(BRRR_SHARED_DIR) + "/data/tinyshakespeare.txt").substr(0, 40000));
+  }
+  return path;
+}
+
+train::TrainConfig small_config(const std::string& out) {
+  train::TrainConfig c = train::TrainConfig::from_preset("cpu-tiny");
+  c.data = small_text();
+  c.out_dir = out;
+  c.n_layer = 1, c.n_head = 2, c.n_embd = 32, c.block_size = 16, c.batch_size = 4;
+  c.max_iters = 8, c.warmup_iters = 2, c.lr_decay_iters = 8, c.eval_interval = 4, c.eval_iters = 2, c.log_interval = 100;
+  c.dropout = 0.1;  // so the dropout generators' state matters for resume
+  c.sample_tokens = 0;
+  return c;
+}
+
+std::vector<std::vector<float>> parameters_of(const std::string& checkpoint) {
+  safetensors::File f(checkpoint);
+  std::vector<std::vector<float>> out;
+  for (const auto& t : f.tensors()) out.push_back(f.tensor(t.name).to_vector<float>());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("training config: presets, JSON, unknown keys and wrong types") {
+  train::TrainConfig c = train::TrainConfig::from_preset("shakespeare-char");
+  CHECK(c.n_embd == 384);
+  c.apply_json(R"({"n_layer": 2, "learning_rate": 3e-4, "fused": false})");
+  CHECK(c.n_layer == 2);
+  CHECK(c.learning_rate == 3e-4);
+  CHECK_FALSE(c.fused);
+  CHECK_THROWS_WITH_AS(c.apply_json(R"({"n_layers": 2})"), doctest::Contains("unknown key 'n_layers'"), Error);
+  CHECK_THROWS_WITH_AS(c.apply_json(R"({"n_layer": "two"})"), doctest::Contains("'n_layer' has the wrong type"), Error);
+  CHECK_THROWS_WITH_AS(c.apply_json("{oops"), doctest::Contains("invalid JSON"), Error);
+  CHECK_THROWS_WITH_AS(train::TrainConfig::from_preset("huge"), doctest::Contains("unknown preset 'huge' (presets: cpu-tiny"), Error);
+  train::TrainConfig round;
+  round.apply_json(c.to_json());
+  CHECK(round.to_json() == c.to_json());
+}
+
+TEST_CASE("the dataset caches its tokens and draws the same batches from the same seed") {
+  train::DataOptions d;
+  d.input = small_text();
+  d.cache_dir = scratch("data");
+  d.verbose = false;
+  train::TextDataset a(d);
+  CHECK(a.vocab_size() > 30);
+  CHECK(a.size(train::Split::Val) == doctest::Approx(0.1 * (a.size(train::Split::Train) + a.size(train::Split::Val))).epsilon(0.01));
+  train::TextDataset b(d);  // from the cache
+  Generator g1(3), g2(3);
+  Tensor x1, y1, x2, y2;
+  a.batch(train::Split::Train, 4, 16, g1, x1, y1);
+  b.batch(train::Split::Train, 4, 16, g2, x2, y2);
+  CHECK(x1.to_vector<std::int64_t>() == x2.to_vector<std::int64_t>());
+  // y is x shifted by one: the target of each position is the next token
+  CHECK(x1.at<std::int64_t>({0, 1}) == y1.at<std::int64_t>({0, 0}));
+  // the tokens decode back to the text
+  const std::string text = read_file(small_text());
+  CHECK(a.tokenizer().decode(a.tokenizer().encode(text.substr(0, 500))) == text.substr(0, 500));
+  d.input = "/nonexistent.txt";
+  CHECK_THROWS_WITH_AS(train::TextDataset{d}, doctest::Contains("cannot read the training text '/nonexistent.txt'"), Error);
+}
+
+TEST_CASE("a resumed run continues bitwise identically to an uninterrupted one") {
+  train::TrainConfig full = small_config(scratch("full"));
+  const train::TrainResult whole = train::run_training(full);
+
+  train::TrainConfig first = small_config(scratch("split"));
+  first.max_iters = 5;  // stop after 5 of the 8 steps (lr_decay_iters stays 8, so the schedule is the same)
+  const train::TrainResult part1 = train::run_training(first);
+  train::TrainConfig second = first;
+  second.max_iters = 8;
+  second.resume = true;
+  const train::TrainResult part2 = train::run_training(second);
+
+  std::vector<double> joined = part1.losses;
+  joined.insert(joined.end(), part2.losses.begin(), part2.losses.end());
+  CHECK(joined == whole.losses);
+  CHECK(parameters_of(part2.last_checkpoint) == parameters_of(whole.last_checkpoint));
+}
+
+TEST_CASE("a NaN loss stops training, naming the step and the last good checkpoint") {
+  train::TrainConfig c = small_config(scratch("nan"));
+  c.learning_rate = 1e30, c.min_lr = 1e30, c.grad_clip = 0.0, c.max_iters = 50, c.checkpoint_interval = 1;
+  c.warmup_iters = 0;
+  CHECK_THROWS_WITH_AS(train::run_training(c), doctest::Contains("at step"), Error);
+  CHECK_THROWS_WITH_AS(train::run_training(c), doctest::Contains("The last good checkpoint is"), Error);
+}
+
+TEST_CASE("the KV cache gives the same logits as recomputing the whole context") {
+  Generator g(4);
+  models::GPTConfig mc = models::gpt_preset("cpu-tiny");
+  mc.n_layer = 2, mc.block_size = 24;
+  models::GPT model(mc, g);
+  model.eval();
+  Tensor idx = randint(0, mc.vocab_size, {1, 20}, g);
+  NoGradGuard no_grad;
+  const Tensor full = model.forward(idx);
+  models::KVCache cache;
+  Tensor first = model.forward_cached(idx.narrow(1, 0, 13), cache);  // a prompt, then one token at a time
+  std::vector<Tensor> parts = {first};
+  for (int t = 13; t < 20; ++t) parts.push_back(model.forward_cached(idx.narrow(1, t, 1), cache));
+  const Tensor incremental = ops::cat(parts, 1);
+  CHECK(ops::max(ops::sub(full, incremental)).item() < 1e-4);
+  CHECK(ops::max(ops::sub(incremental, full)).item() < 1e-4);
+  CHECK(cache.length() == 20);
+  CHECK_THROWS_WITH_AS(model.forward_cached(idx.narrow(1, 0, 5), cache), doctest::Contains("exceed block_size 24"), Error);
+}
+
+TEST_CASE("sampling: temperature, top-k and top-p, seeded") {
+  std::vector<float> logits = {0.0f, 5.0f, 4.9f, -3.0f};
+  models::GenerateOptions o;
+  o.top_k = 1;
+  Generator g(1);
+  for (int i = 0; i < 20; ++i) CHECK(models::sample_token(logits, o, g) == 1);  // top-1 is greedy
+  o.top_k = 0, o.top_p = 0.6;
+  std::set<std::uint32_t> seen;
+  for (int i = 0; i < 200; ++i) seen.insert(models::sample_token(logits, o, g));
+  CHECK(seen == std::set<std::uint32_t>{1, 2});  // the nucleus holds the two close tokens
+  o.top_p = 1.0, o.temperature = 100.0;
+  seen.clear();
+  for (int i = 0; i < 400; ++i) seen.insert(models::sample_token(logits, o, g));
+  CHECK(seen.size() == 4);  // a hot temperature reaches every token
+  o.temperature = 0.0;
+  CHECK_THROWS_WITH_AS(models::sample_token(logits, o, g), doctest::Contains("temperature must be positive"), Error);
+  // generation with and without the cache agrees for the same seed
+  Generator mg(2);
+  models::GPTConfig mc = models::gpt_preset("cpu-tiny");
+  mc.n_layer = 1, mc.block_size = 16;
+  models::GPT model(mc, mg);
+  models::GenerateOptions go;
+  go.max_new_tokens = 40;  // longer than block_size: exercises the cache refill
+  go.top_k = 1;
+  const auto with = models::generate(model, {1, 2, 3}, go);
+  go.kv_cache = false;
+  go.max_new_tokens = 12;  // within one block both see the same context
+  const auto without = models::generate(model, {1, 2, 3}, go);
+  CHECK(std::vector<std::uint32_t>(with.begin(), with.begin() + 12) == without);
+  CHECK(with.size() == 40);
+}
+
+TEST_CASE("Ctrl-C during brrr train saves a checkpoint and a later --resume continues") {
+  const std::string out = scratch("sigint");
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const std::string text = "--data=" + small_text(), dir = "--out_dir=" + out;
+    std::freopen((out + "/stdout.txt").c_str(), "w", stdout);
+    execl(BRRR_CLI, BRRR_CLI, "train", text.c_str(), dir.c_str(), "--n_layer=1", "--n_embd=32", "--n_head=2",
+          "--block_size=16", "--batch_size=4", "--max_iters=100000", "--eval_interval=100000", "--sample_tokens=0",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait until it has taken a few steps, then interrupt it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream log(out + "/log.jsonl");
+    std::string line;
+    int steps = 0;
+    while (std::getline(log, line)) steps += line.find("\"step\"") != std::string::npos && line.find("\"loss\"") != std::string::npos;
+    if (steps >= 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  bool found = false;
+  for (const auto& e : fs::directory_iterator(out)) found = found || e.path().filename().string().rfind("ckpt-", 0) == 0;
+  CHECK(found);
+  const std::string printed = read_file(out + "/stdout.txt");
+  CHECK(printed.find("interrupted: saved") != std::string::npos);
+
+  // --resume picks up the saved step and runs to a new max_iters.
+  std::int64_t saved = -1;
+  for (const auto& e : fs::directory_iterator(out)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("ckpt-", 0) == 0) saved = std::max<std::int64_t>(saved, std::stoll(name.substr(5, 8)));
+  }
+  REQUIRE(saved > 0);
+  const std::string command = std::string(BRRR_CLI) + " train --resume --data=" + small_text() + " --out_dir=" + out +
+                              " --n_layer=1 --n_embd=32 --n_head=2 --block_size=16 --batch_size=4 --eval_interval=100000" +
+                              " --sample_tokens=0 --max_iters=" + std::to_string(saved + 2) + " > " + out + "/resume.txt 2>&1";
+  CHECK(std::system(command.c_str()) == 0);
+  const std::string resumed = read_file(out + "/resume.txt");
+  CHECK(resumed.find("resumed from") != std::string::npos);
+  CHECK(fs::exists(out + "/ckpt-" + std::string(8 - std::to_string(saved + 2).size(), '0') + std::to_string(saved + 2) + ".safetensors"));
+}
+
+TEST_CASE("a run can resume from a checkpoint written before the first step") {
+  train::TrainConfig c = small_config(scratch("step0"));
+  c.max_iters = 0;
+  const train::TrainResult none = train::run_training(c);
+  CHECK(none.steps_done == 0);
+  c.max_iters = 2;
+  c.resume = true;
+  const train::TrainResult two = train::run_training(c);
+  CHECK(two.steps_done == 2);
+  CHECK(two.losses.size() == 2);
+}

@@ -1,0 +1,48 @@
+// tokenizer/src/file_util.h: reading files, writing them atomically, and the two text
+// encodings the tokenizer files use (escaped strings, base64). Internal to the tokenizer.
+// Chapter 06 (tokenization). Read first: bpe_files.cpp, which uses all of this.
+#pragma once
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace brrr::tokenizer::internal {
+
+// The whole file. Throws brrr::Error naming the file when it cannot be read.
+std::string read_file(const std::string& path);
+
+// Writes a file so that a crash never leaves half of it: the bytes go to a temporary file in
+// the same folder, which is flushed to disk (fsync) and then renamed over `path` (rename is
+// atomic within a file system). If commit() is never called, the temporary file is removed.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, size_t bytes);
+  void write(std::string_view s) { write(s.data(), s.size()); }
+  void commit();
+
+ private:
+  std::string path_, temp_path_;
+  std::FILE* file_ = nullptr;
+};
+
+// Bytes as a double-quoted string a person can read: printable ASCII as itself, valid UTF-8
+// characters as themselves, \" \\ \n \r \t, and every other byte as \xHH.
+std::string quote(std::string_view bytes);
+// The inverse of quote(). `s` starts with the opening quote; on success *consumed is the
+// number of characters up to and including the closing quote. On failure returns false and
+// sets *error to what was wrong.
+bool unquote(std::string_view s, std::string* bytes, size_t* consumed, std::string* error);
+
+std::string base64_encode(std::string_view bytes);
+// False when `text` is not valid base64 (standard alphabet, '=' padding).
+bool base64_decode(std::string_view text, std::string* bytes);
+
+// The length of the valid UTF-8 character at the start of s, or 0 if it is not one.
+size_t utf8_char_length(std::string_view s);
+
+}  // namespace brrr::tokenizer::internal

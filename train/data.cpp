@@ -1,0 +1,78 @@
+// train/data.cpp: the cached token file and random batches. Chapter 08 (training).
+#include "data.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "brrr/error.h"
+#include "brrr/io.h"
+
+namespace brrr::train {
+
+namespace {
+// A name for the cache that changes whenever the input or the tokenizer settings do.
+std::string cache_stem(const DataOptions& o) {
+  struct stat st {};
+  BRRR_CHECK(::stat(o.input.c_str(), &st) == 0, "cannot read the training text '", o.input,
+             "' (point --data at a UTF-8 text file)");
+  std::string key = std::filesystem::absolute(o.input).string() + "|" + std::to_string(st.st_size) + "|" +
+                    std::to_string(st.st_mtim.tv_sec) + "|" + o.tokenizer +
+                    (o.tokenizer == "bpe" ? "|" + std::to_string(o.bpe_vocab_size) : "");
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::filesystem::path(o.input).stem().string() + "-" + o.tokenizer +
+         (o.tokenizer == "bpe" ? std::to_string(o.bpe_vocab_size) : "") + "-" + std::string(hex, 8);
+}
+}  // namespace
+
+TextDataset::TextDataset(const DataOptions& o) {
+  BRRR_CHECK(o.tokenizer == "char" || o.tokenizer == "bpe", "unknown tokenizer '", o.tokenizer, "' (expected char or bpe)");
+  BRRR_CHECK(o.val_fraction >= 0.0 && o.val_fraction < 1.0, "val_fraction must be in [0, 1), got ", o.val_fraction);
+  std::filesystem::create_directories(o.cache_dir);
+  const std::string stem = o.cache_dir + "/" + cache_stem(o);
+  tokenizer_path_ = stem + ".tokenizer";
+  const std::string token_path = stem + ".tokens";
+  if (!std::filesystem::exists(token_path) || !std::filesystem::exists(tokenizer_path_)) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string text = read_file(o.input);
+    BRRR_CHECK(!text.empty(), "the training text '", o.input, "' is empty");
+    auto tok = TextTokenizer::train(o.tokenizer, text, o.bpe_vocab_size, o.verbose);
+    const std::vector<std::uint32_t> ids = tok->encode(text);
+    tok->save(tokenizer_path_);
+    tokenizer::write_token_file(token_path, ids, tok->vocab_size());
+    if (o.verbose)
+      std::printf("data: %s -> %zu tokens (%s tokenizer, vocab %zu) in %.1f s, cached in %s\n", o.input.c_str(),
+                  ids.size(), o.tokenizer.c_str(), tok->vocab_size(),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), o.cache_dir.c_str());
+  }
+  tokenizer_ = TextTokenizer::load(tokenizer_path_);
+  tokens_ = std::make_unique<tokenizer::MappedTokenFile>(token_path);
+  BRRR_CHECK(tokens_->vocab_size() == tokenizer_->vocab_size(), token_path, ": written for a vocabulary of ",
+             tokens_->vocab_size(), ", the tokenizer has ", tokenizer_->vocab_size(), "; delete the cache");
+  train_end_ = static_cast<std::uint64_t>(static_cast<double>(tokens_->size()) * (1.0 - o.val_fraction));
+}
+
+void TextDataset::batch(Split split, std::int64_t B, std::int64_t T, Generator& gen, Tensor& x, Tensor& y) const {
+  const std::uint64_t begin = split == Split::Train ? 0 : train_end_;
+  const std::uint64_t n = size(split);
+  BRRR_CHECK(n > static_cast<std::uint64_t>(T) + 1, "the ", split == Split::Train ? "training" : "validation",
+             " split has ", n, " tokens, too few for windows of ", T + 1, " (use a longer text or a smaller block_size)");
+  std::vector<std::int64_t> xs(static_cast<std::size_t>(B * T)), ys(xs.size());
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::uint64_t start = begin + gen.next_u64() % (n - static_cast<std::uint64_t>(T));
+    for (std::int64_t t = 0; t < T; ++t) {
+      xs[b * T + t] = (*tokens_)[start + t];
+      ys[b * T + t] = (*tokens_)[start + t + 1];
+    }
+  }
+  x = from_vector(xs, {B, T}, kInt64);
+  y = from_vector(ys, {B, T}, kInt64);
+}
+
+}  // namespace brrr::train

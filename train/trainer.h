@@ -1,0 +1,63 @@
+// train/trainer.h: `brrr train`, the training loop of chapter 08.
+// Read before: data.h, brrr/models/gpt.h, brrr/optim.h. Read next: trainer.cpp.
+//
+// A run is a TrainConfig: a named preset, then a JSON file, then command-line flags, each
+// overriding the last. The loop: for every step, set the learning rate (warmup + cosine),
+// accumulate gradients over grad_accum micro-batches, clip them to grad_clip, take an AdamW
+// step; every eval_interval steps, average the train and validation loss over eval_iters
+// batches, and save a checkpoint every checkpoint_interval steps (by default, every eval). A checkpoint holds everything the next step depends on
+// (weights, AdamW moments and step, every random generator, the data stream), so --resume
+// continues bit for bit as if the run had never stopped.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace brrr::train {
+
+struct TrainConfig {
+  std::string preset = "cpu-tiny";
+  // model (defaults come from the preset)
+  std::int64_t n_layer = 4, n_head = 4, n_embd = 128, block_size = 64;
+  double dropout = 0.0;
+  bool bias = true, fused = true;
+  // data
+  std::string data;  // default: ../shared/data/tinyshakespeare.txt when it exists
+  std::string tokenizer = "char";
+  int bpe_vocab_size = 4096;
+  double val_fraction = 0.1;
+  // optimisation (nanoGPT's names)
+  std::int64_t batch_size = 12, grad_accum = 1, max_iters = 2000, warmup_iters = 100, lr_decay_iters = 2000;
+  double learning_rate = 1e-3, min_lr = 1e-4, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.99, grad_clip = 1.0;
+  // bookkeeping
+  // checkpoint_interval 0 means: save whenever the model is evaluated (every eval_interval).
+  std::int64_t eval_interval = 250, eval_iters = 20, log_interval = 10, checkpoint_interval = 0, keep_checkpoints = 3;
+  std::int64_t sample_tokens = 300;
+  std::string out_dir = "out";
+  std::string device = "cpu";  // cpu, cuda or auto
+  std::uint64_t seed = 1337;
+  bool resume = false;
+  int threads = 0;  // 0: all cores
+
+  static TrainConfig from_preset(const std::string& name);  // throws on an unknown name
+  static std::vector<std::string> preset_names();
+  void apply_json(const std::string& json);  // unknown keys are errors
+  // Every key with its JSON type ("integer", "number", "bool", "string"), for the CLI.
+  static std::vector<std::pair<std::string, std::string>> keys();
+  std::string to_json() const;
+  void validate() const;
+};
+
+struct TrainResult {
+  std::int64_t steps_done = 0;
+  double last_train_loss = 0, last_val_loss = 0;
+  std::vector<double> losses;  // every step's training loss
+  std::string last_checkpoint;
+  bool interrupted = false;
+};
+
+// Runs the whole loop; throws brrr::Error on bad input, and stops (with a message naming
+// the step and the last good checkpoint) on a NaN or infinite loss.
+TrainResult run_training(TrainConfig config);
+
+}  // namespace brrr::train
