@@ -1,0 +1,444 @@
+// kernels/cuda/simt.h: the one header every CUDA kernel file includes. Under nvcc it is CUDA;
+// under g++ it is a CPU emulator of CUDA's SIMT model, so the same kernel source runs on both.
+// Chapter 09 (the GPU and the emulator). Read before: kernels/kernels.h.
+// Read next: kernels/cuda/simt_emulator.cpp (the emulator), kernels/cuda/examples.cu (kernels).
+//
+// How the emulator runs a kernel
+// -------------------------------
+// A launch of `grid` blocks of `block` threads runs the blocks one after another. Within a
+// block, every CUDA thread is a fiber: a small stack (64 KiB) and a saved set of registers,
+// switched with ucontext's swapcontext, all on the OS thread that called launch. A fiber
+// runs the kernel until it reaches a barrier, then hands the CPU to the next fiber; nothing
+// interrupts a fiber between barriers. That is all SIMT needs:
+//
+//   threadIdx, blockIdx, blockDim, gridDim  plain global variables that the emulator sets to
+//                      the running fiber's values every time it switches to that fiber.
+//   __syncthreads()    the fiber counts itself in and waits; the last of the block's threads
+//                      to arrive wakes the others. If some threads return without reaching
+//                      it, the block can never finish: the emulator notices that no fiber
+//                      can run and throws brrr::Error ("kernel k: __syncthreads reached by
+//                      only 16 of 32 threads of block (0,0,0)") instead of hanging, as a GPU
+//                      would (or worse, would not, and compute garbage).
+//   __shfl_*_sync      an exchange among the 32 lanes of a warp: each lane writes its value
+//                      into the warp's mailbox, waits at a warp barrier until all lanes have
+//                      written, then reads its partner's slot. Two mailboxes are used in
+//                      turn, so the next shuffle cannot overwrite a value not yet read.
+//   __shared__         `static`: one variable in the whole program, and since blocks run one
+//                      at a time (and launches one at a time, under a lock) that one variable
+//                      is exactly "one instance per block, seen by all its threads". A kernel
+//                      reads like any CUDA kernel: `__shared__ float partial[32];` (a
+//                      macro such as BRRR_SHARED(float, partial, 32) would work as well,
+//                      but brrr's kernels would no longer read like the CUDA in any book).
+//   dynamic shared     `BRRR_DYNAMIC_SHARED(float, smem);` gives `float* smem`, pointing at
+//                      the launch's shared_bytes (under nvcc: `extern __shared__` storage).
+//                      The emulator fills it with 0xFF bytes before each block, so reading
+//                      it before writing gives NaN (float) or -1 (int), not a lucky zero.
+//   atomicAdd & co.    a plain read-modify-write: no fiber can run between the read and the
+//                      write, so it is atomic here.
+//   float4, __ldg, expf, rsqrtf, __expf, ...   plain C++ structs and std:: math.
+//
+// Because a kernel is now ordinary C++, the CPU's tools work on it: a debugger steps through
+// one thread, and the sanitizer build (-DBRRR_SANITIZE=ON) reports an index past the end of
+// dynamic shared memory or of a global array, and a float4 load from a misaligned address,
+// with the kernel's source line.
+//
+// What it cannot model, and why:
+//   - Timing, so anything that relies on it: races between threads without a barrier are not
+//     detected (the emulator's fixed order hides them), nor is the speed of a kernel.
+//   - Partial-warp masks (`__shfl_sync(0x0000ffff, ...)`): the emulator checks that a mask
+//     names every lane of the warp and throws brrr::Error otherwise. Full masks are what
+//     brrr's kernels use.
+//   - Hardware units: tensor-core instructions (mma, wgmma), cp.async, TMA, inline PTX.
+//     Kernels that use them are GPU-only: wrap them, and their registration, in
+//     `#if !BRRR_EMULATOR ... #endif`; the emulator build then has no such variant at all.
+//   - Limits it cannot see: static __shared__ is not counted against the 48 KiB limit, and
+//     a fiber's stack is 64 KiB (a GPU thread gets about 1 KiB by default, so kernels fit).
+//
+// Every launch goes through one function, brrr::simt::launch, which is `kernel<<<grid, block,
+// shared_bytes, stream>>>(args...)` plus a check under nvcc and the emulator under g++. Call
+// it through BRRR_LAUNCH, which adds the kernel's name and call site for error messages:
+//
+//   BRRR_LAUNCH(vector_add_kernel, blocks, 256, 0, stream, out, a, b, n);
+//
+// The emulator runs the whole launch before returning: the GPU may run it later, but a launch
+// that has already finished is a valid order for anything on the same stream.
+//
+// A kernel file is compiled twice (kernels/CMakeLists.txt): by nvcc, and by g++ for the
+// emulator. It opens `namespace brrr::kernels::BRRR_SIMT_NAMESPACE {`, which is
+// brrr::kernels::cuda under nvcc and brrr::kernels::emu under g++, so both copies can live
+// in one program: tests run brrr::kernels::emu on the CPU and brrr::kernels::cuda on a GPU.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "brrr/error.h"
+#include "kernels/kernels.h"  // Stream
+
+// ---------------------------------------------------------------------------------------------
+// What both builds share: where a launch comes from, and the limits a launch must respect.
+
+namespace brrr::simt {
+
+// The kernel's name and the call site, for error messages.
+struct LaunchSite {
+  const char* kernel;
+  const char* file;
+  int line;
+};
+
+// The largest dynamic shared memory a block may ask for (H100; A100 allows 163 KiB).
+constexpr std::size_t kMaxDynamicSharedBytes = 227 * 1024;
+
+namespace detail {
+inline const char* file_name(const char* path) {
+  const char* name = path;
+  for (const char* p = path; *p; ++p)
+    if (*p == '/' || *p == '\\') name = p + 1;
+  return name;
+}
+}  // namespace detail
+
+// The launch limits of every GPU since Volta; both builds check them, with the same message.
+template <class Dim3>
+void validate_launch(const LaunchSite& site, const Dim3& grid, const Dim3& block, std::size_t shared_bytes) {
+  const auto where = [&] {
+    return std::string("kernel ") + site.kernel + " (" + detail::file_name(site.file) + ":" +
+           std::to_string(site.line) + "): ";
+  };
+  const unsigned long long threads = 1ull * block.x * block.y * block.z;
+  BRRR_CHECK(threads >= 1 && threads <= 1024 && block.x <= 1024 && block.y <= 1024 && block.z <= 64,
+             where(), "a block of (", block.x, ", ", block.y, ", ", block.z, ") = ", threads,
+             " threads; a block has 1 to 1024 threads, at most (1024, 1024, 64) in each dimension");
+  BRRR_CHECK(grid.x >= 1 && grid.y >= 1 && grid.z >= 1 && grid.x <= 2147483647u && grid.y <= 65535 &&
+                 grid.z <= 65535,
+             where(), "a grid of (", grid.x, ", ", grid.y, ", ", grid.z,
+             ") blocks; a grid has 1 to (2147483647, 65535, 65535) blocks");
+  BRRR_CHECK(shared_bytes <= kMaxDynamicSharedBytes, where(), shared_bytes,
+             " bytes of dynamic shared memory; a block may have at most ", kMaxDynamicSharedBytes,
+             " (227 KiB)");
+}
+
+}  // namespace brrr::simt
+
+// BRRR_LAUNCH(kernel, grid, block, shared_bytes, stream, args...): launch `kernel`, the
+// emulator's or the GPU's, with the kernel's name and call site for errors. A kernel template
+// goes in parentheses, because of the comma: BRRR_LAUNCH((kernel<float, 4>), ...).
+#define BRRR_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                                 \
+  ::brrr::simt::launch(::brrr::simt::LaunchSite{#kernel, __FILE__, __LINE__}, kernel, grid, block, \
+                       shared_bytes, stream __VA_OPT__(, ) __VA_ARGS__)
+
+#if defined(__CUDACC__)
+// =============================================================================================
+// nvcc: the real thing. CUDA provides threadIdx, __syncthreads, shuffles, atomics, float4 and
+// the math functions; brrr adds the namespace, dynamic shared memory and the launch.
+
+#include <cuda_runtime.h>
+
+#define BRRR_EMULATOR 0
+#define BRRR_SIMT_NAMESPACE cuda
+
+// One extern array serves every kernel of a file; each kernel views it as its own type.
+// (Two kernels declaring `extern __shared__ float a[]` and `extern __shared__ int a[]` in one
+// file would not compile.)
+#define BRRR_DYNAMIC_SHARED(type, name)                                          \
+  extern __shared__ __align__(16) unsigned char brrr_dynamic_shared_memory[]; \
+  type* name = reinterpret_cast<type*>(brrr_dynamic_shared_memory)
+
+namespace brrr::simt {
+
+template <class... Params, class... Args>
+void launch(const LaunchSite& site, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes,
+            kernels::Stream stream, Args&&... args) {
+  validate_launch(site, grid, block, shared_bytes);
+  const auto check = [&](cudaError_t status, const char* what) {
+    if (status != cudaSuccess)
+      ::brrr::detail::fail("kernel ", site.kernel, " (", detail::file_name(site.file), ":", site.line, "): ", what,
+                   ": ", cudaGetErrorString(status));
+  };
+  // Above 48 KiB a kernel must opt in to more dynamic shared memory.
+  if (shared_bytes > 48 * 1024)
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
+          "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  kernel<<<grid, block, shared_bytes, static_cast<cudaStream_t>(stream)>>>(std::forward<Args>(args)...);
+  // Catches a bad configuration now; an error while the kernel runs shows at the next sync.
+  check(cudaGetLastError(), "launch failed");
+}
+
+}  // namespace brrr::simt
+
+#else
+// =============================================================================================
+// g++: the emulator. Declarations here; the runtime is in simt_emulator.cpp.
+
+#include <atomic>
+#include <bit>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <tuple>
+#include <type_traits>
+
+#define BRRR_EMULATOR 1
+#define BRRR_SIMT_NAMESPACE emu
+
+// CUDA's function and variable qualifiers. On the CPU every function is host code.
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __constant__
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+// One instance in the program = one instance per block, since blocks run one at a time.
+// (`extern __shared__` cannot work this way: use BRRR_DYNAMIC_SHARED.)
+#define __shared__ static
+
+#define BRRR_DYNAMIC_SHARED(type, name) \
+  type* name = reinterpret_cast<type*>(::brrr::simt::detail::dynamic_shared_memory())
+
+// --- vector types ------------------------------------------------------------------------------
+// Plain structs with the GPU's alignment: loading a float4 from an address that is not a
+// multiple of 16 traps on the GPU and is reported by UBSan here.
+struct uint3 {
+  unsigned x, y, z;
+};
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+};
+struct alignas(8) float2 {
+  float x, y;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+struct alignas(8) int2 {
+  int x, y;
+};
+struct alignas(16) int4 {
+  int x, y, z, w;
+};
+struct alignas(16) double2 {
+  double x, y;
+};
+inline constexpr float2 make_float2(float x, float y) { return {x, y}; }
+inline constexpr float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline constexpr int2 make_int2(int x, int y) { return {x, y}; }
+inline constexpr int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline constexpr double2 make_double2(double x, double y) { return {x, y}; }
+inline constexpr uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return {x, y, z}; }
+
+// --- the runtime (simt_emulator.cpp) -------------------------------------------------------------
+
+namespace brrr::simt {
+
+// The running thread's coordinates, set by the emulator each time it switches fibers.
+inline uint3 threadIdx{0, 0, 0};
+inline uint3 blockIdx{0, 0, 0};
+inline dim3 blockDim;
+inline dim3 gridDim;
+constexpr int warpSize = 32;
+
+namespace detail {
+using ThreadBody = void (*)(const void* closure);
+// Runs body(closure) once for every thread of every block.
+void run_launch(const LaunchSite& site, dim3 grid, dim3 block, std::size_t shared_bytes, ThreadBody body,
+                const void* closure);
+void* dynamic_shared_memory();
+void sync_block(const char* name);
+void sync_warp(const char* name, unsigned mask);
+enum class Shuffle { kIndex, kUp, kDown, kXor };
+std::uint64_t shuffle_bits(const char* name, unsigned mask, std::uint64_t bits, Shuffle kind, int arg, int width);
+unsigned ballot(const char* name, unsigned mask, bool predicate);
+
+// A barrier is also a compiler barrier: values other threads wrote must be read again.
+inline void compiler_barrier() { std::atomic_signal_fence(std::memory_order_seq_cst); }
+
+template <class T>
+T shuffle(const char* name, unsigned mask, T value, Shuffle kind, int arg, int width) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8, "shuffles move values of up to 8 bytes");
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  bits = shuffle_bits(name, mask, bits, kind, arg, width);
+  compiler_barrier();
+  std::memcpy(&value, &bits, sizeof(T));
+  return value;
+}
+}  // namespace detail
+
+// The one launch function. Every thread calls the kernel with its own copy of the arguments,
+// as on the GPU; the arguments are converted to the kernel's parameter types once.
+template <class... Params, class... Args>
+void launch(const LaunchSite& site, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes,
+            kernels::Stream stream, Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "launch: wrong number of kernel arguments");
+  (void)stream;  // launches run in order, before launch returns
+  const std::tuple<std::decay_t<Params>...> arguments(std::forward<Args>(args)...);
+  const auto run_thread = [&] { std::apply(kernel, arguments); };
+  detail::run_launch(
+      site, grid, block, shared_bytes,
+      [](const void* closure) { (*static_cast<const decltype(run_thread)*>(closure))(); }, &run_thread);
+}
+
+}  // namespace brrr::simt
+
+using brrr::simt::blockDim;
+using brrr::simt::blockIdx;
+using brrr::simt::gridDim;
+using brrr::simt::threadIdx;
+using brrr::simt::warpSize;
+
+// --- barriers, shuffles, votes --------------------------------------------------------------------
+
+inline void __syncthreads() {
+  brrr::simt::detail::sync_block("__syncthreads");
+  brrr::simt::detail::compiler_barrier();
+}
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  brrr::simt::detail::sync_warp("__syncwarp", mask);
+  brrr::simt::detail::compiler_barrier();
+}
+// Fibers share one CPU and switch only at barriers: every write is already visible.
+inline void __threadfence() { brrr::simt::detail::compiler_barrier(); }
+inline void __threadfence_block() { brrr::simt::detail::compiler_barrier(); }
+
+// Lane l receives `value` from lane srcLane (of its group of `width` lanes).
+template <class T>
+T __shfl_sync(unsigned mask, T value, int srcLane, int width = warpSize) {
+  return brrr::simt::detail::shuffle("__shfl_sync", mask, value, brrr::simt::detail::Shuffle::kIndex, srcLane, width);
+}
+// From lane l - delta; lanes below delta keep their own value.
+template <class T>
+T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = warpSize) {
+  return brrr::simt::detail::shuffle("__shfl_up_sync", mask, value, brrr::simt::detail::Shuffle::kUp,
+                                     static_cast<int>(delta), width);
+}
+// From lane l + delta; lanes whose l + delta falls outside the group keep their own value.
+template <class T>
+T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = warpSize) {
+  return brrr::simt::detail::shuffle("__shfl_down_sync", mask, value, brrr::simt::detail::Shuffle::kDown,
+                                     static_cast<int>(delta), width);
+}
+// From lane l ^ laneMask: the butterfly of a reduction in which every lane gets the result.
+template <class T>
+T __shfl_xor_sync(unsigned mask, T value, int laneMask, int width = warpSize) {
+  return brrr::simt::detail::shuffle("__shfl_xor_sync", mask, value, brrr::simt::detail::Shuffle::kXor, laneMask,
+                                     width);
+}
+inline unsigned __ballot_sync(unsigned mask, int predicate) {
+  const unsigned votes = brrr::simt::detail::ballot("__ballot_sync", mask, predicate != 0);
+  brrr::simt::detail::compiler_barrier();
+  return votes;
+}
+inline int __any_sync(unsigned mask, int predicate) {
+  return brrr::simt::detail::ballot("__any_sync", mask, predicate != 0) != 0;
+}
+inline int __all_sync(unsigned mask, int predicate) {
+  return brrr::simt::detail::ballot("__all_sync", mask, predicate == 0) == 0;  // nobody votes "false"
+}
+
+// --- atomics ------------------------------------------------------------------------------------
+// Each returns the old value. A fiber is never interrupted between the read and the write.
+
+namespace brrr::simt::detail {
+template <class T, class Op>
+T read_modify_write(T* address, Op op) {
+  const T old = *address;
+  *address = op(old);
+  return old;
+}
+}  // namespace brrr::simt::detail
+
+#define BRRR_SIMT_ATOMIC(name, T, expression)                                              \
+  inline T name(T* address, T val) {                                                       \
+    return brrr::simt::detail::read_modify_write(address, [val](T old) { return expression; }); \
+  }
+BRRR_SIMT_ATOMIC(atomicAdd, int, old + val)
+BRRR_SIMT_ATOMIC(atomicAdd, unsigned, old + val)
+BRRR_SIMT_ATOMIC(atomicAdd, unsigned long long, old + val)
+BRRR_SIMT_ATOMIC(atomicAdd, float, old + val)
+BRRR_SIMT_ATOMIC(atomicAdd, double, old + val)
+BRRR_SIMT_ATOMIC(atomicSub, int, old - val)
+BRRR_SIMT_ATOMIC(atomicSub, unsigned, old - val)
+BRRR_SIMT_ATOMIC(atomicMax, int, old > val ? old : val)
+BRRR_SIMT_ATOMIC(atomicMax, unsigned, old > val ? old : val)
+BRRR_SIMT_ATOMIC(atomicMax, long long, old > val ? old : val)
+BRRR_SIMT_ATOMIC(atomicMax, unsigned long long, old > val ? old : val)
+BRRR_SIMT_ATOMIC(atomicMin, int, old < val ? old : val)
+BRRR_SIMT_ATOMIC(atomicMin, unsigned, old < val ? old : val)
+BRRR_SIMT_ATOMIC(atomicMin, long long, old < val ? old : val)
+BRRR_SIMT_ATOMIC(atomicMin, unsigned long long, old < val ? old : val)
+BRRR_SIMT_ATOMIC(atomicExch, int, val)
+BRRR_SIMT_ATOMIC(atomicExch, unsigned, val)
+BRRR_SIMT_ATOMIC(atomicExch, unsigned long long, val)
+BRRR_SIMT_ATOMIC(atomicExch, float, val)
+#undef BRRR_SIMT_ATOMIC
+inline int atomicCAS(int* address, int compare, int val) {
+  return brrr::simt::detail::read_modify_write(address, [&](int old) { return old == compare ? val : old; });
+}
+inline unsigned atomicCAS(unsigned* address, unsigned compare, unsigned val) {
+  return brrr::simt::detail::read_modify_write(address, [&](unsigned old) { return old == compare ? val : old; });
+}
+inline unsigned long long atomicCAS(unsigned long long* address, unsigned long long compare, unsigned long long val) {
+  return brrr::simt::detail::read_modify_write(
+      address, [&](unsigned long long old) { return old == compare ? val : old; });
+}
+
+// --- loads and math -------------------------------------------------------------------------------
+// __ldg loads through the GPU's read-only cache; here it is a load.
+template <class T>
+inline T __ldg(const T* address) {
+  return *address;
+}
+
+// expf, logf, sqrtf, tanhf, fmaxf, fminf, fabsf, powf, erff, ... are the C library's.
+// CUDA's overloaded min and max for matching types:
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline long min(long a, long b) { return a < b ? a : b; }
+inline long max(long a, long b) { return a > b ? a : b; }
+inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+inline float min(float a, float b) { return std::fmin(a, b); }
+inline float max(float a, float b) { return std::fmax(a, b); }
+inline double min(double a, double b) { return std::fmin(a, b); }
+inline double max(double a, double b) { return std::fmax(a, b); }
+
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+// The fast intrinsics are the exact functions here (the GPU's are a few ulp less accurate).
+// glibc's math.h already declares __expf, __logf, ... (as internals it does not export), so
+// these are macros rather than functions.
+#define __expf(x) ::expf(x)
+#define __logf(x) ::logf(x)
+#define __sinf(x) ::sinf(x)
+#define __cosf(x) ::cosf(x)
+#define __tanf(x) ::tanf(x)
+#define __powf(x, y) ::powf(x, y)
+#define __exp10f(x) ::exp10f(x)
+#define __log2f(x) ::log2f(x)
+#define __log10f(x) ::log10f(x)
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline float __fsqrt_rn(float x) { return std::sqrt(x); }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline float __saturatef(float x) { return x >= 1.0f ? 1.0f : (x > 0.0f ? x : 0.0f); }  // NaN -> 0, as on the GPU
+inline int __float_as_int(float x) { return std::bit_cast<int>(x); }
+inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
+inline float __int_as_float(int x) { return std::bit_cast<float>(x); }
+inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
+inline int __popc(unsigned x) { return std::popcount(x); }
+inline int __popcll(unsigned long long x) { return std::popcount(x); }
+inline int __clz(int x) { return std::countl_zero(static_cast<unsigned>(x)); }
+inline int __ffs(int x) { return x == 0 ? 0 : std::countr_zero(static_cast<unsigned>(x)) + 1; }
+
+#endif  // __CUDACC__
