@@ -1,7 +1,8 @@
 // bench/bench_matmul.cpp: float32 matmul GFLOP/s at square sizes, 1 and 2 threads.
 // Chapter 04 (matmul and the CPU backend). Peer: bench/matmul_peer.py (NumPy on OpenBLAS);
 // bench/matmul.sh runs both in one go.
-//   build/bench/bench_matmul [--variant eigen|naive] [--sizes 128,256,...] [--threads 1,2]
+//   build/bench/bench_matmul [--variant blocked|eigen|naive] [--sizes 128,256,...] [--threads 1,2]
+// Without --variant it times the default (highest priority) variant and names it.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,7 +23,7 @@ static std::vector<int> parse_list(const char* s) {
 
 int main(int argc, char** argv) {
   std::vector<int> sizes = {128, 256, 512, 1024, 2048}, threads = {1, 2};
-  std::string variant = "eigen";
+  std::string variant;  // empty: the registry's default
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--sizes")) sizes = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--threads")) threads = parse_list(argv[i + 1]);
@@ -32,7 +33,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  kernels::select("matmul", variant);
+  if (!variant.empty()) kernels::select("matmul", variant);
+  variant = kernels::selected("matmul", DeviceType::CPU, kFloat32);
   std::printf("# brrr matmul (variant %s), float32, C = A @ B, %s\n", variant.c_str(), bench::cpu_model().c_str());
   std::printf("%-8s %-8s %-12s %-10s\n", "size", "threads", "ms", "GFLOP/s");
   NoGradGuard no_grad;

@@ -37,6 +37,8 @@ template <class T> void max_dim_backward(T* dx, const T* dout, const std::int64_
 // matmul.cpp
 template <class T> void matmul_naive(T* out, const T* a, const T* b, const MatmulShape& shape, Stream);
 template <class T> void matmul_eigen(T* out, const T* a, const T* b, const MatmulShape& shape, Stream);
+// gemm_blocked.cpp (float32, AVX-512 only)
+template <class T> void matmul_blocked(T* out, const T* a, const T* b, const MatmulShape& shape, Stream);
 
 // nn.cpp
 template <class T> void embedding_forward(T* out, const T* weight, const std::int32_t* idx, std::int64_t N, std::int64_t C, Stream);
