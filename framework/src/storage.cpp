@@ -3,7 +3,10 @@
 #include "brrr/storage.h"
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 
 #include "brrr/error.h"
 
@@ -12,21 +15,84 @@ namespace {
 
 // CPU memory is 64-byte aligned, so kernels can use aligned vector loads and rows never
 // share a cache line with another tensor's data.
+//
+// Large blocks are cached: when a tensor of 1 MiB or more is freed its block goes on a free
+// list by size instead of back to the OS, and the next allocation of a similar size reuses
+// it. Without this, glibc returns every large buffer to the OS (munmap) and the next op's
+// output takes a page fault on every 4 KiB page it touches: measured, a 16M-element add then
+// runs at a quarter of memcpy speed instead of three quarters. The cache holds at most
+// kMaxCached bytes; empty_cpu_cache() releases everything.
 class CpuAllocator final : public Allocator {
  public:
+  static constexpr std::size_t kCacheFrom = 1u << 20;            // smaller blocks: plain malloc
+  static constexpr std::size_t kMaxCached = std::size_t{4} << 30;  // 4 GiB
+
   void* allocate(std::size_t nbytes) override {
-    const std::size_t rounded = (nbytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    const std::size_t rounded = round_up(nbytes);
+    if (rounded >= kCacheFrom) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      // The smallest cached block that fits and wastes at most a quarter of itself.
+      auto it = free_.lower_bound(rounded);
+      if (it != free_.end() && it->first <= rounded + rounded / 4) {
+        void* p = it->second;
+        cached_ -= it->first;
+        sizes_[p] = it->first;
+        free_.erase(it);
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) {
+      empty();  // give the cache back and try once more
+      p = std::aligned_alloc(64, rounded);
+    }
     BRRR_CHECK(p != nullptr, "out of CPU memory: could not allocate ", nbytes, " bytes");
+    if (rounded >= kCacheFrom) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      sizes_[p] = rounded;
+    }
     return p;
   }
-  void deallocate(void* ptr, std::size_t) override { std::free(ptr); }
+
+  void deallocate(void* ptr, std::size_t nbytes) override {
+    if (round_up(nbytes) < kCacheFrom) return std::free(ptr);
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::size_t size = sizes_.at(ptr);
+    sizes_.erase(ptr);
+    if (cached_ + size > kMaxCached) return std::free(ptr);
+    free_.emplace(size, ptr);
+    cached_ += size;
+  }
+
+  void empty() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, p] : free_) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+
+  std::size_t cached() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cached_;
+  }
+
+  ~CpuAllocator() override { empty(); }
+
+ private:
+  static std::size_t round_up(std::size_t n) { return n == 0 ? 64 : (n + 63) / 64 * 64; }
+  std::mutex mutex_;
+  std::multimap<std::size_t, void*> free_;     // size -> block, ready for reuse
+  std::unordered_map<void*, std::size_t> sizes_;  // the true size of each live large block
+  std::size_t cached_ = 0;
 };
 
 CpuAllocator cpu_allocator;
 Allocator* allocators[2] = {&cpu_allocator, nullptr};
 
 }  // namespace
+
+void empty_cpu_cache() { cpu_allocator.empty(); }
+std::size_t cpu_cache_bytes() { return cpu_allocator.cached(); }
 
 void set_allocator(DeviceType device, Allocator* allocator) {
   allocators[static_cast<int>(device)] = allocator;

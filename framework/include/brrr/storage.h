@@ -22,6 +22,11 @@ class Allocator {
   virtual void deallocate(void* ptr, std::size_t nbytes) = 0;
 };
 void set_allocator(DeviceType device, Allocator* allocator);
+// The CPU allocator keeps freed blocks of 1 MiB or more for reuse (no page faults on the next
+// op's output). empty_cpu_cache() hands them back to the system; cpu_cache_bytes() says how
+// much is held.
+void empty_cpu_cache();
+std::size_t cpu_cache_bytes();
 Allocator& allocator_for(Device device);  // throws if the device has no backend
 
 class Storage {
