@@ -1,14 +1,16 @@
 // kernels/cpu/matmul.cpp: matrix multiplication, naive and with Eigen's blocked GEMM.
-// Chapter 04 (matmul and the CPU backend). Read before: reduce.cpp. Read next: nn.cpp.
+// Chapter 04 (matmul and the CPU backend). Read before: reduce.cpp.
+// Read next: gemm_blocked.cpp (brrr's own blocked GEMM, the default), then nn.cpp.
 //
 // "naive" is the textbook triple loop (accumulating in double): the reference every other
-// variant is checked against, and 50-100x slower than the blocked one.
-// "eigen" (the default) cuts the output into a fixed grid of tiles and hands the tiles to
-// threads; each tile is one single-threaded Eigen GEMM, which packs panels of A and B into
-// cache-sized blocks and runs a register-blocked AVX micro-kernel. The tile grid depends only
-// on the matrix sizes, never on the thread count, so every output element is computed by
-// the same sequence of instructions however many threads run: results are bitwise identical
-// for 1 or 2 threads (Eigen's own threading would change its blocking with the thread count).
+// variant is checked against.
+// "eigen" cuts the output into a fixed grid of tiles and hands the tiles to threads; each
+// tile is one single-threaded Eigen GEMM, which packs panels of A and B into cache-sized
+// blocks and runs a register-blocked AVX micro-kernel. It is the default for float64 and
+// where the CPU lacks AVX-512; elsewhere "blocked" (gemm_blocked.cpp) is about 1.3x faster.
+// Every output element is computed by the same sequence of instructions however many
+// threads run: results are bitwise identical for 1 or 2 threads (Eigen's own threading
+// would change its blocking with the thread count, so it is switched off).
 #include "kernels/cpu/cpu_kernels.h"
 
 // Eigen must not thread on its own: the tile grid above is what makes results reproducible.

@@ -151,3 +151,23 @@ TEST_CASE("asking for a CUDA tensor without a GPU is a clear error") {
   CHECK_THROWS_WITH_AS(zeros({2}, TensorOptions().device(Device::cuda())), doctest::Contains("cuda:0 is not available"), Error);
   CHECK_THROWS_WITH_AS(Device::parse("tpu"), doctest::Contains("unknown device 'tpu'"), Error);
 }
+
+TEST_CASE("large CPU blocks are cached for reuse, and the cache can be emptied") {
+  empty_cpu_cache();
+  CHECK(cpu_cache_bytes() == 0);
+  void* first = nullptr;
+  {
+    Tensor big = empty({1 << 20});  // 4 MiB
+    first = big.raw_data();
+  }
+  CHECK(cpu_cache_bytes() >= (4u << 20));
+  Tensor again = empty({1 << 20});
+  CHECK(again.raw_data() == first);  // the same block, no new pages to fault in
+  CHECK(cpu_cache_bytes() == 0);
+  Tensor small = empty({16});  // small blocks are not cached
+  small = Tensor();
+  CHECK(cpu_cache_bytes() == 0);
+  again = Tensor();
+  empty_cpu_cache();
+  CHECK(cpu_cache_bytes() == 0);
+}
