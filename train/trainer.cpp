@@ -19,6 +19,7 @@
 #include "brrr/models/checkpoint.h"
 #include "brrr/models/generate.h"
 #include "brrr/models/gpt.h"
+#include "brrr/profiler.h"
 #include "data.h"
 
 namespace brrr::train {
@@ -65,7 +66,7 @@ void for_each_field(TrainConfig& c, F&& f) {
   f("grad_clip", c.grad_clip), f("eval_interval", c.eval_interval), f("eval_iters", c.eval_iters);
   f("log_interval", c.log_interval), f("checkpoint_interval", c.checkpoint_interval);
   f("keep_checkpoints", c.keep_checkpoints), f("sample_tokens", c.sample_tokens), f("out_dir", c.out_dir);
-  f("device", c.device), f("seed", c.seed), f("threads", c.threads);
+  f("device", c.device), f("seed", c.seed), f("threads", c.threads), f("profile", c.profile);
 }
 }  // namespace
 
@@ -339,6 +340,8 @@ TrainResult run_training(TrainConfig c) {
 
   interrupted = false;
   auto previous_handler = std::signal(SIGINT, on_sigint);
+  profiler::reset();
+  profiler::enable(c.profile);
   const auto run_start = std::chrono::steady_clock::now();
   std::int64_t steps_this_run = 0;
   const std::int64_t tokens_per_step = c.batch_size * c.block_size * c.grad_accum;
@@ -393,6 +396,11 @@ TrainResult run_training(TrainConfig c) {
     }
   }
   std::signal(SIGINT, previous_handler);
+  if (c.profile) {
+    profiler::enable(false);
+    std::printf("\nwhere the time went (per training step, evaluation included):\n%s",
+                profiler::report(static_cast<double>(std::max<std::int64_t>(steps_this_run, 1))).c_str());
+  }
   result.steps_done = state.step;
   if (result.interrupted) return result;
   evaluate(state.step);

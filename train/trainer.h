@@ -37,6 +37,7 @@ struct TrainConfig {
   std::string device = "cpu";  // cpu, cuda or auto
   std::uint64_t seed = 1337;
   bool resume = false;
+  bool profile = false;  // print where the time went, op by op, at the end
   int threads = 0;  // 0: all cores
 
   static TrainConfig from_preset(const std::string& name);  // throws on an unknown name
