@@ -20,6 +20,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include "brrr/io.h"
 #include <vector>
 
 #include "brrr/tokenizer/bpe.h"
@@ -38,16 +39,6 @@ static double median_seconds(int repeat, const std::function<void()>& run) {
   return times[times.size() / 2];
 }
 
-static std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    std::fprintf(stderr, "bench_tokenizer: cannot read %s\n", path.c_str());
-    std::exit(1);
-  }
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // 0.549 s, 4.34 ms, 2.29 us: three significant digits in a unit that suits.
 static std::string format_time(double seconds) {
@@ -104,7 +95,7 @@ int main(int argc, char** argv) {
   std::istringstream tl(threads_list);
   for (int t; tl >> t;) threads.push_back(t);
 
-  std::string text = read_file(corpus);
+  std::string text = brrr::read_file(corpus);
   corpus_name = corpus.substr(corpus.rfind('/') + 1);
   double mb = text.size() / 1e6;
   std::fprintf(stderr, "bench_tokenizer: %s, %.2f MB, vocab %zu, pattern %s, repeat %d\n",

@@ -8,8 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <cstdio>
 
 #include "brrr/error.h"
 
@@ -77,11 +76,17 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  BRRR_CHECK(in.good(), "cannot read '", path, "': ", std::strerror(errno));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  BRRR_CHECK(f != nullptr, "cannot read '", path, "': ", std::strerror(errno));
+  std::string data;
+  char buffer[1 << 16];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) data.append(buffer, n);
+  const bool failed = std::ferror(f);  // e.g. a directory: it opens, but reading fails
+  const int err = errno;
+  std::fclose(f);
+  BRRR_CHECK(!failed, "cannot read '", path, "': ", std::strerror(err));
+  return data;
 }
 
 }  // namespace brrr

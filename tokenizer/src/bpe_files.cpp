@@ -30,6 +30,7 @@
 
 #include "brrr/error.h"
 #include "brrr/tokenizer/bpe.h"
+#include "brrr/io.h"
 #include "file_util.h"
 
 namespace brrr::tokenizer {
@@ -42,7 +43,7 @@ namespace {
 // Reads a file line by line and words within a line; every error names file and line.
 class LineReader {
  public:
-  LineReader(std::string path) : path_(std::move(path)), text_(internal::read_file(path_)) {}
+  LineReader(std::string path) : path_(std::move(path)), text_(read_file(path_)) {}
 
   // The next line that is neither blank nor a comment; false at the end of the file.
   bool next_line() {
@@ -133,7 +134,7 @@ void Bpe::save(const std::string& path) const {
     if (t.kind == Token::kSpecial) out << " special ";
     out << quote(t.bytes) << "\n";
   }
-  internal::AtomicFile file(path);
+  AtomicFile file(path);
   file.write(out.str());
   file.commit();
 }
@@ -238,7 +239,7 @@ void Bpe::export_tiktoken(const std::string& path) const {
     out += std::to_string(id);
     out += '\n';
   }
-  internal::AtomicFile file(path);
+  AtomicFile file(path);
   file.write(out);
   file.commit();
 }

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "brrr/error.h"
+#include "brrr/io.h"
 #include "file_util.h"
 
 namespace brrr::tokenizer {
@@ -96,13 +97,13 @@ void CharTokenizer::save(const std::string& path) const {
   out << "brrr-char 1\n# A character-level tokenizer written by brrr (chapter 06).\n"
       << "chars " << chars_.size() << "\n";
   for (size_t i = 0; i < chars_.size(); i++) out << i << " " << internal::quote(chars_[i]) << "\n";
-  internal::AtomicFile file(path);
+  AtomicFile file(path);
   file.write(out.str());
   file.commit();
 }
 
 CharTokenizer CharTokenizer::load(const std::string& path) {
-  std::string text = internal::read_file(path);
+  std::string text = read_file(path);
   std::vector<std::string> chars;
   size_t expected = 0, line_number = 0, pos = 0;
   int stage = 0;  // 0: header, 1: count, 2: characters

@@ -1,4 +1,4 @@
-// tokenizer/src/file_util.cpp: file reading, atomic writing, quoting, base64.
+// tokenizer/src/file_util.cpp: quoting and base64, the text encodings of tokenizer files.
 // Chapter 06 (tokenization). Read first: file_util.h. Read next: bpe_files.cpp.
 #include "file_util.h"
 
@@ -12,71 +12,6 @@
 #include "brrr/error.h"
 
 namespace brrr::tokenizer::internal {
-
-std::string read_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  BRRR_CHECK(f != nullptr, path, ": cannot open: ", std::strerror(errno));
-  std::string data;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0) data.append(buffer, n);
-  bool failed = std::ferror(f);
-  std::fclose(f);
-  BRRR_CHECK(!failed, path, ": read error");
-  return data;
-}
-
-// ----------------------------------------------------------------------------
-// AtomicFile
-
-AtomicFile::AtomicFile(const std::string& path) : path_(path) {
-  std::vector<char> name(path.begin(), path.end());
-  const char suffix[] = ".tmp.XXXXXX";
-  name.insert(name.end(), suffix, suffix + sizeof(suffix));  // with the terminating NUL
-  int fd = mkstemp(name.data());
-  BRRR_CHECK(fd >= 0, path, ": cannot create a temporary file beside it: ", std::strerror(errno));
-  temp_path_ = name.data();
-  file_ = fdopen(fd, "wb");
-  if (!file_) {
-    ::close(fd);
-    ::unlink(temp_path_.c_str());
-    ::brrr::detail::fail(path, ": fdopen failed: ", std::strerror(errno));
-  }
-}
-
-AtomicFile::~AtomicFile() {
-  if (file_) {
-    std::fclose(file_);
-    ::unlink(temp_path_.c_str());
-  }
-}
-
-void AtomicFile::write(const void* data, size_t bytes) {
-  BRRR_CHECK(file_ != nullptr, path_, ": write after commit");
-  BRRR_CHECK(std::fwrite(data, 1, bytes, file_) == bytes, path_, ": write failed: ",
-             std::strerror(errno));
-}
-
-void AtomicFile::commit() {
-  BRRR_CHECK(file_ != nullptr, path_, ": committed twice");
-  bool ok = std::fflush(file_) == 0 && ::fsync(fileno(file_)) == 0;
-  int saved_errno = errno;
-  ok = (std::fclose(file_) == 0) && ok;
-  file_ = nullptr;
-  if (!ok || std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
-    if (ok) saved_errno = errno;
-    ::unlink(temp_path_.c_str());
-    ::brrr::detail::fail(path_, ": could not write: ", std::strerror(saved_errno));
-  }
-  // Make the rename itself durable: fsync the folder that holds the file.
-  size_t slash = path_.rfind('/');
-  std::string folder = slash == std::string::npos ? "." : path_.substr(0, slash + 1);
-  int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
-}
 
 // ----------------------------------------------------------------------------
 // Quoting

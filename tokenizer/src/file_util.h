@@ -1,5 +1,5 @@
-// tokenizer/src/file_util.h: reading files, writing them atomically, and the two text
-// encodings the tokenizer files use (escaped strings, base64). Internal to the tokenizer.
+// tokenizer/src/file_util.h: the two text encodings the tokenizer files use (escaped strings,
+// base64). Internal to the tokenizer. Reading and atomic writing come from brrr/io.h.
 // Chapter 06 (tokenization). Read first: bpe_files.cpp, which uses all of this.
 #pragma once
 #include <cstdio>
@@ -7,28 +7,6 @@
 #include <string_view>
 
 namespace brrr::tokenizer::internal {
-
-// The whole file. Throws brrr::Error naming the file when it cannot be read.
-std::string read_file(const std::string& path);
-
-// Writes a file so that a crash never leaves half of it: the bytes go to a temporary file in
-// the same folder, which is flushed to disk (fsync) and then renamed over `path` (rename is
-// atomic within a file system). If commit() is never called, the temporary file is removed.
-class AtomicFile {
- public:
-  explicit AtomicFile(const std::string& path);
-  ~AtomicFile();
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  void write(const void* data, size_t bytes);
-  void write(std::string_view s) { write(s.data(), s.size()); }
-  void commit();
-
- private:
-  std::string path_, temp_path_;
-  std::FILE* file_ = nullptr;
-};
 
 // Bytes as a double-quoted string a person can read: printable ASCII as itself, valid UTF-8
 // characters as themselves, \" \\ \n \r \t, and every other byte as \xHH.

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "brrr/error.h"
+#include "brrr/io.h"
 #include "file_util.h"
 
 namespace brrr::tokenizer {
@@ -51,7 +52,7 @@ void write_token_file(const std::string& path, std::span<const uint32_t> ids, ui
   h.count = ids.size();
   h.vocab_size = vocab_size;
 
-  internal::AtomicFile file(path);
+  AtomicFile file(path);
   file.write(&h, sizeof(h));
   // Convert and write a block at a time.
   std::vector<uint16_t> narrow;
@@ -72,7 +73,7 @@ void write_token_file(const std::string& path, std::span<const uint32_t> ids, ui
 }
 
 std::vector<uint32_t> read_token_file(const std::string& path, TokenFileHeader* header) {
-  std::string bytes = internal::read_file(path);
+  std::string bytes = read_file(path);
   TokenFileHeader h{};
   BRRR_CHECK(bytes.size() >= sizeof(h), path, ": ", bytes.size(),
              " bytes is too short for the 32-byte token file header");

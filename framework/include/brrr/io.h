@@ -20,6 +20,7 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
   void write(const void* data, std::size_t size);
+  void write(std::string_view bytes) { write(bytes.data(), bytes.size()); }
   void commit();  // fsync, rename over the target, fsync the directory
 
  private:
