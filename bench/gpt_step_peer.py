@@ -7,11 +7,12 @@ count from OMP_NUM_THREADS (set by bench/gpt_step.sh). Prints ms/step like brrr'
 import math
 import os
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from timing import median_seconds
 
 PRESETS = {  # vocab, block, layers, heads, embd, dropout
     "cpu-tiny": (65, 64, 4, 4, 128, 0.0),
@@ -85,15 +86,7 @@ def main():
         loss.backward()
         opt.step()
 
-    for _ in range(2):
-        step()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    s = times[len(times) // 2]
+    s = median_seconds(step, steps)
     print(f"torch {torch.__version__} {preset} B={B} T={T} threads={torch.get_num_threads()}: "
           f"{s * 1e3:.1f} ms/step, {B * T / s:.0f} tokens/s")
 

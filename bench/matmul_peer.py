@@ -5,21 +5,10 @@ before NumPy loads OpenBLAS, so bench/matmul.sh runs this once per thread count.
 """
 import os
 import sys
-import time
 
 import numpy as np
 
-
-def median_seconds(fn, repeats, warmup=2):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return times[len(times) // 2]
+from timing import median_seconds
 
 
 def main():

@@ -1,18 +1,8 @@
 """bench/overhead_peer.py: PyTorch's cost of one 8x8 add with autograd, the peer of bench_overhead."""
-import time
 
 import torch
 
-
-def median_seconds(fn, repeats=7):
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return times[len(times) // 2]
+from timing import median_seconds
 
 
 def main():
@@ -27,9 +17,9 @@ def main():
             torch.add(a, b)
 
     print(f"# PyTorch {torch.__version__}")
-    print(f"torch add with autograd:    {median_seconds(loop) / calls * 1e6:.3f} us per op")
+    print(f"torch add with autograd:    {median_seconds(loop, 7, 1) / calls * 1e6:.3f} us per op")
     with torch.no_grad():
-        print(f"torch add without autograd: {median_seconds(loop) / calls * 1e6:.3f} us per op")
+        print(f"torch add without autograd: {median_seconds(loop, 7, 1) / calls * 1e6:.3f} us per op")
 
 
 if __name__ == "__main__":
