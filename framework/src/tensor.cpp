@@ -627,7 +627,9 @@ Tensor& Tensor::mul_(double factor) {
 }
 
 namespace {
-// Draws into a contiguous tensor's own buffer with the "uniform" or "normal" kernel.
+// Draws into a contiguous tensor's own buffer with the "uniform" or "normal" kernel (the one
+// place that knows how many numbers each Philox block gives: uniform float64 takes two
+// words per number, everything else one).
 void draw_into(Tensor& t, const char* kernel_name, Generator& gen) {
   BRRR_CHECK(t.is_contiguous(), kernel_name, "_: tensor must be contiguous");
   const std::int64_t n = t.numel();
@@ -706,31 +708,20 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
 }
 Tensor arange(std::int64_t end, TensorOptions options) { return arange(0.0, static_cast<double>(end), 1.0, options); }
 
-namespace {
-using RandomKernel = detail::KernelFamily<kernels::random_fn>;
-
-Tensor random_tensor(const char* op, RandomKernel& kernel, Shape shape, Generator& gen, TensorOptions options,
-                     int per_block_f32, int per_block_f64) {
-  BRRR_CHECK(is_floating_point(options.dtype_), op, ": dtype must be floating point, got ", dtype_name(options.dtype_));
+Tensor rand(Shape shape, Generator& gen, TensorOptions options) {
+  BRRR_CHECK(is_floating_point(options.dtype_), "rand: dtype must be floating point, got ", dtype_name(options.dtype_));
   Tensor t = detail::new_tensor(shape, options.dtype_, options.device_);
-  const std::int64_t n = t.numel();
-  detail::dispatch_floating(t.dtype(), op, [&]<class T>() {
-    const int per_block = sizeof(T) == 4 ? per_block_f32 : per_block_f64;
-    const std::uint64_t counter = gen.reserve(static_cast<std::uint64_t>((n + per_block - 1) / per_block));
-    kernel.get<T>(t.device())(t.data_ptr<T>(), n, gen.seed(), counter, detail::stream(t.device()));
-  });
+  draw_into(t, "uniform", gen);
   if (options.requires_grad_) t.requires_grad_(true);
   return t;
 }
-}  // namespace
 
-Tensor rand(Shape shape, Generator& gen, TensorOptions options) {
-  static RandomKernel uniform("uniform");
-  return random_tensor("rand", uniform, std::move(shape), gen, options, 4, 2);
-}
 Tensor randn(Shape shape, Generator& gen, TensorOptions options) {
-  static RandomKernel normal("normal");
-  return random_tensor("randn", normal, std::move(shape), gen, options, 4, 4);
+  BRRR_CHECK(is_floating_point(options.dtype_), "randn: dtype must be floating point, got ", dtype_name(options.dtype_));
+  Tensor t = detail::new_tensor(shape, options.dtype_, options.device_);
+  draw_into(t, "normal", gen);
+  if (options.requires_grad_) t.requires_grad_(true);
+  return t;
 }
 
 Tensor randint(std::int64_t low, std::int64_t high, Shape shape, Generator& gen, TensorOptions options) {
