@@ -80,7 +80,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int dim) {
 
 namespace {
 // Indices as int32 for the kernels, each checked to lie in [0, limit).
-Tensor checked_indices(const char* op, const Tensor& indices, std::int64_t limit, std::int64_t allowed = INT64_MIN) {
+// The values are read to the host for the check; callers that need them pass `values`.
+Tensor checked_indices(const char* op, const Tensor& indices, std::int64_t limit, std::int64_t allowed = INT64_MIN,
+                       std::vector<std::int64_t>* values_out = nullptr) {
   detail::check_defined(op, indices);
   BRRR_CHECK(indices.dtype() == kInt32 || indices.dtype() == kInt64, op, ": indices must be int32 or int64, got ",
              dtype_name(indices.dtype()));
@@ -89,6 +91,7 @@ Tensor checked_indices(const char* op, const Tensor& indices, std::int64_t limit
   for (std::size_t i = 0; i < values.size(); ++i)
     BRRR_CHECK((values[i] >= 0 && values[i] < limit) || values[i] == allowed, op, ": index ", values[i], " at position ",
                i, " is out of range for ", limit, " entries");
+  if (values_out) *values_out = values;
   return idx;
 }
 }  // namespace
@@ -177,10 +180,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
              shape_str(targets.shape()), " do not match logits ", shape_str(logits.shape()), " (expected (",
              logits.size(0), ",))");
   const std::int64_t N = logits.size(0), V = logits.size(1);
-  const Tensor t = checked_indices("cross_entropy", targets, V, ignore_index);
-  const std::vector<std::int32_t> tv = t.to_vector<std::int32_t>();
+  std::vector<std::int64_t> tv;
+  const Tensor t = checked_indices("cross_entropy", targets, V, ignore_index, &tv);
   std::int64_t counted = 0;
-  for (std::int32_t v : tv) counted += v != ignore_index;
+  for (std::int64_t v : tv) counted += v != ignore_index;
   const Tensor x = logits.contiguous();
   Tensor losses = detail::new_tensor({N}, x.dtype(), x.device());
   Tensor lse = detail::new_tensor({N}, x.dtype(), x.device());
@@ -216,10 +219,10 @@ Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets) {
   BRRR_PROFILE("cross_entropy_composed");
   BRRR_CHECK(logits.dim() == 2, "cross_entropy_composed: logits must be (N, V), got ", shape_str(logits.shape()));
   const std::int64_t N = logits.size(0), V = logits.size(1);
-  const Tensor t = checked_indices("cross_entropy_composed", targets, V);
+  std::vector<std::int64_t> tv;
+  const Tensor t = checked_indices("cross_entropy_composed", targets, V, INT64_MIN, &tv);
   BRRR_CHECK(t.numel() == N, "cross_entropy_composed: ", t.numel(), " targets for ", N, " rows");
   // -mean(log_softmax(logits)[n, t[n]]): the gather is a one-hot mask times the row.
-  const std::vector<std::int32_t> tv = t.to_vector<std::int32_t>();
   std::vector<double> hot(static_cast<std::size_t>(N * V), 0.0);
   for (std::int64_t n = 0; n < N; ++n) hot[n * V + tv[n]] = 1.0;
   const Tensor one_hot = from_vector(hot, {N, V}, TensorOptions().dtype(logits.dtype()).device(logits.device()));
