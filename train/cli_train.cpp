@@ -90,14 +90,9 @@ void add_train_commands(CLI::App& app) {
   sample->callback([s] {
     std::string path = s->checkpoint;
     if (fs::is_directory(path)) {
-      std::string newest;
-      for (const auto& e : fs::directory_iterator(path)) {
-        const std::string name = e.path().filename().string();
-        if (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".safetensors" && name > fs::path(newest).filename().string())
-          newest = e.path().string();
-      }
-      BRRR_CHECK(!newest.empty(), "no checkpoint (ckpt-*.safetensors) in '", path, "'; train first with brrr train");
-      path = newest;
+      const auto found = train::list_checkpoints(path);
+      BRRR_CHECK(!found.empty(), "no checkpoint (ckpt-*.safetensors) in '", path, "'; train first with brrr train");
+      path = found.back().second;
     }
     const std::string tok_path = s->tokenizer.empty() ? (fs::path(path).parent_path() / "tokenizer").string() : s->tokenizer;
     BRRR_CHECK(fs::exists(tok_path), "no tokenizer at '", tok_path, "' (pass --tokenizer FILE)");

@@ -143,6 +143,8 @@ std::string checkpoint_path(const std::string& dir, std::int64_t step) {
   return dir + name;
 }
 
+}  // namespace
+
 std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& dir) {
   std::vector<std::pair<std::int64_t, std::string>> found;
   if (!fs::exists(dir)) return found;
@@ -154,6 +156,8 @@ std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::st
   std::sort(found.begin(), found.end());
   return found;
 }
+
+namespace {
 
 std::string generator_state(const Generator& g) { return std::to_string(g.seed()) + ":" + std::to_string(g.offset()); }
 void set_generator_state(Generator& g, const std::string& s, const std::string& where) {
@@ -309,7 +313,6 @@ TrainResult run_training(TrainConfig c) {
 
   const optim::CosineSchedule schedule{c.learning_rate, c.min_lr, c.warmup_iters, c.lr_decay_iters};
   std::ofstream log(c.out_dir + "/log.jsonl", c.resume ? std::ios::app : std::ios::trunc);
-  std::vector<double> eval_steps, eval_train, eval_val, step_x, step_loss;
 
   // Evaluation draws its batches from a generator seeded by the step, so it never disturbs
   // the training stream (and a resumed run evaluates on the same batches).
@@ -328,9 +331,6 @@ TrainResult run_training(TrainConfig c) {
       means[split] = total / static_cast<double>(c.eval_iters);
     }
     model.train();
-    eval_steps.push_back(static_cast<double>(step));
-    eval_train.push_back(means[0]);
-    eval_val.push_back(means[1]);
     result.last_train_loss = means[0], result.last_val_loss = means[1];
     if (::isatty(STDOUT_FILENO)) std::printf("\r%60s\r", "");
     std::printf("step %lld: train loss %.4f, val loss %.4f\n", static_cast<long long>(step), means[0], means[1]);
@@ -374,8 +374,6 @@ TrainResult run_training(TrainConfig c) {
     ++steps_this_run;
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     result.losses.push_back(loss_sum);
-    step_x.push_back(static_cast<double>(step));
-    step_loss.push_back(loss_sum);
     log << Json{{"event", "step"}, {"step", step}, {"loss", loss_sum}, {"lr", lr}, {"grad_norm", grad_norm}, {"ms", ms}}.dump() << "\n";
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     const double per_step = elapsed / static_cast<double>(steps_this_run);
@@ -410,7 +408,7 @@ TrainResult run_training(TrainConfig c) {
   // Pictures: the loss curves (from the whole log, so a resumed run shows all of it), and
   // what one attention head looks at.
   log.close();
-  eval_steps.clear(), eval_train.clear(), eval_val.clear(), step_x.clear(), step_loss.clear();
+  std::vector<double> eval_steps, eval_train, eval_val, step_x, step_loss;
   {
     std::ifstream in(c.out_dir + "/log.jsonl");
     std::string line;

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace brrr::train {
@@ -56,6 +57,9 @@ struct TrainResult {
   std::string last_checkpoint;
   bool interrupted = false;
 };
+
+// The checkpoints (ckpt-NNNNNNNN.safetensors) in dir as (step, path), oldest first.
+std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& dir);
 
 // Runs the whole loop; throws brrr::Error on bad input, and stops (with a message naming
 // the step and the last good checkpoint) on a NaN or infinite loss.
