@@ -1,4 +1,4 @@
-"""bench/gpt_step_peer.py PRESET BATCH [STEPS]: PyTorch's GPT training step on the CPU.
+"""bench/gpt_step_peer.py PRESET BATCH [STEPS]: PyTorch's GPT training step on the CPU (chapter 08).
 
 The peer of bench_gpt_step: the GPT of ../shared/reference/make_reference.py (nanoGPT's
 architecture) in float32, AdamW with the same decay groups, random tokens, and the thread

@@ -1,4 +1,5 @@
-"""bench/overhead_peer.py: PyTorch's cost of one 8x8 add with autograd, the peer of bench_overhead."""
+"""bench/overhead_peer.py: PyTorch's cost of one 8x8 add with autograd, the peer of bench_overhead
+(chapter 03)."""
 
 import torch
 

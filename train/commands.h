@@ -1,4 +1,5 @@
 // train/commands.h: the groups of subcommands of the brrr program, one function per file.
+// Each command belongs to its chapter (listed beside it); chapter 08 walks through train/.
 // Each adds its subcommands to the app; main.cpp calls them all.
 #pragma once
 #include <CLI/CLI.hpp>

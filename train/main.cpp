@@ -1,4 +1,5 @@
-// train/main.cpp: the brrr program. `brrr --help` lists the subcommands.
+// train/main.cpp: the brrr program (chapter 08 walks through it). `brrr --help` lists the
+// subcommands.
 // Each group of subcommands lives in its own cli_*.cpp (see commands.h).
 #include <cstdio>
 #include <exception>

@@ -1,5 +1,6 @@
 // kernels/student/register.cpp: registers the exercise stubs of kernels/student as variant
-// "student". The course (issue 8) adds the stubs; none exist yet.
+// "student" (chapter 04 introduces the registry; each exercise's chapter adds its stub).
+// None exist yet.
 #include "kernels/registry.h"
 
 namespace brrr::kernels {
