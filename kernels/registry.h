@@ -31,8 +31,10 @@ std::uint64_t generation();
 
 // Registration entry points of each backend, called once when the registry is first used.
 void register_cpu_kernels();
-void register_cuda_kernels();     // defined only when built with CUDA
+void register_gpu_kernels();      // framework/src/cuda.cpp: the GPU's or the emulator's, or none
 void register_student_kernels();
+// Forgets every registration for `device` (the CUDA backend switching to the emulator).
+void remove_device(DeviceType device);
 
 // A call site's cached lookup: static Kernel<unary_fn<float>> k("exp"); k(device, dtype)(...)
 template <class Fn>

@@ -1,6 +1,7 @@
 // train/cli_verify.cpp: `brrr verify-reference FILE`, brrr's GPT against PyTorch's (chapter 07).
 #include <cstdio>
 
+#include "brrr/cuda.h"
 #include "brrr/models/reference.h"
 #include "commands.h"
 
@@ -14,11 +15,15 @@ void add_verify_commands(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("verify-reference", "Check the GPT against a PyTorch reference file (prints PASS or FAIL)");
   cmd->add_option("file", args->file, "Reference .safetensors (see ../shared/reference/README.md)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--device", args->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--device", args->device, "cpu, cuda, or emulator (the CUDA kernels on the CPU's SIMT emulator)")
+      ->check(CLI::IsMember({"cpu", "cuda", "emulator"}))
+      ->capture_default_str();
   cmd->add_flag("--composed", args->composed, "Use the composed ops instead of the fused kernels");
   cmd->callback([args] {
     models::ReferenceOptions options;
-    options.device = Device::parse(args->device);
+    if (args->device == "emulator") cuda::use_emulator();
+    options.device = args->device == "cpu" ? kCPU : Device::cuda();
+    if (options.device.is_cuda()) std::printf("device: cuda:0 (%s)\n", cuda::device_name().c_str());
     options.fused = !args->composed;
     const models::ReferenceReport r = models::verify_reference(args->file, options);
     std::printf("config: %s\n", r.config_json.c_str());

@@ -124,7 +124,8 @@ void TrainConfig::validate() const {
              min_lr, " and ", learning_rate);
   BRRR_CHECK(eval_interval > 0 && eval_iters > 0 && log_interval > 0, "config: eval_interval, eval_iters and log_interval must be positive");
   BRRR_CHECK(keep_checkpoints > 0, "config: keep_checkpoints must be at least 1");
-  BRRR_CHECK(device == "cpu" || device == "cuda" || device == "auto", "config: device must be cpu, cuda or auto, got '", device, "'");
+  BRRR_CHECK(device == "cpu" || device == "cuda" || device == "auto" || device == "emulator",
+             "config: device must be cpu, cuda, emulator or auto, got '", device, "'");
   BRRR_CHECK(tokenizer == "char" || tokenizer == "bpe", "config: tokenizer must be char or bpe, got '", tokenizer, "'");
   BRRR_CHECK(threads >= 0, "config: threads must be 0 (all cores) or positive");
 }
@@ -263,13 +264,29 @@ void progress_bar(std::int64_t step, std::int64_t total, double eta) {
 // ---------------------------------------------------------------------------------------------
 // the loop
 
+// cpu, cuda (a GPU, or an error saying there is none), emulator (the CUDA kernels on the CPU's
+// SIMT emulator: slow, for checking), auto (the GPU if there is one, else the CPU, saying so).
+Device resolve_device(const std::string& name) {
+  if (name == "cpu") return kCPU;
+  if (name == "emulator") {
+    cuda::use_emulator();
+    std::printf("device: cuda:0 on the SIMT emulator (the CUDA kernels run on the CPU, slowly)\n");
+    return Device::cuda();
+  }
+  if (name == "auto" && !cuda::gpu_available()) {
+    std::printf("device: auto: no CUDA GPU found; training on the CPU\n");
+    return kCPU;
+  }
+  BRRR_CHECK(cuda::is_available(), "--device cuda: no CUDA GPU is available here",
+             cuda::gpu_available() ? "" : " (no GPU or no driver); use --device cpu, auto or emulator");
+  std::printf("device: cuda:0 (%s)\n", cuda::device_name().c_str());
+  return Device::cuda();
+}
+
 TrainResult run_training(TrainConfig c) {
   c.validate();
   if (c.threads > 0) set_num_threads(c.threads);
-  if (c.device != "cpu") {
-    std::printf("device: %s asked for, but this build of brrr has no CUDA backend yet; training on the CPU\n", c.device.c_str());
-    c.device = "cpu";
-  }
+  const Device device = resolve_device(c.device);
   if (c.data.empty()) {
     c.data = std::string(BRRR_SHARED_DIR) + "/data/tinyshakespeare.txt";
     BRRR_CHECK(fs::exists(c.data), "no --data given and the default corpus ", c.data,
@@ -286,7 +303,8 @@ TrainResult run_training(TrainConfig c) {
   mc.vocab_size = data.vocab_size(), mc.block_size = c.block_size, mc.n_layer = c.n_layer, mc.n_head = c.n_head;
   mc.n_embd = c.n_embd, mc.dropout = c.dropout, mc.bias = c.bias, mc.fused = c.fused;
   Generator init_gen(c.seed);
-  models::GPT model(mc, init_gen);
+  models::GPT model(mc, init_gen);  // initialised on the CPU, so every device starts from the same weights
+  model.to(device);
   optim::AdamW opt(optim::decay_groups(model.parameters(), optim::AdamWOptions(c.learning_rate)
                                                                .betas({c.beta1, c.beta2})
                                                                .weight_decay(c.weight_decay)));
@@ -326,6 +344,7 @@ TrainResult run_training(TrainConfig c) {
       for (std::int64_t i = 0; i < c.eval_iters; ++i) {
         Tensor x, y;
         data.batch(split == 0 ? Split::Train : Split::Val, c.batch_size, c.block_size, eval_gen, x, y);
+        x = x.to(device), y = y.to(device);
         total += model.loss(model.forward(x), y).item<double>();
       }
       means[split] = total / static_cast<double>(c.eval_iters);
@@ -357,6 +376,7 @@ TrainResult run_training(TrainConfig c) {
     for (std::int64_t micro = 0; micro < c.grad_accum; ++micro) {
       Tensor x, y;
       data.batch(Split::Train, c.batch_size, c.block_size, data_gen, x, y);
+      x = x.to(device), y = y.to(device);
       Tensor loss = model.loss(model.forward(x), y);
       if (c.grad_accum > 1) loss = loss / static_cast<double>(c.grad_accum);
       loss.backward();

@@ -35,7 +35,7 @@ struct TrainConfig {
   std::int64_t eval_interval = 250, eval_iters = 20, log_interval = 10, checkpoint_interval = 0, keep_checkpoints = 3;
   std::int64_t sample_tokens = 300;
   std::string out_dir = "out";
-  std::string device = "cpu";  // cpu, cuda or auto
+  std::string device = "cpu";  // cpu, cuda, emulator or auto (the GPU if there is one)
   std::uint64_t seed = 1337;
   bool resume = false;
   bool profile = false;  // print where the time went, op by op, at the end

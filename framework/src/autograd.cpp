@@ -191,7 +191,7 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   // exercises every output element.
   Tensor out = f(inputs);
   Generator gen(12345);
-  Tensor w = randn(out.shape(), gen, kFloat64);
+  Tensor w = randn(out.shape(), gen, kFloat64).to(out.device());
   for (const Tensor& in : inputs)
     if (in.requires_grad()) in.set_grad(Tensor());
   ops::sum(ops::mul(out, w)).backward();
@@ -205,14 +205,21 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
     BRRR_CHECK(in.is_contiguous(), "gradcheck: input ", i, " must be contiguous");
     const Tensor analytic = in.grad().defined() ? in.grad().contiguous() : zeros_like(in);
     const std::vector<double> a = analytic.to_vector<double>();
-    double* x = in.data_ptr<double>();
+    const std::vector<double> values = in.to_vector<double>();
+    // Sets element j: through the pointer on the CPU, through a one-element view's fill_ on a
+    // GPU (whose memory the host cannot write).
+    const Tensor flat = in.detach().view({-1});
+    auto set = [&](std::int64_t j, double v) {
+      if (in.device().is_cpu()) in.data_ptr<double>()[j] = v;
+      else flat.narrow(0, j, 1).fill_(v);
+    };
     for (std::int64_t j = 0; j < in.numel(); ++j) {
-      const double saved = x[j];
-      x[j] = saved + eps;
+      const double saved = values[static_cast<std::size_t>(j)];
+      set(j, saved + eps);
       const double plus = objective();
-      x[j] = saved - eps;
+      set(j, saved - eps);
       const double minus = objective();
-      x[j] = saved;
+      set(j, saved);
       const double numeric = (plus - minus) / (2 * eps);
       const double err = std::fabs(numeric - a[j]);
       const double rel = err / std::max(std::fabs(numeric), 1e-12);

@@ -16,6 +16,13 @@ inline Tensor new_like(const Tensor& t) { return new_tensor(t.shape(), t.dtype()
 
 // The stream kernels on `device` run on (nullptr on the CPU).
 kernels::Stream stream(Device device);
+}  // namespace brrr::detail
+namespace brrr::gpu {
+class Runtime;
+}
+namespace brrr::detail {
+// The runtime behind Device::cuda(); throws brrr::Error naming `what` when there is none.
+gpu::Runtime& cuda_runtime_for(const char* what);
 
 // A Loop over `shape` for up to three operands' strides, with size-1 dims dropped and
 // adjacent dims merged where every operand allows it (so a contiguous add is one flat loop).

@@ -76,13 +76,18 @@ void Module::zero_grad() {
   for (Tensor& t : parameters()) t.set_grad(Tensor());
 }
 
+// The parameter keeps its identity (every handle to it, such as Linear::weight, sees the move):
+// its data is swapped for a copy on the device, as PyTorch's module.to() does with param.data.
 void Module::to(Device device) {
   for (auto& [name, t] : parameters_)
     if (t.defined() && t.device() != device) {
       NoGradGuard no_grad;
-      const bool was_trainable = t.requires_grad();
-      t = t.to(device);
-      t.requires_grad_(was_trainable);
+      const Tensor moved = t.to(device);
+      TensorImpl* impl = t.impl();
+      impl->storage = moved.impl()->storage;
+      impl->strides = moved.strides();
+      impl->offset = moved.offset();
+      if (impl->grad.defined()) impl->grad = impl->grad.to(device);
     }
   for (auto& [name, child] : children_) child->to(device);
 }

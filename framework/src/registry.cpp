@@ -48,10 +48,8 @@ void select_from_spec_impl(const std::string& spec);
 void initialise() {
   std::call_once(init_flag, [] {
     register_cpu_kernels();
-#ifdef BRRR_WITH_CUDA
-    register_cuda_kernels();
-#endif
     register_student_kernels();
+    register_gpu_kernels();
   });
   // A bad BRRR_KERNELS throws here, and again on every later use, so nothing runs with a
   // selection other than the one asked for.
@@ -95,6 +93,12 @@ AnyFn lookup(const std::string& op, DeviceType device, DType dtype) {
   BRRR_CHECK(it != table().slots.end() && !it->second.variants.empty(), op, ": no kernel for ",
              device_name(device), " ", dtype_name(dtype));
   return it->second.variants[it->second.selected].fn;
+}
+
+void remove_device(DeviceType device) {
+  for (auto it = table().slots.begin(); it != table().slots.end();)
+    it = std::get<1>(it->first) == device ? table().slots.erase(it) : std::next(it);
+  table().generation++;
 }
 
 std::uint64_t generation() { return table().generation.load(std::memory_order_relaxed); }

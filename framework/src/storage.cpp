@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "brrr/error.h"
+#include "brrr/kernels.h"
 
 namespace brrr {
 namespace {
@@ -100,12 +101,18 @@ void set_allocator(DeviceType device, Allocator* allocator) {
 }
 
 Allocator& allocator_for(Device device) {
+  if (device.is_cuda()) {
+    kernels::ops();  // building the registry decides what backs the CUDA device
+    BRRR_CHECK(device.index == 0, "device ", device.str(), " is not available: brrr uses one GPU, cuda:0");
+  }
   Allocator* a = allocators[static_cast<int>(device.type)];
   if (!a) {
 #ifdef BRRR_WITH_CUDA
-    detail::fail("device ", device.str(), " is not available: no CUDA GPU or driver was found");
+    detail::fail("device ", device.str(), " is not available: no CUDA GPU or driver was found (the emulator runs the "
+                 "CUDA kernels on the CPU: --device emulator or BRRR_CUDA_EMULATOR=1)");
 #else
-    detail::fail("device ", device.str(), " is not available: brrr was built without CUDA (BRRR_CUDA=OFF or no nvcc)");
+    detail::fail("device ", device.str(), " is not available: brrr was built without CUDA (BRRR_CUDA=OFF or no nvcc); "
+                 "the emulator runs the CUDA kernels on the CPU: --device emulator or BRRR_CUDA_EMULATOR=1");
 #endif
   }
   return *a;

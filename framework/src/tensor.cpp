@@ -16,6 +16,7 @@
 #include "brrr/ops.h"
 #include "brrr/profiler.h"
 #include "internal.h"
+#include "kernels/cuda/runtime.h"
 
 namespace brrr {
 
@@ -52,8 +53,6 @@ Tensor new_tensor(const Shape& shape, DType dtype, Device device) {
   impl->dtype = dtype;
   return Tensor(std::move(impl));
 }
-
-kernels::Stream stream(Device) { return nullptr; }
 
 void check_defined(const char* op, const Tensor& t) { BRRR_CHECK(t.defined(), op, ": tensor is undefined"); }
 
@@ -529,10 +528,19 @@ Tensor Tensor::to(DType target) const {
   return out;
 }
 
+// Copies between the host and the device: the source is made contiguous on its own device
+// first (a device-side copy kernel for a CUDA view), then its bytes move in one transfer.
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
-  detail::fail("to: copies between ", device().str(), " and ", target.str(), " need the CUDA backend (",
-               target.is_cuda() ? "device not available" : "source not available", ")");
+  const Tensor src = contiguous();
+  Tensor out = detail::new_tensor(shape(), dtype(), target);
+  const std::size_t nbytes = static_cast<std::size_t>(numel()) * dtype_size(dtype());
+  gpu::Runtime& runtime = detail::cuda_runtime_for("to");
+  runtime.copy(out.raw_data(), src.raw_data(), nbytes,
+               target.is_cuda() ? gpu::CopyKind::HostToDevice : gpu::CopyKind::DeviceToHost);
+  if (autograd::needs_grad({this}))
+    autograd::record("to", {*this}, out, [source = device()](const Tensor& g) { return TensorList{g.to(source)}; });
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,19 +1,25 @@
-// kernels/cuda/register.cu: registers the CUDA kernels (chapter 09, the GPU and the emulator).
-// Compiled by nvcc when BRRR_CUDA is on. The CUDA backend (device memory, the caching
-// allocator and one kernel per op) is added file by file next to this one; until then no
-// CUDA kernel is registered and asking for a CUDA tensor is a clear brrr::Error.
-#include <cuda_runtime.h>
+// kernels/cuda/register.cu: registers every CUDA kernel file's variants (chapter 09).
+// Compiled twice like the kernel files (see simt.h): the GPU's register_kernels and the
+// emulator's. framework/src/cuda.cpp calls one of them, for the backend the process uses.
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/simt.h"
 
-#include "kernels/registry.h"
+namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 
-namespace brrr::kernels {
-
-void register_cuda_kernels() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess) {
-    cudaGetLastError();  // no driver or no GPU: clear the sticky error and register nothing
-    return;
-  }
+void register_kernels() {
+  register_elementwise_kernels();
+  register_reduce_kernels();
+  register_nn_kernels();
+  register_matmul_kernels();
+  register_gelu_kernels();
+  register_layernorm_kernels();
+  register_crossentropy_kernels();
+  register_adamw_kernels();
+  register_attention_kernels();
+  register_student_cuda_kernels();
+#if !BRRR_EMULATOR
+  register_cublas_kernels();  // the default matmul on a GPU; the emulator has no cuBLAS
+#endif
 }
 
-}  // namespace brrr::kernels
+}  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -1,0 +1,55 @@
+// brrr/cuda.h: the CUDA device: is there one, its memory, and the emulator that stands in for it.
+// Chapter 09 (the GPU and the emulator). Read before: storage.h. Read next: kernels/cuda/simt.h.
+//
+// Tensors on Device::cuda() live in GPU memory and run the kernels of kernels/cuda. When
+// there is no GPU, the same device can be backed by the SIMT emulator: the same kernel
+// source compiled for the CPU (slow, but exact). Choose it with use_emulator(), the
+// environment variable BRRR_CUDA_EMULATOR=1, or `--device emulator` on the command line.
+//
+//   brrr::cuda::use_emulator();                 // no GPU here; run the CUDA kernels anyway
+//   Tensor x = brrr::randn({4, 8}).to(Device::cuda());
+//   Tensor y = brrr::ops::gelu(x).to(kCPU);
+//
+// Memory comes from a caching allocator, as in PyTorch: a freed block is kept for the next
+// allocation of the same size class instead of going back to the driver (cudaMalloc and
+// cudaFree synchronise the device and cost far more than a kernel). memory_stats() says what
+// is in use; empty_cache() gives the cached blocks back.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace brrr::cuda {
+
+// Whether Device::cuda() can be used in this process: a GPU, or the emulator when chosen.
+bool is_available();
+// Whether a real GPU and driver are present (whatever backs Device::cuda()).
+bool gpu_available();
+// Whether Device::cuda() is the SIMT emulator.
+bool is_emulated();
+// Back Device::cuda() by the emulator, even if a GPU is present. Allowed while no CUDA
+// tensor exists; throws brrr::Error otherwise.
+void use_emulator();
+// "NVIDIA H100 80GB HBM3", "SIMT emulator (CPU)"; throws if !is_available().
+std::string device_name();
+// Wait for every kernel queued on the device; reports errors of kernels that already ran.
+void synchronize();
+
+struct MemoryStats {
+  std::size_t allocated = 0;       // bytes in blocks tensors hold now (rounded to size classes)
+  std::size_t reserved = 0;        // bytes obtained from the device: allocated + cached
+  std::size_t peak_allocated = 0;  // the most `allocated` has been since the last reset
+  std::size_t allocations = 0;     // blocks handed out since the start
+  std::size_t cache_hits = 0;      // ... of which came from the cache
+  std::size_t device_allocations = 0;  // calls to cudaMalloc (or the emulator's malloc)
+};
+MemoryStats memory_stats();
+void reset_peak_memory_stats();
+// Hands every cached (free) block back to the device.
+void empty_cache();
+
+// Whether float32 matmuls may use TF32 tensor cores (faster, ~1e-3 relative error). Off by
+// default, as in PyTorch.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
+}  // namespace brrr::cuda

@@ -1,0 +1,53 @@
+// kernels/cuda/common.h: small helpers the CUDA kernel files share: launch sizes, warp and
+// block reductions, alignment. Chapter 09 (the GPU and the emulator).
+// Read before: kernels/cuda/simt.h. Include it after simt.h, inside no namespace.
+#pragma once
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "kernels/cuda/simt.h"
+
+namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
+
+// ceil(a / b) for positive b.
+__host__ __device__ inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Blocks of block_size threads for `work` items, at most max_blocks of them (0: no cap); a
+// grid-stride loop in the kernel covers the rest. At least one block.
+inline int grid_for(std::int64_t work, int block_size, int max_blocks = 0) {
+  std::int64_t blocks = ceil_div(std::max<std::int64_t>(work, 1), block_size);
+  if (max_blocks > 0) blocks = std::min<std::int64_t>(blocks, max_blocks);
+  return static_cast<int>(std::min<std::int64_t>(blocks, INT_MAX));
+}
+
+// float4 loads and stores need 16-byte aligned addresses: cudaMalloc's are, a view's may not be.
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// The sum (max) over the 32 lanes of a warp, in every lane (a butterfly of five shuffles).
+template <class T>
+__device__ inline T warp_sum(T value) {
+  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+template <class T>
+__device__ inline T warp_max(T value) {
+  for (int offset = 16; offset > 0; offset /= 2) value = max(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
+
+// The sum over a block (blockDim.x a multiple of 32, at most 1024), in every thread. Every
+// thread of the block must call it. `scratch` is 32 values of shared memory; it is free again
+// when the function returns.
+template <class T>
+__device__ inline T block_sum(T value, T* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  value = warp_sum(value);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  value = lane < warps ? scratch[lane] : T(0);
+  return warp_sum(value);
+}
+
+}  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -1,0 +1,71 @@
+// kernels/cuda/cublas.cu: matmul through cuBLAS, the default on a GPU and the bar every
+// hand-written matmul in matmul.cu is measured against. GPU only (the emulator has no cuBLAS).
+// Chapter 13 (matmul from naive to tensor cores). Read before: kernels/cuda/matmul.cu.
+//
+// cuBLAS is column-major; brrr is row-major. A row-major (M, N) matrix is the same bytes as a
+// column-major (N, M) one, its transpose, so out = a @ b is computed as out^T = b^T @ a^T:
+// cuBLAS gets b first, a second, and the sizes (N, M, K). An operand that brrr stores
+// transposed (trans_a, trans_b) becomes CUBLAS_OP_T. A batch stride of 0 broadcasts, which
+// cublas*gemmStridedBatched allows.
+//
+// TF32: Ampere and later can run float32 matmuls on tensor cores with 10-bit mantissas, ~7x
+// faster and ~1e-3 relative error. brrr keeps full float32 unless asked
+// (brrr::cuda::set_allow_tf32(true)), as PyTorch does for matmuls by default.
+#include <mutex>
+
+#include "brrr/cuda.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/registry.h"
+
+namespace brrr::kernels::cuda {
+namespace {
+
+cublasHandle_t handle_for(Stream stream) {
+  static cublasHandle_t handle = [] {
+    cublasHandle_t h = nullptr;
+    BRRR_CUBLAS_CHECK(cublasCreate(&h));
+    return h;
+  }();
+  BRRR_CUBLAS_CHECK(cublasSetStream(handle, static_cast<cudaStream_t>(stream)));
+  BRRR_CUBLAS_CHECK(cublasSetMathMode(
+      handle, brrr::cuda::allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  return handle;
+}
+
+template <class T>
+void matmul_cublas(T* out, const T* a, const T* b, const MatmulShape& s, Stream stream) {
+  if (s.M == 0 || s.N == 0 || s.batch == 0) return;
+  cublasHandle_t handle = handle_for(stream);
+  const T alpha = 1, beta = s.accumulate ? 1 : 0;
+  // Leading dimensions of the row-major storage: b is (K, N) or, transposed, (N, K).
+  const int ldb = static_cast<int>(s.trans_b ? s.K : s.N);
+  const int lda = static_cast<int>(s.trans_a ? s.M : s.K);
+  const cublasOperation_t op_b = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int m = static_cast<int>(s.N), n = static_cast<int>(s.M), k = static_cast<int>(s.K);
+  const int batch = static_cast<int>(s.batch);
+  if (s.K == 0) {  // an empty sum: out = 0 (or unchanged when accumulating)
+    if (!s.accumulate)
+      for (std::int64_t i = 0; i < s.batch; ++i)
+        BRRR_CUDA_CHECK(cudaMemsetAsync(out + i * s.stride_out, 0, sizeof(T) * s.M * s.N,
+                                        static_cast<cudaStream_t>(stream)));
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    BRRR_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, op_b, op_a, m, n, k, &alpha, b, ldb, s.stride_b, a, lda,
+                                                s.stride_a, &beta, out, m, s.stride_out, batch));
+  } else {
+    BRRR_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, op_b, op_a, m, n, k, &alpha, b, ldb, s.stride_b, a, lda,
+                                                s.stride_a, &beta, out, m, s.stride_out, batch));
+  }
+}
+
+}  // namespace
+
+void register_cublas_kernels() {
+  add("matmul", DeviceType::CUDA, kFloat32, "cublas", &matmul_cublas<float>, 100);
+  add("matmul", DeviceType::CUDA, kFloat64, "cublas", &matmul_cublas<double>, 100);
+}
+
+}  // namespace brrr::kernels::cuda

@@ -1,0 +1,51 @@
+// kernels/cuda/runtime.h: the few things brrr needs from a GPU: memory, copies, one stream,
+// timing. Chapter 09 (the GPU and the emulator). Read next: framework/src/cuda.cpp (the
+// caching allocator and the public brrr::cuda API built on this).
+//
+// Two implementations: runtime_cuda.cu (the CUDA runtime, every call checked with file and
+// line; built with CUDA only) and runtime_emulator.cpp (host memory, for the SIMT emulator).
+// Pointers a runtime hands out are that device's: on a GPU only kernels may touch them, and
+// brrr's code copies through copy() even under the emulator, so that what passes the
+// emulator's tests also runs on a GPU.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "kernels/kernels.h"  // Stream
+
+namespace brrr::gpu {
+
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  virtual std::string name() const = 0;  // "NVIDIA H100 80GB HBM3", "SIMT emulator (CPU)"
+  virtual bool emulated() const = 0;
+  // nbytes of device memory; nullptr when the device has not that much free.
+  virtual void* malloc(std::size_t nbytes) = 0;
+  virtual void free(void* ptr) = 0;
+  // Copies in stream order; copies to or from the host return when the copy is done.
+  virtual void copy(void* dst, const void* src, std::size_t nbytes, CopyKind kind) = 0;
+  virtual void memset(void* dst, int value, std::size_t nbytes) = 0;
+  virtual void synchronize() = 0;  // waits for everything on the stream; reports kernel errors
+  virtual std::size_t free_bytes() = 0;
+  virtual std::size_t total_bytes() = 0;
+  virtual kernels::Stream stream() = 0;  // the one stream every brrr kernel runs on
+  // Milliseconds that `work` (launches on the stream) takes on the device: CUDA events around
+  // it on a GPU, the wall clock in the emulator.
+  virtual double time_ms(const std::function<void()>& work) = 0;
+  // The device's L2 cache in bytes (0 if unknown), so timings can flush it.
+  virtual std::size_t l2_bytes() = 0;
+};
+
+// The GPU's runtime, or nullptr when there is no GPU or driver, or brrr was built without
+// CUDA. The first call initialises the device.
+Runtime* cuda_runtime();
+// The emulator's runtime: host memory, which it can cap (bytes, 0: no cap) so tests can run
+// out of device memory on purpose.
+Runtime& emulator_runtime();
+void set_emulator_memory_limit(std::size_t nbytes);
+
+}  // namespace brrr::gpu

@@ -1,0 +1,127 @@
+// tests/cuda/test_gpu.cpp: the CUDA backend on a real GPU (ctest label `cuda`). Every test
+// case starts by asking for a GPU; where there is none it prints "SKIPPED: no CUDA GPU" and
+// ctest reports it as skipped. The emulator runs the same kernels in CI (tests/emulator);
+// these check what only hardware can: real device memory, cuBLAS, tensor cores, timing.
+// Chapter 09 (the GPU and the emulator). Read before: tests/emulator/test_device.cpp.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "brrr/brrr.h"
+#include "brrr/models/gpt.h"
+#include "kernel_lab.h"
+
+using namespace brrr;
+
+namespace {
+
+bool have_gpu() {
+  if (cuda::gpu_available()) return true;
+  std::printf("SKIPPED: no CUDA GPU (these tests need one; the emulator tests cover the kernels without)\n");
+  return false;
+}
+
+const Device kCuda = Device::cuda();
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  REQUIRE(x.size() == y.size());
+  double m = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("device memory, copies and the caching allocator") {
+  if (!have_gpu()) return;
+  CHECK_FALSE(cuda::is_emulated());
+  MESSAGE("device: ", cuda::device_name());
+  Generator gen(1);
+  const Tensor a = randn({257, 129}, gen);
+  const Tensor d = a.to(kCuda);
+  CHECK(d.to(kCPU).to_vector<float>() == a.to_vector<float>());
+  CHECK(d.transpose(0, 1).to(kCPU).to_vector<float>() == a.transpose(0, 1).contiguous().to_vector<float>());
+  const cuda::MemoryStats before = cuda::memory_stats();
+  { const Tensor t = empty({1 << 20}, TensorOptions().device(kCuda)); }
+  { const Tensor t = empty({1 << 20}, TensorOptions().device(kCuda)); }
+  CHECK(cuda::memory_stats().cache_hits >= before.cache_hits + 1);
+  // Out of memory: an error with the bytes, and the device still works afterwards.
+  std::string message;
+  try {
+    const Tensor huge = empty({std::int64_t{1} << 40}, TensorOptions().device(kCuda));  // 4 TiB
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("CUDA out of memory: tried to allocate 4398046511104 bytes") != std::string::npos);
+  CHECK(ops::add(d, d).to(kCPU).to_vector<float>() == ops::add(a, a).to_vector<float>());
+}
+
+TEST_CASE("every CUDA kernel variant passes the kernel lab's check") {
+  if (!have_gpu()) return;
+  for (const lab::Case& c : lab::cases()) {
+    lab::Options o;
+    o.device = lab::LabDevice::CUDA;
+    o.seed = 7;
+    o.time = false;
+    o.out = nullptr;
+    o.size = c.emulator_size;  // small and ragged: quick CPU references, every kernel's tail
+    const lab::Report report = lab::run(c, o);
+    INFO(c.op, " ", report.note);
+    for (const std::string& f : report.failures()) MESSAGE(f);
+    CHECK(report.passed());
+  }
+}
+
+TEST_CASE("the GPT's loss and gradients match the CPU, fused and composed") {
+  if (!have_gpu()) return;
+  for (bool fused : {true, false}) {
+    models::GPTConfig c = models::gpt_preset("cpu-tiny");
+    c.dropout = 0.0;
+    c.fused = fused;
+    Generator g1(3), g2(3), data(4);
+    models::GPT cpu(c, g1), gpu(c, g2);
+    gpu.to(kCuda);
+    const Tensor idx = randint(0, c.vocab_size, {4, c.block_size}, data);
+    const Tensor tgt = randint(0, c.vocab_size, {4, c.block_size}, data);
+    Tensor l1 = cpu.loss(cpu.forward(idx), tgt), l2 = gpu.loss(gpu.forward(idx), tgt);
+    l1.backward();
+    l2.backward();
+    CAPTURE(fused);
+    CHECK(l2.item<double>() == doctest::Approx(l1.item<double>()).epsilon(1e-5));
+    const auto pc = cpu.named_parameters(), pg = gpu.named_parameters();
+    for (std::size_t i = 0; i < pc.size(); ++i) {
+      CAPTURE(pc[i].first);
+      CHECK(max_abs_diff(pc[i].second.grad(), pg[i].second.grad()) < 1e-4);
+    }
+  }
+}
+
+TEST_CASE("training steps are deterministic: the same seed gives the same bits") {
+  if (!have_gpu()) return;
+  auto losses = [] {
+    models::GPTConfig c = models::gpt_preset("cpu-tiny");
+    c.dropout = 0.1;  // dropout masks come from Philox: deterministic too
+    Generator init(11), data(12);
+    models::GPT model(c, init);
+    model.to(kCuda);
+    optim::AdamW opt(optim::decay_groups(model.parameters(), optim::AdamWOptions(1e-3)));
+    std::vector<double> out;
+    for (int step = 0; step < 5; ++step) {
+      const Tensor idx = randint(0, c.vocab_size, {8, c.block_size}, data);
+      const Tensor tgt = randint(0, c.vocab_size, {8, c.block_size}, data);
+      opt.zero_grad();
+      Tensor loss = model.loss(model.forward(idx), tgt);
+      loss.backward();
+      optim::clip_grad_norm_(model.parameters(), 1.0);
+      opt.step();
+      out.push_back(loss.item<double>());
+    }
+    return out;
+  };
+  const std::vector<double> first = losses(), second = losses();
+  CHECK(first == second);
+}
