@@ -97,8 +97,38 @@ template <class T> using layernorm_forward_fn = void (*)(T* out, T* mean, T* rst
 // Writes dx (N, C), dweight (C), dbias (C) (overwritten, not accumulated).
 template <class T> using layernorm_backward_fn = void (*)(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight, const T* mean, const T* rstd, std::int64_t N, std::int64_t C, Stream);
 
+// --- fused kernels (chapters 11-15): one pass where the composed ops take several -------------
+// bias_gelu_forward: out (N, C) = gelu(x + bias), bias (C). bias_gelu_backward: dx (N, C) =
+// dout * gelu'(x + bias) and dbias (C) = sum over N of dx (overwritten).
+template <class T> using bias_gelu_forward_fn = void (*)(T* out, const T* x, const T* bias, std::int64_t N, std::int64_t C, Stream);
+template <class T> using bias_gelu_backward_fn = void (*)(T* dx, T* dbias, const T* dout, const T* x, const T* bias, std::int64_t N, std::int64_t C, Stream);
+// residual_layernorm_forward: sum (N, C) = x + residual, then out = layernorm(sum) with its
+// mean and rstd (N). The backward of the sum is the identity, so layernorm_backward serves.
+template <class T> using residual_layernorm_forward_fn = void (*)(T* sum, T* out, T* mean, T* rstd, const T* x, const T* residual, const T* weight, const T* bias, std::int64_t N, std::int64_t C, T eps, Stream);
+// cross_entropy_fused: one read of each row of logits (N, V) gives losses (N) and writes
+// dlogits (N, V) = dloss * (softmax(logits) - onehot(target)); rows whose target is
+// ignore_index get loss 0 and gradient 0. No probability tensor is kept.
+template <class T> using cross_entropy_fused_fn = void (*)(T* losses, T* dlogits, const T* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, T dloss, Stream);
+// Causal attention for BH = batch * heads independent (T, hs) problems: q, k, v, out (BH, T, hs),
+// lse (BH, T) = log-sum-exp of each row of the scaled, masked scores (all the backward needs
+// besides q, k, v, out). scale is usually 1 / sqrt(hs). The backward overwrites dq, dk, dv.
+template <class T> using attention_forward_fn = void (*)(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
+template <class T> using attention_backward_fn = void (*)(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
+
 // Optimizers update n parameters in place.
 template <class T> using adamw_step_fn = void (*)(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamWParams& hp, Stream);
+// AdamW over many tensors in one launch: each entry is one parameter tensor with its own
+// weight decay (hp.weight_decay is ignored). The list itself is host memory.
+template <class T>
+struct AdamWTensor {
+  T* param;
+  const T* grad;
+  T* m;
+  T* v;
+  std::int64_t n;
+  double weight_decay;
+};
+template <class T> using adamw_multi_step_fn = void (*)(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream);
 template <class T> using sgd_step_fn = void (*)(T* param, const T* grad, T* momentum_buffer, std::int64_t n, const SGDParams& hp, Stream);
 
 }  // namespace brrr::kernels

@@ -1,0 +1,680 @@
+// kernels/cuda/matmul.cu: matmul on the GPU, from one thread per output to tensor cores, in
+// seven numbered variants. Each one changes one thing about the one before it, says why that
+// should be faster on an H100, and what still limits it.
+// Chapter 13 (matmul from naive to tensor cores). Read before: kernels/cpu/matmul.cpp (the
+// reference), kernels/cuda/examples.cu (a first CUDA file), kernels/cuda/matmul.h.
+// Read next: kernels/cuda/cublas.cu (the bar every variant here is measured against).
+//
+// The order follows Simon Boehm's "How to optimize a CUDA matmul kernel for cuBLAS-like
+// performance": naive, coalesced, shared-memory tiles, 1-D then 2-D register blocking,
+// vectorized loads; then tensor cores. `brrr kernel-lab matmul` checks and times them all.
+//
+// Every variant implements the whole contract of MatmulShape (kernels/kernels.h), because the
+// registry may hand any of them the real GPT: (batch, M, K) @ (batch, K, N) -> (batch, M, N),
+// either operand stored transposed, a batch stride of 0 broadcasting an operand, accumulate
+// (out += a @ b), and M, N, K of any size, multiples of no tile. Three choices keep that out of
+// the way of the ideas:
+//   - an operand is a logical (rows, cols) matrix with a row stride and a column stride
+//     (Operand below). A matrix stored transposed is the same matrix with the two strides
+//     swapped, so no kernel tests trans_a or trans_b: only the tile loaders look at which
+//     stride is 1, to make neighbouring threads read neighbouring addresses.
+//   - tiles that hang over an edge of a matrix are filled with zeros when loaded, and outputs
+//     outside (M, N) are not stored. A zero adds nothing to a dot product, so the inner loops
+//     never check bounds.
+//   - blockIdx.z walks the batch (in steps of gridDim.z, when the batch exceeds the 65535
+//     blocks a grid may have along z).
+//
+// All variants accumulate in the precision of T (float32 for float), as cuBLAS does; the CPU
+// reference accumulates in double, so they differ by a few float32 roundings of the sum.
+#include "kernels/cuda/matmul.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/simt.h"
+#include "kernels/registry.h"
+
+#if !BRRR_EMULATOR
+#include <mma.h>
+
+#include "brrr/cuda.h"  // allow_tf32
+#endif
+
+namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// What every variant shares: the problem, element access, stores, the grid
+
+// One operand as the kernels see it: a logical (rows, cols) matrix whose element (r, c) of
+// batch z is data[z * batch_stride + r * row_stride + c * col_stride]. a is (M, K) and b is
+// (K, N) whether or not they are stored transposed.
+template <class T>
+struct Operand {
+  const T* data;
+  std::int64_t batch_stride, row_stride, col_stride;
+  int rows, cols;
+  bool vec4;  // float4 loads along the contiguous dimension are safe (variant 6)
+};
+
+// One matmul, passed by value to every kernel. out is (batch, M, N), row-major.
+template <class T>
+struct Gemm {
+  T* out;
+  Operand<T> a, b;
+  int M, N, K;
+  std::int64_t batch, stride_out;
+  bool accumulate;
+  bool out_vec4;  // float4 stores into out are safe (variant 6)
+};
+
+// (rows, cols) stored row-major, or as its transpose (cols, rows).
+template <class T>
+Operand<T> operand(const T* data, std::int64_t batch_stride, std::int64_t rows, std::int64_t cols, bool transposed) {
+  Operand<T> m;
+  m.data = data;
+  m.batch_stride = batch_stride;
+  m.rows = static_cast<int>(rows);
+  m.cols = static_cast<int>(cols);
+  m.row_stride = transposed ? 1 : cols;
+  m.col_stride = transposed ? rows : 1;
+  // A float4 of four neighbours along the contiguous dimension is 16-byte aligned when the
+  // matrix starts aligned and every step to another line (the leading dimension) or to
+  // another batch is a multiple of four elements. A view's data may be anywhere.
+  const std::int64_t leading = m.col_stride == 1 ? m.row_stride : m.col_stride;
+  m.vec4 = aligned16(data) && leading % 4 == 0 && batch_stride % 4 == 0;
+  return m;
+}
+
+template <class T>
+Gemm<T> describe(const char* op, T* out, const T* a, const T* b, const MatmulShape& s) {
+  BRRR_CHECK(s.batch >= 0 && s.M >= 0 && s.N >= 0 && s.K >= 0, op, ": negative size in a batch of ", s.batch,
+             " (", s.M, ", ", s.K, ") @ (", s.K, ", ", s.N, ")");
+  BRRR_CHECK(s.M <= INT_MAX && s.N <= INT_MAX && s.K <= INT_MAX, op, ": (", s.M, ", ", s.K, ") @ (", s.K, ", ", s.N,
+             ") has a dimension above 2^31 - 1; the kernels index rows and columns with int");
+  Gemm<T> g;
+  g.out = out;
+  g.a = operand(a, s.stride_a, s.M, s.K, s.trans_a);
+  g.b = operand(b, s.stride_b, s.K, s.N, s.trans_b);
+  g.M = static_cast<int>(s.M);
+  g.N = static_cast<int>(s.N);
+  g.K = static_cast<int>(s.K);
+  g.batch = s.batch;
+  g.stride_out = s.stride_out;
+  g.accumulate = s.accumulate;
+  g.out_vec4 = aligned16(out) && s.N % 4 == 0 && s.stride_out % 4 == 0;
+  return g;
+}
+
+// The grid for tiles_x by tiles_y output tiles of every matrix of the batch.
+dim3 grid_of(const char* op, std::int64_t tiles_x, std::int64_t tiles_y, std::int64_t batch) {
+  BRRR_CHECK(tiles_x <= INT_MAX && tiles_y <= 65535, op, ": ", tiles_x, " by ", tiles_y,
+             " tiles of output; a grid has at most 2147483647 blocks along x and 65535 along y");
+  return dim3(static_cast<unsigned>(tiles_x), static_cast<unsigned>(tiles_y),
+              static_cast<unsigned>(std::min<std::int64_t>(batch, 65535)));
+}
+
+// Matrix z of the batch.
+template <class T>
+__device__ inline const T* matrix(const Operand<T>& m, std::int64_t z) {
+  return m.data + z * m.batch_stride;
+}
+
+// Element (r, c) of a matrix of m, or 0 outside it (the padding of an edge tile).
+template <class T>
+__device__ inline T element_or_zero(const T* base, const Operand<T>& m, int r, int c) {
+  return r < m.rows && c < m.cols ? base[r * m.row_stride + c * m.col_stride] : T(0);
+}
+
+// The same operand read the other way round: a (M, K) as a^T (K, M).
+template <class T>
+__device__ inline Operand<T> transposed(Operand<T> m) {
+  const std::int64_t stride = m.row_stride;
+  m.row_stride = m.col_stride;
+  m.col_stride = stride;
+  const int rows = m.rows;
+  m.rows = m.cols;
+  m.cols = rows;
+  return m;
+}
+
+// out[i, j] = value, or += value when accumulating; nothing outside (M, N).
+template <class T>
+__device__ inline void store_out(const Gemm<T>& g, T* out, int i, int j, T value) {
+  if (i < g.M && j < g.N) {
+    T& c = out[static_cast<std::int64_t>(i) * g.N + j];
+    c = g.accumulate ? c + value : value;
+  }
+}
+
+// The (ROWS, COLS) tile of a matrix of m whose top-left element is (r0, c0), copied into
+// tile[r * pitch + c], zeros where it hangs over the matrix's edge. Consecutive threads read
+// consecutive addresses, so each warp's loads coalesce: along a row when m's rows are
+// contiguous (col_stride 1), down a column when m is stored transposed.
+template <int ROWS, int COLS, int THREADS, class T>
+__device__ inline void load_tile(T* tile, int pitch, const T* base, const Operand<T>& m, int r0, int c0, int tid) {
+  if (m.col_stride == 1) {
+    for (int e = tid; e < ROWS * COLS; e += THREADS) {
+      const int r = e / COLS, c = e % COLS;
+      tile[r * pitch + c] = element_or_zero(base, m, r0 + r, c0 + c);
+    }
+  } else {
+    for (int e = tid; e < ROWS * COLS; e += THREADS) {
+      const int r = e % ROWS, c = e / ROWS;
+      tile[r * pitch + c] = element_or_zero(base, m, r0 + r, c0 + c);
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// 1. naive: one thread per output, out[i, j] = sum over k of a[i, k] * b[k, j]
+//
+// The matmul as written on paper, and the CUDA kernel everyone writes first: a (32, 32) block
+// of threads covers a (32, 32) tile of out, threadIdx.x picking the row. Each thread reads a
+// row of a and a column of b from global memory: 2K loads for K multiply-adds.
+// What limits it: the 32 threads of a warp have consecutive threadIdx.x, hence consecutive
+// rows i and the same column j. Their loads of a[i, k] are K floats apart (32 separate memory
+// transactions where one would do), their loads of b[k, j] all hit one address, and their
+// stores are N floats apart. The L1 cache and L2 rescue some of it, but expect a percent or so
+// of what the H100 can do. (A float32 load that serves one thread uses 4 bytes of a 32-byte
+// sector.)
+
+template <class T>
+__global__ void matmul_naive_kernel(Gemm<T> g) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);  // a warp: 32 neighbouring rows
+  const int j = static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y);
+  if (i >= g.M || j >= g.N) return;
+  for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
+    const T* a = matrix(g.a, z);
+    const T* b = matrix(g.b, z);
+    T sum = 0;
+    for (int k = 0; k < g.K; ++k)
+      sum += a[i * g.a.row_stride + k * g.a.col_stride] * b[k * g.b.row_stride + j * g.b.col_stride];
+    store_out(g, g.out + z * g.stride_out, i, j, sum);
+  }
+}
+
+template <class T>
+void matmul_naive(T* out, const T* a, const T* b, const MatmulShape& s, Stream stream) {
+  const Gemm<T> g = describe("matmul naive", out, a, b, s);
+  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+  const dim3 grid = grid_of("matmul naive", ceil_div(g.M, 32), ceil_div(g.N, 32), g.batch);
+  BRRR_LAUNCH((matmul_naive_kernel<T>), grid, dim3(32, 32), 0, stream, g);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. coalesced: the same kernel with threadIdx.x picking the column
+//
+// Swapping the roles of threadIdx.x and threadIdx.y changes nothing in the arithmetic and
+// everything in the memory traffic. A warp now covers 32 consecutive columns j of one row i:
+// its 32 loads of b[k, j] are 32 consecutive floats (one 128-byte transaction: "coalesced"),
+// its load of a[i, k] is one address for all (a broadcast), and its stores are consecutive.
+// Expect several times the naive kernel's speed.
+// What limits it: every thread still reads 2K values for K multiply-adds, and every value of
+// a and b is read from L1/L2 by many blocks: the kernel is bound by memory bandwidth (L1 and
+// L2), and its arithmetic intensity (FLOPs per byte moved) is far too low for an H100, which
+// can do dozens of float32 FLOPs in the time it moves one float from DRAM.
+// (When b is stored transposed, the coalescing is lost for b; variants 3 and up fix that in
+// their tile loaders.)
+
+template <class T>
+__global__ void matmul_coalesced_kernel(Gemm<T> g) {
+  const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);  // a warp: 32 neighbouring columns
+  const int i = static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y);
+  if (i >= g.M || j >= g.N) return;
+  for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
+    const T* a = matrix(g.a, z);
+    const T* b = matrix(g.b, z);
+    T sum = 0;
+    for (int k = 0; k < g.K; ++k)
+      sum += a[i * g.a.row_stride + k * g.a.col_stride] * b[k * g.b.row_stride + j * g.b.col_stride];
+    store_out(g, g.out + z * g.stride_out, i, j, sum);
+  }
+}
+
+template <class T>
+void matmul_coalesced(T* out, const T* a, const T* b, const MatmulShape& s, Stream stream) {
+  const Gemm<T> g = describe("matmul coalesced", out, a, b, s);
+  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+  const dim3 grid = grid_of("matmul coalesced", ceil_div(g.N, 32), ceil_div(g.M, 32), g.batch);
+  BRRR_LAUNCH((matmul_coalesced_kernel<T>), grid, dim3(32, 32), 0, stream, g);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. smem: tiles of a and b in shared memory
+//
+// A (32, 32) block computes a (32, 32) tile of out, which needs a (32, K) strip of a and a
+// (K, 32) strip of b. The block walks K in steps of 32: its 1024 threads copy a (32, 32) tile
+// of each into shared memory (one element each, coalesced), wait, and each thread adds the 32
+// products of its row of the a tile and its column of the b tile. Every value loaded from
+// global memory is now used 32 times, from shared memory, which is on the SM: ~30x less
+// traffic to L2 and DRAM than variant 2.
+// The tiles' rows are padded to 33 values: a transposed operand is written into the tile down
+// its columns, and with rows of 32 all 32 writes of a warp would fall into one of shared
+// memory's 32 banks and be served one after another.
+// What limits it: shared memory itself. Each multiply-add needs two shared-memory loads (one a
+// broadcast), and an SM can serve 32 banks per cycle while it could do 128 float32 FMAs per
+// cycle; add two __syncthreads per step of 32. A big step for DRAM, not yet for the SM.
+
+template <class T>
+__global__ void __launch_bounds__(1024) matmul_smem_kernel(Gemm<T> g) {
+  constexpr int kTile = 32, kPitch = kTile + 1;
+  __shared__ T a_tile[kTile * kPitch];  // (32, 32): rows i0.., columns k0.. of a
+  __shared__ T b_tile[kTile * kPitch];  // (32, 32): rows k0.., columns j0.. of b
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y), tid = ty * kTile + tx;
+  const int i0 = static_cast<int>(blockIdx.y) * kTile, j0 = static_cast<int>(blockIdx.x) * kTile;
+  for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
+    const T* a = matrix(g.a, z);
+    const T* b = matrix(g.b, z);
+    T sum = 0;
+    for (int k0 = 0; k0 < g.K; k0 += kTile) {
+      load_tile<kTile, kTile, kTile * kTile>(a_tile, kPitch, a, g.a, i0, k0, tid);
+      load_tile<kTile, kTile, kTile * kTile>(b_tile, kPitch, b, g.b, k0, j0, tid);
+      __syncthreads();  // the tiles are complete
+      for (int k = 0; k < kTile; ++k) sum += a_tile[ty * kPitch + k] * b_tile[k * kPitch + tx];
+      __syncthreads();  // everyone is done with the tiles before they are overwritten
+    }
+    store_out(g, g.out + z * g.stride_out, i0 + ty, j0 + tx, sum);
+  }
+}
+
+template <class T>
+void matmul_smem(T* out, const T* a, const T* b, const MatmulShape& s, Stream stream) {
+  const Gemm<T> g = describe("matmul smem", out, a, b, s);
+  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+  const dim3 grid = grid_of("matmul smem", ceil_div(g.N, 32), ceil_div(g.M, 32), g.batch);
+  BRRR_LAUNCH((matmul_smem_kernel<T>), grid, dim3(32, 32), 0, stream, g);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. blocking1d: each thread computes a column of 8 outputs
+//
+// To use shared memory less per FLOP, a thread must reuse what it loads. Here a block of 512
+// threads computes a (64, 64) tile of out, each thread a column of kTM = 8 outputs
+// out[i0 + 8r .. 8r + 7, j]. At each k it loads b[k, j] from shared memory once, keeps it in a
+// register, and multiplies it by 8 values of a: 9 shared loads (8 of them broadcasts) for 8
+// FMAs instead of 16 for 8. The k-steps are short (kBK = 8), so the two tiles (64, 8) and
+// (8, 64) are small and each thread loads one value of each per step.
+// Padding: the a tile's rows are 9 values (see variant 3); the b tile's rows are 68, which
+// spreads the writes of a transposed b (8 rows by 4 columns per warp) over all 32 banks.
+// What limits it: the 8 loads of a per k are still loads, and the accumulators are 8
+// registers: most instructions are still loads. Variant 5 reuses in both directions.
+
+constexpr int k1dBM = 64, k1dBN = 64, k1dBK = 8, k1dTM = 8;
+constexpr int k1dThreads = k1dBM * k1dBN / k1dTM;  // 512
+
+__global__ void __launch_bounds__(k1dThreads) matmul_blocking1d_kernel(Gemm<float> g) {
+  constexpr int kPitchA = k1dBK + 1, kPitchB = k1dBN + 4;
+  __shared__ float a_tile[k1dBM * kPitchA];  // (64, 8): rows i0.., columns k0.. of a
+  __shared__ float b_tile[k1dBK * kPitchB];  // (8, 64): rows k0.., columns j0.. of b
+  const int tid = static_cast<int>(threadIdx.x);
+  const int col = tid % k1dBN, row0 = (tid / k1dBN) * k1dTM;  // this thread: rows row0.., column col
+  const int i0 = static_cast<int>(blockIdx.y) * k1dBM, j0 = static_cast<int>(blockIdx.x) * k1dBN;
+  for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
+    const float* a = matrix(g.a, z);
+    const float* b = matrix(g.b, z);
+    float sum[k1dTM] = {};
+    for (int k0 = 0; k0 < g.K; k0 += k1dBK) {
+      load_tile<k1dBM, k1dBK, k1dThreads>(a_tile, kPitchA, a, g.a, i0, k0, tid);
+      load_tile<k1dBK, k1dBN, k1dThreads>(b_tile, kPitchB, b, g.b, k0, j0, tid);
+      __syncthreads();
+      for (int k = 0; k < k1dBK; ++k) {
+        const float bk = b_tile[k * kPitchB + col];
+        for (int r = 0; r < k1dTM; ++r) sum[r] += a_tile[(row0 + r) * kPitchA + k] * bk;
+      }
+      __syncthreads();
+    }
+    float* out = g.out + z * g.stride_out;
+    for (int r = 0; r < k1dTM; ++r) store_out(g, out, i0 + row0 + r, j0 + col, sum[r]);
+  }
+}
+
+void matmul_blocking1d(float* out, const float* a, const float* b, const MatmulShape& s, Stream stream) {
+  const Gemm<float> g = describe("matmul blocking1d", out, a, b, s);
+  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+  const dim3 grid = grid_of("matmul blocking1d", ceil_div(g.N, k1dBN), ceil_div(g.M, k1dBM), g.batch);
+  BRRR_LAUNCH(matmul_blocking1d_kernel, grid, k1dThreads, 0, stream, g);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. blocking2d: each thread computes an (8, 8) tile of outputs
+//
+// The outer-product form of the matmul: at each k, a thread loads 8 values of a (a column of
+// its rows) and 8 of b (a row of its columns) into registers and adds all 64 products to its
+// 64 accumulators: 16 shared loads for 64 FMAs, about 4x fewer per FMA than variant 4. A
+// block of 256 threads now covers a (128, 128) tile of out, so every value loaded from global
+// memory is used 128 times, and each k-step copies (128, 8) of a and (8, 128) of b, four
+// values per thread. This is where a hand-written SIMT kernel starts to be worth having: on
+// an H100 it should reach a good fraction of cuBLAS's float32 (non-tensor-core) speed at
+// large sizes.
+// What limits it: the accumulators take 64 of a thread's registers (ptxas -v reports 140 in
+// all for sm_90), so fewer warps fit on an SM to hide latency; the loads from shared memory
+// are single floats; the b values of a warp's 16 column groups are 8 floats apart, so 4 of
+// them share each bank (a 4-way bank conflict); and small matrices leave most of a 128-wide
+// tile empty.
+
+constexpr int k2dBM = 128, k2dBN = 128, k2dBK = 8, k2dTM = 8, k2dTN = 8;
+constexpr int k2dThreads = (k2dBM / k2dTM) * (k2dBN / k2dTN);  // 256
+
+__global__ void __launch_bounds__(k2dThreads) matmul_blocking2d_kernel(Gemm<float> g) {
+  constexpr int kPitchA = k2dBK + 1, kPitchB = k2dBN + 4;
+  __shared__ float a_tile[k2dBM * kPitchA];  // (128, 8)
+  __shared__ float b_tile[k2dBK * kPitchB];  // (8, 128)
+  const int tid = static_cast<int>(threadIdx.x);
+  const int row0 = (tid / (k2dBN / k2dTN)) * k2dTM, col0 = (tid % (k2dBN / k2dTN)) * k2dTN;
+  const int i0 = static_cast<int>(blockIdx.y) * k2dBM, j0 = static_cast<int>(blockIdx.x) * k2dBN;
+  for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
+    const float* a = matrix(g.a, z);
+    const float* b = matrix(g.b, z);
+    float sum[k2dTM][k2dTN] = {};
+    for (int k0 = 0; k0 < g.K; k0 += k2dBK) {
+      load_tile<k2dBM, k2dBK, k2dThreads>(a_tile, kPitchA, a, g.a, i0, k0, tid);
+      load_tile<k2dBK, k2dBN, k2dThreads>(b_tile, kPitchB, b, g.b, k0, j0, tid);
+      __syncthreads();
+      for (int k = 0; k < k2dBK; ++k) {
+        float a_col[k2dTM], b_row[k2dTN];
+        for (int r = 0; r < k2dTM; ++r) a_col[r] = a_tile[(row0 + r) * kPitchA + k];
+        for (int c = 0; c < k2dTN; ++c) b_row[c] = b_tile[k * kPitchB + col0 + c];
+        for (int r = 0; r < k2dTM; ++r)
+          for (int c = 0; c < k2dTN; ++c) sum[r][c] += a_col[r] * b_row[c];
+      }
+      __syncthreads();
+    }
+    float* out = g.out + z * g.stride_out;
+    for (int r = 0; r < k2dTM; ++r)
+      for (int c = 0; c < k2dTN; ++c) store_out(g, out, i0 + row0 + r, j0 + col0 + c, sum[r][c]);
+  }
+}
+
+void matmul_blocking2d(float* out, const float* a, const float* b, const MatmulShape& s, Stream stream) {
+  const Gemm<float> g = describe("matmul blocking2d", out, a, b, s);
+  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+  const dim3 grid = grid_of("matmul blocking2d", ceil_div(g.N, k2dBN), ceil_div(g.M, k2dBM), g.batch);
+  BRRR_LAUNCH(matmul_blocking2d_kernel, grid, k2dThreads, 0, stream, g);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. vectorized: float4 loads from global and shared memory
+//
+// Variant 5 with every load four times as wide. A float4 load moves 16 bytes in one
+// instruction: the tile copies take a quarter of the load instructions, and so do the reads
+// from shared memory, if four values a thread needs are next to each other there. For b they
+// already are (b_tile[k][c..c+3]). For a they are not: a thread needs a column of a_tile. So
+// the a tile is stored transposed, a_tile[k][i], and a thread's 8 values of a at step k are
+// two float4s. Two more details:
+//   - a thread's 8 rows are two groups of 4, 64 rows apart (rows 4t.., 64 + 4t..), and the
+//     same for its columns. Eight neighbouring threads then read 8 neighbouring float4s of
+//     b_tile, 128 consecutive bytes, which shared memory serves without a bank conflict (with
+//     8 contiguous columns per thread, as in variant 5, they would collide two by two). The
+//     stores to out become rows of 64 consecutive floats per 16 threads.
+//   - float4 accesses need 16-byte aligned addresses, so they are used only where the operand
+//     allows (Operand::vec4: an aligned start, leading dimension and batch stride multiples
+//     of 4) and the four values lie inside the matrix; the rest is loaded one value at a time,
+//     zeros outside, so ragged edges and misaligned views still work, just slower.
+// The loader reads four neighbours along the operand's contiguous dimension: along a row of
+// a row-major operand, down a column of a transposed one (which it then writes into the tile
+// as four scalars). The tiles' rows are padded to 132 floats, a multiple of 4 (for float4)
+// that spreads those transposed writes over the banks.
+// What limits it: a thread still waits for its tile copies (load, __syncthreads, compute,
+// __syncthreads): there is no overlap of the next tile's loads with this tile's math (double
+// buffering, cp.async); and at best this reaches the peak of the SMs' float32 units, a small
+// fraction of what the same chip's tensor cores do. Variant 7 uses them.
+
+constexpr int k4BM = 128, k4BN = 128, k4BK = 8;
+constexpr int k4Threads = 256;  // (16, 16) threads, each (8, 8) outputs
+
+// Four neighbours of a matrix of m along its contiguous dimension, from (r, c): (r, c..c+3)
+// when m's rows are contiguous (along_rows), (r..r+3, c) when its columns are. One float4 load
+// when all four are inside and m allows it; otherwise four loads, zeros outside.
+__device__ inline float4 load4(const float* base, const Operand<float>& m, int r, int c, bool along_rows) {
+  if (along_rows) {
+    if (m.vec4 && r < m.rows && c + 3 < m.cols)
+      return __ldg(reinterpret_cast<const float4*>(base + r * m.row_stride + c));
+    return make_float4(element_or_zero(base, m, r, c), element_or_zero(base, m, r, c + 1),
+                       element_or_zero(base, m, r, c + 2), element_or_zero(base, m, r, c + 3));
+  }
+  if (m.vec4 && c < m.cols && r + 3 < m.rows)
+    return __ldg(reinterpret_cast<const float4*>(base + c * m.col_stride + r));
+  return make_float4(element_or_zero(base, m, r, c), element_or_zero(base, m, r + 1, c),
+                     element_or_zero(base, m, r + 2, c), element_or_zero(base, m, r + 3, c));
+}
+
+// load_tile with four values per load. ROWS, COLS, pitch, r0 and c0 are multiples of 4 and
+// tile is 16-byte aligned.
+template <int ROWS, int COLS, int THREADS>
+__device__ inline void load_tile4(float* tile, int pitch, const float* base, const Operand<float>& m, int r0, int c0,
+                                  int tid) {
+  if (m.col_stride == 1) {  // rows contiguous: a float4 along a row, stored as one
+    for (int e = tid; e < ROWS * COLS / 4; e += THREADS) {
+      const int r = e / (COLS / 4), c = 4 * (e % (COLS / 4));
+      *reinterpret_cast<float4*>(&tile[r * pitch + c]) = load4(base, m, r0 + r, c0 + c, true);
+    }
+  } else {  // columns contiguous: a float4 down a column, stored as four values
+    for (int e = tid; e < ROWS * COLS / 4; e += THREADS) {
+      const int r = 4 * (e % (ROWS / 4)), c = e / (ROWS / 4);
+      const float4 v = load4(base, m, r0 + r, c0 + c, false);
+      tile[r * pitch + c] = v.x;
+      tile[(r + 1) * pitch + c] = v.y;
+      tile[(r + 2) * pitch + c] = v.z;
+      tile[(r + 3) * pitch + c] = v.w;
+    }
+  }
+}
+
+// out[i, j..j+3] = v (or += v), as one float4 where allowed and inside; j is a multiple of 4.
+__device__ inline void store_out4(const Gemm<float>& g, float* out, int i, int j, float4 v) {
+  if (i >= g.M) return;
+  if (g.out_vec4 && j + 3 < g.N) {
+    float4* p = reinterpret_cast<float4*>(out + static_cast<std::int64_t>(i) * g.N + j);
+    if (g.accumulate) {
+      const float4 old = *p;
+      v = make_float4(old.x + v.x, old.y + v.y, old.z + v.z, old.w + v.w);
+    }
+    *p = v;
+    return;
+  }
+  store_out(g, out, i, j, v.x);
+  store_out(g, out, i, j + 1, v.y);
+  store_out(g, out, i, j + 2, v.z);
+  store_out(g, out, i, j + 3, v.w);
+}
+
+__global__ void __launch_bounds__(k4Threads) matmul_vectorized_kernel(Gemm<float> g) {
+  constexpr int kPitchA = k4BM + 4, kPitchB = k4BN + 4;
+  __align__(16) __shared__ float a_tile[k4BK * kPitchA];  // (8, 128): a transposed, a_tile[k][i]
+  __align__(16) __shared__ float b_tile[k4BK * kPitchB];  // (8, 128): b_tile[k][j]
+  const int tid = static_cast<int>(threadIdx.x);
+  // This thread's rows: i0 + 4t + (0..3) and i0 + 64 + 4t + (0..3), t = tid / 16; its columns
+  // likewise with t = tid % 16.
+  const int row4 = 4 * (tid / 16), col4 = 4 * (tid % 16);
+  const int i0 = static_cast<int>(blockIdx.y) * k4BM, j0 = static_cast<int>(blockIdx.x) * k4BN;
+  const Operand<float> a_t = transposed(g.a);  // (K, M)
+  for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
+    const float* a = matrix(a_t, z);
+    const float* b = matrix(g.b, z);
+    float sum[8][8] = {};
+    for (int k0 = 0; k0 < g.K; k0 += k4BK) {
+      load_tile4<k4BK, k4BM, k4Threads>(a_tile, kPitchA, a, a_t, k0, i0, tid);
+      load_tile4<k4BK, k4BN, k4Threads>(b_tile, kPitchB, b, g.b, k0, j0, tid);
+      __syncthreads();
+      for (int k = 0; k < k4BK; ++k) {
+        const float4 a_lo = *reinterpret_cast<const float4*>(&a_tile[k * kPitchA + row4]);
+        const float4 a_hi = *reinterpret_cast<const float4*>(&a_tile[k * kPitchA + 64 + row4]);
+        const float4 b_lo = *reinterpret_cast<const float4*>(&b_tile[k * kPitchB + col4]);
+        const float4 b_hi = *reinterpret_cast<const float4*>(&b_tile[k * kPitchB + 64 + col4]);
+        const float a_col[8] = {a_lo.x, a_lo.y, a_lo.z, a_lo.w, a_hi.x, a_hi.y, a_hi.z, a_hi.w};
+        const float b_row[8] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w, b_hi.x, b_hi.y, b_hi.z, b_hi.w};
+        for (int r = 0; r < 8; ++r)
+          for (int c = 0; c < 8; ++c) sum[r][c] += a_col[r] * b_row[c];
+      }
+      __syncthreads();
+    }
+    float* out = g.out + z * g.stride_out;
+    for (int r = 0; r < 8; ++r) {
+      const int i = i0 + (r < 4 ? row4 + r : 64 + row4 + r - 4);
+      store_out4(g, out, i, j0 + col4, make_float4(sum[r][0], sum[r][1], sum[r][2], sum[r][3]));
+      store_out4(g, out, i, j0 + 64 + col4, make_float4(sum[r][4], sum[r][5], sum[r][6], sum[r][7]));
+    }
+  }
+}
+
+void matmul_vectorized(float* out, const float* a, const float* b, const MatmulShape& s, Stream stream) {
+  const Gemm<float> g = describe("matmul vectorized", out, a, b, s);
+  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+  const dim3 grid = grid_of("matmul vectorized", ceil_div(g.N, k4BN), ceil_div(g.M, k4BM), g.batch);
+  BRRR_LAUNCH(matmul_vectorized_kernel, grid, k4Threads, 0, stream, g);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. tensorcore: TF32 tensor cores through WMMA (GPU only)
+//
+// An H100's float32 units are a small part of its arithmetic: its tensor cores multiply
+// small matrices, a warp at a time, several times faster in TF32 (float32's 8-bit exponent
+// with a 10-bit mantissa; inputs rounded, products summed in float32). CUDA's WMMA API is the
+// portable way in: a warp loads a (16, 8) fragment of a and an (8, 16) fragment of b from
+// shared memory (load_matrix_sync), multiplies them into a (16, 16) float32 accumulator
+// (mma_sync), and each fragment's layout across the 32 lanes is the hardware's business.
+// The block structure is variant 6's, with wider k-steps: 8 warps compute a (128, 128) tile of
+// out, each warp a (64, 32) piece as 4 x 2 accumulator fragments, and the a tile is stored
+// transposed as before, which is exactly a column-major fragment for WMMA. The tiles are
+// copied with variant 6's loader, so transposes, ragged edges and misalignment work the same.
+// At the end each warp stores its fragments one at a time through a (16, 16) staging area in
+// shared memory, and its lanes copy (or add) them into out with bounds checks.
+// Accuracy: TF32 rounds each input to 11 significant bits, a relative error of ~1e-3 in the
+// result, too much for a float32 matmul that someone did not ask to be approximate. So unless
+// brrr::cuda::set_allow_tf32(true) (the same switch cuBLAS follows), each input x is split
+// into big = tf32(x) and small = tf32(x - big), and a @ b is computed as
+// a_big @ b_big + a_big @ b_small + a_small @ b_big ("3xTF32", as in CUTLASS). What is lost
+// (a_small @ b_small, and the rounding of the small parts) is ~2^-21 of each product, against
+// float32's 2^-24: close to float32 accuracy, for three tensor-core products instead of one.
+// What limits it: the copies through registers into shared memory and the __syncthreads
+// between them, with nothing overlapped (cp.async or TMA would copy the next tile while the
+// tensor cores work on this one); WMMA itself, which hides the fragment layouts and costs
+// shared-memory bandwidth (mma.sync with ldmatrix, or the H100's wgmma, go further); and in
+// the accurate mode, three products and the splitting of every fragment.
+
+#if !BRRR_EMULATOR
+namespace wmma = nvcuda::wmma;
+
+constexpr int kTcBM = 128, kTcBN = 128, kTcBK = 16;
+constexpr int kTcThreads = 256;  // 8 warps: 2 (rows) x 4 (columns), each (64, 32) of out
+
+namespace {
+// x = big + small with big and small TF32 numbers (big alone when not `precise`).
+template <bool precise, class Fragment>
+__device__ inline void split_tf32(Fragment& big, Fragment& small) {
+  for (int t = 0; t < big.num_elements; ++t) {
+    const float x = big.x[t];
+    big.x[t] = wmma::__float_to_tf32(x);
+    if constexpr (precise) small.x[t] = wmma::__float_to_tf32(x - big.x[t]);
+  }
+}
+}  // namespace
+
+template <bool precise>
+__global__ void __launch_bounds__(kTcThreads) matmul_tensorcore_kernel(Gemm<float> g) {
+  // Row pitches: multiples of 4 floats (WMMA's rule for float), and every fragment's first
+  // element 32-byte aligned (16 rows of 132 floats, or 8 rows, are multiples of 32 bytes).
+  constexpr int kPitchA = kTcBM + 4, kPitchB = kTcBN + 4;
+  __align__(32) __shared__ float a_tile[kTcBK * kPitchA];  // (16, 128): a transposed, a_tile[k][i]
+  __align__(32) __shared__ float b_tile[kTcBK * kPitchB];  // (16, 128): b_tile[k][j]
+  __align__(32) __shared__ float staging[kTcThreads / 32][16 * 16];
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  const int warp_i = (warp / 4) * 64, warp_j = (warp % 4) * 32;  // this warp's piece of the tile
+  const int i0 = static_cast<int>(blockIdx.y) * kTcBM, j0 = static_cast<int>(blockIdx.x) * kTcBN;
+  const Operand<float> a_t = transposed(g.a);  // (K, M)
+  for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
+    const float* a = matrix(a_t, z);
+    const float* b = matrix(g.b, z);
+    // Fragment f = 2 * fi + fj covers rows warp_i + 16 fi.., columns warp_j + 16 fj.. (fi < 4, fj < 2).
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> sum[8];
+#pragma unroll
+    for (int f = 0; f < 8; ++f) wmma::fill_fragment(sum[f], 0.0f);
+    for (int k0 = 0; k0 < g.K; k0 += kTcBK) {
+      load_tile4<kTcBK, kTcBM, kTcThreads>(a_tile, kPitchA, a, a_t, k0, i0, tid);
+      load_tile4<kTcBK, kTcBN, kTcThreads>(b_tile, kPitchB, b, g.b, k0, j0, tid);
+      __syncthreads();
+#pragma unroll
+      for (int k = 0; k < kTcBK; k += 8) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major> a_big[4], a_small[4];
+        wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b_big[2], b_small[2];
+#pragma unroll
+        for (int fi = 0; fi < 4; ++fi) {
+          wmma::load_matrix_sync(a_big[fi], &a_tile[k * kPitchA + warp_i + 16 * fi], kPitchA);
+          split_tf32<precise>(a_big[fi], a_small[fi]);
+        }
+#pragma unroll
+        for (int fj = 0; fj < 2; ++fj) {
+          wmma::load_matrix_sync(b_big[fj], &b_tile[k * kPitchB + warp_j + 16 * fj], kPitchB);
+          split_tf32<precise>(b_big[fj], b_small[fj]);
+        }
+#pragma unroll
+        for (int f = 0; f < 8; ++f) {
+          const int fi = f / 2, fj = f % 2;
+          if constexpr (precise) {  // the small terms first, while the sum is small too
+            wmma::mma_sync(sum[f], a_small[fi], b_big[fj], sum[f]);
+            wmma::mma_sync(sum[f], a_big[fi], b_small[fj], sum[f]);
+          }
+          wmma::mma_sync(sum[f], a_big[fi], b_big[fj], sum[f]);
+        }
+      }
+      __syncthreads();
+    }
+    float* out = g.out + z * g.stride_out;
+    float* stage = staging[warp];
+#pragma unroll  // (a loop over fragments that is not unrolled would put sum in local memory)
+    for (int f = 0; f < 8; ++f) {
+      wmma::store_matrix_sync(stage, sum[f], 16, wmma::mem_row_major);
+      __syncwarp();  // the fragment is in the staging area
+      const int i = i0 + warp_i + 16 * (f / 2), j = j0 + warp_j + 16 * (f % 2);
+      for (int e = lane; e < 16 * 16; e += 32) store_out(g, out, i + e / 16, j + e % 16, stage[e]);
+      __syncwarp();  // every lane has read it before the next fragment overwrites it
+    }
+  }
+}
+
+void matmul_tensorcore(float* out, const float* a, const float* b, const MatmulShape& s, Stream stream) {
+  const Gemm<float> g = describe("matmul tensorcore", out, a, b, s);
+  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+  const dim3 grid = grid_of("matmul tensorcore", ceil_div(g.N, kTcBN), ceil_div(g.M, kTcBM), g.batch);
+  if (::brrr::cuda::allow_tf32())
+    BRRR_LAUNCH(matmul_tensorcore_kernel<false>, grid, kTcThreads, 0, stream, g);
+  else
+    BRRR_LAUNCH(matmul_tensorcore_kernel<true>, grid, kTcThreads, 0, stream, g);
+}
+#endif  // !BRRR_EMULATOR
+
+// ---------------------------------------------------------------------------------------------
+// Registration
+
+template void matmul_naive<float>(float*, const float*, const float*, const MatmulShape&, Stream);
+template void matmul_naive<double>(double*, const double*, const double*, const MatmulShape&, Stream);
+template void matmul_coalesced<float>(float*, const float*, const float*, const MatmulShape&, Stream);
+template void matmul_coalesced<double>(double*, const double*, const double*, const MatmulShape&, Stream);
+template void matmul_smem<float>(float*, const float*, const float*, const MatmulShape&, Stream);
+template void matmul_smem<double>(double*, const double*, const double*, const MatmulShape&, Stream);
+
+// Priorities rise with the variant number, all below cuBLAS's 100 (cublas.cu), the default on
+// a GPU; in the emulator, which has no cuBLAS, "vectorized" is the default.
+void register_matmul_kernels() {
+  add("matmul", DeviceType::CUDA, kFloat32, "naive", &matmul_naive<float>, 10);
+  add("matmul", DeviceType::CUDA, kFloat32, "coalesced", &matmul_coalesced<float>, 20);
+  add("matmul", DeviceType::CUDA, kFloat32, "smem", &matmul_smem<float>, 30);
+  add("matmul", DeviceType::CUDA, kFloat32, "blocking1d", &matmul_blocking1d, 40);
+  add("matmul", DeviceType::CUDA, kFloat32, "blocking2d", &matmul_blocking2d, 50);
+  add("matmul", DeviceType::CUDA, kFloat32, "vectorized", &matmul_vectorized, 60);
+#if !BRRR_EMULATOR
+  add("matmul", DeviceType::CUDA, kFloat32, "tensorcore", &matmul_tensorcore, 70);
+#endif
+  // float64 (gradient checks on the device): the first three are templates.
+  add("matmul", DeviceType::CUDA, kFloat64, "naive", &matmul_naive<double>, 10);
+  add("matmul", DeviceType::CUDA, kFloat64, "coalesced", &matmul_coalesced<double>, 20);
+  add("matmul", DeviceType::CUDA, kFloat64, "smem", &matmul_smem<double>, 30);
+}
+
+}  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

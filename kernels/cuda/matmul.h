@@ -1,0 +1,43 @@
+// kernels/cuda/matmul.h: the hand-written CUDA matmuls of matmul.cu, callable with raw pointers.
+// Chapter 13 (matmul from naive to tensor cores). Read next: kernels/cuda/matmul.cu.
+//
+// matmul.cu is compiled twice (see simt.h), so each function exists twice with the same
+// signature, the matmul signature of kernels/kernels.h: in brrr::kernels::emu (g++, runs on
+// the emulator, takes CPU pointers) and in brrr::kernels::cuda (nvcc, runs on the GPU, takes
+// device pointers; only in CUDA builds). Every variant implements the whole MatmulShape
+// contract: batch strides (0 broadcasts), trans_a / trans_b, accumulate, any M, N, K.
+// The numbers are the variants' numbers in matmul.cu, slowest first.
+#pragma once
+#include "kernels/kernels.h"
+
+namespace brrr::kernels {
+
+namespace emu {
+template <class T>  // float and double
+void matmul_naive(T* out, const T* a, const T* b, const MatmulShape& shape, Stream stream);      // 1
+template <class T>
+void matmul_coalesced(T* out, const T* a, const T* b, const MatmulShape& shape, Stream stream);  // 2
+template <class T>
+void matmul_smem(T* out, const T* a, const T* b, const MatmulShape& shape, Stream stream);       // 3
+void matmul_blocking1d(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);  // 4
+void matmul_blocking2d(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);  // 5
+void matmul_vectorized(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);  // 6
+// (7, tensorcore, needs the GPU's tensor cores: there is no emulated copy.)
+}  // namespace emu
+
+namespace cuda {
+template <class T>
+void matmul_naive(T* out, const T* a, const T* b, const MatmulShape& shape, Stream stream);
+template <class T>
+void matmul_coalesced(T* out, const T* a, const T* b, const MatmulShape& shape, Stream stream);
+template <class T>
+void matmul_smem(T* out, const T* a, const T* b, const MatmulShape& shape, Stream stream);
+void matmul_blocking1d(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);
+void matmul_blocking2d(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);
+void matmul_vectorized(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);
+// 7: TF32 tensor cores through WMMA. Full float32 accuracy (three TF32 products per product,
+// "3xTF32") unless brrr::cuda::set_allow_tf32(true), then one (faster, ~1e-3 relative error).
+void matmul_tensorcore(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);
+}  // namespace cuda
+
+}  // namespace brrr::kernels
