@@ -219,13 +219,15 @@ Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets) {
   BRRR_PROFILE("cross_entropy_composed");
   BRRR_CHECK(logits.dim() == 2, "cross_entropy_composed: logits must be (N, V), got ", shape_str(logits.shape()));
   const std::int64_t N = logits.size(0), V = logits.size(1);
-  std::vector<std::int64_t> tv;
-  const Tensor t = checked_indices("cross_entropy_composed", targets, V, INT64_MIN, &tv);
+  const Tensor t = checked_indices("cross_entropy_composed", targets, V);
   BRRR_CHECK(t.numel() == N, "cross_entropy_composed: ", t.numel(), " targets for ", N, " rows");
-  // -mean(log_softmax(logits)[n, t[n]]): the gather is a one-hot mask times the row.
-  std::vector<double> hot(static_cast<std::size_t>(N * V), 0.0);
-  for (std::int64_t n = 0; n < N; ++n) hot[n * V + tv[n]] = 1.0;
-  const Tensor one_hot = from_vector(hot, {N, V}, TensorOptions().dtype(logits.dtype()).device(logits.device()));
+  // -mean(log_softmax(logits)[n, t[n]]): the gather is a one-hot mask times the row. The mask
+  // is built where the logits are (no (N, V) copy from the host to a GPU): column index minus
+  // target is exactly 0 at the target (integers below 2^24 are exact in float32).
+  BRRR_CHECK(V < (1 << 24), "cross_entropy_composed: ", V, " classes; the one-hot needs fewer than 2^24");
+  const TensorOptions like = TensorOptions().dtype(logits.dtype()).device(logits.device());
+  const Tensor offset = sub(arange(V, like).reshape({1, V}), t.to(logits.device()).to(logits.dtype()).reshape({N, 1}));
+  const Tensor one_hot = masked_fill(ones({N, V}, like), offset, 0.0);
   return neg(mean(sum(mul(log_softmax(logits, -1), one_hot), {1})));
 }
 

@@ -47,6 +47,39 @@ void AdamW::ensure_state() {
   }
 }
 
+namespace {
+// Whether every parameter is on the CUDA device, with one dtype: then a group's update can be
+// one multi-tensor launch instead of a launch per tensor.
+bool on_one_gpu(const std::vector<Tensor>& params) {
+  if (params.empty()) return false;
+  for (const Tensor& p : params)
+    if (!p.device().is_cuda() || p.device() != params.front().device() || p.dtype() != params.front().dtype())
+      return false;
+  return true;
+}
+
+// The same update as adamw_step on each tensor (bit for bit), as one kernel launch per 64
+// tensors. m[first + j] and v[first + j] are the moments of params[j].
+void multi_tensor_step(const std::vector<Tensor>& params, const std::vector<Tensor>& m, const std::vector<Tensor>& v,
+                       std::size_t first, const kernels::AdamWParams& hp) {
+  static detail::KernelFamily<kernels::adamw_multi_step_fn> k("adamw_multi_step");
+  std::vector<Tensor> grads;  // contiguous gradients, alive until the launch is queued
+  grads.reserve(params.size());
+  const Device device = params.front().device();
+  detail::dispatch_floating(params.front().dtype(), "AdamW", [&]<class T>() {
+    std::vector<kernels::AdamWTensor<T>> list;
+    for (std::size_t j = 0; j < params.size(); ++j) {
+      const Tensor& p = params[j];
+      if (!p.grad().defined()) continue;  // no gradient: left alone, as in the loop below
+      grads.push_back(p.grad().contiguous());
+      list.push_back({p.data_ptr<T>(), grads.back().data_ptr<T>(), m[first + j].data_ptr<T>(),
+                      v[first + j].data_ptr<T>(), p.numel(), hp.weight_decay});
+    }
+    k.get<T>(device)(list.data(), static_cast<int>(list.size()), hp, detail::stream(device));
+  });
+}
+}  // namespace
+
 void AdamW::step() {
   BRRR_PROFILE("adamw step");
   ensure_state();
@@ -56,6 +89,11 @@ void AdamW::step() {
   for (const auto& group : groups_) {
     const kernels::AdamWParams hp{group.options.lr_, group.options.betas_.first, group.options.betas_.second,
                                   group.options.eps_, group.options.weight_decay_, step_};
+    if (on_one_gpu(group.params)) {  // one launch for the group (kernels/cuda/adamw.cu)
+      multi_tensor_step(group.params, m_, v_, i, hp);
+      i += group.params.size();
+      continue;
+    }
     for (const Tensor& p : group.params) {
       const Tensor& m = m_[i];
       const Tensor& v = v_[i];
@@ -138,12 +176,18 @@ void SGD::step() {
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   BRRR_PROFILE("clip_grad_norm_");
   NoGradGuard no_grad;
+  // Each tensor's sum of squares (in its dtype) is added in float64 where the gradients live:
+  // on a GPU one read back to the host per call, not one per tensor.
   double total = 0.0;
+  Tensor device_total;
   for (const Tensor& p : params)
     if (p.grad().defined()) {
       const Tensor g = p.grad();
-      total += ops::sum(ops::mul(g, g)).item<double>();
+      const Tensor squares = ops::sum(ops::mul(g, g));
+      if (g.device().is_cpu()) total += squares.item<double>();
+      else device_total = device_total.defined() ? device_total + squares.to(kFloat64) : squares.to(kFloat64);
     }
+  if (device_total.defined()) total += device_total.item<double>();
   const double norm = std::sqrt(total);
   const double scale = max_norm / (norm + 1e-6);  // PyTorch's formula
   if (scale < 1.0)

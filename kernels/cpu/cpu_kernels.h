@@ -54,8 +54,19 @@ template <class T> void gelu_backward(T* dx, const T* dout, const T* x, std::int
 template <class T> void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, std::int64_t N, std::int64_t C, T eps, Stream);
 template <class T> void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight, const T* mean, const T* rstd, std::int64_t N, std::int64_t C, Stream);
 
+// attention.cpp
+template <class T> void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
+template <class T> void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
+
 // optim.cpp
 template <class T> void adamw_step(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamWParams& hp, Stream);
 template <class T> void sgd_step(T* param, const T* grad, T* buf, std::int64_t n, const SGDParams& hp, Stream);
+
+// fused.cpp: the references for the fused kernels (chapters 11-15), from the kernels above
+template <class T> void bias_gelu_forward(T* out, const T* x, const T* bias, std::int64_t N, std::int64_t C, Stream);
+template <class T> void bias_gelu_backward(T* dx, T* dbias, const T* dout, const T* x, const T* bias, std::int64_t N, std::int64_t C, Stream);
+template <class T> void residual_layernorm_forward(T* sum, T* out, T* mean, T* rstd, const T* x, const T* residual, const T* weight, const T* bias, std::int64_t N, std::int64_t C, T eps, Stream);
+template <class T> void cross_entropy_fused(T* losses, T* dlogits, const T* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, T dloss, Stream);
+template <class T> void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream);
 
 }  // namespace brrr::kernels::cpu

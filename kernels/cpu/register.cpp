@@ -47,8 +47,15 @@ void register_floating() {
   add("gelu_backward", kCpu, dt, "cpu", &cpu::gelu_backward<T>, 0);
   add("layernorm_forward", kCpu, dt, "cpu", &cpu::layernorm_forward<T>, 0);
   add("layernorm_backward", kCpu, dt, "cpu", &cpu::layernorm_backward<T>, 0);
+  add("attention_forward", kCpu, dt, "cpu", &cpu::attention_forward<T>, 0);
+  add("attention_backward", kCpu, dt, "cpu", &cpu::attention_backward<T>, 0);
   add("adamw_step", kCpu, dt, "cpu", &cpu::adamw_step<T>, 0);
   add("sgd_step", kCpu, dt, "cpu", &cpu::sgd_step<T>, 0);
+  add("bias_gelu_forward", kCpu, dt, "cpu", &cpu::bias_gelu_forward<T>, 0);
+  add("bias_gelu_backward", kCpu, dt, "cpu", &cpu::bias_gelu_backward<T>, 0);
+  add("residual_layernorm_forward", kCpu, dt, "cpu", &cpu::residual_layernorm_forward<T>, 0);
+  add("cross_entropy_fused", kCpu, dt, "cpu", &cpu::cross_entropy_fused<T>, 0);
+  add("adamw_multi_step", kCpu, dt, "cpu", &cpu::adamw_multi_step<T>, 0);
 }
 
 template <class T>

@@ -100,7 +100,7 @@ void init_normal(Tensor& p, double std, Generator& gen) {
 }
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen) : n_head_(c.n_head) {
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen) : n_head_(c.n_head), fused_(c.fused) {
   c_attn = register_module("c_attn", std::make_shared<nn::Linear>(c.n_embd, 3 * c.n_embd, gen, c.bias));
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(c.n_embd, c.n_embd, gen, c.bias));
   attn_dropout = register_module("attn_dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
@@ -114,7 +114,9 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   auto heads = [&](int i) { return qkv.narrow(2, i * C, C).view({B, T, n_head_, hs}).transpose(1, 2); };
   const Tensor q = heads(0), k = heads(1), v = heads(2);
   const double p = attn_dropout->is_training() ? attn_dropout->p : 0.0;
-  const Tensor y = ops::causal_self_attention(q, k, v, p, &attn_dropout->gen);
+  // The fused kernel has no dropout on the attention weights: with dropout it is the composed op.
+  const Tensor y = fused_ && p == 0.0 ? ops::flash_attention(q, k, v)
+                                      : ops::causal_self_attention(q, k, v, p, &attn_dropout->gen);
   // Heads side by side again: (B, H, T, hs) -> (B, T, C).
   return resid_dropout->forward(c_proj->forward(y.transpose(1, 2).reshape({B, T, C})));
 }
@@ -126,8 +128,14 @@ FeedForward::FeedForward(const GPTConfig& c, Generator& gen) : fused_(c.fused) {
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
-  const Tensor h = c_fc->forward(x);
-  return dropout->forward(c_proj->forward(fused_ ? ops::gelu(h) : ops::gelu_composed(h)));
+  Tensor h;
+  if (fused_ && c_fc->bias.defined())  // x @ W^T, then the bias add and GELU in one kernel
+    h = ops::bias_gelu(ops::linear(x, c_fc->weight), c_fc->bias);
+  else if (fused_)
+    h = ops::gelu(c_fc->forward(x));
+  else
+    h = ops::gelu_composed(c_fc->forward(x));
+  return dropout->forward(c_proj->forward(h));
 }
 
 Block::Block(const GPTConfig& c, Generator& gen) {
@@ -138,6 +146,11 @@ Block::Block(const GPTConfig& c, Generator& gen) {
 }
 
 Tensor Block::forward(const Tensor& x) {
+  if (ln_2->fused) {  // the residual add and ln_2 in one kernel: {a, ln_2(a)}
+    const auto [a, normed] = ops::residual_layer_norm(x, attn->forward(ln_1->forward(x)), ln_2->weight, ln_2->bias,
+                                                      ln_2->eps);
+    return a + mlp->forward(normed);
+  }
   const Tensor a = x + attn->forward(ln_1->forward(x));
   return a + mlp->forward(ln_2->forward(a));
 }
@@ -165,7 +178,8 @@ GPT::GPT(const GPTConfig& c, Generator& gen) : config_(c) {
   }
 }
 
-Tensor GPT::hidden(const Tensor& idx) {
+Tensor GPT::hidden(const Tensor& input) {
+  const Tensor idx = input.to(wte->weight.device());  // token ids may come from the host
   BRRR_CHECK(idx.dim() == 2, "GPT: idx must be (B, T), got ", shape_str(idx.shape()));
   const std::int64_t T = idx.size(1);
   BRRR_CHECK(T >= 1 && T <= config_.block_size, "GPT: sequence length ", T, " is outside 1..block_size (",
@@ -195,8 +209,9 @@ Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t t0
 }
 }  // namespace
 
-Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache) {
+Tensor GPT::forward_cached(const Tensor& input, KVCache& cache) {
   NoGradGuard no_grad;
+  const Tensor idx = input.to(wte->weight.device());
   BRRR_CHECK(idx.dim() == 2, "GPT::forward_cached: idx must be (B, n), got ", shape_str(idx.shape()));
   const std::int64_t B = idx.size(0), n = idx.size(1), t0 = cache.length();
   const std::int64_t C = config_.n_embd, H = config_.n_head, hs = C / H;
@@ -220,8 +235,9 @@ Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache) {
   return ops::linear(ln_f->forward(x), wte->weight);
 }
 
-Tensor GPT::attention_weights(const Tensor& idx, std::int64_t layer, std::int64_t head) {
+Tensor GPT::attention_weights(const Tensor& input, std::int64_t layer, std::int64_t head) {
   NoGradGuard no_grad;
+  const Tensor idx = input.to(wte->weight.device());
   BRRR_CHECK(idx.dim() == 2 && idx.size(0) == 1, "attention_weights: idx must be (1, T), got ", shape_str(idx.shape()));
   BRRR_CHECK(layer >= 0 && layer < config_.n_layer && head >= 0 && head < config_.n_head, "attention_weights: layer ",
              layer, " head ", head, " out of range (", config_.n_layer, " layers, ", config_.n_head, " heads)");
@@ -254,8 +270,9 @@ Tensor GPT::loss(const Tensor& logits, const Tensor& targets) const {
                  targets.size(1) == logits.size(1),
              "GPT::loss: targets ", shape_str(targets.shape()), " do not match logits ", shape_str(logits.shape()));
   const Tensor flat = logits.reshape({-1, logits.size(2)});
-  const Tensor t = targets.reshape({-1});
-  return config_.fused ? ops::cross_entropy(flat, t, -1) : ops::cross_entropy_composed(flat, t);
+  const Tensor t = targets.reshape({-1}).to(logits.device());
+  // Fused: the loss kernel also writes the logits' gradient (kept for backward; no probabilities).
+  return config_.fused ? ops::cross_entropy_fused(flat, t, -1) : ops::cross_entropy_composed(flat, t);
 }
 
 }  // namespace brrr::models

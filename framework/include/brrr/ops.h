@@ -75,11 +75,24 @@ Tensor gelu_composed(const Tensor& x);  // from mul, add, tanh: autograd derives
 // LayerNorm over the last dim: (x - mean) / sqrt(var + eps) * weight + bias.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 Tensor layer_norm_composed(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// Fused forms (chapters 11, 12, 15; ops_fused.cpp): one kernel each way where the composed
+// ops take several, with the same gradients.
+// gelu(x + bias), x (.., C), bias (C): the MLP's bias add and GELU in one pass.
+Tensor bias_gelu(const Tensor& x, const Tensor& bias);
+// sum = x + residual and out = layer_norm(sum, weight, bias) in one pass; returns {sum, out}.
+std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                              const Tensor& bias, double eps = 1e-5);
+// ops::cross_entropy whose forward kernel also writes d loss / d logits (kept until backward,
+// which only scales it). Without grad it is ops::cross_entropy.
+Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index = -100);
 // Causal self-attention from matmul, mask and softmax: q, k, v (B, H, T, hs) -> (B, H, T, hs).
 // Position t attends to positions <= t; scores are scaled by 1/sqrt(hs). With dropout > 0
 // and a generator, the attention weights are dropped out (as nanoGPT's attn_dropout).
 Tensor causal_self_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout = 0.0,
                              Generator* gen = nullptr);
+// The same causal attention fused (chapter 14): one forward kernel that never holds the (T, T)
+// scores (flash attention on the GPU) and one backward kernel. No dropout.
+Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v);
 // Zero each element with probability p and scale the rest by 1/(1-p); identity when !training.
 Tensor dropout(const Tensor& x, double p, Generator& gen, bool training = true);
 // Where mask (any dtype, nonzero = true) is true, value; elsewhere x. Broadcasts mask to x.

@@ -51,6 +51,7 @@ class CausalSelfAttention : public nn::Module {
 
  private:
   std::int64_t n_head_;
+  bool fused_;  // ops::flash_attention where there is no attention dropout
 };
 
 // nanoGPT's MLP: Linear (C -> 4C), GELU, Linear (4C -> C). Named FeedForward here because

@@ -1,0 +1,60 @@
+// framework/src/ops_attention.cpp: flash_attention, causal self-attention as one fused op with
+// a hand-written backward. Chapter 14 (flash attention). Read before: ops_nn.cpp (the composed
+// causal_self_attention computes the same thing from matmul, mask and softmax).
+// Read next: kernels/cpu/attention.cpp, kernels/cuda/attention.cu.
+//
+// The composed op keeps the (B, H, T, T) attention matrix (and autograd keeps the scores,
+// the masked scores and the softmax for the backward): memory grows as T^2. This op keeps
+// only out and one log-sum-exp per row, lse (B, H, T); the backward kernel rebuilds the
+// attention weights from q, k and lse.
+#include <cmath>
+
+#include "brrr/ops.h"
+#include "brrr/profiler.h"
+#include "internal.h"
+
+namespace brrr::ops {
+
+using autograd::saved;
+using autograd::TensorList;
+
+Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+  BRRR_PROFILE("flash_attention");
+  for (const Tensor* t : {&q, &k, &v}) detail::check_defined("flash_attention", *t);
+  BRRR_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.shape() == q.shape(),
+             "flash_attention: q, k, v must all be (B, H, T, hs), got ", shape_str(q.shape()), ", ",
+             shape_str(k.shape()), ", ", shape_str(v.shape()));
+  detail::check_same_dtype("flash_attention", q, k);
+  detail::check_same_dtype("flash_attention", q, v);
+  detail::check_same_device("flash_attention", q, k);
+  detail::check_same_device("flash_attention", q, v);
+  const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), hs = q.size(3), BH = B * H;
+  const double scale = hs > 0 ? 1.0 / std::sqrt(static_cast<double>(hs)) : 1.0;
+  // The kernels take (BH, T, hs) contiguous: the GPT's q, k, v are transposed views.
+  const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  Tensor out = detail::new_like(qc);
+  Tensor lse = detail::new_tensor({B, H, T}, q.dtype(), q.device());
+  static detail::KernelFamily<kernels::attention_forward_fn> forward("attention_forward");
+  detail::dispatch_floating(q.dtype(), "flash_attention", [&]<class F>() {
+    forward.get<F>(q.device())(out.data_ptr<F>(), lse.data_ptr<F>(), qc.data_ptr<F>(), kc.data_ptr<F>(),
+                               vc.data_ptr<F>(), BH, T, hs, static_cast<F>(scale), detail::stream(q.device()));
+  });
+  if (autograd::needs_grad({&q, &k, &v}))
+    autograd::record("flash_attention", {q, k, v}, out,
+                     [qc = saved(qc), kc = saved(kc), vc = saved(vc), o = saved(out), lse, BH, T, hs,
+                      scale](const Tensor& g_in) {
+                       static detail::KernelFamily<kernels::attention_backward_fn> backward("attention_backward");
+                       const Tensor g = g_in.contiguous();
+                       Tensor dq = detail::new_like(qc), dk = detail::new_like(kc), dv = detail::new_like(vc);
+                       detail::dispatch_floating(g.dtype(), "flash_attention", [&]<class F>() {
+                         backward.get<F>(g.device())(dq.data_ptr<F>(), dk.data_ptr<F>(), dv.data_ptr<F>(),
+                                                     g.data_ptr<F>(), qc.data_ptr<F>(), kc.data_ptr<F>(),
+                                                     vc.data_ptr<F>(), o.data_ptr<F>(), lse.data_ptr<F>(), BH, T,
+                                                     hs, static_cast<F>(scale), detail::stream(g.device()));
+                       });
+                       return TensorList{dq, dk, dv};
+                     });
+  return out;
+}
+
+}  // namespace brrr::ops

@@ -1,0 +1,84 @@
+// kernels/cpu/fused.cpp: the CPU references for the fused kernels of chapters 11 to 15:
+// bias + GELU, residual add + LayerNorm, the fused cross-entropy and multi-tensor AdamW.
+// Each is the unfused CPU kernels of nn.cpp and optim.cpp run back to back, so the fused CUDA
+// kernels are checked against exactly what the unfused path computes.
+// Read before: nn.cpp, optim.cpp. Read next: kernels/cuda/gelu.cu.
+#include <vector>
+
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace brrr::kernels::cpu {
+
+// out (N, C) = gelu(x + bias): the add, then nn.cpp's gelu_forward on the sum.
+template <class T>
+void bias_gelu_forward(T* out, const T* x, const T* bias, std::int64_t N, std::int64_t C, Stream stream) {
+  parallel_for(N * C, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) out[i] = x[i] + bias[i % C];
+  });
+  gelu_forward<T>(out, out, N * C, stream);
+}
+
+// dx = dout * gelu'(x + bias) (nn.cpp's gelu_backward on the sum); dbias = the column sums
+// of dx, added row by row in double (one fixed order: deterministic).
+template <class T>
+void bias_gelu_backward(T* dx, T* dbias, const T* dout, const T* x, const T* bias, std::int64_t N, std::int64_t C,
+                        Stream stream) {
+  std::vector<T> sum(static_cast<std::size_t>(N * C));
+  parallel_for(N * C, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) sum[i] = x[i] + bias[i % C];
+  });
+  gelu_backward<T>(dx, dout, sum.data(), N * C, stream);
+  if (!dbias) return;
+  parallel_for(C, 64, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t c = b; c < e; ++c) {
+      double total = 0.0;
+      for (std::int64_t n = 0; n < N; ++n) total += dx[n * C + c];
+      dbias[c] = static_cast<T>(total);
+    }
+  });
+}
+
+// sum (N, C) = x + residual, then nn.cpp's layernorm_forward on sum.
+template <class T>
+void residual_layernorm_forward(T* sum, T* out, T* mean, T* rstd, const T* x, const T* residual, const T* weight,
+                                const T* bias, std::int64_t N, std::int64_t C, T eps, Stream stream) {
+  parallel_for(N * C, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) sum[i] = x[i] + residual[i];
+  });
+  layernorm_forward<T>(out, mean, rstd, sum, weight, bias, N, C, eps, stream);
+}
+
+// The loss as cross_entropy_forward computes it, then dlogits as cross_entropy_backward
+// computes it with every row's dloss equal to `dloss`.
+template <class T>
+void cross_entropy_fused(T* losses, T* dlogits, const T* logits, const std::int32_t* targets, std::int64_t N,
+                         std::int64_t V, std::int64_t ignore_index, T dloss, Stream stream) {
+  std::vector<T> lse(static_cast<std::size_t>(N)), dlosses(static_cast<std::size_t>(N), dloss);
+  cross_entropy_forward<T>(losses, lse.data(), logits, targets, N, V, ignore_index, stream);
+  cross_entropy_backward<T>(dlogits, dlosses.data(), logits, lse.data(), targets, N, V, ignore_index, stream);
+}
+
+// adamw_step on each tensor in turn, with the tensor's own weight decay.
+template <class T>
+void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream stream) {
+  for (int i = 0; i < count; ++i) {
+    AdamWParams own = hp;
+    own.weight_decay = tensors[i].weight_decay;
+    adamw_step<T>(tensors[i].param, tensors[i].grad, tensors[i].m, tensors[i].v, tensors[i].n, own, stream);
+  }
+}
+
+#define BRRR_INSTANTIATE(T)                                                                                        \
+  template void bias_gelu_forward<T>(T*, const T*, const T*, std::int64_t, std::int64_t, Stream);                \
+  template void bias_gelu_backward<T>(T*, T*, const T*, const T*, const T*, std::int64_t, std::int64_t, Stream); \
+  template void residual_layernorm_forward<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*,            \
+                                              std::int64_t, std::int64_t, T, Stream);                            \
+  template void cross_entropy_fused<T>(T*, T*, const T*, const std::int32_t*, std::int64_t, std::int64_t,        \
+                                       std::int64_t, T, Stream);                                                 \
+  template void adamw_multi_step<T>(const AdamWTensor<T>*, int, const AdamWParams&, Stream);
+BRRR_INSTANTIATE(float)
+BRRR_INSTANTIATE(double)
+#undef BRRR_INSTANTIATE
+
+}  // namespace brrr::kernels::cpu

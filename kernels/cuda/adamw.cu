@@ -1,0 +1,314 @@
+// kernels/cuda/adamw.cu: the AdamW update on the GPU, one tensor at a time and many tensors
+// in one launch; and SGD.
+// Chapter 15 (the fused optimizer). Read before: kernels/cpu/optim.cpp (the reference, which
+// follows torch.optim.AdamW), kernels/cuda/gelu.cu (grid-stride loops, float4).
+// Read next: framework/src/optim.cpp (the optimizer that calls these).
+//
+// AdamW is elementwise over four arrays: read param, grad, m, v, write param, m, v (28 bytes
+// per float parameter), about 15 flops and a sqrt. Memory bound, like GELU. For GPT-2's 124M
+// parameters that is 3.5 GB per step, ~1 ms at the H100's datasheet 3.35 TB/s. The other
+// cost is launches: a GPT-2 has 148 parameter tensors, and a loop that launches one kernel
+// per tensor pays ~148 launch overheads (a few microseconds each) for tensors that are often
+// tiny (a 768-float bias is done in well under a microsecond). adamw_multi_step does a
+// parameter group in one launch (per 64 tensors), as PyTorch's foreach/fused AdamW does.
+//
+// The math is the CPU kernel's, operation for operation, with the same float constants made
+// on the host in double and rounded once:
+//   p  = p * (1 - lr * wd)                    decoupled weight decay
+//   m  = beta1 * m + (1 - beta1) * g
+//   v  = beta2 * v + (1 - beta2) * g * g
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// Where float32 results can still differ from the CPU's: both compilers may fuse a * b + c
+// into one FMA (one rounding instead of two) where they see fit, and need not choose the same
+// places (nvcc fuses by default; g++ does too with -march=native on an FMA machine). sqrt and
+// division are correctly rounded on both (nvcc's defaults, -prec-sqrt=true -prec-div=true),
+// so a difference is an ulp or so of one step, never a different formula. Every variant here
+// calls the same adamw_update, so variants on one device agree bit for bit.
+//
+// Measurements: not yet measured on an H100.
+#include "kernels/cuda/adamw.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/simt.h"
+#include "kernels/registry.h"
+
+namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
+
+static __device__ __forceinline__ float sqrt_of(float x) { return sqrtf(x); }
+static __device__ __forceinline__ double sqrt_of(double x) { return sqrt(x); }
+
+// The step's constants, rounded to T on the host exactly as kernels/cpu/optim.cpp rounds them.
+template <class T>
+struct AdamWConstants {
+  T beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bias_correction2_sqrt, eps;
+};
+
+template <class T>
+static AdamWConstants<T> adamw_constants(const AdamWParams& hp) {
+  const double bias_correction1 = 1.0 - std::pow(hp.beta1, static_cast<double>(hp.step));
+  const double bias_correction2 = 1.0 - std::pow(hp.beta2, static_cast<double>(hp.step));
+  return {static_cast<T>(hp.beta1),         static_cast<T>(1.0 - hp.beta1),
+          static_cast<T>(hp.beta2),         static_cast<T>(1.0 - hp.beta2),
+          static_cast<T>(hp.lr / bias_correction1), static_cast<T>(std::sqrt(bias_correction2)),
+          static_cast<T>(hp.eps)};
+}
+
+template <class T>
+static T adamw_decay(double lr, double weight_decay) {
+  return static_cast<T>(1.0 - lr * weight_decay);
+}
+
+// One parameter's update, in the CPU kernel's order of operations.
+template <class T>
+static __device__ __forceinline__ void adamw_update(T& p, T g, T& m, T& v, T decay, const AdamWConstants<T>& k) {
+  const T decayed = p * decay;
+  m = m * k.beta1 + g * k.one_minus_beta1;
+  v = v * k.beta2 + g * g * k.one_minus_beta2;
+  const T denom = sqrt_of(v) / k.bias_correction2_sqrt + k.eps;
+  p = decayed - k.step_size * (m / denom);
+}
+
+constexpr int kBlockSize = 256;
+constexpr int kMaxBlocks = 132 * 8;  // one wave of 256-thread blocks on an H100 (see gelu.cu)
+
+// =============================================================================================
+// Variant 1: one thread per parameter.
+//
+// Thread i updates parameter i: four coalesced 4-byte loads, three stores. Simple and already
+// memory-bound; what it leaves on the table is what variant 1 of GELU leaves (one memory
+// instruction per 4 bytes, a block per 256 parameters).
+
+template <class T>
+__global__ void adamw_kernel1(T* param, const T* grad, T* m, T* v, std::int64_t n, T decay, AdamWConstants<T> k) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  T p = param[i], mi = m[i], vi = v[i];
+  adamw_update(p, grad[i], mi, vi, decay, k);
+  param[i] = p;
+  m[i] = mi;
+  v[i] = vi;
+}
+
+template <class T>
+void adamw_step1(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamWParams& hp, Stream stream) {
+  if (n == 0) return;
+  BRRR_CHECK(ceil_div(n, kBlockSize) <= INT_MAX, "adamw_step: ", n, " parameters need more than 2^31 - 1 blocks");
+  BRRR_LAUNCH((adamw_kernel1<T>), grid_for(n, kBlockSize), kBlockSize, 0, stream, param, grad, m, v, n,
+              adamw_decay<T>(hp.lr, hp.weight_decay), adamw_constants<T>(hp));
+}
+
+// =============================================================================================
+// Variant 2: grid-stride, float4.
+//
+// Seven 16-byte memory instructions per four parameters instead of 28 of 4 bytes, and a grid
+// of one wave whose threads loop. As for GELU, expect it close to the copy bandwidth for big
+// tensors; for the small ones launch overhead dominates, which variant 2 cannot fix and the
+// multi-tensor kernel below does.
+
+static __device__ __forceinline__ void adamw_update4(float4& p, float4 g, float4& m, float4& v, float decay,
+                                                     const AdamWConstants<float>& k) {
+  adamw_update(p.x, g.x, m.x, v.x, decay, k);
+  adamw_update(p.y, g.y, m.y, v.y, decay, k);
+  adamw_update(p.z, g.z, m.z, v.z, decay, k);
+  adamw_update(p.w, g.w, m.w, v.w, decay, k);
+}
+
+__global__ void adamw_kernel2(float* param, const float* grad, float* m, float* v, std::int64_t n, std::int64_t n4,
+                              float decay, AdamWConstants<float> k) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  float4* p4 = reinterpret_cast<float4*>(param);
+  const float4* g4 = reinterpret_cast<const float4*>(grad);
+  float4* m4 = reinterpret_cast<float4*>(m);
+  float4* v4 = reinterpret_cast<float4*>(v);
+  for (std::int64_t i = first; i < n4; i += stride) {
+    float4 p = p4[i], mi = m4[i], vi = v4[i];
+    adamw_update4(p, __ldg(g4 + i), mi, vi, decay, k);
+    p4[i] = p;
+    m4[i] = mi;
+    v4[i] = vi;
+  }
+  for (std::int64_t i = 4 * n4 + first; i < n; i += stride) {
+    float p = param[i], mi = m[i], vi = v[i];
+    adamw_update(p, grad[i], mi, vi, decay, k);
+    param[i] = p;
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+void adamw_step2(float* param, const float* grad, float* m, float* v, std::int64_t n, const AdamWParams& hp,
+                 Stream stream) {
+  if (n == 0) return;
+  const bool vector = aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v);
+  const std::int64_t n4 = vector ? n / 4 : 0;
+  const int blocks = grid_for(std::max(n4, n - 4 * n4), kBlockSize, kMaxBlocks);
+  BRRR_LAUNCH(adamw_kernel2, blocks, kBlockSize, 0, stream, param, grad, m, v, n, n4,
+              adamw_decay<float>(hp.lr, hp.weight_decay), adamw_constants<float>(hp));
+}
+
+// =============================================================================================
+// Multi-tensor AdamW: many tensors, one launch.
+//
+// The kernel needs, for every tensor, its four pointers, its size and its weight decay. They
+// travel in the kernel's parameters: a launch may pass 4 KiB of arguments, which the GPU
+// keeps in constant memory where every thread can read them, and which cost no copy of their
+// own (the alternative, copying the list to device memory first, adds a host-to-device copy
+// that can stall on pageable memory). 64 tensors fit (about 3.5 KiB); a longer list is cut
+// into launches of 64, so a GPT-2 parameter group of 98 tensors takes two launches.
+//
+// Work is cut into chunks of kChunk = 4096 parameters; each block does one chunk of one
+// tensor. first_block[t] is the first block of tensor t (a prefix sum over the tensors' chunk
+// counts, made on the host), so a block finds its tensor with a binary search over at most 64
+// entries, then its chunk as blockIdx.x - first_block[t]. Inside the chunk it runs variant 2's
+// loop (float4 when that tensor's four pointers are aligned, the scalar tail after). Each
+// parameter gets exactly adamw_update with the same constants as adamw_step, so the results
+// are bit-identical to adamw_step's on the same device.
+
+constexpr int kMultiTensors = 64;
+constexpr std::int64_t kChunk = 4096;
+
+template <class T>
+struct AdamWChunks {
+  T* param[kMultiTensors];
+  const T* grad[kMultiTensors];
+  T* m[kMultiTensors];
+  T* v[kMultiTensors];
+  std::int64_t n[kMultiTensors];
+  T decay[kMultiTensors];
+  int first_block[kMultiTensors + 1];  // first_block[count] = the grid size
+  bool vector[kMultiTensors];
+  int count;
+};
+
+template <class T>
+__global__ void adamw_multi_kernel(AdamWChunks<T> list, AdamWConstants<T> k) {
+  // The tensor t with first_block[t] <= blockIdx.x < first_block[t + 1].
+  int lo = 0, hi = list.count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (list.first_block[mid] <= static_cast<int>(blockIdx.x)) lo = mid;
+    else hi = mid - 1;
+  }
+  const int t = lo;
+  T* param = list.param[t];
+  const T* grad = list.grad[t];
+  T* m = list.m[t];
+  T* v = list.v[t];
+  const T decay = list.decay[t];
+  const std::int64_t begin = (static_cast<std::int64_t>(blockIdx.x) - list.first_block[t]) * kChunk;
+  const std::int64_t end = begin + kChunk < list.n[t] ? begin + kChunk : list.n[t];
+  std::int64_t scalar_begin = begin;
+  if constexpr (std::is_same_v<T, float>) {
+    if (list.vector[t]) {
+      scalar_begin = begin + (end - begin) / 4 * 4;  // chunks start at multiples of 4096
+      for (std::int64_t i = begin / 4 + threadIdx.x; i < scalar_begin / 4; i += blockDim.x) {
+        float4 p = reinterpret_cast<float4*>(param)[i], mi = reinterpret_cast<float4*>(m)[i],
+               vi = reinterpret_cast<float4*>(v)[i];
+        adamw_update4(p, __ldg(reinterpret_cast<const float4*>(grad) + i), mi, vi, decay, k);
+        reinterpret_cast<float4*>(param)[i] = p;
+        reinterpret_cast<float4*>(m)[i] = mi;
+        reinterpret_cast<float4*>(v)[i] = vi;
+      }
+    }
+  }
+  for (std::int64_t i = scalar_begin + threadIdx.x; i < end; i += blockDim.x) {
+    T p = param[i], mi = m[i], vi = v[i];
+    adamw_update(p, grad[i], mi, vi, decay, k);
+    param[i] = p;
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+template <class T>
+void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream stream) {
+  static_assert(sizeof(AdamWChunks<T>) + sizeof(AdamWConstants<T>) <= 4096, "kernel arguments are limited to 4 KiB");
+  const AdamWConstants<T> k = adamw_constants<T>(hp);
+  AdamWChunks<T> list{};
+  std::int64_t blocks = 0;
+  const auto launch = [&] {
+    if (list.count == 0) return;
+    list.first_block[list.count] = static_cast<int>(blocks);
+    BRRR_LAUNCH((adamw_multi_kernel<T>), static_cast<int>(blocks), kBlockSize, 0, stream, list, k);
+    list = AdamWChunks<T>{};
+    blocks = 0;
+  };
+  for (int i = 0; i < count; ++i) {
+    const AdamWTensor<T>& tensor = tensors[i];
+    BRRR_CHECK(tensor.n >= 0, "adamw_multi_step: tensor ", i, " has ", tensor.n, " parameters");
+    if (tensor.n == 0) continue;
+    const std::int64_t chunks = ceil_div(tensor.n, kChunk);
+    BRRR_CHECK(chunks <= INT_MAX, "adamw_multi_step: tensor ", i, " of ", tensor.n, " parameters is too large");
+    if (list.count == kMultiTensors || blocks + chunks > INT_MAX) launch();
+    const int t = list.count++;
+    list.param[t] = tensor.param;
+    list.grad[t] = tensor.grad;
+    list.m[t] = tensor.m;
+    list.v[t] = tensor.v;
+    list.n[t] = tensor.n;
+    list.decay[t] = adamw_decay<T>(hp.lr, tensor.weight_decay);
+    list.first_block[t] = static_cast<int>(blocks);
+    list.vector[t] = aligned16(tensor.param) && aligned16(tensor.grad) && aligned16(tensor.m) && aligned16(tensor.v);
+    blocks += chunks;
+  }
+  launch();
+}
+
+// =============================================================================================
+// SGD with momentum, as torch.optim.SGD and the CPU kernel:
+//   d = g + wd * p;  buf = d (first step) or momentum * buf + (1 - dampening) * d
+//   d = d + momentum * buf (nesterov) or buf;  p -= lr * d
+// One thread per parameter; the float4 treatment of AdamW would apply unchanged.
+
+template <class T>
+__global__ void sgd_kernel1(T* param, const T* grad, T* buf, std::int64_t n, T lr, T weight_decay, T momentum,
+                            T one_minus_dampening, bool nesterov, bool first_step) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  T d = grad[i] + weight_decay * param[i];
+  if (momentum != T(0)) {
+    const T b = first_step ? d : momentum * buf[i] + one_minus_dampening * d;
+    buf[i] = b;
+    d = nesterov ? d + momentum * b : b;
+  }
+  param[i] -= lr * d;
+}
+
+template <class T>
+void sgd_step1(T* param, const T* grad, T* momentum_buffer, std::int64_t n, const SGDParams& hp, Stream stream) {
+  if (n == 0) return;
+  BRRR_CHECK(ceil_div(n, kBlockSize) <= INT_MAX, "sgd_step: ", n, " parameters need more than 2^31 - 1 blocks");
+  BRRR_LAUNCH((sgd_kernel1<T>), grid_for(n, kBlockSize), kBlockSize, 0, stream, param, grad, momentum_buffer, n,
+              static_cast<T>(hp.lr), static_cast<T>(hp.weight_decay), static_cast<T>(hp.momentum),
+              static_cast<T>(1.0 - hp.dampening), hp.nesterov, hp.first_step);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+template void adamw_step1<float>(float*, const float*, float*, float*, std::int64_t, const AdamWParams&, Stream);
+template void adamw_step1<double>(double*, const double*, double*, double*, std::int64_t, const AdamWParams&, Stream);
+template void adamw_multi_step<float>(const AdamWTensor<float>*, int, const AdamWParams&, Stream);
+template void adamw_multi_step<double>(const AdamWTensor<double>*, int, const AdamWParams&, Stream);
+template void sgd_step1<float>(float*, const float*, float*, std::int64_t, const SGDParams&, Stream);
+template void sgd_step1<double>(double*, const double*, double*, std::int64_t, const SGDParams&, Stream);
+
+void register_adamw_kernels() {
+  constexpr DeviceType kCuda = DeviceType::CUDA;
+  add("adamw_step", kCuda, kFloat32, "naive", &adamw_step1<float>, 0);
+  add("adamw_step", kCuda, kFloat32, "float4", &adamw_step2, 10);
+  add("adamw_step", kCuda, kFloat64, "naive", &adamw_step1<double>, 0);
+  add("adamw_multi_step", kCuda, kFloat32, "multi-tensor", &adamw_multi_step<float>, 0);
+  add("adamw_multi_step", kCuda, kFloat64, "multi-tensor", &adamw_multi_step<double>, 0);
+  add("sgd_step", kCuda, kFloat32, "naive", &sgd_step1<float>, 0);
+  add("sgd_step", kCuda, kFloat64, "naive", &sgd_step1<double>, 0);
+}
+
+}  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -1,0 +1,31 @@
+// kernels/cuda/adamw.h: every variant of adamw.cu, callable with raw pointers.
+// Chapter 15 (the fused optimizer). Read before: kernels/cuda/crossentropy.h.
+// Read next: adamw.cu.
+//
+// Compiled twice (see simt.h): brrr::kernels::emu takes host pointers and runs on the
+// emulator, brrr::kernels::cuda takes device pointers (CUDA builds only). Signatures are those
+// of kernels/kernels.h; the number is the variant of adamw.cu.
+#pragma once
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+#define BRRR_ADAMW_VARIANTS(NS)                                                                                    \
+  namespace NS {                                                                                                  \
+  /* One tensor of n parameters in place. 1: one thread per parameter; 2: grid-stride float4 (float). */          \
+  template <class T>                                                                                              \
+  void adamw_step1(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamWParams& hp, Stream stream);   \
+  void adamw_step2(float* param, const float* grad, float* m, float* v, std::int64_t n, const AdamWParams& hp,    \
+                   Stream stream);                                                                                \
+  /* Many tensors, each with its own weight decay, in one launch per 64 tensors (hp.weight_decay unused). */     \
+  template <class T>                                                                                              \
+  void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream stream);          \
+  /* SGD with momentum, one thread per parameter. */                                                              \
+  template <class T>                                                                                              \
+  void sgd_step1(T* param, const T* grad, T* momentum_buffer, std::int64_t n, const SGDParams& hp, Stream stream); \
+  }
+
+namespace brrr::kernels {
+BRRR_ADAMW_VARIANTS(emu)
+BRRR_ADAMW_VARIANTS(cuda)
+}  // namespace brrr::kernels

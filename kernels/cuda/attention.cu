@@ -1,0 +1,869 @@
+// kernels/cuda/attention.cu: causal attention on the GPU, from one thread per row to flash
+// attention, forward and backward, and a tensor-core forward. Chapter 14 (flash attention).
+// Read before: kernels/cpu/attention.cpp (the reference and the math), kernels/cuda/common.h.
+// Read next: framework/src/ops_attention.cpp (the op that calls these through the registry).
+//
+// For each of BH = batch * heads problems, q, k, v, out (T, hs) and lse (T):
+//   s[i, j] = scale * q[i] . k[j] for j <= i,  lse[i] = log(sum_j exp(s[i, j])),
+//   out[i] = sum_j exp(s[i, j] - lse[i]) v[j].
+//
+// The composed op writes the (T, T) scores to memory, reads them back for the mask, the
+// softmax and the second matmul, and keeps them for the backward: at T = 1024 and 12 heads
+// that is 48 MiB per sequence and layer, read and written several times. Flash attention
+// (Dao et al. 2022; FlashAttention-2, Dao 2023) never writes them: a block loads a tile of
+// queries, streams tiles of keys and values through shared memory, and keeps for each query
+// row only a running max m, a running sum l and the unnormalised output. When a new tile
+// raises the max from m to m', what was summed so far is rescaled by exp(m - m'):
+//   l = l * exp(m - m') + sum_j exp(s_j - m'),   o = o * exp(m - m') + sum_j exp(s_j - m') v_j
+// and at the end out = o / l and lse = m + log(l). Memory traffic is q, k, v and out, once
+// per query tile; the (T, T) matrix exists only a tile at a time, in registers and shared memory.
+//
+// Variants, registered for DeviceType::CUDA (float32 and float64 unless noted):
+//   attention_forward   1 naive      one thread per query row, two passes over the keys
+//                       2 flash      tiles in shared memory, online softmax (default)
+//                       3 bf16_mma   variant 2 on tensor cores, bf16 inputs (float32 only, GPU only)
+//   attention_backward  1 naive      one thread per query row (dq) and per key row (dk, dv)
+//                       2 flash      FlashAttention-2's loop order, deterministic (default)
+#include "kernels/cuda/attention.h"
+
+#include <cstdint>
+
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/simt.h"
+#include "kernels/registry.h"
+
+#if !BRRR_EMULATOR
+#include <cuda_bf16.h>
+#endif
+
+namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
+
+namespace {
+
+// exp and log for float (the fast hardware versions: a few ulp, plenty for probabilities) and
+// double (exact), so one kernel template serves both dtypes.
+__device__ inline float exp_of(float x) { return __expf(x); }
+__device__ inline double exp_of(double x) { return ::exp(x); }
+__device__ inline float log_of(float x) { return __logf(x); }
+__device__ inline double log_of(double x) { return ::log(x); }
+
+void check_sizes(const char* op, std::int64_t BH, std::int64_t T_len, std::int64_t hs) {
+  BRRR_CHECK(BH >= 0 && T_len >= 0 && hs >= 0, op, ": sizes must not be negative, got BH = ", BH, ", T = ", T_len,
+             ", hs = ", hs);
+  BRRR_CHECK(T_len * hs <= INT32_MAX, op, ": one head of (T, hs) = (", T_len, ", ", hs,
+             ") has more than 2^31 elements");
+}
+
+}  // namespace
+
+// =============================================================================================
+// Variant 1 forward: one thread per query row
+//
+// Thread (bh, i) reads its query row and walks the keys 0..i twice: first for the max of the
+// scores, then again, recomputing every score, for the sum of exp(s - max) and the weighted
+// sum of the values, which it accumulates straight into its row of out (no other thread
+// touches it). Nothing is shared: every thread reads the keys and values it needs on its
+// own (through the caches, if they hold them), where a flash block loads each once for 64
+// query rows; the threads of a warp read different rows of out and q (uncoalesced), and have
+// different amounts of work (row i has i + 1 keys). It is here as the plain statement of the
+// math.
+
+template <class T>
+__global__ void attention_forward_naive_kernel(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH,
+                                               int T_len, int hs, T scale) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // bh * T + i
+  if (row >= BH * T_len) return;
+  const int i = static_cast<int>(row % T_len);
+  const std::int64_t head = (row / T_len) * T_len * hs;
+  const T* qi = q + row * hs;
+  T* o = out + row * hs;
+  T m = -INFINITY;
+  for (int j = 0; j <= i; ++j) {
+    T s = 0;
+    for (int d = 0; d < hs; ++d) s += qi[d] * k[head + static_cast<std::int64_t>(j) * hs + d];
+    m = max(m, s * scale);
+  }
+  for (int d = 0; d < hs; ++d) o[d] = 0;
+  T l = 0;
+  for (int j = 0; j <= i; ++j) {
+    T s = 0;
+    for (int d = 0; d < hs; ++d) s += qi[d] * k[head + static_cast<std::int64_t>(j) * hs + d];
+    const T p = exp_of(s * scale - m);
+    l += p;
+    for (int d = 0; d < hs; ++d) o[d] += p * v[head + static_cast<std::int64_t>(j) * hs + d];
+  }
+  for (int d = 0; d < hs; ++d) o[d] /= l;
+  lse[row] = m + log_of(l);
+}
+
+template <class T>
+void attention_forward_naive(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len,
+                             std::int64_t hs, T scale, Stream stream) {
+  check_sizes("attention_forward", BH, T_len, hs);
+  if (BH == 0 || T_len == 0) return;
+  const int block = 128;
+  BRRR_LAUNCH(attention_forward_naive_kernel<T>, grid_for(BH * T_len, block), block, 0, stream, out, lse, q, k, v, BH,
+              static_cast<int>(T_len), static_cast<int>(hs), scale);
+}
+
+// =============================================================================================
+// The tiles of variant 2 (forward and backward)
+//
+// A block of 256 threads works on a tile of 64 query rows against tiles of 64 key rows. The
+// threads form a 16 x 16 grid, (ty, tx): thread (ty, tx) owns the 4 rows ty*4 .. ty*4+3 of its
+// tile, and within those rows the score columns tx, tx+16, tx+32, tx+48 and the head columns
+// tx, tx+16, ... (HS / 16 of them). So a 64 x 64 tile of scores is 16 values per thread,
+// and a 64 x HS tile of outputs HS / 4. The 16 threads that share a row are the lanes
+// 0-15 or 16-31 of one warp, so a row's max or sum is four shuffles (xor 8, 4, 2, 1).
+//
+// HS, the head size rounded up to 32, 64 or 128, is a template parameter so the per-thread
+// arrays have a fixed size and live in registers; the columns past hs are zeros in shared
+// memory and add nothing to a dot product. Rows of q, k, v tiles are padded to HS + 1 values
+// in shared memory: without it the 16 threads reading column d of 16 different rows of a
+// tile (k[tx, d]) would all hit one memory bank, and wait for each other 16 times.
+
+constexpr int kTile = 64;          // query and key rows per tile
+constexpr int kThreads = 256;      // 16 x 16
+constexpr int kRows = 4;           // rows per thread: kTile / 16
+constexpr int kScoreStride = kTile + 1;  // a tile of scores in shared memory, padded
+// The most dynamic shared memory a block may use on an A100 (an H100 allows 227 KiB): a
+// configuration that needs more falls back to variant 1.
+constexpr std::size_t kMaxSharedBytes = 163 * 1024;
+
+// dst (kTile, HS + 1) = rows row0 .. row0 + 63 of src (T_len, hs), zeros past T_len and hs.
+// Consecutive threads read consecutive values of a row: coalesced.
+template <class T, int HS>
+__device__ inline void load_tile(T* dst, const T* src, int row0, int T_len, int hs) {
+  for (int e = threadIdx.x; e < kTile * HS; e += blockDim.x) {
+    const int r = e / HS, d = e % HS;
+    const bool inside = row0 + r < T_len && d < hs;
+    dst[r * (HS + 1) + d] = inside ? src[static_cast<std::int64_t>(row0 + r) * hs + d] : T(0);
+  }
+}
+
+// The max and the sum over the 16 lanes that share a row (lanes 0-15 or 16-31 of a warp).
+template <class T>
+__device__ inline T row_max16(T x) {
+  for (int offset = 8; offset > 0; offset /= 2) x = max(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  return x;
+}
+template <class T>
+__device__ inline T row_sum16(T x) {
+  for (int offset = 8; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  return x;
+}
+
+// The padded head size a variant-2 kernel is compiled for (0: hs is too large).
+inline int padded_head_size(std::int64_t hs) { return hs <= 32 ? 32 : hs <= 64 ? 64 : hs <= 128 ? 128 : 0; }
+
+// =============================================================================================
+// Variant 2 forward: flash attention
+//
+// Block (bh, query tile): load the 64 query rows once, then for each key tile up to the
+// diagonal: load k and v tiles into shared memory; scores s (4 x 4 per thread) from shared
+// memory; per row, the tile's max, the new running max, the correction exp(m - m') applied to
+// l and o; p = exp(s - m') written to shared memory; then o += p v (every thread needs the
+// whole row of p, hence the trip through shared memory). Key tiles beyond the diagonal are all
+// masked and are not loaded at all: a causal forward does half the work of a full one. Inside
+// the diagonal tile, and past T in the last tile, the mask sets s = -inf, so p = 0.
+//
+// The scores are never written to global memory: global traffic is q once, k and v once per
+// query tile at or below the diagonal, and out. Query tiles are handed out last-first: the
+// last tile has the most key tiles to visit, and starting the longest blocks first leaves
+// the short ones to fill the gaps at the end.
+//
+// The running max is finite from the first key tile on: key 0 is visible to every query, so
+// exp(m - m') never sees -inf - (-inf). l is kept per thread (over its own 16 columns) and
+// summed over the row's 16 threads only once, at the end.
+//
+// Shared memory: q, k, v tiles (64, HS + 1) and p (64, 65): 113 KiB for HS = 128 in float32
+// (one block per SM), 41 KiB for HS = 32.
+
+template <class T, int HS>
+constexpr std::size_t forward_shared_bytes() {
+  return (3 * kTile * (HS + 1) + kTile * kScoreStride) * sizeof(T);
+}
+
+template <class T, int HS>
+__global__ void __launch_bounds__(kThreads)
+    attention_forward_flash_kernel(T* out, T* lse, const T* q, const T* k, const T* v, int T_len, int hs, T scale) {
+  constexpr int ld = HS + 1;
+  constexpr int kCols = HS / 16;  // head columns per thread
+  BRRR_DYNAMIC_SHARED(T, smem);
+  T* q_tile = smem;                    // (64, ld)
+  T* k_tile = q_tile + kTile * ld;     // (64, ld)
+  T* v_tile = k_tile + kTile * ld;     // (64, ld)
+  T* p_tile = v_tile + kTile * ld;     // (64, 65)
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int query_tile = gridDim.y - 1 - blockIdx.y;
+  const int q0 = query_tile * kTile;
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * hs;
+
+  load_tile<T, HS>(q_tile, q + head, q0, T_len, hs);
+  T m[kRows], l[kRows], o[kRows][kCols];
+  for (int a = 0; a < kRows; ++a) {
+    m[a] = -INFINITY;
+    l[a] = 0;
+    for (int c = 0; c < kCols; ++c) o[a][c] = 0;
+  }
+
+  for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
+    const int k0 = key_tile * kTile;
+    __syncthreads();  // everyone is done with the previous k, v and p tiles
+    load_tile<T, HS>(k_tile, k + head, k0, T_len, hs);
+    load_tile<T, HS>(v_tile, v + head, k0, T_len, hs);
+    __syncthreads();
+
+    // s = q k^T for rows ty*4 + a and key columns tx + 16 b.
+    T s[kRows][4] = {};
+    for (int d = 0; d < HS; ++d) {
+      T qd[kRows], kd[4];
+      for (int a = 0; a < kRows; ++a) qd[a] = q_tile[(ty * kRows + a) * ld + d];
+      for (int b = 0; b < 4; ++b) kd[b] = k_tile[(tx + 16 * b) * ld + d];
+      for (int a = 0; a < kRows; ++a)
+        for (int b = 0; b < 4; ++b) s[a][b] += qd[a] * kd[b];
+    }
+
+    // Online softmax, row by row.
+    for (int a = 0; a < kRows; ++a) {
+      const int i = q0 + ty * kRows + a;
+      T tile_max = -INFINITY;
+      for (int b = 0; b < 4; ++b) {
+        const int j = k0 + tx + 16 * b;
+        s[a][b] = j <= i && j < T_len ? s[a][b] * scale : T(-INFINITY);
+        tile_max = max(tile_max, s[a][b]);
+      }
+      const T m_new = max(m[a], row_max16(tile_max));
+      const T correction = exp_of(m[a] - m_new);
+      m[a] = m_new;
+      l[a] *= correction;
+      for (int c = 0; c < kCols; ++c) o[a][c] *= correction;
+      for (int b = 0; b < 4; ++b) {
+        const T p = exp_of(s[a][b] - m_new);
+        l[a] += p;
+        p_tile[(ty * kRows + a) * kScoreStride + tx + 16 * b] = p;
+      }
+    }
+    __syncthreads();
+
+    // o += p v for rows ty*4 + a and head columns tx + 16 c.
+    for (int j = 0; j < kTile; ++j) {
+      T pj[kRows], vj[kCols];
+      for (int a = 0; a < kRows; ++a) pj[a] = p_tile[(ty * kRows + a) * kScoreStride + j];
+      for (int c = 0; c < kCols; ++c) vj[c] = v_tile[j * ld + tx + 16 * c];
+      for (int a = 0; a < kRows; ++a)
+        for (int c = 0; c < kCols; ++c) o[a][c] += pj[a] * vj[c];
+    }
+  }
+
+  for (int a = 0; a < kRows; ++a) {
+    const T row_l = row_sum16(l[a]);  // all 32 lanes take part, whether or not their row exists
+    const int i = q0 + ty * kRows + a;
+    if (i >= T_len) continue;
+    T* out_row = out + head + static_cast<std::int64_t>(i) * hs;
+    for (int c = 0; c < kCols; ++c)
+      if (tx + 16 * c < hs) out_row[tx + 16 * c] = o[a][c] / row_l;
+    if (tx == 0) lse[blockIdx.x * static_cast<std::int64_t>(T_len) + i] = m[a] + log_of(row_l);
+  }
+}
+
+template <class T, int HS>
+void launch_forward_flash(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len,
+                          std::int64_t hs, T scale, Stream stream) {
+  const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
+  BRRR_LAUNCH((attention_forward_flash_kernel<T, HS>), grid, kThreads, forward_shared_bytes<T, HS>(), stream, out,
+              lse, q, k, v, static_cast<int>(T_len), static_cast<int>(hs), scale);
+}
+
+template <class T>
+void attention_forward_flash(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len,
+                             std::int64_t hs, T scale, Stream stream) {
+  check_sizes("attention_forward", BH, T_len, hs);
+  if (BH == 0 || T_len == 0) return;
+  BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, "attention_forward: BH = ", BH, ", T = ", T_len,
+             " is more blocks than a grid holds");
+  switch (padded_head_size(hs)) {
+    case 32: return launch_forward_flash<T, 32>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
+    case 64: return launch_forward_flash<T, 64>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
+    case 128:
+      // float64 at HS = 128 needs 226 KiB of shared memory: more than an A100 gives a block.
+      if (forward_shared_bytes<T, 128>() <= kMaxSharedBytes)
+        return launch_forward_flash<T, 128>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
+      break;
+  }
+  attention_forward_naive(out, lse, q, k, v, BH, T_len, hs, scale, stream);  // hs > 128
+}
+
+// =============================================================================================
+// The backward, shared by both variants: D[i] = dout[i] . out[i], (BH * T)
+//
+// The softmax backward needs, per query row, D[i] = sum_j p[i, j] dp[i, j], which equals
+// dout[i] . out[i] (chapter 14). Both variants need it for every (query, key) pair, so it is
+// computed once, by a warp per row, into scratch memory.
+
+template <class T>
+__global__ void attention_row_dot_kernel(T* D, const T* dout, const T* out, std::int64_t rows, int hs) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;  // the whole warp leaves together: the shuffles below stay full
+  T sum = 0;
+  for (int d = threadIdx.x % 32; d < hs; d += 32) sum += dout[row * hs + d] * out[row * hs + d];
+  sum = warp_sum(sum);
+  if (threadIdx.x % 32 == 0) D[row] = sum;
+}
+
+template <class T>
+T* row_dots(const T* dout, const T* out, std::int64_t rows, std::int64_t hs, Stream stream) {
+  T* D = static_cast<T*>(workspace(static_cast<std::size_t>(rows) * sizeof(T), stream));
+  const int block = 256;
+  BRRR_LAUNCH(attention_row_dot_kernel<T>, grid_for(rows, block / 32), block, 0, stream, D, dout, out, rows,
+              static_cast<int>(hs));
+  return D;
+}
+
+// =============================================================================================
+// Variant 1 backward: a thread per query row for dq, a thread per key row for dk and dv
+//
+// With lse saved, any p[i, j] = exp(scale * q[i] . k[j] - lse[i]) can be recomputed on its
+// own, without the rest of its row. dq[i] sums over the keys of row i, so one thread per
+// query row owns it; dk[j] and dv[j] sum over the queries i >= j that see key j, so one
+// thread per key row owns those. Each thread accumulates straight into its own row of global
+// memory: no atomics, no races, and every p and dp is computed twice (once by each kernel).
+
+template <class T>
+__global__ void attention_backward_dq_naive_kernel(T* dq, const T* dout, const T* q, const T* k, const T* v,
+                                                   const T* lse, const T* D, std::int64_t BH, int T_len, int hs,
+                                                   T scale) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // bh * T + i
+  if (row >= BH * T_len) return;
+  const int i = static_cast<int>(row % T_len);
+  const std::int64_t head = (row / T_len) * T_len * hs;
+  const T *qi = q + row * hs, *doi = dout + row * hs;
+  T* dqi = dq + row * hs;
+  for (int d = 0; d < hs; ++d) dqi[d] = 0;
+  for (int j = 0; j <= i; ++j) {
+    const T *kj = k + head + static_cast<std::int64_t>(j) * hs, *vj = v + head + static_cast<std::int64_t>(j) * hs;
+    T s = 0, dp = 0;
+    for (int d = 0; d < hs; ++d) {
+      s += qi[d] * kj[d];
+      dp += doi[d] * vj[d];
+    }
+    const T ds = exp_of(s * scale - lse[row]) * (dp - D[row]);
+    for (int d = 0; d < hs; ++d) dqi[d] += scale * ds * kj[d];
+  }
+}
+
+template <class T>
+__global__ void attention_backward_dkdv_naive_kernel(T* dk, T* dv, const T* dout, const T* q, const T* k,
+                                                     const T* v, const T* lse, const T* D, std::int64_t BH,
+                                                     int T_len, int hs, T scale) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // bh * T + j
+  if (row >= BH * T_len) return;
+  const int j = static_cast<int>(row % T_len);
+  const std::int64_t first = row - j;  // row of query 0 in this head
+  const T *kj = k + row * hs, *vj = v + row * hs;
+  T *dkj = dk + row * hs, *dvj = dv + row * hs;
+  for (int d = 0; d < hs; ++d) dkj[d] = dvj[d] = 0;
+  for (int i = j; i < T_len; ++i) {
+    const T *qi = q + (first + i) * hs, *doi = dout + (first + i) * hs;
+    T s = 0, dp = 0;
+    for (int d = 0; d < hs; ++d) {
+      s += qi[d] * kj[d];
+      dp += doi[d] * vj[d];
+    }
+    const T p = exp_of(s * scale - lse[first + i]);
+    const T ds = p * (dp - D[first + i]);
+    for (int d = 0; d < hs; ++d) {
+      dvj[d] += p * doi[d];
+      dkj[d] += scale * ds * qi[d];
+    }
+  }
+}
+
+template <class T>
+void attention_backward_naive(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
+                              const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale,
+                              Stream stream) {
+  check_sizes("attention_backward", BH, T_len, hs);
+  if (BH == 0 || T_len == 0) return;
+  const T* D = row_dots(dout, out, BH * T_len, hs, stream);
+  const int block = 128, blocks = grid_for(BH * T_len, block);
+  BRRR_LAUNCH(attention_backward_dq_naive_kernel<T>, blocks, block, 0, stream, dq, dout, q, k, v, lse, D, BH,
+              static_cast<int>(T_len), static_cast<int>(hs), scale);
+  BRRR_LAUNCH(attention_backward_dkdv_naive_kernel<T>, blocks, block, 0, stream, dk, dv, dout, q, k, v, lse, D, BH,
+              static_cast<int>(T_len), static_cast<int>(hs), scale);
+}
+
+// =============================================================================================
+// Variant 2 backward: FlashAttention-2's loop order, without atomics
+//
+// Per (query tile, key tile) pair below the diagonal, the backward rebuilds the tile's
+// p = exp(scale * q k^T - lse) and dp = dout v^T, then ds = p * (dp - D), and needs
+//   dv += p^T dout,  dk += scale * ds^T q   (sums over query rows: belong to the key tile)
+//   dq += scale * ds k                       (sums over key rows: belong to the query tile)
+// FlashAttention-2 gives each block a key tile, keeps its dk and dv in registers while it
+// walks the query tiles, and adds each pair's share of dq into global memory with float
+// atomics. Atomics make dq depend on the order the blocks happen to run in, so its last bits
+// change from run to run (DESIGN.md, "Reproducibility"). Here dq has its own kernel instead:
+// a block per query tile walks the key tiles and keeps dq in registers. The price: p, dp and
+// ds are computed twice (7 tile products per pair instead of 5, about 40% more arithmetic).
+//
+// Both kernels use the tiles of the forward: 256 threads as 16 x 16, 4 rows per thread.
+
+// Kernel A: block (bh, key tile). Thread (ty, tx) owns key rows ty*4 + a of the tile; for the
+// tile products it takes query columns tx + 16 b, for dk and dv head columns tx + 16 c.
+// Shared: k, v, q, dout tiles (64, HS + 1), p^T and ds^T (64, 65): 161.5 KiB at HS = 128 in
+// float32, just inside an A100's 163 KiB.
+template <class T, int HS>
+constexpr std::size_t dkdv_shared_bytes() {
+  return (4 * kTile * (HS + 1) + 2 * kTile * kScoreStride) * sizeof(T);
+}
+
+template <class T, int HS>
+__global__ void __launch_bounds__(kThreads)
+    attention_backward_dkdv_flash_kernel(T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
+                                         const T* lse, const T* D, int T_len, int hs, T scale) {
+  constexpr int ld = HS + 1;
+  constexpr int kCols = HS / 16;
+  BRRR_DYNAMIC_SHARED(T, smem);
+  T* k_tile = smem;                       // (64, ld), for the whole kernel
+  T* v_tile = k_tile + kTile * ld;        // (64, ld), for the whole kernel
+  T* q_tile = v_tile + kTile * ld;        // (64, ld), one query tile at a time
+  T* do_tile = q_tile + kTile * ld;       // (64, ld)
+  T* pt_tile = do_tile + kTile * ld;      // p^T (64 keys, 65)
+  T* dst_tile = pt_tile + kTile * kScoreStride;  // ds^T (64 keys, 65)
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int key_tile = blockIdx.y;  // tile 0 sees every query tile: the longest blocks go first
+  const int k0 = key_tile * kTile;
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * hs;
+  const std::int64_t head_rows = static_cast<std::int64_t>(blockIdx.x) * T_len;  // into lse and D
+  const int query_tiles = static_cast<int>(ceil_div(T_len, kTile));
+
+  load_tile<T, HS>(k_tile, k + head, k0, T_len, hs);
+  load_tile<T, HS>(v_tile, v + head, k0, T_len, hs);
+  T dk_acc[kRows][kCols] = {}, dv_acc[kRows][kCols] = {};
+
+  // Query tiles before the diagonal see none of these keys.
+  for (int query_tile = key_tile; query_tile < query_tiles; ++query_tile) {
+    const int q0 = query_tile * kTile;
+    __syncthreads();  // everyone is done with the previous q, dout, p^T and ds^T tiles
+    load_tile<T, HS>(q_tile, q + head, q0, T_len, hs);
+    load_tile<T, HS>(do_tile, dout + head, q0, T_len, hs);
+    T lse_i[4], D_i[4];  // for this thread's query columns
+    for (int b = 0; b < 4; ++b) {
+      const int i = q0 + tx + 16 * b;
+      lse_i[b] = i < T_len ? lse[head_rows + i] : T(0);
+      D_i[b] = i < T_len ? D[head_rows + i] : T(0);
+    }
+    __syncthreads();
+
+    // s^T = k q^T and dp^T = v dout^T for key rows ty*4 + a and query columns tx + 16 b.
+    T s[kRows][4] = {}, dp[kRows][4] = {};
+    for (int d = 0; d < HS; ++d) {
+      T kd[kRows], vd[kRows], qd[4], dod[4];
+      for (int a = 0; a < kRows; ++a) {
+        kd[a] = k_tile[(ty * kRows + a) * ld + d];
+        vd[a] = v_tile[(ty * kRows + a) * ld + d];
+      }
+      for (int b = 0; b < 4; ++b) {
+        qd[b] = q_tile[(tx + 16 * b) * ld + d];
+        dod[b] = do_tile[(tx + 16 * b) * ld + d];
+      }
+      for (int a = 0; a < kRows; ++a)
+        for (int b = 0; b < 4; ++b) {
+          s[a][b] += kd[a] * qd[b];
+          dp[a][b] += vd[a] * dod[b];
+        }
+    }
+    for (int a = 0; a < kRows; ++a)
+      for (int b = 0; b < 4; ++b) {
+        const int j = k0 + ty * kRows + a, i = q0 + tx + 16 * b;
+        const T p = j <= i && i < T_len ? exp_of(s[a][b] * scale - lse_i[b]) : T(0);
+        pt_tile[(ty * kRows + a) * kScoreStride + tx + 16 * b] = p;
+        dst_tile[(ty * kRows + a) * kScoreStride + tx + 16 * b] = p * (dp[a][b] - D_i[b]);
+      }
+    __syncthreads();
+
+    // dv += p^T dout and dk += ds^T q for key rows ty*4 + a and head columns tx + 16 c.
+    for (int i = 0; i < kTile; ++i) {
+      T pi[kRows], dsi[kRows], doi[kCols], qi[kCols];
+      for (int a = 0; a < kRows; ++a) {
+        pi[a] = pt_tile[(ty * kRows + a) * kScoreStride + i];
+        dsi[a] = dst_tile[(ty * kRows + a) * kScoreStride + i];
+      }
+      for (int c = 0; c < kCols; ++c) {
+        doi[c] = do_tile[i * ld + tx + 16 * c];
+        qi[c] = q_tile[i * ld + tx + 16 * c];
+      }
+      for (int a = 0; a < kRows; ++a)
+        for (int c = 0; c < kCols; ++c) {
+          dv_acc[a][c] += pi[a] * doi[c];
+          dk_acc[a][c] += dsi[a] * qi[c];
+        }
+    }
+  }
+
+  for (int a = 0; a < kRows; ++a) {
+    const int j = k0 + ty * kRows + a;
+    if (j >= T_len) continue;
+    for (int c = 0; c < kCols; ++c) {
+      const int d = tx + 16 * c;
+      if (d >= hs) continue;
+      dk[head + static_cast<std::int64_t>(j) * hs + d] = scale * dk_acc[a][c];
+      dv[head + static_cast<std::int64_t>(j) * hs + d] = dv_acc[a][c];
+    }
+  }
+}
+
+// Kernel B: block (bh, query tile). Thread (ty, tx) owns query rows ty*4 + a; key columns
+// tx + 16 b for the tile products, head columns tx + 16 c for dq.
+// Shared: q, dout, k, v tiles (64, HS + 1) and ds (64, 65): 145 KiB at HS = 128 in float32.
+template <class T, int HS>
+constexpr std::size_t dq_shared_bytes() {
+  return (4 * kTile * (HS + 1) + kTile * kScoreStride) * sizeof(T);
+}
+
+template <class T, int HS>
+__global__ void __launch_bounds__(kThreads)
+    attention_backward_dq_flash_kernel(T* dq, const T* dout, const T* q, const T* k, const T* v, const T* lse,
+                                       const T* D, int T_len, int hs, T scale) {
+  constexpr int ld = HS + 1;
+  constexpr int kCols = HS / 16;
+  BRRR_DYNAMIC_SHARED(T, smem);
+  T* q_tile = smem;                   // (64, ld), for the whole kernel
+  T* do_tile = q_tile + kTile * ld;   // (64, ld), for the whole kernel
+  T* k_tile = do_tile + kTile * ld;   // (64, ld), one key tile at a time
+  T* v_tile = k_tile + kTile * ld;    // (64, ld)
+  T* ds_tile = v_tile + kTile * ld;   // (64, 65)
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int query_tile = gridDim.y - 1 - blockIdx.y;  // the longest blocks first
+  const int q0 = query_tile * kTile;
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * hs;
+  const std::int64_t head_rows = static_cast<std::int64_t>(blockIdx.x) * T_len;
+
+  load_tile<T, HS>(q_tile, q + head, q0, T_len, hs);
+  load_tile<T, HS>(do_tile, dout + head, q0, T_len, hs);
+  T lse_i[kRows], D_i[kRows];
+  for (int a = 0; a < kRows; ++a) {
+    const int i = q0 + ty * kRows + a;
+    lse_i[a] = i < T_len ? lse[head_rows + i] : T(0);
+    D_i[a] = i < T_len ? D[head_rows + i] : T(0);
+  }
+  T dq_acc[kRows][kCols] = {};
+
+  for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
+    const int k0 = key_tile * kTile;
+    __syncthreads();  // everyone is done with the previous k, v and ds tiles
+    load_tile<T, HS>(k_tile, k + head, k0, T_len, hs);
+    load_tile<T, HS>(v_tile, v + head, k0, T_len, hs);
+    __syncthreads();
+
+    // s = q k^T and dp = dout v^T for query rows ty*4 + a and key columns tx + 16 b.
+    T s[kRows][4] = {}, dp[kRows][4] = {};
+    for (int d = 0; d < HS; ++d) {
+      T qd[kRows], dod[kRows], kd[4], vd[4];
+      for (int a = 0; a < kRows; ++a) {
+        qd[a] = q_tile[(ty * kRows + a) * ld + d];
+        dod[a] = do_tile[(ty * kRows + a) * ld + d];
+      }
+      for (int b = 0; b < 4; ++b) {
+        kd[b] = k_tile[(tx + 16 * b) * ld + d];
+        vd[b] = v_tile[(tx + 16 * b) * ld + d];
+      }
+      for (int a = 0; a < kRows; ++a)
+        for (int b = 0; b < 4; ++b) {
+          s[a][b] += qd[a] * kd[b];
+          dp[a][b] += dod[a] * vd[b];
+        }
+    }
+    for (int a = 0; a < kRows; ++a)
+      for (int b = 0; b < 4; ++b) {
+        const int i = q0 + ty * kRows + a, j = k0 + tx + 16 * b;
+        const T p = j <= i && i < T_len ? exp_of(s[a][b] * scale - lse_i[a]) : T(0);
+        ds_tile[(ty * kRows + a) * kScoreStride + tx + 16 * b] = p * (dp[a][b] - D_i[a]);
+      }
+    __syncthreads();
+
+    // dq += ds k for query rows ty*4 + a and head columns tx + 16 c.
+    for (int j = 0; j < kTile; ++j) {
+      T dsj[kRows], kj[kCols];
+      for (int a = 0; a < kRows; ++a) dsj[a] = ds_tile[(ty * kRows + a) * kScoreStride + j];
+      for (int c = 0; c < kCols; ++c) kj[c] = k_tile[j * ld + tx + 16 * c];
+      for (int a = 0; a < kRows; ++a)
+        for (int c = 0; c < kCols; ++c) dq_acc[a][c] += dsj[a] * kj[c];
+    }
+  }
+
+  for (int a = 0; a < kRows; ++a) {
+    const int i = q0 + ty * kRows + a;
+    if (i >= T_len) continue;
+    for (int c = 0; c < kCols; ++c)
+      if (tx + 16 * c < hs) dq[head + static_cast<std::int64_t>(i) * hs + tx + 16 * c] = scale * dq_acc[a][c];
+  }
+}
+
+template <class T, int HS>
+bool launch_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
+                           const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream stream) {
+  if (dkdv_shared_bytes<T, HS>() > kMaxSharedBytes || dq_shared_bytes<T, HS>() > kMaxSharedBytes) return false;
+  const T* D = row_dots(dout, out, BH * T_len, hs, stream);
+  const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
+  BRRR_LAUNCH((attention_backward_dkdv_flash_kernel<T, HS>), grid, kThreads, dkdv_shared_bytes<T, HS>(), stream, dk,
+              dv, dout, q, k, v, lse, D, static_cast<int>(T_len), static_cast<int>(hs), scale);
+  BRRR_LAUNCH((attention_backward_dq_flash_kernel<T, HS>), grid, kThreads, dq_shared_bytes<T, HS>(), stream, dq, dout,
+              q, k, v, lse, D, static_cast<int>(T_len), static_cast<int>(hs), scale);
+  return true;
+}
+
+template <class T>
+void attention_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
+                              const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale,
+                              Stream stream) {
+  check_sizes("attention_backward", BH, T_len, hs);
+  if (BH == 0 || T_len == 0) return;
+  BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, "attention_backward: BH = ", BH, ", T = ", T_len,
+             " is more blocks than a grid holds");
+  bool done = false;
+  switch (padded_head_size(hs)) {
+    case 32: done = launch_backward_flash<T, 32>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream); break;
+    case 64: done = launch_backward_flash<T, 64>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream); break;
+    case 128: done = launch_backward_flash<T, 128>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream); break;
+  }
+  // hs above 128, or float64 tiles too large for shared memory (hs above 32): variant 1.
+  if (!done) attention_backward_naive(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
+}
+
+#if !BRRR_EMULATOR
+// =============================================================================================
+// Variant 3 forward (GPU only): flash attention on tensor cores, bfloat16 inputs
+//
+// Variant 2 spends its time in two tile products, q k^T and p v, on the SIMT float32 units
+// (about 67 TFLOP/s on an H100 SXM). Tensor cores do a 16 x 8 x 16 product per warp and
+// instruction, at up to 990 TFLOP/s in bfloat16. So here q, k and v are rounded to bfloat16
+// as they are loaded (8 bits of mantissa: scores and outputs carry about 1e-2 relative
+// error, which is why this is not the default) and the products run on mma.sync.m16n8k16,
+// with float32 accumulation; the softmax stays in float32.
+//
+// A block is 4 warps and a 64-row query tile; each warp owns 16 query rows and keeps their q
+// fragments in registers for the whole kernel. Per 64-key tile, a warp computes its 16 x 64
+// scores as 8 m16n8 accumulators, does the online softmax on them in registers (the 4 lanes
+// of a quad share a row), and multiplies by v: the accumulator layout of two adjacent 16 x 8
+// score tiles is exactly the layout of a 16 x 16 A operand, so p goes from accumulator to
+// operand without shared memory (FlashAttention-2's trick). v is stored transposed in shared
+// memory so that a B fragment is two adjacent bf16 values (one 32-bit load).
+//
+// Fragment layouts of m16n8k16 (lane = 4 g + t; PTX ISA, "Matrix fragments for mma.m16n8k16"):
+//   A (16 x 16, row-major): a0 = A[g][2t, 2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]
+//   B (16 x 8, by column):  b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g]
+//   C (16 x 8, float):      c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1]
+// Each 32-bit register holds two bf16, the lower index in the lower half.
+//
+// Candid notes: the conversion happens on every load (k and v once per query tile); the
+// transposed store of v has 4-way bank conflicts; loads are plain (no cp.async double
+// buffering, no ldmatrix). It has not been tuned against variant 2 on an H100 yet.
+
+constexpr int kMmaWarps = 4;
+constexpr int kMmaThreads = 32 * kMmaWarps;
+
+// Two floats as two bf16 in one 32-bit register (lo in the lower half).
+__device__ inline unsigned pack_bf16(float lo, float hi) {
+  const unsigned lo_bits = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
+  const unsigned hi_bits = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+  return lo_bits | (hi_bits << 16);
+}
+
+// d (16 x 8) += a (16 x 16) b (16 x 8): bf16 operands, float32 accumulators.
+__device__ inline void mma_bf16_m16n8k16(float d[4], const unsigned a[4], const unsigned b[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// 32 bits (two bf16) at element `index` of a bf16 array in shared memory; index is even.
+__device__ inline unsigned load_pair(const unsigned short* base, int index) {
+  return *reinterpret_cast<const unsigned*>(base + index);
+}
+
+// The rows of a tile are padded by 8 bf16 (16 bytes): the 8 rows a fragment load touches
+// then start in different banks.
+template <int HS>
+constexpr std::size_t mma_shared_bytes() {
+  return (2 * kTile * (HS + 8) + HS * (kTile + 8)) * sizeof(unsigned short);
+}
+
+template <int HS>
+__global__ void __launch_bounds__(kMmaThreads)
+    attention_forward_bf16_mma_kernel(float* out, float* lse, const float* q, const float* k, const float* v,
+                                      int T_len, int hs, float scale_log2) {
+  constexpr int ld = HS + 8;        // q and k tiles (64, HS), bf16
+  constexpr int ld_t = kTile + 8;   // v^T tile (HS, 64), bf16
+  constexpr int kSteps = HS / 16;   // k-steps of q k^T
+  constexpr int kOutTiles = HS / 8; // n-tiles of the output
+  BRRR_DYNAMIC_SHARED(unsigned short, smem);
+  unsigned short* q_tile = smem;
+  unsigned short* k_tile = q_tile + kTile * ld;
+  unsigned short* vt_tile = k_tile + kTile * ld;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int query_tile = gridDim.y - 1 - blockIdx.y;
+  const int q0 = query_tile * kTile;
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * hs;
+
+  for (int e = threadIdx.x; e < kTile * HS; e += kMmaThreads) {
+    const int r = e / HS, d = e % HS;
+    const float x = q0 + r < T_len && d < hs ? q[head + static_cast<std::int64_t>(q0 + r) * hs + d] : 0.0f;
+    q_tile[r * ld + d] = __bfloat16_as_ushort(__float2bfloat16_rn(x));
+  }
+  __syncthreads();
+  const int r0 = warp * 16;  // this warp's rows of the tile
+  unsigned q_frag[kSteps][4];
+  for (int s = 0; s < kSteps; ++s) {
+    q_frag[s][0] = load_pair(q_tile, (r0 + g) * ld + 16 * s + 2 * t);
+    q_frag[s][1] = load_pair(q_tile, (r0 + g + 8) * ld + 16 * s + 2 * t);
+    q_frag[s][2] = load_pair(q_tile, (r0 + g) * ld + 16 * s + 8 + 2 * t);
+    q_frag[s][3] = load_pair(q_tile, (r0 + g + 8) * ld + 16 * s + 8 + 2 * t);
+  }
+
+  // Rows g and g + 8 of the warp's 16: running max (in log2 units), partial sum, output.
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float o[kOutTiles][4] = {};
+  const int row[2] = {q0 + r0 + g, q0 + r0 + g + 8};
+
+  for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
+    const int k0 = key_tile * kTile;
+    __syncthreads();  // everyone is done with the previous k and v tiles
+    for (int e = threadIdx.x; e < kTile * HS; e += kMmaThreads) {
+      const int r = e / HS, d = e % HS;
+      const bool inside = k0 + r < T_len && d < hs;
+      const std::int64_t at = head + static_cast<std::int64_t>(k0 + r) * hs + d;
+      k_tile[r * ld + d] = __bfloat16_as_ushort(__float2bfloat16_rn(inside ? k[at] : 0.0f));
+      vt_tile[d * ld_t + r] = __bfloat16_as_ushort(__float2bfloat16_rn(inside ? v[at] : 0.0f));
+    }
+    __syncthreads();
+
+    // s (16 x 64) = q k^T as 8 accumulator tiles of 16 x 8.
+    float s[8][4] = {};
+    for (int n = 0; n < 8; ++n)
+      for (int st = 0; st < kSteps; ++st) {
+        const unsigned b[2] = {load_pair(k_tile, (8 * n + g) * ld + 16 * st + 2 * t),
+                               load_pair(k_tile, (8 * n + g) * ld + 16 * st + 8 + 2 * t)};
+        mma_bf16_m16n8k16(s[n], q_frag[st], b);
+      }
+
+    // Online softmax in base 2: scale_log2 = scale * log2(e), so exp(x) = exp2(x * log2(e)).
+    for (int h = 0; h < 2; ++h) {  // h = 0: row g (c0, c1); h = 1: row g + 8 (c2, c3)
+      float tile_max = -INFINITY;
+      for (int n = 0; n < 8; ++n)
+        for (int e = 0; e < 2; ++e) {
+          const int j = k0 + 8 * n + 2 * t + e;
+          float& x = s[n][2 * h + e];
+          x = j <= row[h] && j < T_len ? x * scale_log2 : -INFINITY;
+          tile_max = fmaxf(tile_max, x);
+        }
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));  // the quad shares the row
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float m_new = fmaxf(m[h], tile_max);
+      const float correction = exp2f(m[h] - m_new);
+      m[h] = m_new;
+      l[h] *= correction;
+      for (int n = 0; n < kOutTiles; ++n) {
+        o[n][2 * h] *= correction;
+        o[n][2 * h + 1] *= correction;
+      }
+      for (int n = 0; n < 8; ++n)
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[n][2 * h + e];
+          x = exp2f(x - m_new);
+          l[h] += x;
+        }
+    }
+
+    // o += p v: p's accumulators 2 kc and 2 kc + 1 are the A operand for keys 16 kc .. 16 kc + 15.
+    for (int kc = 0; kc < 4; ++kc) {
+      const unsigned a[4] = {pack_bf16(s[2 * kc][0], s[2 * kc][1]), pack_bf16(s[2 * kc][2], s[2 * kc][3]),
+                             pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]),
+                             pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+      for (int n = 0; n < kOutTiles; ++n) {
+        const unsigned b[2] = {load_pair(vt_tile, (8 * n + g) * ld_t + 16 * kc + 2 * t),
+                               load_pair(vt_tile, (8 * n + g) * ld_t + 16 * kc + 8 + 2 * t)};
+        mma_bf16_m16n8k16(o[n], a, b);
+      }
+    }
+  }
+
+  for (int h = 0; h < 2; ++h) {
+    float row_l = l[h];
+    row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
+    row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
+    if (row[h] >= T_len) continue;
+    float* out_row = out + head + static_cast<std::int64_t>(row[h]) * hs;
+    for (int n = 0; n < kOutTiles; ++n)
+      for (int e = 0; e < 2; ++e) {
+        const int d = 8 * n + 2 * t + e;
+        if (d < hs) out_row[d] = o[n][2 * h + e] / row_l;
+      }
+    // lse in natural log units: (m + log2(l)) * ln(2).
+    if (t == 0) lse[blockIdx.x * static_cast<std::int64_t>(T_len) + row[h]] = (m[h] + log2f(row_l)) * 0.69314718f;
+  }
+}
+
+template <int HS>
+void launch_forward_bf16_mma(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t BH,
+                             std::int64_t T_len, std::int64_t hs, float scale, Stream stream) {
+  const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
+  BRRR_LAUNCH(attention_forward_bf16_mma_kernel<HS>, grid, kMmaThreads, mma_shared_bytes<HS>(), stream, out, lse, q,
+              k, v, static_cast<int>(T_len), static_cast<int>(hs), scale * 1.44269504f);
+}
+
+void attention_forward_bf16_mma(float* out, float* lse, const float* q, const float* k, const float* v,
+                                std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream) {
+  check_sizes("attention_forward", BH, T_len, hs);
+  if (BH == 0 || T_len == 0) return;
+  BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, "attention_forward: BH = ", BH, ", T = ", T_len,
+             " is more blocks than a grid holds");
+  switch (padded_head_size(hs)) {
+    case 32: return launch_forward_bf16_mma<32>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
+    case 64: return launch_forward_bf16_mma<64>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
+    case 128: return launch_forward_bf16_mma<128>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
+  }
+  attention_forward_naive(out, lse, q, k, v, BH, T_len, hs, scale, stream);  // hs > 128
+}
+#endif  // !BRRR_EMULATOR
+
+// =============================================================================================
+
+#define BRRR_INSTANTIATE(T)                                                                                         \
+  template void attention_forward_naive<T>(T*, T*, const T*, const T*, const T*, std::int64_t, std::int64_t,        \
+                                           std::int64_t, T, Stream);                                                \
+  template void attention_forward_flash<T>(T*, T*, const T*, const T*, const T*, std::int64_t, std::int64_t,        \
+                                           std::int64_t, T, Stream);                                                \
+  template void attention_backward_naive<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, \
+                                            std::int64_t, std::int64_t, std::int64_t, T, Stream);                  \
+  template void attention_backward_flash<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, \
+                                            std::int64_t, std::int64_t, std::int64_t, T, Stream);
+BRRR_INSTANTIATE(float)
+BRRR_INSTANTIATE(double)
+#undef BRRR_INSTANTIATE
+
+namespace {
+template <class T>
+void register_dtype() {
+  constexpr DType dt = dtype_of<T>();
+  add("attention_forward", DeviceType::CUDA, dt, "naive", &attention_forward_naive<T>, 0);
+  add("attention_forward", DeviceType::CUDA, dt, "flash", &attention_forward_flash<T>, 20);
+  add("attention_backward", DeviceType::CUDA, dt, "naive", &attention_backward_naive<T>, 0);
+  add("attention_backward", DeviceType::CUDA, dt, "flash", &attention_backward_flash<T>, 20);
+}
+}  // namespace
+
+void register_attention_kernels() {
+  register_dtype<float>();
+  register_dtype<double>();
+#if !BRRR_EMULATOR
+  // Not the default: bf16 inputs change the results in the third significant digit.
+  add("attention_forward", DeviceType::CUDA, kFloat32, "bf16_mma", &attention_forward_bf16_mma, 10);
+#endif
+}
+
+}  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -1,0 +1,51 @@
+// kernels/cuda/attention.h: the causal attention kernels of attention.cu, callable with raw
+// pointers, one function per variant. Chapter 14 (flash attention).
+// Read before: kernels/kernels.h (attention_forward_fn, attention_backward_fn).
+// Read next: kernels/cuda/attention.cu.
+//
+// attention.cu is compiled twice (see simt.h), so each function exists in brrr::kernels::emu
+// (the emulator, host pointers) and in brrr::kernels::cuda (the GPU, device pointers; only in
+// CUDA builds). Shapes: q, k, v, out, dout, dq, dk, dv (BH, T_len, hs), lse (BH, T_len), all
+// contiguous; key j is visible to query i iff j <= i. T is float or double.
+#pragma once
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+#define BRRR_ATTENTION_KERNELS                                                                                   \
+  /* Variant 1: one thread per query row, two passes over the keys. */                                          \
+  template <class T>                                                                                             \
+  void attention_forward_naive(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH,            \
+                               std::int64_t T_len, std::int64_t hs, T scale, Stream stream);                    \
+  /* Variant 2: flash attention: tiles in shared memory, online softmax (hs above 128: variant 1). */           \
+  template <class T>                                                                                             \
+  void attention_forward_flash(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH,            \
+                               std::int64_t T_len, std::int64_t hs, T scale, Stream stream);                    \
+  /* Variant 1: one thread per query row for dq, one per key row for dk and dv. */                              \
+  template <class T>                                                                                             \
+  void attention_backward_naive(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,         \
+                                const T* out, const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, \
+                                T scale, Stream stream);                                                         \
+  /* Variant 2: FlashAttention-2 style: a block per key tile for dk, dv, a block per query tile for dq. */      \
+  template <class T>                                                                                             \
+  void attention_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,         \
+                                const T* out, const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, \
+                                T scale, Stream stream);
+
+namespace brrr::kernels {
+
+namespace emu {
+BRRR_ATTENTION_KERNELS
+}  // namespace emu
+
+namespace cuda {
+BRRR_ATTENTION_KERNELS
+// Variant 3 (GPU only): the flash forward on tensor cores, mma.sync m16n8k16 with q, k, v
+// rounded to bfloat16 on load and float32 accumulation (relative error about 1e-2, not 1e-6).
+void attention_forward_bf16_mma(float* out, float* lse, const float* q, const float* k, const float* v,
+                                std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream);
+}  // namespace cuda
+
+}  // namespace brrr::kernels
+
+#undef BRRR_ATTENTION_KERNELS

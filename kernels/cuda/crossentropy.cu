@@ -1,0 +1,292 @@
+// kernels/cuda/crossentropy.cu: softmax cross-entropy on the GPU: the forward and backward as
+// two kernels, and the fused classifier that computes the loss and writes dlogits in one.
+// Chapter 12 (reductions: LayerNorm, softmax and cross-entropy); chapter 15 shows how the
+// fused kernel's gradient reaches autograd. Read before: kernels/cpu/nn.cpp (the reference),
+// kernels/cuda/layernorm.cu (row reductions with warps). Read next: kernels/cuda/matmul.cu
+// (chapter 13).
+//
+// For one row of logits x (V) and target t:
+//   lse = log sum_v exp(x_v) = max + log sum_v exp(x_v - max)   (the max keeps exp finite)
+//   loss = lse - x_t,   dloss/dx_v = exp(x_v - lse) - [v == t] = softmax_v - onehot_v
+// Rows whose target is ignore_index get loss 0 and gradient 0.
+//
+// GPT-2's vocabulary (V = 50,257, padded to 50,304) makes logits the largest activation of
+// the model: (B T, V) floats, 1.6 GB at B T = 8192. Every pass over them costs ~0.5 ms of
+// H100 memory bandwidth (datasheet 3.35 TB/s), so the count of passes is the whole game:
+//   unfused, PyTorch style: softmax (read, write probs), loss (read), backward (read probs,
+//   write dlogits): about five passes and an (N, V) probability tensor;
+//   variant 1 below (forward, then backward from lse): forward reads twice (max, sum), the
+//   backward reads once and writes once: four passes, no probability tensor;
+//   variant 2 (fused): one read for the loss, one write of dlogits, plus a second read of
+//   each row that the design hopes to serve from L2 (see there).
+//
+// Measurements: not yet measured on an H100.
+#include "kernels/cuda/crossentropy.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/simt.h"
+#include "kernels/registry.h"
+
+namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
+
+static __device__ __forceinline__ float exp_of(float x) { return expf(x); }
+static __device__ __forceinline__ double exp_of(double x) { return exp(x); }
+static __device__ __forceinline__ float log_of(float x) { return logf(x); }
+static __device__ __forceinline__ double log_of(double x) { return log(x); }
+
+template <class T>
+static __device__ __forceinline__ T minus_infinity() {
+  return static_cast<T>(-INFINITY);
+}
+
+// The max over a block, in every thread (block_sum of common.h, with max).
+template <class T>
+static __device__ T block_max(T value, T* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  value = warp_max(value);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  value = lane < warps ? scratch[lane] : minus_infinity<T>();
+  return warp_max(value);
+}
+
+// Threads per row: about 8 logits each, a multiple of 32, 32 to 1024.
+static int row_threads(std::int64_t V) {
+  return static_cast<int>(std::min<std::int64_t>(1024, std::max<std::int64_t>(32, ceil_div(ceil_div(V, 8), 32) * 32)));
+}
+
+static void check_rows(const char* op, std::int64_t N) {
+  BRRR_CHECK(N <= INT_MAX, op, ": ", N, " rows; one block per row allows at most 2^31 - 1");
+}
+
+// =============================================================================================
+// Variant 1: forward and backward, one block per row each.
+//
+// The forward is the textbook three steps: the block finds the row's max (each thread over a
+// strided slice, then a block reduction), then the sum of exp(x - max) (a second read of the
+// row, likely from L2), then lse = max + log(sum) and the loss. It saves lse (N floats), all
+// the backward needs besides the logits, so no (N, V) probability tensor is ever stored. The
+// backward recomputes each probability as exp(x - lse) and writes dlogits: one more read of
+// the logits and one write. Reads are scalar and coalesced (thread i reads i, i + blockDim,
+// ...). Everything is deterministic: each sum has a fixed order.
+
+template <class T>
+__global__ void cross_entropy_forward_kernel1(T* losses, T* lse, const T* logits, const std::int32_t* targets,
+                                              std::int64_t V, std::int64_t ignore_index) {
+  __shared__ T scratch[32];
+  const std::int64_t n = blockIdx.x;
+  const T* row = logits + n * V;
+  T m = minus_infinity<T>();
+  for (std::int64_t v = threadIdx.x; v < V; v += blockDim.x) m = max(m, row[v]);
+  m = block_max(m, scratch);
+  T s = 0;
+  for (std::int64_t v = threadIdx.x; v < V; v += blockDim.x) s += exp_of(row[v] - m);
+  s = block_sum(s, scratch);
+  if (threadIdx.x == 0) {
+    const T l = m == minus_infinity<T>() ? m : m + log_of(s);  // an all -inf row: lse = -inf, as the CPU
+    const std::int64_t t = targets[n];
+    lse[n] = l;
+    losses[n] = t == ignore_index ? T(0) : l - row[t];
+  }
+}
+
+template <class T>
+__global__ void cross_entropy_backward_kernel1(T* dlogits, const T* dlosses, const T* logits, const T* lse,
+                                               const std::int32_t* targets, std::int64_t V,
+                                               std::int64_t ignore_index) {
+  const std::int64_t n = blockIdx.x, t = targets[n];
+  T* d = dlogits + n * V;
+  if (t == ignore_index) {  // the same in every thread of the block (and there is no barrier)
+    for (std::int64_t v = threadIdx.x; v < V; v += blockDim.x) d[v] = T(0);
+    return;
+  }
+  const T* row = logits + n * V;
+  const T g = dlosses[n], l = lse[n];
+  for (std::int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+    const T p = exp_of(row[v] - l) * g;  // the CPU kernel's order: p * g, then - g at the target
+    d[v] = v == t ? p - g : p;
+  }
+}
+
+template <class T>
+void cross_entropy_forward1(T* losses, T* lse, const T* logits, const std::int32_t* targets, std::int64_t N,
+                            std::int64_t V, std::int64_t ignore_index, Stream stream) {
+  if (N == 0) return;
+  check_rows("cross_entropy_forward", N);
+  BRRR_LAUNCH((cross_entropy_forward_kernel1<T>), static_cast<int>(N), row_threads(V), 0, stream, losses, lse, logits,
+              targets, V, ignore_index);
+}
+
+template <class T>
+void cross_entropy_backward1(T* dlogits, const T* dlosses, const T* logits, const T* lse, const std::int32_t* targets,
+                             std::int64_t N, std::int64_t V, std::int64_t ignore_index, Stream stream) {
+  if (N == 0 || V == 0) return;
+  check_rows("cross_entropy_backward", N);
+  BRRR_LAUNCH((cross_entropy_backward_kernel1<T>), static_cast<int>(N), row_threads(V), 0, stream, dlogits, dlosses,
+              logits, lse, targets, V, ignore_index);
+}
+
+// =============================================================================================
+// Variant 2, fused: the loss and dlogits = dloss * (softmax - onehot) in one kernel, one
+// block per row, from an online max and sum.
+//
+// The max and the sum of exp need not be two passes. Each thread keeps a running max m and a
+// running sum s = sum exp(x - m) over the logits it has seen; a new x above m rescales the
+// sum to the new max first: s = s * exp(m - x) + 1, m = x (the rule of online softmax, and of
+// flash attention). Two such (m, s) pairs merge the same way: M = max(m1, m2),
+// s = s1 exp(m1 - M) + s2 exp(m2 - M). So one read of the row gives every thread its pair,
+// a block reduction of pairs (shuffles in each warp, then warp 0 over the warps' pairs) gives
+// the row's max and sum, and lse = max + log(sum). It costs one exp per logit, as the
+// two-pass form does, plus a rare rescale.
+//
+// Then the gradient: dlogits_v = dloss * (exp(x_v - lse) - [v == t]), which needs the row a
+// second time. What this kernel does, honestly: it reads the row again from global memory.
+// The first read brought the row through L2, and the second comes right after the block's
+// own first read, so it should mostly hit L2 rather than DRAM, but nothing guarantees it: a
+// 50,304-float row is 196 KiB, and with two blocks of 1024 threads resident on each of 132
+// SMs some 264 rows (~52 MB) are in flight, about the size of the H100's 50 MB L2. Whether
+// the second read costs DRAM traffic is for `ncu` to tell (lts__t_sector_hit_rate) once it
+// runs on one. Registers cannot hold the row (196 KiB over 1024 threads is 49 floats each,
+// with 64 registers per thread at that block size); shared memory could (227 KiB on an H100,
+// one block per SM): the obvious next variant, left as the chapter's exercise. Either way no
+// probability tensor is stored and the loss and gradient cost one launch: dloss is known at
+// forward time (1 / (rows that count) for a mean), so the backward pass has nothing left
+// to do but scale by the incoming gradient.
+//
+// float4: when V % 4 == 0 (GPT-2's padded 50,304 is) and both pointers are 16-byte aligned,
+// every row starts on a 16-byte boundary and both passes move float4s. Otherwise scalar.
+
+template <class T>
+static __device__ __forceinline__ void online_add(T& m, T& s, T x) {
+  if (x > m) {
+    s = s * exp_of(m - x) + T(1);  // m = -inf at first: s = 0 * 0 + 1
+    m = x;
+  } else if (x != minus_infinity<T>()) {  // -inf adds nothing (and -inf - -inf would be NaN)
+    s += exp_of(x - m);
+  }
+}
+
+template <class T>
+static __device__ __forceinline__ void online_merge(T& m, T& s, T m2, T s2) {
+  const T top = m > m2 ? m : m2;
+  if (top == minus_infinity<T>()) return;  // both empty
+  s = s * exp_of(m - top) + s2 * exp_of(m2 - top);
+  m = top;
+}
+
+// The row's (max, sum) in every thread. The butterfly's lanes may differ in the last bit
+// (the compiler may fuse s1 e1 + s2 e2 into an FMA either way round), so only lane 0's pairs
+// go on, and warp 0's lane 0 decides for the whole block: every thread then uses the same lse.
+template <class T>
+static __device__ void block_online_merge(T& m, T& s) {
+  __shared__ T warp_m[32], warp_s[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (int offset = 16; offset > 0; offset /= 2)
+    online_merge(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
+  if (lane == 0) {
+    warp_m[warp] = m;
+    warp_s[warp] = s;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < warps ? warp_m[lane] : minus_infinity<T>();
+    s = lane < warps ? warp_s[lane] : T(0);
+    for (int offset = 16; offset > 0; offset /= 2)
+      online_merge(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
+    if (lane == 0) {
+      warp_m[0] = m;
+      warp_s[0] = s;
+    }
+  }
+  __syncthreads();
+  m = warp_m[0];
+  s = warp_s[0];
+}
+
+template <class T>
+__global__ void cross_entropy_fused_kernel(T* losses, T* dlogits, const T* logits, const std::int32_t* targets,
+                                           std::int64_t V, std::int64_t ignore_index, T dloss, bool vector) {
+  const std::int64_t n = blockIdx.x, t = targets[n];
+  const T* row = logits + n * V;
+  T* d = dlogits + n * V;
+  if (t == ignore_index) {  // uniform across the block, so returning before the barriers is safe
+    for (std::int64_t v = threadIdx.x; v < V; v += blockDim.x) d[v] = T(0);
+    if (threadIdx.x == 0) losses[n] = T(0);
+    return;
+  }
+  // Pass 1: each thread's online (max, sum) over its logits; the float4 part, then the tail.
+  const std::int64_t V4 = vector ? V / 4 : 0;
+  T m = minus_infinity<T>(), s = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    const float4* row4 = reinterpret_cast<const float4*>(row);
+    for (std::int64_t i = threadIdx.x; i < V4; i += blockDim.x) {
+      const float4 q = row4[i];
+      online_add(m, s, q.x);
+      online_add(m, s, q.y);
+      online_add(m, s, q.z);
+      online_add(m, s, q.w);
+    }
+  }
+  for (std::int64_t v = 4 * V4 + threadIdx.x; v < V; v += blockDim.x) online_add(m, s, row[v]);
+  block_online_merge(m, s);
+  const T l = m + log_of(s);
+  if (threadIdx.x == 0) losses[n] = l - row[t];
+
+  // Pass 2: dlogits from the second read of the row (from L2, we hope: see above).
+  if constexpr (std::is_same_v<T, float>) {
+    const float4* row4 = reinterpret_cast<const float4*>(row);
+    float4* d4 = reinterpret_cast<float4*>(d);
+    for (std::int64_t i = threadIdx.x; i < V4; i += blockDim.x) {
+      const float4 q = row4[i];
+      const std::int64_t v = 4 * i;
+      d4[i] = make_float4((exp_of(q.x - l) - (v == t ? 1.0f : 0.0f)) * dloss,
+                          (exp_of(q.y - l) - (v + 1 == t ? 1.0f : 0.0f)) * dloss,
+                          (exp_of(q.z - l) - (v + 2 == t ? 1.0f : 0.0f)) * dloss,
+                          (exp_of(q.w - l) - (v + 3 == t ? 1.0f : 0.0f)) * dloss);
+    }
+  }
+  for (std::int64_t v = 4 * V4 + threadIdx.x; v < V; v += blockDim.x)
+    d[v] = (exp_of(row[v] - l) - (v == t ? T(1) : T(0))) * dloss;
+}
+
+template <class T>
+void cross_entropy_fused2(T* losses, T* dlogits, const T* logits, const std::int32_t* targets, std::int64_t N,
+                          std::int64_t V, std::int64_t ignore_index, T dloss, Stream stream) {
+  if (N == 0) return;
+  check_rows("cross_entropy_fused", N);
+  const bool vector = std::is_same_v<T, float> && V % 4 == 0 && aligned16(logits) && aligned16(dlogits);
+  BRRR_LAUNCH((cross_entropy_fused_kernel<T>), static_cast<int>(N), row_threads(V), 0, stream, losses, dlogits,
+              logits, targets, V, ignore_index, dloss, vector);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#define BRRR_INSTANTIATE(T)                                                                                         \
+  template void cross_entropy_forward1<T>(T*, T*, const T*, const std::int32_t*, std::int64_t, std::int64_t,       \
+                                          std::int64_t, Stream);                                                  \
+  template void cross_entropy_backward1<T>(T*, const T*, const T*, const T*, const std::int32_t*, std::int64_t,    \
+                                           std::int64_t, std::int64_t, Stream);                                   \
+  template void cross_entropy_fused2<T>(T*, T*, const T*, const std::int32_t*, std::int64_t, std::int64_t,         \
+                                        std::int64_t, T, Stream);
+BRRR_INSTANTIATE(float)
+BRRR_INSTANTIATE(double)
+#undef BRRR_INSTANTIATE
+
+void register_crossentropy_kernels() {
+  constexpr DeviceType kCuda = DeviceType::CUDA;
+  add("cross_entropy_forward", kCuda, kFloat32, "block", &cross_entropy_forward1<float>, 0);
+  add("cross_entropy_forward", kCuda, kFloat64, "block", &cross_entropy_forward1<double>, 0);
+  add("cross_entropy_backward", kCuda, kFloat32, "block", &cross_entropy_backward1<float>, 0);
+  add("cross_entropy_backward", kCuda, kFloat64, "block", &cross_entropy_backward1<double>, 0);
+  add("cross_entropy_fused", kCuda, kFloat32, "online", &cross_entropy_fused2<float>, 0);
+  add("cross_entropy_fused", kCuda, kFloat64, "online", &cross_entropy_fused2<double>, 0);
+}
+
+}  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

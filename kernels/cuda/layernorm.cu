@@ -1,0 +1,449 @@
+// kernels/cuda/layernorm.cu: LayerNorm on the GPU: the forward (saving mean and rstd), the
+// backward (dx, dweight and dbias), and the forward fused with the residual add before it.
+// Chapter 12 (reductions: LayerNorm, softmax and cross-entropy). Read before:
+// kernels/cpu/nn.cpp (the reference), kernels/cuda/gelu.cu (chapter 11).
+// Read next: kernels/cuda/crossentropy.cu.
+//
+// LayerNorm over rows of (N, C): out = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var
+// + eps), with the biased variance. In GPT-2, C is 768 to 1600 and N = B * T is thousands of
+// rows. Per element it does a handful of flops, so like GELU it is limited by memory traffic;
+// unlike GELU each output depends on the whole row (the mean and variance), so the question
+// is how a row's reduction is split across threads, and how many times the row is read.
+//
+// Backward (derived in the chapter), with norm = (x - mean) * rstd and g = dout * weight:
+//   dx = rstd * (g - mean(g) - norm * mean(g * norm))     (per row: two row reductions)
+//   dweight = sum over rows of dout * norm,  dbias = sum over rows of dout   (per column)
+// dweight and dbias are overwritten, not accumulated, as in the CPU kernel.
+//
+// Measurements: not yet measured on an H100; each variant says what it should buy.
+#include "kernels/cuda/layernorm.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "kernels/cuda/column_sum.h"
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/simt.h"
+#include "kernels/registry.h"
+
+namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
+
+// 1 / sqrt(v): rsqrtf is one instruction, within 2 ulp (the CPU kernel divides in double).
+static __device__ __forceinline__ float rsqrt_of(float v) { return rsqrtf(v); }
+static __device__ __forceinline__ double rsqrt_of(double v) { return rsqrt(v); }
+
+constexpr int kBlockSize = 256;  // row kernels: a block is 8 warps, so 8 rows at a time
+
+static int row_blocks(const char* op, std::int64_t rows, int rows_per_block) {
+  BRRR_CHECK(ceil_div(rows, rows_per_block) <= INT_MAX, op, ": ", rows, " rows need more than 2^31 - 1 blocks");
+  return grid_for(rows, rows_per_block);
+}
+
+// Every forward kernel below also serves the fused residual + LayerNorm: with `residual` set,
+// it first forms sum = x + residual (writing it: the next block's residual stream needs it)
+// and normalises that. With residual == nullptr (and sum == nullptr) it is plain LayerNorm.
+
+// =============================================================================================
+// Forward, variant 1: one thread per row.
+//
+// The CPU loop moved onto the GPU: thread n walks its row three times (mean, variance,
+// output). It is correct and as wrong as it gets for memory: at any moment the 32 threads of
+// a warp read 32 addresses C floats apart, so every load touches 32 different 128-byte lines
+// and uses 4 bytes of each (the rest may survive in L1 until the next column, or may not).
+// With N = 8192 rows there are only 8192 threads, a quarter of what an H100 keeps resident.
+// Expect it an order of magnitude or more below the copy bandwidth.
+
+template <class T>
+__global__ void layernorm_forward_kernel1(T* out, T* mean, T* rstd, T* sum, const T* x, const T* residual,
+                                          const T* weight, const T* bias, std::int64_t N, std::int64_t C, T eps) {
+  const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  const T* row = x + n * C;
+  if (residual) {
+    T* s = sum + n * C;
+    for (std::int64_t c = 0; c < C; ++c) s[c] = row[c] + residual[n * C + c];
+    row = s;
+  }
+  T m = 0;
+  for (std::int64_t c = 0; c < C; ++c) m += row[c];
+  m = m / static_cast<T>(C);
+  T var = 0;
+  for (std::int64_t c = 0; c < C; ++c) var += (row[c] - m) * (row[c] - m);
+  const T s = rsqrt_of(var / static_cast<T>(C) + eps);
+  for (std::int64_t c = 0; c < C; ++c) out[n * C + c] = (row[c] - m) * s * weight[c] + (bias ? bias[c] : T(0));
+  mean[n] = m;
+  rstd[n] = s;
+}
+
+template <class T>
+static void launch_forward1(T* sum, T* out, T* mean, T* rstd, const T* x, const T* residual, const T* weight,
+                            const T* bias, std::int64_t N, std::int64_t C, T eps, Stream stream) {
+  if (N == 0 || C == 0) return;
+  BRRR_LAUNCH((layernorm_forward_kernel1<T>), row_blocks("layernorm_forward", N, kBlockSize), kBlockSize, 0, stream,
+              out, mean, rstd, sum, x, residual, weight, bias, N, C, eps);
+}
+
+template <class T>
+void layernorm_forward1(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, std::int64_t N,
+                        std::int64_t C, T eps, Stream stream) {
+  launch_forward1<T>(nullptr, out, mean, rstd, x, nullptr, weight, bias, N, C, eps, stream);
+}
+
+template <class T>
+void residual_layernorm_forward1(T* sum, T* out, T* mean, T* rstd, const T* x, const T* residual, const T* weight,
+                                 const T* bias, std::int64_t N, std::int64_t C, T eps, Stream stream) {
+  launch_forward1<T>(sum, out, mean, rstd, x, residual, weight, bias, N, C, eps, stream);
+}
+
+// =============================================================================================
+// Forward, variant 2: one warp per row.
+//
+// Lane l handles columns l, l + 32, l + 64, ...: at each step the warp reads 32 consecutive
+// floats, one 128-byte line, fully used (coalesced). The row's sums become warp sums: five
+// shuffles (common.h's warp_sum), no shared memory, no __syncthreads; a warp that has no row
+// leaves as a whole, so the shuffles always see all 32 lanes. There are now 32 x as many
+// threads in flight. It still reads the row three times (sum, squared deviations, output);
+// the second and third reads mostly hit L1/L2, so DRAM traffic is near one read and one
+// write, but each read still costs load instructions and L1 bandwidth.
+
+template <class T>
+__global__ void layernorm_forward_kernel2(T* out, T* mean, T* rstd, T* sum, const T* x, const T* residual,
+                                          const T* weight, const T* bias, std::int64_t N, std::int64_t C, T eps) {
+  const int lane = threadIdx.x % 32;
+  const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (n >= N) return;  // the whole warp: n is the same in all its lanes
+  const T* row = x + n * C;
+  T s = 0;
+  if (residual) {
+    T* srow = sum + n * C;
+    for (std::int64_t c = lane; c < C; c += 32) {
+      const T v = row[c] + residual[n * C + c];
+      srow[c] = v;  // each lane reads back only what it wrote itself
+      s += v;
+    }
+    row = srow;
+  } else {
+    for (std::int64_t c = lane; c < C; c += 32) s += row[c];
+  }
+  const T m = warp_sum(s) / static_cast<T>(C);
+  T var = 0;
+  for (std::int64_t c = lane; c < C; c += 32) var += (row[c] - m) * (row[c] - m);
+  const T r = rsqrt_of(warp_sum(var) / static_cast<T>(C) + eps);
+  for (std::int64_t c = lane; c < C; c += 32)
+    out[n * C + c] = (row[c] - m) * r * weight[c] + (bias ? bias[c] : T(0));
+  if (lane == 0) {
+    mean[n] = m;
+    rstd[n] = r;
+  }
+}
+
+template <class T>
+static void launch_forward2(T* sum, T* out, T* mean, T* rstd, const T* x, const T* residual, const T* weight,
+                            const T* bias, std::int64_t N, std::int64_t C, T eps, Stream stream) {
+  if (N == 0 || C == 0) return;
+  BRRR_LAUNCH((layernorm_forward_kernel2<T>), row_blocks("layernorm_forward", N, kBlockSize / 32), kBlockSize, 0,
+              stream, out, mean, rstd, sum, x, residual, weight, bias, N, C, eps);
+}
+
+template <class T>
+void layernorm_forward2(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, std::int64_t N,
+                        std::int64_t C, T eps, Stream stream) {
+  launch_forward2<T>(nullptr, out, mean, rstd, x, nullptr, weight, bias, N, C, eps, stream);
+}
+
+template <class T>
+void residual_layernorm_forward2(T* sum, T* out, T* mean, T* rstd, const T* x, const T* residual, const T* weight,
+                                 const T* bias, std::int64_t N, std::int64_t C, T eps, Stream stream) {
+  launch_forward2<T>(sum, out, mean, rstd, x, residual, weight, bias, N, C, eps, stream);
+}
+
+// =============================================================================================
+// Forward, variant 3: one warp per row, float4 loads, the row held in registers.
+//
+// Two changes to variant 2. Loads are float4 (16 bytes a lane, 512 bytes a warp per
+// instruction: a quarter of the load instructions). And each lane keeps its part of the row
+// in registers, v[i] = columns 4 (l + 32 i) .. + 3, so x is read exactly once: the variance
+// and the output are computed from registers, with no second or third trip through L1/L2.
+// (Computing the variance from the registers also keeps the exact two-pass formula, with no
+// E[x^2] - E[x]^2 cancellation.) The price: the register array's size must be known at
+// compile time, so the kernel is a template on kVecs = float4s per lane, instantiated for
+// 1, 2, 4, 8 and 16 (C <= 128, 256, 512, 1024, 2048); C = 768 runs kVecs = 8, whose last two
+// slots are masked off. The fused residual form reads x and residual once, writes sum and
+// out once: 4 passes over (N, C) where add-then-LayerNorm takes 6 (plus three re-reads).
+// Expect it the fastest for GPT-2 widths, near the copy bandwidth. Not covered: C not a
+// multiple of 4, pointers that are not 16-byte aligned, C > 2048: those run variant 2.
+
+template <int kVecs>
+__global__ void layernorm_forward_kernel3(float* out, float* mean, float* rstd, float* sum, const float* x,
+                                          const float* residual, const float* weight, const float* bias,
+                                          std::int64_t N, int C4, float eps) {
+  const int lane = threadIdx.x % 32;
+  const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (n >= N) return;
+  const std::int64_t offset = n * C4;  // in float4s
+  const float C = 4.0f * static_cast<float>(C4);
+  float4 v[kVecs];
+  float s = 0.0f;
+  for (int i = 0; i < kVecs; ++i) {
+    const int c4 = lane + 32 * i;
+    v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (c4 < C4) {
+      v[i] = reinterpret_cast<const float4*>(x)[offset + c4];
+      if (residual) {
+        const float4 r = reinterpret_cast<const float4*>(residual)[offset + c4];
+        v[i] = make_float4(v[i].x + r.x, v[i].y + r.y, v[i].z + r.z, v[i].w + r.w);
+        reinterpret_cast<float4*>(sum)[offset + c4] = v[i];
+      }
+      s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
+    }
+  }
+  const float m = warp_sum(s) / C;
+  float var = 0.0f;
+  for (int i = 0; i < kVecs; ++i) {
+    if (lane + 32 * i < C4) {
+      const float dx = v[i].x - m, dy = v[i].y - m, dz = v[i].z - m, dw = v[i].w - m;
+      var += (dx * dx + dy * dy) + (dz * dz + dw * dw);
+    }
+  }
+  const float r = rsqrtf(warp_sum(var) / C + eps);
+  const float4* w4 = reinterpret_cast<const float4*>(weight);
+  const float4* b4 = reinterpret_cast<const float4*>(bias);
+  for (int i = 0; i < kVecs; ++i) {
+    const int c4 = lane + 32 * i;
+    if (c4 < C4) {
+      const float4 w = w4[c4];
+      const float4 b = bias ? b4[c4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      reinterpret_cast<float4*>(out)[offset + c4] =
+          make_float4((v[i].x - m) * r * w.x + b.x, (v[i].y - m) * r * w.y + b.y, (v[i].z - m) * r * w.z + b.z,
+                      (v[i].w - m) * r * w.w + b.w);
+    }
+  }
+  if (lane == 0) {
+    mean[n] = m;
+    rstd[n] = r;
+  }
+}
+
+static void launch_forward3(float* sum, float* out, float* mean, float* rstd, const float* x, const float* residual,
+                            const float* weight, const float* bias, std::int64_t N, std::int64_t C, float eps,
+                            Stream stream) {
+  if (N == 0 || C == 0) return;
+  const bool aligned = aligned16(out) && aligned16(x) && aligned16(weight) && (!bias || aligned16(bias)) &&
+                       (!residual || (aligned16(residual) && aligned16(sum)));
+  if (C % 4 != 0 || C > 2048 || !aligned) {
+    launch_forward2<float>(sum, out, mean, rstd, x, residual, weight, bias, N, C, eps, stream);
+    return;
+  }
+  const int C4 = static_cast<int>(C / 4), vecs = static_cast<int>(ceil_div(C4, 32));
+  const int blocks = row_blocks("layernorm_forward", N, kBlockSize / 32);
+  if (vecs <= 1)
+    BRRR_LAUNCH(layernorm_forward_kernel3<1>, blocks, kBlockSize, 0, stream, out, mean, rstd, sum, x, residual,
+                weight, bias, N, C4, eps);
+  else if (vecs <= 2)
+    BRRR_LAUNCH(layernorm_forward_kernel3<2>, blocks, kBlockSize, 0, stream, out, mean, rstd, sum, x, residual,
+                weight, bias, N, C4, eps);
+  else if (vecs <= 4)
+    BRRR_LAUNCH(layernorm_forward_kernel3<4>, blocks, kBlockSize, 0, stream, out, mean, rstd, sum, x, residual,
+                weight, bias, N, C4, eps);
+  else if (vecs <= 8)
+    BRRR_LAUNCH(layernorm_forward_kernel3<8>, blocks, kBlockSize, 0, stream, out, mean, rstd, sum, x, residual,
+                weight, bias, N, C4, eps);
+  else
+    BRRR_LAUNCH(layernorm_forward_kernel3<16>, blocks, kBlockSize, 0, stream, out, mean, rstd, sum, x, residual,
+                weight, bias, N, C4, eps);
+}
+
+void layernorm_forward3(float* out, float* mean, float* rstd, const float* x, const float* weight, const float* bias,
+                        std::int64_t N, std::int64_t C, float eps, Stream stream) {
+  launch_forward3(nullptr, out, mean, rstd, x, nullptr, weight, bias, N, C, eps, stream);
+}
+
+void residual_layernorm_forward3(float* sum, float* out, float* mean, float* rstd, const float* x,
+                                 const float* residual, const float* weight, const float* bias, std::int64_t N,
+                                 std::int64_t C, float eps, Stream stream) {
+  launch_forward3(sum, out, mean, rstd, x, residual, weight, bias, N, C, eps, stream);
+}
+
+// =============================================================================================
+// Backward, variant 1: one thread per row for dx, then one thread per column for dweight and
+// dbias.
+//
+// dx needs two reductions along its row, dweight and dbias one reduction down each column: two
+// directions, so the simplest code is two kernels. The row kernel has variant 1's problem
+// (each warp's loads scatter over 32 rows); the column kernel is coalesced (neighbouring
+// threads, neighbouring columns) but has only C threads, each adding N values one after the
+// other. Both read x and dout, so the inputs cross the memory bus twice. Deterministic: every
+// sum has one fixed order.
+
+template <class T>
+__global__ void layernorm_backward_dx_kernel1(T* dx, const T* dout, const T* x, const T* weight, const T* mean,
+                                              const T* rstd, std::int64_t N, std::int64_t C) {
+  const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  const T* row = x + n * C;
+  const T* g = dout + n * C;
+  const T m = mean[n], s = rstd[n];
+  T mean_g = 0, mean_gn = 0;
+  for (std::int64_t c = 0; c < C; ++c) {
+    const T gw = g[c] * weight[c];
+    mean_g += gw;
+    mean_gn += gw * ((row[c] - m) * s);
+  }
+  mean_g = mean_g / static_cast<T>(C);
+  mean_gn = mean_gn / static_cast<T>(C);
+  for (std::int64_t c = 0; c < C; ++c) {
+    const T norm = (row[c] - m) * s;
+    dx[n * C + c] = s * (g[c] * weight[c] - mean_g - norm * mean_gn);
+  }
+}
+
+template <class T>
+__global__ void layernorm_backward_dparams_kernel1(T* dweight, T* dbias, const T* dout, const T* x, const T* mean,
+                                                   const T* rstd, std::int64_t N, std::int64_t C) {
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  T dw = 0, db = 0;
+  for (std::int64_t n = 0; n < N; ++n) {
+    const T g = dout[n * C + c];
+    dw += g * ((x[n * C + c] - mean[n]) * rstd[n]);
+    db += g;
+  }
+  if (dweight) dweight[c] = dw;
+  if (dbias) dbias[c] = db;
+}
+
+template <class T>
+void layernorm_backward1(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight, const T* mean,
+                         const T* rstd, std::int64_t N, std::int64_t C, Stream stream) {
+  if (C == 0) return;
+  if (N > 0)
+    BRRR_LAUNCH((layernorm_backward_dx_kernel1<T>), row_blocks("layernorm_backward", N, kBlockSize), kBlockSize, 0,
+                stream, dx, dout, x, weight, mean, rstd, N, C);
+  if (dweight || dbias)  // with N == 0 both come out 0, as on the CPU
+    BRRR_LAUNCH((layernorm_backward_dparams_kernel1<T>), grid_for(C, kBlockSize), kBlockSize, 0, stream, dweight,
+                dbias, dout, x, mean, rstd, N, C);
+}
+
+// =============================================================================================
+// Backward, variant 2: one warp per row, per-block partial dweight and dbias in shared memory,
+// then a fixed-order sum of the blocks' partials. The default.
+//
+// One pass over x and dout does everything. A block of W warps takes rows in a grid-stride
+// loop (warp w of block b: rows b W + w, b W + w + G W, ... for a grid of G blocks). For each
+// row the warp computes dx as variant 2 of the forward computes the mean (lane-strided,
+// coalesced, warp shuffles), and on the way adds dout * norm and dout into running column
+// sums in shared memory. Each warp has its own (2, C) slice of shared memory: if the warps
+// of a block shared one, two warps would add to the same column at the same time, needing
+// shared atomics, whose order (and so the last bits) changes from run to run. At the end the
+// block adds its W slices in warp order and writes one (2, C) row to a partial buffer in the
+// workspace; column_sum.h then adds the G rows in a fixed order. So dweight and dbias come
+// out bit-identical run to run, with no float atomics (DESIGN.md, "Reproducibility"), and x
+// and dout are read from DRAM once (the dx pass re-reads the row, mostly from L1).
+//
+// Sizes: W = 8 warps while 8 slices fit in 64 KiB of shared memory (C <= 1024 in float),
+// fewer for wider rows; G = min(rows / W, 512). Both depend only on N, C and the dtype, so
+// the order of additions does too, on any GPU. The partial buffer is G x 2C floats (3 MB for
+// C = 768), read once by the second kernel. When even one slice does not fit in shared memory
+// (C > 29,000 floats) this falls back to variant 1.
+
+constexpr std::size_t kBackwardSharedTarget = 64 * 1024;
+constexpr std::int64_t kBackwardMaxBlocks = 512;
+
+template <class T>
+__global__ void layernorm_backward_kernel2(T* dx, T* partial, const T* dout, const T* x, const T* weight,
+                                           const T* mean, const T* rstd, std::int64_t N, std::int64_t C) {
+  BRRR_DYNAMIC_SHARED(T, columns);  // (warps, 2, C): each warp's running dweight, then dbias
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (std::int64_t i = threadIdx.x; i < warps * 2 * C; i += blockDim.x) columns[i] = 0;
+  __syncthreads();
+  T* dweight = columns + warp * 2 * C;
+  T* dbias = dweight + C;
+  const std::int64_t all_warps = static_cast<std::int64_t>(gridDim.x) * warps;
+  for (std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * warps + warp; n < N; n += all_warps) {
+    const T* row = x + n * C;
+    const T* g = dout + n * C;
+    const T m = mean[n], s = rstd[n];
+    T sum_g = 0, sum_gn = 0;
+    for (std::int64_t c = lane; c < C; c += 32) {
+      const T norm = (row[c] - m) * s, gw = g[c] * weight[c];
+      sum_g += gw;
+      sum_gn += gw * norm;
+      dweight[c] += g[c] * norm;  // only this lane of this warp touches column c of this slice
+      dbias[c] += g[c];
+    }
+    const T mean_g = warp_sum(sum_g) / static_cast<T>(C), mean_gn = warp_sum(sum_gn) / static_cast<T>(C);
+    for (std::int64_t c = lane; c < C; c += 32) {
+      const T norm = (row[c] - m) * s;
+      dx[n * C + c] = s * (g[c] * weight[c] - mean_g - norm * mean_gn);
+    }
+  }
+  __syncthreads();  // every thread arrives here: no thread returned early
+  T* block_partial = partial + static_cast<std::int64_t>(blockIdx.x) * 2 * C;
+  for (std::int64_t i = threadIdx.x; i < 2 * C; i += blockDim.x) {
+    T total = 0;
+    for (int w = 0; w < warps; ++w) total += columns[w * 2 * C + i];
+    block_partial[i] = total;
+  }
+}
+
+template <class T>
+void layernorm_backward2(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight, const T* mean,
+                         const T* rstd, std::int64_t N, std::int64_t C, Stream stream) {
+  if (C == 0) return;
+  const std::size_t slice = 2 * static_cast<std::size_t>(C) * sizeof(T);
+  if (slice > simt::kMaxDynamicSharedBytes) {
+    layernorm_backward1<T>(dx, dweight, dbias, dout, x, weight, mean, rstd, N, C, stream);
+    return;
+  }
+  int warps = kBlockSize / 32;
+  while (warps > 1 && warps * slice > kBackwardSharedTarget) warps /= 2;
+  const std::int64_t blocks = std::max<std::int64_t>(1, std::min(kBackwardMaxBlocks, ceil_div(N, warps)));
+  T* partial = static_cast<T*>(workspace(static_cast<std::size_t>(blocks) * slice, stream));
+  BRRR_LAUNCH((layernorm_backward_kernel2<T>), static_cast<int>(blocks), 32 * warps, warps * slice, stream, dx,
+              partial, dout, x, weight, mean, rstd, N, C);
+  column_sum_launch(dweight, static_cast<const T*>(partial), blocks, C, 2 * C, stream);
+  column_sum_launch(dbias, static_cast<const T*>(partial) + C, blocks, C, 2 * C, stream);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#define BRRR_INSTANTIATE(T)                                                                                         \
+  template void layernorm_forward1<T>(T*, T*, T*, const T*, const T*, const T*, std::int64_t, std::int64_t, T,    \
+                                      Stream);                                                                    \
+  template void layernorm_forward2<T>(T*, T*, T*, const T*, const T*, const T*, std::int64_t, std::int64_t, T,    \
+                                      Stream);                                                                    \
+  template void layernorm_backward1<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, std::int64_t, \
+                                       std::int64_t, Stream);                                                     \
+  template void layernorm_backward2<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, std::int64_t, \
+                                       std::int64_t, Stream);                                                     \
+  template void residual_layernorm_forward1<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*,             \
+                                               std::int64_t, std::int64_t, T, Stream);                            \
+  template void residual_layernorm_forward2<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*,             \
+                                               std::int64_t, std::int64_t, T, Stream);
+BRRR_INSTANTIATE(float)
+BRRR_INSTANTIATE(double)
+#undef BRRR_INSTANTIATE
+
+// float32 defaults: variant 3 forward (falls back to 2 by itself), variant 2 backward. float64
+// (gradient checks on the device) gets the templated variants.
+void register_layernorm_kernels() {
+  constexpr DeviceType kCuda = DeviceType::CUDA;
+  add("layernorm_forward", kCuda, kFloat32, "naive", &layernorm_forward1<float>, 0);
+  add("layernorm_forward", kCuda, kFloat32, "warp", &layernorm_forward2<float>, 10);
+  add("layernorm_forward", kCuda, kFloat32, "warp-float4", &layernorm_forward3, 20);
+  add("layernorm_forward", kCuda, kFloat64, "naive", &layernorm_forward1<double>, 0);
+  add("layernorm_forward", kCuda, kFloat64, "warp", &layernorm_forward2<double>, 10);
+  add("layernorm_backward", kCuda, kFloat32, "naive", &layernorm_backward1<float>, 0);
+  add("layernorm_backward", kCuda, kFloat32, "warp-partials", &layernorm_backward2<float>, 10);
+  add("layernorm_backward", kCuda, kFloat64, "naive", &layernorm_backward1<double>, 0);
+  add("layernorm_backward", kCuda, kFloat64, "warp-partials", &layernorm_backward2<double>, 10);
+  add("residual_layernorm_forward", kCuda, kFloat32, "naive", &residual_layernorm_forward1<float>, 0);
+  add("residual_layernorm_forward", kCuda, kFloat32, "warp", &residual_layernorm_forward2<float>, 10);
+  add("residual_layernorm_forward", kCuda, kFloat32, "warp-float4", &residual_layernorm_forward3, 20);
+  add("residual_layernorm_forward", kCuda, kFloat64, "naive", &residual_layernorm_forward1<double>, 0);
+  add("residual_layernorm_forward", kCuda, kFloat64, "warp", &residual_layernorm_forward2<double>, 10);
+}
+
+}  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -1,0 +1,244 @@
+// tests/emulator/test_attention.cpp: every CUDA attention variant of kernels/cuda/attention.cu,
+// run on the emulator, against the CPU reference (kernels/cpu/attention.cpp), then the op
+// end to end on Device::cuda() backed by the emulator. Chapter 14 (flash attention).
+// Read before: kernels/cuda/attention.cu.
+//
+// Shapes stay small (the emulator runs every CUDA thread as a fiber) but cover what tiles get
+// wrong: T = 1, T not a multiple of the 64-row tile (17, 70: a ragged last tile, and a second
+// tile that sees a diagonal and a full tile), head sizes below, at and between the padded
+// sizes 32, 64, 128 (16, 24, 40, 64), and one above 128 (the fallback to variant 1).
+// (The bf16_mma variant is GPU only: it needs tensor cores, which the emulator does not model.)
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "brrr/brrr.h"
+#include "brrr/cuda.h"
+#include "brrr/kernels.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cuda/attention.h"
+
+namespace emu = brrr::kernels::emu;
+namespace cpu = brrr::kernels::cpu;
+
+namespace {
+
+struct Problem {
+  std::int64_t BH, T, hs;
+};
+
+template <class F>
+std::vector<F> random_values(std::size_t n, std::mt19937& rng, double scale = 1.0) {
+  std::normal_distribution<double> normal(0.0, scale);
+  std::vector<F> values(n);
+  for (F& v : values) v = static_cast<F>(normal(rng));
+  return values;
+}
+
+// The largest |a - b| / (1 + |b|) over two arrays (relative for large values, absolute near 0).
+template <class F>
+double max_error(const std::vector<F>& a, const std::vector<F>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double e = std::abs(static_cast<double>(a[i]) - b[i]) / (1.0 + std::abs(static_cast<double>(b[i])));
+    worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+  }
+  return worst;
+}
+
+template <class F>
+using ForwardFn = void (*)(F*, F*, const F*, const F*, const F*, std::int64_t, std::int64_t, std::int64_t, F,
+                           brrr::kernels::Stream);
+template <class F>
+using BackwardFn = void (*)(F*, F*, F*, const F*, const F*, const F*, const F*, const F*, const F*, std::int64_t,
+                            std::int64_t, std::int64_t, F, brrr::kernels::Stream);
+
+// Runs forward and backward of one variant and of the CPU reference on the same random
+// inputs; checks out, lse, dq, dk, dv against the reference within tol.
+template <class F>
+void check_variant(const char* name, ForwardFn<F> forward, BackwardFn<F> backward, const Problem& s, double tol,
+                   std::uint32_t seed) {
+  CAPTURE(name);
+  CAPTURE(s.BH);
+  CAPTURE(s.T);
+  CAPTURE(s.hs);
+  std::mt19937 rng(seed);
+  const std::size_t n = static_cast<std::size_t>(s.BH * s.T * s.hs), rows = static_cast<std::size_t>(s.BH * s.T);
+  // Scores of a few units, as in a trained model: the softmax is neither flat nor one-hot.
+  const std::vector<F> q = random_values<F>(n, rng, 1.5), k = random_values<F>(n, rng, 1.5),
+                       v = random_values<F>(n, rng), dout = random_values<F>(n, rng);
+  const F scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(std::max<std::int64_t>(s.hs, 1))));
+
+  std::vector<F> out_ref(n), lse_ref(rows), dq_ref(n), dk_ref(n), dv_ref(n);
+  cpu::attention_forward<F>(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), s.BH, s.T, s.hs, scale,
+                            nullptr);
+  cpu::attention_backward<F>(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(), k.data(), v.data(),
+                             out_ref.data(), lse_ref.data(), s.BH, s.T, s.hs, scale, nullptr);
+
+  // NaN-filled outputs: a value the kernel forgot to write shows as an error.
+  std::vector<F> out(n, NAN), lse(rows, NAN);
+  forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.BH, s.T, s.hs, scale, nullptr);
+  CHECK(max_error(out, out_ref) < tol);
+  CHECK(max_error(lse, lse_ref) < tol);
+
+  // The backward from the reference's out and lse, so it is checked on its own.
+  std::vector<F> dq(n, NAN), dk(n, NAN), dv(n, NAN);
+  backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out_ref.data(), lse_ref.data(),
+           s.BH, s.T, s.hs, scale, nullptr);
+  CHECK(max_error(dq, dq_ref) < tol);
+  CHECK(max_error(dk, dk_ref) < tol);
+  CHECK(max_error(dv, dv_ref) < tol);
+}
+
+const std::vector<Problem> kShapes = {{2, 1, 16}, {3, 17, 24}, {2, 70, 64}, {2, 70, 40}, {1, 65, 16}};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Each variant on raw pointers
+
+TEST_CASE("attention naive (variant 1): forward and backward match the CPU reference, float32") {
+  for (const Problem& s : kShapes)
+    check_variant<float>("naive", &emu::attention_forward_naive<float>, &emu::attention_backward_naive<float>, s, 2e-5,
+                         1);
+}
+
+TEST_CASE("attention flash (variant 2): forward and backward match the CPU reference, float32") {
+  for (const Problem& s : kShapes)
+    check_variant<float>("flash", &emu::attention_forward_flash<float>, &emu::attention_backward_flash<float>, s, 2e-5,
+                         2);
+}
+
+TEST_CASE("attention flash: hs = 128 and hs above 128 (the fallback to variant 1)") {
+  for (const Problem& s : {Problem{1, 20, 128}, Problem{2, 5, 136}})
+    check_variant<float>("flash", &emu::attention_forward_flash<float>, &emu::attention_backward_flash<float>, s, 2e-5,
+                         3);
+}
+
+TEST_CASE("attention naive and flash in float64 (the flash backward falls back to variant 1 above hs = 32)") {
+  for (const Problem& s : {Problem{2, 17, 16}, Problem{1, 70, 32}, Problem{2, 9, 40}}) {
+    check_variant<double>("naive", &emu::attention_forward_naive<double>, &emu::attention_backward_naive<double>, s,
+                          1e-12, 4);
+    check_variant<double>("flash", &emu::attention_forward_flash<double>, &emu::attention_backward_flash<double>, s,
+                          1e-12, 5);
+  }
+}
+
+TEST_CASE("attention flash: empty problems launch nothing and write nothing") {
+  std::vector<float> x(4, 1.0f), out(4, -7.0f), lse(4, -7.0f);
+  emu::attention_forward_flash<float>(out.data(), lse.data(), x.data(), x.data(), x.data(), 0, 4, 1, 1.0f, nullptr);
+  emu::attention_forward_flash<float>(out.data(), lse.data(), x.data(), x.data(), x.data(), 1, 0, 4, 1.0f, nullptr);
+  emu::attention_backward_flash<float>(out.data(), out.data(), out.data(), x.data(), x.data(), x.data(), x.data(),
+                                       x.data(), x.data(), 0, 4, 1, 1.0f, nullptr);
+  CHECK(out == std::vector<float>(4, -7.0f));
+  CHECK(lse == std::vector<float>(4, -7.0f));
+}
+
+TEST_CASE("attention flash: the same inputs give the same bits twice (no atomics)") {
+  const Problem s{2, 70, 24};
+  std::mt19937 rng(6);
+  const std::size_t n = static_cast<std::size_t>(s.BH * s.T * s.hs), rows = static_cast<std::size_t>(s.BH * s.T);
+  const std::vector<float> q = random_values<float>(n, rng), k = random_values<float>(n, rng),
+                           v = random_values<float>(n, rng), dout = random_values<float>(n, rng);
+  std::vector<float> out(n), lse(rows);
+  emu::attention_forward_flash<float>(out.data(), lse.data(), q.data(), k.data(), v.data(), s.BH, s.T, s.hs, 0.2f,
+                                      nullptr);
+  std::vector<float> first, second;
+  for (std::vector<float>* grads : {&first, &second}) {
+    std::vector<float> dq(n), dk(n), dv(n);
+    emu::attention_backward_flash<float>(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
+                                         out.data(), lse.data(), s.BH, s.T, s.hs, 0.2f, nullptr);
+    *grads = dq;
+    grads->insert(grads->end(), dk.begin(), dk.end());
+    grads->insert(grads->end(), dv.begin(), dv.end());
+  }
+  CHECK(first == second);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The op end to end on Device::cuda() (the emulator), each registered variant
+
+TEST_CASE("flash_attention on Device::cuda() (emulated) matches the CPU, forward and backward, every variant") {
+  using namespace brrr;
+  cuda::use_emulator();
+  Generator gen(7);
+  const Tensor q = randn({1, 2, 37, 24}, gen), k = randn({1, 2, 37, 24}, gen), v = randn({1, 2, 37, 24}, gen);
+  const Tensor g = randn({1, 2, 37, 24}, gen);
+
+  // The CPU reference, through the same op.
+  std::vector<Tensor> cpu_inputs = {q.clone().requires_grad_(true), k.clone().requires_grad_(true),
+                                    v.clone().requires_grad_(true)};
+  const Tensor cpu_out = ops::flash_attention(cpu_inputs[0], cpu_inputs[1], cpu_inputs[2]);
+  cpu_out.backward(g);
+
+  for (const std::string variant : {"naive", "flash"}) {
+    CAPTURE(variant);
+    kernels::select("attention_forward", variant, DeviceType::CUDA);
+    kernels::select("attention_backward", variant, DeviceType::CUDA);
+    std::vector<Tensor> inputs = {q.to(Device::cuda()).requires_grad_(true), k.to(Device::cuda()).requires_grad_(true),
+                                  v.to(Device::cuda()).requires_grad_(true)};
+    const Tensor out = ops::flash_attention(inputs[0], inputs[1], inputs[2]);
+    CHECK(out.device() == Device::cuda());
+    out.backward(g.to(Device::cuda()));
+    CHECK(max_error(out.to(kCPU).to_vector<float>(), cpu_out.to_vector<float>()) < 2e-5);
+    for (int i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      CHECK(max_error(inputs[i].grad().to(kCPU).to_vector<float>(), cpu_inputs[i].grad().to_vector<float>()) < 2e-5);
+    }
+  }
+  kernels::reset_selection();
+  CHECK(kernels::selected("attention_forward", DeviceType::CUDA, kFloat32) == "flash");
+  CHECK(kernels::selected("attention_backward", DeviceType::CUDA, kFloat32) == "flash");
+}
+
+// ---------------------------------------------------------------------------------------------
+// On a real GPU (skipped here unless one backs Device::cuda()): every variant, the tensor-core
+// one included, at sizes past one tile.
+
+TEST_CASE("attention on a real GPU: every CUDA variant against the CPU (skipped without a GPU)") {
+  using namespace brrr;
+  if (!cuda::gpu_available() || cuda::is_emulated()) {
+    MESSAGE("no GPU backs Device::cuda() in this process: skipped");
+    return;
+  }
+  for (const Problem& s : {Problem{4, 300, 64}, Problem{2, 70, 40}, Problem{1, 130, 128}, Problem{3, 1, 16}}) {
+    CAPTURE(s.T);
+    CAPTURE(s.hs);
+    Generator gen(8);
+    const Tensor q = randn({1, s.BH, s.T, s.hs}, gen), k = randn({1, s.BH, s.T, s.hs}, gen),
+                 v = randn({1, s.BH, s.T, s.hs}, gen), g = randn({1, s.BH, s.T, s.hs}, gen);
+    std::vector<Tensor> cpu_inputs = {q.clone().requires_grad_(true), k.clone().requires_grad_(true),
+                                      v.clone().requires_grad_(true)};
+    const Tensor cpu_out = ops::flash_attention(cpu_inputs[0], cpu_inputs[1], cpu_inputs[2]);
+    cpu_out.backward(g);
+    for (const std::string op : {"attention_forward", "attention_backward"})
+      for (const kernels::VariantInfo& info : kernels::variants(op)) {
+        if (!info.device.is_cuda() || info.dtype != kFloat32) continue;
+        CAPTURE(op);
+        CAPTURE(info.variant);
+        kernels::select(op, info.variant, DeviceType::CUDA);
+        std::vector<Tensor> inputs = {q.to(Device::cuda()).requires_grad_(true),
+                                      k.to(Device::cuda()).requires_grad_(true),
+                                      v.to(Device::cuda()).requires_grad_(true)};
+        const Tensor out = ops::flash_attention(inputs[0], inputs[1], inputs[2]);
+        // bf16_mma rounds q, k, v (and p) to bfloat16: about 1e-2, not 1e-6.
+        const double tol = info.variant == "bf16_mma" ? 3e-2 : 1e-4;
+        CHECK(max_error(out.to(kCPU).to_vector<float>(), cpu_out.to_vector<float>()) < tol);
+        if (info.variant != "bf16_mma") {  // the backward of a bf16 forward inherits its error
+          out.backward(g.to(Device::cuda()));
+          for (int i = 0; i < 3; ++i) {
+            CAPTURE(i);
+            CHECK(max_error(inputs[i].grad().to(kCPU).to_vector<float>(), cpu_inputs[i].grad().to_vector<float>()) <
+                  2e-4);
+          }
+        }
+        kernels::reset_selection();
+      }
+  }
+}
