@@ -9,4 +9,6 @@ void add_mlp_commands(CLI::App& app);        // cli_mlp.cpp: brrr mlp (chapter 0
 void add_tokenizer_commands(CLI::App& app);  // cli_tokenizer.cpp: brrr tokenizer ... (chapter 06)
 void add_verify_commands(CLI::App& app);     // cli_verify.cpp: brrr verify-reference (chapter 07)
 void add_train_commands(CLI::App& app);      // cli_train.cpp: brrr train, brrr sample (chapter 08)
+void add_kernel_lab_commands(CLI::App& app); // cli_kernel_lab.cpp: brrr kernel-lab (chapter 10)
+void add_exercise_commands(CLI::App& app);   // cli_exercises.cpp: brrr exercises (docs/teaching.md)
 }  // namespace brrr::cli

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   brrr::cli::add_tokenizer_commands(app);
   brrr::cli::add_verify_commands(app);
   brrr::cli::add_train_commands(app);
+  brrr::cli::add_kernel_lab_commands(app);
+  brrr::cli::add_exercise_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
