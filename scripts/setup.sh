@@ -43,3 +43,15 @@ if ! "$venv/bin/python3" -c "import tiktoken, tokenizers, sentencepiece" 2>/dev/
   "$venv/bin/python3" -m pip install -q --disable-pip-version-check "${pip_packages[@]}" ||
     echo "setup: could not install ${pip_packages[*]}; tests that need them will be skipped"
 fi
+
+# The notebooks (notebooks/README.md): cppyy runs brrr's C++ inside a Jupyter kernel, and
+# nbclient runs the notebooks headless in the tests. Not fatal either: the notebook tests skip.
+notebook_packages=(cppyy ipykernel nbclient nbformat)
+if ! "$venv/bin/python3" -c "import cppyy, ipykernel, nbclient, nbformat" 2>/dev/null; then
+  echo "setup: installing ${notebook_packages[*]} into $venv (the first time takes a few minutes)"
+  "$venv/bin/python3" -m pip install -q --disable-pip-version-check "${notebook_packages[@]}" ||
+    echo "setup: could not install ${notebook_packages[*]}; the notebook tests will be skipped"
+  # cppyy builds its precompiled header on first import if it has none: once, here, rather
+  # than in several notebook tests at the same time.
+  "$venv/bin/python3" -c "import cppyy" 2>/dev/null || true
+fi

@@ -5,16 +5,19 @@
 #   1. install what is missing (scripts/setup.sh)
 #   2. Release build of everything (CUDA code too when nvcc is found), all tests
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build, the unit tests again under it
+# The exercise tests (label `exercise`, docs/teaching.md) are a student's: in the course
+# repository they fail by design, on the stubs. The `course` tests check the stubs and the
+# reference solutions instead, so both passes leave the `exercise` label out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 jobs=$(nproc)
 echo "== Release build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBRRR_SHARED=ON >/dev/null
 cmake --build build -j "$jobs"
 echo "== Tests (Release)"
-(cd build && ctest --output-on-failure -j "$jobs")
+(cd build && ctest --output-on-failure -j "$jobs" -LE exercise)
 
 echo "== Sanitizer build (ASan + UBSan)"
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRRR_SANITIZE=ON -DBRRR_CUDA=OFF \
@@ -24,4 +27,4 @@ echo "== Tests (sanitizers)"
 # detect_leaks needs ptrace, which some sandboxes forbid; leaks are checked where it works.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-(cd build-sanitize && ctest --output-on-failure -j "$jobs" -LE "slow|install")
+(cd build-sanitize && ctest --output-on-failure -j "$jobs" -LE "slow|install|exercise|notebook")
