@@ -1,8 +1,10 @@
-// bench/bench_gpt_step.cpp: one GPT training step (forward, backward, AdamW) on the CPU.
-// Chapter 08 (training). Peer: bench/gpt_step_peer.py (PyTorch, the same model, batch and
-// threads); bench/gpt_step.sh runs both.
-//   build/bench/bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile]
-// PRESET is cpu-tiny or shakespeare-char (brrr/models/gpt.h); data are random tokens.
+// bench/bench_gpt_step.cpp: one GPT training step (forward, backward, AdamW) on the CPU or
+// the GPU. Chapter 08 (training) and chapter 16 (putting it together). Peer:
+// bench/gpt_step_peer.py (PyTorch, the same model, batch and threads or GPU);
+// bench/gpt_step.sh (CPU) and bench/gpu_step.sh (GPU) run both.
+//   build/bench/bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile] [--device cpu|cuda|emulator]
+// PRESET is cpu-tiny, shakespeare-char or gpt-12m (brrr/models/gpt.h); data are random
+// tokens drawn on the host and copied to the device each step, as brrr train does.
 #include <cstring>
 #include <string>
 
@@ -15,20 +17,29 @@ using namespace brrr;
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile]\n");
+    std::fprintf(stderr, "usage: bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile] [--device cpu|cuda|emulator]\n");
     return 2;
   }
   models::GPTConfig c = models::gpt_preset(argv[1]);
   const std::int64_t B = std::atoll(argv[2]);
   int steps = 10;
   bool profile = false;
+  std::string device_name = "cpu";
   for (int i = 3; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--composed")) c.fused = false;
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
+    else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device_name = argv[++i];
     else steps = std::atoi(argv[i]);
+  }
+  if (device_name == "emulator") cuda::use_emulator();
+  const Device device = device_name == "cpu" ? kCPU : Device::cuda();
+  if (device.is_cuda() && !cuda::is_available()) {
+    std::fprintf(stderr, "bench_gpt_step: no CUDA GPU here (use --device cpu or emulator)\n");
+    return 1;
   }
   Generator gen(1337);
   models::GPT model(c, gen);
+  model.to(device);
   optim::AdamW opt(optim::decay_groups(model.parameters(), optim::AdamWOptions(1e-3).betas({0.9, 0.95}).weight_decay(0.1)));
   const std::int64_t T = c.block_size;
   auto step = [&] {
@@ -37,6 +48,7 @@ int main(int argc, char** argv) {
     opt.zero_grad();
     loss.backward();
     opt.step();
+    if (device.is_cuda()) cuda::synchronize();  // the step is done when the GPU is done
   };
   const double s = bench::median_seconds(step, steps, 2);
   // Forward + backward FLOPs, as in the PaLM/nanoGPT estimate: 6 per parameter per token
@@ -45,8 +57,9 @@ int main(int argc, char** argv) {
   // backward, halved because the causal mask makes half of the scores zero.
   const double tokens = static_cast<double>(B * T);
   const double flops = 6.0 * c.num_parameters() * tokens + 3.0 * 4.0 * T * c.n_embd * c.n_layer * tokens / 2;
-  std::printf("brrr %s (%s) B=%lld T=%lld threads=%d: %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s\n", argv[1],
-              c.fused ? "fused" : "composed", static_cast<long long>(B), static_cast<long long>(T), get_num_threads(),
+  const std::string where = device.is_cuda() ? cuda::device_name() : "threads=" + std::to_string(get_num_threads());
+  std::printf("brrr %s (%s) B=%lld T=%lld %s: %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s\n", argv[1],
+              c.fused ? "fused" : "composed", static_cast<long long>(B), static_cast<long long>(T), where.c_str(),
               s * 1e3, tokens / s, flops / s / 1e9);
   if (profile) {
     profiler::enable();

@@ -1,9 +1,14 @@
-"""bench/gpt_step_peer.py PRESET BATCH [STEPS]: PyTorch's GPT training step on the CPU (chapter 08).
+"""bench/gpt_step_peer.py PRESET BATCH [STEPS] [--device cuda] [--sdpa] [--compile]: PyTorch's
+GPT training step (chapters 08 and 16).
 
 The peer of bench_gpt_step: the GPT of ../shared/reference/make_reference.py (nanoGPT's
-architecture) in float32, AdamW with the same decay groups, random tokens, and the thread
-count from OMP_NUM_THREADS (set by bench/gpt_step.sh). Prints ms/step like brrr's program.
+architecture) in float32, AdamW with the same decay groups, random tokens drawn on the host
+and copied to the device each step, and the thread count from OMP_NUM_THREADS (set by
+bench/gpt_step.sh). On the GPU: --sdpa uses F.scaled_dot_product_attention (flash attention,
+as nanoGPT does when it can), --compile wraps the model in torch.compile. TF32 stays off, as
+in brrr. Prints ms/step like brrr's program.
 """
+import argparse
 import math
 import os
 import sys
@@ -34,10 +39,14 @@ class Block(nn.Module):
         B, T, C = x.shape
         q, k, v = s.c_attn(s.ln_1(x)).split(C, dim=2)
         q, k, v = [t.view(B, T, s.H, C // s.H).transpose(1, 2) for t in (q, k, v)]
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // s.H)
-        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
-        att = F.dropout(att.masked_fill(~mask, float("-inf")).softmax(-1), s.p, s.training)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        if SDPA:
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=s.p if s.training else 0.0, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(C // s.H)
+            mask = torch.tril(torch.ones(T, T, dtype=torch.bool, device=x.device))
+            att = F.dropout(att.masked_fill(~mask, float("-inf")).softmax(-1), s.p, s.training)
+            y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
         x = x + s.drop(s.attn_proj(y))
         return x + s.drop(s.mlp_proj(F.gelu(s.c_fc(s.ln_2(x)), approximate="tanh")))
 
@@ -60,34 +69,55 @@ class GPT(nn.Module):
 
     def forward(s, idx, targets):
         T = idx.shape[1]
-        x = s.drop(s.wte(idx) + s.wpe(torch.arange(T)))
+        x = s.drop(s.wte(idx) + s.wpe(torch.arange(T, device=idx.device)))
         for b in s.h:
             x = b(x)
         logits = s.ln_f(x) @ s.wte.weight.T
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+SDPA = False
+
+
 def main():
-    preset, B = sys.argv[1], int(sys.argv[2])
-    steps = int(sys.argv[3]) if len(sys.argv) > 3 else 10
+    global SDPA
+    parser = argparse.ArgumentParser(description="PyTorch's GPT training step, the peer of bench_gpt_step")
+    parser.add_argument("preset", choices=sorted(PRESETS))
+    parser.add_argument("batch", type=int)
+    parser.add_argument("steps", type=int, nargs="?", default=10)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--sdpa", action="store_true", help="F.scaled_dot_product_attention")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    a = parser.parse_args()
+    preset, B, steps, device, compile_ = a.preset, a.batch, a.steps, a.device, a.compile
+    SDPA = a.sdpa
+    if SDPA and not hasattr(F, "scaled_dot_product_attention"):
+        parser.error(f"--sdpa: torch {torch.__version__} has no F.scaled_dot_product_attention (PyTorch 2.0 or later)")
     V, T, L, H, C, p = PRESETS[preset]
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(1337)
-    m = GPT(V, T, L, H, C, p)
+    m = GPT(V, T, L, H, C, p).to(device)
+    fwd = torch.compile(m) if compile_ else m
     decay = [q for q in m.parameters() if q.dim() >= 2]
     nodecay = [q for q in m.parameters() if q.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.95))
 
     def step():
-        idx, tgt = torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T))
-        loss = m(idx, tgt)
+        idx, tgt = torch.randint(0, V, (B, T)).to(device), torch.randint(0, V, (B, T)).to(device)
+        loss = fwd(idx, tgt)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if device == "cuda":
+            torch.cuda.synchronize()
 
-    s = median_seconds(step, steps)
-    print(f"torch {torch.__version__} {preset} B={B} T={T} threads={torch.get_num_threads()}: "
+    s = median_seconds(step, steps, warmup=3 if compile_ else 2)
+    where = torch.cuda.get_device_name() if device == "cuda" else f"threads={torch.get_num_threads()}"
+    mode = ("compile" if compile_ else "eager") + (", sdpa" if SDPA else "")
+    print(f"torch {torch.__version__} {preset} ({mode}) B={B} T={T} {where}: "
           f"{s * 1e3:.1f} ms/step, {B * T / s:.0f} tokens/s")
 
 
