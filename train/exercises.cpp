@@ -435,9 +435,12 @@ Result grade_matmul_shared(const std::string& variant) {
     s.batch = c.batch, s.M = c.M, s.N = c.N, s.K = c.K;
     s.trans_a = c.trans_a, s.trans_b = c.trans_b, s.accumulate = c.accumulate;
     s.stride_a = c.M * c.K, s.stride_b = c.broadcast_b ? 0 : c.K * c.N, s.stride_out = c.M * c.N;
-    const Tensor a = randn({c.batch, c.M * c.K}, gen, kFloat64);
-    const Tensor b = randn({c.broadcast_b ? 1 : c.batch, c.K * c.N}, gen, kFloat64);
-    const Tensor init = randn({c.batch, c.M * c.N}, gen, kFloat64);
+    // (random draws of no elements: zeros of that shape)
+    auto draw = [&](std::int64_t rows, std::int64_t cols) {
+      return rows * cols == 0 ? zeros({rows, cols}, kFloat64) : randn({rows, cols}, gen, kFloat64);
+    };
+    const Tensor a = draw(c.batch, c.M * c.K), b = draw(c.broadcast_b ? 1 : c.batch, c.K * c.N);
+    const Tensor init = draw(c.batch, c.M * c.N);
     Tensor ref = init.clone();
     naive(ref.data_ptr<double>(), a.data_ptr<double>(), b.data_ptr<double>(), s, nullptr);
     const Device device = Device::cuda();

@@ -1,0 +1,14 @@
+// kernels/student/solutions/register.cpp: registers the reference solutions' kernels as
+// variant "solution" (called from kernels/student/register.cpp when they are built), so
+// BRRR_KERNELS=matmul=solution runs them, and the grader compares them like a student's.
+#include "kernels/registry.h"
+#include "kernels/student/solutions/solutions.h"
+
+namespace brrr::kernels {
+
+void register_solution_kernels() {
+  add("matmul", DeviceType::CPU, kFloat32, "solution", &solution::matmul_tiled<float>, -20);
+  add("matmul", DeviceType::CPU, kFloat64, "solution", &solution::matmul_tiled<double>, -20);
+}
+
+}  // namespace brrr::kernels
