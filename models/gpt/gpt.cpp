@@ -115,8 +115,10 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   const Tensor q = heads(0), k = heads(1), v = heads(2);
   const double p = attn_dropout->is_training() ? attn_dropout->p : 0.0;
   // The fused kernel has no dropout on the attention weights: with dropout it is the composed op.
-  const Tensor y = fused_ && p == 0.0 ? ops::flash_attention(q, k, v)
-                                      : ops::causal_self_attention(q, k, v, p, &attn_dropout->gen);
+  // On the CPU the composed op is faster (its batched GEMMs beat the reference flash kernel:
+  // docs/measurements.md, "GPT training step on the CPU"), so flash attention is the GPU's.
+  const bool flash = fused_ && p == 0.0 && x.device().is_cuda();
+  const Tensor y = flash ? ops::flash_attention(q, k, v) : ops::causal_self_attention(q, k, v, p, &attn_dropout->gen);
   // Heads side by side again: (B, H, T, hs) -> (B, T, C).
   return resid_dropout->forward(c_proj->forward(y.transpose(1, 2).reshape({B, T, C})));
 }
@@ -129,7 +131,9 @@ FeedForward::FeedForward(const GPTConfig& c, Generator& gen) : fused_(c.fused) {
 
 Tensor FeedForward::forward(const Tensor& x) {
   Tensor h;
-  if (fused_ && c_fc->bias.defined())  // x @ W^T, then the bias add and GELU in one kernel
+  // On a GPU: x @ W^T, then the bias add and GELU in one kernel. On the CPU the bias rides in
+  // the GEMM and the GELU kernel is faster than the bias+GELU reference (same measurement).
+  if (fused_ && c_fc->bias.defined() && x.device().is_cuda())
     h = ops::bias_gelu(ops::linear(x, c_fc->weight), c_fc->bias);
   else if (fused_)
     h = ops::gelu(c_fc->forward(x));
