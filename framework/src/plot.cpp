@@ -156,7 +156,10 @@ void line_plot(const std::string& path, const std::vector<Series>& series, const
       const double y0 = o.log_y ? std::log10(s.y[i - 1]) : s.y[i - 1], y1 = o.log_y ? std::log10(s.y[i]) : s.y[i];
       if (std::isfinite(y0) && std::isfinite(y1)) c.line(px(s.x[i - 1]), py(y0), px(s.x[i]), py(y1), s.color, 2);
     }
-    if (s.x.size() == 1) c.circle(static_cast<int>(px(s.x[0])), static_cast<int>(py(s.y[0])), 3, s.color);
+    if (s.x.size() == 1) {  // a single point: a dot, on the same (log) scale as the lines
+      const double y = o.log_y ? std::log10(s.y[0]) : s.y[0];
+      if (std::isfinite(y)) c.circle(static_cast<int>(px(s.x[0])), static_cast<int>(py(y)), 3, s.color);
+    }
   }
   c.text(o.width / 2 - Canvas::text_width(o.title, 2) / 2, 10, o.title, {0, 0, 0}, 2);
   c.text((left + right) / 2 - Canvas::text_width(o.x_label) / 2, o.height - 22, o.x_label, axis);
