@@ -23,6 +23,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "brrr/generator.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/simt.h"
@@ -304,43 +305,16 @@ void cast_to(Out* out, const void* in, DType in_dtype, std::int64_t n, Stream st
 }
 
 // ---------------------------------------------------------------------------------------------
-// Random numbers: Philox 4x32-10, exactly as framework/src/generator.cpp computes it, so the
+// Random numbers: Philox 4x32-10, the very function the CPU uses (brrr/generator.h), so the
 // same (seed, counter) gives the same bits here as on the CPU. Element i comes from block
 // counter + i / per_block: one thread computes one Philox block and writes its elements, so
 // the numbers do not depend on the launch configuration.
 
-struct Words {
-  std::uint32_t w[4];
-};
-
-__device__ inline Words philox4x32(std::uint64_t key, std::uint64_t counter) {
-  constexpr std::uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr std::uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-  std::uint32_t c0 = static_cast<std::uint32_t>(counter), c1 = static_cast<std::uint32_t>(counter >> 32);
-  std::uint32_t c2 = 0, c3 = 0;
-  std::uint32_t k0 = static_cast<std::uint32_t>(key), k1 = static_cast<std::uint32_t>(key >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const std::uint64_t p0 = static_cast<std::uint64_t>(kMul0) * c0;
-    const std::uint64_t p1 = static_cast<std::uint64_t>(kMul1) * c2;
-    const std::uint32_t hi0 = static_cast<std::uint32_t>(p0 >> 32), lo0 = static_cast<std::uint32_t>(p0);
-    const std::uint32_t hi1 = static_cast<std::uint32_t>(p1 >> 32), lo1 = static_cast<std::uint32_t>(p1);
-    c0 = hi1 ^ c1 ^ k0;
-    c1 = lo1;
-    c2 = hi0 ^ c3 ^ k1;
-    c3 = lo0;
-    k0 += kWeyl0;
-    k1 += kWeyl1;
-  }
-  return Words{{c0, c1, c2, c3}};
-}
-
-// brrr::uniform_from_bits and uniform_double_from_bits (generator.h): exact conversions,
-// identical on every machine.
-__device__ inline float uniform_float(std::uint32_t bits) {
-  return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
-}
+using ::brrr::philox4x32;
+using ::brrr::PhiloxWords;
+__device__ inline float uniform_float(std::uint32_t bits) { return ::brrr::uniform_from_bits(bits); }
 __device__ inline double uniform_double(std::uint32_t hi, std::uint32_t lo) {
-  return static_cast<double>((static_cast<std::uint64_t>(hi) << 21) ^ (lo >> 11)) * (1.0 / 9007199254740992.0);
+  return ::brrr::uniform_double_from_bits(hi, lo);
 }
 
 // uniform: float takes one word per element (4 per block), double two (2 per block).
@@ -349,7 +323,7 @@ __global__ void uniform_kernel(T* out, std::int64_t n, std::uint64_t seed, std::
                                std::int64_t blocks) {
   constexpr int per_block = sizeof(T) == 4 ? 4 : 2;
   for (std::int64_t block = first_index(); block < blocks; block += grid_stride()) {
-    const Words r = philox4x32(seed, counter + static_cast<std::uint64_t>(block));
+    const PhiloxWords r = philox4x32(seed, counter + static_cast<std::uint64_t>(block));
     for (int k = 0; k < per_block; ++k) {
       const std::int64_t i = block * per_block + k;
       if (i >= n) break;
@@ -364,7 +338,7 @@ template <class T>
 __global__ void normal_kernel(T* out, std::int64_t n, std::uint64_t seed, std::uint64_t counter, std::int64_t blocks) {
   const double two_pi = 2.0 * 3.14159265358979323846;  // 2.0 * M_PI, bit for bit
   for (std::int64_t block = first_index(); block < blocks; block += grid_stride()) {
-    const Words r = philox4x32(seed, counter + static_cast<std::uint64_t>(block));
+    const PhiloxWords r = philox4x32(seed, counter + static_cast<std::uint64_t>(block));
     double z[4];
     for (int pair = 0; pair < 2; ++pair) {
       const double u1 = (static_cast<double>(r.w[2 * pair]) + 1.0) * (1.0 / 4294967296.0);  // (0, 1]
@@ -382,7 +356,7 @@ template <class T>
 __global__ void dropout_mask_kernel(T* mask, std::int64_t n, T p, T scale, std::uint64_t seed, std::uint64_t counter,
                                     std::int64_t blocks) {
   for (std::int64_t block = first_index(); block < blocks; block += grid_stride()) {
-    const Words r = philox4x32(seed, counter + static_cast<std::uint64_t>(block));
+    const PhiloxWords r = philox4x32(seed, counter + static_cast<std::uint64_t>(block));
     for (int k = 0; k < 4 && block * 4 + k < n; ++k) mask[block * 4 + k] = uniform_float(r.w[k]) < p ? T(0) : scale;
   }
 }
