@@ -41,9 +41,6 @@
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 
-static __device__ __forceinline__ float sqrt_of(float x) { return sqrtf(x); }
-static __device__ __forceinline__ double sqrt_of(double x) { return sqrt(x); }
-
 // The step's constants, rounded to T on the host exactly as kernels/cpu/optim.cpp rounds them.
 template <class T>
 struct AdamWConstants {

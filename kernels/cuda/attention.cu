@@ -42,11 +42,12 @@ namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 namespace {
 
 // exp and log for float (the fast hardware versions: a few ulp, plenty for probabilities) and
-// double (exact), so one kernel template serves both dtypes.
-__device__ inline float exp_of(float x) { return __expf(x); }
-__device__ inline double exp_of(double x) { return ::exp(x); }
-__device__ inline float log_of(float x) { return __logf(x); }
-__device__ inline double log_of(double x) { return ::log(x); }
+// double (exact), so one kernel template serves both dtypes. (common.h's exp_of and log_of
+// are the accurate ones, which the other kernels match the CPU with.)
+__device__ inline float fast_exp(float x) { return __expf(x); }
+__device__ inline double fast_exp(double x) { return ::exp(x); }
+__device__ inline float fast_log(float x) { return __logf(x); }
+__device__ inline double fast_log(double x) { return ::log(x); }
 
 void check_sizes(const char* op, std::int64_t BH, std::int64_t T_len, std::int64_t hs) {
   BRRR_CHECK(BH >= 0 && T_len >= 0 && hs >= 0, op, ": sizes must not be negative, got BH = ", BH, ", T = ", T_len,
@@ -89,12 +90,12 @@ __global__ void attention_forward_naive_kernel(T* out, T* lse, const T* q, const
   for (int j = 0; j <= i; ++j) {
     T s = 0;
     for (int d = 0; d < hs; ++d) s += qi[d] * k[head + static_cast<std::int64_t>(j) * hs + d];
-    const T p = exp_of(s * scale - m);
+    const T p = fast_exp(s * scale - m);
     l += p;
     for (int d = 0; d < hs; ++d) o[d] += p * v[head + static_cast<std::int64_t>(j) * hs + d];
   }
   for (int d = 0; d < hs; ++d) o[d] /= l;
-  lse[row] = m + log_of(l);
+  lse[row] = m + fast_log(l);
 }
 
 template <class T>
@@ -235,12 +236,12 @@ __global__ void __launch_bounds__(kThreads)
         tile_max = max(tile_max, s[a][b]);
       }
       const T m_new = max(m[a], row_max16(tile_max));
-      const T correction = exp_of(m[a] - m_new);
+      const T correction = fast_exp(m[a] - m_new);
       m[a] = m_new;
       l[a] *= correction;
       for (int c = 0; c < kCols; ++c) o[a][c] *= correction;
       for (int b = 0; b < 4; ++b) {
-        const T p = exp_of(s[a][b] - m_new);
+        const T p = fast_exp(s[a][b] - m_new);
         l[a] += p;
         p_tile[(ty * kRows + a) * kScoreStride + tx + 16 * b] = p;
       }
@@ -264,7 +265,7 @@ __global__ void __launch_bounds__(kThreads)
     T* out_row = out + head + static_cast<std::int64_t>(i) * hs;
     for (int c = 0; c < kCols; ++c)
       if (tx + 16 * c < hs) out_row[tx + 16 * c] = o[a][c] / row_l;
-    if (tx == 0) lse[blockIdx.x * static_cast<std::int64_t>(T_len) + i] = m[a] + log_of(row_l);
+    if (tx == 0) lse[blockIdx.x * static_cast<std::int64_t>(T_len) + i] = m[a] + fast_log(row_l);
   }
 }
 
@@ -348,7 +349,7 @@ __global__ void attention_backward_dq_naive_kernel(T* dq, const T* dout, const T
       s += qi[d] * kj[d];
       dp += doi[d] * vj[d];
     }
-    const T ds = exp_of(s * scale - lse[row]) * (dp - D[row]);
+    const T ds = fast_exp(s * scale - lse[row]) * (dp - D[row]);
     for (int d = 0; d < hs; ++d) dqi[d] += scale * ds * kj[d];
   }
 }
@@ -371,7 +372,7 @@ __global__ void attention_backward_dkdv_naive_kernel(T* dk, T* dv, const T* dout
       s += qi[d] * kj[d];
       dp += doi[d] * vj[d];
     }
-    const T p = exp_of(s * scale - lse[first + i]);
+    const T p = fast_exp(s * scale - lse[first + i]);
     const T ds = p * (dp - D[first + i]);
     for (int d = 0; d < hs; ++d) {
       dvj[d] += p * doi[d];
@@ -478,7 +479,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int a = 0; a < kRows; ++a)
       for (int b = 0; b < 4; ++b) {
         const int j = k0 + ty * kRows + a, i = q0 + tx + 16 * b;
-        const T p = j <= i && i < T_len ? exp_of(s[a][b] * scale - lse_i[b]) : T(0);
+        const T p = j <= i && i < T_len ? fast_exp(s[a][b] * scale - lse_i[b]) : T(0);
         pt_tile[(ty * kRows + a) * kScoreStride + tx + 16 * b] = p;
         dst_tile[(ty * kRows + a) * kScoreStride + tx + 16 * b] = p * (dp[a][b] - D_i[b]);
       }
@@ -579,7 +580,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int a = 0; a < kRows; ++a)
       for (int b = 0; b < 4; ++b) {
         const int i = q0 + ty * kRows + a, j = k0 + tx + 16 * b;
-        const T p = j <= i && i < T_len ? exp_of(s[a][b] * scale - lse_i[a]) : T(0);
+        const T p = j <= i && i < T_len ? fast_exp(s[a][b] * scale - lse_i[a]) : T(0);
         ds_tile[(ty * kRows + a) * kScoreStride + tx + 16 * b] = p * (dp[a][b] - D_i[a]);
       }
     __syncthreads();

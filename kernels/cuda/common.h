@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cuda/simt.h"
@@ -23,6 +24,24 @@ inline int grid_for(std::int64_t work, int block_size, int max_blocks = 0) {
 
 // float4 loads and stores need 16-byte aligned addresses: cudaMalloc's are, a view's may not be.
 inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// Math for float and double, so a kernel template calls one name for both: CUDA's C library
+// has a name per type (expf for float, exp for double), the same functions the CPU kernels
+// reach through std::exp, accurate to 1 or 2 ulp.
+__device__ inline float exp_of(float x) { return ::expf(x); }
+__device__ inline double exp_of(double x) { return ::exp(x); }
+__device__ inline float log_of(float x) { return ::logf(x); }
+__device__ inline double log_of(double x) { return ::log(x); }
+__device__ inline float sqrt_of(float x) { return ::sqrtf(x); }
+__device__ inline double sqrt_of(double x) { return ::sqrt(x); }
+__device__ inline float tanh_of(float x) { return ::tanhf(x); }
+__device__ inline double tanh_of(double x) { return ::tanh(x); }
+__device__ inline float pow_of(float x, float y) { return ::powf(x, y); }
+__device__ inline double pow_of(double x, double y) { return ::pow(x, y); }
+template <class T>
+__device__ inline T minus_infinity() {
+  return -static_cast<T>(INFINITY);
+}
 
 // The sum (max) over the 32 lanes of a warp, in every lane (a butterfly of five shuffles).
 template <class T>
@@ -48,6 +67,19 @@ __device__ inline T block_sum(T value, T* scratch) {
   __syncthreads();
   value = lane < warps ? scratch[lane] : T(0);
   return warp_sum(value);
+}
+
+// The max over a block, in every thread, under the same rules as block_sum. NaNs are skipped
+// (as std::max(m, x) skips them on the CPU); a row with a NaN comes out NaN through exp anyway.
+template <class T>
+__device__ inline T block_max(T value, T* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  value = warp_max(value);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  value = lane < warps ? scratch[lane] : minus_infinity<T>();
+  return warp_max(value);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

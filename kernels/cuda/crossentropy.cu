@@ -35,28 +35,6 @@
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 
-static __device__ __forceinline__ float exp_of(float x) { return expf(x); }
-static __device__ __forceinline__ double exp_of(double x) { return exp(x); }
-static __device__ __forceinline__ float log_of(float x) { return logf(x); }
-static __device__ __forceinline__ double log_of(double x) { return log(x); }
-
-template <class T>
-static __device__ __forceinline__ T minus_infinity() {
-  return static_cast<T>(-INFINITY);
-}
-
-// The max over a block, in every thread (block_sum of common.h, with max).
-template <class T>
-static __device__ T block_max(T value, T* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  value = warp_max(value);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = value;
-  __syncthreads();
-  value = lane < warps ? scratch[lane] : minus_infinity<T>();
-  return warp_max(value);
-}
-
 // Threads per row: about 8 logits each, a multiple of 32, 32 to 1024.
 static int row_threads(std::int64_t V) {
   return static_cast<int>(std::min<std::int64_t>(1024, std::max<std::int64_t>(32, ceil_div(ceil_div(V, 8), 32) * 32)));

@@ -51,43 +51,28 @@ __device__ inline std::int64_t first_index() {
 __device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
 
 // ---------------------------------------------------------------------------------------------
-// Math for float and double. The CPU kernels call std::exp and friends; these are the same
-// functions under CUDA's names (expf for float, exp for double), accurate to 1 or 2 ulp.
-
-__device__ inline float math_exp(float x) { return ::expf(x); }
-__device__ inline double math_exp(double x) { return ::exp(x); }
-__device__ inline float math_log(float x) { return ::logf(x); }
-__device__ inline double math_log(double x) { return ::log(x); }
-__device__ inline float math_sqrt(float x) { return ::sqrtf(x); }
-__device__ inline double math_sqrt(double x) { return ::sqrt(x); }
-__device__ inline float math_tanh(float x) { return ::tanhf(x); }
-__device__ inline double math_tanh(double x) { return ::tanh(x); }
-__device__ inline float math_pow(float x, float y) { return ::powf(x, y); }
-__device__ inline double math_pow(double x, double y) { return ::pow(x, y); }
-
-// ---------------------------------------------------------------------------------------------
 // The ops as functors: the kernels below are templates over them, so each op is one line.
 
 struct Neg {
   template <class T> __device__ T operator()(T v) const { return -v; }
 };
 struct Exp {
-  template <class T> __device__ T operator()(T v) const { return math_exp(v); }
+  template <class T> __device__ T operator()(T v) const { return exp_of(v); }
 };
 struct Log {
-  template <class T> __device__ T operator()(T v) const { return math_log(v); }
+  template <class T> __device__ T operator()(T v) const { return log_of(v); }
 };
 struct Sqrt {
-  template <class T> __device__ T operator()(T v) const { return math_sqrt(v); }
+  template <class T> __device__ T operator()(T v) const { return sqrt_of(v); }
 };
 struct Tanh {
-  template <class T> __device__ T operator()(T v) const { return math_tanh(v); }
+  template <class T> __device__ T operator()(T v) const { return tanh_of(v); }
 };
 struct Relu {
   template <class T> __device__ T operator()(T v) const { return v > T(0) ? v : T(0); }
 };
 struct Sigmoid {
-  template <class T> __device__ T operator()(T v) const { return T(1) / (T(1) + math_exp(-v)); }
+  template <class T> __device__ T operator()(T v) const { return T(1) / (T(1) + exp_of(-v)); }
 };
 struct Square {  // pow_scalar with exponent 2, as the CPU does it: exact, and no pow call
   template <class T> __device__ T operator()(T v) const { return v * v; }
@@ -95,7 +80,7 @@ struct Square {  // pow_scalar with exponent 2, as the CPU does it: exact, and n
 template <class T>
 struct PowScalar {
   T exponent;
-  __device__ T operator()(T v) const { return math_pow(v, exponent); }
+  __device__ T operator()(T v) const { return pow_of(v, exponent); }
 };
 struct Identity {
   template <class T> __device__ T operator()(T v) const { return v; }

@@ -32,12 +32,7 @@
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 
 // ---------------------------------------------------------------------------------------------
-// The math, once for float and double (tanh and exp have a name per type in CUDA's C library).
-
-static __device__ __forceinline__ float exp_of(float x) { return expf(x); }
-static __device__ __forceinline__ double exp_of(double x) { return exp(x); }
-static __device__ __forceinline__ float tanh_of(float x) { return tanhf(x); }
-static __device__ __forceinline__ double tanh_of(double x) { return tanh(x); }
+// The math, once for float and double (exp_of and tanh_of are common.h's).
 
 template <class T>
 static __device__ __forceinline__ T gelu_value(T x) {

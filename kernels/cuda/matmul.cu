@@ -184,11 +184,10 @@ __device__ inline void load_tile(T* tile, int pitch, const T* base, const Operan
 // of what the H100 can do. (A float32 load that serves one thread uses 4 bytes of a 32-byte
 // sector.)
 
+// out[z, i, j] = row i of a[z] . column j of b[z], for every matrix z of the batch this
+// block covers. Variants 1 and 2 share it: they differ only in which thread gets which (i, j).
 template <class T>
-__global__ void matmul_naive_kernel(Gemm<T> g) {
-  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);  // a warp: 32 neighbouring rows
-  const int j = static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y);
-  if (i >= g.M || j >= g.N) return;
+__device__ void dot_each_matrix(const Gemm<T>& g, int i, int j) {
   for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
     const T* a = matrix(g.a, z);
     const T* b = matrix(g.b, z);
@@ -197,6 +196,14 @@ __global__ void matmul_naive_kernel(Gemm<T> g) {
       sum += a[i * g.a.row_stride + k * g.a.col_stride] * b[k * g.b.row_stride + j * g.b.col_stride];
     store_out(g, g.out + z * g.stride_out, i, j, sum);
   }
+}
+
+template <class T>
+__global__ void matmul_naive_kernel(Gemm<T> g) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);  // a warp: 32 neighbouring rows
+  const int j = static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y);
+  if (i >= g.M || j >= g.N) return;
+  dot_each_matrix(g, i, j);
 }
 
 template <class T>
@@ -227,14 +234,7 @@ __global__ void matmul_coalesced_kernel(Gemm<T> g) {
   const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);  // a warp: 32 neighbouring columns
   const int i = static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y);
   if (i >= g.M || j >= g.N) return;
-  for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
-    const T* a = matrix(g.a, z);
-    const T* b = matrix(g.b, z);
-    T sum = 0;
-    for (int k = 0; k < g.K; ++k)
-      sum += a[i * g.a.row_stride + k * g.a.col_stride] * b[k * g.b.row_stride + j * g.b.col_stride];
-    store_out(g, g.out + z * g.stride_out, i, j, sum);
-  }
+  dot_each_matrix(g, i, j);
 }
 
 template <class T>

@@ -32,37 +32,17 @@ namespace {
 using Acc = double;  // what row sums accumulate in
 constexpr int kMaxRowBlocks = 1 << 16;  // grid cap; blocks loop over further rows
 
-__device__ inline float math_exp(float x) { return ::expf(x); }
-__device__ inline double math_exp(double x) { return ::exp(x); }
-
-template <class T>
-__device__ inline T negative_infinity() {
-  return -static_cast<T>(INFINITY);
-}
 
 // Threads for one row of C values: a multiple of 32, at most 512.
 int row_threads(std::int64_t C) {
   return static_cast<int>(std::min<std::int64_t>(512, std::max<std::int64_t>(32, ceil_div(C, 32) * 32)));
 }
 
-// The max over a block, in every thread; like common.h's block_sum. NaNs are skipped (as
-// std::max(maxv, x) skips them on the CPU): a row with a NaN comes out NaN through exp anyway.
-template <class T>
-__device__ inline T block_max(T value, T* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  value = warp_max(value);
-  __syncthreads();  // scratch may still be read by a previous call
-  if (lane == 0) scratch[warp] = value;
-  __syncthreads();
-  value = lane < warps ? scratch[lane] : negative_infinity<T>();
-  return warp_max(value);
-}
-
 // The row's max, or 0 when every value is -inf (a fully masked row: 0 avoids inf - inf; the
 // row then comes out NaN, as on the CPU and in PyTorch). NaNs are skipped.
 template <class T>
 __device__ inline T row_max(const T* row, std::int64_t C, T* scratch) {
-  T m = negative_infinity<T>();
+  T m = minus_infinity<T>();
   for (std::int64_t c = threadIdx.x; c < C; c += blockDim.x) m = max(m, row[c]);
   return block_max(m, scratch);
 }
@@ -151,12 +131,12 @@ __global__ void softmax_forward_kernel(T* out, const T* x, std::int64_t N, std::
     const T* row = x + n * C;
     T* o = out + n * C;
     T m = row_max(row, C, max_scratch);
-    if (m == negative_infinity<T>()) m = T(0);
+    if (m == minus_infinity<T>()) m = T(0);
     Acc sum = 0;
-    for (std::int64_t c = threadIdx.x; c < C; c += blockDim.x) sum += static_cast<Acc>(math_exp(row[c] - m));
+    for (std::int64_t c = threadIdx.x; c < C; c += blockDim.x) sum += static_cast<Acc>(exp_of(row[c] - m));
     sum = block_sum(sum, sum_scratch);
     const T inv = static_cast<T>(1.0 / sum);
-    for (std::int64_t c = threadIdx.x; c < C; c += blockDim.x) o[c] = math_exp(row[c] - m) * inv;
+    for (std::int64_t c = threadIdx.x; c < C; c += blockDim.x) o[c] = exp_of(row[c] - m) * inv;
   }
 }
 
@@ -186,7 +166,7 @@ __global__ void log_softmax_forward_kernel(T* out, const T* x, std::int64_t N, s
     Acc sum = 0;
     for (std::int64_t c = threadIdx.x; c < C; c += blockDim.x) sum += ::exp(static_cast<Acc>(row[c] - m));
     sum = block_sum(sum, sum_scratch);
-    const Acc lse = m == negative_infinity<T>() ? static_cast<Acc>(m) : static_cast<Acc>(m) + ::log(sum);
+    const Acc lse = m == minus_infinity<T>() ? static_cast<Acc>(m) : static_cast<Acc>(m) + ::log(sum);
     for (std::int64_t c = threadIdx.x; c < C; c += blockDim.x) out[n * C + c] = static_cast<T>(row[c] - lse);
   }
 }

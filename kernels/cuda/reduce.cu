@@ -52,11 +52,6 @@ int row_threads(std::int64_t length) {
   return static_cast<int>(std::min<std::int64_t>(256, std::max<std::int64_t>(32, ceil_div(length, 32) * 32)));
 }
 
-template <class T>
-__device__ inline T negative_infinity() {
-  return -static_cast<T>(INFINITY);
-}
-
 // ---------------------------------------------------------------------------------------------
 // sum: one pass of (outer, R, inner) -> (outer, splits, inner), chunk = ceil(R / splits)
 // values of R per output. splits == 1 is the whole sum; In and Out differ in pass 2 (double
@@ -150,7 +145,7 @@ __global__ void max_rows_kernel(T* out, std::int64_t* index, const T* in, std::i
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   for (std::int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
     const T* row = in + o * R;
-    T v = negative_infinity<T>();
+    T v = minus_infinity<T>();
     std::int64_t i = R;
     for (std::int64_t r = threadIdx.x; r < R; r += blockDim.x) {
       const T x = row[r];
@@ -167,7 +162,7 @@ __global__ void max_rows_kernel(T* out, std::int64_t* index, const T* in, std::i
     }
     __syncthreads();
     if (warp == 0) {
-      v = lane < warps ? warp_v[lane] : negative_infinity<T>();
+      v = lane < warps ? warp_v[lane] : minus_infinity<T>();
       i = lane < warps ? warp_i[lane] : R;
       warp_argmax(v, i);
       if (lane == 0) {
@@ -187,7 +182,7 @@ __global__ void max_cols_kernel(T* out, std::int64_t* index, const T* in, std::i
   const int tx = threadIdx.x, ty = threadIdx.y;
   for (std::int64_t task = blockIdx.x; task < tasks; task += gridDim.x) {  // task = (o, tile)
     const std::int64_t o = task / tiles, j = task % tiles * kTileCols + tx;
-    T v = negative_infinity<T>();
+    T v = minus_infinity<T>();
     std::int64_t i = R;
     if (j < inner) {
       for (std::int64_t r = ty; r < R; r += kTileRows) {
