@@ -135,7 +135,7 @@ enum class Backend { Undecided, None, Gpu, Emulator };
 
 struct State {
   std::mutex mutex;
-  Backend backend = Backend::Undecided;
+  std::atomic<Backend> backend{Backend::Undecided};  // read without the mutex (decide_backend)
   bool emulator_requested = false;
   gpu::Runtime* runtime = nullptr;
   CachingAllocator allocator;
@@ -170,6 +170,12 @@ void install(State& s, Backend backend) {  // s.mutex held
 
 std::atomic<bool> tf32{false};
 
+// Building the kernel registry decides the backend (register_gpu_kernels); this builds it once
+// if nothing has yet, and costs one load afterwards (it sits on every copy to and from the GPU).
+void decide_backend() {
+  if (state().backend == Backend::Undecided) kernels::ops();
+}
+
 }  // namespace
 
 namespace kernels {
@@ -192,7 +198,7 @@ kernels::Stream stream(Device device) {
 }
 
 gpu::Runtime& cuda_runtime_for(const char* what) {
-  kernels::ops();  // builds the registry, which decides the backend
+  decide_backend();
   gpu::Runtime* runtime = state().runtime;
   if (!runtime) {
 #ifdef BRRR_WITH_CUDA
@@ -210,12 +216,12 @@ gpu::Runtime& cuda_runtime_for(const char* what) {
 namespace cuda {
 
 bool is_available() {
-  kernels::ops();
+  decide_backend();
   return state().runtime != nullptr;
 }
 bool gpu_available() { return gpu::cuda_runtime() != nullptr; }
 bool is_emulated() {
-  kernels::ops();
+  decide_backend();
   return state().backend == Backend::Emulator;
 }
 

@@ -101,11 +101,13 @@ void set_allocator(DeviceType device, Allocator* allocator) {
 }
 
 Allocator& allocator_for(Device device) {
-  if (device.is_cuda()) {
-    kernels::ops();  // building the registry decides what backs the CUDA device
+  if (device.is_cuda())
     BRRR_CHECK(device.index == 0, "device ", device.str(), " is not available: brrr uses one GPU, cuda:0");
-  }
   Allocator* a = allocators[static_cast<int>(device.type)];
+  if (!a && device.is_cuda()) {
+    kernels::ops();  // the first use: building the registry decides what backs the CUDA device
+    a = allocators[static_cast<int>(device.type)];
+  }
   if (!a) {
 #ifdef BRRR_WITH_CUDA
     detail::fail("device ", device.str(), " is not available: no CUDA GPU or driver was found (the emulator runs the "
