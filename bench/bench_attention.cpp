@@ -25,12 +25,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: bench_attention T [BH] [HS] [STEPS] [--device cpu|cuda|emulator]\n");
     return 2;
   }
-  if (device_name == "emulator") cuda::use_emulator();
-  const Device device = device_name == "cpu" ? kCPU : Device::cuda();
-  if (device.is_cuda() && !cuda::is_available()) {
-    std::fprintf(stderr, "bench_attention: no CUDA GPU here (use --device cpu or emulator)\n");
-    return 1;
-  }
+  const std::optional<Device> chosen = bench::bench_device(device_name, "bench_attention");
+  if (!chosen) return 1;
+  const Device device = *chosen;
   const std::int64_t T = dims[0], BH = dims[1], hs = dims[2], H = 6, B = (BH + H - 1) / H;
   Generator gen(0);
   auto make = [&] { return randn({B, H, T, hs}, gen).to(device).requires_grad_(); };

@@ -31,12 +31,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device_name = argv[++i];
     else steps = std::atoi(argv[i]);
   }
-  if (device_name == "emulator") cuda::use_emulator();
-  const Device device = device_name == "cpu" ? kCPU : Device::cuda();
-  if (device.is_cuda() && !cuda::is_available()) {
-    std::fprintf(stderr, "bench_gpt_step: no CUDA GPU here (use --device cpu or emulator)\n");
-    return 1;
-  }
+  const std::optional<Device> chosen = bench::bench_device(device_name, "bench_gpt_step");
+  if (!chosen) return 1;
+  const Device device = *chosen;
   Generator gen(1337);
   models::GPT model(c, gen);
   model.to(device);

@@ -6,8 +6,12 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "brrr/cuda.h"
+#include "brrr/dtype.h"
 
 namespace brrr::bench {
 
@@ -23,6 +27,18 @@ double median_seconds(Fn&& fn, int repeats = 10, int warmup = 2) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// The device a benchmark runs on, from --device cpu|cuda|emulator; nullopt (after a message
+// naming `program`) when it asks for a GPU that is not there.
+inline std::optional<Device> bench_device(const std::string& name, const char* program) {
+  if (name == "emulator") cuda::use_emulator();
+  if (name == "cpu") return kCPU;
+  if (!cuda::is_available()) {
+    std::fprintf(stderr, "%s: no CUDA GPU here (use --device cpu or emulator)\n", program);
+    return std::nullopt;
+  }
+  return Device::cuda();
 }
 
 inline std::string cpu_model() {
