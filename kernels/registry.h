@@ -26,6 +26,9 @@ void add(const std::string& op, DeviceType device, DType dtype, const std::strin
 
 // The selected function for (op, device, dtype); throws brrr::Error when none is registered.
 AnyFn lookup(const std::string& op, DeviceType device, DType dtype);
+// One variant's function, whatever is selected; nullptr when (op, device, dtype) has no such
+// variant. For tools that run every variant side by side (the kernel lab).
+AnyFn lookup_variant(const std::string& op, DeviceType device, DType dtype, const std::string& variant);
 // Incremented whenever a registration or selection changes what lookup returns.
 std::uint64_t generation();
 

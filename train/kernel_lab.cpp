@@ -28,6 +28,7 @@
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/runtime.h"
+#include "kernels/registry.h"
 #include "kernels/student/exercises.h"  // kNotWritten: what an exercise stub's error says
 
 namespace brrr::lab {
@@ -349,9 +350,8 @@ class Buffer {
 // ---------------------------------------------------------------------------------------------
 // Reaching the variants
 //
-// The registry hands out only the *selected* function of (op, device, dtype), so the lab
-// reaches one particular variant by selecting it and looking it up, and afterwards puts the
-// op's selections on that device back as they were.
+// The lab asks the registry for each variant's function by name (kernels::lookup_variant),
+// so it runs every variant without changing which one the rest of brrr selects.
 
 namespace {
 
@@ -364,20 +364,9 @@ struct Variant {
 // Every variant of op on device for dtype, highest priority (the fastest) first.
 std::vector<Variant> variants_of(const std::string& op, DeviceType device, DType dtype) {
   std::vector<Variant> found;
-  std::vector<std::pair<DType, std::string>> before;  // each dtype's selection
-  for (const kernels::VariantInfo& info : kernels::variants(op)) {
-    if (info.device.type != device) continue;
-    if (info.selected) before.push_back({info.dtype, info.variant});
-    if (info.dtype == dtype) found.push_back({info.variant, info.selected, nullptr});
-  }
-  for (Variant& v : found) {
-    kernels::select(op, v.name, device);
-    v.fn = kernels::lookup(op, device, dtype);
-  }
-  // select() sets every dtype that has the variant, so float32's selection goes back last:
-  // it is the one the lab and the models run.
-  std::stable_partition(before.begin(), before.end(), [](const auto& b) { return b.first != kFloat32; });
-  for (const auto& [dt, name] : before) kernels::select(op, name, device);
+  for (const kernels::VariantInfo& info : kernels::variants(op))
+    if (info.device.type == device && info.dtype == dtype)
+      found.push_back({info.variant, info.selected, kernels::lookup_variant(op, device, dtype, info.variant)});
   return found;
 }
 

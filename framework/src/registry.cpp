@@ -95,6 +95,15 @@ AnyFn lookup(const std::string& op, DeviceType device, DType dtype) {
   return it->second.variants[it->second.selected].fn;
 }
 
+AnyFn lookup_variant(const std::string& op, DeviceType device, DType dtype, const std::string& variant) {
+  initialise();
+  auto it = table().slots.find({op, device, dtype});
+  if (it == table().slots.end()) return nullptr;
+  for (const auto& r : it->second.variants)
+    if (r.variant == variant) return r.fn;
+  return nullptr;
+}
+
 void remove_device(DeviceType device) {
   for (auto it = table().slots.begin(); it != table().slots.end();)
     it = std::get<1>(it->first) == device ? table().slots.erase(it) : std::next(it);
