@@ -116,7 +116,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   const double p = attn_dropout->is_training() ? attn_dropout->p : 0.0;
   // The fused kernel has no dropout on the attention weights: with dropout it is the composed op.
   // On the CPU the composed op is faster (its batched GEMMs beat the reference flash kernel:
-  // docs/measurements.md, "GPT training step on the CPU"), so flash attention is the GPU's.
+  // docs/measurements.md, "The CUDA backend and the fused kernels"), so flash is the GPU's.
   const bool flash = fused_ && p == 0.0 && x.device().is_cuda();
   const Tensor y = flash ? ops::flash_attention(q, k, v) : ops::causal_self_attention(q, k, v, p, &attn_dropout->gen);
   // Heads side by side again: (B, H, T, hs) -> (B, T, C).
