@@ -1,5 +1,5 @@
 // train/exercises.h: the course's graded exercises: the table, and a grader for each.
-// docs/teaching.md explains the machinery. Read next: exercises.cpp (the graders),
+// The course meets them from chapter 03 on; docs/teaching.md explains the machinery. Read next: exercises.cpp (the graders),
 // kernels/student/exercises.h (what a student writes), cli_exercises.cpp (`brrr exercises`).
 //
 // Each exercise is a stub in kernels/student/ that a student fills in. Its grader checks one

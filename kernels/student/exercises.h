@@ -1,4 +1,5 @@
 // kernels/student/exercises.h: the functions the course's graded exercises ask you to write.
+// The course meets them from chapter 03 on (each chapter ends with its exercise).
 // Read first: docs/teaching.md (the list of exercises and how they are graded). Each exercise
 // has its own file in kernels/student/ whose opening comment gives the requirements and a
 // plan; `build/train/brrr exercises` shows where you stand, and `ctest -L ex01` (or
