@@ -1,6 +1,7 @@
 // train/exercises.h: the course's graded exercises: the table, and a grader for each.
-// The course meets them from chapter 03 on; docs/teaching.md explains the machinery. Read next: exercises.cpp (the graders),
-// kernels/student/exercises.h (what a student writes), cli_exercises.cpp (`brrr exercises`).
+// The course meets them from chapter 03 on; docs/teaching.md explains the machinery.
+// Read next: exercises.cpp (the graders), kernels/student/exercises.h (what a student
+// writes), cli_exercises.cpp (`brrr exercises`).
 //
 // Each exercise is a stub in kernels/student/ that a student fills in. Its grader checks one
 // variant of it: "student" (kernels/student) or "solution" (kernels/student/solutions, the
