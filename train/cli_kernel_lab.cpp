@@ -8,6 +8,7 @@
 //   brrr kernel-lab adamw_step --device cpu --seed 7 --repeat 20
 //
 // Exit status 0 when every variant passed its check, 1 (with one line per failure) if not.
+#include <fstream>
 #include <random>
 
 #include "brrr/error.h"
@@ -15,6 +16,19 @@
 #include "kernel_lab.h"
 
 namespace brrr::cli {
+
+namespace {
+
+// --json: lines are appended, as the trainer's log.jsonl is, so several runs of the lab (one
+// per op, as scripts/gpu.sh makes them) fill one file.
+void append_file(const std::string& path, const std::string& text) {
+  std::ofstream file(path, std::ios::app | std::ios::binary);
+  file << text;
+  file.flush();
+  BRRR_CHECK(file.good(), "kernel-lab: cannot append to --json file '", path, "'");
+}
+
+}  // namespace
 
 void add_kernel_lab_commands(CLI::App& app) {
   struct Args {
@@ -24,6 +38,7 @@ void add_kernel_lab_commands(CLI::App& app) {
     std::uint64_t seed = 0;
     bool check_only = false;
     double tolerance = -1;
+    std::string json;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("kernel-lab",
@@ -52,6 +67,8 @@ void add_kernel_lab_commands(CLI::App& app) {
   cmd->add_flag("--check-only", args->check_only, "Check the variants; do not time them");
   cmd->add_option("--tolerance", args->tolerance, "Largest relative error allowed (default: the op's)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--json", args->json,
+                  "Also append the results to this file, one JSON object per variant and size (for scripts)");
   cmd->callback([args, seed] {
     const lab::Case& c = lab::find_case(args->op);
     lab::Options options;
@@ -71,6 +88,7 @@ void add_kernel_lab_commands(CLI::App& app) {
       options.size = sizes[i];
       const lab::Report report = lab::run(c, options);
       for (const std::string& f : report.failures()) failures.push_back(f);
+      if (!args->json.empty()) append_file(args->json, lab::json_lines(report));
     }
     if (!failures.empty()) {
       std::string message = "kernel-lab: " + std::to_string(failures.size()) + " variant(s) failed the check:";

@@ -1371,6 +1371,8 @@ Report run(const Case& c, const Options& options) {
   BRRR_CHECK(dims.size() == c.dim_names.size(), "kernel-lab ", c.op, ": ", dims.size(), " sizes given, ",
              c.dim_names.size(), " expected");
   report.size = size_string(c, dims);
+  report.dims = dims;
+  report.unit = c.report_flops ? "TFLOP/s" : "GB/s";
   const double tolerance = options.tolerance >= 0 ? options.tolerance : c.tolerance;
   say(out, "kernel-lab %s: %s\n", c.op.c_str(), c.what.c_str());
   say(out, "device: %s\n", target.describe().c_str());
@@ -1413,6 +1415,7 @@ Report run(const Case& c, const Options& options) {
   Peaks peaks;
   if (options.time) {
     peaks = measure_peaks(options.device, !c.report_flops, c.report_flops);
+    report.peak = c.report_flops ? peaks.tflops : peaks.bandwidth_gbs;
     print_peak(out, c, peaks);
   }
 
@@ -1439,6 +1442,41 @@ Report run(const Case& c, const Options& options) {
   if (options.time && target.emulated())
     say(out, "%% of peak: not shown on the emulator (its times measure the emulator, not a GPU)\n");
   return report;
+}
+
+namespace {
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) out += format("\\u%04x", ch);
+    else out += ch;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string json_lines(const Report& report) {
+  std::string dims;
+  for (std::int64_t d : report.dims) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+  std::string lines;
+  for (const VariantResult& r : report.results) {
+    lines += format("{\"op\":%s,\"device\":%s,\"size\":%s,\"dims\":[%s],\"variant\":%s,\"default\":%s,"
+                    "\"passed\":%s,\"checked\":%s,\"max_rel_error\":%.4g",
+                    json_string(report.op).c_str(), json_string(report.device).c_str(),
+                    json_string(report.size).c_str(), dims.c_str(), json_string(r.variant).c_str(),
+                    r.is_default ? "true" : "false", r.passed ? "true" : "false", r.checked ? "true" : "false",
+                    r.max_rel_error);
+    if (r.timed)
+      lines += format(",\"median_ms\":%.6g,\"min_ms\":%.6g,\"rate\":%.6g,\"unit\":%s,\"peak\":%.6g,"
+                      "\"percent_of_peak\":%.4g",
+                      r.median_ms, r.min_ms, r.rate, json_string(report.unit).c_str(), report.peak,
+                      r.percent_of_peak);
+    lines += "}\n";
+  }
+  return lines;
 }
 
 }  // namespace brrr::lab

@@ -142,7 +142,10 @@ struct VariantResult {
 
 struct Report {
   std::string op, device, size, reference;  // reference: "cpu 'cpu' float64", or empty
+  Dims dims;                                // the size, as numbers
   std::uint64_t seed = 0;
+  std::string unit;                         // "GB/s" or "TFLOP/s": what rate and peak count
+  double peak = 0;                          // the device's measured peak in that unit (0: none)
   std::vector<VariantResult> results;
   std::string note;                         // "no variant of gelu_forward on cuda", ...
   bool passed() const;
@@ -152,6 +155,11 @@ struct Report {
 
 // Checks (and unless !options.time, times) every variant of c.op on options.device.
 Report run(const Case& c, const Options& options);
+
+// The report as JSON lines, one object per variant (op, device, size, dims, variant, default,
+// passed, max_rel_error, median_ms, min_ms, rate, unit, peak, percent_of_peak), for scripts
+// such as scripts/gpu.sh that turn the lab's figures into a report.
+std::string json_lines(const Report& report);
 
 // The roofline's two numbers, measured on the device (0 where not measured).
 struct Peaks {

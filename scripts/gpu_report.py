@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""scripts/gpu_report.py OUT_DIR: the report of a scripts/gpu.sh run.
+
+Reads what gpu.sh left in OUT_DIR (steps.tsv, logs/env.log, logs/lab.jsonl and the logs of
+the benchmarks), writes OUT_DIR/report.md (the device, each step's verdict, the kernel lab's
+tables, the bars of the GPU issue with their figures) and prints the bar table last.
+Standard library only: it runs on the GPU machine's Python and on the development machine.
+"""
+import json
+import os
+import re
+import sys
+
+
+def read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def lab_rows(logs):
+    rows = []
+    for line in read(os.path.join(logs, "lab.jsonl")).splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return rows
+
+
+def lab_tables(rows):
+    """One markdown table per op and size, in the order the lab ran them."""
+    out, seen = [], []
+    for r in rows:
+        key = (r["op"], r["size"])
+        if key not in seen:
+            seen.append(key)
+    for op, size in seen:
+        group = [r for r in rows if (r["op"], r["size"]) == (op, size)]
+        unit = next((r["unit"] for r in group if "unit" in r), "")
+        peak = next((r["peak"] for r in group if r.get("peak")), 0)
+        out.append(f"\n**{op}** {size}" + (f" (peak {peak:.4g} {unit})" if peak else "") + "\n")
+        out.append(f"| variant | median ms | {unit or 'rate'} | % of peak | check |")
+        out.append("|---|---:|---:|---:|---|")
+        for r in group:
+            name = r["variant"] + (" *" if r["default"] else "")
+            check = ("ok" if r["passed"] else "FAIL") if r["checked"] else ("FAIL" if not r["passed"] else "-")
+            if r["checked"]:
+                check += f" {r['max_rel_error']:.1e}"
+            if "median_ms" in r:
+                pct = f"{r['percent_of_peak']:.1f}" if r["percent_of_peak"] >= 0 else "-"
+                out.append(f"| {name} | {r['median_ms']:.4f} | {r['rate']:.4g} | {pct} | {check} |")
+            else:
+                out.append(f"| {name} | - | - | - | {check} |")
+    return "\n".join(out)
+
+
+class Bars:
+    """Each bar: what, the figure, the bar, and met / not met / not measured."""
+
+    def __init__(self):
+        self.rows = []
+
+    def add(self, what, figure, bar, met, note=""):
+        verdict = "not measured" if met is None else ("met" if met else "NOT met")
+        self.rows.append((what, figure, bar, verdict, note))
+
+    def markdown(self):
+        lines = ["| bar | figure | needs | verdict |", "|---|---|---|---|"]
+        for what, figure, bar, verdict, note in self.rows:
+            lines.append(f"| {what} | {figure}{' (' + note + ')' if note else ''} | {bar} | {verdict} |")
+        return "\n".join(lines)
+
+    def text(self):
+        w = max(len(r[0]) for r in self.rows)
+        f = max(len(r[1]) for r in self.rows)
+        b = max(len(r[2]) for r in self.rows)
+        return "\n".join(f"{r[0]:<{w}}  {r[1]:>{f}}  {r[2]:<{b}}  {r[3]}" for r in self.rows)
+
+
+def find(rows, op, dims, variant=None):
+    """The lab's row of op at dims: the default variant, or the named one."""
+    for r in rows:
+        if r["op"] == op and r["dims"] == dims and "median_ms" in r:
+            if (variant is None and r["default"]) or r["variant"] == variant:
+                return r
+    return None
+
+
+def percent_bar(bars, rows, what, op, dims, need, l2_dims=None):
+    r = find(rows, op, dims)
+    if not r:
+        bars.add(what, "-", f">= {need}% of copy", None)
+        return
+    note = f"'{r['variant']}', {r['rate']:.0f} GB/s"
+    small = find(rows, op, l2_dims) if l2_dims else None
+    if small:
+        note += f"; L2-resident {small['percent_of_peak']:.0f}%"
+    bars.add(what, f"{r['percent_of_peak']:.1f}%", f">= {need}% of copy", r["percent_of_peak"] >= need, note)
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "."
+    logs = os.path.join(out, "logs")
+    rows = lab_rows(logs)
+    steps = [line.split("\t") for line in read(os.path.join(out, "steps.tsv")).splitlines() if line]
+    verdict = {s[0]: s[1] for s in steps}
+    bars = Bars()
+
+    # --- bandwidth-bound kernels: percent of the device-to-device copy the lab measures
+    n26, n20 = [1 << 26], [1 << 20]
+    percent_bar(bars, rows, "GELU forward, n = 2^26", "gelu_forward", n26, 85, n20)
+    percent_bar(bars, rows, "GELU backward, n = 2^26", "gelu_backward", n26, 85, n20)
+    for C in (384, 768):
+        percent_bar(bars, rows, f"LayerNorm forward, N = 65536, C = {C}", "layernorm_forward", [65536, C], 75,
+                    [4096, 768] if C == 768 else None)
+    for C in (384, 768):
+        percent_bar(bars, rows, f"LayerNorm backward, N = 65536, C = {C}", "layernorm_backward", [65536, C], 60,
+                    [4096, 768] if C == 768 else None)
+    percent_bar(bars, rows, "softmax-cross-entropy, V = 4096 (N = 65536)", "cross_entropy_fused", [65536, 4096], 70,
+                [1024, 4096])
+    percent_bar(bars, rows, "softmax-cross-entropy, V = 50304 (N = 8192)", "cross_entropy_fused", [8192, 50304], 70)
+    percent_bar(bars, rows, "AdamW (one tensor), n = 2^26", "adamw_step", n26, 80, n20)
+    percent_bar(bars, rows, "AdamW (multi-tensor), n = 2^26", "adamw_multi_step", n26, 80, n20)
+
+    # --- matmul: the best float32 CUDA-core variant against cuBLAS
+    mm = [r for r in rows if r["op"] == "matmul" and r["dims"] == [4096] * 3 and "median_ms" in r and r["passed"]]
+    cublas = next((r for r in mm if r["variant"] == "cublas"), None)
+    simt = [r for r in mm if r["variant"] not in ("cublas",) and not re.search(r"tf32|wmma|bf16|tensor|mma", r["variant"])]
+    if cublas and simt:
+        best = max(simt, key=lambda r: r["rate"])
+        ratio = best["rate"] / cublas["rate"]
+        bars.add("matmul 4096^3, best float32 CUDA-core / cuBLAS SGEMM", f"{100 * ratio:.0f}%", ">= 60%",
+                 ratio >= 0.6, f"'{best['variant']}' {best['rate']:.1f} vs {cublas['rate']:.1f} TFLOP/s")
+    else:
+        bars.add("matmul 4096^3, best float32 CUDA-core / cuBLAS SGEMM", "-", ">= 60%", None)
+    bars.add("bf16 mma.sync GEMM 4096^3 / cuBLAS bf16", "-", ">= 50%", None, "no bf16 GEMM yet (tensor-core issue)")
+
+    # --- attention: bench/attention.sh
+    att = read(os.path.join(logs, "attention.log"))
+    for m in re.finditer(r"T=(\d+) .*?composed ([\d.]+) ms, flash ([\d.]+) ms", att):
+        T, composed, flash = m.group(1), float(m.group(2)), float(m.group(3))
+        sdpa = re.search(rf"sdpa float32 BH=\d+ T={T} .*?([\d.]+) ms", att)
+        note = f"flash {flash:.2f} ms, composed {composed:.2f} ms"
+        if sdpa:
+            note += f", PyTorch SDPA f32 {float(sdpa.group(1)):.2f} ms"
+        bars.add(f"flash attention f32 fwd+bwd vs composed, T = {T}", f"{composed / flash:.2f}x", ">= 3x",
+                 composed / flash >= 3, note)
+    if not re.search(r"composed [\d.]+ ms, flash", att):
+        bars.add("flash attention f32 fwd+bwd vs composed", "-", ">= 3x", None)
+    bars.add("bf16 flash attention fwd+bwd / PyTorch SDPA bf16", "-", "<= 1.3x", None,
+             "no bf16 backward yet (tensor-core issue)")
+
+    # --- the 12.3M GPT: bench/gpu_step.sh
+    step = read(os.path.join(logs, "step.log"))
+    tok = {}
+    for m in re.finditer(r"^brrr gpt-12m \((\w+)[^)]*\).*?([\d.]+) tokens/s", step, re.M):
+        tok["brrr " + m.group(1)] = float(m.group(2))
+    for m in re.finditer(r"^torch \S+ gpt-12m \(([^)]*)\).*?([\d.]+) tokens/s", step, re.M):
+        tok["torch " + m.group(1)] = float(m.group(2))
+    fused, composed = tok.get("brrr fused"), tok.get("brrr composed")
+    if fused and composed:
+        bars.add("GPT 12.3M step, fused / composed tokens/s", f"{fused / composed:.2f}x", ">= 3x",
+                 fused / composed >= 3, f"{fused:.0f} vs {composed:.0f} tokens/s")
+    else:
+        bars.add("GPT 12.3M step, fused / composed tokens/s", "-", ">= 3x", None)
+    eager = [v for k, v in tok.items() if k.startswith("torch eager")]
+    if fused and eager:
+        best = max(eager)
+        bars.add("GPT 12.3M step, brrr f32 / PyTorch eager f32", f"{fused / best:.2f}x", ">= 1x", fused >= best,
+                 f"{fused:.0f} vs {best:.0f} tokens/s (faster of eager and eager+SDPA)")
+    else:
+        bars.add("GPT 12.3M step, brrr f32 / PyTorch eager f32", "-", ">= 1x", None)
+    bars.add("GPT 12.3M step, brrr bf16 / torch.compile bf16", "-", ">= 1x", None, "no bf16 training yet")
+
+    # --- determinism and graphs
+    det = verdict.get("determinism")
+    bars.add("training step deterministic on the GPU", det or "-", "identical bits",
+             None if det is None else det == "PASS")
+    bars.add("training step as a CUDA graph", "-", "captured and replayed", None, "needs a sync-free step")
+
+    # --- the report
+    env = read(os.path.join(logs, "env.log")).strip()
+    md = ["# brrr on the GPU: scripts/gpu.sh", "", "```", env, "```", "", "## Steps", "",
+          "| step | verdict | seconds |", "|---|---|---|"]
+    md += [f"| {s[0]} | {s[1]} | {s[2]} |" for s in steps]
+    md += ["", "## Bars", "", bars.markdown(), "", "## The kernel lab", "",
+           "Median of timed runs with L2 flushed before each; * marks the registry's default variant.",
+           lab_tables(rows), "", "## The training step (bench/gpu_step.sh)", "", "```", step.strip(), "```", "",
+           "## Attention (bench/attention.sh)", "", "```", att.strip(), "```", ""]
+    with open(os.path.join(out, "report.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(md))
+    print("\nsteps: " + ", ".join(f"{s[0]} {s[1]}" for s in steps))
+    print("\n" + bars.text())
+
+
+if __name__ == "__main__":
+    main()
