@@ -82,6 +82,7 @@ root=$PWD
 # Arguments
 
 all_steps=(env build tests sanitize reference train determinism lab step attention)
+script_args=("$@")  # run_step runs each step as this script again, under `timeout`
 out="" only="" skip="" build=build-gpu shared="" jobs=$(nproc) dry_run=0 budget=590
 while (($#)); do
   case $1 in
@@ -123,7 +124,6 @@ unset BRRR_CUDA_EMULATOR BRRR_KERNELS
 # ---------------------------------------------------------------------------------------------
 # Steps: each runs under a time limit, its output in logs/STEP.log, its verdict in steps.tsv
 
-: >"$out/steps.tsv"
 failed=0
 started=$(date +%s)
 # run_step NAME SECONDS COMMAND...: PASS (exit 0), FAIL, TIMEOUT or SKIP (exit 77); the limit
@@ -142,7 +142,10 @@ run_step() {
   fi
   ((limit > left)) && limit=$left
   printf '== %-12s (limit %ss, at +%ss)\n' "$name" "$limit" $((t0 - started))
-  timeout --kill-after=10 "$limit" "$@" >"$logs/$name.log" 2>&1
+  # `timeout` runs programs, not shell functions: the step runs as this script again, which
+  # calls the function named in BRRR_GPU_STEP (see below) with the same settings.
+  timeout --kill-after=10 "$limit" env BRRR_GPU_STEP="$1" bash "$root/scripts/gpu.sh" "${script_args[@]}" \
+    >"$logs/$name.log" 2>&1
   rc=$?
   case $rc in
     0) verdict=PASS ;;
@@ -197,7 +200,7 @@ step_build() {
     [[ " ${from_bundle[*]} " == *" libpcre2-dev "* ]] && from_bundle+=(libpcre2-8-0)
     echo "from .gpu-bundle (the system lacks them): ${from_bundle[*]}"
     unpack_bundle "$root/.gpu-bundle" "$build/prefix" "${from_bundle[@]}" || return 1
-    prefix_args=(-DCMAKE_PREFIX_PATH="$root/$build/prefix/usr")
+    prefix_args=(-DCMAKE_PREFIX_PATH="$(realpath "$build/prefix/usr")")
   else
     echo "every library from the system"
   fi
@@ -327,7 +330,12 @@ step_attention() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# The plan, or the run
+# One step, as run_step runs it; the plan; or the run
+
+if [[ -n ${BRRR_GPU_STEP:-} ]]; then
+  "$BRRR_GPU_STEP"
+  exit
+fi
 
 if ((dry_run)); then
   echo "gpu.sh --dry-run: the plan (output in $out)"
@@ -354,6 +362,7 @@ if ((dry_run)); then
 fi
 
 echo "gpu.sh: output in $out"
+: >"$out/steps.tsv"
 wanted env && { step_env | tee "$logs/env.log"; }
 wanted build && run_step build 420 step_build
 if [[ ! -x $brrr ]]; then
