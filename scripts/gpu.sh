@@ -207,7 +207,7 @@ step_build() {
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBRRR_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="$arch" -DBRRR_SHARED_DIR="$shared" -DBRRR_PYTHON="$python" \
     "${prefix_args[@]}" || return 1
-  cmake --build "$build" -j "$jobs"
+  cmake --build "$build" -j "$jobs" -- -k 0  # every error at once, not the first
 }
 
 step_tests() {
