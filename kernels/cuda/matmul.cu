@@ -552,6 +552,14 @@ void matmul_vectorized(float* out, const float* a, const float* b, const MatmulS
 // a_big @ b_big + a_big @ b_small + a_small @ b_big ("3xTF32", as in CUTLASS). What is lost
 // (a_small @ b_small, and the rounding of the small parts) is ~2^-21 of each product, against
 // float32's 2^-24: close to float32 accuracy, for three tensor-core products instead of one.
+// One more thing decides the accuracy, and the first run on an H100 found it: the tensor
+// cores add into their float32 accumulator with truncation, not rounding, so an accumulator
+// carried across all of K collects a biased error that grows with K (at 4096^3: 6e-3 on
+// outputs of ~50, a relative 1.2e-4, five times cuBLAS's SGEMM and over the lab's 1e-4). So
+// each k-tile's products go into a fresh fragment, which the warp then adds to its running
+// sum with ordinary rounded float32 adds ("promotion", as DeepSeek-V3 does for FP8 and
+// FlashAttention-3 for its accumulators): the truncation now acts on a 16-term partial, not
+// on the whole sum.
 // What limits it: the copies through registers into shared memory and the __syncthreads
 // between them, with nothing overlapped (cp.async or TMA would copy the next tile while the
 // tensor cores work on this one); WMMA itself, which hides the fragment layouts and costs
@@ -592,13 +600,15 @@ __global__ void __launch_bounds__(kTcThreads) matmul_tensorcore_kernel(Gemm<floa
     const float* a = matrix(a_t, z);
     const float* b = matrix(g.b, z);
     // Fragment f = 2 * fi + fj covers rows warp_i + 16 fi.., columns warp_j + 16 fj.. (fi < 4, fj < 2).
-    wmma::fragment<wmma::accumulator, 16, 16, 8, float> sum[8];
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> sum[8], tile_sum[8];
 #pragma unroll
     for (int f = 0; f < 8; ++f) wmma::fill_fragment(sum[f], 0.0f);
     for (int k0 = 0; k0 < g.K; k0 += kTcBK) {
       load_tile4<kTcBK, kTcBM, kTcThreads>(a_tile, kPitchA, a, a_t, k0, i0, tid);
       load_tile4<kTcBK, kTcBN, kTcThreads>(b_tile, kPitchB, b, g.b, k0, j0, tid);
       __syncthreads();
+#pragma unroll
+      for (int f = 0; f < 8; ++f) wmma::fill_fragment(tile_sum[f], 0.0f);
 #pragma unroll
       for (int k = 0; k < kTcBK; k += 8) {
         wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major> a_big[4], a_small[4];
@@ -617,12 +627,19 @@ __global__ void __launch_bounds__(kTcThreads) matmul_tensorcore_kernel(Gemm<floa
         for (int f = 0; f < 8; ++f) {
           const int fi = f / 2, fj = f % 2;
           if constexpr (precise) {  // the small terms first, while the sum is small too
-            wmma::mma_sync(sum[f], a_small[fi], b_big[fj], sum[f]);
-            wmma::mma_sync(sum[f], a_big[fi], b_small[fj], sum[f]);
+            wmma::mma_sync(tile_sum[f], a_small[fi], b_big[fj], tile_sum[f]);
+            wmma::mma_sync(tile_sum[f], a_big[fi], b_small[fj], tile_sum[f]);
           }
-          wmma::mma_sync(sum[f], a_big[fi], b_big[fj], sum[f]);
+          wmma::mma_sync(tile_sum[f], a_big[fi], b_big[fj], tile_sum[f]);
         }
       }
+      // Promotion: the tile's partial joins the running sum with rounded float32 adds (an
+      // accumulator fragment's elements may be read and written directly; both fragments
+      // have the same layout).
+#pragma unroll
+      for (int f = 0; f < 8; ++f)
+#pragma unroll
+        for (int t = 0; t < sum[f].num_elements; ++t) sum[f].x[t] += tile_sum[f].x[t];
       __syncthreads();
     }
     float* out = g.out + z * g.stride_out;
