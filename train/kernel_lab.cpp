@@ -1360,6 +1360,23 @@ static double variant_tolerance(const std::string& variant, double tolerance) {
   return variant.find("bf16") != std::string::npos ? std::max(tolerance, 3e-2) : tolerance;
 }
 
+// Such a variant rounds its inputs to bfloat16 before it computes: that rounding is the dtype's
+// (the caller chose bf16), not the kernel's error. So it is checked against the reference run
+// on the same rounded inputs, and what remains is the kernel's own arithmetic (its bf16
+// intermediates, float32 sums). Against the float32 inputs' reference, bf16_mma attention
+// failed 3e-2 at T = 1024 on an H100 on a few thousand of 25 million outputs: scores of q.k
+// with bf16 inputs move by ~0.4%, which moves the softmax weights of a long row by as much.
+static bool rounds_inputs_to_bf16(const std::string& variant) { return variant.find("bf16") != std::string::npos; }
+
+static float round_to_bf16(float x) {  // round to nearest even, as __float2bfloat16 does
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return x;  // inf and NaN as they are
+  bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
 Report run(const Case& c, const Options& options) {
   std::FILE* out = options.out;
   Target target(options.device);  // first: --device emulator must switch before the registry is used
@@ -1410,8 +1427,17 @@ Report run(const Case& c, const Options& options) {
   else
     say(out, "reference: none (no CPU kernel of %s is registered): outputs are only checked for NaN and inf\n",
         c.op.c_str());
-  std::vector<std::vector<double>> expected;
+  std::vector<std::vector<double>> expected, expected_bf16;
   if (ref.fn) expected = reference_outputs(c, problem, ref);
+  if (ref.fn && std::any_of(variants.begin(), variants.end(),
+                            [](const Variant& v) { return rounds_inputs_to_bf16(v.name); })) {
+    Problem rounded = problem;
+    for (Array& a : rounded.arrays)
+      if (a.role == Array::kInput && !a.index)
+        for (float& x : a.values) x = round_to_bf16(x);
+    expected_bf16 = reference_outputs(c, rounded, ref);
+    say(out, "bf16 variants are checked against the reference on their inputs rounded to bfloat16\n");
+  }
   Peaks peaks;
   if (options.time) {
     peaks = measure_peaks(options.device, !c.report_flops, c.report_flops);
@@ -1430,7 +1456,7 @@ Report run(const Case& c, const Options& options) {
     r.is_default = v.is_default;
     r.checked = ref.fn != nullptr;
     say(out, "\n%s%s:\n", v.name.c_str(), v.is_default ? " (default)" : "");
-    check_variant(r, target, c, problem, device, v.fn, expected,
+    check_variant(r, target, c, problem, device, v.fn, rounds_inputs_to_bf16(v.name) ? expected_bf16 : expected,
                   options.tolerance >= 0 ? tolerance : variant_tolerance(v.name, tolerance),
                   options.variant != "all", out);
     if (options.time && r.passed && !r.not_written)

@@ -3,6 +3,7 @@
 // Read before: brrr/cuda.h, kernels/cuda/runtime.h.
 #include "brrr/cuda.h"
 
+#include <cstdio>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -184,7 +185,15 @@ void register_gpu_kernels() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.backend != Backend::Undecided) return;
-  if (s.emulator_requested || env_asks_for_emulator()) install(s, Backend::Emulator);
+  if (s.emulator_requested) {
+    install(s, Backend::Emulator);
+  } else if (env_asks_for_emulator()) {
+    // Said out loud: a variable left set in a shell would otherwise turn every later
+    // `--device cuda` into the emulator without a word, slow and with no GPU in sight.
+    std::fprintf(stderr, "brrr: BRRR_CUDA_EMULATOR is set: the CUDA device is the SIMT emulator on the CPU, not a "
+                         "GPU (unset it to use a GPU)\n");
+    install(s, Backend::Emulator);
+  }
   else if (gpu::cuda_runtime()) install(s, Backend::Gpu);
   else install(s, Backend::None);
 }

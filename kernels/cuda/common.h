@@ -38,6 +38,11 @@ __device__ inline float tanh_of(float x) { return ::tanhf(x); }
 __device__ inline double tanh_of(double x) { return ::tanh(x); }
 __device__ inline float pow_of(float x, float y) { return ::powf(x, y); }
 __device__ inline double pow_of(double x, double y) { return ::pow(x, y); }
+// a * b + c with one rounding. Written out where bits must not depend on the compiler: left
+// to itself, nvcc (and g++, for the emulator) fuses a * b + c into an FMA or not depending on
+// the code around it, so two kernels with the same formula can differ in the last bit.
+__device__ inline float fma_of(float a, float b, float c) { return ::fmaf(a, b, c); }
+__device__ inline double fma_of(double a, double b, double c) { return ::fma(a, b, c); }
 template <class T>
 __device__ inline T minus_infinity() {
   return -static_cast<T>(INFINITY);

@@ -26,6 +26,10 @@
   template <class T>                                                                                              \
   void cross_entropy_fused2(T* losses, T* dlogits, const T* logits, const std::int32_t* targets, std::int64_t N,  \
                             std::int64_t V, std::int64_t ignore_index, T dloss, Stream stream);                   \
+  /* The same with the row kept in shared memory between the passes (float; falls back to variant 2). */         \
+  void cross_entropy_fused3(float* losses, float* dlogits, const float* logits, const std::int32_t* targets,     \
+                            std::int64_t N, std::int64_t V, std::int64_t ignore_index, float dloss,              \
+                            Stream stream);                                                                       \
   }
 
 namespace brrr::kernels {

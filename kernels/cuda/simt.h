@@ -136,8 +136,14 @@ void validate_launch(const LaunchSite& site, const Dim3& grid, const Dim3& block
 
 #include <cuda_runtime.h>
 
+#include <mutex>
+#include <unordered_map>
+
 #define BRRR_EMULATOR 0
 #define BRRR_SIMT_NAMESPACE cuda
+// Unroll the next loop (so that an array it indexes can live in registers): `#pragma unroll`,
+// which g++ does not know, spelled so that both compilers read it.
+#define BRRR_UNROLL _Pragma("unroll")
 
 // One extern array serves every kernel of a file; each kernel views it as its own type.
 // (Two kernels declaring `extern __shared__ float a[]` and `extern __shared__ int a[]` in one
@@ -148,6 +154,20 @@ void validate_launch(const LaunchSite& site, const Dim3& grid, const Dim3& block
 
 namespace brrr::simt {
 
+namespace detail {
+// True when `kernel` has not yet been allowed `bytes` of dynamic shared memory (and notes that
+// it now is). Launches come from the host thread that owns brrr's stream; the lock is cheap.
+inline bool raise_shared_limit(const void* kernel, std::size_t bytes) {
+  static std::mutex lock;
+  static std::unordered_map<const void*, std::size_t> allowed;
+  const std::lock_guard<std::mutex> guard(lock);
+  std::size_t& limit = allowed[kernel];
+  if (limit >= bytes) return false;
+  limit = bytes;
+  return true;
+}
+}  // namespace detail
+
 template <class... Params, class... Args>
 void launch(const LaunchSite& site, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes,
             kernels::Stream stream, Args&&... args) {
@@ -157,8 +177,9 @@ void launch(const LaunchSite& site, void (*kernel)(Params...), dim3 grid, dim3 b
       ::brrr::detail::fail("kernel ", site.kernel, " (", detail::file_name(site.file), ":", site.line, "): ", what,
                    ": ", cudaGetErrorString(status));
   };
-  // Above 48 KiB a kernel must opt in to more dynamic shared memory.
-  if (shared_bytes > 48 * 1024)
+  // Above 48 KiB a kernel must opt in to more dynamic shared memory: once per kernel and size,
+  // not on every launch (each call is a trip into the driver).
+  if (shared_bytes > 48 * 1024 && detail::raise_shared_limit(reinterpret_cast<const void*>(kernel), shared_bytes))
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
           "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
   kernel<<<grid, block, shared_bytes, static_cast<cudaStream_t>(stream)>>>(std::forward<Args>(args)...);
@@ -182,6 +203,7 @@ void launch(const LaunchSite& site, void (*kernel)(Params...), dim3 grid, dim3 b
 
 #define BRRR_EMULATOR 1
 #define BRRR_SIMT_NAMESPACE emu
+#define BRRR_UNROLL _Pragma("GCC unroll 16")
 
 // CUDA's function and variable qualifiers. On the CPU every function is host code.
 #define __global__

@@ -1,8 +1,9 @@
 # tests/cuda/train_check.cmake: runs `brrr train` on DEVICE for STEPS steps of a small config
-# and checks the last logged training loss is below MAX_LOSS. Prints "final loss ok".
+# on DATA (the corpus in the shared folder, which need not sit beside the checkout) and checks
+# the last logged training loss is below MAX_LOSS. Prints "final loss ok".
 file(REMOVE_RECURSE ${OUT})
 set(args train --preset cpu-tiny --device ${DEVICE} --max_iters ${STEPS} --eval_interval ${STEPS} --eval_iters 1
-    --sample_tokens 40 --out_dir ${OUT})
+    --sample_tokens 40 --out_dir ${OUT} --data ${DATA})
 if(DEVICE STREQUAL "emulator")
   list(APPEND args --batch_size 2 --block_size 16 --n_layer 1 --n_embd 32 --n_head 2)
 endif()

@@ -220,6 +220,7 @@ TEST_CASE("attention on a real GPU: every CUDA variant against the CPU (skipped 
     for (const std::string op : {"attention_forward", "attention_backward"})
       for (const kernels::VariantInfo& info : kernels::variants(op)) {
         if (!info.device.is_cuda() || info.dtype != kFloat32) continue;
+        if (info.variant == "student") continue;  // an exercise stub: the exercise's grader checks it
         CAPTURE(op);
         CAPTURE(info.variant);
         kernels::select(op, info.variant, DeviceType::CUDA);

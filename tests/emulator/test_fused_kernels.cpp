@@ -12,12 +12,14 @@
 // 385, rows that do not fill a block, pointers one float off 16-byte alignment.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "brrr/brrr.h"
@@ -323,6 +325,15 @@ void check_cross_entropy(std::int64_t N, std::int64_t V, int offset, std::mt1993
   CHECK(max_error(fd.data() + offset, ref_d.data() + offset, N * V) < tolerance<T>() * 0.1);
   if (N > 1)
     for (std::int64_t v = 0; v < V; ++v) REQUIRE(fd[offset + V + v] == T(0));  // the ignored row
+  // variant 3 (the row in shared memory, float only; variant 2 where it does not apply): the
+  // same arithmetic in the same order, so the same bits
+  if constexpr (std::is_same_v<T, float>) {
+    std::vector<T> losses3(N, T(kSentinel)), d3(N * V + 1, T(kSentinel));
+    emu::cross_entropy_fused3(losses3.data(), d3.data() + offset, x, targets.data(), N, V, ignore_index, dloss,
+                              nullptr);
+    CHECK(losses3 == fused_losses);
+    CHECK(std::equal(d3.begin() + offset, d3.begin() + offset + N * V, fd.begin() + offset));
+  }
   // each row's gradient sums to 0 (softmax sums to 1, minus the one-hot)
   double row_sum = 0.0;
   for (std::int64_t v = 0; v < V; ++v) row_sum += fd[offset + v];
