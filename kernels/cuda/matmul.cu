@@ -1,5 +1,5 @@
 // kernels/cuda/matmul.cu: matmul on the GPU, from one thread per output to tensor cores, in
-// seven numbered variants. Each one changes one thing about the one before it, says why that
+// eight numbered variants. Each one changes one thing about the one before it, says why that
 // should be faster on an H100, and what still limits it.
 // Chapter 13 (matmul from naive to tensor cores). Read before: kernels/cpu/matmul.cpp (the
 // reference), kernels/cuda/examples.cu (a first CUDA file), kernels/cuda/matmul.h.
@@ -7,7 +7,9 @@
 //
 // The order follows Simon Boehm's "How to optimize a CUDA matmul kernel for cuBLAS-like
 // performance": naive, coalesced, shared-memory tiles, 1-D then 2-D register blocking,
-// vectorized loads; then tensor cores. `brrr kernel-lab matmul` checks and times them all.
+// vectorized loads; then tensor cores; and last, back on the float32 units, warp tiles and
+// double buffering (variant 8, his kernels 10 and 11). `brrr kernel-lab matmul` checks and
+// times them all.
 //
 // Every variant implements the whole contract of MatmulShape (kernels/kernels.h), because the
 // registry may hand any of them the real GPT: (batch, M, K) @ (batch, K, N) -> (batch, M, N),
@@ -667,6 +669,173 @@ void matmul_tensorcore(float* out, const float* a, const float* b, const MatmulS
 #endif  // !BRRR_EMULATOR
 
 // ---------------------------------------------------------------------------------------------
+// 8. warptiling: warp tiles, conflict-free reads of shared memory, and the next tile's loads
+//    in flight while this one is computed
+//
+// Back to the float32 units, and to variant 6, which is where a hand-written SIMT kernel
+// stood at about half of cuBLAS's SGEMM. Three changes, after Simon Boehm's kernels 10 and 11
+// and the SIMT GEMMs of CUTLASS; the block tile (128, 128), the 256 threads, the (8, 8)
+// outputs per thread, the float4 tile copies and the transposed a tile stay as they were.
+//   - warp tiles. Variant 6 deals out the block's outputs thread by thread, so a warp is two
+//     rows of 16 threads, and at each k its lanes read 16 different float4s of b (256 bytes,
+//     more than shared memory serves at once). Here the block tile is first cut into 8 warp
+//     tiles of (64, 32), 2 warps down and 4 across, and a warp's lanes are laid out as 8 x 4
+//     over a (32, 16) quarter of it, each lane a (4, 4) piece; a lane's (8, 8) outputs are its
+//     (4, 4) piece in each of the four quarters (rows 32 apart, columns 16 apart). At each k a
+//     warp now reads 8 different float4s of a (128 consecutive bytes, each a broadcast to 4
+//     lanes) and 4 of b (64 bytes, each a broadcast to 8 lanes): no bank conflict, and less
+//     of shared memory's bandwidth per FMA. The warp tile is also the unit that maps onto
+//     the hardware: the same layout, with lanes replaced by tensor-core fragments, is how
+//     CUTLASS and variant 7 organise their work.
+//   - double buffering. Variant 6 loads a tile, waits for it, computes, and waits again, so
+//     each SM's float32 units idle while a tile comes from L2. Here shared memory holds two
+//     stages of tiles. While the block computes on one, each thread has already issued the
+//     global loads of its share of the next k-tile (into registers: fetch), and only after its
+//     FMAs does it write them into the other stage (stash). The loads' latency hides behind
+//     1024 FMAs a thread, and one __syncthreads per k-tile suffices instead of two: the stage
+//     written at step t was last read at step t - 1, before the barrier that ended it.
+//   - longer k-tiles, kBK = 16: half as many barriers and loop overheads per FLOP, for tiles
+//     of 2 x 2 x (16, 128) floats = 33 KiB of shared memory (two blocks still fit on an SM).
+// __launch_bounds__(256, 2) asks the compiler to fit two blocks per SM, at most 128 registers
+// a thread: 64 accumulators, 16 values of a and b, 16 for the next tile's loads, addresses.
+// ptxas -v for sm_90 reports exactly 128 registers, no spills, 33792 bytes of shared memory.
+// Edges, transposes and misaligned operands take the same path as variant 6 (its load4 and
+// store_out4), so the whole MatmulShape contract holds. One cost remains from variant 6's
+// loader: a row-major a (the common case) is read four k's at a time down a column of a^T and
+// written into the tile as four scalars; with 16-deep tiles those writes collide two by two in
+// the banks, once per k-tile.
+// What limits it: the float32 units and the instruction issue: besides an FMA for every two
+// flops there are the shared-memory loads, address arithmetic and the barrier, and cuBLAS's
+// SGEMM, hand-scheduled in SASS (with the register-bank allocation nvcc does not let us
+// control), issues fewer of them. Small matmuls leave SMs idle: 128 x 128 tiles cut
+// (768, 3072) into 144 blocks for the 132 SMs of an H100, which hold 264. The H100 figure of
+// this variant is not yet measured with kernel-lab.
+
+constexpr int kWtBM = 128, kWtBN = 128, kWtBK = 16;
+constexpr int kWtThreads = 256;           // 8 warps: 2 (rows) x 4 (columns)
+constexpr int kWtWM = 64, kWtWN = 32;     // a warp's tile of out
+constexpr int kWtLaneRows = 8;            // a warp's 32 lanes as 8 x 4 over a (32, 16) quarter
+constexpr int kWtLaneCols = 4;            // of its tile, each lane a (4, 4) piece
+
+namespace {
+// One thread's share of copying a (ROWS, COLS) tile from a matrix of m into shared memory,
+// split in two: fetch issues the global loads into registers, stash writes the registers into
+// the tile (tile[r * pitch + c], as load_tile4 does, with the same assignment of float4s to
+// threads, so the loads coalesce the same way). In between the thread is free to compute.
+template <int ROWS, int COLS, int THREADS>
+struct TileCopy {
+  static constexpr int kLoads = ROWS * COLS / 4 / THREADS;  // float4s per thread
+  static_assert(ROWS * COLS % (4 * THREADS) == 0, "a tile is a whole number of float4s per thread");
+  float4 v[kLoads];
+
+  // Where float4 number e of the tile starts: along a row when m's rows are contiguous, down
+  // a column when its columns are.
+  __device__ static void position(int e, bool along_rows, int& r, int& c) {
+    if (along_rows) {
+      r = e / (COLS / 4);
+      c = 4 * (e % (COLS / 4));
+    } else {
+      r = 4 * (e % (ROWS / 4));
+      c = e / (ROWS / 4);
+    }
+  }
+
+  __device__ void fetch(const float* base, const Operand<float>& m, int r0, int c0, int tid) {
+    const bool along_rows = m.col_stride == 1;
+    for (int l = 0; l < kLoads; ++l) {
+      int r, c;
+      position(tid + l * THREADS, along_rows, r, c);
+      v[l] = load4(base, m, r0 + r, c0 + c, along_rows);
+    }
+  }
+
+  __device__ void stash(float* tile, int pitch, bool along_rows, int tid) const {
+    for (int l = 0; l < kLoads; ++l) {
+      int r, c;
+      position(tid + l * THREADS, along_rows, r, c);
+      if (along_rows) {
+        *reinterpret_cast<float4*>(&tile[r * pitch + c]) = v[l];
+      } else {
+        tile[r * pitch + c] = v[l].x;
+        tile[(r + 1) * pitch + c] = v[l].y;
+        tile[(r + 2) * pitch + c] = v[l].z;
+        tile[(r + 3) * pitch + c] = v[l].w;
+      }
+    }
+  }
+};
+}  // namespace
+
+__global__ void __launch_bounds__(kWtThreads, 2) matmul_warptiling_kernel(Gemm<float> g) {
+  constexpr int kPitchA = kWtBM + 4, kPitchB = kWtBN + 4;
+  __align__(16) __shared__ float a_tile[2][kWtBK * kPitchA];  // two stages of (16, 128): a^T, a_tile[s][k][i]
+  __align__(16) __shared__ float b_tile[2][kWtBK * kPitchB];  // two stages of (16, 128): b_tile[s][k][j]
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  // This thread's outputs: rows i0 + warp_i + 32 m + lane_i + (0..3), columns
+  // j0 + warp_j + 16 n + lane_j + (0..3), for m, n in {0, 1}.
+  const int warp_i = (warp / (kWtBN / kWtWN)) * kWtWM, warp_j = (warp % (kWtBN / kWtWN)) * kWtWN;
+  const int lane_i = 4 * (lane / kWtLaneCols), lane_j = 4 * (lane % kWtLaneCols);
+  constexpr int kQuarterM = 4 * kWtLaneRows, kQuarterN = 4 * kWtLaneCols;  // (32, 16)
+  const int i0 = static_cast<int>(blockIdx.y) * kWtBM, j0 = static_cast<int>(blockIdx.x) * kWtBN;
+  const Operand<float> a_t = transposed(g.a);  // (K, M)
+  const bool a_along_rows = a_t.col_stride == 1, b_along_rows = g.b.col_stride == 1;
+  const int k_tiles = static_cast<int>(ceil_div(g.K, kWtBK));
+  for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
+    const float* a = matrix(a_t, z);
+    const float* b = matrix(g.b, z);
+    TileCopy<kWtBK, kWtBM, kWtThreads> a_copy;
+    TileCopy<kWtBK, kWtBN, kWtThreads> b_copy;
+    // The first k-tile into stage 0. (The barrier at the end of the previous matrix's last
+    // step has made stage 0 free again.)
+    a_copy.fetch(a, a_t, 0, i0, tid);
+    b_copy.fetch(b, g.b, 0, j0, tid);
+    a_copy.stash(a_tile[0], kPitchA, a_along_rows, tid);
+    b_copy.stash(b_tile[0], kPitchB, b_along_rows, tid);
+    __syncthreads();
+    float sum[8][8] = {};
+    for (int t = 0; t < k_tiles; ++t) {
+      const int stage = t % 2;
+      const bool next = t + 1 < k_tiles;
+      if (next) {  // issue the loads of k-tile t + 1; they arrive while we compute
+        a_copy.fetch(a, a_t, (t + 1) * kWtBK, i0, tid);
+        b_copy.fetch(b, g.b, (t + 1) * kWtBK, j0, tid);
+      }
+      const float* a_k = &a_tile[stage][warp_i + lane_i];
+      const float* b_k = &b_tile[stage][warp_j + lane_j];
+      for (int k = 0; k < kWtBK; ++k, a_k += kPitchA, b_k += kPitchB) {
+        const float4 a_lo = *reinterpret_cast<const float4*>(a_k);
+        const float4 a_hi = *reinterpret_cast<const float4*>(a_k + kQuarterM);
+        const float4 b_lo = *reinterpret_cast<const float4*>(b_k);
+        const float4 b_hi = *reinterpret_cast<const float4*>(b_k + kQuarterN);
+        const float a_col[8] = {a_lo.x, a_lo.y, a_lo.z, a_lo.w, a_hi.x, a_hi.y, a_hi.z, a_hi.w};
+        const float b_row[8] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w, b_hi.x, b_hi.y, b_hi.z, b_hi.w};
+        for (int r = 0; r < 8; ++r)
+          for (int c = 0; c < 8; ++c) sum[r][c] += a_col[r] * b_row[c];
+      }
+      if (next) {  // k-tile t + 1 into the other stage, last read at step t - 1
+        a_copy.stash(a_tile[1 - stage], kPitchA, a_along_rows, tid);
+        b_copy.stash(b_tile[1 - stage], kPitchB, b_along_rows, tid);
+      }
+      __syncthreads();  // stage 1 - stage is complete, and everyone is done reading this one
+    }
+    float* out = g.out + z * g.stride_out;
+    for (int r = 0; r < 8; ++r) {
+      const int i = i0 + warp_i + (r < 4 ? lane_i + r : kQuarterM + lane_i + r - 4);
+      const int j = j0 + warp_j + lane_j;
+      store_out4(g, out, i, j, make_float4(sum[r][0], sum[r][1], sum[r][2], sum[r][3]));
+      store_out4(g, out, i, j + kQuarterN, make_float4(sum[r][4], sum[r][5], sum[r][6], sum[r][7]));
+    }
+  }
+}
+
+void matmul_warptiling(float* out, const float* a, const float* b, const MatmulShape& s, Stream stream) {
+  const Gemm<float> g = describe("matmul warptiling", out, a, b, s);
+  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+  const dim3 grid = grid_of("matmul warptiling", ceil_div(g.N, kWtBN), ceil_div(g.M, kWtBM), g.batch);
+  BRRR_LAUNCH(matmul_warptiling_kernel, grid, kWtThreads, 0, stream, g);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Registration
 
 template void matmul_naive<float>(float*, const float*, const float*, const MatmulShape&, Stream);
@@ -676,8 +845,9 @@ template void matmul_coalesced<double>(double*, const double*, const double*, co
 template void matmul_smem<float>(float*, const float*, const float*, const MatmulShape&, Stream);
 template void matmul_smem<double>(double*, const double*, const double*, const MatmulShape&, Stream);
 
-// Priorities rise with the variant number, all below cuBLAS's 100 (cublas.cu), the default on
-// a GPU; in the emulator, which has no cuBLAS, "vectorized" is the default.
+// Priorities rise with speed, all below cuBLAS's 100 (cublas.cu), the default on a GPU:
+// variant 8, the fastest on the float32 units, ranks above 6 and below the tensor cores of 7.
+// In the emulator, which has neither cuBLAS nor tensor cores, "warptiling" is the default.
 void register_matmul_kernels() {
   add("matmul", DeviceType::CUDA, kFloat32, "naive", &matmul_naive<float>, 10);
   add("matmul", DeviceType::CUDA, kFloat32, "coalesced", &matmul_coalesced<float>, 20);
@@ -685,6 +855,7 @@ void register_matmul_kernels() {
   add("matmul", DeviceType::CUDA, kFloat32, "blocking1d", &matmul_blocking1d, 40);
   add("matmul", DeviceType::CUDA, kFloat32, "blocking2d", &matmul_blocking2d, 50);
   add("matmul", DeviceType::CUDA, kFloat32, "vectorized", &matmul_vectorized, 60);
+  add("matmul", DeviceType::CUDA, kFloat32, "warptiling", &matmul_warptiling, 65);
 #if !BRRR_EMULATOR
   add("matmul", DeviceType::CUDA, kFloat32, "tensorcore", &matmul_tensorcore, 70);
 #endif

@@ -23,6 +23,7 @@ void matmul_blocking1d(float* out, const float* a, const float* b, const MatmulS
 void matmul_blocking2d(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);  // 5
 void matmul_vectorized(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);  // 6
 // (7, tensorcore, needs the GPU's tensor cores: there is no emulated copy.)
+void matmul_warptiling(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);  // 8
 }  // namespace emu
 
 namespace cuda {
@@ -38,6 +39,8 @@ void matmul_vectorized(float* out, const float* a, const float* b, const MatmulS
 // 7: TF32 tensor cores through WMMA. Full float32 accuracy (three TF32 products per product,
 // "3xTF32") unless brrr::cuda::set_allow_tf32(true), then one (faster, ~1e-3 relative error).
 void matmul_tensorcore(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);
+// 8: variant 6 with warp tiles and double-buffered shared memory (float32 units, no tensor cores).
+void matmul_warptiling(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);
 }  // namespace cuda
 
 }  // namespace brrr::kernels

@@ -4,7 +4,9 @@
 // then end to end through ops::matmul on Device::cuda() with each variant selected.
 // Chapter 13 (matmul from naive to tensor cores). Read before: kernels/cuda/matmul.cu.
 //
-// The tensor-core variant (7) is GPU-only and not here; kernel-lab checks it on a GPU.
+// The tensor-core variant (7) is GPU-only and not here; kernel-lab checks it on a GPU. The
+// sizes below give variant 8 (warptiling, 16-deep k-tiles in two stages) one k-tile, an odd
+// and an even number of them, and a ragged last one.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -184,6 +186,9 @@ TEST_CASE("matmul_cuda: 5 blocking2d matches the CPU reference") {
 TEST_CASE("matmul_cuda: 6 vectorized matches the CPU reference") {
   check_float_variant("vectorized", &emu::matmul_vectorized);
 }
+TEST_CASE("matmul_cuda: 8 warptiling matches the CPU reference") {
+  check_float_variant("warptiling", &emu::matmul_warptiling);
+}
 
 TEST_CASE("matmul_cuda: the float64 variants match the CPU reference on the emulator") {
   const Variant<double> variants[] = {{"naive", &emu::matmul_naive<double>},
@@ -246,8 +251,8 @@ TEST_CASE("matmul_cuda: ops::matmul on Device::cuda() with each variant selected
                      want_ac = brrr::ops::matmul(a, c), want_atb = brrr::ops::matmul(at.t(), bt.t());
 
   brrr::kernels::reset_selection();
-  CHECK(brrr::kernels::selected("matmul", brrr::DeviceType::CUDA, brrr::kFloat32) == "vectorized");
-  for (const char* variant : {"naive", "coalesced", "smem", "blocking1d", "blocking2d", "vectorized"}) {
+  CHECK(brrr::kernels::selected("matmul", brrr::DeviceType::CUDA, brrr::kFloat32) == "warptiling");
+  for (const char* variant : {"naive", "coalesced", "smem", "blocking1d", "blocking2d", "vectorized", "warptiling"}) {
     INFO("variant " << variant);
     brrr::kernels::select("matmul", variant, brrr::DeviceType::CUDA);
     const brrr::Tensor ab = brrr::ops::matmul(a_gpu, b_gpu);
