@@ -18,12 +18,18 @@
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 
-// out[c] = sum over k < K of partial[k * row_stride + c], c < C. Launch with
-// column_sum_launch. `static`: every kernel file that includes this has its own copy.
+// out[c] = sum over k < K of partial[k * row_stride + c], c < C. With `out2` as well, the
+// blocks of blockIdx.y = 1 sum the next C columns of each partial row into out2 in the same
+// launch (LayerNorm's dweight and dbias, stored side by side in one partial row). Launch with
+// column_sum_launch or column_sum_pair_launch. `static`: every kernel file that includes this
+// has its own copy.
 template <class T>
-static __global__ void column_sum_kernel(T* out, const T* partial, std::int64_t K, std::int64_t C,
+static __global__ void column_sum_kernel(T* out, T* out2, const T* partial, std::int64_t K, std::int64_t C,
                                          std::int64_t row_stride) {
   __shared__ T sums[8][32];
+  T* target = blockIdx.y == 0 ? out : out2;
+  if (target == nullptr) return;  // the whole block leaves: no thread waits at the barrier below
+  partial += blockIdx.y * C;
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x;
   T sum = 0;
   if (c < C)
@@ -33,7 +39,7 @@ static __global__ void column_sum_kernel(T* out, const T* partial, std::int64_t 
   if (threadIdx.y == 0 && c < C) {
     T total = 0;
     for (int y = 0; y < 8; ++y) total += sums[y][threadIdx.x];
-    out[c] = total;
+    target[c] = total;
   }
 }
 
@@ -41,7 +47,18 @@ template <class T>
 static void column_sum_launch(T* out, const T* partial, std::int64_t K, std::int64_t C, std::int64_t row_stride,
                               Stream stream) {
   if (out == nullptr || C == 0) return;
-  BRRR_LAUNCH((column_sum_kernel<T>), grid_for(C, 32), dim3(32, 8), 0, stream, out, partial, K, C, row_stride);
+  BRRR_LAUNCH((column_sum_kernel<T>), grid_for(C, 32), dim3(32, 8), 0, stream, out, static_cast<T*>(nullptr),
+              partial, K, C, row_stride);
+}
+
+// out[c] from columns 0..C-1 of the partial rows and out2[c] from columns C..2C-1, one launch
+// (either output may be null).
+template <class T>
+static void column_sum_pair_launch(T* out, T* out2, const T* partial, std::int64_t K, std::int64_t C,
+                                   std::int64_t row_stride, Stream stream) {
+  if ((out == nullptr && out2 == nullptr) || C == 0) return;
+  BRRR_LAUNCH((column_sum_kernel<T>), dim3(grid_for(C, 32), 2), dim3(32, 8), 0, stream, out, out2, partial, K, C,
+              row_stride);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -328,7 +328,7 @@ void layernorm_backward1(T* dx, T* dweight, T* dbias, const T* dout, const T* x,
 
 // =============================================================================================
 // Backward, variant 2: one warp per row, per-block partial dweight and dbias in shared memory,
-// then a fixed-order sum of the blocks' partials. The default.
+// then a fixed-order sum of the blocks' partials. The float64 default.
 //
 // One pass over x and dout does everything. A block of W warps takes rows in a grid-stride
 // loop (warp w of block b: rows b W + w, b W + w + G W, ... for a grid of G blocks). For each
@@ -403,8 +403,138 @@ void layernorm_backward2(T* dx, T* dweight, T* dbias, const T* dout, const T* x,
   T* partial = static_cast<T*>(workspace(static_cast<std::size_t>(blocks) * slice, stream));
   BRRR_LAUNCH((layernorm_backward_kernel2<T>), static_cast<int>(blocks), 32 * warps, warps * slice, stream, dx,
               partial, dout, x, weight, mean, rstd, N, C);
-  column_sum_launch(dweight, static_cast<const T*>(partial), blocks, C, 2 * C, stream);
-  column_sum_launch(dbias, static_cast<const T*>(partial) + C, blocks, C, 2 * C, stream);
+  column_sum_pair_launch(dweight, dbias, static_cast<const T*>(partial), blocks, C, 2 * C, stream);
+}
+
+// =============================================================================================
+// Backward, variant 3: one warp per row, float4 loads, the row and the column partials held
+// in registers. The float32 default.
+//
+// What variant 2 still spends, per element: two scalar loads of x and dout, a load of weight,
+// two read-modify-writes of shared memory (dweight and dbias), then in the dx loop the same
+// three loads again. Variant 3 does what the forward's variant 3 does, and one thing more.
+// Loads are float4 and lane l keeps its part of the row in registers (columns 4 (l + 32 i)
+// .. + 3), so x and dout are read once and the dx pass needs no memory but the store: after
+// the first pass a lane holds only norm = (x - mean) * rstd and g = dout * weight, all that dx
+// needs. And since a lane always owns the same columns, whichever row its warp is on, its
+// share of dweight and dbias can be summed in registers too (float4 dweight[kVecs] and
+// dbias[kVecs]) across all the rows the warp visits: no shared memory inside the row loop.
+// Only at the end do the warps of a block meet: one at a time, in warp order, each adds its
+// registers into one (2, C) row in shared memory (warp 0 writes, warp 1 adds, ..., a barrier
+// between turns: 8 barriers once per block, not per row), the block writes that row to the
+// workspace, and column_sum.h adds the blocks' rows, dweight and dbias in one launch.
+//
+// Determinism: each column's sum is taken over the rows of a warp in row order, then over the
+// 8 warps of a block in warp order, then over the blocks in column_sum's fixed order. The grid,
+// G = min(ceil(N / 8), 256) blocks, depends only on N, so the order does as well, on any GPU.
+// Registers: four float4 arrays of kVecs, 16 kVecs floats a thread, so the kernel is a
+// template on kVecs, instantiated for 1, 2, 3, 4, 6 and 8 float4s per lane (C <= 128, 256,
+// 384, 512, 768, 1024: GPT-2's widths need no masked-off slots). The price is occupancy.
+// __launch_bounds__ asks for two blocks (16 warps) per SM up to kVecs = 6, which caps a
+// thread at 128 registers, and lets kVecs = 8 (128 floats of arrays alone) use up to 255, one
+// block per SM; nvcc -Xptxas -v for sm_90 reports no spills for any of them. Slots past the
+// row's end load zeros instead of skipping the loads behind `if`: a first draft with the `if`
+// was clearly slower on an H100 (most at C = 1024), probably because the guarded loads were
+// not all issued before the first was used. Expect it near the copy bandwidth. C not a
+// multiple of 4, misaligned pointers and C > 1024 (1600 would need 208 registers of arrays)
+// run variant 2.
+
+constexpr int kBackward3Warps = 8;
+constexpr std::int64_t kBackward3MaxBlocks = 256;
+
+static __device__ __forceinline__ float4 add4(float4 a, float4 b) {
+  return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+
+template <int kVecs>
+__global__ void __launch_bounds__(32 * kBackward3Warps, kVecs <= 6 ? 2 : 1)
+    layernorm_backward_kernel3(float* dx, float* partial, const float* dout, const float* x, const float* weight,
+                               const float* mean, const float* rstd, std::int64_t N, int C4) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const float C = 4.0f * static_cast<float>(C4);
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  const float4* dout4 = reinterpret_cast<const float4*>(dout);
+  const float4* weight4 = reinterpret_cast<const float4*>(weight);
+  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float4 dweight[kVecs], dbias[kVecs];  // this lane's columns, summed over its warp's rows
+  for (int i = 0; i < kVecs; ++i) dweight[i] = dbias[i] = zero;
+
+  const std::int64_t all_warps = static_cast<std::int64_t>(gridDim.x) * kBackward3Warps;
+  for (std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * kBackward3Warps + warp; n < N; n += all_warps) {
+    const std::int64_t offset = n * C4;  // in float4s
+    const float m = mean[n], s = rstd[n];
+    float4 norm[kVecs], g[kVecs];  // (x - mean) * rstd and dout * weight: all that dx needs
+    float sum_g = 0.0f, sum_gn = 0.0f;
+    for (int i = 0; i < kVecs; ++i) {
+      // Slots past the row's end (C < 128 kVecs) load zeros: they add 0 to every sum.
+      const int c4 = lane + 32 * i;
+      const bool in_row = c4 < C4;
+      const float4 v = in_row ? x4[offset + c4] : zero, d = in_row ? dout4[offset + c4] : zero;
+      const float4 w = in_row ? weight4[c4] : zero;
+      norm[i] = make_float4((v.x - m) * s, (v.y - m) * s, (v.z - m) * s, (v.w - m) * s);
+      g[i] = make_float4(d.x * w.x, d.y * w.y, d.z * w.z, d.w * w.w);
+      sum_g += (g[i].x + g[i].y) + (g[i].z + g[i].w);
+      sum_gn += (g[i].x * norm[i].x + g[i].y * norm[i].y) + (g[i].z * norm[i].z + g[i].w * norm[i].w);
+      dweight[i] = add4(dweight[i], make_float4(d.x * norm[i].x, d.y * norm[i].y, d.z * norm[i].z, d.w * norm[i].w));
+      dbias[i] = add4(dbias[i], d);
+    }
+    const float mean_g = warp_sum(sum_g) / C, mean_gn = warp_sum(sum_gn) / C;
+    for (int i = 0; i < kVecs; ++i) {
+      const int c4 = lane + 32 * i;
+      if (c4 < C4)
+        reinterpret_cast<float4*>(dx)[offset + c4] =
+            make_float4(s * (g[i].x - mean_g - norm[i].x * mean_gn), s * (g[i].y - mean_g - norm[i].y * mean_gn),
+                        s * (g[i].z - mean_g - norm[i].z * mean_gn), s * (g[i].w - mean_g - norm[i].w * mean_gn));
+    }
+  }
+
+  // The block's warps add their registers into one row, one warp at a time, in warp order.
+  // (Every thread gets here: nothing above returns early.)
+  __shared__ float4 block_columns[2][32 * kVecs];  // dweight, then dbias, in float4s
+  for (int turn = 0; turn < kBackward3Warps; ++turn) {
+    if (warp == turn)
+      for (int i = 0; i < kVecs; ++i) {
+        const int c4 = lane + 32 * i;
+        block_columns[0][c4] = turn == 0 ? dweight[i] : add4(block_columns[0][c4], dweight[i]);
+        block_columns[1][c4] = turn == 0 ? dbias[i] : add4(block_columns[1][c4], dbias[i]);
+      }
+    __syncthreads();
+  }
+  float4* block_partial = reinterpret_cast<float4*>(partial) + static_cast<std::int64_t>(blockIdx.x) * 2 * C4;
+  for (int i = threadIdx.x; i < 2 * C4; i += blockDim.x) block_partial[i] = block_columns[i / C4][i % C4];
+}
+
+void layernorm_backward3(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
+                         const float* weight, const float* mean, const float* rstd, std::int64_t N, std::int64_t C,
+                         Stream stream) {
+  const bool aligned = aligned16(dx) && aligned16(dout) && aligned16(x) && aligned16(weight);
+  if (C == 0 || C % 4 != 0 || C > 1024 || !aligned) {
+    layernorm_backward2<float>(dx, dweight, dbias, dout, x, weight, mean, rstd, N, C, stream);
+    return;
+  }
+  const int C4 = static_cast<int>(C / 4), vecs = static_cast<int>(ceil_div(C4, 32));
+  const std::int64_t blocks = std::max<std::int64_t>(1, std::min(kBackward3MaxBlocks, ceil_div(N, kBackward3Warps)));
+  float* partial = static_cast<float*>(workspace(static_cast<std::size_t>(blocks) * 2 * C * sizeof(float), stream));
+  const int grid = static_cast<int>(blocks), threads = 32 * kBackward3Warps;
+  if (vecs <= 1)
+    BRRR_LAUNCH(layernorm_backward_kernel3<1>, grid, threads, 0, stream, dx, partial, dout, x, weight, mean, rstd, N,
+                C4);
+  else if (vecs <= 2)
+    BRRR_LAUNCH(layernorm_backward_kernel3<2>, grid, threads, 0, stream, dx, partial, dout, x, weight, mean, rstd, N,
+                C4);
+  else if (vecs <= 3)
+    BRRR_LAUNCH(layernorm_backward_kernel3<3>, grid, threads, 0, stream, dx, partial, dout, x, weight, mean, rstd, N,
+                C4);
+  else if (vecs <= 4)
+    BRRR_LAUNCH(layernorm_backward_kernel3<4>, grid, threads, 0, stream, dx, partial, dout, x, weight, mean, rstd, N,
+                C4);
+  else if (vecs <= 6)
+    BRRR_LAUNCH(layernorm_backward_kernel3<6>, grid, threads, 0, stream, dx, partial, dout, x, weight, mean, rstd, N,
+                C4);
+  else
+    BRRR_LAUNCH(layernorm_backward_kernel3<8>, grid, threads, 0, stream, dx, partial, dout, x, weight, mean, rstd, N,
+                C4);
+  column_sum_pair_launch(dweight, dbias, static_cast<const float*>(partial), blocks, C, 2 * C, stream);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -426,7 +556,7 @@ BRRR_INSTANTIATE(float)
 BRRR_INSTANTIATE(double)
 #undef BRRR_INSTANTIATE
 
-// float32 defaults: variant 3 forward (falls back to 2 by itself), variant 2 backward. float64
+// float32 defaults: variant 3 forward and backward (each falls back to 2 by itself). float64
 // (gradient checks on the device) gets the templated variants.
 void register_layernorm_kernels() {
   constexpr DeviceType kCuda = DeviceType::CUDA;
@@ -437,6 +567,7 @@ void register_layernorm_kernels() {
   add("layernorm_forward", kCuda, kFloat64, "warp", &layernorm_forward2<double>, 10);
   add("layernorm_backward", kCuda, kFloat32, "naive", &layernorm_backward1<float>, 0);
   add("layernorm_backward", kCuda, kFloat32, "warp-partials", &layernorm_backward2<float>, 10);
+  add("layernorm_backward", kCuda, kFloat32, "warp-float4", &layernorm_backward3, 20);
   add("layernorm_backward", kCuda, kFloat64, "naive", &layernorm_backward1<double>, 0);
   add("layernorm_backward", kCuda, kFloat64, "warp-partials", &layernorm_backward2<double>, 10);
   add("residual_layernorm_forward", kCuda, kFloat32, "naive", &residual_layernorm_forward1<float>, 0);

@@ -23,13 +23,18 @@
   void layernorm_forward3(float* out, float* mean, float* rstd, const float* x, const float* weight,              \
                           const float* bias, std::int64_t N, std::int64_t C, float eps, Stream stream);           \
   /* dx (N, C), dweight (C), dbias (C), the last two overwritten (either may be null). 1: a thread per row for */ \
-  /* dx, then a thread per column; 2: a warp per row, per-block partials in shared memory, a fixed-order sum. */  \
+  /* dx, then a thread per column; 2: a warp per row, per-block partials in shared memory, a fixed-order sum; */  \
+  /* 3: a warp per row, float4, the row and the column partials in registers (float; falls back to 2 when */      \
+  /* C % 4, alignment or C > 1024 forbid). */                                                                     \
   template <class T>                                                                                              \
   void layernorm_backward1(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight,               \
                            const T* mean, const T* rstd, std::int64_t N, std::int64_t C, Stream stream);          \
   template <class T>                                                                                              \
   void layernorm_backward2(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight,               \
                            const T* mean, const T* rstd, std::int64_t N, std::int64_t C, Stream stream);          \
+  void layernorm_backward3(float* dx, float* dweight, float* dbias, const float* dout, const float* x,              \
+                           const float* weight, const float* mean, const float* rstd, std::int64_t N,             \
+                           std::int64_t C, Stream stream);                                                        \
   /* sum (N, C) = x + residual, then out, mean, rstd = layernorm(sum). Variants as the forward's. */              \
   template <class T>                                                                                              \
   void residual_layernorm_forward1(T* sum, T* out, T* mean, T* rstd, const T* x, const T* residual,               \

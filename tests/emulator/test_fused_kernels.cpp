@@ -230,7 +230,13 @@ void check_layernorm(std::int64_t N, std::int64_t C, bool with_bias, int offset,
   cpu::layernorm_backward<T>(ref_dx.data() + offset, ref_dw.data() + offset, ref_db.data() + offset,
                              dout.data() + offset, x.data() + offset, weight.data() + offset, ref_mean.data(),
                              ref_rstd.data(), N, C, nullptr);
-  for (auto backward : {&emu::layernorm_backward1<T>, &emu::layernorm_backward2<T>}) {
+  using Backward = void (*)(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, std::int64_t, std::int64_t,
+                            brrr::kernels::Stream);
+  std::vector<Backward> backwards = {&emu::layernorm_backward1<T>, &emu::layernorm_backward2<T>};
+  if constexpr (std::is_same_v<T, float>) backwards.push_back(&emu::layernorm_backward3);
+  for (std::size_t v = 0; v < backwards.size(); ++v) {
+    CAPTURE(v + 1);
+    const Backward backward = backwards[v];
     std::vector<T> dx(n + 1, T(kSentinel)), dw(C + 1, T(NAN)), db(C + 1, T(NAN));  // overwritten, not added to
     backward(dx.data() + offset, dw.data() + offset, with_bias ? db.data() + offset : nullptr, dout.data() + offset,
              x.data() + offset, weight.data() + offset, ref_mean.data(), ref_rstd.data(), N, C, nullptr);
@@ -248,10 +254,15 @@ TEST_CASE("layernorm forward, residual forward and backward: every variant match
   struct Shape {
     std::int64_t N, C;
   };
-  // C = 4, 64, 384, 768: variant 3's float4 path (1, 1, 4, 8 float4s per lane); C = 1, 3, 33,
-  // 385, 2052: its fallback to variant 2; N = 37: the last block of 8 rows is not full.
+  // C = 4, 64, 384, 768: the forward's variant 3 float4 path (1, 1, 4, 8 float4s per lane); C
+  // = 1, 3, 33, 385, 2052: its fallback to variant 2; N = 37: the last block of 8 rows is not
+  // full. The backward's variant 3 runs kVecs = 1 (C = 4, 64), 2 (200), 3 (384), 4 (400), 6
+  // (768) and 8 (1000, 1024), ragged (C = 200, 400, 1000 mask off part of the last float4
+  // slot); C = 1028 is just too wide for it (variant 2). N = 2053: more rows than its 256
+  // blocks of 8 warps, so the warps' grid-stride loops wrap, some warps taking one row more.
   for (const Shape s : {Shape{5, 1}, Shape{7, 3}, Shape{37, 33}, Shape{9, 385}, Shape{11, 384}, Shape{3, 4},
-                        Shape{13, 64}, Shape{3, 768}, Shape{2, 2052}, Shape{0, 8}})
+                        Shape{13, 64}, Shape{3, 768}, Shape{2, 2052}, Shape{0, 8}, Shape{5, 200}, Shape{3, 400},
+                        Shape{4, 1000}, Shape{2, 1024}, Shape{2, 1028}, Shape{2053, 8}, Shape{37, 768}})
     check_layernorm<float>(s.N, s.C, true, 0, rng);
   check_layernorm<float>(9, 384, false, 0, rng);  // no bias
   check_layernorm<float>(6, 64, true, 1, rng);    // misaligned: variant 3 falls back
@@ -264,20 +275,32 @@ TEST_CASE("layernorm forward, residual forward and backward: every variant match
   check_layernorm<double>(5, 600, false, 0, rng);  // 4 warps in the backward (8 slices of 9.6 KB doubles)
 }
 
-TEST_CASE("layernorm backward variant 2: the same inputs give the same bits twice") {
+TEST_CASE("layernorm backward variants 2 and 3: the same inputs give the same bits twice") {
   std::mt19937 rng(23);
-  const std::int64_t N = 45, C = 70;
-  const std::vector<float> x = random_values<float>(N * C, rng), dout = random_values<float>(N * C, rng);
-  const std::vector<float> w = random_values<float>(C, rng), mean = random_values<float>(N, rng, 0.1);
-  const std::vector<float> rstd = random_values<float>(N, rng, 0.1, 1.0);
-  std::vector<float> dx1(N * C), dw1(C), db1(C), dx2(N * C), dw2(C), db2(C);
-  emu::layernorm_backward2<float>(dx1.data(), dw1.data(), db1.data(), dout.data(), x.data(), w.data(), mean.data(),
-                                  rstd.data(), N, C, nullptr);
-  emu::layernorm_backward2<float>(dx2.data(), dw2.data(), db2.data(), dout.data(), x.data(), w.data(), mean.data(),
-                                  rstd.data(), N, C, nullptr);
-  CHECK(same_bits(dx1, dx2));
-  CHECK(same_bits(dw1, dw2));
-  CHECK(same_bits(db1, db2));
+  using Backward = void (*)(float*, float*, float*, const float*, const float*, const float*, const float*,
+                            const float*, std::int64_t, std::int64_t, brrr::kernels::Stream);
+  struct Case {
+    Backward backward;
+    std::int64_t N, C;
+  };
+  // variant 3 at (2100, 72): 256 blocks, some warps take two rows; (45, 768): kVecs = 6
+  for (const Case k : {Case{&emu::layernorm_backward2<float>, 45, 70}, Case{&emu::layernorm_backward3, 2100, 72},
+                       Case{&emu::layernorm_backward3, 45, 768}}) {
+    const std::int64_t N = k.N, C = k.C;
+    CAPTURE(N);
+    CAPTURE(C);
+    const std::vector<float> x = random_values<float>(N * C, rng), dout = random_values<float>(N * C, rng);
+    const std::vector<float> w = random_values<float>(C, rng), mean = random_values<float>(N, rng, 0.1);
+    const std::vector<float> rstd = random_values<float>(N, rng, 0.1, 1.0);
+    std::vector<float> dx1(N * C), dw1(C), db1(C), dx2(N * C), dw2(C), db2(C);
+    k.backward(dx1.data(), dw1.data(), db1.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C,
+               nullptr);
+    k.backward(dx2.data(), dw2.data(), db2.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C,
+               nullptr);
+    CHECK(same_bits(dx1, dx2));
+    CHECK(same_bits(dw1, dw2));
+    CHECK(same_bits(db1, db2));
+  }
 }
 
 // =============================================================================================
