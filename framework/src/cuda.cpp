@@ -206,6 +206,11 @@ kernels::Stream stream(Device device) {
   return runtime ? runtime->stream() : nullptr;
 }
 
+void synchronize_cuda_if_in_use() {
+  if (state().backend == Backend::Undecided) return;
+  if (gpu::Runtime* runtime = state().runtime) runtime->synchronize();
+}
+
 gpu::Runtime& cuda_runtime_for(const char* what) {
   decide_backend();
   gpu::Runtime* runtime = state().runtime;

@@ -23,6 +23,9 @@ class Runtime;
 namespace brrr::detail {
 // The runtime behind Device::cuda(); throws brrr::Error naming `what` when there is none.
 gpu::Runtime& cuda_runtime_for(const char* what);
+// Waits for the CUDA device's queued work, if a CUDA backend is in use (never starts one):
+// the profiler times ops on a GPU this way, since a launch returns before the kernel ends.
+void synchronize_cuda_if_in_use();
 
 // A Loop over `shape` for up to three operands' strides, with size-1 dims dropped and
 // adjacent dims merged where every operand allows it (so a contiguous add is one flat loop).

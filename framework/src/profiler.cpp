@@ -7,6 +7,8 @@
 #include <map>
 #include <vector>
 
+#include "internal.h"
+
 namespace brrr::profiler {
 
 namespace {
@@ -29,14 +31,20 @@ void enable(bool enable_it) { on = enable_it; }
 bool enabled() { return on; }
 void reset() { table().clear(); }
 
+// On a GPU an op returns once its kernels are queued: the profiler waits for the device at
+// both ends of an op, so each row is the op's device time (plus its launches), and the step
+// runs slower while profiled.
 Scope::Scope(const char* name) : name_(name), start_ns_(0), active_(on && depth == 0) {
   ++depth;
-  if (active_) start_ns_ = now_ns();
+  if (!active_) return;
+  detail::synchronize_cuda_if_in_use();
+  start_ns_ = now_ns();
 }
 
 Scope::~Scope() {
   --depth;
   if (!active_) return;
+  detail::synchronize_cuda_if_in_use();
   Row& row = table()[name_];
   row.calls += 1;
   row.total_ns += now_ns() - start_ns_;

@@ -3,7 +3,8 @@
 // fused steps with it.
 //
 // When enabled, every op records its wall time under its name, and every backward closure
-// under "<name> backward". Only the outermost op is counted (mean calls sum and div: the time
+// under "<name> backward". With a CUDA device in use, the profiler waits for the device before
+// and after each op, so the time is the op's GPU time (and the profiled step runs slower). Only the outermost op is counted (mean calls sum and div: the time
 // goes to "mean"), so the rows add up to the time spent in ops. Off by default: then each op
 // pays one predictable branch.
 #pragma once
