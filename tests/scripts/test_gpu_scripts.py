@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""tests/scripts/test_gpu_scripts.py BRRR_CLI: the GPU scripts, checked without a GPU.
+
+scripts/gpu.sh runs only where a GPU is; what can be checked here is checked here:
+- gpu_report.py turns a real H100 run (tests/scripts/h100-run: the kernel lab's JSON lines
+  and the benchmarks' logs of 2026-11-23) into the bar table with the right verdicts;
+- gpu.sh refuses bad arguments with a message and exit status 2, and --dry-run prints the
+  plan and checks the shared files;
+- brrr kernel-lab --json writes one parsable object per variant.
+Exit status 0 when everything holds; each failure is printed.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+failures = []
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, **kw)
+
+
+def test_report():
+    with tempfile.TemporaryDirectory() as out:
+        shutil.copytree(os.path.join(HERE, "h100-run"), out, dirs_exist_ok=True)
+        r = run([sys.executable, os.path.join(ROOT, "scripts", "gpu_report.py"), out])
+        check(r.returncode == 0, f"gpu_report.py exits 0 (got {r.returncode}: {r.stderr})")
+        lines = {line.split("  ")[0].strip(): line for line in r.stdout.splitlines() if "  " in line}
+
+        def verdict(bar, figure, expected):
+            line = lines.get(bar, "")
+            check(figure in line and line.rstrip().endswith(expected),
+                  f"bar '{bar}': expected {figure} and '{expected}', got '{line.strip()}'")
+
+        verdict("GELU forward, n = 2^26", "93.1%", "met")
+        verdict("LayerNorm backward, N = 65536, C = 768", "92.2%", "met")
+        verdict("softmax-cross-entropy, V = 50304 (N = 8192)", "80.4%", "met")
+        verdict("AdamW (multi-tensor), n = 2^26", "58.2%", "NOT met")
+        verdict("matmul 4096^3, best float32 CUDA-core / cuBLAS SGEMM", "85%", "met")
+        verdict("flash attention f32 fwd+bwd vs composed, T = 1024", "1.29x", "NOT met")
+        verdict("GPT 12.3M step, fused / composed tokens/s", "1.54x", "NOT met")
+        verdict("GPT 12.3M step, brrr f32 / PyTorch eager f32", "0.86x", "NOT met")
+        verdict("training step deterministic on the GPU", "PASS", "met")
+        verdict("bf16 mma.sync GEMM 4096^3 / cuBLAS bf16", "-", "not measured")
+        check(r.stdout.rstrip().splitlines()[-1].startswith("training step as a CUDA graph"),
+              "the bar table is printed last")
+        with open(os.path.join(out, "report.md"), encoding="utf-8") as f:
+            md = f.read()
+        for needle in ("NVIDIA H100 80GB HBM3", "| lab | FAIL | 177 |", "**matmul** M=4096 N=4096 K=4096",
+                       "| warptiling | 3.1115 | 44.17 | 85.4 | ok 1.1e-05 |", "brrr gpt-12m (fused)"):
+            check(needle in md, f"report.md contains {needle!r}")
+
+
+def test_gpu_sh():
+    gpu_sh = os.path.join(ROOT, "scripts", "gpu.sh")
+    with tempfile.TemporaryDirectory() as tmp:
+        r = run(["bash", gpu_sh])
+        check(r.returncode == 2 and "name the output folder" in r.stderr, f"no OUT_DIR: exit 2 ({r.stderr.strip()})")
+        r = run(["bash", gpu_sh, tmp, "--only", "lab,bogus"])
+        check(r.returncode == 2 and "unknown step 'bogus'" in r.stderr, f"unknown step: exit 2 ({r.stderr.strip()})")
+        r = run(["bash", gpu_sh, tmp, "--frobnicate"])
+        check(r.returncode == 2 and "unknown option '--frobnicate'" in r.stderr,
+              f"unknown option: exit 2 ({r.stderr.strip()})")
+        shared = os.path.join(tmp, "shared")
+        os.makedirs(os.path.join(shared, "reference"))
+        os.makedirs(os.path.join(shared, "data"))
+        r = run(["bash", gpu_sh, os.path.join(tmp, "out"), "--dry-run", "--shared", shared])
+        check(r.returncode == 1 and "gpt2_tiny.safetensors is missing" in r.stderr,
+              f"--dry-run without the reference file: exit 1 ({r.stderr.strip()})")
+        for name in ("reference/gpt2_tiny.safetensors", "data/tinyshakespeare.txt"):
+            open(os.path.join(shared, name), "w").close()
+        r = run(["bash", gpu_sh, os.path.join(tmp, "out"), "--dry-run", "--shared", shared, "--only", "lab,step"])
+        plan = [line.strip() for line in r.stdout.splitlines() if line.startswith("  ") and " " not in line.strip()]
+        check(r.returncode == 0 and plan == ["lab", "step"], f"--dry-run --only lab,step plans [lab, step]: {plan}")
+        check("brrr kernel-lab matmul --size 4096x4096x4096" in r.stdout, "the plan lists the lab's matmul run")
+
+
+def test_lab_json(cli):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "lab.jsonl")
+        for _ in range(2):  # appended, not overwritten
+            r = run([cli, "kernel-lab", "layernorm_forward", "--device", "emulator", "--size", "9x12", "--seed", "3",
+                     "--json", path])
+            check(r.returncode == 0, f"kernel-lab --json exits 0 ({r.stderr.strip()})")
+        rows = [json.loads(line) for line in open(path, encoding="utf-8")]
+        variants = {r["variant"] for r in rows}
+        check(len(rows) % 2 == 0 and {"naive", "warp", "warp-float4"} <= variants, f"one object per variant: {variants}")
+        for row in rows:
+            check(row["op"] == "layernorm_forward" and row["dims"] == [9, 12] and row["size"] == "N=9 C=12",
+                  f"op and size recorded: {row}")
+            if row["variant"] != "student":
+                check(row["passed"] and row["checked"] and row["unit"] == "GB/s" and row["median_ms"] > 0,
+                      f"a checked, timed variant: {row}")
+        r = run([cli, "kernel-lab", "copy", "--device", "emulator", "--size", "8", "--json", tmp])
+        check(r.returncode != 0 and "cannot append to --json file" in r.stderr,
+              f"--json naming a folder is an error: {r.stderr.strip()}")
+
+
+if __name__ == "__main__":
+    test_report()
+    test_gpu_sh()
+    if len(sys.argv) > 1:
+        test_lab_json(sys.argv[1])
+    print(f"{len(failures)} failure(s)" if failures else "all GPU script checks passed")
+    sys.exit(1 if failures else 0)
