@@ -1486,7 +1486,10 @@ std::string json_string(const std::string& s) {
 
 std::string json_lines(const Report& report) {
   std::string dims;
-  for (std::int64_t d : report.dims) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+  for (std::int64_t d : report.dims) {
+    if (!dims.empty()) dims += ',';
+    dims += std::to_string(d);
+  }
   std::string lines;
   for (const VariantResult& r : report.results) {
     lines += format("{\"op\":%s,\"device\":%s,\"size\":%s,\"dims\":[%s],\"variant\":%s,\"default\":%s,"
