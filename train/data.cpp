@@ -1,5 +1,5 @@
 // train/data.cpp: the cached token file and random batches. Chapter 08 (training).
-#include "data.h"
+#include "train/data.h"
 
 #include <sys/stat.h>
 

@@ -1,6 +1,6 @@
 // train/trainer.cpp: the training loop, evaluation, checkpoints and resume. Chapter 08.
 // Read before: trainer.h.
-#include "trainer.h"
+#include "train/trainer.h"
 
 #include <unistd.h>
 
@@ -20,7 +20,7 @@
 #include "brrr/models/generate.h"
 #include "brrr/models/gpt.h"
 #include "brrr/profiler.h"
-#include "data.h"
+#include "train/data.h"
 
 namespace brrr::train {
 

@@ -5,7 +5,7 @@
 
 #include "brrr/autograd.h"
 #include "brrr/tensor.h"
-#include "kernels/kernels.h"
+#include "kernels/signatures.h"
 #include "kernels/registry.h"
 
 namespace brrr::detail {
@@ -23,6 +23,9 @@ class Runtime;
 namespace brrr::detail {
 // The runtime behind Device::cuda(); throws brrr::Error naming `what` when there is none.
 gpu::Runtime& cuda_runtime_for(const char* what);
+// Puts the caching allocator behind Device::cuda() when the CUDA backend has a runtime
+// (storage.cpp asks at the first CUDA allocation).
+void install_cuda_allocator();
 // Waits for the CUDA device's queued work, if a CUDA backend is in use (never starts one):
 // the profiler times ops on a GPU this way, since a launch returns before the kernel ends.
 void synchronize_cuda_if_in_use();

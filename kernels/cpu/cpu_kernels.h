@@ -1,8 +1,8 @@
 // kernels/cpu/cpu_kernels.h: the CPU kernels, declared once. Each matches its op's signature
-// in kernels/kernels.h and is registered in register.cpp.
+// in kernels/signatures.h and is registered in register.cpp.
 // Chapter 04 (matmul and the CPU backend).
 #pragma once
-#include "kernels/kernels.h"
+#include "kernels/signatures.h"
 
 namespace brrr::kernels::cpu {
 

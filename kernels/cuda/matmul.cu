@@ -16,7 +16,7 @@
 // 1.0%, coalesced 6.1%, smem 10.1%, blocking1d 11.7%, blocking2d 24.8%, vectorized 52.7%,
 // tensorcore (3xTF32) 32.6%, warptiling 85.4%. Each variant's paragraph has its figure.
 //
-// Every variant implements the whole contract of MatmulShape (kernels/kernels.h), because the
+// Every variant implements the whole contract of MatmulShape (kernels/signatures.h), because the
 // registry may hand any of them the real GPT: (batch, M, K) @ (batch, K, N) -> (batch, M, N),
 // either operand stored transposed, a batch stride of 0 broadcasting an operand, accumulate
 // (out += a @ b), and M, N, K of any size, multiples of no tile. Three choices keep that out of
@@ -47,7 +47,6 @@
 #if !BRRR_EMULATOR
 #include <mma.h>
 
-#include "brrr/cuda.h"  // allow_tf32
 #endif
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
@@ -562,8 +561,9 @@ void matmul_vectorized(float* out, const float* a, const float* b, const MatmulS
 // shared memory, and its lanes copy (or add) them into out with bounds checks.
 // Accuracy: TF32 rounds each input to 11 significant bits, a relative error of ~1e-3 in the
 // result, too much for a float32 matmul that someone did not ask to be approximate. So unless
-// brrr::cuda::set_allow_tf32(true) (the same switch cuBLAS follows), each input x is split
-// into big = tf32(x) and small = tf32(x - big), and a @ b is computed as
+// the caller allows TF32 (MatmulShape::allow_tf32, from brrr::cuda::set_allow_tf32, the switch
+// cuBLAS follows too), each input x is split into big = tf32(x) and small = tf32(x - big),
+// and a @ b is computed as
 // a_big @ b_big + a_big @ b_small + a_small @ b_big ("3xTF32", as in CUTLASS). What is lost
 // (a_small @ b_small, and the rounding of the small parts) is ~2^-21 of each product, against
 // float32's 2^-24: close to float32 accuracy, for three tensor-core products instead of one.
@@ -680,7 +680,7 @@ void matmul_tensorcore(float* out, const float* a, const float* b, const MatmulS
   const Gemm<float> g = describe("matmul tensorcore", out, a, b, s);
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
   const dim3 grid = grid_of("matmul tensorcore", ceil_div(g.N, kTcBN), ceil_div(g.M, kTcBM), g.batch);
-  if (::brrr::cuda::allow_tf32())
+  if (s.allow_tf32)
     BRRR_LAUNCH(matmul_tensorcore_kernel<false>, grid, kTcThreads, 0, stream, g);
   else
     BRRR_LAUNCH(matmul_tensorcore_kernel<true>, grid, kTcThreads, 0, stream, g);

@@ -193,7 +193,7 @@ void check_rows(const char* op, std::int64_t N, std::int64_t C) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// The host functions: the registered signatures of kernels/kernels.h.
+// The host functions: the registered signatures of kernels/signatures.h.
 
 template <class T>
 void embedding_forward_simple(T* out, const T* weight, const std::int32_t* idx, std::int64_t N, std::int64_t C,

@@ -12,7 +12,7 @@
 #include <functional>
 #include <string>
 
-#include "kernels/kernels.h"  // Stream
+#include "kernels/signatures.h"  // Stream
 
 namespace brrr::gpu {
 

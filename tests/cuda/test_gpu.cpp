@@ -12,7 +12,7 @@
 
 #include "brrr/brrr.h"
 #include "brrr/models/gpt.h"
-#include "kernel_lab.h"
+#include "lab/kernel_lab.h"
 
 using namespace brrr;
 

@@ -12,7 +12,7 @@
 
 using namespace brrr::tokenizer;
 
-static std::string brrr_program() { return std::string(BRRR_BINARY_DIR) + "/train/brrr"; }
+static std::string brrr_program() { return std::string(BRRR_BINARY_DIR) + "/brrr"; }
 
 // Runs a shell command; returns its exit status and, in *output, stdout and stderr.
 static int run(const std::string& command, std::string* output) {

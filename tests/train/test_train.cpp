@@ -15,8 +15,8 @@
 #include "brrr/models/checkpoint.h"
 #include "brrr/models/generate.h"
 #include "brrr/safetensors.h"
-#include "data.h"
-#include "trainer.h"
+#include "train/data.h"
+#include "train/trainer.h"
 
 using namespace brrr;
 namespace fs = std::filesystem;
