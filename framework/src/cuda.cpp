@@ -14,7 +14,7 @@
 
 #include "brrr/error.h"
 #include "brrr/storage.h"
-#include "internal.h"
+#include "dispatch.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/runtime.h"
 

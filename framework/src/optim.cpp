@@ -8,7 +8,7 @@
 #include "brrr/autograd.h"
 #include "brrr/ops.h"
 #include "brrr/profiler.h"
-#include "internal.h"
+#include "dispatch.h"
 
 namespace brrr::optim {
 

@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "brrr/error.h"
-#include "internal.h"
+#include "dispatch.h"
 
 namespace brrr {
 namespace {

@@ -107,18 +107,53 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen) : n
   resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x) {
+namespace {
+// Attention of n new queries (B, H, n, hs) over all keys and values so far (B, H, t0 + n, hs):
+// query i sits at position t0 + i and may see keys 0 .. t0 + i.
+Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t t0, Tensor* weights = nullptr) {
+  const std::int64_t n = q.size(2), t = k.size(2), hs = q.size(3);
+  Tensor scores = ops::mul(ops::matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(hs)));
+  if (t0 + n > 1 && n > 1) {  // one new query sees every key: no mask needed (the common case)
+    std::vector<double> m(static_cast<std::size_t>(n * t));
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < t; ++j) m[i * t + j] = j > t0 + i ? 1.0 : 0.0;
+    const Tensor mask = from_vector(m, {n, t}, TensorOptions().dtype(q.dtype()).device(q.device()));
+    scores = ops::masked_fill(scores, mask, -INFINITY);
+  }
+  const Tensor att = ops::softmax(scores, -1);
+  if (weights) *weights = att;
+  return ops::matmul(att, v);
+}
+}  // namespace
+
+Tensor CausalSelfAttention::forward(const Tensor& x) { return forward(x, nullptr); }
+
+Tensor CausalSelfAttention::forward(const Tensor& x, const AttentionExtras* extras) {
   const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2), hs = C / n_head_;
   const Tensor qkv = c_attn->forward(x);  // (B, T, 3C)
   // Split into q, k, v and move the heads next to the batch: (B, T, C) -> (B, H, T, hs).
   auto heads = [&](int i) { return qkv.narrow(2, i * C, C).view({B, T, n_head_, hs}).transpose(1, 2); };
-  const Tensor q = heads(0), k = heads(1), v = heads(2);
-  const double p = attn_dropout->is_training() ? attn_dropout->p : 0.0;
-  // The fused kernel has no dropout on the attention weights: with dropout it is the composed op.
-  // On the CPU the composed op is faster (its batched GEMMs beat the reference flash kernel:
-  // docs/measurements.md, "The CUDA backend and the fused kernels"), so flash is the GPU's.
-  const bool flash = fused_ && p == 0.0 && x.device().is_cuda();
-  const Tensor y = flash ? ops::flash_attention(q, k, v) : ops::causal_self_attention(q, k, v, p, &attn_dropout->gen);
+  Tensor y;
+  if (extras) {  // inference: new queries over the cached keys and values too, or the weights
+    const Tensor q = heads(0).contiguous(), k = heads(1).contiguous(), v = heads(2).contiguous();
+    Tensor keys = k, values = v;
+    if (KVCache* cache = extras->cache) {
+      auto& ck = cache->keys[static_cast<std::size_t>(extras->layer)];
+      auto& cv = cache->values[static_cast<std::size_t>(extras->layer)];
+      ck = extras->past == 0 ? k : ops::cat({ck, k}, 2);
+      cv = extras->past == 0 ? v : ops::cat({cv, v}, 2);
+      keys = ck, values = cv;
+    }
+    y = attend(q, keys, values, extras->past, extras->weights);
+  } else {
+    const Tensor q = heads(0), k = heads(1), v = heads(2);
+    const double p = attn_dropout->is_training() ? attn_dropout->p : 0.0;
+    // The fused kernel has no dropout on the attention weights: with dropout it is the composed op.
+    // On the CPU the composed op is faster (its batched GEMMs beat the reference flash kernel:
+    // docs/measurements.md, "The CUDA backend and the fused kernels"), so flash is the GPU's.
+    const bool flash = fused_ && p == 0.0 && x.device().is_cuda();
+    y = flash ? ops::flash_attention(q, k, v) : ops::causal_self_attention(q, k, v, p, &attn_dropout->gen);
+  }
   // Heads side by side again: (B, H, T, hs) -> (B, T, C).
   return resid_dropout->forward(c_proj->forward(y.transpose(1, 2).reshape({B, T, C})));
 }
@@ -149,13 +184,15 @@ Block::Block(const GPTConfig& c, Generator& gen) {
   mlp = register_module("mlp", std::make_shared<FeedForward>(c, gen));
 }
 
-Tensor Block::forward(const Tensor& x) {
+Tensor Block::forward(const Tensor& x) { return forward(x, nullptr); }
+
+Tensor Block::forward(const Tensor& x, const AttentionExtras* extras) {
+  const Tensor attended = attn->forward(ln_1->forward(x), extras);
   if (ln_2->fused) {  // the residual add and ln_2 in one kernel: {a, ln_2(a)}
-    const auto [a, normed] = ops::residual_layer_norm(x, attn->forward(ln_1->forward(x)), ln_2->weight, ln_2->bias,
-                                                      ln_2->eps);
+    const auto [a, normed] = ops::residual_layer_norm(x, attended, ln_2->weight, ln_2->bias, ln_2->eps);
     return a + mlp->forward(normed);
   }
-  const Tensor a = x + attn->forward(ln_1->forward(x));
+  const Tensor a = x + attended;
   return a + mlp->forward(ln_2->forward(a));
 }
 
@@ -194,48 +231,25 @@ Tensor GPT::hidden(const Tensor& input) {
   return ln_f->forward(x);
 }
 
-namespace {
-// Attention of n new queries (B, H, n, hs) over all keys and values so far (B, H, t0 + n, hs):
-// query i sits at position t0 + i and may see keys 0 .. t0 + i.
-Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t t0, Tensor* weights = nullptr) {
-  const std::int64_t n = q.size(2), t = k.size(2), hs = q.size(3);
-  Tensor scores = ops::mul(ops::matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(hs)));
-  if (t0 + n > 1 && n > 1) {  // one new query sees every key: no mask needed (the common case)
-    std::vector<double> m(static_cast<std::size_t>(n * t));
-    for (std::int64_t i = 0; i < n; ++i)
-      for (std::int64_t j = 0; j < t; ++j) m[i * t + j] = j > t0 + i ? 1.0 : 0.0;
-    const Tensor mask = from_vector(m, {n, t}, TensorOptions().dtype(q.dtype()).device(q.device()));
-    scores = ops::masked_fill(scores, mask, -INFINITY);
-  }
-  const Tensor att = ops::softmax(scores, -1);
-  if (weights) *weights = att;
-  return ops::matmul(att, v);
-}
-}  // namespace
 
 Tensor GPT::forward_cached(const Tensor& input, KVCache& cache) {
   NoGradGuard no_grad;
   const Tensor idx = input.to(wte->weight.device());
   BRRR_CHECK(idx.dim() == 2, "GPT::forward_cached: idx must be (B, n), got ", shape_str(idx.shape()));
-  const std::int64_t B = idx.size(0), n = idx.size(1), t0 = cache.length();
-  const std::int64_t C = config_.n_embd, H = config_.n_head, hs = C / H;
+  const std::int64_t n = idx.size(1), t0 = cache.length();
   BRRR_CHECK(t0 + n <= config_.block_size, "GPT::forward_cached: ", t0, " cached + ", n, " new positions exceed block_size ",
              config_.block_size);
   if (cache.keys.empty()) cache.keys.resize(config_.n_layer), cache.values.resize(config_.n_layer);
+  const bool was_training = is_training();
+  eval();  // inference: no dropout
   const Tensor pos = arange(static_cast<double>(t0), static_cast<double>(t0 + n), 1.0,
                             TensorOptions().dtype(kInt64).device(idx.device()));
   Tensor x = wte->forward(idx) + wpe->forward(pos);
   for (std::int64_t l = 0; l < config_.n_layer; ++l) {
-    const auto block = h->at<Block>(static_cast<std::size_t>(l));
-    const Tensor qkv = block->attn->c_attn->forward(block->ln_1->forward(x));  // (B, n, 3C)
-    auto heads = [&](int i) { return qkv.narrow(2, i * C, C).view({B, n, H, hs}).transpose(1, 2).contiguous(); };
-    const Tensor q = heads(0), k = heads(1), v = heads(2);
-    cache.keys[l] = t0 == 0 ? k : ops::cat({cache.keys[l], k}, 2);
-    cache.values[l] = t0 == 0 ? v : ops::cat({cache.values[l], v}, 2);
-    const Tensor y = attend(q, cache.keys[l], cache.values[l], t0);
-    x = x + block->attn->c_proj->forward(y.transpose(1, 2).reshape({B, n, C}));
-    x = x + block->mlp->forward(block->ln_2->forward(x));
+    const AttentionExtras extras{&cache, l, t0, nullptr};
+    x = h->at<Block>(static_cast<std::size_t>(l))->forward(x, &extras);
   }
+  train(was_training);
   return ops::linear(ln_f->forward(x), wte->weight);
 }
 
@@ -245,22 +259,15 @@ Tensor GPT::attention_weights(const Tensor& input, std::int64_t layer, std::int6
   BRRR_CHECK(idx.dim() == 2 && idx.size(0) == 1, "attention_weights: idx must be (1, T), got ", shape_str(idx.shape()));
   BRRR_CHECK(layer >= 0 && layer < config_.n_layer && head >= 0 && head < config_.n_head, "attention_weights: layer ",
              layer, " head ", head, " out of range (", config_.n_layer, " layers, ", config_.n_head, " heads)");
-  const std::int64_t T = idx.size(1), C = config_.n_embd, H = config_.n_head, hs = C / H;
+  const std::int64_t T = idx.size(1);
   const bool was_training = is_training();
   eval();
   const Tensor pos = arange(T, TensorOptions().dtype(kInt64).device(idx.device()));
   Tensor x = wte->forward(idx) + wpe->forward(pos);
   Tensor weights;
-  for (std::int64_t l = 0; l <= layer; ++l) {
-    const auto block = h->at<Block>(static_cast<std::size_t>(l));
-    if (l < layer) {
-      x = block->forward(x);
-      continue;
-    }
-    const Tensor qkv = block->attn->c_attn->forward(block->ln_1->forward(x));
-    auto heads = [&](int i) { return qkv.narrow(2, i * C, C).view({1, T, H, hs}).transpose(1, 2).contiguous(); };
-    attend(heads(0), heads(1), heads(2), 0, &weights);
-  }
+  for (std::int64_t l = 0; l < layer; ++l) x = h->at<Block>(static_cast<std::size_t>(l))->forward(x);
+  const AttentionExtras extras{nullptr, layer, 0, &weights};
+  h->at<Block>(static_cast<std::size_t>(layer))->forward(x, &extras);
   train(was_training);
   return weights.select(0, 0).select(0, head);  // (T, T)
 }

@@ -1,5 +1,7 @@
-// framework/src/internal.h: helpers the ops share (not installed, not part of the API).
-// Chapter 02 (ops and broadcasting).
+// framework/src/dispatch.h: how an op reaches its kernel (not installed, not part of the API):
+// new outputs, the stream of a device, the loop over broadcast operands, the checks every op
+// makes, and the cached registry lookups. Chapter 02 (ops and broadcasting); the functions
+// are in dispatch.cpp, and those about the CUDA device in cuda.cpp.
 #pragma once
 #include <cstdint>
 
