@@ -23,6 +23,7 @@ struct Registration {
   std::string variant;
   AnyFn fn;
   int priority;
+  VariantMeta meta;
 };
 
 struct Slot {
@@ -85,12 +86,12 @@ const char* device_name(DeviceType d) { return d == DeviceType::CPU ? "cpu" : "c
 }  // namespace
 
 void add(const std::string& op, DeviceType device, DType dtype, const std::string& variant,
-         AnyFn fn, int priority) {
+         AnyFn fn, int priority, const VariantMeta& meta) {
   Slot& slot = table().slots[{op, device, dtype}];
   for (const auto& r : slot.variants)
     BRRR_CHECK(r.variant != variant, "kernel registry: ", op, " variant '", variant, "' registered twice for ",
                device_name(device), " ", dtype_name(dtype));
-  slot.variants.push_back({variant, fn, priority});
+  slot.variants.push_back({variant, fn, priority, meta});
   std::stable_sort(slot.variants.begin(), slot.variants.end(),
                    [](const Registration& a, const Registration& b) { return a.priority > b.priority; });
   slot.selected = 0;
@@ -227,7 +228,7 @@ std::vector<VariantInfo> variants(const std::string& op) {
     if (std::get<0>(key) != op) continue;
     for (std::size_t i = 0; i < slot.variants.size(); ++i)
       out.push_back({op, slot.variants[i].variant, Device{std::get<1>(key), 0}, std::get<2>(key),
-                     slot.variants[i].priority, static_cast<int>(i) == slot.selected});
+                     slot.variants[i].priority, static_cast<int>(i) == slot.selected, slot.variants[i].meta});
   }
   return out;
 }

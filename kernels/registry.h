@@ -11,6 +11,7 @@
 
 #include "brrr/dtype.h"
 #include "brrr/error.h"
+#include "brrr/kernels.h"
 
 namespace brrr::kernels {
 
@@ -21,11 +22,11 @@ using AnyFn = void (*)();
 inline constexpr const char* kNotWrittenYet = "not written yet";
 
 void add(const std::string& op, DeviceType device, DType dtype, const std::string& variant,
-         AnyFn fn, int priority);
+         AnyFn fn, int priority, const VariantMeta& meta = {});
 template <class Fn>
 void add(const std::string& op, DeviceType device, DType dtype, const std::string& variant,
-         Fn fn, int priority) {
-  add(op, device, dtype, variant, reinterpret_cast<AnyFn>(fn), priority);
+         Fn fn, int priority, const VariantMeta& meta = {}) {
+  add(op, device, dtype, variant, reinterpret_cast<AnyFn>(fn), priority, meta);
 }
 
 // The selected function for (op, device, dtype); throws brrr::Error when none is registered.

@@ -358,6 +358,7 @@ struct Variant {
   std::string name;
   bool is_default = false;  // what the registry selects now
   AnyFn fn = nullptr;
+  kernels::VariantMeta meta;
 };
 
 // Every variant of op on device for dtype, highest priority (the fastest) first.
@@ -365,7 +366,7 @@ std::vector<Variant> variants_of(const std::string& op, DeviceType device, DType
   std::vector<Variant> found;
   for (const kernels::VariantInfo& info : kernels::variants(op))
     if (info.device.type == device && info.dtype == dtype)
-      found.push_back({info.variant, info.selected, kernels::lookup_variant(op, device, dtype, info.variant)});
+      found.push_back({info.variant, info.selected, kernels::lookup_variant(op, device, dtype, info.variant), info.meta});
   return found;
 }
 
@@ -1352,21 +1353,12 @@ void print_peak(std::FILE* out, const Case& c, const Peaks& peaks) {
 
 }  // namespace
 
-// A variant that computes in bfloat16 on purpose (tensor cores; the name says "bf16") keeps 8
-// bits of mantissa: a relative error near 1e-2 is its design, not a bug. Unless the user set
-// --tolerance, such a variant is held to 3e-2 instead of the op's float32 tolerance.
-static double variant_tolerance(const std::string& variant, double tolerance) {
-  return variant.find("bf16") != std::string::npos ? std::max(tolerance, 3e-2) : tolerance;
-}
-
-// Such a variant rounds its inputs to bfloat16 before it computes: that rounding is the dtype's
-// (the caller chose bf16), not the kernel's error. So it is checked against the reference run
-// on the same rounded inputs, and what remains is the kernel's own arithmetic (its bf16
-// intermediates, float32 sums). Against the float32 inputs' reference, bf16_mma attention
+// The reference for a variant that rounds its inputs to bfloat16 (VariantMeta::bf16_inputs)
+// is computed on the inputs rounded the same way: that rounding is the dtype's (the caller
+// chose bf16), not the kernel's error, and what remains is the kernel's own arithmetic (its
+// bf16 intermediates, float32 sums). Against the float32 inputs' reference, bf16_mma attention
 // failed 3e-2 at T = 1024 on an H100 on a few thousand of 25 million outputs: scores of q.k
 // with bf16 inputs move by ~0.4%, which moves the softmax weights of a long row by as much.
-static bool rounds_inputs_to_bf16(const std::string& variant) { return variant.find("bf16") != std::string::npos; }
-
 static float round_to_bf16(float x) {  // round to nearest even, as __float2bfloat16 does
   std::uint32_t bits;
   std::memcpy(&bits, &x, 4);
@@ -1429,7 +1421,7 @@ Report run(const Case& c, const Options& options) {
   std::vector<std::vector<double>> expected, expected_bf16;
   if (ref.fn) expected = reference_outputs(c, problem, ref);
   if (ref.fn && std::any_of(variants.begin(), variants.end(),
-                            [](const Variant& v) { return rounds_inputs_to_bf16(v.name); })) {
+                            [](const Variant& v) { return v.meta.bf16_inputs; })) {
     Problem rounded = problem;
     for (Array& a : rounded.arrays)
       if (a.role == Array::kInput && !a.index)
@@ -1455,8 +1447,8 @@ Report run(const Case& c, const Options& options) {
     r.is_default = v.is_default;
     r.checked = ref.fn != nullptr;
     say(out, "\n%s%s:\n", v.name.c_str(), v.is_default ? " (default)" : "");
-    check_variant(r, target, c, problem, device, v.fn, rounds_inputs_to_bf16(v.name) ? expected_bf16 : expected,
-                  options.tolerance >= 0 ? tolerance : variant_tolerance(v.name, tolerance),
+    check_variant(r, target, c, problem, device, v.fn, v.meta.bf16_inputs ? expected_bf16 : expected,
+                  options.tolerance >= 0 ? tolerance : std::max(tolerance, v.meta.tolerance),
                   options.variant != "all", out);
     if (options.time && r.passed && !r.not_written)
       time_variant(r, target, c, device, v.fn, peaks, repeats, budget_seconds, out);

@@ -45,7 +45,7 @@ namespace {
 template <class F>
 void for_each_field(TrainConfig& c, F&& f) {
   f("preset", c.preset), f("n_layer", c.n_layer), f("n_head", c.n_head), f("n_embd", c.n_embd);
-  f("block_size", c.block_size), f("dropout", c.dropout), f("bias", c.bias), f("fused", c.fused);
+  f("block_size", c.block_size), f("dropout", c.dropout), f("bias", c.bias), f("composed", c.composed);
   f("data", c.data), f("tokenizer", c.tokenizer), f("bpe_vocab_size", c.bpe_vocab_size), f("val_fraction", c.val_fraction);
   f("batch_size", c.batch_size), f("grad_accum", c.grad_accum), f("max_iters", c.max_iters);
   f("warmup_iters", c.warmup_iters), f("lr_decay_iters", c.lr_decay_iters), f("learning_rate", c.learning_rate);
@@ -82,6 +82,8 @@ void TrainConfig::apply_json(const std::string& text) {
         detail::fail("config: key '", key, "' has the wrong type (got ", value.dump(), ")");
       }
     });
+    BRRR_CHECK(key != "fused", "config: 'fused' is now 'composed', its opposite (\"composed\": true for the ops "
+               "built from primitives)");
     BRRR_CHECK(known, "config: unknown key '", key, "'");
   }
 }

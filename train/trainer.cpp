@@ -72,7 +72,7 @@ TrainResult run_training(TrainConfig c) {
   TextDataset data(d);
   models::GPTConfig mc;
   mc.vocab_size = data.vocab_size(), mc.block_size = c.block_size, mc.n_layer = c.n_layer, mc.n_head = c.n_head;
-  mc.n_embd = c.n_embd, mc.dropout = c.dropout, mc.bias = c.bias, mc.fused = c.fused;
+  mc.n_embd = c.n_embd, mc.dropout = c.dropout, mc.bias = c.bias, mc.composed = c.composed;
   Generator init_gen(c.seed);
   models::GPT model(mc, init_gen);  // initialised on the CPU, so every device starts from the same weights
   model.to(device);
@@ -92,11 +92,11 @@ TrainResult run_training(TrainConfig c) {
     result.last_checkpoint = found.back().second;
     std::printf("resumed from %s at step %lld\n", found.back().second.c_str(), static_cast<long long>(state.step));
   }
-  std::printf("model: %lld parameters (%lld layers, %lld heads, %lld wide, context %lld, vocab %lld, %s ops); "
+  std::printf("model: %lld parameters (%lld layers, %lld heads, %lld wide, context %lld, vocab %lld%s); "
               "data: %llu train / %llu val tokens; %d threads\n",
               static_cast<long long>(model.num_parameters()), static_cast<long long>(mc.n_layer),
               static_cast<long long>(mc.n_head), static_cast<long long>(mc.n_embd), static_cast<long long>(mc.block_size),
-              static_cast<long long>(mc.vocab_size), mc.fused ? "fused" : "composed",
+              static_cast<long long>(mc.vocab_size), mc.composed ? ", composed ops" : "",
               static_cast<unsigned long long>(data.size(Split::Train)), static_cast<unsigned long long>(data.size(Split::Val)),
               get_num_threads());
 

@@ -21,7 +21,7 @@ struct TrainConfig {
   // model (defaults come from the preset)
   std::int64_t n_layer = 4, n_head = 4, n_embd = 128, block_size = 64;
   double dropout = 0.0;
-  bool bias = true, fused = true;
+  bool bias = true, composed = false;
   // data
   std::string data;  // default: ../shared/data/tinyshakespeare.txt when it exists
   std::string tokenizer = "char";

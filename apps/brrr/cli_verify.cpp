@@ -24,7 +24,7 @@ void add_verify_commands(CLI::App& app) {
     if (args->device == "emulator") cuda::use_emulator();
     options.device = args->device == "cpu" ? kCPU : Device::cuda();
     if (options.device.is_cuda()) std::printf("device: cuda:0 (%s)\n", cuda::device_name().c_str());
-    options.fused = !args->composed;
+    options.composed = args->composed;
     const models::ReferenceReport r = models::verify_reference(args->file, options);
     std::printf("config: %s\n", r.config_json.c_str());
     std::printf("%-50s %12s %12s %12s  %s\n", "tensor", "max abs err", "max rel err", "tolerance", "");

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "brrr/autograd.h"
+#include "brrr/ops.h"
 #include "brrr/tensor.h"
 #include "kernels/signatures.h"
 #include "kernels/registry.h"
@@ -65,6 +66,23 @@ class KernelFamily {
  private:
   kernels::Kernel<Fn<float>> f32_;
   kernels::Kernel<Fn<double>> f64_;
+};
+
+// The variants of an op built from ops (op_variants.cpp), looked up like kernels and cached
+// per call site: static OpVariant<attention_variant_fn> v("causal_attention"); v(device, dtype)(...)
+using attention_variant_fn = Tensor (*)(const Tensor& q, const Tensor& k, const Tensor& v);
+using linear_gelu_variant_fn = Tensor (*)(const Tensor& x, const Tensor& weight, const Tensor& bias);
+template <class Fn>
+class OpVariant {
+ public:
+  explicit OpVariant(const char* op) : kernel_(op) {}
+  Fn operator()(Device device, DType dtype) {
+    ops::register_op_variants();  // the framework's provider, added once
+    return kernel_(device.type, dtype);
+  }
+
+ private:
+  kernels::Kernel<Fn> kernel_;
 };
 
 // Calls body.template operator()<T>() with T = float or double for dtype; anything else is

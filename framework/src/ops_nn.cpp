@@ -325,11 +325,11 @@ Tensor layer_norm_composed(const Tensor& x, const Tensor& weight, const Tensor& 
 // ---------------------------------------------------------------------------------------------
 // causal self-attention, composed: softmax(q k^T / sqrt(hs) + mask) v
 
-Tensor causal_self_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p, Generator* gen) {
-  BRRR_PROFILE("causal_self_attention");
-  detail::check_defined("causal_self_attention", q);
+Tensor causal_attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p, Generator* gen) {
+  BRRR_PROFILE("causal_attention_composed");
+  detail::check_defined("causal_attention_composed", q);
   BRRR_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.shape() == q.shape(),
-             "causal_self_attention: q, k, v must all be (B, H, T, hs), got ", shape_str(q.shape()), ", ",
+             "causal_attention_composed: q, k, v must all be (B, H, T, hs), got ", shape_str(q.shape()), ", ",
              shape_str(k.shape()), ", ", shape_str(v.shape()));
   const std::int64_t T = q.size(2), hs = q.size(3);
   const Tensor scores = mul(matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(hs)));
@@ -347,7 +347,7 @@ Tensor causal_self_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   }
   Tensor att = softmax(masked_fill(scores, mask, -std::numeric_limits<double>::infinity()), -1);
   if (dropout_p > 0.0) {
-    BRRR_CHECK(gen != nullptr, "causal_self_attention: dropout needs a generator");
+    BRRR_CHECK(gen != nullptr, "causal_attention_composed: dropout needs a generator");
     att = dropout(att, dropout_p, *gen);
   }
   return matmul(att, v);

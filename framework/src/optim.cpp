@@ -48,13 +48,13 @@ void AdamW::ensure_state() {
 }
 
 namespace {
-// Whether every parameter is on the CUDA device, with one dtype: then a group's update can be
-// one multi-tensor launch instead of a launch per tensor.
-bool on_one_gpu(const std::vector<Tensor>& params) {
+// Whether every parameter is on one device, with one dtype: then a group's update is one
+// adamw_multi_step call (on a GPU one launch per 64 tensors; the CPU's is adamw_step on each
+// tensor in turn, the same bits as the loop below).
+bool on_one_device(const std::vector<Tensor>& params) {
   if (params.empty()) return false;
   for (const Tensor& p : params)
-    if (!p.device().is_cuda() || p.device() != params.front().device() || p.dtype() != params.front().dtype())
-      return false;
+    if (p.device() != params.front().device() || p.dtype() != params.front().dtype()) return false;
   return true;
 }
 
@@ -89,7 +89,7 @@ void AdamW::step() {
   for (const auto& group : groups_) {
     const kernels::AdamWParams hp{group.options.lr_, group.options.betas_.first, group.options.betas_.second,
                                   group.options.eps_, group.options.weight_decay_, step_};
-    if (on_one_gpu(group.params)) {  // one launch for the group (kernels/cuda/adamw.cu)
+    if (on_one_device(group.params)) {  // one call for the group
       multi_tensor_step(group.params, m_, v_, i, hp);
       i += group.params.size();
       continue;

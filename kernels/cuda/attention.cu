@@ -892,7 +892,10 @@ void register_attention_kernels() {
   register_dtype<double>();
 #if !BRRR_EMULATOR
   // Not the default: bf16 inputs change the results in the third significant digit.
-  add("attention_forward", DeviceType::CUDA, kFloat32, "bf16_mma", &attention_forward_bf16_mma, 10);
+  VariantMeta bf16;  // bfloat16 keeps 8 bits of mantissa: an error near 1e-2 is its design
+  bf16.tolerance = 3e-2, bf16.bf16_inputs = true, bf16.gpu_only = true;
+  bf16.about = "q, k, v and the weights in bfloat16 on the tensor cores (mma.sync), float32 sums";
+  add("attention_forward", DeviceType::CUDA, kFloat32, "bf16_mma", &attention_forward_bf16_mma, 10, bf16);
 #endif
 }
 

@@ -880,7 +880,10 @@ void register_matmul_kernels() {
   add("matmul", DeviceType::CUDA, kFloat32, "vectorized", &matmul_vectorized, 60);
   add("matmul", DeviceType::CUDA, kFloat32, "warptiling", &matmul_warptiling, 65);
 #if !BRRR_EMULATOR
-  add("matmul", DeviceType::CUDA, kFloat32, "tensorcore", &matmul_tensorcore, 70);
+  VariantMeta tensor_cores;
+  tensor_cores.gpu_only = true;
+  tensor_cores.about = "3xTF32 on the tensor cores through WMMA, near float32 accuracy";
+  add("matmul", DeviceType::CUDA, kFloat32, "tensorcore", &matmul_tensorcore, 70, tensor_cores);
 #endif
   // float64 (gradient checks on the device): the first three are templates.
   add("matmul", DeviceType::CUDA, kFloat64, "naive", &matmul_naive<double>, 10);

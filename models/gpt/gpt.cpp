@@ -26,7 +26,7 @@ void GPTConfig::validate() const {
 
 std::string GPTConfig::to_json() const {
   nlohmann::json j = {{"vocab_size", vocab_size}, {"block_size", block_size}, {"n_layer", n_layer}, {"n_head", n_head},
-                      {"n_embd", n_embd},         {"dropout", dropout},       {"bias", bias},       {"fused", fused}};
+                      {"n_embd", n_embd},         {"dropout", dropout},       {"bias", bias},       {"composed", composed}};
   return j.dump();
 }
 
@@ -48,7 +48,8 @@ GPTConfig GPTConfig::from_json(const std::string& text) {
       else if (key == "n_embd") c.n_embd = value.get<std::int64_t>();
       else if (key == "dropout") c.dropout = value.get<double>();
       else if (key == "bias") c.bias = value.get<bool>();
-      else if (key == "fused") c.fused = value.get<bool>();
+      else if (key == "composed") c.composed = value.get<bool>();
+      else if (key == "fused") c.composed = !value.get<bool>();  // checkpoints from before the rename
       else detail::fail("GPT config: unknown key '", key, "'");
     } catch (const nlohmann::json::exception& e) {
       detail::fail("GPT config: key '", key, "' has the wrong type: ", e.what());
@@ -100,7 +101,7 @@ void init_normal(Tensor& p, double std, Generator& gen) {
 }
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen) : n_head_(c.n_head), fused_(c.fused) {
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen) : n_head_(c.n_head), composed_(c.composed) {
   c_attn = register_module("c_attn", std::make_shared<nn::Linear>(c.n_embd, 3 * c.n_embd, gen, c.bias));
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(c.n_embd, c.n_embd, gen, c.bias));
   attn_dropout = register_module("attn_dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
@@ -148,39 +149,30 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const AttentionExtras* extr
   } else {
     const Tensor q = heads(0), k = heads(1), v = heads(2);
     const double p = attn_dropout->is_training() ? attn_dropout->p : 0.0;
-    // The fused kernel has no dropout on the attention weights: with dropout it is the composed op.
-    // On the CPU the composed op is faster (its batched GEMMs beat the reference flash kernel:
-    // docs/measurements.md, "The CUDA backend and the fused kernels"), so flash is the GPU's.
-    const bool flash = fused_ && p == 0.0 && x.device().is_cuda();
-    y = flash ? ops::flash_attention(q, k, v) : ops::causal_self_attention(q, k, v, p, &attn_dropout->gen);
+    // How attention is computed on this device is the registry's choice (ops::causal_attention).
+    y = composed_ ? ops::causal_attention_composed(q, k, v, p, &attn_dropout->gen)
+                  : ops::causal_attention(q, k, v, p, &attn_dropout->gen);
   }
   // Heads side by side again: (B, H, T, hs) -> (B, T, C).
   return resid_dropout->forward(c_proj->forward(y.transpose(1, 2).reshape({B, T, C})));
 }
 
-FeedForward::FeedForward(const GPTConfig& c, Generator& gen) : fused_(c.fused) {
+FeedForward::FeedForward(const GPTConfig& c, Generator& gen) : composed_(c.composed) {
   c_fc = register_module("c_fc", std::make_shared<nn::Linear>(c.n_embd, 4 * c.n_embd, gen, c.bias));
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(4 * c.n_embd, c.n_embd, gen, c.bias));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
-  Tensor h;
-  // On a GPU: x @ W^T, then the bias add and GELU in one kernel. On the CPU the bias rides in
-  // the GEMM and the GELU kernel is faster than the bias+GELU reference (same measurement).
-  if (fused_ && c_fc->bias.defined() && x.device().is_cuda())
-    h = ops::bias_gelu(ops::linear(x, c_fc->weight), c_fc->bias);
-  else if (fused_)
-    h = ops::gelu(c_fc->forward(x));
-  else
-    h = ops::gelu_composed(c_fc->forward(x));
+  // gelu(x W^T + b): how (the bias in the GEMM, or fused with GELU) is the registry's choice.
+  const Tensor h = composed_ ? ops::gelu_composed(c_fc->forward(x)) : ops::linear_gelu(x, c_fc->weight, c_fc->bias);
   return dropout->forward(c_proj->forward(h));
 }
 
 Block::Block(const GPTConfig& c, Generator& gen) {
-  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.fused));
+  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.composed));
   attn = register_module("attn", std::make_shared<CausalSelfAttention>(c, gen));
-  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.fused));
+  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.composed));
   mlp = register_module("mlp", std::make_shared<FeedForward>(c, gen));
 }
 
@@ -188,7 +180,7 @@ Tensor Block::forward(const Tensor& x) { return forward(x, nullptr); }
 
 Tensor Block::forward(const Tensor& x, const AttentionExtras* extras) {
   const Tensor attended = attn->forward(ln_1->forward(x), extras);
-  if (ln_2->fused) {  // the residual add and ln_2 in one kernel: {a, ln_2(a)}
+  if (!ln_2->composed) {  // the residual add and ln_2 in one kernel: {a, ln_2(a)}
     const auto [a, normed] = ops::residual_layer_norm(x, attended, ln_2->weight, ln_2->bias, ln_2->eps);
     return a + mlp->forward(normed);
   }
@@ -205,7 +197,7 @@ GPT::GPT(const GPTConfig& c, Generator& gen) : config_(c) {
   drop_ = transformer->register_module("drop", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
   h = transformer->register_module("h", std::make_shared<nn::ModuleList>());
   for (std::int64_t l = 0; l < c.n_layer; ++l) h->push_back(std::make_shared<Block>(c, gen));
-  ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.fused));
+  ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.composed));
 
   // GPT-2 initialisation, in parameter order so the same seed gives the same model.
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
@@ -282,8 +274,8 @@ Tensor GPT::loss(const Tensor& logits, const Tensor& targets) const {
              "GPT::loss: targets ", shape_str(targets.shape()), " do not match logits ", shape_str(logits.shape()));
   const Tensor flat = logits.reshape({-1, logits.size(2)});
   const Tensor t = targets.reshape({-1}).to(logits.device());
-  // Fused: the loss kernel also writes the logits' gradient (kept for backward; no probabilities).
-  return config_.fused ? ops::cross_entropy_fused(flat, t, -1) : ops::cross_entropy_composed(flat, t);
+  // The fused kernel also writes the logits' gradient (kept for backward; no probabilities).
+  return config_.composed ? ops::cross_entropy_composed(flat, t) : ops::cross_entropy_fused(flat, t, -1);
 }
 
 }  // namespace brrr::models

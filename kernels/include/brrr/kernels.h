@@ -14,6 +14,18 @@
 
 namespace brrr::kernels {
 
+// What a registration says about its variant besides its function: read by the kernel lab
+// (which tolerance to check it against, whether to round the reference's inputs) and by
+// `brrr kernels` (what it is for). Defaults suit a float32 kernel checked at the op's tolerance.
+struct VariantMeta {
+  double tolerance = 0;      // the largest relative error the lab allows it; 0: the op's own
+  bool bf16_inputs = false;  // rounds its float inputs to bfloat16 first: checked against the
+                             // reference on inputs rounded the same way (the dtype's rounding
+                             // is the caller's choice, not the kernel's error)
+  bool gpu_only = false;     // needs a real GPU (instructions the SIMT emulator does not run)
+  std::string about;         // one line: what the variant is, or what it teaches
+};
+
 struct VariantInfo {
   std::string op;
   std::string variant;
@@ -21,6 +33,7 @@ struct VariantInfo {
   DType dtype;
   int priority;
   bool selected;
+  VariantMeta meta;
 };
 
 // Use `variant` for `op` on every device that has it. Throws brrr::Error naming the op and

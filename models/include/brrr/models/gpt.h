@@ -27,7 +27,9 @@ struct GPTConfig {
   std::int64_t n_embd = 128;
   double dropout = 0.0;
   bool bias = true;   // biases in Linear and LayerNorm (GPT-2: yes)
-  bool fused = true;  // fused LayerNorm/GELU/cross-entropy kernels, or ops composed from primitives
+  // The teaching versions built from primitives, whose backward autograd derives (LayerNorm,
+  // GELU, attention, cross-entropy), instead of the ops with kernels of their own.
+  bool composed = false;
 
   void validate() const;        // throws brrr::Error naming the bad field
   std::string to_json() const;  // {"vocab_size": 65, ...}
@@ -64,7 +66,7 @@ class CausalSelfAttention : public nn::Module {
 
  private:
   std::int64_t n_head_;
-  bool fused_;  // ops::flash_attention where there is no attention dropout
+  bool composed_;
 };
 
 // nanoGPT's MLP: Linear (C -> 4C), GELU, Linear (4C -> C). Named FeedForward here because
@@ -77,7 +79,7 @@ class FeedForward : public nn::Module {
   std::shared_ptr<nn::Dropout> dropout;
 
  private:
-  bool fused_;
+  bool composed_;
 };
 
 class Block : public nn::Module {
