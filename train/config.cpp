@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "brrr/strings.h"
 #include "brrr/error.h"
 #include "brrr/models/gpt.h"
 #include "train/trainer.h"
@@ -15,9 +16,7 @@ using Json = nlohmann::json;
 TrainConfig TrainConfig::from_preset(const std::string& name) {
   const std::vector<std::string> names = preset_names();
   if (std::find(names.begin(), names.end(), name) == names.end()) {
-    std::string list;
-    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-    detail::fail("unknown preset '", name, "' (presets: ", list, ")");
+    detail::fail("unknown preset '", name, "' (presets: ", join(names), ")");
   }
   // The model's shape is defined once, by the model's own preset; a training preset adds how
   // to train it (and, for a BPE model, the vocabulary its tokenizer must have).

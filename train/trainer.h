@@ -56,6 +56,9 @@ struct TrainResult {
   std::vector<double> losses;  // every step's training loss
   std::string last_checkpoint;
   bool interrupted = false;
+  // What the training steps themselves (not their logging, evaluation or checkpoints) made the
+  // host wait for on a CUDA device: 0 is the goal (chapter 16), and a test holds it there.
+  std::uint64_t step_waits = 0;
 };
 
 // The checkpoints (ckpt-NNNNNNNN.safetensors) in dir as (step, path), oldest first.

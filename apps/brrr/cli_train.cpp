@@ -5,6 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "brrr/strings.h"
 #include "brrr/io.h"
 #include "brrr/models/checkpoint.h"
 #include "brrr/models/generate.h"
@@ -26,9 +27,8 @@ void add_train_commands(CLI::App& app) {
   };
   auto args = std::make_shared<TrainArgs>();
   CLI::App* train = app.add_subcommand("train", "Train a GPT on a text file (default: ../shared/data/tinyshakespeare.txt)");
-  std::string presets;
-  for (const auto& n : train::TrainConfig::preset_names()) presets += (presets.empty() ? "" : ", ") + n;
-  train->add_option("--preset", args->preset, "Named configuration: " + presets)->capture_default_str();
+  train->add_option("--preset", args->preset, "Named configuration: " + join(train::TrainConfig::preset_names()))
+      ->capture_default_str();
   train->add_option("--config", args->config_file, "JSON file of settings (keys as the flags below)")->check(CLI::ExistingFile);
   train->add_flag("--resume", args->resume, "Continue from the newest checkpoint in --out_dir");
   for (const auto& [key, type] : train::TrainConfig::keys()) {
