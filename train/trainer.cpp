@@ -63,6 +63,12 @@ TrainResult run_training(TrainConfig c) {
     BRRR_CHECK(fs::exists(c.data), "no --data given and the default corpus ", c.data,
                " is not there (put ../shared beside the checkout or pass --data FILE)");
   }
+  if (c.resume) {  // before the data is read or anything is written
+    BRRR_CHECK(fs::is_directory(c.out_dir), "--resume: no folder '", c.out_dir,
+               "' (resume continues the run whose --out_dir that was)");
+    BRRR_CHECK(!list_checkpoints(c.out_dir).empty(), "--resume: no checkpoint (ckpt-*.safetensors) in '",
+               c.out_dir, "'");
+  }
   fs::create_directories(c.out_dir);
 
   // Data and model.
@@ -87,7 +93,6 @@ TrainResult run_training(TrainConfig c) {
   TrainResult result;
   if (c.resume) {
     const auto found = list_checkpoints(c.out_dir);
-    BRRR_CHECK(!found.empty(), "--resume: no checkpoint (ckpt-*.safetensors) in ", c.out_dir);
     load_checkpoint(found.back().second, state);
     result.last_checkpoint = found.back().second;
     std::printf("resumed from %s at step %lld\n", found.back().second.c_str(), static_cast<long long>(state.step));

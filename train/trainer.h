@@ -45,7 +45,12 @@ struct TrainConfig {
   static std::vector<std::string> preset_names();
   void apply_json(const std::string& json);  // unknown keys are errors
   // Every key with its JSON type ("integer", "number", "bool", "string"), for the CLI.
-  static std::vector<std::pair<std::string, std::string>> keys();
+  // Every key: its JSON type ("integer", "number", "bool", "string"), its group of the help
+  // ("Model", "Data", ...) and one line of what it does, with its unit. For the CLI's help.
+  struct Key {
+    std::string name, type, group, help;
+  };
+  static std::vector<Key> keys();
   std::string to_json() const;
   void validate() const;
 };
