@@ -3,7 +3,8 @@
 # CI's (.ci/run calls it).
 #
 #   1. install what is missing (scripts/setup.sh)
-#   2. Release build of everything (CUDA code too when nvcc is found), all tests
+#   2. Release build of everything (CUDA code too when nvcc is found), all tests; in both
+#      builds a compiler warning is an error (BRRR_WERROR)
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build, the unit tests again under it
 # The exercise tests (label `exercise`, docs/teaching.md) are a student's: in the course
 # repository they fail by design, on the stubs. The `course` tests check the stubs and the
@@ -14,14 +15,14 @@ scripts/setup.sh
 
 jobs=$(nproc)
 echo "== Release build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBRRR_SHARED=ON >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBRRR_SHARED=ON -DBRRR_WERROR=ON >/dev/null
 cmake --build build -j "$jobs"
 echo "== Tests (Release)"
 (cd build && ctest --output-on-failure -j "$jobs" -LE exercise)
 
 echo "== Sanitizer build (ASan + UBSan)"
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRRR_SANITIZE=ON -DBRRR_CUDA=OFF \
-  -DBRRR_BENCH=OFF >/dev/null
+  -DBRRR_BENCH=OFF -DBRRR_WERROR=ON >/dev/null
 cmake --build build-sanitize -j "$jobs"
 echo "== Tests (sanitizers)"
 # detect_leaks needs ptrace, which some sandboxes forbid; leaks are checked where it works.

@@ -20,8 +20,11 @@ std::string cache_stem(const DataOptions& o) {
   BRRR_CHECK(::stat(o.input.c_str(), &st) == 0, "cannot read the training text '", o.input,
              "' (point --data at a UTF-8 text file)");
   std::string key = std::filesystem::absolute(o.input).string() + "|" + std::to_string(st.st_size) + "|" +
-                    std::to_string(st.st_mtim.tv_sec) + "|" + o.tokenizer +
-                    (o.tokenizer == "bpe" ? "|" + std::to_string(o.bpe_vocab_size) : "");
+                    std::to_string(st.st_mtim.tv_sec) + "|" + o.tokenizer;
+  if (o.tokenizer == "bpe") {  // two appends: "|" + to_string(...) sets off GCC 12's -Wrestrict (bug 105329)
+    key += '|';
+    key += std::to_string(o.bpe_vocab_size);
+  }
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
   char hex[17];
