@@ -57,7 +57,7 @@ void plot_loss_curves(const std::string& out_dir, const std::string& preset) {
   plot::Series train_eval{"train (eval)", eval_steps, eval_train, plot::palette(0)};
   plot::Series val_eval{"val (eval)", eval_steps, eval_val, plot::palette(1)};
   plot::line_plot(out_dir + "/loss.png", {train_curve, train_eval, val_eval},
-                  {"brrr train: " + preset, "step", "cross-entropy loss", false});
+                  {"brrr train: " + preset, "step", "cross-entropy loss"});
 }
 
 // What one attention head (layer 0, head 0) looks at in a fixed sentence.
