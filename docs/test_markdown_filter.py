@@ -1,0 +1,32 @@
+"""docs/test_markdown_filter.py: what docs/markdown_filter.py does to GitHub's Markdown (ctest -L docs)."""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from markdown_filter import convert  # noqa: E402
+
+
+class MarkdownFilter(unittest.TestCase):
+    def test_inline_and_display_math(self):
+        self.assertEqual(convert("Let $m' = \\max(m, s)$ and $c$."), "Let \\f$m' = \\max(m, s)\\f$ and \\f$c\\f$.")
+        self.assertEqual(convert("so $$x^2$$ here"), "so \\f[x^2\\f] here")
+        self.assertEqual(convert("a\n```math\nx = 1\n```\nb"), "a\n\\f[\nx = 1\n\\f]\nb")
+
+    def test_dollars_that_are_not_math(self):
+        for text in ["costs $5 and $6", "a $ b $", "`echo $HOME` and `$x$`", "```sh\necho $HOME $x$\n```",
+                     "US$3.5"]:
+            self.assertEqual(convert(text), text)
+
+    def test_quotes_in_code_spans_get_double_backticks(self):
+        self.assertEqual(convert("A tile `J'` arrives"), "A tile ``J'`` arrives")
+        self.assertEqual(convert("`'n_embd' has the wrong type`"), "``'n_embd' has the wrong type``")
+        self.assertEqual(convert("`it's`, ``a'b``, `plain`"), "``it's``, ``a'b``, `plain`")
+
+    def test_lines_stay_where_they_were(self):
+        text = "one `J'`\n$x$ two\n```math\ny\n```\n`a\nb'` three\n"
+        self.assertEqual(convert(text).count("\n"), text.count("\n"))
+
+
+if __name__ == "__main__":
+    unittest.main()
