@@ -5,6 +5,9 @@ it prints; the files themselves stay as GitHub renders them. It keeps every line
 so Doxygen's warnings still name the right line. Outside code blocks and code spans:
   - $x$ (GitHub's inline math) becomes Doxygen's \\f$x\\f$, and $$x$$ becomes \\f[x\\f]; a
     ```math block (GitHub's display math) becomes \\f[ ... \\f]. Doxygen hands both to MathJax.
+  - An image beside the chapters, ![alt](../images/x.png), is named by its file name alone,
+    ![alt](x.png): Doxygen finds it in IMAGE_PATH (docs/images) and copies it into the site;
+    a path with ../ in it would be left pointing outside the site.
   - A code span in single backticks holding a quote, `J'`, goes in double backticks: Doxygen
     1.9 reads `...' as a quotation and leaves the backticks on the page.
 """
@@ -14,6 +17,7 @@ import sys
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
 INLINE_MATH = re.compile(r"(?<![\\$\w])\$(?=[^\s$])(.+?)(?<=[^\s\\$])\$(?![\w$])", re.S)
 DISPLAY_MATH = re.compile(r"\$\$(.+?)\$\$", re.S)
+LOCAL_IMAGE = re.compile(r"(!\[[^\]]*\]\()(?![a-z]+:)(?:[^)\s]*/)?([^)/\s]+\.(?:png|svg|jpg|gif))\)")
 
 
 def prose(text):
@@ -44,6 +48,7 @@ def prose(text):
         j = len(text) if j == -1 else j
         chunk = DISPLAY_MATH.sub(lambda m: "\\f[" + m.group(1) + "\\f]", text[i:j])
         chunk = INLINE_MATH.sub(lambda m: "\\f$" + m.group(1) + "\\f$", chunk)
+        chunk = LOCAL_IMAGE.sub(lambda m: m.group(1) + m.group(2) + ")", chunk)
         out.append(chunk)
         i = j
     return "".join(out)

@@ -23,6 +23,11 @@ class MarkdownFilter(unittest.TestCase):
         self.assertEqual(convert("`'n_embd' has the wrong type`"), "``'n_embd' has the wrong type``")
         self.assertEqual(convert("`it's`, ``a'b``, `plain`"), "``it's``, ``a'b``, `plain`")
 
+    def test_local_images_are_named_by_file_name(self):
+        self.assertEqual(convert("![a loss](../images/ch05-loss.png)"), "![a loss](ch05-loss.png)")
+        self.assertEqual(convert("![x](docs/images/a.png) ![y](https://e.org/b.png)"),
+                         "![x](a.png) ![y](https://e.org/b.png)")
+
     def test_lines_stay_where_they_were(self):
         text = "one `J'`\n$x$ two\n```math\ny\n```\n`a\nb'` three\n"
         self.assertEqual(convert(text).count("\n"), text.count("\n"))
