@@ -72,8 +72,6 @@ void plot_attention(const std::string& out_dir, models::GPT& model, const tokeni
   for (std::uint32_t id : ids) labels.push_back(tokenizer.decode(std::vector<std::uint32_t>{id}));
   const int n = static_cast<int>(ids.size());
   plot::heatmap(out_dir + "/attention.png", att.to_vector<double>(), n, n, "layer 0, head 0 attention", labels, labels);
-  std::printf("wrote %s/loss.png and %s/attention.png\n", out_dir.c_str(), out_dir.c_str());
-
 }
 
 void print_sample(models::GPT& model, const tokenizer::TextTokenizer& tokenizer, std::int64_t tokens,
