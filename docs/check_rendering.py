@@ -9,8 +9,10 @@ Markdown parser should have consumed:
   - `](` : a link or image left as text;
   - a `$` pair or `\\(`: a formula MathJax will not typeset (the site's formulas are
     \\f$...\\f$, which Doxygen hands to MathJax).
-Also: every image a page shows is there (check_links.py checks the src), and every formula
-Doxygen produced is inside MathJax's delimiters. Prints each problem with its page and the text
+Also: every formula Doxygen produced is inside MathJax's delimiters, its braces balance, and
+every macro and environment it uses is one that the site's MathJax (html/mathjax: the TeX
+input with AMSmath and AMSsymbols) defines, so a typo shows here rather than as red text in a
+reader's browser. (Every image a page shows is there: check_links.py checks each src.) Prints each problem with its page and the text
 around it, and exits 1 if there is any.
 """
 import html.parser
@@ -59,7 +61,32 @@ class Page(html.parser.HTMLParser):
             self.text.append(data)
 
 
-def problems(path):
+def mathjax_names(root):
+    """The macros and environments the site's MathJax knows, read from its own files."""
+    names = set()
+    for rel in ("jax/input/TeX/jax.js", "extensions/TeX/AMSmath.js", "extensions/TeX/AMSsymbols.js"):
+        with open(os.path.join(root, "mathjax", rel), encoding="utf-8") as f:
+            names |= set(re.findall(r"[{,]\s*[\"']?(?:\\\\)*([A-Za-z]+)[\"']?\s*:", f.read()))  # lvert: or "\\lvert":
+    return names
+
+
+def formula_problems(formula, known):
+    found = []
+    depth = 0
+    for m in re.finditer(r"\\[{}]|[{}]", formula):
+        if m.group() in ("{", "}"):
+            depth += 1 if m.group() == "{" else -1
+            if depth < 0:
+                break
+    if depth != 0:
+        found.append(f"unbalanced braces in formula: {formula.strip()}")
+    for name in re.findall(r"\\([A-Za-z]+)", formula) + re.findall(r"\\begin\{([A-Za-z*]+)\}", formula):
+        if name.rstrip("*") not in known:
+            found.append(f"MathJax does not know '{name}' in formula: {formula.strip()}")
+    return found
+
+
+def problems(path, known):
     page = Page()
     with open(path, encoding="utf-8", errors="replace") as f:
         page.feed(f.read())
@@ -67,6 +94,8 @@ def problems(path):
     # Formulas: Doxygen writes them as \( ... \) and \[ ... \] for MathJax to typeset.
     opened, closed = prose.count("\\(") + prose.count("\\["), prose.count("\\)") + prose.count("\\]")
     found = [] if opened == closed else [f"{opened} formulas opened and {closed} closed"]
+    for m in re.finditer(r"\\\((.*?)\\\)|\\\[(.*?)\\\]", prose, flags=re.S):
+        found += formula_problems(m.group(1) if m.group(1) is not None else m.group(2), known)
     prose = re.sub(r"\\\((.*?)\\\)|\\\[(.*?)\\\]", " ", prose, flags=re.S)
     for pattern, what in PATTERNS:
         for m in pattern.finditer(prose):
@@ -78,12 +107,13 @@ def problems(path):
 def main():
     root = sys.argv[1]
     pages = sorted(os.path.join(d, f) for d, _, files in os.walk(root) for f in files if f.endswith(".html"))
+    known = mathjax_names(root)
     bad = 0
     for path in pages:
         # Source listings (*_source.html) are code from top to bottom.
         if path.endswith("_source.html"):
             continue
-        for p in problems(path):
+        for p in problems(path, known):
             bad += 1
             print(f"{os.path.relpath(path, root)}: {p}")
     print(f"{len(pages)} pages scanned for unrendered Markdown, {bad} problems")

@@ -1,10 +1,13 @@
-"""docs/test_markdown_filter.py: what docs/markdown_filter.py does to GitHub's Markdown (ctest -L docs)."""
+"""docs/test_docs_scripts.py: the site's two helpers, tested (ctest -L docs): what
+docs/markdown_filter.py does to GitHub's Markdown, and what docs/check_rendering.py catches."""
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from markdown_filter import convert  # noqa: E402
+import check_rendering  # noqa: E402
 
 
 class MarkdownFilter(unittest.TestCase):
@@ -31,6 +34,38 @@ class MarkdownFilter(unittest.TestCase):
     def test_lines_stay_where_they_were(self):
         text = "one `J'`\n$x$ two\n```math\ny\n```\n`a\nb'` three\n"
         self.assertEqual(convert(text).count("\n"), text.count("\n"))
+
+
+KNOWN = {"frac", "sum", "max", "begin", "end", "aligned", "lvert", "rvert", "epsilon"}
+
+
+class CheckRendering(unittest.TestCase):
+    def page_problems(self, body):
+        with tempfile.NamedTemporaryFile("w", suffix=".html", delete=False) as f:
+            f.write(f"<html><body>{body}</body></html>")
+        try:
+            return check_rendering.problems(f.name, KNOWN)
+        finally:
+            os.unlink(f.name)
+
+    def test_a_clean_page_passes(self):
+        self.assertEqual(self.page_problems(
+            "<p>A tile <code>J'</code> with \\(\\frac{a}{b}\\) and</p><pre>x `y` **z**</pre>"
+            "<div class='fragment'>a ** b</div><p>\\[\\begin{aligned} x \\end{aligned}\\]</p>"), [])
+
+    def test_what_it_catches(self):
+        cases = {
+            "<p>A new tile `J'of keys arrives.</p>": "stray backtick",
+            "<p>this is **bold** left</p>": "'**'",
+            "<p>see [the chapter](ch.md) here</p>": "link or image",
+            "<p>a \\f$x\\f$ left</p>": "formula left as text",
+            "<p>\\(\\fraq{a}{b}\\)</p>": "does not know 'fraq'",
+            "<p>\\(\\frac{a}{b\\)</p>": "unbalanced braces",
+            "<p>\\(x</p>": "formulas opened",
+        }
+        for body, what in cases.items():
+            found = self.page_problems(body)
+            self.assertTrue(any(what in p for p in found), f"{body}: {found}")
 
 
 if __name__ == "__main__":
