@@ -516,23 +516,46 @@ void heatmap(const std::string& path, const std::vector<double>& values, int row
   for (double v : values)
     if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
   if (!(hi > lo)) hi = lo + 1;
+  auto shade_of = [&](double v) -> Color {  // white (lo) to dark blue (hi)
+    const double t = std::isfinite(v) ? (v - lo) / (hi - lo) : 0.0;
+    const auto shade = static_cast<std::uint8_t>(255 - t * 200);
+    return {shade, shade, static_cast<std::uint8_t>(std::min(255.0, shade + 40.0))};
+  };
   const int cell = std::max(4, std::min(40, 640 / std::max(rows, cols)));
-  int label_w = 0;
+  int label_w = 0, col_label_w = 0;
   for (const auto& l : row_labels) label_w = std::max(label_w, Canvas::text_width(l));
-  const int left = label_w + 12, top = 40, bottom_labels = col_labels.empty() ? 10 : 60;
-  Canvas c(left + cols * cell + 10, top + rows * cell + bottom_labels);
+  for (const auto& l : col_labels) col_label_w = std::max(col_label_w, Canvas::text_width(l));
+  // Column labels wider than a cell are staggered over as many lines as it takes (at most 4).
+  const int label_lines = col_labels.empty() ? 0 : std::min(4, (col_label_w + cell) / cell);
+  const int left = label_w + 12, top = 40, bottom = top + rows * cell, bottom_labels = 10 + label_lines * 12;
+  // A colour bar on the right, as matplotlib's colorbar(): lo at the bottom, hi at the top,
+  // ticked in the values' units.
+  const int bar_x = left + cols * cell + 16, bar_w = 14;
+  const std::vector<Tick> ticks = axis_ticks(lo, hi, Scale::linear);
+  int tick_w = 0;
+  for (const Tick& t : ticks) tick_w = std::max(tick_w, Canvas::text_width(t.label));
+  Canvas c(bar_x + bar_w + 10 + tick_w + 8, std::max(bottom + bottom_labels, top + 120));
   for (int r = 0; r < rows; ++r)
-    for (int k = 0; k < cols; ++k) {
-      const double v = values[r * cols + k];
-      const double t = std::isfinite(v) ? (v - lo) / (hi - lo) : 0.0;
-      const auto shade = static_cast<std::uint8_t>(255 - t * 200);
-      c.fill_rect(left + k * cell, top + r * cell, left + (k + 1) * cell, top + (r + 1) * cell,
-                  {shade, shade, static_cast<std::uint8_t>(std::min(255.0, shade + 40.0))});
-    }
+    for (int k = 0; k < cols; ++k)
+      c.fill_rect(left + k * cell, top + r * cell, left + (k + 1) * cell, top + (r + 1) * cell, shade_of(values[r * cols + k]));
   for (int r = 0; r < static_cast<int>(row_labels.size()) && r < rows; ++r)
     c.text(4, top + r * cell + cell / 2 - 3, row_labels[r], {0, 0, 0});
   for (int k = 0; k < static_cast<int>(col_labels.size()) && k < cols; ++k)
-    c.text(left + k * cell + 1, top + rows * cell + 4 + (k % 4) * 12, col_labels[k], {0, 0, 0});
+    c.text(left + k * cell + (cell - Canvas::text_width(col_labels[k])) / 2 + 1, bottom + 4 + (k % label_lines) * 12,
+           col_labels[k], {0, 0, 0});
+  const int bar_top = top, bar_bottom = std::max(bottom, top + 100);
+  for (int y = bar_top; y < bar_bottom; ++y)
+    c.fill_rect(bar_x, y, bar_x + bar_w, y + 1, shade_of(hi - (hi - lo) * (y - bar_top) / (bar_bottom - 1 - bar_top)));
+  const Color axis{60, 60, 60};
+  c.line(bar_x - 1, bar_top - 1, bar_x + bar_w, bar_top - 1, axis);
+  c.line(bar_x - 1, bar_bottom, bar_x + bar_w, bar_bottom, axis);
+  c.line(bar_x - 1, bar_top - 1, bar_x - 1, bar_bottom, axis);
+  c.line(bar_x + bar_w, bar_top - 1, bar_x + bar_w, bar_bottom, axis);
+  for (const Tick& t : ticks) {
+    const int y = bar_bottom - 1 - static_cast<int>(std::lround((t.value - lo) / (hi - lo) * (bar_bottom - 1 - bar_top)));
+    c.line(bar_x + bar_w, y, bar_x + bar_w + (t.major ? 4 : 2), y, axis);
+    if (!t.label.empty()) c.text(bar_x + bar_w + 7, y - 3, t.label, axis);
+  }
   c.text(8, 10, title, {0, 0, 0}, 2);
   c.save_png(path);
 }

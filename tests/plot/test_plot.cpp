@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -174,4 +175,16 @@ TEST_CASE("the roofline marks its ridge point and keeps each kernel's label off 
     const int x = px(p.intensity), y = py(p.gflops);
     CHECK_FALSE((x >= f.legend.x0 - 4 && x < f.legend.x1 + 4 && y >= f.legend.y0 - 4 && y < f.legend.y1 + 4));
   }
+}
+
+TEST_CASE("a heat map with labels and its colour bar is written; a wrong count of values is refused") {
+  const std::string path = (std::filesystem::temp_directory_path() / "brrr_test_heatmap.png").string();
+  std::filesystem::remove(path);
+  std::vector<double> values;
+  for (int r = 0; r < 5; ++r)
+    for (int k = 0; k < 5; ++k) values.push_back(k <= r ? 1.0 / (r + 1) : 0.0);  // a causal average
+  plot::heatmap(path, values, 5, 5, "attention", {"a", "b", "c", "d", "e"}, {"a", "b", "c", "d", "e"});
+  CHECK(std::filesystem::file_size(path) > 100);
+  std::filesystem::remove(path);
+  CHECK_THROWS_AS(plot::heatmap(path, values, 4, 5, "t"), Error);
 }

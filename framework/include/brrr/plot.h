@@ -107,7 +107,8 @@ void decision_boundary(const std::string& path, const std::vector<int>& classes,
                        double x_max, double y_min, double y_max, const std::vector<double>& px,
                        const std::vector<double>& py, const std::vector<int>& labels, const std::string& title);
 
-// A matrix as a heat map (white = low, dark = high), e.g. one head's attention weights.
+// A matrix as a heat map (white = low, dark = high) with a colour bar giving the scale, e.g.
+// one head's attention weights.
 void heatmap(const std::string& path, const std::vector<double>& values, int rows, int cols, const std::string& title,
              const std::vector<std::string>& row_labels = {}, const std::vector<std::string>& col_labels = {});
 
