@@ -177,7 +177,7 @@ TEST_CASE("the roofline marks its ridge point and keeps each kernel's label off 
   }
 }
 
-TEST_CASE("a heat map with labels and its colour bar is written; a wrong count of values is refused") {
+TEST_CASE("a heat map with labels and its colour bar is written, and a wrong count of values is refused") {
   const std::string path = (std::filesystem::temp_directory_path() / "brrr_test_heatmap.png").string();
   std::filesystem::remove(path);
   std::vector<double> values;
