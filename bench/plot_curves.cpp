@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     series.push_back(train);
     series.push_back(val);
   }
-  brrr::plot::line_plot(argv[1], series, {"training curves", "step", "cross-entropy loss", false});
+  brrr::plot::line_plot(argv[1], series, {"training curves", "step", "cross-entropy loss"});
   std::printf("wrote %s\n", argv[1]);
   return 0;
 }

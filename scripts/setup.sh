@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config git
   libeigen3-dev doctest-dev libstb-dev libcli11-dev nlohmann-json3-dev libpcre2-dev
-  doxygen
+  doxygen libjs-mathjax
   clang libclang-rt-14-dev
   python3 python3-venv python3-pip python3-numpy libopenblas0-openmp python3-torch
   bible-kjv sentencepiece

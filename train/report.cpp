@@ -57,7 +57,7 @@ void plot_loss_curves(const std::string& out_dir, const std::string& preset) {
   plot::Series train_eval{"train (eval)", eval_steps, eval_train, plot::palette(0)};
   plot::Series val_eval{"val (eval)", eval_steps, eval_val, plot::palette(1)};
   plot::line_plot(out_dir + "/loss.png", {train_curve, train_eval, val_eval},
-                  {"brrr train: " + preset, "step", "cross-entropy loss", false});
+                  {"brrr train: " + preset, "step", "cross-entropy loss"});
 }
 
 // What one attention head (layer 0, head 0) looks at in a fixed sentence.
@@ -72,8 +72,6 @@ void plot_attention(const std::string& out_dir, models::GPT& model, const tokeni
   for (std::uint32_t id : ids) labels.push_back(tokenizer.decode(std::vector<std::uint32_t>{id}));
   const int n = static_cast<int>(ids.size());
   plot::heatmap(out_dir + "/attention.png", att.to_vector<double>(), n, n, "layer 0, head 0 attention", labels, labels);
-  std::printf("wrote %s/loss.png and %s/attention.png\n", out_dir.c_str(), out_dir.c_str());
-
 }
 
 void print_sample(models::GPT& model, const tokenizer::TextTokenizer& tokenizer, std::int64_t tokens,

@@ -84,7 +84,7 @@ MLPTrainResult train_mlp(const MLPTrainOptions& o) {
     plot::Series curve{"train loss", {}, result.losses, plot::palette(0)};
     for (std::size_t i = 0; i < curve.y.size(); ++i) curve.x.push_back(static_cast<double>(i));
     const std::string loss_png = o.out_dir + "/mlp_loss.png";
-    plot::line_plot(loss_png, {curve}, {"MLP on spirals: loss", "step", "cross-entropy", true});
+    plot::line_plot(loss_png, {curve}, {"MLP on spirals: loss", "step", "cross-entropy", plot::Scale::log10});
     // Classify a grid over the data's box to paint the decision boundary.
     const int grid = 200;
     const double lo = -1.1, hi = 1.1;
