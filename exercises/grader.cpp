@@ -25,6 +25,7 @@
 #include <functional>
 #include <sstream>
 
+#include "brrr/strings.h"
 #include "brrr/brrr.h"
 #include "brrr/tokenizer/bpe.h"
 #include "lab/kernel_lab.h"
@@ -370,7 +371,7 @@ Result grade_kernel(const std::string& op, const std::string& variant, lab::LabD
   graded.seconds = r.median_ms / 1e3;
   // The default variant, timed the same way.
   o.variant = kernels::selected(op, device == lab::LabDevice::CPU ? DeviceType::CPU : DeviceType::CUDA, kFloat32);
-  o.time = true;
+  o.mode = lab::Mode::Perf;
   const lab::Report reference = lab::run(c, o);
   graded.reference_variant = o.variant;
   graded.reference_seconds = reference.results.at(0).median_ms / 1e3;
@@ -507,12 +508,12 @@ const std::vector<Exercise>& all() {
 }
 
 const Exercise& find(const std::string& id_or_name) {
-  std::string ids;
+  std::vector<std::string> ids;
   for (const Exercise& e : all()) {
     if (e.id == id_or_name || e.name == id_or_name) return e;
-    ids += (ids.empty() ? "" : ", ") + e.id + " " + e.name;
+    ids.push_back(e.id + " " + e.name);
   }
-  detail::fail("exercises: no exercise '", id_or_name, "' (exercises: ", ids, ")");
+  detail::fail("exercises: no exercise '", id_or_name, "' (exercises: ", join(ids), ")");
 }
 
 Result grade(const Exercise& exercise, const std::string& variant) {

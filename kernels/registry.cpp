@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "brrr/strings.h"
 #include "brrr/kernels.h"
 #include "kernels/backend.h"
 #include "kernels/registry.h"
@@ -77,9 +78,7 @@ std::string variant_names(const std::string& op) {
     if (std::get<0>(key) == op)
       for (const auto& r : slot.variants)
         if (std::find(names.begin(), names.end(), r.variant) == names.end()) names.push_back(r.variant);
-  std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
+  return join(names);
 }
 
 const char* device_name(DeviceType d) { return d == DeviceType::CPU ? "cpu" : "cuda"; }

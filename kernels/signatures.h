@@ -84,6 +84,12 @@ template <class T> using max_dim_backward_fn = void (*)(T* dx, const T* dout, co
 template <class T> using matmul_fn = void (*)(T* out, const T* a, const T* b, const MatmulShape& shape, Stream);
 
 // embedding: weight (V, C), idx (N) -> out (N, C); backward adds dout rows into dweight.
+// Indices checked where they are, without reading them back (chapter 16): safe[i] = idx[i]
+// when it is in [0, limit) or equals allowed, else 0 (so the op that follows never reads out
+// of bounds), and *first_bad lowered to the position of a bad one (the caller sets it high
+// first and reads it later). idx, safe (N).
+using check_indices_fn = void (*)(std::int32_t* safe, std::int32_t* first_bad, const std::int32_t* idx, std::int64_t N,
+                                  std::int64_t limit, std::int64_t allowed, Stream);
 template <class T> using embedding_forward_fn = void (*)(T* out, const T* weight, const std::int32_t* idx, std::int64_t N, std::int64_t C, Stream);
 template <class T> using embedding_backward_fn = void (*)(T* dweight, const T* dout, const std::int32_t* idx, std::int64_t N, std::int64_t V, std::int64_t C, Stream);
 
@@ -166,6 +172,8 @@ template <class T> inline constexpr Op<sum_dim_fn<T>> sum_dim{"sum_dim", dtype_o
 template <class T> inline constexpr Op<max_dim_fn<T>> max_dim{"max_dim", dtype_of<T>()};
 template <class T> inline constexpr Op<max_dim_backward_fn<T>> max_dim_backward{"max_dim_backward", dtype_of<T>()};
 template <class T> inline constexpr Op<matmul_fn<T>> matmul{"matmul", dtype_of<T>()};
+// check_indices works on int32 indices whatever the table's dtype: one descriptor, kInt32.
+inline constexpr Op<check_indices_fn> check_indices{"check_indices", kInt32};
 template <class T> inline constexpr Op<embedding_forward_fn<T>> embedding_forward{"embedding_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<embedding_backward_fn<T>> embedding_backward{"embedding_backward", dtype_of<T>()};
 template <class T> inline constexpr Op<softmax_forward_fn<T>> softmax_forward{"softmax_forward", dtype_of<T>()};

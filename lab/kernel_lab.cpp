@@ -25,6 +25,7 @@
 #include "brrr/error.h"
 #include "brrr/kernels.h"
 #include "brrr/ops.h"
+#include "brrr/strings.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/runtime.h"
@@ -64,14 +65,6 @@ std::string bytes_text(double bytes) {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
-std::vector<float> to_float(const std::vector<double>& v) {
-  std::vector<float> f(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) f[i] = static_cast<float>(v[i]);
-  return f;
 }
 
 }  // namespace
@@ -394,6 +387,7 @@ struct DeviceProblem {
     args.dims = p.dims;
     args.stream = target.stream();
     args.device = target.type() == DeviceType::CUDA ? Device::cuda() : kCPU;
+    args.dtype = p.dtype;
     args.runtime = target.runtime();
     for (const Array& a : p.arrays) {
       element_bytes.push_back(bytes_of(a, p.dtype));
@@ -487,14 +481,14 @@ const std::vector<Case>& cases() {
 }
 
 const Case& find_case(const std::string& name) {
-  std::string known;
+  std::vector<std::string> known;
   for (const Case& c : cases())
     if (c.name == name) return c;
   for (const Case& c : cases()) {
     if (c.op_name() == name) return c;
-    known += (known.empty() ? "" : ", ") + c.name;
+    known.push_back(c.name);
   }
-  detail::fail("kernel-lab: unknown op '", name, "' (ops: ", known, ")");
+  detail::fail("kernel-lab: unknown op '", name, "' (ops: ", join(known), ")");
 }
 
 std::vector<std::string> ops_without_a_case() {
@@ -560,8 +554,7 @@ std::string lower(std::string s) {
 }  // namespace
 
 Dims parse_size(const Case& c, const std::string& text, const Dims& defaults) {
-  std::string names;
-  for (const std::string& n : c.dim_names) names += (names.empty() ? "" : ", ") + n;
+  const std::string names = join(c.dim_names);
   if (text.find('=') != std::string::npos) {  // "C=1024,N=64": by name, the rest from defaults
     Dims dims = defaults;
     for (const std::string& item : split(text, ", ")) {
@@ -587,10 +580,10 @@ Dims parse_size(const Case& c, const std::string& text, const Dims& defaults) {
 }
 
 std::string size_string(const Case& c, const Dims& dims) {
-  std::string s;
+  std::vector<std::string> parts;
   for (std::size_t d = 0; d < dims.size() && d < c.dim_names.size(); ++d)
-    s += (s.empty() ? "" : " ") + c.dim_names[d] + "=" + std::to_string(dims[d]);
-  return s;
+    parts.push_back(c.dim_names[d] + "=" + std::to_string(dims[d]));
+  return join(parts, " ");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -937,19 +930,20 @@ Report run(const Case& c, const Options& options) {
   }
 
   // The variants to run: every registration of the op on the device in the dtype, or one.
-  std::vector<Variant> variants = variants_of(c.op_name(), target.type(), options.dtype);
+  const DType registry_dtype = c.call.one_dtype ? c.call.dtype : options.dtype;
+  std::vector<Variant> variants = variants_of(c.op_name(), target.type(), registry_dtype);
   if (variants.empty()) {
     report.note = "no variant of " + c.op_name() + " on " + report.device + (f64 ? " in float64" : "");
     say(out, "%s (nothing to check or time)\n", report.note.c_str());
     return report;
   }
   if (options.variant != "all") {
-    std::string names;
-    for (const Variant& v : variants) names += (names.empty() ? "" : ", ") + v.name;
+    std::vector<std::string> names;
+    for (const Variant& v : variants) names.push_back(v.name);
     auto it = std::find_if(variants.begin(), variants.end(),
                            [&](const Variant& v) { return v.name == options.variant; });
     BRRR_CHECK(it != variants.end(), "kernel-lab: ", c.name, " has no variant '", options.variant, "' on ",
-               report.device, " (variants: ", names, ")");
+               report.device, " (variants: ", join(names), ")");
     variants = {*it};
   }
 
@@ -993,7 +987,7 @@ Report run(const Case& c, const Options& options) {
     for (const Grad& g : c.grads) which.push_back(g.output);
     expected = gradient_outputs(c, problem);
   } else {
-    report.reference = "the float64 reference (lab/cases_" + c.chapter + ")";
+    report.reference = "the float64 reference (a loop from the formula of chapter " + c.chapter + ")";
     expected = reference_outputs(c, problem);
     if (std::any_of(variants.begin(), variants.end(), [](const Variant& v) { return v.meta.bf16_inputs; })) {
       Problem rounded = problem;
@@ -1024,7 +1018,7 @@ Report run(const Case& c, const Options& options) {
     r.variant = v.name;
     r.is_default = v.is_default;
     say(out, "\n%s%s:\n", v.name.c_str(), v.is_default ? " (default)" : "");
-    const Bound kernel = c.call.bind(target.type(), options.dtype, v.name);
+    const Bound kernel = c.call.bind(target.type(), registry_dtype, v.name);
     BRRR_CHECK(kernel != nullptr, "kernel-lab: ", c.name, " variant '", v.name, "' could not be bound");
     std::vector<std::vector<double>> got;
     if (call_variant(r, target, problem, device, kernel, options.variant != "all", out, &got)) {
@@ -1040,6 +1034,34 @@ Report run(const Case& c, const Options& options) {
   if (timing && target.emulated())
     say(out, "%% of peak: not shown on the emulator (its times measure the emulator, not a GPU)\n");
   return report;
+}
+
+std::vector<std::string> run_shapes(const Case& c, LabDevice device, Mode mode, DType dtype,
+                                    std::vector<std::string>* notes, int* runs) {
+  std::vector<std::string> failures;
+  auto once = [&](const Dims& size, bool misaligned) {
+    Options o;
+    o.device = device;
+    o.mode = mode;
+    o.dtype = dtype;
+    o.size = size;
+    o.misaligned = misaligned;
+    o.seed = 42;
+    o.out = nullptr;
+    const Report report = run(c, o);
+    if (!report.note.empty() && notes) notes->push_back(c.name + ": " + report.note);
+    for (const VariantResult& r : report.results)
+      if (runs && r.checked) ++*runs;
+    for (const std::string& f : report.failures())
+      failures.push_back(f + " [" + report.size + (misaligned ? ", misaligned" : "") + ", " + dtype_name(dtype) + "]");
+  };
+  if (mode == Mode::Grad) {
+    once(c.grad_shape.empty() ? Dims{} : c.grad_shape, false);
+  } else {
+    for (const Dims& size : c.shapes)
+      for (bool misaligned : {false, true}) once(size, misaligned);
+  }
+  return failures;
 }
 
 namespace {

@@ -32,6 +32,7 @@
 #include "brrr/autograd.h"
 #include "brrr/kernels.h"
 #include "brrr/tensor.h"
+#include "kernels/registry.h"
 #include "kernels/signatures.h"
 
 namespace brrr::gpu {
@@ -100,6 +101,7 @@ struct Args {
   Dims dims;
   kernels::Stream stream = nullptr;
   Device device = kCPU;
+  DType dtype = kFloat32;           // of the float arrays (the dtype under test)
   gpu::Runtime* runtime = nullptr;  // the CUDA device's, for tensor(); nullptr on the CPU
   std::vector<std::string> names;
   std::vector<void*> pointers;
@@ -119,6 +121,10 @@ struct Args {
 using Bound = std::function<void(const Args& args)>;  // one variant, ready to call
 struct Call {
   std::string op;
+  // An op with one dtype of its own whatever the data's (check_indices: int32 indices) is
+  // looked up in that dtype, whichever the lab checks.
+  bool one_dtype = false;
+  DType dtype = kFloat32;
   // The registered variant `variant` of the op on `device` in `dtype`, bound to its call;
   // empty when there is no such registration.
   std::function<Bound(DeviceType device, DType dtype, const std::string& variant)> bind;
@@ -126,7 +132,8 @@ struct Call {
 template <class F32, class F64>
 Call call(kernels::Op<F32> op32, void (*call32)(F32, const Args&), kernels::Op<F64> op64,
           void (*call64)(F64, const Args&)) {
-  return {op32.name, [=](DeviceType device, DType dtype, const std::string& variant) -> Bound {
+  return {op32.name, op32.dtype == op64.dtype, op32.dtype,
+          [=](DeviceType device, DType dtype, const std::string& variant) -> Bound {
             if (dtype == op32.dtype) {
               const F32 fn = kernels::lookup_variant(op32, device, variant);
               if (fn) return [=](const Args& args) { call32(fn, args); };
@@ -231,6 +238,13 @@ struct Report {
 
 // Runs c in options.mode on every variant of its op on options.device.
 Report run(const Case& c, const Options& options);
+
+// What the tests run for one case: check mode on each of its shapes, aligned and then
+// misaligned, or grad mode at its grad shape, quietly, in `dtype`. Returns one line per
+// failed variant and shape; *notes gets why nothing ran where nothing did ("no variant of
+// ... on cuda"), *runs how many variant runs were checked.
+std::vector<std::string> run_shapes(const Case& c, LabDevice device, Mode mode, DType dtype,
+                                    std::vector<std::string>* notes = nullptr, int* runs = nullptr);
 
 // The report as JSON lines, one object per variant (op, device, size, dims, variant, default,
 // passed, max_rel_error, median_ms, min_ms, rate, unit, peak, percent_of_peak), for scripts

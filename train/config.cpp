@@ -2,8 +2,10 @@
 // training settings here), the JSON form of a run's settings, and their validation.
 // Chapter 08 (training). Read before: trainer.h.
 #include <algorithm>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
+#include "brrr/strings.h"
 #include "brrr/error.h"
 #include "brrr/models/gpt.h"
 #include "train/trainer.h"
@@ -15,9 +17,7 @@ using Json = nlohmann::json;
 TrainConfig TrainConfig::from_preset(const std::string& name) {
   const std::vector<std::string> names = preset_names();
   if (std::find(names.begin(), names.end(), name) == names.end()) {
-    std::string list;
-    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-    detail::fail("unknown preset '", name, "' (presets: ", list, ")");
+    detail::fail("unknown preset '", name, "' (presets: ", join(names), ")");
   }
   // The model's shape is defined once, by the model's own preset; a training preset adds how
   // to train it (and, for a BPE model, the vocabulary its tokenizer must have).
@@ -71,7 +71,9 @@ void TrainConfig::apply_json(const std::string& text) {
     *this = from_preset(j["preset"].get<std::string>());
     out_dir = out, data = data_path;
   }
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& [written, value] : j.items()) {
+    std::string key = written;  // "max-iters" is "max_iters", as on the command line
+    std::replace(key.begin(), key.end(), '-', '_');
     bool known = false;
     for_each_field(*this, [&](const char* name, auto& field) {
       if (key != name) return;
@@ -84,18 +86,75 @@ void TrainConfig::apply_json(const std::string& text) {
     });
     BRRR_CHECK(key != "fused", "config: 'fused' is now 'composed', its opposite (\"composed\": true for the ops "
                "built from primitives)");
-    BRRR_CHECK(known, "config: unknown key '", key, "'");
+    if (!known) {
+      std::string best;
+      std::size_t best_distance = key.size() / 2 + 1;  // closer than this, or no suggestion
+      for (const Key& k : keys())
+        if (const std::size_t d = edit_distance(key, k.name); d < best_distance) best_distance = d, best = k.name;
+      detail::fail("config: unknown key '", written, "'", best.empty() ? "" : "; did you mean '" + best + "'?");
+    }
   }
 }
 
-std::vector<std::pair<std::string, std::string>> TrainConfig::keys() {
-  std::vector<std::pair<std::string, std::string>> out;
+namespace {
+// What each key does, for `brrr train --help`, by the group the help shows it in. A key of
+// for_each_field without a line here is an error (a test checks that every key has one).
+struct KeyHelp {
+  const char* name;
+  const char* group;
+  const char* help;
+};
+constexpr KeyHelp kKeyHelp[] = {
+    {"preset", "Run", "named configuration that sets every default below"},
+    {"n_layer", "Model", "transformer blocks"},
+    {"n_head", "Model", "attention heads per block (n_embd must be a multiple of it)"},
+    {"n_embd", "Model", "width of the residual stream, in channels per token"},
+    {"block_size", "Model", "context length, in tokens"},
+    {"dropout", "Model", "dropout probability on the attention weights and residual branches (0: none)"},
+    {"bias", "Model", "biases in the Linear and LayerNorm layers (GPT-2 has them)"},
+    {"composed", "Model", "build LayerNorm, GELU, attention and the loss from primitives (the teaching versions)"},
+    {"data", "Data", "UTF-8 text file to train on (default: ../shared/data/tinyshakespeare.txt)"},
+    {"tokenizer", "Data", "char (a token per character) or bpe (byte-level BPE trained on the data)"},
+    {"bpe_vocab_size", "Data", "vocabulary of the BPE tokenizer, in tokens"},
+    {"val_fraction", "Data", "fraction of the tokens held out for validation (the end of the text)"},
+    {"batch_size", "Optimisation", "sequences per micro-step"},
+    {"grad_accum", "Optimisation", "micro-steps whose gradients add up to one step"},
+    {"max_iters", "Optimisation", "training steps in all"},
+    {"learning_rate", "Optimisation", "peak learning rate, reached after the warmup"},
+    {"min_lr", "Optimisation", "learning rate at the end of the cosine decay"},
+    {"weight_decay", "Optimisation", "AdamW's decoupled weight decay, on tensors of 2 or more dims"},
+    {"beta1", "Optimisation", "AdamW's decay of the gradient's running mean"},
+    {"beta2", "Optimisation", "AdamW's decay of the squared gradient's running mean"},
+    {"grad_clip", "Optimisation", "largest global L2 norm of the gradients (0: no clipping)"},
+    {"warmup_iters", "Schedule", "steps of linear warmup from 0 to learning_rate"},
+    {"lr_decay_iters", "Schedule", "step at which the cosine decay reaches min_lr"},
+    {"eval_interval", "Evaluation", "evaluate on both splits every this many steps"},
+    {"eval_iters", "Evaluation", "batches per evaluation, on each split"},
+    {"log_interval", "Evaluation", "print a progress line every this many steps"},
+    {"sample_tokens", "Evaluation", "tokens to sample from the model at the end (0: none)"},
+    {"checkpoint_interval", "Checkpoints", "save every this many steps (0: at every evaluation)"},
+    {"keep_checkpoints", "Checkpoints", "the newest checkpoints to keep; older ones are deleted"},
+    {"out_dir", "Checkpoints", "folder of the checkpoints, the log, the plots and the tokenizer"},
+    {"device", "Device", "cpu, cuda (a GPU), emulator (the CUDA kernels on the CPU, slowly) or auto"},
+    {"seed", "Device", "seed of the initial weights, the data order and dropout"},
+    {"threads", "Device", "CPU threads (0: all cores)"},
+    {"profile", "Device", "print where the time went, op by op, at the end"},
+};
+}  // namespace
+
+std::vector<TrainConfig::Key> TrainConfig::keys() {
+  std::vector<Key> out;
   TrainConfig c;
   for_each_field(c, [&](const char* name, auto& field) {
     using T = std::decay_t<decltype(field)>;
-    out.emplace_back(name, std::is_same_v<T, bool> ? "bool" : std::is_same_v<T, std::string> ? "string"
-                                                       : std::is_floating_point_v<T>      ? "number"
-                                                                                           : "integer");
+    const std::string type = std::is_same_v<T, bool>          ? "bool"
+                             : std::is_same_v<T, std::string> ? "string"
+                             : std::is_floating_point_v<T>    ? "number"
+                                                              : "integer";
+    const KeyHelp* help = nullptr;
+    for (const KeyHelp& h : kKeyHelp)
+      if (std::string(h.name) == name) help = &h;
+    out.push_back({name, type, help ? help->group : "", help ? help->help : ""});
   });
   return out;
 }

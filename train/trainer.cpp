@@ -63,6 +63,12 @@ TrainResult run_training(TrainConfig c) {
     BRRR_CHECK(fs::exists(c.data), "no --data given and the default corpus ", c.data,
                " is not there (put ../shared beside the checkout or pass --data FILE)");
   }
+  if (c.resume) {  // before the data is read or anything is written
+    BRRR_CHECK(fs::is_directory(c.out_dir), "--resume: no folder '", c.out_dir,
+               "' (resume continues the run whose --out_dir that was)");
+    BRRR_CHECK(!list_checkpoints(c.out_dir).empty(), "--resume: no checkpoint (ckpt-*.safetensors) in '",
+               c.out_dir, "'");
+  }
   fs::create_directories(c.out_dir);
 
   // Data and model.
@@ -87,7 +93,6 @@ TrainResult run_training(TrainConfig c) {
   TrainResult result;
   if (c.resume) {
     const auto found = list_checkpoints(c.out_dir);
-    BRRR_CHECK(!found.empty(), "--resume: no checkpoint (ckpt-*.safetensors) in ", c.out_dir);
     load_checkpoint(found.back().second, state);
     result.last_checkpoint = found.back().second;
     std::printf("resumed from %s at step %lld\n", found.back().second.c_str(), static_cast<long long>(state.step));
@@ -135,15 +140,63 @@ TrainResult run_training(TrainConfig c) {
   const auto run_start = std::chrono::steady_clock::now();
   std::int64_t steps_this_run = 0;
   const std::int64_t tokens_per_step = c.batch_size * c.block_size * c.grad_accum;
+
+  // A step leaves its loss and gradient norm where they were computed; they are read (one
+  // copy for all of them) only when the loop logs, evaluates or saves. On a GPU every read
+  // makes the host wait for the device, so the steps in between never wait: the GPU stays
+  // busy, and such a step could be captured as a CUDA graph (chapter 16).
+  struct Pending {
+    std::int64_t step;
+    double lr;
+    std::vector<Tensor> losses;  // one per micro-step
+    Tensor grad_norm;            // undefined without clipping
+  };
+  std::vector<Pending> pending;
+  auto last_read = std::chrono::steady_clock::now();
+  double last_ms = 0;  // per step, over the steps of the last read
+  auto read_pending = [&] {
+    if (pending.empty()) return;
+    std::vector<Tensor> scalars;
+    for (const Pending& p : pending) {
+      for (const Tensor& l : p.losses) scalars.push_back(l.reshape({1}).to(kFloat64));
+      if (p.grad_norm.defined()) scalars.push_back(p.grad_norm.reshape({1}).to(kFloat64));
+    }
+    const std::vector<double> values = ops::cat(scalars).to_vector<double>();
+    const auto now = std::chrono::steady_clock::now();
+    last_ms = std::chrono::duration<double, std::milli>(now - last_read).count() / static_cast<double>(pending.size());
+    std::size_t at = 0;
+    for (const Pending& p : pending) {
+      double loss_sum = 0;
+      for (std::size_t i = 0; i < p.losses.size(); ++i) loss_sum += values[at++];
+      const double grad_norm = p.grad_norm.defined() ? values[at++] : 0.0;
+      if (!std::isfinite(loss_sum)) {
+        std::signal(SIGINT, previous_handler);
+        detail::fail("the loss is ", std::isnan(loss_sum) ? "NaN" : "infinite", " at step ", p.step,
+                     "; stopping. The last good checkpoint is ",
+                     result.last_checkpoint.empty() ? std::string("none (no checkpoint was written yet)")
+                                                    : result.last_checkpoint);
+      }
+      result.losses.push_back(loss_sum);
+      log << Json{{"event", "step"}, {"step", p.step}, {"loss", loss_sum}, {"lr", p.lr}, {"grad_norm", grad_norm},
+                  {"ms", last_ms}}.dump()
+          << "\n";
+    }
+    pending.clear();
+  };
+
   model.train();
   while (state.step < c.max_iters) {
     const std::int64_t step = state.step;
-    if (step % c.eval_interval == 0) evaluate(step);
-    const auto t0 = std::chrono::steady_clock::now();
+    if (step % c.eval_interval == 0) {
+      read_pending();
+      evaluate(step);
+    }
+    if (pending.empty()) last_read = std::chrono::steady_clock::now();  // time the steps, not the evaluation
+    const cuda::Waits waits_before = cuda::waits();
     const double lr = schedule.lr(step);
     opt.set_lr(lr);
     opt.zero_grad();
-    double loss_sum = 0;
+    Pending done{step, lr, {}, Tensor()};
     for (std::int64_t micro = 0; micro < c.grad_accum; ++micro) {
       Tensor x, y;
       data.batch(Split::Train, c.batch_size, c.block_size, data_gen, x, y);
@@ -151,32 +204,27 @@ TrainResult run_training(TrainConfig c) {
       Tensor loss = model.loss(model.forward(x), y);
       if (c.grad_accum > 1) loss = loss / static_cast<double>(c.grad_accum);
       loss.backward();
-      loss_sum += loss.item<double>();
+      done.losses.push_back(loss.detach());
     }
-    if (!std::isfinite(loss_sum)) {
-      std::signal(SIGINT, previous_handler);
-      detail::fail("the loss is ", std::isnan(loss_sum) ? "NaN" : "infinite", " at step ", step,
-                   "; stopping. The last good checkpoint is ",
-                   result.last_checkpoint.empty() ? std::string("none (no checkpoint was written yet)") : result.last_checkpoint);
-    }
-    const double grad_norm = c.grad_clip > 0 ? optim::clip_grad_norm_(model.parameters(), c.grad_clip) : 0.0;
+    if (c.grad_clip > 0) done.grad_norm = optim::clip_grad_norm(model.parameters(), c.grad_clip);
     opt.step();
+    pending.push_back(std::move(done));
+    result.step_waits += cuda::waits().total() - waits_before.total();
     state.step = step + 1;
     ++steps_this_run;
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    result.losses.push_back(loss_sum);
-    log << Json{{"event", "step"}, {"step", step}, {"loss", loss_sum}, {"lr", lr}, {"grad_norm", grad_norm}, {"ms", ms}}.dump() << "\n";
+    const bool last = state.step == c.max_iters;
+    const std::int64_t every = c.checkpoint_interval > 0 ? c.checkpoint_interval : c.eval_interval;
+    const bool periodic = state.step % every == 0 && !last;  // the last one is saved below
+    if (step % c.log_interval == 0 || last || periodic || interrupted) read_pending();
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     const double per_step = elapsed / static_cast<double>(steps_this_run);
-    if (step % c.log_interval == 0 || state.step == c.max_iters) {
+    if (step % c.log_interval == 0 || last) {
       if (::isatty(STDOUT_FILENO)) std::printf("\r%60s\r", "");
       std::printf("step %5lld | loss %.4f | lr %.2e | %7.1f ms/step | %7.0f tok/s | ETA %s\n", static_cast<long long>(step),
-                  loss_sum, lr, ms, static_cast<double>(tokens_per_step) / per_step,
+                  result.losses.back(), lr, last_ms, static_cast<double>(tokens_per_step) / per_step,
                   duration(per_step * static_cast<double>(c.max_iters - state.step)).c_str());
     }
     progress_bar(state.step, c.max_iters, per_step * static_cast<double>(c.max_iters - state.step));
-    const std::int64_t every = c.checkpoint_interval > 0 ? c.checkpoint_interval : c.eval_interval;
-    const bool periodic = state.step % every == 0 && state.step < c.max_iters;  // the last one is saved below
     if (periodic || interrupted) result.last_checkpoint = save_checkpoint(state, tokenizer_copy);
     if (interrupted) {
       std::printf("\ninterrupted: saved %s; continue with --resume\n", result.last_checkpoint.c_str());
@@ -184,11 +232,16 @@ TrainResult run_training(TrainConfig c) {
       break;
     }
   }
+  read_pending();
   std::signal(SIGINT, previous_handler);
   if (c.profile) {
     profiler::enable(false);
     std::printf("\nwhere the time went (per training step, evaluation included):\n%s",
                 profiler::report(static_cast<double>(std::max<std::int64_t>(steps_this_run, 1))).c_str());
+    if (device.is_cuda())
+      std::printf("waits for the device inside the training steps: %llu (device-to-host copies and "
+                  "synchronisations; logging, evaluation and checkpoints not counted)\n",
+                  static_cast<unsigned long long>(result.step_waits));
   }
   result.steps_done = state.step;
   if (result.interrupted) return result;

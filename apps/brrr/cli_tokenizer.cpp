@@ -7,9 +7,12 @@
 //   brrr tokenizer decode --tokenizer tok.txt --input shakespeare.bin --out back.txt
 //
 // `train --char` makes the character-level tokenizer instead; encode and decode read either
-// kind (the file's first line says which).
+// kind (the file's first line says which), and tiktoken's rank files too:
+//   brrr tokenizer encode --tokenizer gpt2.tiktoken --pattern gpt2 --input t.txt --out t.bin
+//   brrr tokenizer info gpt2.tiktoken
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -18,6 +21,7 @@
 #include <sstream>
 
 #include "brrr/error.h"
+#include "brrr/strings.h"
 #include "brrr/tokenizer/bpe.h"
 #include "brrr/tokenizer/char_tokenizer.h"
 #include "brrr/tokenizer/token_file.h"
@@ -41,19 +45,44 @@ std::string read_input(const std::string& path) {
   return s.str();
 }
 
-// A BPE or a character tokenizer, whichever the file holds.
+// What a tiktoken rank file needs besides its ranks: the split pattern and the special
+// tokens (which the file does not hold; they get the ids after the ranks).
+struct TiktokenOptions {
+  std::string pattern = "gpt2";
+  std::vector<std::string> specials = {std::string(tok::kEndOfText)};
+};
+
+// A tiktoken rank file: "base64 rank" on each line (no header, unlike brrr's own files).
+bool looks_like_tiktoken(const std::string& first_line) {
+  const std::size_t space = first_line.find(' ');
+  if (space == std::string::npos || space == 0 || space + 1 >= first_line.size()) return false;
+  for (std::size_t i = space + 1; i < first_line.size(); ++i)
+    if (first_line[i] < '0' || first_line[i] > '9') return false;
+  return first_line.rfind("brrr-", 0) != 0;
+}
+
+// A BPE or a character tokenizer, whichever the file holds (brrr's formats or tiktoken's).
 struct AnyTokenizer {
   std::optional<tok::Bpe> bpe;
   std::optional<tok::CharTokenizer> chars;
+  bool tiktoken = false;
 
-  static AnyTokenizer load(const std::string& path) {
+  static AnyTokenizer load(const std::string& path, const TiktokenOptions& o = {}) {
     std::ifstream f(path);
     BRRR_CHECK(f.good(), path, ": cannot open");
     std::string first;
     std::getline(f, first);
     AnyTokenizer t;
-    if (first.rfind("brrr-char", 0) == 0) t.chars = tok::CharTokenizer::load(path);
-    else t.bpe = tok::Bpe::load(path);
+    if (first.rfind("brrr-char", 0) == 0) {
+      t.chars = tok::CharTokenizer::load(path);
+    } else if (looks_like_tiktoken(first)) {
+      t.bpe = tok::Bpe::import_tiktoken(path, tok::pattern_by_name(o.pattern), o.specials);
+      t.tiktoken = true;
+    } else {
+      BRRR_CHECK(first.rfind("brrr-bpe", 0) == 0, path, ": not a tokenizer file brrr knows (its first line is '",
+                 first.substr(0, 40), "'; expected brrr-bpe, brrr-char, or tiktoken's 'base64 rank' lines)");
+      t.bpe = tok::Bpe::load(path);
+    }
     return t;
   }
   size_t vocab_size() const { return bpe ? bpe->vocab_size() : chars->vocab_size(); }
@@ -135,10 +164,11 @@ struct CodeArgs {
   std::string tokenizer, input, out, dtype = "auto";
   int threads = 0;
   bool ordinary = false;
+  TiktokenOptions tiktoken;
 };
 
 void encode(const CodeArgs& a) {
-  AnyTokenizer t = AnyTokenizer::load(a.tokenizer);
+  AnyTokenizer t = AnyTokenizer::load(a.tokenizer, a.tiktoken);
   std::string text = read_input(a.input);
   auto t0 = std::chrono::steady_clock::now();
   std::vector<uint32_t> ids = t.encode(text, a.threads, !a.ordinary);
@@ -153,7 +183,7 @@ void encode(const CodeArgs& a) {
 }
 
 void decode(const CodeArgs& a) {
-  AnyTokenizer t = AnyTokenizer::load(a.tokenizer);
+  AnyTokenizer t = AnyTokenizer::load(a.tokenizer, a.tiktoken);
   tok::TokenFileHeader header;
   std::vector<uint32_t> ids = tok::read_token_file(a.input, &header);
   std::string text = t.decode(ids);
@@ -169,10 +199,48 @@ void decode(const CodeArgs& a) {
                a.out.c_str());
 }
 
+// brrr tokenizer info FILE: what a tokenizer is.
+void info(const std::string& path, const TiktokenOptions& o) {
+  const AnyTokenizer t = AnyTokenizer::load(path, o);
+  if (t.chars) {
+    std::printf("%s: character tokenizer, %zu tokens\n", path.c_str(), t.chars->vocab_size());
+    return;
+  }
+  const tok::Bpe& bpe = *t.bpe;
+  std::vector<std::string> specials;
+  std::vector<std::uint32_t> longest;
+  for (std::uint32_t id = 0; id < bpe.vocab_size(); ++id) {
+    if (bpe.token(id).kind == tok::Token::kSpecial) specials.push_back(bpe.token(id).bytes);
+    else longest.push_back(id);
+  }
+  std::stable_sort(longest.begin(), longest.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return bpe.token(a).bytes.size() > bpe.token(b).bytes.size();
+  });
+  std::printf("%s: byte-level BPE (%s), %zu tokens: 256 bytes, %zu merges, %zu special\n", path.c_str(),
+              t.tiktoken ? "tiktoken ranks" : "brrr's format", bpe.vocab_size(),
+              bpe.vocab_size() - 256 - specials.size(), specials.size());
+  std::printf("split pattern: %s\n", bpe.pattern().c_str());
+  std::printf("special tokens: %s\n", specials.empty() ? "none" : join(specials).c_str());
+  std::printf("longest tokens:");
+  for (std::size_t i = 0; i < std::min<std::size_t>(10, longest.size()); ++i) {
+    std::string shown;
+    for (unsigned char c : bpe.token(longest[i]).bytes) shown += c >= 32 && c < 127 ? std::string(1, char(c)) : "\\x" + std::to_string(c);
+    std::printf(" [%s]", shown.c_str());
+  }
+  std::printf("\n");
+}
+
+void add_tiktoken_options(CLI::App* cmd, TiktokenOptions& o) {
+  cmd->add_option("--pattern", o.pattern, "For a tiktoken rank file: its split pattern, gpt2 or cl100k (or a regex)")
+      ->capture_default_str();
+  cmd->add_option("--special", o.specials, "For a tiktoken rank file: its special tokens, ids after the ranks (repeatable)")
+      ->capture_default_str();
+}
+
 }  // namespace
 
 void add_tokenizer_commands(CLI::App& app) {
-  CLI::App* group = app.add_subcommand("tokenizer", "Byte-level BPE tokenizer (chapter 06): train, encode, decode");
+  CLI::App* group = app.add_subcommand("tokenizer", "Byte-level BPE tokenizer (chapter 06): train, encode, decode, info");
   group->require_subcommand(1);
 
   auto t = std::make_shared<TrainArgs>();
@@ -198,6 +266,7 @@ void add_tokenizer_commands(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "uint16", "uint32"}))->capture_default_str();
   encode_cmd->add_option("--threads", e->threads, "Threads (0: all cores)")->capture_default_str();
   encode_cmd->add_flag("--ordinary", e->ordinary, "Treat special tokens in the text as plain text");
+  add_tiktoken_options(encode_cmd, e->tiktoken);
   encode_cmd->callback([e] { encode(*e); });
 
   auto d = std::make_shared<CodeArgs>();
@@ -205,7 +274,14 @@ void add_tokenizer_commands(CLI::App& app) {
   decode_cmd->add_option("--tokenizer", d->tokenizer, "Tokenizer file")->required()->check(CLI::ExistingFile);
   decode_cmd->add_option("--input", d->input, "Token file")->required()->check(CLI::ExistingFile);
   decode_cmd->add_option("--out", d->out, "Text file to write (default: standard output)");
+  add_tiktoken_options(decode_cmd, d->tiktoken);
   decode_cmd->callback([d] { decode(*d); });
+
+  auto i = std::make_shared<std::pair<std::string, TiktokenOptions>>();
+  CLI::App* info_cmd = group->add_subcommand("info", "Say what a tokenizer file holds: size, pattern, special tokens, longest tokens");
+  info_cmd->add_option("file", i->first, "Tokenizer file (brrr's, or tiktoken's ranks)")->required()->check(CLI::ExistingFile);
+  add_tiktoken_options(info_cmd, i->second);
+  info_cmd->callback([i] { info(i->first, i->second); });
 }
 
 }  // namespace brrr::cli

@@ -3,8 +3,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "brrr/strings.h"
 #include "brrr/io.h"
 #include "brrr/models/checkpoint.h"
 #include "brrr/models/generate.h"
@@ -17,7 +19,29 @@ namespace brrr::cli {
 
 namespace fs = std::filesystem;
 
-void add_train_commands(CLI::App& app) {
+std::string preset_in(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--preset" && i + 1 < argc) return argv[i + 1];
+    if (a.rfind("--preset=", 0) == 0) return a.substr(9);
+  }
+  return "cpu-tiny";
+}
+
+namespace {
+// A setting's value as the help shows it: "5000", "0.0006", "true", "bpe".
+std::string default_text(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_number_float()) {
+    std::ostringstream s;
+    s << value.get<double>();
+    return s.str();
+  }
+  return value.dump();
+}
+}  // namespace
+
+void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
   // ---- brrr train ----
   struct TrainArgs {
     std::string preset = "cpu-tiny", config_file;
@@ -26,15 +50,34 @@ void add_train_commands(CLI::App& app) {
   };
   auto args = std::make_shared<TrainArgs>();
   CLI::App* train = app.add_subcommand("train", "Train a GPT on a text file (default: ../shared/data/tinyshakespeare.txt)");
-  std::string presets;
-  for (const auto& n : train::TrainConfig::preset_names()) presets += (presets.empty() ? "" : ", ") + n;
-  train->add_option("--preset", args->preset, "Named configuration: " + presets)->capture_default_str();
-  train->add_option("--config", args->config_file, "JSON file of settings (keys as the flags below)")->check(CLI::ExistingFile);
-  train->add_flag("--resume", args->resume, "Continue from the newest checkpoint in --out_dir");
-  for (const auto& [key, type] : train::TrainConfig::keys()) {
-    if (key == "preset") continue;
-    train->add_option_function<std::string>(
-        "--" + key, [args, key = key](const std::string& v) { args->values[key] = v; }, "(" + type + ")");
+  train->footer("Settings apply in this order: the preset, then --config, then each flag. Every flag also has the "
+                "spelling with dashes (--max-iters), and is a key of the JSON config file.");
+  train->add_option("--preset", args->preset, "Named configuration that sets every default below: " +
+                                                  join(train::TrainConfig::preset_names()))
+      ->check(CLI::IsMember(train::TrainConfig::preset_names()))
+      ->capture_default_str()
+      ->group("Run");
+  train->add_option("--config", args->config_file, "JSON file of settings (keys as the flags below)")
+      ->check(CLI::ExistingFile)
+      ->group("Run");
+  train->add_flag("--resume", args->resume, "Continue from the newest checkpoint in --out_dir, bit for bit")
+      ->group("Run");
+  // The defaults shown are the preset's (an unknown --preset shows cpu-tiny's; the run then
+  // says the preset is unknown).
+  nlohmann::json defaults;
+  try {
+    defaults = nlohmann::json::parse(train::TrainConfig::from_preset(preset_for_help).to_json());
+  } catch (const Error&) {
+    defaults = nlohmann::json::parse(train::TrainConfig::from_preset("cpu-tiny").to_json());
+  }
+  for (const train::TrainConfig::Key& key : train::TrainConfig::keys()) {
+    if (key.name == "preset") continue;
+    const std::string type = key.type == "integer" ? "INT" : key.type == "number" ? "FLOAT" : key.type == "bool" ? "BOOL" : "TEXT";
+    CLI::Option* option = train->add_option_function<std::string>(
+        "--" + key.name, [args, name = key.name](const std::string& v) { args->values[name] = v; }, key.help);
+    option->type_name(type)->group(key.group);
+    if (defaults.contains(key.name) && !(key.name == "data" && defaults[key.name] == ""))
+      option->default_str(default_text(defaults[key.name]));
   }
   train->callback([args] {
     train::TrainConfig c = train::TrainConfig::from_preset(args->preset);
@@ -42,25 +85,27 @@ void add_train_commands(CLI::App& app) {
     // Flags last: each becomes a JSON value of the key's type, so one parser checks them all.
     nlohmann::json j = nlohmann::json::object();
     std::map<std::string, std::string> types;
-    for (const auto& [k, t] : train::TrainConfig::keys()) types[k] = t;
+    for (const train::TrainConfig::Key& k : train::TrainConfig::keys()) types[k.name] = k.type;
     for (const auto& [key, value] : args->values) {
       const std::string& type = types[key];
-      try {
-        if (type == "string") j[key] = value;
-        else if (type == "bool") {
-          BRRR_CHECK(value == "true" || value == "false" || value == "1" || value == "0", "--", key, " expects true or false, got '", value, "'");
-          j[key] = value == "true" || value == "1";
-        } else if (type == "integer") {
-          std::size_t used = 0;
-          j[key] = std::stoll(value, &used);
-          BRRR_CHECK(used == value.size(), "--", key, " expects an integer, got '", value, "'");
-        } else {
-          std::size_t used = 0;
-          j[key] = std::stod(value, &used);
-          BRRR_CHECK(used == value.size(), "--", key, " expects a number, got '", value, "'");
+      // A value of the wrong type is a usage mistake (exit 2), like an unknown flag.
+      const auto wrong = [&](const char* expected) {
+        return CLI::ValidationError("--" + key, std::string("expects ") + expected + ", got '" + value + "'");
+      };
+      if (type == "string") {
+        j[key] = value;
+      } else if (type == "bool") {
+        if (value != "true" && value != "false" && value != "1" && value != "0") throw wrong("true or false");
+        j[key] = value == "true" || value == "1";
+      } else {
+        std::size_t used = 0;
+        try {
+          if (type == "integer") j[key] = std::stoll(value, &used);
+          else j[key] = std::stod(value, &used);
+        } catch (const std::logic_error&) {
+          used = 0;
         }
-      } catch (const std::logic_error&) {
-        detail::fail("--", key, " expects ", type == "integer" ? "an integer" : "a number", ", got '", value, "'");
+        if (used == 0 || used != value.size()) throw wrong(type == "integer" ? "an integer" : "a number");
       }
     }
     if (!j.empty()) c.apply_json(j.dump());
@@ -88,16 +133,21 @@ void add_train_commands(CLI::App& app) {
   sample->add_flag("--no_kv_cache", s->no_cache, "Recompute the whole context for every token (slower)");
   sample->add_flag("--stats", s->stats, "Print tokens per second at the end");
   sample->callback([s] {
+    // The checkpoint first: a missing or damaged one is the real problem, whatever else is missing.
     std::string path = s->checkpoint;
+    BRRR_CHECK(fs::exists(path), "no checkpoint at '", path,
+               "' (a checkpoint file, or the --out_dir of a training run)");
     if (fs::is_directory(path)) {
       const auto found = train::list_checkpoints(path);
-      BRRR_CHECK(!found.empty(), "no checkpoint (ckpt-*.safetensors) in '", path, "'; train first with brrr train");
+      BRRR_CHECK(!found.empty(), "no checkpoint (ckpt-*.safetensors) in '", path,
+                 "'; train first with brrr train --out_dir ", path);
       path = found.back().second;
     }
+    auto model = models::load_model(path);  // a damaged file: the safetensors reader says what is wrong
     const std::string tok_path = s->tokenizer.empty() ? (fs::path(path).parent_path() / "tokenizer").string() : s->tokenizer;
-    BRRR_CHECK(fs::exists(tok_path), "no tokenizer at '", tok_path, "' (pass --tokenizer FILE)");
+    BRRR_CHECK(fs::exists(tok_path), "no tokenizer at '", tok_path,
+               "' (the training run saves one beside its checkpoints; or pass --tokenizer FILE)");
     auto tokenizer = tokenizer::TextTokenizer::load(tok_path);
-    auto model = models::load_model(path);
     BRRR_CHECK(static_cast<std::int64_t>(tokenizer->vocab_size()) == model->config().vocab_size, "the tokenizer '", tok_path,
                "' has ", tokenizer->vocab_size(), " tokens but the model's vocabulary is ", model->config().vocab_size);
     s->options.kv_cache = !s->no_cache;

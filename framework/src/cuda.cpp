@@ -203,10 +203,21 @@ void use_emulator() {
 }
 
 std::string device_name() { return detail::cuda_runtime_for("cuda::device_name").name(); }
-void synchronize() { detail::cuda_runtime_for("cuda::synchronize").synchronize(); }
+void synchronize() {
+  detail::cuda_runtime_for("cuda::synchronize").synchronize();
+  detail::raise_device_errors();
+}
 
 MemoryStats memory_stats() { return state().allocator.stats(); }
 void reset_peak_memory_stats() { state().allocator.reset_peak(); }
+
+Waits waits() {
+  if (!kernels::cuda_backend_chosen()) return {};
+  gpu::Runtime* runtime = kernels::cuda_runtime();
+  if (!runtime) return {};
+  const gpu::Waits w = runtime->waits();
+  return {w.device_to_host_copies, w.synchronizations};
+}
 void empty_cache() { state().allocator.empty_cache(); }
 
 void set_allow_tf32(bool allow) { tf32 = allow; }

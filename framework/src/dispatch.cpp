@@ -4,6 +4,8 @@
 #include "dispatch.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "brrr/error.h"
 #include "brrr/storage.h"
@@ -20,6 +22,14 @@ Tensor new_tensor(const Shape& shape, DType dtype, Device device) {
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
+}
+
+bool device_checks() {
+  static const bool on = [] {
+    const char* v = std::getenv("BRRR_DEVICE_CHECKS");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
 }
 
 void check_defined(const char* op, const Tensor& t) { BRRR_CHECK(t.defined(), op, ": tensor is undefined"); }

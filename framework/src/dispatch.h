@@ -37,6 +37,17 @@ void synchronize_cuda_if_in_use();
 // adjacent dims merged where every operand allows it (so a contiguous add is one flat loop).
 kernels::Loop make_loop(const char* op, const Shape& shape, std::initializer_list<const Shape*> strides);
 
+// BRRR_DEVICE_CHECKS=1: ops check device indices at once, by reading them back (a wait for
+// the device each time), instead of on the device (below). For debugging. Read once.
+bool device_checks();
+// Indices idx (int32, contiguous, on the CUDA device) checked on the device against
+// [0, limit) or allowed, without a wait (device_checks.cpp): returns them with any bad one
+// replaced by 0; a bad one is reported by raise_device_errors().
+Tensor checked_on_device(const char* op, const Tensor& idx, std::int64_t limit, std::int64_t allowed);
+// Throws brrr::Error for a bad index the device checks found since the last call. Called
+// where the host reads from the device anyway (Tensor::to, cuda::synchronize).
+void raise_device_errors();
+
 void check_defined(const char* op, const Tensor& t);
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);

@@ -199,6 +199,35 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   return norm;
 }
 
+Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  NoGradGuard no_grad;
+  bool on_device = false;
+  for (const Tensor& p : params)
+    if (p.grad().defined() && p.grad().device().is_cuda()) on_device = true;
+  if (!on_device) return full({}, clip_grad_norm_(params, max_norm), kFloat64);  // the host path, same bits
+  BRRR_PROFILE("clip_grad_norm");
+  // The same arithmetic as clip_grad_norm_, kept on the device: each tensor's sum of squares
+  // in its dtype, added in float64 in order; scale = max_norm / (norm + 1e-6), and the
+  // gradients are multiplied by min(scale, 1) (1 leaves them as they are, bit for bit).
+  Tensor total;
+  for (const Tensor& p : params)
+    if (p.grad().defined()) {
+      const Tensor g = p.grad();
+      const Tensor squares = ops::sum(ops::mul(g, g)).to(kFloat64);
+      total = total.defined() ? total + squares : squares;
+    }
+  const Tensor norm = ops::sqrt(total);
+  const Tensor scale = ops::div(full({}, max_norm, TensorOptions().dtype(kFloat64).device(norm.device())),
+                                ops::add(norm, 1e-6));
+  const Tensor coef = ops::masked_fill(scale, ops::relu(ops::sub(scale, 1.0)), 1.0);  // min(scale, 1)
+  for (const Tensor& p : params)
+    if (p.grad().defined()) {
+      Tensor g = p.grad();
+      detail::binary_into("mul", g, g, coef.to(g.dtype()));
+    }
+  return norm;
+}
+
 double CosineSchedule::lr(std::int64_t step) const {
   if (step < warmup_steps) return max_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps + 1);
   if (step > decay_steps) return min_lr;

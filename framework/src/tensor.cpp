@@ -425,6 +425,7 @@ Tensor Tensor::to(Device target) const {
   gpu::Runtime& runtime = detail::cuda_runtime_for("to");
   runtime.copy(out.raw_data(), src.raw_data(), nbytes,
                target.is_cuda() ? gpu::CopyKind::HostToDevice : gpu::CopyKind::DeviceToHost);
+  if (target.is_cpu()) detail::raise_device_errors();  // the host has waited anyway: report what the device found
   if (autograd::needs_grad({this}))
     autograd::record("to", {*this}, out, [source = device()](const Tensor& g) { return TensorList{g.to(source)}; });
   return out;

@@ -1,5 +1,7 @@
 // kernels/cpu/register.cpp: every CPU kernel into the registry, for float32 and float64.
 // Chapter 04 (matmul and the CPU backend). The registry calls this once, on first use.
+#include <type_traits>
+
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/registry.h"
 
@@ -86,6 +88,8 @@ void register_cpu_kernels() {
 #endif
   register_integer<std::int32_t>();
   register_integer<std::int64_t>();
+  add(op::check_indices, kCpu, "cpu", &cpu::check_indices, 0,
+      about("one pass: a bad index becomes 0 and the first bad position is kept"));
   register_cast<float>();
   register_cast<double>();
   register_cast<std::int32_t>();

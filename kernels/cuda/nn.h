@@ -12,6 +12,8 @@
 
 #define BRRR_CUDA_NN_KERNELS(NS)                                                                               \
   namespace NS {                                                                                              \
+  void check_indices(std::int32_t* safe, std::int32_t* first_bad, const std::int32_t* idx, std::int64_t N,      \
+                     std::int64_t limit, std::int64_t allowed, Stream stream);                                  \
   template <class T> void embedding_forward_simple(T* out, const T* weight, const std::int32_t* idx,          \
                                                    std::int64_t N, std::int64_t C, Stream stream);            \
   /* Adds dout's rows into dweight (as the CPU kernel does), in row order: deterministic. */                  \

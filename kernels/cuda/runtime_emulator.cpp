@@ -38,11 +38,15 @@ class EmulatorRuntime final : public Runtime {
     }
     std::free(ptr);
   }
-  void copy(void* dst, const void* src, std::size_t nbytes, CopyKind) override {
-    if (nbytes) std::memmove(dst, src, nbytes);
+  void copy(void* dst, const void* src, std::size_t nbytes, CopyKind kind) override {
+    if (nbytes == 0) return;
+    // The waits a GPU's runtime would count for this copy (runtime.h).
+    if (kind == CopyKind::DeviceToHost) count_device_to_host_copy();
+    if (kind == CopyKind::HostToDevice && nbytes > kStagedCopyBytes) count_synchronization();
+    std::memmove(dst, src, nbytes);
   }
   void memset(void* dst, int value, std::size_t nbytes) override { std::memset(dst, value, nbytes); }
-  void synchronize() override {}
+  void synchronize() override { count_synchronization(); }
   std::size_t free_bytes() override {
     std::lock_guard<std::mutex> lock(mutex_);
     return limit_ ? limit_ - used_ : total_bytes();

@@ -1,5 +1,6 @@
 // models/gpt/gpt.cpp: the GPT-2 modules and presets.
 // Chapter 07 (attention and the GPT). Read before: brrr/models/gpt.h.
+#include "brrr/strings.h"
 #include "brrr/models/gpt.h"
 
 #include <cmath>
@@ -80,9 +81,7 @@ GPTConfig gpt_preset(const std::string& name) {
   } else if (name == "gpt2") {
     c.vocab_size = 50257, c.block_size = 1024, c.n_layer = 12, c.n_head = 12, c.n_embd = 768, c.dropout = 0.0;
   } else {
-    std::string names;
-    for (const auto& n : gpt_preset_names()) names += (names.empty() ? "" : ", ") + n;
-    detail::fail("unknown GPT preset '", name, "' (presets: ", names, ")");
+    detail::fail("unknown GPT preset '", name, "' (presets: ", join(gpt_preset_names()), ")");
   }
   return c;
 }
@@ -275,7 +274,7 @@ Tensor GPT::loss(const Tensor& logits, const Tensor& targets) const {
   const Tensor flat = logits.reshape({-1, logits.size(2)});
   const Tensor t = targets.reshape({-1}).to(logits.device());
   // The fused kernel also writes the logits' gradient (kept for backward; no probabilities).
-  return config_.composed ? ops::cross_entropy_composed(flat, t) : ops::cross_entropy_fused(flat, t, -1);
+  return config_.composed ? ops::cross_entropy_composed(flat, t) : ops::cross_entropy_fused(flat, t, ops::kNoIgnoreIndex);
 }
 
 }  // namespace brrr::models

@@ -1,6 +1,8 @@
 // tokenizer/src/text_tokenizer.cpp: TextTokenizer over CharTokenizer and Bpe. Chapter 08.
 #include "brrr/tokenizer/text_tokenizer.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 
@@ -47,9 +49,18 @@ std::unique_ptr<TextTokenizer> TextTokenizer::train(const std::string& kind, std
   TrainOptions options;
   options.vocab_size = static_cast<std::size_t>(vocab_size);
   if (verbose)
-    options.progress = [](const TrainProgress& p) {
-      std::fprintf(stderr, "\rtraining BPE: %zu/%zu merges", p.merges_done, p.merges_total);
-      if (p.merges_done == p.merges_total) std::fprintf(stderr, "\n");
+    options.progress = [terminal = ::isatty(STDERR_FILENO) != 0, tenth = std::size_t{0}](const TrainProgress& p) mutable {
+      const bool done = p.merges_done == p.merges_total;
+      if (terminal) {  // redrawn in place
+        std::fprintf(stderr, "\rtraining BPE: %zu/%zu merges%s", p.merges_done, p.merges_total, done ? "\n" : "");
+        return;
+      }
+      // Into a file or a pipe: a plain line at every tenth of the way, and at the end.
+      const std::size_t now = p.merges_total ? 10 * p.merges_done / p.merges_total : 10;
+      if (now > tenth || done) {
+        tenth = now;
+        std::fprintf(stderr, "training BPE: %zu/%zu merges\n", p.merges_done, p.merges_total);
+      }
     };
   return std::make_unique<BpeText>(Bpe::train(text, options));
 }

@@ -65,6 +65,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int dim = 0);
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor softmax(const Tensor& x, int dim = -1);
 Tensor log_softmax(const Tensor& x, int dim = -1);
+// An ignore_index that no target can equal: every row counts. With targets on a device it
+// also spares a read of them back to the host (to count the rows that count): GPT::loss uses it.
+inline constexpr std::int64_t kNoIgnoreIndex = INT64_MIN;
 // Mean cross-entropy of logits (N, V) against int targets (N); targets equal to
 // ignore_index are skipped. Its own kernels: a forward that keeps one log-sum-exp per row,
 // and a backward from it (cross_entropy_fused below does both in one).
