@@ -44,15 +44,20 @@ std::string registry_listing(const std::string& only) {
   for (const std::string& op : kernels::ops()) {
     if (!only.empty() && op != only) continue;
     text += op + "\n";
-    std::map<std::string, std::vector<kernels::VariantInfo>> by_place;  // "cuda float32" -> variants
-    for (const kernels::VariantInfo& v : kernels::variants(op))
-      by_place[std::string(v.device.is_cuda() ? "cuda" : "cpu") + " " + dtype_name(v.dtype)].push_back(v);
-    for (const auto& [place, variants] : by_place) {
-      std::vector<std::string> names;
-      for (const kernels::VariantInfo& v : variants) names.push_back(v.variant + (v.selected ? "*" : ""));
-      text += "  " + place + ": " + join(names) + "\n";
-      for (const kernels::VariantInfo& v : variants)
-        if (!v.meta.about.empty()) text += "    " + v.variant + ": " + v.meta.about + "\n";
+    // Per device: one line per set of dtypes whose variants (and default) are the same, then
+    // each variant's description once.
+    for (const char* device : {"cpu", "cuda"}) {
+      std::map<std::string, std::vector<std::string>> dtypes_of;  // "cpu*, naive" -> its dtypes
+      std::map<std::string, std::string> about;                   // variant -> its description
+      std::map<DType, std::vector<std::string>> names;
+      for (const kernels::VariantInfo& v : kernels::variants(op)) {
+        if (std::string(v.device.is_cuda() ? "cuda" : "cpu") != device) continue;
+        names[v.dtype].push_back(v.variant + (v.selected ? "*" : ""));
+        if (!v.meta.about.empty()) about.emplace(v.variant, v.meta.about);
+      }
+      for (const auto& [dtype, list] : names) dtypes_of[join(list)].push_back(dtype_name(dtype));
+      for (const auto& [list, dtypes] : dtypes_of) text += "  " + std::string(device) + " " + join(dtypes) + ": " + list + "\n";
+      for (const auto& [variant, line] : about) text += "    " + variant + ": " + line + "\n";
     }
   }
   BRRR_CHECK(!text.empty(), "kernels: no op '", only, "' (ops: ", join(kernels::ops()), ")");
