@@ -71,6 +71,30 @@ Case matmul_case(Case c) {
   return c;
 }
 
+// batch (M, K) @ one (K, N), b broadcast: four sizes where the other layouts have three.
+Case matmul_batched_case() {
+  Case c = matmul_case(
+      {.name = "matmul/batched", .op = "matmul",
+       .what = "out (batch, M, N) = a (batch, M, K) @ b (K, N), b broadcast over the batch (stride 0)",
+       .make = [](Problem& p, Random& r) {
+         const std::int64_t B = p.dims[0], M = p.dims[1], N = p.dims[2], K = p.dims[3];
+         p.input("a", r.normal(B * M * K));
+         p.input("b", r.normal(K * N));
+         p.output("out", B * M * N);
+       },
+       .reference = [](Problem& p) {
+         matmul_loop(p, p.dims[0], p.dims[1], p.dims[2], p.dims[3], false, false, true, false);
+       },
+       .call = call(op::matmul<float>, &call_matmul_batched<float>, op::matmul<double>,
+                    &call_matmul_batched<double>)});
+  c.dim_names = {"batch", "M", "N", "K"};
+  c.gpu_size = {8, 1024, 2304, 768}, c.emulator_size = {2, 64, 96, 64}, c.cpu_size = {8, 256, 2304, 768};
+  c.shapes = {{1, 1, 1, 1}, {3, 17, 45, 33}};
+  c.bytes = [](const Dims& d) { return 4.0 * (d[0] * d[1] * d[3] + d[3] * d[2] + d[0] * d[1] * d[2]); };
+  c.flops = [](const Dims& d) { return 2.0 * d[0] * d[1] * d[2] * d[3]; };
+  return c;
+}
+
 // --- linear_gelu: gelu(x @ weight^T + bias), variants built from ops -------------------------
 
 // x (N, in), weight (out, in), bias (out): as nn::Linear stores them.
@@ -131,28 +155,7 @@ std::vector<Case> matmul_cases() {
                    },
                    .call = call(op::matmul<float>, &call_matmul_transposed<float>, op::matmul<double>,
                                 &call_matmul_transposed<double>)}),
-      [] {
-        Case c = matmul_case(
-            {.name = "matmul/batched", .op = "matmul",
-             .what = "out (batch, M, N) = a (batch, M, K) @ b (K, N), b broadcast over the batch (stride 0)",
-             .make = [](Problem& p, Random& r) {
-               const std::int64_t B = p.dims[0], M = p.dims[1], N = p.dims[2], K = p.dims[3];
-               p.input("a", r.normal(B * M * K));
-               p.input("b", r.normal(K * N));
-               p.output("out", B * M * N);
-             },
-             .reference = [](Problem& p) {
-               matmul_loop(p, p.dims[0], p.dims[1], p.dims[2], p.dims[3], false, false, true, false);
-             },
-             .call = call(op::matmul<float>, &call_matmul_batched<float>, op::matmul<double>,
-                          &call_matmul_batched<double>)});
-        c.dim_names = {"batch", "M", "N", "K"};
-        c.gpu_size = {8, 1024, 2304, 768}, c.emulator_size = {2, 64, 96, 64}, c.cpu_size = {8, 256, 2304, 768};
-        c.shapes = {{1, 1, 1, 1}, {3, 17, 45, 33}};
-        c.bytes = [](const Dims& d) { return 4.0 * (d[0] * d[1] * d[3] + d[3] * d[2] + d[0] * d[1] * d[2]); };
-        c.flops = [](const Dims& d) { return 2.0 * d[0] * d[1] * d[2] * d[3]; };
-        return c;
-      }(),
+      matmul_batched_case(),
       Case{.name = "linear_gelu",
            .what = "out (N, out) = gelu(x (N, in) @ weight (out, in)^T + bias (out)), variants built from ops",
            .chapter = "13",

@@ -20,8 +20,9 @@
 //   perf   check, then time: warm-up, repeats with the device's cache flushed before each,
 //          the median as GB/s or TFLOP/s and a percentage of the device's measured peak.
 //
-// The tests (tests/lab) loop over the same table, so what the lab calls correct is what CI
-// calls correct.
+// The tests loop over the same table (tests/train/test_kernel_lab.cpp on the CPU,
+// tests/emulator/test_lab_table.cpp, tests/cuda/test_gpu.cpp), so what the lab calls correct
+// is what CI calls correct.
 #pragma once
 #include <cstdint>
 #include <cstdio>
