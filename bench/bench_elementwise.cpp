@@ -20,9 +20,9 @@ int main(int argc, char** argv) {
   Generator g(1);
   NoGradGuard no_grad;
   Tensor a = randn({n}, g), b = randn({n}, g), out = empty({n});
-  auto add = reinterpret_cast<kernels::binary_fn<float>>(kernels::lookup("add", DeviceType::CPU, kFloat32));
-  auto gelu = reinterpret_cast<kernels::unary_fn<float>>(kernels::lookup("gelu_forward", DeviceType::CPU, kFloat32));
-  auto gelu_bwd = reinterpret_cast<kernels::unary_backward_fn<float>>(kernels::lookup("gelu_backward", DeviceType::CPU, kFloat32));
+  auto add = kernels::lookup(kernels::op::add<float>, DeviceType::CPU);
+  auto gelu = kernels::lookup(kernels::op::gelu_forward<float>, DeviceType::CPU);
+  auto gelu_bwd = kernels::lookup(kernels::op::gelu_backward<float>, DeviceType::CPU);
   kernels::Loop loop;
   loop.ndim = 1;
   loop.size[0] = n;

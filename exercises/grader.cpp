@@ -144,10 +144,10 @@ void check_matmul_cases(const std::string& variant) {
   using Fn = kernels::matmul_fn<T>;
   Fn got_fn = nullptr, ref_fn = nullptr;
   with_kernel_variant("matmul", variant, [&] {
-    got_fn = reinterpret_cast<Fn>(kernels::lookup("matmul", DeviceType::CPU, dtype_of<T>()));
+    got_fn = kernels::lookup(kernels::op::matmul<T>, DeviceType::CPU);
   });
   with_kernel_variant("matmul", "naive", [&] {
-    ref_fn = reinterpret_cast<Fn>(kernels::lookup("matmul", DeviceType::CPU, dtype_of<T>()));
+    ref_fn = kernels::lookup(kernels::op::matmul<T>, DeviceType::CPU);
   });
   struct Case {
     std::int64_t batch, M, N, K;
@@ -371,7 +371,7 @@ Result grade_kernel(const std::string& op, const std::string& variant, lab::LabD
   graded.seconds = r.median_ms / 1e3;
   // The default variant, timed the same way.
   o.variant = kernels::selected(op, device == lab::LabDevice::CPU ? DeviceType::CPU : DeviceType::CUDA, kFloat32);
-  o.time = true;
+  o.mode = lab::Mode::Perf;
   const lab::Report reference = lab::run(c, o);
   graded.reference_variant = o.variant;
   graded.reference_seconds = reference.results.at(0).median_ms / 1e3;
@@ -415,11 +415,11 @@ Result grade_matmul_shared(const std::string& variant) {
   const DeviceType cuda = DeviceType::CUDA;
   const std::string before = kernels::selected("matmul", cuda, kFloat32);
   kernels::select("matmul", variant, cuda);
-  const auto fn = reinterpret_cast<kernels::matmul_fn<float>>(kernels::lookup("matmul", cuda, kFloat32));
+  const kernels::matmul_fn<float> fn = kernels::lookup(kernels::op::matmul<float>, cuda);
   kernels::select("matmul", before, cuda);
   kernels::matmul_fn<double> naive = nullptr;
   with_kernel_variant("matmul", "naive", [&] {
-    naive = reinterpret_cast<kernels::matmul_fn<double>>(kernels::lookup("matmul", DeviceType::CPU, kFloat64));
+    naive = kernels::lookup(kernels::op::matmul<double>, DeviceType::CPU);
   });
   struct Case {
     std::int64_t batch, M, N, K;

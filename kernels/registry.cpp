@@ -30,6 +30,7 @@ struct Registration {
 struct Slot {
   std::vector<Registration> variants;  // highest priority first
   int selected = 0;                    // index into variants
+  std::string signature;               // typeid(Fn).name() of the op's function type
 };
 
 using Key = std::tuple<std::string, DeviceType, DType>;
@@ -84,9 +85,15 @@ const char* device_name(DeviceType d) { return d == DeviceType::CPU ? "cpu" : "c
 
 }  // namespace
 
-void add(const std::string& op, DeviceType device, DType dtype, const std::string& variant,
-         AnyFn fn, int priority, const VariantMeta& meta) {
+namespace detail {
+
+void add_any(const char* op, DeviceType device, DType dtype, const std::string& variant, AnyFn fn,
+             const char* signature, int priority, const VariantMeta& meta) {
   Slot& slot = table().slots[{op, device, dtype}];
+  if (slot.variants.empty()) slot.signature = signature;
+  BRRR_CHECK(slot.signature == signature, "kernel registry: ", op, " variant '", variant, "' for ",
+             device_name(device), " ", dtype_name(dtype), " has another signature than the variants before it (",
+             signature, ", not ", slot.signature, "): two descriptors of one op disagree");
   for (const auto& r : slot.variants)
     BRRR_CHECK(r.variant != variant, "kernel registry: ", op, " variant '", variant, "' registered twice for ",
                device_name(device), " ", dtype_name(dtype));
@@ -97,22 +104,29 @@ void add(const std::string& op, DeviceType device, DType dtype, const std::strin
   table().generation++;
 }
 
-AnyFn lookup(const std::string& op, DeviceType device, DType dtype) {
+AnyFn lookup_any(const char* op, DeviceType device, DType dtype, const char* signature) {
   initialise();
   auto it = table().slots.find({op, device, dtype});
   BRRR_CHECK(it != table().slots.end() && !it->second.variants.empty(), op, ": no kernel for ",
              device_name(device), " ", dtype_name(dtype));
+  BRRR_CHECK(it->second.signature == signature, op, ": looked up as ", signature, " but registered as ",
+             it->second.signature, " (", device_name(device), " ", dtype_name(dtype), ")");
   return it->second.variants[it->second.selected].fn;
 }
 
-AnyFn lookup_variant(const std::string& op, DeviceType device, DType dtype, const std::string& variant) {
+AnyFn lookup_variant_any(const char* op, DeviceType device, DType dtype, const std::string& variant,
+                         const char* signature) {
   initialise();
   auto it = table().slots.find({op, device, dtype});
   if (it == table().slots.end()) return nullptr;
+  BRRR_CHECK(it->second.signature == signature, op, ": looked up as ", signature, " but registered as ",
+             it->second.signature, " (", device_name(device), " ", dtype_name(dtype), ")");
   for (const auto& r : it->second.variants)
     if (r.variant == variant) return r.fn;
   return nullptr;
 }
+
+}  // namespace detail
 
 void add_provider(Provider provider) {
   {

@@ -2,16 +2,20 @@
 // Chapter 04 (matmul and the CPU backend). The public side is brrr/kernels.h.
 //
 // A registration is (op, device, dtype, variant) -> function pointer, with a priority: the
-// highest priority is the default. Lookups are cached per call site (Kernel<Fn> below), so
-// dispatch costs a couple of loads once warm; select() invalidates every cache.
+// highest priority is the default. Both sides go through an op's typed descriptor
+// (kernels/signatures.h), so a kernel and its op cannot disagree on the signature. Lookups
+// are cached per call site (Kernel<Fn> below), so dispatch costs a couple of loads once warm;
+// select() invalidates every cache.
 #pragma once
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <typeinfo>
 
 #include "brrr/dtype.h"
 #include "brrr/error.h"
 #include "brrr/kernels.h"
+#include "kernels/signatures.h"
 
 namespace brrr::kernels {
 
@@ -21,19 +25,54 @@ using AnyFn = void (*)();
 // tools that run every variant (the kernel lab) list such a variant and pass over it.
 inline constexpr const char* kNotWrittenYet = "not written yet";
 
-void add(const std::string& op, DeviceType device, DType dtype, const std::string& variant,
-         AnyFn fn, int priority, const VariantMeta& meta = {});
+// The untyped table underneath, which the typed functions below fill and read. `signature`
+// is the function type's name (typeid), stored with each registration and compared at every
+// lookup: two descriptors that share a name but not a signature are an error, not a call
+// with the wrong arguments.
+namespace detail {
+void add_any(const char* op, DeviceType device, DType dtype, const std::string& variant, AnyFn fn,
+             const char* signature, int priority, const VariantMeta& meta);
+AnyFn lookup_any(const char* op, DeviceType device, DType dtype, const char* signature);
+AnyFn lookup_variant_any(const char* op, DeviceType device, DType dtype, const std::string& variant,
+                         const char* signature);
+}  // namespace detail
+
+// Registers `fn` as variant `variant` of `op` on `device`, in op's dtype:
+//   add(op::gelu_forward<float>, DeviceType::CUDA, "float4", &gelu_forward2, 10, about("..."));
+// fn must have exactly the op's function type (NotDeduced keeps the compiler from deducing it
+// from fn, so Fn comes from the descriptor alone): a kernel with another signature does not
+// compile.
+template <class T>
+struct NotDeducedT {  // std::type_identity, which the CUDA files' C++17 lacks
+  using type = T;
+};
+template <class T>
+using NotDeduced = typename NotDeducedT<T>::type;
+
 template <class Fn>
-void add(const std::string& op, DeviceType device, DType dtype, const std::string& variant,
-         Fn fn, int priority, const VariantMeta& meta = {}) {
-  add(op, device, dtype, variant, reinterpret_cast<AnyFn>(fn), priority, meta);
+void add(Op<Fn> op, DeviceType device, const std::string& variant, NotDeduced<Fn> fn, int priority,
+         const VariantMeta& meta = {}) {
+  detail::add_any(op.name, device, op.dtype, variant, reinterpret_cast<AnyFn>(fn), typeid(Fn).name(), priority,
+                  meta);
+}
+// A registration's metadata that is only its one line of description (brrr kernels shows it).
+inline VariantMeta about(const char* text) {
+  VariantMeta meta;
+  meta.about = text;
+  return meta;
 }
 
-// The selected function for (op, device, dtype); throws brrr::Error when none is registered.
-AnyFn lookup(const std::string& op, DeviceType device, DType dtype);
-// One variant's function, whatever is selected; nullptr when (op, device, dtype) has no such
-// variant. For tools that run every variant side by side (the kernel lab).
-AnyFn lookup_variant(const std::string& op, DeviceType device, DType dtype, const std::string& variant);
+// The selected function of op on device; throws brrr::Error when none is registered.
+template <class Fn>
+Fn lookup(Op<Fn> op, DeviceType device) {
+  return reinterpret_cast<Fn>(detail::lookup_any(op.name, device, op.dtype, typeid(Fn).name()));
+}
+// One variant's function, whatever is selected; nullptr when op has no such variant on
+// device. For tools that run every variant side by side (the kernel lab).
+template <class Fn>
+Fn lookup_variant(Op<Fn> op, DeviceType device, const std::string& variant) {
+  return reinterpret_cast<Fn>(detail::lookup_variant_any(op.name, device, op.dtype, variant, typeid(Fn).name()));
+}
 // Incremented whenever a registration or selection changes what lookup returns.
 std::uint64_t generation();
 
@@ -53,23 +92,26 @@ using Provider = void (*)(DeviceType device, bool emulated);
 void add_provider(Provider provider);
 void run_providers(DeviceType device, bool emulated);  // kernels/backend.cpp calls it
 
-// A call site's cached lookup: static Kernel<unary_fn<float>> k("exp"); k(device, dtype)(...)
+// A call site's cached lookup: static Kernel k(op::exp<float>); k(device)(...). Ops whose
+// kernels take untyped pointers register one descriptor per dtype (cast, by its output's
+// dtype) and are looked up with the dtype: k(device, dtype), checked against the signature.
 template <class Fn>
 class Kernel {
  public:
-  explicit Kernel(const char* op) : op_(op) {}
+  explicit Kernel(Op<Fn> op) : op_(op) {}
+  Fn operator()(DeviceType device) { return (*this)(device, op_.dtype); }
   Fn operator()(DeviceType device, DType dtype) {
     const int slot = static_cast<int>(device) * 8 + static_cast<int>(dtype);
     const std::uint64_t gen = generation();
     if (cache_gen_[slot] != gen) {
-      cache_[slot] = reinterpret_cast<Fn>(lookup(op_, device, dtype));
+      cache_[slot] = reinterpret_cast<Fn>(detail::lookup_any(op_.name, device, dtype, typeid(Fn).name()));
       cache_gen_[slot] = gen;
     }
     return cache_[slot];
   }
 
  private:
-  const char* op_;
+  Op<Fn> op_;
   Fn cache_[16] = {};
   std::uint64_t cache_gen_[16] = {};  // generation() starts at 1, so 0 means "not cached"
 };

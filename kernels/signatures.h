@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "brrr/dtype.h"
+#include "brrr/kernels.h"
 
 namespace brrr::kernels {
 
@@ -140,5 +141,60 @@ struct AdamWTensor {
 };
 template <class T> using adamw_multi_step_fn = void (*)(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream);
 template <class T> using sgd_step_fn = void (*)(T* param, const T* grad, T* momentum_buffer, std::int64_t n, const SGDParams& hp, Stream);
+
+// --- the ops: one descriptor per op name -----------------------------------------------------
+// Registrations and lookups name an op through these (brrr/kernels.h's Op, kernels/registry.h),
+// so the compiler checks every kernel against its op's signature above. op::exp<float> is the
+// op "exp" in float32, whose kernels are unary_fn<float>.
+namespace op {
+template <class T> inline constexpr Op<fill_fn<T>> fill{"fill", dtype_of<T>()};
+template <class T> inline constexpr Op<copy_fn<T>> copy{"copy", dtype_of<T>()};
+// cast registers under the dtype it converts to: op::cast<float> writes float32.
+template <class T> inline constexpr Op<cast_fn> cast{"cast", dtype_of<T>()};
+template <class T> inline constexpr Op<random_fn<T>> uniform{"uniform", dtype_of<T>()};
+template <class T> inline constexpr Op<random_fn<T>> normal{"normal", dtype_of<T>()};
+template <class T> inline constexpr Op<dropout_mask_fn<T>> dropout_mask{"dropout_mask", dtype_of<T>()};
+template <class T> inline constexpr Op<unary_fn<T>> neg{"neg", dtype_of<T>()};
+template <class T> inline constexpr Op<unary_fn<T>> exp{"exp", dtype_of<T>()};
+template <class T> inline constexpr Op<unary_fn<T>> log{"log", dtype_of<T>()};
+template <class T> inline constexpr Op<unary_fn<T>> sqrt{"sqrt", dtype_of<T>()};
+template <class T> inline constexpr Op<unary_fn<T>> tanh{"tanh", dtype_of<T>()};
+template <class T> inline constexpr Op<unary_fn<T>> relu{"relu", dtype_of<T>()};
+template <class T> inline constexpr Op<unary_fn<T>> sigmoid{"sigmoid", dtype_of<T>()};
+template <class T> inline constexpr Op<pow_scalar_fn<T>> pow_scalar{"pow_scalar", dtype_of<T>()};
+template <class T> inline constexpr Op<unary_backward_fn<T>> relu_backward{"relu_backward", dtype_of<T>()};
+template <class T> inline constexpr Op<binary_fn<T>> add{"add", dtype_of<T>()};
+template <class T> inline constexpr Op<binary_fn<T>> sub{"sub", dtype_of<T>()};
+template <class T> inline constexpr Op<binary_fn<T>> mul{"mul", dtype_of<T>()};
+template <class T> inline constexpr Op<binary_fn<T>> div{"div", dtype_of<T>()};
+template <class T> inline constexpr Op<masked_fill_fn<T>> masked_fill{"masked_fill", dtype_of<T>()};
+template <class T> inline constexpr Op<sum_dim_fn<T>> sum_dim{"sum_dim", dtype_of<T>()};
+template <class T> inline constexpr Op<max_dim_fn<T>> max_dim{"max_dim", dtype_of<T>()};
+template <class T> inline constexpr Op<max_dim_backward_fn<T>> max_dim_backward{"max_dim_backward", dtype_of<T>()};
+template <class T> inline constexpr Op<matmul_fn<T>> matmul{"matmul", dtype_of<T>()};
+// check_indices works on int32 indices whatever the table's dtype: one descriptor, kInt32.
+inline constexpr Op<check_indices_fn> check_indices{"check_indices", kInt32};
+template <class T> inline constexpr Op<embedding_forward_fn<T>> embedding_forward{"embedding_forward", dtype_of<T>()};
+template <class T> inline constexpr Op<embedding_backward_fn<T>> embedding_backward{"embedding_backward", dtype_of<T>()};
+template <class T> inline constexpr Op<softmax_forward_fn<T>> softmax_forward{"softmax_forward", dtype_of<T>()};
+template <class T> inline constexpr Op<softmax_backward_fn<T>> softmax_backward{"softmax_backward", dtype_of<T>()};
+template <class T> inline constexpr Op<softmax_forward_fn<T>> log_softmax_forward{"log_softmax_forward", dtype_of<T>()};
+template <class T> inline constexpr Op<softmax_backward_fn<T>> log_softmax_backward{"log_softmax_backward", dtype_of<T>()};
+template <class T> inline constexpr Op<cross_entropy_forward_fn<T>> cross_entropy_forward{"cross_entropy_forward", dtype_of<T>()};
+template <class T> inline constexpr Op<cross_entropy_backward_fn<T>> cross_entropy_backward{"cross_entropy_backward", dtype_of<T>()};
+template <class T> inline constexpr Op<unary_fn<T>> gelu_forward{"gelu_forward", dtype_of<T>()};
+template <class T> inline constexpr Op<unary_backward_fn<T>> gelu_backward{"gelu_backward", dtype_of<T>()};
+template <class T> inline constexpr Op<layernorm_forward_fn<T>> layernorm_forward{"layernorm_forward", dtype_of<T>()};
+template <class T> inline constexpr Op<layernorm_backward_fn<T>> layernorm_backward{"layernorm_backward", dtype_of<T>()};
+template <class T> inline constexpr Op<bias_gelu_forward_fn<T>> bias_gelu_forward{"bias_gelu_forward", dtype_of<T>()};
+template <class T> inline constexpr Op<bias_gelu_backward_fn<T>> bias_gelu_backward{"bias_gelu_backward", dtype_of<T>()};
+template <class T> inline constexpr Op<residual_layernorm_forward_fn<T>> residual_layernorm_forward{"residual_layernorm_forward", dtype_of<T>()};
+template <class T> inline constexpr Op<cross_entropy_fused_fn<T>> cross_entropy_fused{"cross_entropy_fused", dtype_of<T>()};
+template <class T> inline constexpr Op<attention_forward_fn<T>> attention_forward{"attention_forward", dtype_of<T>()};
+template <class T> inline constexpr Op<attention_backward_fn<T>> attention_backward{"attention_backward", dtype_of<T>()};
+template <class T> inline constexpr Op<adamw_step_fn<T>> adamw_step{"adamw_step", dtype_of<T>()};
+template <class T> inline constexpr Op<adamw_multi_step_fn<T>> adamw_multi_step{"adamw_multi_step", dtype_of<T>()};
+template <class T> inline constexpr Op<sgd_step_fn<T>> sgd_step{"sgd_step", dtype_of<T>()};
+}  // namespace op
 
 }  // namespace brrr::kernels

@@ -1,10 +1,8 @@
-// lab/kernel_lab.cpp: the kernel lab: its table of ops, the checker and the timer.
-// Chapter 10 (the roofline and the kernel lab). Read before: kernel_lab.h.
-// Read next: cli_kernel_lab.cpp.
-//
-// The file runs top to bottom as the lab does: problems and random inputs, the check, the
-// device the variants run on (memory, clock, cache flush), how the lab reaches each variant
-// in the registry, the table of ops, the peaks, and run(), which puts them together.
+// lab/kernel_lab.cpp: the kernel lab's machinery: problems and random inputs, the check, the
+// device the variants run on (memory, clock, cache flush), finite differences, the timer, the
+// peaks, and run(), which puts them together. Chapter 10 (the roofline and the kernel lab).
+// Read before: kernel_lab.h. Read next: the table, cases_elementwise.cpp to cases_optim.cpp
+// (one file per chapter), then cli_kernel_lab.cpp.
 #include "lab/kernel_lab.h"
 
 #include <omp.h>
@@ -20,19 +18,22 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <tuple>
 
 #include "brrr/cuda.h"
 #include "brrr/error.h"
 #include "brrr/kernels.h"
+#include "brrr/ops.h"
+#include "brrr/strings.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/registry.h"
+#include "lab/cases.h"
 
 namespace brrr::lab {
 
-using kernels::AnyFn;
 using kernels::Stream;
 
 namespace {
@@ -66,18 +67,10 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
-std::vector<float> to_float(const std::vector<double>& v) {
-  std::vector<float> f(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) f[i] = static_cast<float>(v[i]);
-  return f;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// Devices, problems, random inputs
+// Devices, modes, problems, random inputs
 
 LabDevice parse_device(const std::string& name) {
   if (name == "cpu") return LabDevice::CPU;
@@ -86,36 +79,56 @@ LabDevice parse_device(const std::string& name) {
   detail::fail("kernel-lab: unknown device '", name, "' (devices: cpu, cuda, emulator)");
 }
 
-void Problem::input(const std::string& name, std::vector<float> values) {
+Mode parse_mode(const std::string& name) {
+  if (name == "check") return Mode::Check;
+  if (name == "grad") return Mode::Grad;
+  if (name == "perf") return Mode::Perf;
+  detail::fail("kernel-lab: unknown mode '", name, "' (modes: check, grad, perf)");
+}
+
+const char* mode_name(Mode mode) {
+  return mode == Mode::Check ? "check" : mode == Mode::Grad ? "grad" : "perf";
+}
+
+void Problem::input(const std::string& name, const std::vector<float>& values) {
   Array a;
   a.name = name;
-  a.values = std::move(values);
+  a.values.assign(values.begin(), values.end());
   arrays.push_back(std::move(a));
 }
 
-void Problem::inout(const std::string& name, std::vector<float> values) {
-  input(name, std::move(values));
+void Problem::inout(const std::string& name, const std::vector<float>& values) {
+  input(name, values);
   arrays.back().role = Array::kInOut;
 }
 
-void Problem::indices(const std::string& name, std::vector<std::int32_t> values) {
+void Problem::indices(const std::string& name, const std::vector<std::int32_t>& values) {
   Array a;
   a.name = name;
-  a.index = true;
-  a.indices = std::move(values);
+  a.type = Array::kInt32;
+  a.values.assign(values.begin(), values.end());
   arrays.push_back(std::move(a));
 }
 
-void Problem::output(const std::string& name, std::int64_t count) {
-  input(name, std::vector<float>(static_cast<std::size_t>(count), std::numeric_limits<float>::quiet_NaN()));
-  arrays.back().role = Array::kOutput;
+void Problem::output(const std::string& name, std::int64_t count, Array::Type type) {
+  Array a;
+  a.name = name;
+  a.role = Array::kOutput;
+  a.type = type;
+  const double poison = type == Array::kFloat ? std::numeric_limits<double>::quiet_NaN() : -1.0;
+  a.values.assign(static_cast<std::size_t>(count), poison);
+  arrays.push_back(std::move(a));
 }
 
-const Array& Problem::operator[](const std::string& name) const {
-  for (const Array& a : arrays)
+Array& Problem::array(const std::string& name) {
+  for (Array& a : arrays)
     if (a.name == name) return a;
   detail::fail("kernel-lab: the problem has no array '", name, "'");
 }
+
+const Array& Problem::operator[](const std::string& name) const { return const_cast<Problem*>(this)->array(name); }
+const std::vector<double>& Problem::in(const std::string& name) const { return (*this)[name].values; }
+std::vector<double>& Problem::out(const std::string& name) { return array(name).values; }
 
 // cpu::normal and cpu::uniform draw element i from philox(seed, counter + i / 4): one
 // counter gives four floats, so the next draw starts (n + 3) / 4 counters further on.
@@ -150,6 +163,21 @@ void* Args::get(const char* name) const {
   detail::fail("kernel-lab: the call asks for an array '", name, "' the problem does not have");
 }
 
+Tensor Args::tensor(const char* name, const Shape& shape, DType dtype) const {
+  Tensor t = empty(shape, TensorOptions().dtype(dtype).device(device));
+  const std::size_t bytes = static_cast<std::size_t>(t.numel()) * dtype_size(dtype);
+  if (runtime) runtime->copy(t.raw_data(), get(name), bytes, gpu::CopyKind::DeviceToDevice);
+  else std::memcpy(t.raw_data(), get(name), bytes);
+  return t;
+}
+
+void Args::store(const char* name, const Tensor& t) const {
+  const Tensor c = t.contiguous();
+  const std::size_t bytes = static_cast<std::size_t>(c.numel()) * dtype_size(c.dtype());
+  if (runtime) runtime->copy(get(name), c.raw_data(), bytes, gpu::CopyKind::DeviceToDevice);
+  else std::memcpy(get(name), c.raw_data(), bytes);
+}
+
 const Dims& Case::default_size(LabDevice device) const {
   return device == LabDevice::CPU ? cpu_size : device == LabDevice::Emulator ? emulator_size : gpu_size;
 }
@@ -165,7 +193,7 @@ const Dims& Case::default_size(LabDevice device) const {
 //   err[i] = |got[i] - ref[i]| / max(|ref[i]|, mean |ref|)
 //
 // An element fails when err[i] > tolerance, or when it is NaN or infinite. Outputs start as
-// NaN, so an element the kernel never writes fails too, even with no reference to compare.
+// NaN, so an element the kernel never writes fails too. Index outputs must match exactly.
 
 namespace {
 
@@ -175,24 +203,20 @@ struct Comparison {
   std::string first_failure;  // the first of them
 };
 
-Comparison compare(const std::string& name, const std::vector<float>& got, const std::vector<double>* ref,
+Comparison compare(const std::string& name, const std::vector<double>& got, const std::vector<double>& ref,
                    double tolerance) {
   Comparison c;
   const std::size_t n = got.size();
   double scale = 0;
-  if (ref) {
-    for (double r : *ref) scale += std::isfinite(r) ? std::fabs(r) : 0.0;
-    scale = n ? scale / static_cast<double>(n) : 0.0;
-  }
+  for (double r : ref) scale += std::isfinite(r) ? std::fabs(r) : 0.0;
+  scale = n ? scale / static_cast<double>(n) : 0.0;
   scale = std::max(scale, std::numeric_limits<double>::min());
   for (std::size_t i = 0; i < n; ++i) {
-    const double g = got[i];
-    const double r = ref ? (*ref)[i] : 0.0;
+    const double g = got[i], r = ref[i];
     std::string why;
     if (!std::isfinite(g)) {
-      if (!(ref && g == r)) why = ref ? format("%s[%zu] = %g (reference %.9g)", name.c_str(), i, g, r)
-                                      : format("%s[%zu] = %g", name.c_str(), i, g);
-    } else if (ref) {
+      if (g != r) why = format("%s[%zu] = %g (reference %.9g)", name.c_str(), i, g, r);
+    } else {
       const double abs_error = std::fabs(g - r);
       const double rel_error = abs_error / std::max(std::fabs(r), scale);
       c.max_abs = std::max(c.max_abs, abs_error);
@@ -263,6 +287,7 @@ class Target {
            format(", L2 %s (flushed before every timed run)", bytes_text(runtime_->l2_bytes()).c_str());
   }
   Stream stream() const { return runtime_ ? runtime_->stream() : nullptr; }
+  gpu::Runtime* runtime() const { return runtime_; }
 
   void* allocate(std::size_t bytes) {
     bytes = std::max<std::size_t>(bytes, 16);
@@ -344,623 +369,136 @@ class Buffer {
   std::size_t bytes_;
 };
 
-}  // namespace
+// The device's copy of a problem: one buffer per array, in the dtype under test, which
+// upload() (re)fills from the problem's values, so every variant starts from the same inputs
+// and poisoned outputs. Misaligned: each array starts 4 bytes past the buffer's (256-byte
+// aligned) start, so no pointer is 16-byte aligned and every float4 path must fall back.
+struct DeviceProblem {
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<std::size_t> element_bytes;
+  std::size_t offset = 0;
+  Args args;
+
+  static std::size_t bytes_of(const Array& a, DType dtype) {
+    return a.type == Array::kInt32 ? 4 : a.type == Array::kInt64 ? 8 : dtype_size(dtype);
+  }
+  DeviceProblem(Target& target, const Problem& p, bool misaligned) {
+    offset = misaligned ? 4 : 0;
+    args.dims = p.dims;
+    args.stream = target.stream();
+    args.device = target.type() == DeviceType::CUDA ? Device::cuda() : kCPU;
+    args.dtype = p.dtype;
+    args.runtime = target.runtime();
+    for (const Array& a : p.arrays) {
+      element_bytes.push_back(bytes_of(a, p.dtype));
+      buffers.push_back(std::make_unique<Buffer>(target, a.values.size() * element_bytes.back() + offset));
+      args.names.push_back(a.name);
+      args.pointers.push_back(static_cast<char*>(buffers.back()->get()) + offset);
+    }
+  }
+  void upload(Target& target, const Problem& p) {
+    for (std::size_t i = 0; i < p.arrays.size(); ++i) {
+      const std::vector<char> host = encode(p.arrays[i], p.dtype);
+      target.upload(args.pointers[i], host.data(), host.size());
+    }
+  }
+  std::vector<double> download(Target& target, const Problem& p, std::size_t i) {
+    const Array& a = p.arrays[i];
+    std::vector<char> host(a.values.size() * element_bytes[i]);
+    target.download(host.data(), args.pointers[i], host.size());
+    return decode(a, p.dtype, host);
+  }
+  // The values of one array as the kernel sees them: float32 or float64, int32 or int64.
+  static std::vector<char> encode(const Array& a, DType dtype) {
+    std::vector<char> bytes(a.values.size() * bytes_of(a, dtype));
+    for (std::size_t j = 0; j < a.values.size(); ++j) {
+      const double v = a.values[j];
+      if (a.type == Array::kInt32) put(bytes, j, static_cast<std::int32_t>(v));
+      else if (a.type == Array::kInt64) put(bytes, j, static_cast<std::int64_t>(v));
+      else if (dtype == kFloat64) put(bytes, j, v);
+      else put(bytes, j, static_cast<float>(v));
+    }
+    return bytes;
+  }
+  static std::vector<double> decode(const Array& a, DType dtype, const std::vector<char>& bytes) {
+    std::vector<double> values(a.values.size());
+    for (std::size_t j = 0; j < values.size(); ++j) {
+      if (a.type == Array::kInt32) values[j] = get<std::int32_t>(bytes, j);
+      else if (a.type == Array::kInt64) values[j] = static_cast<double>(get<std::int64_t>(bytes, j));
+      else if (dtype == kFloat64) values[j] = get<double>(bytes, j);
+      else values[j] = get<float>(bytes, j);
+    }
+    return values;
+  }
+  template <class T>
+  static void put(std::vector<char>& bytes, std::size_t j, T v) {
+    std::memcpy(bytes.data() + j * sizeof(T), &v, sizeof(T));
+  }
+  template <class T>
+  static T get(const std::vector<char>& bytes, std::size_t j) {
+    T v;
+    std::memcpy(&v, bytes.data() + j * sizeof(T), sizeof(T));
+    return v;
+  }
+};
 
 // ---------------------------------------------------------------------------------------------
 // Reaching the variants
 //
-// The lab asks the registry for each variant's function by name (kernels::lookup_variant),
-// so it runs every variant without changing which one the rest of brrr selects.
-
-namespace {
+// The lab lists an op's registrations (kernels::variants) and binds each through the case's
+// Call, which looks the function up by its typed descriptor: it runs every variant without
+// changing which one the rest of brrr selects.
 
 struct Variant {
   std::string name;
   bool is_default = false;  // what the registry selects now
-  AnyFn fn = nullptr;
   kernels::VariantMeta meta;
 };
 
 // Every variant of op on device for dtype, highest priority (the fastest) first.
 std::vector<Variant> variants_of(const std::string& op, DeviceType device, DType dtype) {
+  ops::register_op_variants();  // the framework's ops built from ops join the registry
   std::vector<Variant> found;
   for (const kernels::VariantInfo& info : kernels::variants(op))
-    if (info.device.type == device && info.dtype == dtype)
-      found.push_back({info.variant, info.selected, kernels::lookup_variant(op, device, dtype, info.variant), info.meta});
+    if (info.device.type == device && info.dtype == dtype) found.push_back({info.variant, info.selected, info.meta});
   return found;
-}
-
-// The CPU kernel the case's outputs are checked against: the first of its reference
-// variants registered in float64, else in float32.
-struct Reference {
-  AnyFn fn = nullptr;
-  std::string variant;
-  DType dtype = kFloat64;
-  std::string describe() const {
-    return fn ? format("cpu variant '%s', %s", variant.c_str(), dtype == kFloat64 ? "float64" : "float32") : "none";
-  }
-};
-
-Reference find_reference(const Case& c) {
-  for (DType dtype : {kFloat64, kFloat32}) {
-    const std::vector<Variant> cpu = variants_of(c.op, DeviceType::CPU, dtype);
-    for (const std::string& name : c.reference_variants)
-      for (const Variant& v : cpu)
-        if (v.name == name) return {v.fn, name, dtype};
-  }
-  return {};
-}
-
-// For inputs a forward pass would have produced (a layernorm's mean and rstd for its
-// backward, attention's out and lse): the forward's CPU reference in float64.
-AnyFn float64_reference(const char* op, const char* needed_by) {
-  for (const Variant& v : variants_of(op, DeviceType::CPU, kFloat64))
-    if (v.name == "cpu") return v.fn;
-  detail::fail("kernel-lab: ", needed_by, "'s inputs come from the CPU reference ", op,
-               " in float64, which is not registered (kernels/cpu)");
 }
 
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// The table of ops
-//
-// Each case says what a call looks like through the op's kernels.h signature (call_<op>,
-// once for float and once for double), how to make inputs of a size, and the bytes an ideal
-// kernel moves: every input read once and every output written once, in float32. A kernel
-// that reaches that bandwidth is as fast as the memory system allows; matmul and attention
-// do so much arithmetic per byte that TFLOP/s is their measure instead.
+// The table: one file per chapter (cases_*.cpp), in course order
 
-namespace {
-
-using kernels::MatmulShape;
-
-// Constants the calls share: PyTorch's defaults, and an AdamW step late enough that the bias
-// corrections are not 1.
-constexpr double kLayernormEps = 1e-5;
-constexpr std::int64_t kIgnoreIndex = -100;
-const kernels::AdamWParams kAdamW{1e-3, 0.9, 0.999, 1e-8, 0.1, 10};
-
-kernels::Loop flat_loop(std::int64_t n) {  // one dim, contiguous operands: no broadcasting
-  kernels::Loop loop;
-  loop.ndim = 1;
-  loop.size[0] = n;
-  loop.stride[0][0] = loop.stride[1][0] = loop.stride[2][0] = 1;
-  return loop;
-}
-
-template <class T>
-void call_matmul(AnyFn kernel, const Args& a) {
-  MatmulShape s;
-  s.M = a.dims[0], s.N = a.dims[1], s.K = a.dims[2];
-  reinterpret_cast<kernels::matmul_fn<T>>(kernel)(a.f<T>("out"), a.f<T>("a"), a.f<T>("b"), s, a.stream);
-}
-
-template <class T>
-void call_gelu_forward(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::unary_fn<T>>(kernel)(a.f<T>("out"), a.f<T>("x"), a.dims[0], a.stream);
-}
-
-template <class T>
-void call_gelu_backward(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::unary_backward_fn<T>>(kernel)(a.f<T>("dx"), a.f<T>("dout"), a.f<T>("x"), a.dims[0],
-                                                          a.stream);
-}
-
-template <class T>
-void call_bias_gelu_forward(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::bias_gelu_forward_fn<T>>(kernel)(a.f<T>("out"), a.f<T>("x"), a.f<T>("bias"), a.dims[0],
-                                                             a.dims[1], a.stream);
-}
-
-template <class T>
-void call_layernorm_forward(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::layernorm_forward_fn<T>>(kernel)(a.f<T>("out"), a.f<T>("mean"), a.f<T>("rstd"),
-                                                             a.f<T>("x"), a.f<T>("weight"), a.f<T>("bias"), a.dims[0],
-                                                             a.dims[1], static_cast<T>(kLayernormEps), a.stream);
-}
-
-template <class T>
-void call_layernorm_backward(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::layernorm_backward_fn<T>>(kernel)(
-      a.f<T>("dx"), a.f<T>("dweight"), a.f<T>("dbias"), a.f<T>("dout"), a.f<T>("x"), a.f<T>("weight"), a.f<T>("mean"),
-      a.f<T>("rstd"), a.dims[0], a.dims[1], a.stream);
-}
-
-template <class T>
-void call_residual_layernorm_forward(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::residual_layernorm_forward_fn<T>>(kernel)(
-      a.f<T>("sum"), a.f<T>("out"), a.f<T>("mean"), a.f<T>("rstd"), a.f<T>("x"), a.f<T>("residual"), a.f<T>("weight"),
-      a.f<T>("bias"), a.dims[0], a.dims[1], static_cast<T>(kLayernormEps), a.stream);
-}
-
-template <class T>
-void call_softmax_forward(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::softmax_forward_fn<T>>(kernel)(a.f<T>("out"), a.f<T>("x"), a.dims[0], a.dims[1], a.stream);
-}
-
-template <class T>
-void call_cross_entropy_forward(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::cross_entropy_forward_fn<T>>(kernel)(a.f<T>("losses"), a.f<T>("lse"), a.f<T>("logits"),
-                                                                 a.idx("targets"), a.dims[0], a.dims[1], kIgnoreIndex,
-                                                                 a.stream);
-}
-
-template <class T>
-void call_cross_entropy_backward(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::cross_entropy_backward_fn<T>>(kernel)(
-      a.f<T>("dlogits"), a.f<T>("dlosses"), a.f<T>("logits"), a.f<T>("lse"), a.idx("targets"), a.dims[0], a.dims[1],
-      kIgnoreIndex, a.stream);
-}
-
-template <class T>
-void call_cross_entropy_fused(AnyFn kernel, const Args& a) {
-  const T dloss = static_cast<T>(1.0 / static_cast<double>(std::max<std::int64_t>(a.dims[0], 1)));  // a mean over rows
-  reinterpret_cast<kernels::cross_entropy_fused_fn<T>>(kernel)(a.f<T>("losses"), a.f<T>("dlogits"), a.f<T>("logits"),
-                                                               a.idx("targets"), a.dims[0], a.dims[1], kIgnoreIndex,
-                                                               dloss, a.stream);
-}
-
-template <class T>
-void call_adamw_step(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::adamw_step_fn<T>>(kernel)(a.f<T>("param"), a.f<T>("grad"), a.f<T>("m"), a.f<T>("v"),
-                                                      a.dims[0], kAdamW, a.stream);
-}
-
-// adamw_multi_step: the n parameters cut into tensors of ragged sizes, like a model's weight
-// matrices and biases (most tensors start at an address that is not 16-byte aligned), with
-// weight decay on every other one.
-std::vector<std::int64_t> adamw_tensor_sizes(std::int64_t n) {
-  std::vector<std::int64_t> sizes;
-  for (std::int64_t part : {n / 2 + 3, n / 4 - 1, n / 8 + 5, n / 16 + 2, n / 64 + 1}) {
-    part = std::clamp<std::int64_t>(part, 0, n);
-    sizes.push_back(part);
-    n -= part;
-  }
-  sizes.push_back(n);  // the rest
-  return sizes;
-}
-
-template <class T>
-void call_adamw_multi_step(AnyFn kernel, const Args& a) {
-  T *param = a.f<T>("param"), *m = a.f<T>("m"), *v = a.f<T>("v");
-  const T* grad = a.f<T>("grad");
-  std::vector<kernels::AdamWTensor<T>> tensors;
-  std::int64_t offset = 0;
-  for (std::int64_t size : adamw_tensor_sizes(a.dims[0])) {
-    const double decay = tensors.size() % 2 == 0 ? kAdamW.weight_decay : 0.0;
-    tensors.push_back({param + offset, grad + offset, m + offset, v + offset, size, decay});
-    offset += size;
-  }
-  reinterpret_cast<kernels::adamw_multi_step_fn<T>>(kernel)(tensors.data(), static_cast<int>(tensors.size()), kAdamW,
-                                                            a.stream);
-}
-
-template <class T>
-T attention_scale(const Args& a) {
-  return static_cast<T>(1.0 / std::sqrt(static_cast<double>(a.dims[2])));
-}
-
-template <class T>
-void call_attention_forward(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::attention_forward_fn<T>>(kernel)(a.f<T>("out"), a.f<T>("lse"), a.f<T>("q"), a.f<T>("k"),
-                                                             a.f<T>("v"), a.dims[0], a.dims[1], a.dims[2],
-                                                             attention_scale<T>(a), a.stream);
-}
-
-template <class T>
-void call_attention_backward(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::attention_backward_fn<T>>(kernel)(
-      a.f<T>("dq"), a.f<T>("dk"), a.f<T>("dv"), a.f<T>("dout"), a.f<T>("q"), a.f<T>("k"), a.f<T>("v"), a.f<T>("out"),
-      a.f<T>("lse"), a.dims[0], a.dims[1], a.dims[2], attention_scale<T>(a), a.stream);
-}
-
-template <class T>
-void call_add(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::binary_fn<T>>(kernel)(a.f<T>("out"), a.f<T>("a"), a.f<T>("b"), flat_loop(a.dims[0]),
-                                                  a.stream);
-}
-
-template <class T>
-void call_copy(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::copy_fn<T>>(kernel)(a.f<T>("out"), a.f<T>("in"), flat_loop(a.dims[0]), a.stream);
-}
-
-template <class T>
-void call_sum_dim(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::sum_dim_fn<T>>(kernel)(a.f<T>("out"), a.f<T>("in"), a.dims[0], a.dims[1], a.dims[2],
-                                                   a.stream);
-}
-
-template <class T>
-void call_embedding_forward(AnyFn kernel, const Args& a) {
-  reinterpret_cast<kernels::embedding_forward_fn<T>>(kernel)(a.f<T>("out"), a.f<T>("weight"), a.idx("idx"), a.dims[0],
-                                                             a.dims[1], a.stream);
-}
-
-// Cross-entropy targets: uniform over the vocabulary, with every 16th row ignored (padding),
-// so the ignore_index path is checked too.
-std::vector<std::int32_t> targets_for(Random& r, std::int64_t N, std::int64_t V) {
-  std::vector<std::int32_t> t = r.integers(N, static_cast<std::int32_t>(V));
-  for (std::int64_t n = 5; n < N; n += 16) t[n] = static_cast<std::int32_t>(kIgnoreIndex);
-  return t;
-}
-
-// For the backward cases: mean and rstd from the float64 reference layernorm_forward.
-void layernorm_statistics(Problem& p, const std::vector<float>& x, const std::vector<float>& weight,
-                          const std::vector<float>& bias) {
-  const std::int64_t N = p.dims[0], C = p.dims[1];
-  const AnyFn forward = float64_reference("layernorm_forward", "layernorm_backward");
-  std::vector<double> xd = to_double(x), wd = to_double(weight), bd = to_double(bias), out(xd.size()), mean(N), rstd(N);
-  reinterpret_cast<kernels::layernorm_forward_fn<double>>(forward)(out.data(), mean.data(), rstd.data(), xd.data(),
-                                                                   wd.data(), bd.data(), N, C, kLayernormEps, nullptr);
-  p.input("mean", to_float(mean));
-  p.input("rstd", to_float(rstd));
-}
-
-const std::vector<Case>& all_cases() {
-  static const std::vector<Case> table = {
-      // --- chapter 13: matmul ------------------------------------------------------------------
-      Case{
-          .op = "matmul",
-          .what = "out (M, N) = a (M, K) @ b (K, N), row-major",
-          .dim_names = {"M", "N", "K"},
-          .gpu_size = {4096, 4096, 4096}, .emulator_size = {128, 128, 128}, .cpu_size = {1024, 1024, 1024},
-          .tolerance = 1e-4,  // sums of K products: float32 rounding grows like sqrt(K)
-          .report_flops = true,
-          .bytes = [](const Dims& d) { return 4.0 * (d[0] * d[2] + d[2] * d[1] + d[0] * d[1]); },
-          .flops = [](const Dims& d) { return 2.0 * d[0] * d[1] * d[2]; },
-          .make = [](Problem& p, Random& r) {
-            const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
-            p.input("a", r.normal(M * K));
-            p.input("b", r.normal(K * N));
-            p.output("out", M * N);
-          },
-          .call_float = &call_matmul<float>, .call_double = &call_matmul<double>,
-          // Eigen in float64 is exact to ~1e-15 and fast at any size; the naive loop
-          // (double accumulation) is as exact but takes minutes at 4096^3.
-          .reference_variants = {"eigen", "naive"},
-      },
-      // --- chapter 11: GELU --------------------------------------------------------------------
-      Case{
-          .op = "gelu_forward",
-          .what = "out (n) = gelu(x (n)), the tanh approximation",
-          .dim_names = {"n"},
-          .gpu_size = {1 << 26}, .emulator_size = {1 << 16}, .cpu_size = {1 << 24},
-          .tolerance = 1e-4,  // tanhf is ~1e-7; the tanh.approx.f32 instruction (~5e-4) is not
-          .bytes = [](const Dims& d) { return 8.0 * d[0]; },  // read x, write out
-          .make = [](Problem& p, Random& r) {
-            p.input("x", r.normal(p.dims[0], 0.0f, 2.0f));
-            p.output("out", p.dims[0]);
-          },
-          .call_float = &call_gelu_forward<float>, .call_double = &call_gelu_forward<double>,
-      },
-      Case{
-          .op = "gelu_backward",
-          .what = "dx (n) = dout (n) * gelu'(x (n))",
-          .dim_names = {"n"},
-          .gpu_size = {1 << 26}, .emulator_size = {1 << 16}, .cpu_size = {1 << 24},
-          .tolerance = 1e-4,
-          .bytes = [](const Dims& d) { return 12.0 * d[0]; },  // read dout and x, write dx
-          .make = [](Problem& p, Random& r) {
-            p.input("dout", r.normal(p.dims[0]));
-            p.input("x", r.normal(p.dims[0], 0.0f, 2.0f));
-            p.output("dx", p.dims[0]);
-          },
-          .call_float = &call_gelu_backward<float>, .call_double = &call_gelu_backward<double>,
-      },
-      Case{
-          .op = "bias_gelu_forward",
-          .what = "out (N, C) = gelu(x (N, C) + bias (C)), fused",
-          .dim_names = {"N", "C"},
-          // GPT-2 small's MLP: B * T = 8 * 1024 rows of 4 * 768
-          .gpu_size = {8192, 3072}, .emulator_size = {64, 384}, .cpu_size = {2048, 3072},
-          .tolerance = 1e-4,
-          .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1] + 4.0 * d[1]; },  // x, out; bias once
-          .make = [](Problem& p, Random& r) {
-            const std::int64_t N = p.dims[0], C = p.dims[1];
-            p.input("x", r.normal(N * C, 0.0f, 2.0f));
-            p.input("bias", r.normal(C, 0.0f, 0.5f));
-            p.output("out", N * C);
-          },
-          .call_float = &call_bias_gelu_forward<float>, .call_double = &call_bias_gelu_forward<double>,
-      },
-      // --- chapter 12: LayerNorm ---------------------------------------------------------------
-      Case{
-          .op = "layernorm_forward",
-          .what = "out (N, C) = (x - mean) * rstd * weight (C) + bias (C); mean, rstd (N)",
-          .dim_names = {"N", "C"},
-          .gpu_size = {65536, 768}, .emulator_size = {128, 768}, .cpu_size = {16384, 768},
-          .tolerance = 1e-4,
-          // read x, write out, read weight and bias, write mean and rstd
-          .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1] + 8.0 * d[1] + 8.0 * d[0]; },
-          .make = [](Problem& p, Random& r) {
-            const std::int64_t N = p.dims[0], C = p.dims[1];
-            p.input("x", r.normal(N * C, 0.5f, 2.0f));  // an offset, so the mean matters
-            p.input("weight", r.normal(C, 1.0f, 0.2f));
-            p.input("bias", r.normal(C, 0.0f, 0.2f));
-            p.output("out", N * C);
-            p.output("mean", N);
-            p.output("rstd", N);
-          },
-          .call_float = &call_layernorm_forward<float>, .call_double = &call_layernorm_forward<double>,
-      },
-      Case{
-          .op = "layernorm_backward",
-          .what = "dx (N, C), dweight (C), dbias (C) from dout, x, weight and the forward's mean, rstd",
-          .dim_names = {"N", "C"},
-          .gpu_size = {65536, 768}, .emulator_size = {128, 768}, .cpu_size = {16384, 768},
-          .tolerance = 1e-3,  // dweight and dbias are sums over all N rows
-          // read dout, x, weight, mean, rstd; write dx, dweight, dbias
-          .bytes = [](const Dims& d) { return 12.0 * d[0] * d[1] + 12.0 * d[1] + 8.0 * d[0]; },
-          .make = [](Problem& p, Random& r) {
-            const std::int64_t N = p.dims[0], C = p.dims[1];
-            const std::vector<float> x = r.normal(N * C, 0.5f, 2.0f), weight = r.normal(C, 1.0f, 0.2f),
-                                     bias = r.normal(C, 0.0f, 0.2f);
-            p.input("dout", r.normal(N * C));
-            p.input("x", x);
-            p.input("weight", weight);
-            layernorm_statistics(p, x, weight, bias);
-            p.output("dx", N * C);
-            p.output("dweight", C);
-            p.output("dbias", C);
-          },
-          .call_float = &call_layernorm_backward<float>, .call_double = &call_layernorm_backward<double>,
-      },
-      Case{
-          .op = "residual_layernorm_forward",
-          .what = "sum (N, C) = x + residual; out = layernorm(sum); mean, rstd (N), fused",
-          .dim_names = {"N", "C"},
-          .gpu_size = {65536, 768}, .emulator_size = {128, 768}, .cpu_size = {16384, 768},
-          .tolerance = 1e-4,
-          // read x, residual; write sum, out; read weight, bias; write mean, rstd
-          .bytes = [](const Dims& d) { return 16.0 * d[0] * d[1] + 8.0 * d[1] + 8.0 * d[0]; },
-          .make = [](Problem& p, Random& r) {
-            const std::int64_t N = p.dims[0], C = p.dims[1];
-            p.input("x", r.normal(N * C, 0.5f, 2.0f));
-            p.input("residual", r.normal(N * C));
-            p.input("weight", r.normal(C, 1.0f, 0.2f));
-            p.input("bias", r.normal(C, 0.0f, 0.2f));
-            p.output("sum", N * C);
-            p.output("out", N * C);
-            p.output("mean", N);
-            p.output("rstd", N);
-          },
-          .call_float = &call_residual_layernorm_forward<float>,
-          .call_double = &call_residual_layernorm_forward<double>,
-      },
-      // --- softmax and cross-entropy -----------------------------------------------------------
-      Case{
-          .op = "softmax_forward",
-          .what = "out (N, C) = softmax of each row of x (N, C)",
-          .dim_names = {"N", "C"},
-          // attention's scores: B * n_head * T rows of T
-          .gpu_size = {65536, 1024}, .emulator_size = {64, 1000}, .cpu_size = {8192, 1024},
-          .tolerance = 1e-4,
-          .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1]; },  // read x, write out
-          .make = [](Problem& p, Random& r) {
-            p.input("x", r.normal(p.dims[0] * p.dims[1], 0.0f, 3.0f));
-            p.output("out", p.dims[0] * p.dims[1]);
-          },
-          .call_float = &call_softmax_forward<float>, .call_double = &call_softmax_forward<double>,
-      },
-      Case{
-          .op = "cross_entropy_forward",
-          .what = "losses (N), lse (N) from logits (N, V) and targets (N)",
-          .dim_names = {"N", "V"},
-          // GPT-2's padded vocabulary, B * T = 8 * 1024 rows
-          .gpu_size = {8192, 50304}, .emulator_size = {32, 1000}, .cpu_size = {512, 50304},
-          .tolerance = 1e-4,
-          // read logits and targets, write losses and lse
-          .bytes = [](const Dims& d) { return 4.0 * d[0] * d[1] + 12.0 * d[0]; },
-          .make = [](Problem& p, Random& r) {
-            const std::int64_t N = p.dims[0], V = p.dims[1];
-            p.input("logits", r.normal(N * V, 0.0f, 2.0f));
-            p.indices("targets", targets_for(r, N, V));
-            p.output("losses", N);
-            p.output("lse", N);
-          },
-          .call_float = &call_cross_entropy_forward<float>, .call_double = &call_cross_entropy_forward<double>,
-      },
-      Case{
-          .op = "cross_entropy_backward",
-          .what = "dlogits (N, V) from dlosses (N), logits (N, V), the forward's lse (N), targets",
-          .dim_names = {"N", "V"},
-          .gpu_size = {8192, 50304}, .emulator_size = {32, 1000}, .cpu_size = {512, 50304},
-          .tolerance = 1e-4,
-          // read logits, write dlogits; read dlosses, lse, targets
-          .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1] + 12.0 * d[0]; },
-          .make = [](Problem& p, Random& r) {
-            const std::int64_t N = p.dims[0], V = p.dims[1];
-            const std::vector<float> logits = r.normal(N * V, 0.0f, 2.0f);
-            const std::vector<std::int32_t> targets = targets_for(r, N, V);
-            const AnyFn forward = float64_reference("cross_entropy_forward", "cross_entropy_backward");
-            std::vector<double> ld = to_double(logits), losses(N), lse(N);
-            reinterpret_cast<kernels::cross_entropy_forward_fn<double>>(forward)(
-                losses.data(), lse.data(), ld.data(), targets.data(), N, V, kIgnoreIndex, nullptr);
-            p.input("dlosses", r.uniform(N, 0.5f / N, 1.5f / N));
-            p.input("logits", logits);
-            p.input("lse", to_float(lse));
-            p.indices("targets", targets);
-            p.output("dlogits", N * V);
-          },
-          .call_float = &call_cross_entropy_backward<float>, .call_double = &call_cross_entropy_backward<double>,
-      },
-      Case{
-          .op = "cross_entropy_fused",
-          .what = "losses (N) and dlogits (N, V) in one pass over logits (N, V), dloss = 1/N",
-          .dim_names = {"N", "V"},
-          .gpu_size = {8192, 50304}, .emulator_size = {32, 1000}, .cpu_size = {512, 50304},
-          .tolerance = 1e-4,
-          // one read of logits, one write of dlogits; read targets, write losses
-          .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1] + 8.0 * d[0]; },
-          .make = [](Problem& p, Random& r) {
-            const std::int64_t N = p.dims[0], V = p.dims[1];
-            p.input("logits", r.normal(N * V, 0.0f, 2.0f));
-            p.indices("targets", targets_for(r, N, V));
-            p.output("losses", N);
-            p.output("dlogits", N * V);
-          },
-          .call_float = &call_cross_entropy_fused<float>, .call_double = &call_cross_entropy_fused<double>,
-      },
-      // --- AdamW -------------------------------------------------------------------------------
-      Case{
-          .op = "adamw_step",
-          .what = "param, m, v (n) updated in place from grad (n), step 10",
-          .dim_names = {"n"},
-          .gpu_size = {1 << 26}, .emulator_size = {1 << 16}, .cpu_size = {1 << 24},
-          .tolerance = 1e-5,
-          .bytes = [](const Dims& d) { return 28.0 * d[0]; },  // read param grad m v, write param m v
-          .make = [](Problem& p, Random& r) {
-            const std::int64_t n = p.dims[0];
-            p.inout("param", r.normal(n));
-            p.input("grad", r.normal(n));
-            p.inout("m", r.normal(n, 0.0f, 0.1f));
-            p.inout("v", r.uniform(n, 0.0f, 0.01f));  // a running mean of squares: >= 0
-          },
-          .call_float = &call_adamw_step<float>, .call_double = &call_adamw_step<double>,
-      },
-      Case{
-          .op = "adamw_multi_step",
-          .what = "adamw_step over 6 tensors of ragged sizes (n in all) in one launch",
-          .dim_names = {"n"},
-          .gpu_size = {1 << 26}, .emulator_size = {1 << 16}, .cpu_size = {1 << 24},
-          .tolerance = 1e-5,
-          .bytes = [](const Dims& d) { return 28.0 * d[0]; },
-          .make = [](Problem& p, Random& r) {
-            const std::int64_t n = p.dims[0];
-            p.inout("param", r.normal(n));
-            p.input("grad", r.normal(n));
-            p.inout("m", r.normal(n, 0.0f, 0.1f));
-            p.inout("v", r.uniform(n, 0.0f, 0.01f));
-          },
-          .call_float = &call_adamw_multi_step<float>, .call_double = &call_adamw_multi_step<double>,
-      },
-      // --- chapter 14: attention ---------------------------------------------------------------
-      Case{
-          .op = "attention_forward",
-          .what = "causal attention: out (BH, T, hs), lse (BH, T) from q, k, v (BH, T, hs)",
-          .dim_names = {"BH", "T", "hs"},
-          // GPT-2 small: batch 32 * 12 heads, T = 1024
-          .gpu_size = {384, 1024, 64}, .emulator_size = {4, 64, 32}, .cpu_size = {48, 256, 64},
-          .tolerance = 1e-4,
-          .report_flops = true,
-          .bytes = [](const Dims& d) { return 16.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },  // q k v out, lse
-          // q @ k^T and p @ v, 2 * T * T * hs flops each, over the causal half
-          .flops = [](const Dims& d) { return 4.0 * d[0] * d[1] * d[1] * d[2] / 2; },
-          .make = [](Problem& p, Random& r) {
-            const std::int64_t n = p.dims[0] * p.dims[1] * p.dims[2];
-            p.input("q", r.normal(n));
-            p.input("k", r.normal(n));
-            p.input("v", r.normal(n));
-            p.output("out", n);
-            p.output("lse", p.dims[0] * p.dims[1]);
-          },
-          .call_float = &call_attention_forward<float>, .call_double = &call_attention_forward<double>,
-      },
-      Case{
-          .op = "attention_backward",
-          .what = "dq, dk, dv (BH, T, hs) from dout, q, k, v and the forward's out, lse",
-          .dim_names = {"BH", "T", "hs"},
-          .gpu_size = {384, 1024, 64}, .emulator_size = {4, 64, 32}, .cpu_size = {48, 256, 64},
-          .tolerance = 1e-3,  // dk and dv are sums over every query that sees the key
-          .report_flops = true,
-          // read dout q k v out, lse; write dq dk dv
-          .bytes = [](const Dims& d) { return 32.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },
-          // recomputing the scores and four more matmuls: 2.5x the forward's
-          .flops = [](const Dims& d) { return 2.5 * 4.0 * d[0] * d[1] * d[1] * d[2] / 2; },
-          .make = [](Problem& p, Random& r) {
-            const std::int64_t BH = p.dims[0], T = p.dims[1], hs = p.dims[2], n = BH * T * hs;
-            const std::vector<float> q = r.normal(n), k = r.normal(n), v = r.normal(n);
-            const AnyFn forward = float64_reference("attention_forward", "attention_backward");
-            std::vector<double> qd = to_double(q), kd = to_double(k), vd = to_double(v), out(n), lse(BH * T);
-            reinterpret_cast<kernels::attention_forward_fn<double>>(forward)(
-                out.data(), lse.data(), qd.data(), kd.data(), vd.data(), BH, T, hs, 1.0 / std::sqrt(double(hs)),
-                nullptr);
-            p.input("dout", r.normal(n));
-            p.input("q", q);
-            p.input("k", k);
-            p.input("v", v);
-            p.input("out", to_float(out));
-            p.input("lse", to_float(lse));
-            p.output("dq", n);
-            p.output("dk", n);
-            p.output("dv", n);
-          },
-          .call_float = &call_attention_backward<float>, .call_double = &call_attention_backward<double>,
-      },
-      // --- the plain ops of chapter 09 ---------------------------------------------------------
-      Case{
-          .op = "add",
-          .what = "out (n) = a (n) + b (n), contiguous, no broadcasting",
-          .dim_names = {"n"},
-          .gpu_size = {1 << 26}, .emulator_size = {1 << 16}, .cpu_size = {1 << 24},
-          .tolerance = 1e-6,  // one rounding
-          .bytes = [](const Dims& d) { return 12.0 * d[0]; },
-          .make = [](Problem& p, Random& r) {
-            p.input("a", r.normal(p.dims[0]));
-            p.input("b", r.normal(p.dims[0]));
-            p.output("out", p.dims[0]);
-          },
-          .call_float = &call_add<float>, .call_double = &call_add<double>,
-      },
-      Case{
-          .op = "copy",
-          .what = "out (n) = in (n), contiguous",
-          .dim_names = {"n"},
-          .gpu_size = {1 << 26}, .emulator_size = {1 << 16}, .cpu_size = {1 << 24},
-          .tolerance = 0,  // a copy is exact
-          .bytes = [](const Dims& d) { return 8.0 * d[0]; },
-          .make = [](Problem& p, Random& r) {
-            p.input("in", r.normal(p.dims[0]));
-            p.output("out", p.dims[0]);
-          },
-          .call_float = &call_copy<float>, .call_double = &call_copy<double>,
-      },
-      Case{
-          .op = "sum_dim",
-          .what = "out (outer, inner) = in (outer, R, inner) summed over R",
-          .dim_names = {"outer", "R", "inner"},
-          // a bias gradient: the sum over all rows
-          .gpu_size = {1, 65536, 768}, .emulator_size = {2, 256, 96}, .cpu_size = {1, 16384, 768},
-          .tolerance = 1e-4,
-          .bytes = [](const Dims& d) { return 4.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[2]; },
-          .make = [](Problem& p, Random& r) {
-            p.input("in", r.normal(p.dims[0] * p.dims[1] * p.dims[2]));
-            p.output("out", p.dims[0] * p.dims[2]);
-          },
-          .call_float = &call_sum_dim<float>, .call_double = &call_sum_dim<double>,
-      },
-      Case{
-          .op = "embedding_forward",
-          .what = "out (N, C) = rows idx (N) of weight (V, C)",
-          .dim_names = {"N", "C", "V"},
-          .gpu_size = {8192, 768, 50304}, .emulator_size = {64, 96, 500}, .cpu_size = {8192, 768, 50304},
-          .tolerance = 0,  // a gather is exact
-          .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1] + 4.0 * d[0]; },  // the rows read, out, idx
-          .make = [](Problem& p, Random& r) {
-            const std::int64_t N = p.dims[0], C = p.dims[1], V = p.dims[2];
-            p.input("weight", r.normal(V * C));
-            p.indices("idx", r.integers(N, static_cast<std::int32_t>(V)));
-            p.output("out", N * C);
-          },
-          .call_float = &call_embedding_forward<float>, .call_double = &call_embedding_forward<double>,
-      },
-  };
+const std::vector<Case>& cases() {
+  static const std::vector<Case> table = [] {
+    std::vector<Case> all;
+    for (auto part : {elementwise_cases, random_cases, reduction_cases, matmul_cases, nn_cases, attention_cases,
+                      optim_cases})
+      for (Case& c : part()) all.push_back(std::move(c));
+    return all;
+  }();
   return table;
 }
 
-}  // namespace
-
-const std::vector<Case>& cases() { return all_cases(); }
-
-const Case& find_case(const std::string& op) {
-  std::string known;
+const Case& find_case(const std::string& name) {
+  std::vector<std::string> known;
+  for (const Case& c : cases())
+    if (c.name == name) return c;
   for (const Case& c : cases()) {
-    if (c.op == op) return c;
-    known += (known.empty() ? "" : ", ") + c.op;
+    if (c.op_name() == name) return c;
+    known.push_back(c.name);
   }
-  detail::fail("kernel-lab: unknown op '", op, "' (ops: ", known, ")");
+  detail::fail("kernel-lab: unknown op '", name, "' (ops: ", join(known), ")");
+}
+
+std::vector<std::string> ops_without_a_case() {
+  ops::register_op_variants();
+  std::set<std::string> covered;
+  for (const Case& c : cases()) covered.insert(c.op_name());
+  std::vector<std::string> missing;
+  for (const std::string& op : kernels::ops())
+    if (!covered.count(op) && op.rfind("lab_test_", 0) != 0) missing.push_back(op);  // tests' own ops aside
+  return missing;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1016,37 +554,36 @@ std::string lower(std::string s) {
 }  // namespace
 
 Dims parse_size(const Case& c, const std::string& text, const Dims& defaults) {
-  std::string names;
-  for (const std::string& n : c.dim_names) names += (names.empty() ? "" : ", ") + n;
+  const std::string names = join(c.dim_names);
   if (text.find('=') != std::string::npos) {  // "C=1024,N=64": by name, the rest from defaults
     Dims dims = defaults;
     for (const std::string& item : split(text, ", ")) {
       if (item.empty()) continue;
       const std::size_t eq = item.find('=');
-      BRRR_CHECK(eq != std::string::npos, "kernel-lab ", c.op, ": size '", item, "' is not NAME=VALUE (sizes: ", names,
+      BRRR_CHECK(eq != std::string::npos, "kernel-lab ", c.name, ": size '", item, "' is not NAME=VALUE (sizes: ", names,
                  ")");
       const std::string name = item.substr(0, eq);
       std::size_t d = 0;
       while (d < c.dim_names.size() && lower(c.dim_names[d]) != lower(name)) ++d;
-      BRRR_CHECK(d < c.dim_names.size(), "kernel-lab ", c.op, " has no size '", name, "' (sizes: ", names, ")");
-      dims[d] = parse_dim(c.op, item.substr(eq + 1));
+      BRRR_CHECK(d < c.dim_names.size(), "kernel-lab ", c.name, " has no size '", name, "' (sizes: ", names, ")");
+      dims[d] = parse_dim(c.name, item.substr(eq + 1));
     }
     return dims;
   }
   const std::vector<std::string> parts = split(text, "x,");
-  BRRR_CHECK(parts.size() == 1 || parts.size() == c.dim_names.size(), "kernel-lab ", c.op, " takes ",
+  BRRR_CHECK(parts.size() == 1 || parts.size() == c.dim_names.size(), "kernel-lab ", c.name, " takes ",
              c.dim_names.size(), c.dim_names.size() == 1 ? " size (" : " sizes (", names, "), not '", text, "'");
   Dims dims;
   for (std::size_t d = 0; d < c.dim_names.size(); ++d)
-    dims.push_back(parse_dim(c.op, parts[parts.size() == 1 ? 0 : d]));  // one size: every dim
+    dims.push_back(parse_dim(c.name, parts[parts.size() == 1 ? 0 : d]));  // one size: every dim
   return dims;
 }
 
 std::string size_string(const Case& c, const Dims& dims) {
-  std::string s;
+  std::vector<std::string> parts;
   for (std::size_t d = 0; d < dims.size() && d < c.dim_names.size(); ++d)
-    s += (s.empty() ? "" : " ") + c.dim_names[d] + "=" + std::to_string(dims[d]);
-  return s;
+    parts.push_back(c.dim_names[d] + "=" + std::to_string(dims[d]));
+  return join(parts, " ");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1111,17 +648,10 @@ double flops_peak(Target& target, bool gpu, std::string* how) {
   p.dims = {n, n, n};
   Random random(1);
   c.make(p, random);  // random values: zeros would draw less power and run at a higher clock
-  std::vector<std::unique_ptr<Buffer>> buffers;
-  Args args;
-  args.dims = p.dims;
-  args.stream = target.stream();
-  for (const Array& a : p.arrays) {
-    buffers.push_back(std::make_unique<Buffer>(target, a.values.size() * sizeof(float)));
-    target.upload(buffers.back()->get(), a.values.data(), a.values.size() * sizeof(float));
-    args.names.push_back(a.name);
-    args.pointers.push_back(buffers.back()->get());
-  }
-  const Timing t = time_calls(target, [&] { c.call_float(best->fn, args); }, 2, gpu ? 20 : 5, 0);
+  DeviceProblem device(target, p, false);
+  device.upload(target, p);
+  const Bound kernel = c.call.bind(target.type(), kFloat32, best->name);
+  const Timing t = time_calls(target, [&] { kernel(device.args); }, 2, gpu ? 20 : 5, 0);
   *how = format("matmul '%s', %lld^3 float32", best->name.c_str(), static_cast<long long>(n));
   return c.flops(p.dims) / (t.median_ms * 1e-3) / 1e12;
 }
@@ -1164,6 +694,36 @@ Peaks measure_peaks(LabDevice device, bool bandwidth, bool flops) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Finite differences (grad mode, for a backward kernel)
+//
+// A backward kernel computes d loss / d input for loss = sum(dout * forward(inputs)). The
+// case's loss() is that sum, from the forward's float64 reference. Central differences,
+//
+//   d loss / d x[j] ~ (loss(x + h e_j) - loss(x - h e_j)) / 2h,   h = 1e-5 max(1, |x[j]|),
+//
+// are good to about h^2 (truncation) plus 1e-16 |loss| / h (rounding): 1e-9 or so here, far
+// below float32's rounding, and they know nothing of how the backward was derived.
+
+namespace {
+
+std::vector<double> numeric_gradient(const Case& c, Problem p, const std::string& input) {
+  std::vector<double>& x = p.array(input).values;
+  std::vector<double> g(x.size());
+  for (std::size_t j = 0; j < x.size(); ++j) {
+    const double saved = x[j], h = 1e-5 * std::max(1.0, std::fabs(saved));
+    x[j] = saved + h;
+    const double plus = c.loss(p);
+    x[j] = saved - h;
+    const double minus = c.loss(p);
+    x[j] = saved;
+    g[j] = (plus - minus) / (2 * h);
+  }
+  return g;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
 // run(): the lab itself
 
 bool Report::passed() const {
@@ -1180,60 +740,6 @@ std::vector<std::string> Report::failures() const {
 }
 
 namespace {
-
-// The reference's outputs, in double: one vector per compared array (empty for inputs).
-std::vector<std::vector<double>> reference_outputs(const Case& c, const Problem& p, const Reference& ref) {
-  Args args;
-  args.dims = p.dims;
-  std::vector<std::vector<double>> doubles(p.arrays.size());
-  std::vector<std::vector<float>> floats(p.arrays.size());
-  for (std::size_t i = 0; i < p.arrays.size(); ++i) {
-    const Array& a = p.arrays[i];
-    args.names.push_back(a.name);
-    if (a.index) {
-      args.pointers.push_back(const_cast<std::int32_t*>(a.indices.data()));
-    } else if (ref.dtype == kFloat64) {
-      doubles[i] = to_double(a.values);
-      args.pointers.push_back(doubles[i].data());
-    } else {
-      floats[i] = a.values;
-      args.pointers.push_back(floats[i].data());
-    }
-  }
-  if (ref.dtype == kFloat64) c.call_double(ref.fn, args);
-  else c.call_float(ref.fn, args);
-  std::vector<std::vector<double>> out(p.arrays.size());
-  for (std::size_t i = 0; i < p.arrays.size(); ++i) {
-    if (!p.arrays[i].compared()) continue;
-    out[i] = ref.dtype == kFloat64 ? std::move(doubles[i]) : to_double(floats[i]);
-  }
-  return out;
-}
-
-// The device's copy of a problem: one buffer per array, which upload() (re)fills from the
-// problem's values, so every variant starts from the same inputs and NaN-filled outputs.
-struct DeviceProblem {
-  std::vector<std::unique_ptr<Buffer>> buffers;
-  Args args;
-
-  DeviceProblem(Target& target, const Problem& p) {
-    args.dims = p.dims;
-    args.stream = target.stream();
-    for (const Array& a : p.arrays) {
-      const std::size_t bytes = a.index ? a.indices.size() * sizeof(std::int32_t) : a.values.size() * sizeof(float);
-      buffers.push_back(std::make_unique<Buffer>(target, bytes));
-      args.names.push_back(a.name);
-      args.pointers.push_back(buffers.back()->get());
-    }
-  }
-  void upload(Target& target, const Problem& p) {
-    for (std::size_t i = 0; i < p.arrays.size(); ++i) {
-      const Array& a = p.arrays[i];
-      if (a.index) target.upload(buffers[i]->get(), a.indices.data(), a.indices.size() * sizeof(std::int32_t));
-      else target.upload(buffers[i]->get(), a.values.data(), a.values.size() * sizeof(float));
-    }
-  }
-};
 
 void print_table(std::FILE* out, const Case& c, const Report& report, bool timed) {
   const char* unit = c.report_flops ? "TFLOP/s" : "GB/s";
@@ -1268,25 +774,20 @@ void print_table(std::FILE* out, const Case& c, const Report& report, bool timed
   say(out, "* the default variant (what the registry selects for float32)\n");
 }
 
-// The check of one variant: one call on fresh inputs, every output compared with the
-// reference (or, with none, checked for NaN and inf).
-void check_variant(VariantResult& r, Target& target, const Case& c, const Problem& problem, DeviceProblem& device,
-                   AnyFn fn, const std::vector<std::vector<double>>& expected, double tolerance, bool asked_by_name,
-                   std::FILE* out) {
-  const bool on_gpu = target.type() == DeviceType::CUDA;
-  std::vector<std::vector<float>> got(problem.arrays.size());
+// Runs one variant on the problem: upload, call, download the compared outputs. An exercise
+// stub that is not written yet (variant "student") throws "not written yet": among all the
+// variants it is listed and passed over; asked for by name, it fails.
+bool call_variant(VariantResult& r, Target& target, const Problem& problem, DeviceProblem& device, const Bound& kernel,
+                  bool asked_by_name, std::FILE* out, std::vector<std::vector<double>>* got) {
   try {
     device.upload(target, problem);
-    c.call_float(fn, device.args);
+    kernel(device.args);
     target.synchronize();
-    for (std::size_t i = 0; i < problem.arrays.size(); ++i) {
-      if (!problem.arrays[i].compared()) continue;
-      got[i].resize(problem.arrays[i].values.size());
-      target.download(got[i].data(), device.buffers[i]->get(), got[i].size() * sizeof(float));
-    }
+    got->assign(problem.arrays.size(), {});
+    for (std::size_t i = 0; i < problem.arrays.size(); ++i)
+      if (problem.arrays[i].compared()) (*got)[i] = device.download(target, problem, i);
+    return true;
   } catch (const std::exception& e) {
-    // An exercise stub (variant "student") that is not written yet is not a failing kernel:
-    // among all the variants it is listed and passed over; asked for by name, it fails.
     r.failure = std::string("the call threw: ") + e.what();
     if (!asked_by_name && std::strstr(e.what(), kernels::kNotWrittenYet)) {
       r.not_written = true;
@@ -1296,20 +797,27 @@ void check_variant(VariantResult& r, Target& target, const Case& c, const Proble
       r.passed = false;
       say(out, "  FAIL: %s\n", r.failure.c_str());
     }
-    return;
+    return false;
   }
+}
+
+// Compares the outputs named in `which` (all compared arrays when empty) with `expected`.
+void compare_outputs(VariantResult& r, const Problem& problem, const std::vector<std::vector<double>>& got,
+                     const std::vector<std::vector<double>>& expected, double tolerance,
+                     const std::vector<std::string>& which, bool on_gpu, std::FILE* out) {
   bool printed_pairs = false;
+  r.checked = true;
   for (std::size_t i = 0; i < problem.arrays.size(); ++i) {
     const Array& a = problem.arrays[i];
-    if (!a.compared()) continue;
-    const std::vector<double>* want = r.checked ? &expected[i] : nullptr;
-    if (want && !printed_pairs) {  // the first few pairs of the first output, as llm.c prints them
+    if (!a.compared() || expected[i].empty()) continue;
+    if (!which.empty() && std::find(which.begin(), which.end(), a.name) == which.end()) continue;
+    if (!printed_pairs) {  // the first few pairs of the first output, as llm.c prints them
       printed_pairs = true;
       for (std::size_t k = 0; k < std::min<std::size_t>(5, got[i].size()); ++k)
-        say(out, "  %s[%zu]  %s %14.8f  %s %14.8f\n", a.name.c_str(), k, on_gpu ? "cpu" : "ref", (*want)[k],
-            on_gpu ? "gpu" : "cpu", static_cast<double>(got[i][k]));
+        say(out, "  %s[%zu]  %s %14.8f  %s %14.8f\n", a.name.c_str(), k, "ref", expected[i][k],
+            on_gpu ? "gpu" : "cpu", got[i][k]);
     }
-    const Comparison cmp = compare(a.name, got[i], want, tolerance);
+    const Comparison cmp = compare(a.name, got[i], expected[i], a.type == Array::kFloat ? tolerance : 0.0);
     r.max_abs_error = std::max(r.max_abs_error, cmp.max_abs);
     r.max_rel_error = std::max(r.max_rel_error, cmp.max_rel);
     if (cmp.bad && r.passed) {
@@ -1320,18 +828,39 @@ void check_variant(VariantResult& r, Target& target, const Case& c, const Proble
   }
   if (!r.passed)
     say(out, "  FAIL: %s\n", r.failure.c_str());
-  else if (r.checked)
+  else
     say(out, "  max abs err %.3e, max rel err %.3e (tolerance %.1e): ok\n", r.max_abs_error, r.max_rel_error,
         tolerance);
-  else
-    say(out, "  no reference: every output is finite, the values are unchecked\n");
+}
+
+// The expected outputs: the reference on the problem (or on its bf16-rounded inputs).
+std::vector<std::vector<double>> reference_outputs(const Case& c, Problem p) {
+  c.reference(p);
+  std::vector<std::vector<double>> expected(p.arrays.size());
+  for (std::size_t i = 0; i < p.arrays.size(); ++i)
+    if (p.arrays[i].compared()) expected[i] = std::move(p.arrays[i].values);
+  return expected;
+}
+
+// The expected gradients: finite differences of the case's loss (added to what the output
+// held for a kernel that accumulates).
+std::vector<std::vector<double>> gradient_outputs(const Case& c, const Problem& p) {
+  std::vector<std::vector<double>> expected(p.arrays.size());
+  for (const Grad& g : c.grads)
+    for (std::size_t i = 0; i < p.arrays.size(); ++i) {
+      if (p.arrays[i].name != g.output) continue;
+      expected[i] = numeric_gradient(c, p, g.input);
+      if (g.accumulates)
+        for (std::size_t j = 0; j < expected[i].size(); ++j) expected[i][j] += p.arrays[i].values[j];
+    }
+  return expected;
 }
 
 // The timing of one variant that passed: warm-up, then repeats with the cache flushed.
-void time_variant(VariantResult& r, Target& target, const Case& c, DeviceProblem& device, AnyFn fn,
+void time_variant(VariantResult& r, Target& target, const Case& c, DeviceProblem& device, const Bound& kernel,
                   const Peaks& peaks, int repeats, double budget_seconds, std::FILE* out) {
   const bool gpu = target.type() == DeviceType::CUDA && !target.emulated();
-  const Timing t = time_calls(target, [&] { c.call_float(fn, device.args); }, gpu ? 2 : 0, repeats, budget_seconds);
+  const Timing t = time_calls(target, [&] { kernel(device.args); }, gpu ? 2 : 0, repeats, budget_seconds);
   r.timed = true;
   r.median_ms = t.median_ms;
   r.min_ms = t.min_ms;
@@ -1372,93 +901,167 @@ Report run(const Case& c, const Options& options) {
   std::FILE* out = options.out;
   Target target(options.device);  // first: --device emulator must switch before the registry is used
   Report report;
-  report.op = c.op;
+  report.op = c.name;
+  report.mode = options.mode;
   report.device = std::string(target.registry_name()) + (target.emulated() ? " (emulator)" : "");
   report.seed = options.seed;
-  const Dims dims = options.size.empty() ? c.default_size(options.device) : options.size;
-  BRRR_CHECK(dims.size() == c.dim_names.size(), "kernel-lab ", c.op, ": ", dims.size(), " sizes given, ",
+  const bool grad = options.mode == Mode::Grad;
+  const Dims dims = !options.size.empty()              ? options.size
+                    : grad && !c.grad_shape.empty()    ? c.grad_shape
+                                                       : c.default_size(options.device);
+  BRRR_CHECK(dims.size() == c.dim_names.size(), "kernel-lab ", c.name, ": ", dims.size(), " sizes given, ",
              c.dim_names.size(), " expected");
   report.size = size_string(c, dims);
   report.dims = dims;
   report.unit = c.report_flops ? "TFLOP/s" : "GB/s";
-  const double tolerance = options.tolerance >= 0 ? options.tolerance : c.tolerance;
-  say(out, "kernel-lab %s: %s\n", c.op.c_str(), c.what.c_str());
+  const bool f64 = options.dtype == kFloat64;
+  const double case_tolerance = f64 ? c.tolerance64 : c.tolerance;
+  // Finite differences are good to about 1e-9 (see above): a float64 gradient is held to 1e-6.
+  const double tolerance = options.tolerance >= 0 ? options.tolerance
+                           : grad                 ? std::max(case_tolerance, 1e-6)
+                                                  : case_tolerance;
+  say(out, "kernel-lab %s: %s\n", c.name.c_str(), c.what.c_str());
   say(out, "device: %s\n", target.describe().c_str());
 
-  // The variants to run: every float32 registration of the op on the device, or one.
-  std::vector<Variant> variants = variants_of(c.op, target.type(), kFloat32);
+  if (grad && !c.has_grad()) {
+    report.note = c.name + " has no backward of its own to check";
+    say(out, "mode grad: %s (check mode checks its outputs)\n", report.note.c_str());
+    return report;
+  }
+
+  // The variants to run: every registration of the op on the device in the dtype, or one.
+  const DType registry_dtype = c.call.one_dtype ? c.call.dtype : options.dtype;
+  std::vector<Variant> variants = variants_of(c.op_name(), target.type(), registry_dtype);
   if (variants.empty()) {
-    report.note = "no variant of " + c.op + " on " + report.device;
+    report.note = "no variant of " + c.op_name() + " on " + report.device + (f64 ? " in float64" : "");
     say(out, "%s (nothing to check or time)\n", report.note.c_str());
     return report;
   }
   if (options.variant != "all") {
-    std::string names;
-    for (const Variant& v : variants) names += (names.empty() ? "" : ", ") + v.name;
+    std::vector<std::string> names;
+    for (const Variant& v : variants) names.push_back(v.name);
     auto it = std::find_if(variants.begin(), variants.end(),
                            [&](const Variant& v) { return v.name == options.variant; });
-    BRRR_CHECK(it != variants.end(), "kernel-lab: ", c.op, " has no variant '", options.variant, "' on ",
-               report.device, " (variants: ", names, ")");
+    BRRR_CHECK(it != variants.end(), "kernel-lab: ", c.name, " has no variant '", options.variant, "' on ",
+               report.device, " (variants: ", join(names), ")");
     variants = {*it};
   }
 
-  // The inputs, the reference's outputs, and the peaks.
+  // An op built from ops: grad mode is brrr's gradcheck on each variant, in float64.
+  if (grad && c.gradcheck) {
+    report.reference = "finite differences (brrr::gradcheck, float64)";
+    say(out, "mode grad: brrr::gradcheck of each variant in float64 (autograd against finite differences)\n");
+    const Device device = target.type() == DeviceType::CUDA ? Device::cuda() : kCPU;
+    for (const Variant& v : variants) {
+      VariantResult r;
+      r.variant = v.name;
+      r.is_default = v.is_default;
+      r.checked = true;
+      say(out, "\n%s%s:\n", v.name.c_str(), v.is_default ? " (default)" : "");
+      const GradcheckResult g = c.gradcheck(v.name, device);
+      r.max_abs_error = g.max_abs_error;
+      r.max_rel_error = g.max_rel_error;
+      r.passed = g.ok;
+      if (!g.ok) r.failure = "gradcheck: " + g.message;
+      say(out, "  %s (max abs err %.3e)\n", g.ok ? "ok" : r.failure.c_str(), g.max_abs_error);
+      report.results.push_back(r);
+    }
+    print_table(out, c, report, false);
+    return report;
+  }
+
+  // The inputs and what the outputs should be.
   Problem problem;
   problem.dims = dims;
+  problem.dtype = options.dtype;
   Random random(options.seed);
   c.make(problem, random);
   say(out, "size: %s, seed %llu, %s moved per call", report.size.c_str(),
       static_cast<unsigned long long>(options.seed), bytes_text(c.bytes(dims)).c_str());
   if (c.flops) say(out, ", %.3g GFLOP", c.flops(dims) / 1e9);
-  say(out, "\n");
-  const Reference ref = find_reference(c);
-  report.reference = ref.fn ? ref.describe() : "";
-  if (ref.fn)
-    say(out, "reference: %s\n", ref.describe().c_str());
-  else
-    say(out, "reference: none (no CPU kernel of %s is registered): outputs are only checked for NaN and inf\n",
-        c.op.c_str());
+  say(out, "%s%s\n", f64 ? ", float64" : "", options.misaligned ? ", misaligned (every array 4 bytes off)" : "");
   std::vector<std::vector<double>> expected, expected_bf16;
-  if (ref.fn) expected = reference_outputs(c, problem, ref);
-  if (ref.fn && std::any_of(variants.begin(), variants.end(),
-                            [](const Variant& v) { return v.meta.bf16_inputs; })) {
-    Problem rounded = problem;
-    for (Array& a : rounded.arrays)
-      if (a.role == Array::kInput && !a.index)
-        for (float& x : a.values) x = round_to_bf16(x);
-    expected_bf16 = reference_outputs(c, rounded, ref);
-    say(out, "bf16 variants are checked against the reference on their inputs rounded to bfloat16\n");
+  std::vector<std::string> which;  // the outputs compared (grad mode: the gradients only)
+  if (grad) {
+    report.reference = "finite differences of the forward's float64 reference";
+    for (const Grad& g : c.grads) which.push_back(g.output);
+    expected = gradient_outputs(c, problem);
+  } else {
+    report.reference = "the float64 reference (a loop from the formula of chapter " + c.chapter + ")";
+    expected = reference_outputs(c, problem);
+    if (std::any_of(variants.begin(), variants.end(), [](const Variant& v) { return v.meta.bf16_inputs; })) {
+      Problem rounded = problem;
+      for (Array& a : rounded.arrays)
+        if (a.role == Array::kInput && a.type == Array::kFloat)
+          for (double& x : a.values) x = round_to_bf16(static_cast<float>(x));
+      expected_bf16 = reference_outputs(c, rounded);
+      say(out, "bf16 variants are checked against the reference on their inputs rounded to bfloat16\n");
+    }
   }
+  say(out, "mode %s: against %s\n", mode_name(options.mode), report.reference.c_str());
   Peaks peaks;
-  if (options.time) {
+  const bool timing = options.mode == Mode::Perf;
+  if (timing) {
     peaks = measure_peaks(options.device, !c.report_flops, c.report_flops);
     report.peak = c.report_flops ? peaks.tflops : peaks.bandwidth_gbs;
     print_peak(out, c, peaks);
   }
 
   // Each variant: check, then time what passed (a wrong kernel's speed means nothing).
-  DeviceProblem device(target, problem);
+  DeviceProblem device(target, problem, options.misaligned);
   const bool gpu = target.type() == DeviceType::CUDA && !target.emulated();
+  const bool on_gpu = target.type() == DeviceType::CUDA;
   const int repeats = options.repeat > 0 ? options.repeat : gpu ? 50 : options.device == LabDevice::CPU ? 10 : 3;
   const double budget_seconds = options.repeat > 0 ? 0.0 : 2.0;  // an explicit --repeat is obeyed
   for (const Variant& v : variants) {
     VariantResult r;
     r.variant = v.name;
     r.is_default = v.is_default;
-    r.checked = ref.fn != nullptr;
     say(out, "\n%s%s:\n", v.name.c_str(), v.is_default ? " (default)" : "");
-    check_variant(r, target, c, problem, device, v.fn, v.meta.bf16_inputs ? expected_bf16 : expected,
-                  options.tolerance >= 0 ? tolerance : std::max(tolerance, v.meta.tolerance),
-                  options.variant != "all", out);
-    if (options.time && r.passed && !r.not_written)
-      time_variant(r, target, c, device, v.fn, peaks, repeats, budget_seconds, out);
+    const Bound kernel = c.call.bind(target.type(), registry_dtype, v.name);
+    BRRR_CHECK(kernel != nullptr, "kernel-lab: ", c.name, " variant '", v.name, "' could not be bound");
+    std::vector<std::vector<double>> got;
+    if (call_variant(r, target, problem, device, kernel, options.variant != "all", out, &got)) {
+      const double allowed = options.tolerance >= 0 ? tolerance : std::max(tolerance, v.meta.tolerance);
+      compare_outputs(r, problem, got, v.meta.bf16_inputs && !grad ? expected_bf16 : expected, allowed, which, on_gpu,
+                      out);
+      if (timing && r.passed) time_variant(r, target, c, device, kernel, peaks, repeats, budget_seconds, out);
+    }
     report.results.push_back(r);
   }
 
-  print_table(out, c, report, options.time);
-  if (options.time && target.emulated())
+  print_table(out, c, report, timing);
+  if (timing && target.emulated())
     say(out, "%% of peak: not shown on the emulator (its times measure the emulator, not a GPU)\n");
   return report;
+}
+
+std::vector<std::string> run_shapes(const Case& c, LabDevice device, Mode mode, DType dtype,
+                                    std::vector<std::string>* notes, int* runs) {
+  std::vector<std::string> failures;
+  auto once = [&](const Dims& size, bool misaligned) {
+    Options o;
+    o.device = device;
+    o.mode = mode;
+    o.dtype = dtype;
+    o.size = size;
+    o.misaligned = misaligned;
+    o.seed = 42;
+    o.out = nullptr;
+    const Report report = run(c, o);
+    if (!report.note.empty() && notes) notes->push_back(c.name + ": " + report.note);
+    for (const VariantResult& r : report.results)
+      if (runs && r.checked) ++*runs;
+    for (const std::string& f : report.failures())
+      failures.push_back(f + " [" + report.size + (misaligned ? ", misaligned" : "") + ", " + dtype_name(dtype) + "]");
+  };
+  if (mode == Mode::Grad) {
+    once(c.grad_shape.empty() ? Dims{} : c.grad_shape, false);
+  } else {
+    for (const Dims& size : c.shapes)
+      for (bool misaligned : {false, true}) once(size, misaligned);
+  }
+  return failures;
 }
 
 namespace {

@@ -1,32 +1,44 @@
-// lab/kernel_lab.h: the kernel lab: check every variant of an op against the CPU reference,
-// then time it against the device's measured peaks. Chapter 10 (the roofline and the kernel
-// lab). Read before: kernels/signatures.h (the signatures), brrr/kernels.h (the registry),
-// kernels/cuda/runtime.h (device memory and timing). Read next: kernel_lab.cpp, then
+// lab/kernel_lab.h: the kernel lab: every registered op, checked against a float64 reference
+// written apart from its kernels, its backward checked by finite differences, and timed
+// against the device's measured peaks. Chapter 10 (the roofline and the kernel lab).
+// Read before: kernels/signatures.h (the signatures and the ops' descriptors), brrr/kernels.h
+// (the registry), kernels/cuda/runtime.h (device memory and timing). Read next:
+// kernel_lab.cpp (the machinery), then a table file such as cases_nn.cpp, then
 // cli_kernel_lab.cpp (`brrr kernel-lab`).
 //
-// After llm.c's dev/cuda and ggml's test-backend-ops: one table with one case per op says how
-// to make inputs of a given size, how many bytes the op must move and how many flops it
-// does, how close to the float64 reference a float32 result must be, and how to call a
-// kernel through its kernels.h signature. run() does the rest, for every registered variant:
+// After ggml's test-backend-ops and llm.c's dev/cuda: one table with a case per op (the
+// files cases_*.cpp, one per chapter) says how to make inputs of a given size, how to
+// compute the right answer in float64 with a plain loop straight from the formula, how to
+// call a kernel of the op through its typed descriptor, and how many bytes and flops the op
+// needs. run() does the rest, for every registered variant, in one of three modes:
 //
-//   1. draw fresh random inputs (seeded), run the CPU reference once (float64 where the CPU
-//      registers it), run the variant, and compare every output element;
-//   2. time the variant: warm-up, then repeats with the device's cache flushed before each,
-//      and report the median (and the min);
-//   3. turn the time into GB/s (bandwidth-bound ops) or TFLOP/s (matmul, attention) and a
-//      percentage of the peak measured on this device: a device-to-device copy (a parallel
-//      memcpy on the CPU) for bandwidth; for FLOP/s, float32 matmul by cuBLAS on a GPU, else
-//      the device's default matmul, which the registry makes its fastest.
+//   check  fresh random inputs (seeded), outputs poisoned with NaN, every output element
+//          compared with the float64 reference;
+//   grad   for an op with a backward: a backward kernel's outputs compared with central
+//          finite differences, in float64, of its forward's reference (a kernel-level
+//          backward), or the op through brrr's gradcheck (an op built from ops);
+//   perf   check, then time: warm-up, repeats with the device's cache flushed before each,
+//          the median as GB/s or TFLOP/s and a percentage of the device's measured peak.
 //
-// The tests call the same run(), so what the lab calls correct is what CI calls correct.
+// The tests loop over the same table (tests/train/test_kernel_lab.cpp on the CPU,
+// tests/emulator/test_lab_table.cpp, tests/cuda/test_gpu.cpp), so what the lab calls correct
+// is what CI calls correct.
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
-#include "kernels/signatures.h"
+#include "brrr/autograd.h"
+#include "brrr/kernels.h"
+#include "brrr/tensor.h"
 #include "kernels/registry.h"
+#include "kernels/signatures.h"
+
+namespace brrr::gpu {
+class Runtime;
+}
 
 namespace brrr::lab {
 
@@ -35,29 +47,40 @@ namespace brrr::lab {
 enum class LabDevice { CPU, CUDA, Emulator };
 LabDevice parse_device(const std::string& name);  // "cpu", "cuda", "emulator"
 
+enum class Mode { Check, Grad, Perf };
+Mode parse_mode(const std::string& name);  // "check", "grad", "perf"
+const char* mode_name(Mode mode);
+
 // An op's sizes, in the order its case names them (matmul: M, N, K).
 using Dims = std::vector<std::int64_t>;
 
-// One array an op reads or writes: float32 values, or int32 indices (targets, token ids).
-// Outputs start as NaN, so an element the kernel forgets to write fails the check.
+// One array an op reads or writes. Values are kept in double whatever the kernel's dtype:
+// inputs are drawn as float32 numbers (exact in both float32 and float64), so the kernel and
+// the reference see the same values; outputs start as NaN (indices as -1), so an element the
+// kernel forgets to write fails the check.
 struct Array {
   enum Role { kInput, kOutput, kInOut };  // InOut: updated in place (AdamW's param, m, v)
+  enum Type { kFloat, kInt32, kInt64 };   // kFloat: the dtype under test; indices otherwise
   std::string name;                       // as in kernels/signatures.h: "x", "out", "dlogits"
   Role role = kInput;
-  bool index = false;                     // int32 indices instead of floats
-  std::vector<float> values;
-  std::vector<std::int32_t> indices;
+  Type type = kFloat;
+  std::vector<double> values;
   bool compared() const { return role != kInput; }
 };
 
-// The arrays of one problem, in the order the case made them.
+// The arrays of one problem, in the order the case made them. A reference reads its inputs
+// with in() and writes its outputs with out().
 struct Problem {
   Dims dims;
+  DType dtype = kFloat32;  // the dtype of the kernels under test (the random ops need it)
   std::vector<Array> arrays;
-  void input(const std::string& name, std::vector<float> values);
-  void inout(const std::string& name, std::vector<float> values);
-  void indices(const std::string& name, std::vector<std::int32_t> values);
-  void output(const std::string& name, std::int64_t count);
+  void input(const std::string& name, const std::vector<float>& values);
+  void inout(const std::string& name, const std::vector<float>& values);
+  void indices(const std::string& name, const std::vector<std::int32_t>& values);
+  void output(const std::string& name, std::int64_t count, Array::Type type = Array::kFloat);
+  const std::vector<double>& in(const std::string& name) const;
+  std::vector<double>& out(const std::string& name);
+  Array& array(const std::string& name);
   const Array& operator[](const std::string& name) const;
 };
 
@@ -74,62 +97,122 @@ class Random {
 };
 
 // What a kernel call sees: one pointer per array of the problem (device memory for a device
-// variant, host memory for the CPU reference), looked up by name.
+// variant), looked up by name, in the dtype under test (int32 or int64 for indices).
 struct Args {
   Dims dims;
   kernels::Stream stream = nullptr;
+  Device device = kCPU;
+  DType dtype = kFloat32;           // of the float arrays (the dtype under test)
+  gpu::Runtime* runtime = nullptr;  // the CUDA device's, for tensor(); nullptr on the CPU
   std::vector<std::string> names;
   std::vector<void*> pointers;
   void* get(const char* name) const;
   template <class T> T* f(const char* name) const { return static_cast<T*>(get(name)); }
   const std::int32_t* idx(const char* name) const { return static_cast<const std::int32_t*>(get(name)); }
+  // For ops whose variants take tensors (ops built from ops, framework/src/op_variants.cpp):
+  // a copy of an array as a tensor on the device, and a tensor's values written into one.
+  Tensor tensor(const char* name, const Shape& shape, DType dtype) const;
+  void store(const char* name, const Tensor& t) const;
 };
-// Calls `kernel` (a registered function of the case's op) with T = float or double.
-using CallFn = void (*)(kernels::AnyFn kernel, const Args& args);
 
-// One op of the lab: a row of the table in kernel_lab.cpp, written with designated
-// initializers (every member has a default, so a row names only what it needs).
+// How the lab calls one op's variants: the op's descriptors in float32 and float64 and, for
+// each, a function that calls a kernel of that type with a problem's arrays. Both are checked
+// by the compiler: lab::call(kernels::op::gelu_forward<float>, &call_gelu<float>, ...) does not
+// compile when call_gelu takes another kind of kernel than gelu_forward's.
+using Bound = std::function<void(const Args& args)>;  // one variant, ready to call
+struct Call {
+  std::string op;
+  // An op with one dtype of its own whatever the data's (check_indices: int32 indices) is
+  // looked up in that dtype, whichever the lab checks.
+  bool one_dtype = false;
+  DType dtype = kFloat32;
+  // The registered variant `variant` of the op on `device` in `dtype`, bound to its call;
+  // empty when there is no such registration.
+  std::function<Bound(DeviceType device, DType dtype, const std::string& variant)> bind;
+};
+template <class F32, class F64>
+Call call(kernels::Op<F32> op32, void (*call32)(F32, const Args&), kernels::Op<F64> op64,
+          void (*call64)(F64, const Args&)) {
+  return {op32.name, op32.dtype == op64.dtype, op32.dtype,
+          [=](DeviceType device, DType dtype, const std::string& variant) -> Bound {
+            if (dtype == op32.dtype) {
+              const F32 fn = kernels::lookup_variant(op32, device, variant);
+              if (fn) return [=](const Args& args) { call32(fn, args); };
+            } else if (dtype == op64.dtype) {
+              const F64 fn = kernels::lookup_variant(op64, device, variant);
+              if (fn) return [=](const Args& args) { call64(fn, args); };
+            }
+            return {};
+          }};
+}
+
+// grad mode for a backward kernel: output `output` is d loss / d `input`, where loss is the
+// case's loss(problem), sum(dout * forward(inputs)) from the forward's float64 reference.
+// accumulates: the kernel adds the gradient to what output held (embedding_backward).
+struct Grad {
+  std::string output, input;
+  bool accumulates = false;
+};
+
+// One row of the table, written with designated initializers (every member has a default,
+// so a row names only what it needs).
 struct Case {
-  std::string op{};                      // the registry's name, e.g. "layernorm_forward"
+  std::string name{};                    // the lab's name; "matmul", "matmul/nt" for a second layout
+  std::string op{};                      // the registry's op (empty: the same as name)
   std::string what{};                    // one line: what the op computes, with shapes
+  std::string chapter{};                 // where the op is taught, e.g. "12"
   std::vector<std::string> dim_names{};  // e.g. {"N", "C"}
-  Dims gpu_size{}, emulator_size{}, cpu_size{};  // the default size on each device
-  double tolerance = 1e-5;               // the largest relative error allowed (kernel_lab.cpp)
+  Dims gpu_size{}, emulator_size{}, cpu_size{};  // perf mode's default size on each device
+  std::vector<Dims> shapes{};            // check mode's test shapes: small, ragged (and each
+                                         // run aligned and misaligned by the tests)
+  double tolerance = 1e-5;               // the largest relative error allowed in float32
+  double tolerance64 = 1e-9;             // ... in float64
   bool report_flops = false;             // TFLOP/s (matmul, attention) rather than GB/s
-  // The least traffic the op needs (each input read once, each output written once), and
-  // its floating-point operations (0 where bandwidth is all that matters).
+  // The least traffic the op needs (each input read once, each output written once, float32),
+  // and its floating-point operations (nullptr where bandwidth is all that matters).
   double (*bytes)(const Dims&) = nullptr;
   double (*flops)(const Dims&) = nullptr;
-  void (*make)(Problem& problem, Random& random) = nullptr;  // fills problem.arrays
-  CallFn call_float = nullptr, call_double = nullptr;
-  // CPU variants tried as the reference, in this order, each in float64 before float32.
-  std::vector<std::string> reference_variants{"cpu"};
+  void (*make)(Problem& problem, Random& random) = nullptr;  // inputs, and outputs as NaN
+  void (*reference)(Problem& problem) = nullptr;            // the outputs, in float64
+  Call call{};
+  // grad mode. A backward kernel: its gradients and the forward's loss. An op built from ops:
+  // gradcheck(variant, device), brrr::gradcheck on the registered variant in float64.
+  std::vector<Grad> grads{};
+  double (*loss)(const Problem& problem) = nullptr;
+  GradcheckResult (*gradcheck)(const std::string& variant, Device device) = nullptr;
+  Dims grad_shape{};                     // grad mode's size (finite differences are slow)
 
+  const std::string& op_name() const { return op.empty() ? name : op; }
   const Dims& default_size(LabDevice device) const;
+  bool has_grad() const { return !grads.empty() || gradcheck != nullptr; }
 };
 
-const std::vector<Case>& cases();  // every op of the lab, in course order
-// The case of `op`; throws brrr::Error listing the known ops.
-const Case& find_case(const std::string& op);
+const std::vector<Case>& cases();  // every case of the lab, in course order
+// The case named `name` (an op's name finds its first case); throws brrr::Error listing them.
+const Case& find_case(const std::string& name);
 // "1024x768", "1024,768", "C=1024" (the other sizes from `defaults`), or "4096" for every size.
 Dims parse_size(const Case& c, const std::string& text, const Dims& defaults);
 std::string size_string(const Case& c, const Dims& dims);  // "N=1024 C=768"
+// The registered ops that no case covers (brrr kernels lists the registry; a test wants none).
+std::vector<std::string> ops_without_a_case();
 
 struct Options {
   LabDevice device = LabDevice::CUDA;
+  Mode mode = Mode::Perf;
+  DType dtype = kFloat32;       // the registrations checked: float32 (default) or float64
   std::string variant = "all";  // or one variant's name
-  Dims size;                    // empty: the device's default size for the op
+  Dims size;                    // empty: the device's default size (grad mode: the case's)
+  bool misaligned = false;      // every array starts 4 bytes past a 256-byte boundary
   int repeat = 0;               // timed runs; 0: the device's default (within a time budget)
   std::uint64_t seed = 1337;
-  bool time = true;             // false: check only
   double tolerance = -1;        // < 0: the case's
   std::FILE* out = stdout;      // where the report is printed as it runs (nullptr: nowhere)
 };
 
 struct VariantResult {
   std::string variant;
-  bool is_default = false;      // the variant the registry selects for float32
-  bool checked = false;         // false when the op has no CPU reference
+  bool is_default = false;      // the variant the registry selects for the dtype
+  bool checked = false;         // false for an exercise stub not written yet, or nothing to check
   bool passed = true;
   bool not_written = false;     // an exercise stub that throws "not written yet" (not checked)
   double max_abs_error = 0, max_rel_error = 0;
@@ -141,7 +224,8 @@ struct VariantResult {
 };
 
 struct Report {
-  std::string op, device, size, reference;  // reference: "cpu 'cpu' float64", or empty
+  std::string op, device, size, reference;  // reference: what the outputs were compared with
+  Mode mode = Mode::Perf;
   Dims dims;                                // the size, as numbers
   std::uint64_t seed = 0;
   std::string unit;                         // "GB/s" or "TFLOP/s": what rate and peak count
@@ -153,8 +237,15 @@ struct Report {
   std::vector<std::string> failures() const;
 };
 
-// Checks (and unless !options.time, times) every variant of c.op on options.device.
+// Runs c in options.mode on every variant of its op on options.device.
 Report run(const Case& c, const Options& options);
+
+// What the tests run for one case: check mode on each of its shapes, aligned and then
+// misaligned, or grad mode at its grad shape, quietly, in `dtype`. Returns one line per
+// failed variant and shape; *notes gets why nothing ran where nothing did ("no variant of
+// ... on cuda"), *runs how many variant runs were checked.
+std::vector<std::string> run_shapes(const Case& c, LabDevice device, Mode mode, DType dtype,
+                                    std::vector<std::string>* notes = nullptr, int* runs = nullptr);
 
 // The report as JSON lines, one object per variant (op, device, size, dims, variant, default,
 // passed, max_rel_error, median_ms, min_ms, rate, unit, peak, percent_of_peak), for scripts

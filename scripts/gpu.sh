@@ -299,7 +299,7 @@ lab_runs=(
   "add --size 2^26"
   "gelu_forward --size 2^26" "gelu_forward --size 2^20"
   "gelu_backward --size 2^26" "gelu_backward --size 2^20"
-  "bias_gelu_forward"
+  "bias_gelu_forward" "bias_gelu_backward"
   "layernorm_forward --size 65536x384 --size 65536x768 --size 4096x768"
   "layernorm_backward --size 65536x384 --size 65536x768 --size 4096x768"
   "residual_layernorm_forward --size 65536x768"

@@ -1,17 +1,25 @@
 // apps/brrr/cli_kernel_lab.cpp: `brrr kernel-lab OP`, the workbench of chapter 10 (the roofline
-// and the kernel lab). Read before: kernel_lab.h, which does the work; this file only turns
-// the command line into lab::Options.
+// and the kernel lab), and `brrr kernels`, the registry's list. Read before: kernel_lab.h,
+// which does the work; this file only turns the command line into lab::Options.
 //
-//   brrr kernel-lab gelu_forward                      every variant on the GPU, default size
-//   brrr kernel-lab matmul --device emulator --size 64x64x64
+//   brrr kernels                                       every op: devices, variants, the default
+//   brrr kernel-lab --list                             the lab's cases, chapter by chapter
+//   brrr kernel-lab gelu_forward                       every variant on the GPU, default size
+//   brrr kernel-lab matmul --device emulator --size 64x64x64 --mode check
+//   brrr kernel-lab layernorm_backward --device cpu --mode grad
 //   brrr kernel-lab layernorm_forward --variant student --size N=4096,C=768 --size C=1024
 //   brrr kernel-lab adamw_step --device cpu --seed 7 --repeat 20
 //
 // Exit status 0 when every variant passed its check, 1 (with one line per failure) if not.
 #include <fstream>
+#include <map>
 #include <random>
 
+#include "brrr/cuda.h"
 #include "brrr/error.h"
+#include "brrr/kernels.h"
+#include "brrr/ops.h"
+#include "brrr/strings.h"
 #include "commands.h"
 #include "lab/kernel_lab.h"
 
@@ -28,30 +36,80 @@ void append_file(const std::string& path, const std::string& text) {
   BRRR_CHECK(file.good(), "kernel-lab: cannot append to --json file '", path, "'");
 }
 
+// `brrr kernels`: for each op, each device and dtype it is registered for, its variants with
+// the default marked and each one's line of description.
+std::string registry_listing(const std::string& only) {
+  ops::register_op_variants();  // the ops built from ops join the registry
+  std::string text;
+  for (const std::string& op : kernels::ops()) {
+    if (!only.empty() && op != only) continue;
+    text += op + "\n";
+    // Per device: one line per set of dtypes whose variants (and default) are the same, then
+    // each variant's description once.
+    for (const char* device : {"cpu", "cuda"}) {
+      std::map<std::string, std::vector<std::string>> dtypes_of;  // "cpu*, naive" -> its dtypes
+      std::map<std::string, std::string> about;                   // variant -> its description
+      std::map<DType, std::vector<std::string>> names;
+      for (const kernels::VariantInfo& v : kernels::variants(op)) {
+        if (std::string(v.device.is_cuda() ? "cuda" : "cpu") != device) continue;
+        names[v.dtype].push_back(v.variant + (v.selected ? "*" : ""));
+        if (!v.meta.about.empty()) about.emplace(v.variant, v.meta.about);
+      }
+      for (const auto& [dtype, list] : names) dtypes_of[join(list)].push_back(dtype_name(dtype));
+      for (const auto& [list, dtypes] : dtypes_of) text += "  " + std::string(device) + " " + join(dtypes) + ": " + list + "\n";
+      for (const auto& [variant, line] : about) text += "    " + variant + ": " + line + "\n";
+    }
+  }
+  BRRR_CHECK(!text.empty(), "kernels: no op '", only, "' (ops: ", join(kernels::ops()), ")");
+  return text + "* the default: what the registry selects (brrr --kernels OP=VARIANT picks another)\n";
+}
+
+// `brrr kernel-lab --list`: the lab's cases, with their sizes, in course order.
+std::string case_listing() {
+  std::string text;
+  for (const lab::Case& c : lab::cases())
+    text += "  " + c.name + " (" + join(c.dim_names) + ") [ch. " + c.chapter + (c.has_grad() ? ", grad" : "") +
+            "]: " + c.what + "\n";
+  return text;
+}
+
 }  // namespace
 
 void add_kernel_lab_commands(CLI::App& app) {
+  auto only = std::make_shared<std::string>();
+  auto emulator = std::make_shared<bool>(false);
+  CLI::App* list = app.add_subcommand("kernels", "List the kernel registry: every op, the devices and dtypes it has "
+                                                 "kernels for, its variants, the default, and what each is for");
+  list->add_option("op", *only, "Only this op");
+  list->add_flag("--emulator", *emulator,
+                 "List the CUDA kernels as the SIMT emulator registers them (on a machine without a GPU)");
+  list->callback([only, emulator] {
+    if (*emulator) cuda::use_emulator();
+    cuda::is_available();  // the CUDA device's kernels register when the backend is chosen
+    std::fputs(registry_listing(*only).c_str(), stdout);
+  });
+
   struct Args {
-    std::string op, variant = "all", device = "cuda";
+    std::string op, variant = "all", device = "cuda", mode = "perf", dtype = "float32";
     std::vector<std::string> sizes;
     int repeat = 0;
     std::uint64_t seed = 0;
-    bool check_only = false;
+    bool check_only = false, list = false, misaligned = false;
     double tolerance = -1;
     std::string json;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("kernel-lab",
-                                     "Check every variant of a kernel against the CPU reference, then time it against "
-                                     "the device's measured peaks");
-  std::string ops = "Ops (and their sizes):\n";
-  for (const lab::Case& c : lab::cases()) {
-    std::string dims;
-    for (const std::string& d : c.dim_names) dims += (dims.empty() ? "" : ", ") + d;
-    ops += "  " + c.op + " (" + dims + "): " + c.what + "\n";
-  }
-  cmd->footer(ops);
-  cmd->add_option("op", args->op, "The op, e.g. matmul or layernorm_forward (listed below)")->required();
+                                     "Check every variant of a kernel against a float64 reference, check its backward "
+                                     "by finite differences, or time it against the device's measured peaks");
+  cmd->footer("Ops (and their sizes):\n" + case_listing());
+  cmd->add_option("op", args->op, "The op, e.g. matmul or layernorm_forward (listed below)");
+  cmd->add_flag("--list", args->list, "List the lab's cases (one or more per registered op) and exit");
+  cmd->add_option("--mode", args->mode,
+                  "check (against the float64 reference), grad (backward against finite differences) or perf "
+                  "(check, then time)")
+      ->check(CLI::IsMember({"check", "grad", "perf"}))
+      ->capture_default_str();
   cmd->add_option("--variant", args->variant, "One variant's name, or all")->capture_default_str();
   cmd->add_option("--size", args->sizes,
                   "Sizes in the op's order (4096x768, or 4096,768), some by name (C=1024), or one for all; "
@@ -59,23 +117,34 @@ void add_kernel_lab_commands(CLI::App& app) {
   cmd->add_option("--device", args->device, "cuda (the GPU), emulator (the CUDA kernels on the CPU) or cpu")
       ->check(CLI::IsMember({"cuda", "emulator", "cpu"}))
       ->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "The kernels checked: float32 or float64")
+      ->check(CLI::IsMember({"float32", "float64"}))
+      ->capture_default_str();
+  cmd->add_flag("--misaligned", args->misaligned, "Start every array 4 bytes past an aligned address");
   cmd->add_option("--repeat", args->repeat,
                   "Timed runs per variant (default: 50 on a GPU, 10 on the CPU, 3 on the emulator; fewer past 2 s)")
       ->check(CLI::PositiveNumber);
   CLI::Option* seed =
       cmd->add_option("--seed", args->seed, "Seed of the random inputs (default: a fresh one, printed)");
-  cmd->add_flag("--check-only", args->check_only, "Check the variants; do not time them");
+  cmd->add_flag("--check-only", args->check_only, "Check the variants; do not time them (as --mode check)");
   cmd->add_option("--tolerance", args->tolerance, "Largest relative error allowed (default: the op's)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--json", args->json,
                   "Also append the results to this file, one JSON object per variant and size (for scripts)");
   cmd->callback([args, seed] {
+    if (args->list) {
+      std::fputs(case_listing().c_str(), stdout);
+      return;
+    }
+    if (args->op.empty()) throw CLI::RequiredError("op");
     const lab::Case& c = lab::find_case(args->op);
     lab::Options options;
     options.device = lab::parse_device(args->device);
+    options.mode = args->check_only ? lab::Mode::Check : lab::parse_mode(args->mode);
+    options.dtype = args->dtype == "float64" ? kFloat64 : kFloat32;
+    options.misaligned = args->misaligned;
     options.variant = args->variant;
     options.repeat = args->repeat;
-    options.time = !args->check_only;
     options.tolerance = args->tolerance;
     options.seed = seed->count() ? args->seed : std::random_device{}() % 1000000;  // short, to retype
     std::vector<lab::Dims> sizes;

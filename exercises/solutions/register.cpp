@@ -7,8 +7,9 @@
 namespace brrr::kernels {
 
 void register_solution_kernels() {
-  add("matmul", DeviceType::CPU, kFloat32, "solution", &solution::matmul_tiled<float>, -20);
-  add("matmul", DeviceType::CPU, kFloat64, "solution", &solution::matmul_tiled<double>, -20);
+  const VariantMeta answer = about("an exercise's reference solution (exercises/solutions/)");
+  add(op::matmul<float>, DeviceType::CPU, "solution", &solution::matmul_tiled<float>, -20, answer);
+  add(op::matmul<double>, DeviceType::CPU, "solution", &solution::matmul_tiled<double>, -20, answer);
 }
 
 }  // namespace brrr::kernels

@@ -28,8 +28,9 @@ void register_solution_kernels();  // exercises/solutions/register.cpp
 #endif
 
 void register_student_kernels() {
-  add("matmul", DeviceType::CPU, kFloat32, "student", &student::matmul_tiled<float>, -10);
-  add("matmul", DeviceType::CPU, kFloat64, "student", &student::matmul_tiled<double>, -10);
+  const VariantMeta stub = about("an exercise stub: yours to write (exercises/student/)");
+  add(op::matmul<float>, DeviceType::CPU, "student", &student::matmul_tiled<float>, -10, stub);
+  add(op::matmul<double>, DeviceType::CPU, "student", &student::matmul_tiled<double>, -10, stub);
 #if BRRR_EXERCISE_SOLUTIONS
   register_solution_kernels();
 #endif

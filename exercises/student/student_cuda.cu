@@ -6,7 +6,7 @@
 // exercises/student/NAME.cu, has the op's signature from kernels/signatures.h and a host function
 // that calls student::not_written("exNN", "NAME") (exercises/student/student.h) until it is
 // written; it is registered below as
-//   add("gelu_forward", DeviceType::CUDA, kFloat32, "student", &student::gelu_forward, -10);
+//   add(op::gelu_forward<float>, DeviceType::CUDA, "student", &student::gelu_forward, -10, stub);
 // and its reference solution, exercises/solutions/NAME.cu (namespace ...::solution), is
 // registered below as "solution" under #if BRRR_EXERCISE_SOLUTIONS. The exercises' provider
 // (exercises/install.cpp) calls this each time the CUDA device's backend is installed, so the
@@ -21,25 +21,27 @@ namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 
 void register_student_cuda_kernels() {
   constexpr DeviceType kCuda = DeviceType::CUDA;
+  const VariantMeta stub = about("an exercise stub: yours to write (exercises/student/)");
   // The stubs (exercises/student/*.cu), chapter by chapter.
-  add("gelu_forward", kCuda, kFloat32, "student", &student::gelu_forward, -10);              // ex04
-  add("gelu_backward", kCuda, kFloat32, "student", &student::gelu_backward, -10);            // ex05
-  add("layernorm_forward", kCuda, kFloat32, "student", &student::layernorm_forward, -10);    // ex06
-  add("layernorm_backward", kCuda, kFloat32, "student", &student::layernorm_backward, -10);  // ex07
-  add("matmul", kCuda, kFloat32, "student", &student::matmul_shared, -10);                   // ex08
-  add("attention_forward", kCuda, kFloat32, "student", &student::flash_attention_forward, -10);  // ex09
-  add("cross_entropy_fused", kCuda, kFloat32, "student", &student::cross_entropy_fused, -10);    // ex10
-  add("adamw_step", kCuda, kFloat32, "student", &student::adamw_step, -10);                      // ex11
+  add(op::gelu_forward<float>, kCuda, "student", &student::gelu_forward, -10, stub);              // ex04
+  add(op::gelu_backward<float>, kCuda, "student", &student::gelu_backward, -10, stub);            // ex05
+  add(op::layernorm_forward<float>, kCuda, "student", &student::layernorm_forward, -10, stub);    // ex06
+  add(op::layernorm_backward<float>, kCuda, "student", &student::layernorm_backward, -10, stub);  // ex07
+  add(op::matmul<float>, kCuda, "student", &student::matmul_shared, -10, stub);                   // ex08
+  add(op::attention_forward<float>, kCuda, "student", &student::flash_attention_forward, -10, stub);  // ex09
+  add(op::cross_entropy_fused<float>, kCuda, "student", &student::cross_entropy_fused, -10, stub);    // ex10
+  add(op::adamw_step<float>, kCuda, "student", &student::adamw_step, -10, stub);                      // ex11
 #if BRRR_EXERCISE_SOLUTIONS
   // The reference solutions (exercises/solutions/*.cu), as variant "solution".
-  add("gelu_forward", kCuda, kFloat32, "solution", &solution::gelu_forward, -20);
-  add("gelu_backward", kCuda, kFloat32, "solution", &solution::gelu_backward, -20);
-  add("layernorm_forward", kCuda, kFloat32, "solution", &solution::layernorm_forward, -20);
-  add("layernorm_backward", kCuda, kFloat32, "solution", &solution::layernorm_backward, -20);
-  add("matmul", kCuda, kFloat32, "solution", &solution::matmul_shared, -20);
-  add("attention_forward", kCuda, kFloat32, "solution", &solution::flash_attention_forward, -20);
-  add("cross_entropy_fused", kCuda, kFloat32, "solution", &solution::cross_entropy_fused, -20);
-  add("adamw_step", kCuda, kFloat32, "solution", &solution::adamw_step, -20);
+  const VariantMeta answer = about("an exercise's reference solution (exercises/solutions/)");
+  add(op::gelu_forward<float>, kCuda, "solution", &solution::gelu_forward, -20, answer);
+  add(op::gelu_backward<float>, kCuda, "solution", &solution::gelu_backward, -20, answer);
+  add(op::layernorm_forward<float>, kCuda, "solution", &solution::layernorm_forward, -20, answer);
+  add(op::layernorm_backward<float>, kCuda, "solution", &solution::layernorm_backward, -20, answer);
+  add(op::matmul<float>, kCuda, "solution", &solution::matmul_shared, -20, answer);
+  add(op::attention_forward<float>, kCuda, "solution", &solution::flash_attention_forward, -20, answer);
+  add(op::cross_entropy_fused<float>, kCuda, "solution", &solution::cross_entropy_fused, -20, answer);
+  add(op::adamw_step<float>, kCuda, "solution", &solution::adamw_step, -20, answer);
 #endif
 }
 

@@ -77,7 +77,7 @@ Tensor checked_on_device(const char* op, const Tensor& idx, std::int64_t limit, 
   if (static_cast<int>(s.pending.size()) == kSlots) raise_locked(s);  // a full table: read it now
   const int slot = static_cast<int>(s.pending.size());
   Tensor safe = new_tensor(idx.shape(), kInt32, idx.device());
-  static kernels::Kernel<kernels::check_indices_fn> k("check_indices");
+  static kernels::Kernel k(kernels::op::check_indices);
   k(idx.device().type, kInt32)(safe.data_ptr<std::int32_t>(), s.table.data_ptr<std::int32_t>() + slot,
                                idx.data_ptr<std::int32_t>(), idx.numel(), limit, allowed, stream(idx.device()));
   s.pending.push_back({op, idx, limit, slot});

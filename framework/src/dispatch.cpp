@@ -111,21 +111,21 @@ void copy_into(const Tensor& out, const Tensor& in) {
   // One copy kernel per element size: the bits move unchanged.
   switch (out.dtype()) {
     case DType::Float32: {
-      static kernels::Kernel<kernels::copy_fn<float>> k("copy");
-      return k(out.device().type, kFloat32)(out.data_ptr<float>(), in.data_ptr<float>(), loop, stream(out.device()));
+      static kernels::Kernel k(kernels::op::copy<float>);
+      return k(out.device().type)(out.data_ptr<float>(), in.data_ptr<float>(), loop, stream(out.device()));
     }
     case DType::Float64: {
-      static kernels::Kernel<kernels::copy_fn<double>> k("copy");
-      return k(out.device().type, kFloat64)(out.data_ptr<double>(), in.data_ptr<double>(), loop, stream(out.device()));
+      static kernels::Kernel k(kernels::op::copy<double>);
+      return k(out.device().type)(out.data_ptr<double>(), in.data_ptr<double>(), loop, stream(out.device()));
     }
     case DType::Int32: {
-      static kernels::Kernel<kernels::copy_fn<std::int32_t>> k("copy");
-      return k(out.device().type, kInt32)(out.data_ptr<std::int32_t>(), in.data_ptr<std::int32_t>(), loop,
+      static kernels::Kernel k(kernels::op::copy<std::int32_t>);
+      return k(out.device().type)(out.data_ptr<std::int32_t>(), in.data_ptr<std::int32_t>(), loop,
                                          stream(out.device()));
     }
     case DType::Int64: {
-      static kernels::Kernel<kernels::copy_fn<std::int64_t>> k("copy");
-      return k(out.device().type, kInt64)(out.data_ptr<std::int64_t>(), in.data_ptr<std::int64_t>(), loop,
+      static kernels::Kernel k(kernels::op::copy<std::int64_t>);
+      return k(out.device().type)(out.data_ptr<std::int64_t>(), in.data_ptr<std::int64_t>(), loop,
                                          stream(out.device()));
     }
     default: fail("copy_: unsupported dtype ", dtype_name(out.dtype()), " (", es, " bytes)");

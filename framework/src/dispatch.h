@@ -64,10 +64,12 @@ void copy_into(const Tensor& out, const Tensor& in);
 
 // A lookup cached per call site for a family of kernels over float and double:
 //   static KernelFamily<kernels::unary_fn> k("exp");  k.get<T>(device)(...)
+// By name, for brevity: the registry checks the signature (Fn<T>) against the registration's
+// at the first lookup, and throws if they differ.
 template <template <class> class Fn>
 class KernelFamily {
  public:
-  explicit KernelFamily(const char* op) : f32_(op), f64_(op) {}
+  explicit KernelFamily(const char* op) : f32_({op, kFloat32}), f64_({op, kFloat64}) {}
   template <class T>
   Fn<T> get(Device device) {
     if constexpr (std::is_same_v<T, float>) return f32_(device.type, kFloat32);
@@ -80,13 +82,12 @@ class KernelFamily {
 };
 
 // The variants of an op built from ops (op_variants.cpp), looked up like kernels and cached
-// per call site: static OpVariant<attention_variant_fn> v("causal_attention"); v(device, dtype)(...)
-using attention_variant_fn = Tensor (*)(const Tensor& q, const Tensor& k, const Tensor& v);
-using linear_gelu_variant_fn = Tensor (*)(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// per call site: static OpVariant v(ops::variants::causal_attention<float>); v(device, dtype)(...)
+// (one signature for every dtype: the dtype is the tensors').
 template <class Fn>
 class OpVariant {
  public:
-  explicit OpVariant(const char* op) : kernel_(op) {}
+  explicit OpVariant(kernels::Op<Fn> op) : kernel_(op) {}
   Fn operator()(Device device, DType dtype) {
     ops::register_op_variants();  // the framework's provider, added once
     return kernel_(device.type, dtype);

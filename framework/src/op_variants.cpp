@@ -35,14 +35,23 @@ Tensor linear_gelu_bias_gelu(const Tensor& x, const Tensor& weight, const Tensor
   return bias.defined() ? bias_gelu(linear(x, weight), bias) : gelu(linear(x, weight));
 }
 
-void provide(DeviceType device, bool /*emulated*/) {
+template <class T>
+void provide_dtype(DeviceType device) {
   const bool cpu = device == DeviceType::CPU;
-  for (DType dtype : {kFloat32, kFloat64}) {
-    kernels::add("causal_attention", device, dtype, "composed", &attention_composed, cpu ? 10 : 0);
-    kernels::add("causal_attention", device, dtype, "flash", &attention_flash, cpu ? 0 : 10);
-    kernels::add("linear_gelu", device, dtype, "bias_in_gemm", &linear_gelu_bias_in_gemm, cpu ? 10 : 0);
-    kernels::add("linear_gelu", device, dtype, "bias_gelu", &linear_gelu_bias_gelu, cpu ? 0 : 10);
-  }
+  using kernels::about;
+  kernels::add(variants::causal_attention<T>, device, "composed", &attention_composed, cpu ? 10 : 0,
+               about("matmul, causal mask, softmax, matmul: the (T, T) weights kept for autograd"));
+  kernels::add(variants::causal_attention<T>, device, "flash", &attention_flash, cpu ? 0 : 10,
+               about("ops::flash_attention: one forward and one backward kernel, no (T, T) tensor"));
+  kernels::add(variants::linear_gelu<T>, device, "bias_in_gemm", &linear_gelu_bias_in_gemm, cpu ? 10 : 0,
+               about("linear with its bias in the GEMM's output, then GELU"));
+  kernels::add(variants::linear_gelu<T>, device, "bias_gelu", &linear_gelu_bias_gelu, cpu ? 0 : 10,
+               about("the GEMM, then bias and GELU in one fused kernel (bias_gelu_forward)"));
+}
+
+void provide(DeviceType device, bool /*emulated*/) {
+  provide_dtype<float>(device);
+  provide_dtype<double>(device);
 }
 
 }  // namespace
@@ -56,13 +65,13 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
   // The kernels have no dropout on the attention weights: with dropout it is the composed op.
   if (dropout > 0.0) return causal_attention_composed(q, k, v, dropout, gen);
   detail::check_defined("causal_attention", q);
-  static detail::OpVariant<detail::attention_variant_fn> variant("causal_attention");
+  static detail::OpVariant variant(variants::causal_attention<float>);
   return variant(q.device(), q.dtype())(q, k, v);
 }
 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   detail::check_defined("linear_gelu", x);
-  static detail::OpVariant<detail::linear_gelu_variant_fn> variant("linear_gelu");
+  static detail::OpVariant variant(variants::linear_gelu<float>);
   return variant(x.device(), x.dtype())(x, weight, bias);
 }
 

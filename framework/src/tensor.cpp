@@ -408,7 +408,7 @@ Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   const Tensor src = contiguous();
   Tensor out = detail::new_tensor(shape(), target, device());
-  static kernels::Kernel<kernels::cast_fn> cast("cast");
+  static kernels::Kernel cast(kernels::op::cast<float>);  // one signature, any output dtype
   cast(device().type, target)(out.raw_data(), target, src.raw_data(), src.dtype(), numel(), detail::stream(device()));
   if (autograd::needs_grad({this}) && is_floating_point(target))
     autograd::record("to", {*this}, out, [source = dtype()](const Tensor& g) { return TensorList{g.to(source)}; });
@@ -484,10 +484,10 @@ Tensor& Tensor::fill_(double value) {
   const std::int64_t n = target.numel();
   const kernels::Stream s = detail::stream(device());
   switch (dtype()) {
-    case DType::Float32: { static kernels::Kernel<kernels::fill_fn<float>> k("fill"); k(device().type, kFloat32)(target.data_ptr<float>(), static_cast<float>(value), n, s); break; }
-    case DType::Float64: { static kernels::Kernel<kernels::fill_fn<double>> k("fill"); k(device().type, kFloat64)(target.data_ptr<double>(), value, n, s); break; }
-    case DType::Int32: { static kernels::Kernel<kernels::fill_fn<std::int32_t>> k("fill"); k(device().type, kInt32)(target.data_ptr<std::int32_t>(), static_cast<std::int32_t>(value), n, s); break; }
-    case DType::Int64: { static kernels::Kernel<kernels::fill_fn<std::int64_t>> k("fill"); k(device().type, kInt64)(target.data_ptr<std::int64_t>(), static_cast<std::int64_t>(value), n, s); break; }
+    case DType::Float32: { static kernels::Kernel k(kernels::op::fill<float>); k(device().type)(target.data_ptr<float>(), static_cast<float>(value), n, s); break; }
+    case DType::Float64: { static kernels::Kernel k(kernels::op::fill<double>); k(device().type)(target.data_ptr<double>(), value, n, s); break; }
+    case DType::Int32: { static kernels::Kernel k(kernels::op::fill<std::int32_t>); k(device().type)(target.data_ptr<std::int32_t>(), static_cast<std::int32_t>(value), n, s); break; }
+    case DType::Int64: { static kernels::Kernel k(kernels::op::fill<std::int64_t>); k(device().type)(target.data_ptr<std::int64_t>(), static_cast<std::int64_t>(value), n, s); break; }
     default: detail::fail("fill_: unsupported dtype ", dtype_name(dtype()));
   }
   if (target.impl() != impl()) detail::copy_into(*this, target);
@@ -532,7 +532,8 @@ void draw_into(Tensor& t, const char* kernel_name, Generator& gen) {
   detail::dispatch_floating(t.dtype(), kernel_name, [&]<class T>() {
     const int per_block = std::string(kernel_name) == "uniform" && sizeof(T) == 8 ? 2 : 4;
     const std::uint64_t counter = gen.reserve(static_cast<std::uint64_t>((n + per_block - 1) / per_block));
-    auto fn = reinterpret_cast<kernels::random_fn<T>>(kernels::lookup(kernel_name, t.device().type, t.dtype()));
+    const auto op = std::string(kernel_name) == "uniform" ? kernels::op::uniform<T> : kernels::op::normal<T>;
+    const kernels::random_fn<T> fn = kernels::lookup(op, t.device().type);
     fn(t.data_ptr<T>(), n, gen.seed(), counter, detail::stream(t.device()));
   });
 }

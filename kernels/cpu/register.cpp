@@ -10,63 +10,71 @@ namespace brrr::kernels {
 namespace {
 constexpr DeviceType kCpu = DeviceType::CPU;
 
+// "cpu" is each op's one CPU kernel: a plain loop over the formula, split over the cores by
+// parallel_for in fixed-size chunks (reductions combine chunk partials in order, so the bits
+// do not depend on the thread count). The about lines are what `brrr kernels` prints.
 template <class T>
 void register_floating() {
-  constexpr DType dt = dtype_of<T>();
-  add("fill", kCpu, dt, "cpu", &cpu::fill<T>, 0);
-  add("copy", kCpu, dt, "cpu", &cpu::copy<T>, 0);
-  add("uniform", kCpu, dt, "cpu", &cpu::uniform<T>, 0);
-  add("normal", kCpu, dt, "cpu", &cpu::normal<T>, 0);
-  add("dropout_mask", kCpu, dt, "cpu", &cpu::dropout_mask<T>, 0);
-  add("neg", kCpu, dt, "cpu", &cpu::neg<T>, 0);
-  add("exp", kCpu, dt, "cpu", &cpu::exp<T>, 0);
-  add("log", kCpu, dt, "cpu", &cpu::log<T>, 0);
-  add("sqrt", kCpu, dt, "cpu", &cpu::sqrt<T>, 0);
-  add("tanh", kCpu, dt, "cpu", &cpu::tanh<T>, 0);
-  add("relu", kCpu, dt, "cpu", &cpu::relu<T>, 0);
-  add("sigmoid", kCpu, dt, "cpu", &cpu::sigmoid<T>, 0);
-  add("pow_scalar", kCpu, dt, "cpu", &cpu::pow_scalar<T>, 0);
-  add("relu_backward", kCpu, dt, "cpu", &cpu::relu_backward<T>, 0);
-  add("add", kCpu, dt, "cpu", &cpu::add<T>, 0);
-  add("sub", kCpu, dt, "cpu", &cpu::sub<T>, 0);
-  add("mul", kCpu, dt, "cpu", &cpu::mul<T>, 0);
-  add("div", kCpu, dt, "cpu", &cpu::div<T>, 0);
-  add("masked_fill", kCpu, dt, "cpu", &cpu::masked_fill<T>, 0);
-  add("sum_dim", kCpu, dt, "cpu", &cpu::sum_dim<T>, 0);
-  add("max_dim", kCpu, dt, "cpu", &cpu::max_dim<T>, 0);
-  add("max_dim_backward", kCpu, dt, "cpu", &cpu::max_dim_backward<T>, 0);
-  add("matmul", kCpu, dt, "eigen", &cpu::matmul_eigen<T>, 10);
-  add("matmul", kCpu, dt, "naive", &cpu::matmul_naive<T>, 0);
-  add("embedding_forward", kCpu, dt, "cpu", &cpu::embedding_forward<T>, 0);
-  if constexpr (std::is_same_v<T, float>)  // once: it has no floating-point dtype of its own
-    add("check_indices", kCpu, kInt32, "cpu", &cpu::check_indices, 0);
-  add("embedding_backward", kCpu, dt, "cpu", &cpu::embedding_backward<T>, 0);
-  add("softmax_forward", kCpu, dt, "cpu", &cpu::softmax_forward<T>, 0);
-  add("softmax_backward", kCpu, dt, "cpu", &cpu::softmax_backward<T>, 0);
-  add("log_softmax_forward", kCpu, dt, "cpu", &cpu::log_softmax_forward<T>, 0);
-  add("log_softmax_backward", kCpu, dt, "cpu", &cpu::log_softmax_backward<T>, 0);
-  add("cross_entropy_forward", kCpu, dt, "cpu", &cpu::cross_entropy_forward<T>, 0);
-  add("cross_entropy_backward", kCpu, dt, "cpu", &cpu::cross_entropy_backward<T>, 0);
-  add("gelu_forward", kCpu, dt, "cpu", &cpu::gelu_forward<T>, 0);
-  add("gelu_backward", kCpu, dt, "cpu", &cpu::gelu_backward<T>, 0);
-  add("layernorm_forward", kCpu, dt, "cpu", &cpu::layernorm_forward<T>, 0);
-  add("layernorm_backward", kCpu, dt, "cpu", &cpu::layernorm_backward<T>, 0);
-  add("attention_forward", kCpu, dt, "cpu", &cpu::attention_forward<T>, 0);
-  add("attention_backward", kCpu, dt, "cpu", &cpu::attention_backward<T>, 0);
-  add("adamw_step", kCpu, dt, "cpu", &cpu::adamw_step<T>, 0);
-  add("sgd_step", kCpu, dt, "cpu", &cpu::sgd_step<T>, 0);
-  add("bias_gelu_forward", kCpu, dt, "cpu", &cpu::bias_gelu_forward<T>, 0);
-  add("bias_gelu_backward", kCpu, dt, "cpu", &cpu::bias_gelu_backward<T>, 0);
-  add("residual_layernorm_forward", kCpu, dt, "cpu", &cpu::residual_layernorm_forward<T>, 0);
-  add("cross_entropy_fused", kCpu, dt, "cpu", &cpu::cross_entropy_fused<T>, 0);
-  add("adamw_multi_step", kCpu, dt, "cpu", &cpu::adamw_multi_step<T>, 0);
+  add(op::fill<T>, kCpu, "cpu", &cpu::fill<T>, 0, about("std::fill over chunks"));
+  add(op::copy<T>, kCpu, "cpu", &cpu::copy<T>, 0, about("memcpy when contiguous, else a strided loop"));
+  add(op::uniform<T>, kCpu, "cpu", &cpu::uniform<T>, 0, about("Philox 4x32-10: 24 (float) or 53 (double) random bits per element"));
+  add(op::normal<T>, kCpu, "cpu", &cpu::normal<T>, 0, about("Philox words through Box-Muller, in double"));
+  add(op::dropout_mask<T>, kCpu, "cpu", &cpu::dropout_mask<T>, 0, about("Philox uniform < p gives 0, else 1 / (1 - p)"));
+  add(op::neg<T>, kCpu, "cpu", &cpu::neg<T>, 0, about("a vectorized loop"));
+  add(op::exp<T>, kCpu, "cpu", &cpu::exp<T>, 0, about("std::exp per element"));
+  add(op::log<T>, kCpu, "cpu", &cpu::log<T>, 0, about("std::log per element"));
+  add(op::sqrt<T>, kCpu, "cpu", &cpu::sqrt<T>, 0, about("std::sqrt per element"));
+  add(op::tanh<T>, kCpu, "cpu", &cpu::tanh<T>, 0, about("std::tanh per element"));
+  add(op::relu<T>, kCpu, "cpu", &cpu::relu<T>, 0, about("max(x, 0), vectorized"));
+  add(op::sigmoid<T>, kCpu, "cpu", &cpu::sigmoid<T>, 0, about("1 / (1 + exp(-x)) per element"));
+  add(op::pow_scalar<T>, kCpu, "cpu", &cpu::pow_scalar<T>, 0, about("std::pow per element"));
+  add(op::relu_backward<T>, kCpu, "cpu", &cpu::relu_backward<T>, 0, about("dout where x > 0, else 0"));
+  add(op::add<T>, kCpu, "cpu", &cpu::add<T>, 0, about("the Loop's outer dims walked, the last dim a plain loop"));
+  add(op::sub<T>, kCpu, "cpu", &cpu::sub<T>, 0, about("as add"));
+  add(op::mul<T>, kCpu, "cpu", &cpu::mul<T>, 0, about("as add"));
+  add(op::div<T>, kCpu, "cpu", &cpu::div<T>, 0, about("as add"));
+  add(op::masked_fill<T>, kCpu, "cpu", &cpu::masked_fill<T>, 0, about("as add, with a third (mask) operand"));
+  add(op::sum_dim<T>, kCpu, "cpu", &cpu::sum_dim<T>, 0, about("double sums over fixed chunks of R, added in order"));
+  add(op::max_dim<T>, kCpu, "cpu", &cpu::max_dim<T>, 0, about("a scan for the first largest value (NaN counts as largest)"));
+  add(op::max_dim_backward<T>, kCpu, "cpu", &cpu::max_dim_backward<T>, 0, about("zeros, then dout scattered to the saved indices"));
+  add(op::matmul<T>, kCpu, "eigen", &cpu::matmul_eigen<T>, 10, about("a fixed grid of tiles over the threads, each one single-threaded Eigen GEMM"));
+  add(op::matmul<T>, kCpu, "naive", &cpu::matmul_naive<T>, 0, about("the textbook triple loop, accumulating in double: slow and exact"));
+  add(op::embedding_forward<T>, kCpu, "cpu", &cpu::embedding_forward<T>, 0, about("one row copy per index"));
+  add(op::embedding_backward<T>, kCpu, "cpu", &cpu::embedding_backward<T>, 0, about("threads split the columns, rows added in order (deterministic)"));
+  add(op::softmax_forward<T>, kCpu, "cpu", &cpu::softmax_forward<T>, 0, about("per row: max, exp(x - max), sum, divide"));
+  add(op::softmax_backward<T>, kCpu, "cpu", &cpu::softmax_backward<T>, 0, about("per row: out * (dout - sum(dout * out))"));
+  add(op::log_softmax_forward<T>, kCpu, "cpu", &cpu::log_softmax_forward<T>, 0, about("per row: x - max - log(sum(exp(x - max)))"));
+  add(op::log_softmax_backward<T>, kCpu, "cpu", &cpu::log_softmax_backward<T>, 0, about("per row: dout - exp(out) * sum(dout)"));
+  add(op::cross_entropy_forward<T>, kCpu, "cpu", &cpu::cross_entropy_forward<T>, 0, about("per row: log-sum-exp minus the target's logit"));
+  add(op::cross_entropy_backward<T>, kCpu, "cpu", &cpu::cross_entropy_backward<T>, 0, about("softmax rebuilt from the saved lse, minus the one-hot target"));
+  add(op::gelu_forward<T>, kCpu, "cpu", &cpu::gelu_forward<T>, 0, about("the tanh form as x / (1 + exp(-2u)): one exp, vectorized"));
+  add(op::gelu_backward<T>, kCpu, "cpu", &cpu::gelu_backward<T>, 0, about("gelu'(x) from the formula, vectorized tanh"));
+  add(op::layernorm_forward<T>, kCpu, "cpu", &cpu::layernorm_forward<T>, 0, about("per row: mean, biased variance, normalize, scale and shift"));
+  add(op::layernorm_backward<T>, kCpu, "cpu", &cpu::layernorm_backward<T>, 0, about("dx per row; dweight, dbias from fixed row chunks added in order"));
+  add(op::attention_forward<T>, kCpu, "cpu", &cpu::attention_forward<T>, 0, about("one row of scores at a time (no (T, T) matrix), sums in double"));
+  add(op::attention_backward<T>, kCpu, "cpu", &cpu::attention_backward<T>, 0, about("rebuilds each row's probabilities from lse, threads over heads"));
+  add(op::adamw_step<T>, kCpu, "cpu", &cpu::adamw_step<T>, 0, about("the update per element, written with explicit fma"));
+  add(op::sgd_step<T>, kCpu, "cpu", &cpu::sgd_step<T>, 0, about("momentum, dampening, Nesterov as PyTorch's SGD"));
+  // fused.cpp: each of these is the unfused CPU kernels above run one after the other (not an
+  // independent computation of the fused formula): checking a fused CUDA kernel against it
+  // checks it against the unfused path; the kernel lab's references (lab/cases_*.cpp) are
+  // written from the formulas instead.
+  add(op::bias_gelu_forward<T>, kCpu, "cpu", &cpu::bias_gelu_forward<T>, 0, about("unfused: x + bias, then gelu_forward"));
+  add(op::bias_gelu_backward<T>, kCpu, "cpu", &cpu::bias_gelu_backward<T>, 0, about("unfused: x + bias, gelu_backward, then the column sums"));
+  add(op::residual_layernorm_forward<T>, kCpu, "cpu", &cpu::residual_layernorm_forward<T>, 0, about("unfused: x + residual, then layernorm_forward"));
+  add(op::cross_entropy_fused<T>, kCpu, "cpu", &cpu::cross_entropy_fused<T>, 0, about("unfused: cross_entropy_forward, then cross_entropy_backward"));
+  add(op::adamw_multi_step<T>, kCpu, "cpu", &cpu::adamw_multi_step<T>, 0, about("unfused: adamw_step on each tensor in turn"));
 }
 
 template <class T>
 void register_integer() {
-  constexpr DType dt = dtype_of<T>();
-  add("fill", kCpu, dt, "cpu", &cpu::fill<T>, 0);
-  add("copy", kCpu, dt, "cpu", &cpu::copy<T>, 0);
+  add(op::fill<T>, kCpu, "cpu", &cpu::fill<T>, 0, about("std::fill over chunks"));
+  add(op::copy<T>, kCpu, "cpu", &cpu::copy<T>, 0, about("memcpy when contiguous, else a strided loop"));
+}
+
+template <class T>
+void register_cast() {
+  add(op::cast<T>, kCpu, "cpu", &cpu::cast, 0, about("static_cast per element, from any dtype"));
 }
 }  // namespace
 
@@ -75,11 +83,17 @@ void register_cpu_kernels() {
   register_floating<double>();
 #ifdef __AVX512F__
   // float32 only, and only where the AVX-512 micro-kernel compiles: beats "eigen" (10).
-  add("matmul", kCpu, kFloat32, "blocked", &cpu::matmul_blocked<float>, 20);
+  add(op::matmul<float>, kCpu, "blocked", &cpu::matmul_blocked<float>, 20,
+      about("packed panels and an AVX-512 micro-kernel in registers (gemm_blocked.cpp)"));
 #endif
   register_integer<std::int32_t>();
   register_integer<std::int64_t>();
-  for (DType dt : {kFloat32, kFloat64, kInt32, kInt64}) add("cast", kCpu, dt, "cpu", &cpu::cast, 0);
+  add(op::check_indices, kCpu, "cpu", &cpu::check_indices, 0,
+      about("one pass: a bad index becomes 0 and the first bad position is kept"));
+  register_cast<float>();
+  register_cast<double>();
+  register_cast<std::int32_t>();
+  register_cast<std::int64_t>();
 }
 
 }  // namespace brrr::kernels

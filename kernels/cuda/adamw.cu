@@ -323,13 +323,16 @@ template void sgd_step1<double>(double*, const double*, double*, std::int64_t, c
 
 void register_adamw_kernels() {
   constexpr DeviceType kCuda = DeviceType::CUDA;
-  add("adamw_step", kCuda, kFloat32, "naive", &adamw_step1<float>, 0);
-  add("adamw_step", kCuda, kFloat32, "float4", &adamw_step2, 10);
-  add("adamw_step", kCuda, kFloat64, "naive", &adamw_step1<double>, 0);
-  add("adamw_multi_step", kCuda, kFloat32, "multi-tensor", &adamw_multi_step<float>, 0);
-  add("adamw_multi_step", kCuda, kFloat64, "multi-tensor", &adamw_multi_step<double>, 0);
-  add("sgd_step", kCuda, kFloat32, "naive", &sgd_step1<float>, 0);
-  add("sgd_step", kCuda, kFloat64, "naive", &sgd_step1<double>, 0);
+  add(op::adamw_step<float>, kCuda, "naive", &adamw_step1<float>, 0, about("variant 1: one thread per parameter"));
+  add(op::adamw_step<float>, kCuda, "float4", &adamw_step2, 10,
+      about("variant 2: a grid-stride loop over float4s (scalars when a pointer is misaligned)"));
+  add(op::adamw_step<double>, kCuda, "naive", &adamw_step1<double>, 0, about("variant 1: one thread per parameter"));
+  add(op::adamw_multi_step<float>, kCuda, "multi-tensor", &adamw_multi_step<float>, 0,
+      about("every tensor in one launch: chunks of 1024 parameters, one float4 per thread"));
+  add(op::adamw_multi_step<double>, kCuda, "multi-tensor", &adamw_multi_step<double>, 0,
+      about("every tensor in one launch: chunks of 1024 parameters"));
+  add(op::sgd_step<float>, kCuda, "naive", &sgd_step1<float>, 0, about("one thread per parameter"));
+  add(op::sgd_step<double>, kCuda, "naive", &sgd_step1<double>, 0, about("one thread per parameter"));
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -879,11 +879,15 @@ BRRR_INSTANTIATE(double)
 namespace {
 template <class T>
 void register_dtype() {
-  constexpr DType dt = dtype_of<T>();
-  add("attention_forward", DeviceType::CUDA, dt, "naive", &attention_forward_naive<T>, 0);
-  add("attention_forward", DeviceType::CUDA, dt, "flash", &attention_forward_flash<T>, 20);
-  add("attention_backward", DeviceType::CUDA, dt, "naive", &attention_backward_naive<T>, 0);
-  add("attention_backward", DeviceType::CUDA, dt, "flash", &attention_backward_flash<T>, 20);
+  const DeviceType cuda = DeviceType::CUDA;
+  add(op::attention_forward<T>, cuda, "naive", &attention_forward_naive<T>, 0,
+      about("variant 1: one thread per query row, two passes over the keys"));
+  add(op::attention_forward<T>, cuda, "flash", &attention_forward_flash<T>, 20,
+      about("variant 2: tiles of keys and values through shared memory, online softmax"));
+  add(op::attention_backward<T>, cuda, "naive", &attention_backward_naive<T>, 0,
+      about("variant 1: a thread per query row (dq) and per key row (dk, dv)"));
+  add(op::attention_backward<T>, cuda, "flash", &attention_backward_flash<T>, 20,
+      about("variant 2: FlashAttention-2's loop order, no atomics (deterministic)"));
 }
 }  // namespace
 
@@ -895,7 +899,7 @@ void register_attention_kernels() {
   VariantMeta bf16;  // bfloat16 keeps 8 bits of mantissa: an error near 1e-2 is its design
   bf16.tolerance = 3e-2, bf16.bf16_inputs = true, bf16.gpu_only = true;
   bf16.about = "q, k, v and the weights in bfloat16 on the tensor cores (mma.sync), float32 sums";
-  add("attention_forward", DeviceType::CUDA, kFloat32, "bf16_mma", &attention_forward_bf16_mma, 10, bf16);
+  add(op::attention_forward<float>, DeviceType::CUDA, "bf16_mma", &attention_forward_bf16_mma, 10, bf16);
 #endif
 }
 

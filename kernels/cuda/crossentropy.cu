@@ -337,13 +337,17 @@ BRRR_INSTANTIATE(double)
 
 void register_crossentropy_kernels() {
   constexpr DeviceType kCuda = DeviceType::CUDA;
-  add("cross_entropy_forward", kCuda, kFloat32, "block", &cross_entropy_forward1<float>, 0);
-  add("cross_entropy_forward", kCuda, kFloat64, "block", &cross_entropy_forward1<double>, 0);
-  add("cross_entropy_backward", kCuda, kFloat32, "block", &cross_entropy_backward1<float>, 0);
-  add("cross_entropy_backward", kCuda, kFloat64, "block", &cross_entropy_backward1<double>, 0);
-  add("cross_entropy_fused", kCuda, kFloat32, "online", &cross_entropy_fused2<float>, 0);
-  add("cross_entropy_fused", kCuda, kFloat32, "smem", &cross_entropy_fused3, 10);
-  add("cross_entropy_fused", kCuda, kFloat64, "online", &cross_entropy_fused2<double>, 0);
+  const VariantMeta block = about("variant 1: one block per row, block reductions for the max and the sum");
+  add(op::cross_entropy_forward<float>, kCuda, "block", &cross_entropy_forward1<float>, 0, block);
+  add(op::cross_entropy_forward<double>, kCuda, "block", &cross_entropy_forward1<double>, 0, block);
+  const VariantMeta block_backward = about("variant 1: one block per row, softmax rebuilt from the saved lse");
+  add(op::cross_entropy_backward<float>, kCuda, "block", &cross_entropy_backward1<float>, 0, block_backward);
+  add(op::cross_entropy_backward<double>, kCuda, "block", &cross_entropy_backward1<double>, 0, block_backward);
+  const VariantMeta online = about("variant 2: online max and sum in one read, then a second read writes dlogits");
+  add(op::cross_entropy_fused<float>, kCuda, "online", &cross_entropy_fused2<float>, 0, online);
+  add(op::cross_entropy_fused<float>, kCuda, "smem", &cross_entropy_fused3, 10,
+      about("variant 3: the row kept in shared memory, read from memory once"));
+  add(op::cross_entropy_fused<double>, kCuda, "online", &cross_entropy_fused2<double>, 0, online);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -62,8 +62,9 @@ void matmul_cublas(T* out, const T* a, const T* b, const MatmulShape& s, Stream 
 }  // namespace
 
 void register_cublas_kernels() {
-  add("matmul", DeviceType::CUDA, kFloat32, "cublas", &matmul_cublas<float>, 100);
-  add("matmul", DeviceType::CUDA, kFloat64, "cublas", &matmul_cublas<double>, 100);
+  const VariantMeta cublas = about("NVIDIA's cuBLAS GEMM: the bar every hand-written variant is measured against");
+  add(op::matmul<float>, DeviceType::CUDA, "cublas", &matmul_cublas<float>, 100, cublas);
+  add(op::matmul<double>, DeviceType::CUDA, "cublas", &matmul_cublas<double>, 100, cublas);
 }
 
 }  // namespace brrr::kernels::cuda

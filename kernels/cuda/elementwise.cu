@@ -463,44 +463,57 @@ template void copy_simple<std::int64_t>(std::int64_t*, const std::int64_t*, cons
 namespace {
 constexpr int kSimple = 10;
 
+// What "simple" is, op by op: a grid-stride loop, Pack (16-byte) loads where every pointer is
+// aligned; the Loop's dims decoded per element where operands are strided or broadcast.
+const char* const kPacked = "grid-stride loop, 16-byte packs when the pointers are aligned";
+const char* const kStrided = "one thread per element, the Loop's dims decoded (a flat fast path)";
+const char* const kPhilox = "grid-stride over Philox blocks: the CPU's numbers exactly";
+
 template <class T>
-void register_floating() {
-  constexpr DType dt = dtype_of<T>();
+void register_common() {
   const DeviceType cuda = DeviceType::CUDA;
-  add("fill", cuda, dt, "simple", &fill_simple<T>, kSimple);
-  add("copy", cuda, dt, "simple", &copy_simple<T>, kSimple);
-  add("uniform", cuda, dt, "simple", &uniform_simple<T>, kSimple);
-  add("normal", cuda, dt, "simple", &normal_simple<T>, kSimple);
-  add("dropout_mask", cuda, dt, "simple", &dropout_mask_simple<T>, kSimple);
-  add("neg", cuda, dt, "simple", &neg_simple<T>, kSimple);
-  add("exp", cuda, dt, "simple", &exp_simple<T>, kSimple);
-  add("log", cuda, dt, "simple", &log_simple<T>, kSimple);
-  add("sqrt", cuda, dt, "simple", &sqrt_simple<T>, kSimple);
-  add("tanh", cuda, dt, "simple", &tanh_simple<T>, kSimple);
-  add("relu", cuda, dt, "simple", &relu_simple<T>, kSimple);
-  add("sigmoid", cuda, dt, "simple", &sigmoid_simple<T>, kSimple);
-  add("pow_scalar", cuda, dt, "simple", &pow_scalar_simple<T>, kSimple);
-  add("relu_backward", cuda, dt, "simple", &relu_backward_simple<T>, kSimple);
-  add("add", cuda, dt, "simple", &add_simple<T>, kSimple);
-  add("sub", cuda, dt, "simple", &sub_simple<T>, kSimple);
-  add("mul", cuda, dt, "simple", &mul_simple<T>, kSimple);
-  add("div", cuda, dt, "simple", &div_simple<T>, kSimple);
-  add("masked_fill", cuda, dt, "simple", &masked_fill_simple<T>, kSimple);
+  add(op::fill<T>, cuda, "simple", &fill_simple<T>, kSimple, about(kPacked));
+  add(op::copy<T>, cuda, "simple", &copy_simple<T>, kSimple, about(kStrided));
 }
 
 template <class T>
-void register_integer() {
-  add("fill", DeviceType::CUDA, dtype_of<T>(), "simple", &fill_simple<T>, kSimple);
-  add("copy", DeviceType::CUDA, dtype_of<T>(), "simple", &copy_simple<T>, kSimple);
+void register_floating() {
+  const DeviceType cuda = DeviceType::CUDA;
+  register_common<T>();
+  add(op::uniform<T>, cuda, "simple", &uniform_simple<T>, kSimple, about(kPhilox));
+  add(op::normal<T>, cuda, "simple", &normal_simple<T>, kSimple, about(kPhilox));
+  add(op::dropout_mask<T>, cuda, "simple", &dropout_mask_simple<T>, kSimple, about(kPhilox));
+  add(op::neg<T>, cuda, "simple", &neg_simple<T>, kSimple, about(kPacked));
+  add(op::exp<T>, cuda, "simple", &exp_simple<T>, kSimple, about(kPacked));
+  add(op::log<T>, cuda, "simple", &log_simple<T>, kSimple, about(kPacked));
+  add(op::sqrt<T>, cuda, "simple", &sqrt_simple<T>, kSimple, about(kPacked));
+  add(op::tanh<T>, cuda, "simple", &tanh_simple<T>, kSimple, about(kPacked));
+  add(op::relu<T>, cuda, "simple", &relu_simple<T>, kSimple, about(kPacked));
+  add(op::sigmoid<T>, cuda, "simple", &sigmoid_simple<T>, kSimple, about(kPacked));
+  add(op::pow_scalar<T>, cuda, "simple", &pow_scalar_simple<T>, kSimple, about(kPacked));
+  add(op::relu_backward<T>, cuda, "simple", &relu_backward_simple<T>, kSimple, about(kPacked));
+  add(op::add<T>, cuda, "simple", &add_simple<T>, kSimple, about(kStrided));
+  add(op::sub<T>, cuda, "simple", &sub_simple<T>, kSimple, about(kStrided));
+  add(op::mul<T>, cuda, "simple", &mul_simple<T>, kSimple, about(kStrided));
+  add(op::div<T>, cuda, "simple", &div_simple<T>, kSimple, about(kStrided));
+  add(op::masked_fill<T>, cuda, "simple", &masked_fill_simple<T>, kSimple, about(kStrided));
+}
+
+template <class T>
+void register_cast() {
+  add(op::cast<T>, DeviceType::CUDA, "simple", &cast_simple, kSimple, about("one thread per element, any dtype in"));
 }
 }  // namespace
 
 void register_elementwise_kernels() {
   register_floating<float>();
   register_floating<double>();
-  register_integer<std::int32_t>();
-  register_integer<std::int64_t>();
-  for (DType dt : {kFloat32, kFloat64, kInt32, kInt64}) add("cast", DeviceType::CUDA, dt, "simple", &cast_simple, kSimple);
+  register_common<std::int32_t>();
+  register_common<std::int64_t>();
+  register_cast<float>();
+  register_cast<double>();
+  register_cast<std::int32_t>();
+  register_cast<std::int64_t>();
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

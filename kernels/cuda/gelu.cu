@@ -327,19 +327,26 @@ template void bias_gelu_backward2<double>(double*, double*, const double*, const
 // 95.5% of copy bandwidth, forward and backward, against naive's 74.6% and 89.5%);
 // float64, used by gradient checks on the device, gets the templated ones.
 void register_gelu_kernels() {
-  add("gelu_forward", DeviceType::CUDA, kFloat32, "naive", &gelu_forward1<float>, 0);
-  add("gelu_forward", DeviceType::CUDA, kFloat32, "float4", &gelu_forward2, 10);
-  add("gelu_forward", DeviceType::CUDA, kFloat64, "naive", &gelu_forward1<double>, 0);
-  add("gelu_backward", DeviceType::CUDA, kFloat32, "naive", &gelu_backward1<float>, 0);
-  add("gelu_backward", DeviceType::CUDA, kFloat32, "float4", &gelu_backward2, 10);
-  add("gelu_backward", DeviceType::CUDA, kFloat64, "naive", &gelu_backward1<double>, 0);
-  add("bias_gelu_forward", DeviceType::CUDA, kFloat32, "naive", &bias_gelu_forward1<float>, 0);
-  add("bias_gelu_forward", DeviceType::CUDA, kFloat32, "float4", &bias_gelu_forward2, 10);
-  add("bias_gelu_forward", DeviceType::CUDA, kFloat64, "naive", &bias_gelu_forward1<double>, 0);
-  add("bias_gelu_backward", DeviceType::CUDA, kFloat32, "naive", &bias_gelu_backward1<float>, 0);
-  add("bias_gelu_backward", DeviceType::CUDA, kFloat32, "tiled", &bias_gelu_backward2<float>, 10);
-  add("bias_gelu_backward", DeviceType::CUDA, kFloat64, "naive", &bias_gelu_backward1<double>, 0);
-  add("bias_gelu_backward", DeviceType::CUDA, kFloat64, "tiled", &bias_gelu_backward2<double>, 10);
+  const DeviceType cuda = DeviceType::CUDA;
+  const VariantMeta naive = about("variant 1: one thread per element");
+  const VariantMeta float4 = about("variant 2: a grid-stride loop over float4s, and a scalar tail");
+  add(op::gelu_forward<float>, cuda, "naive", &gelu_forward1<float>, 0, naive);
+  add(op::gelu_forward<float>, cuda, "float4", &gelu_forward2, 10, float4);
+  add(op::gelu_forward<double>, cuda, "naive", &gelu_forward1<double>, 0, naive);
+  add(op::gelu_backward<float>, cuda, "naive", &gelu_backward1<float>, 0, naive);
+  add(op::gelu_backward<float>, cuda, "float4", &gelu_backward2, 10, float4);
+  add(op::gelu_backward<double>, cuda, "naive", &gelu_backward1<double>, 0, naive);
+  const VariantMeta bias_naive = about("variant 1: one thread per element, column i % C");
+  add(op::bias_gelu_forward<float>, cuda, "naive", &bias_gelu_forward1<float>, 0, bias_naive);
+  add(op::bias_gelu_forward<float>, cuda, "float4", &bias_gelu_forward2, 10,
+      about("variant 2: float4s when C % 4 == 0 and the pointers are aligned, else variant 1's loop"));
+  add(op::bias_gelu_forward<double>, cuda, "naive", &bias_gelu_forward1<double>, 0, bias_naive);
+  const VariantMeta backward_naive = about("variant 1: two kernels, dx per element, then dbias per column");
+  const VariantMeta backward_tiled = about("variant 2: one pass in 32 x 8 tiles, dx written and columns summed on the way");
+  add(op::bias_gelu_backward<float>, cuda, "naive", &bias_gelu_backward1<float>, 0, backward_naive);
+  add(op::bias_gelu_backward<float>, cuda, "tiled", &bias_gelu_backward2<float>, 10, backward_tiled);
+  add(op::bias_gelu_backward<double>, cuda, "naive", &bias_gelu_backward1<double>, 0, backward_naive);
+  add(op::bias_gelu_backward<double>, cuda, "tiled", &bias_gelu_backward2<double>, 10, backward_tiled);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

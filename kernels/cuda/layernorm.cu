@@ -576,21 +576,27 @@ BRRR_INSTANTIATE(double)
 // (gradient checks on the device) gets the templated variants.
 void register_layernorm_kernels() {
   constexpr DeviceType kCuda = DeviceType::CUDA;
-  add("layernorm_forward", kCuda, kFloat32, "naive", &layernorm_forward1<float>, 0);
-  add("layernorm_forward", kCuda, kFloat32, "warp", &layernorm_forward2<float>, 10);
-  add("layernorm_forward", kCuda, kFloat32, "warp-float4", &layernorm_forward3, 20);
-  add("layernorm_forward", kCuda, kFloat64, "naive", &layernorm_forward1<double>, 0);
-  add("layernorm_forward", kCuda, kFloat64, "warp", &layernorm_forward2<double>, 10);
-  add("layernorm_backward", kCuda, kFloat32, "naive", &layernorm_backward1<float>, 0);
-  add("layernorm_backward", kCuda, kFloat32, "warp-partials", &layernorm_backward2<float>, 10);
-  add("layernorm_backward", kCuda, kFloat32, "warp-float4", &layernorm_backward3, 20);
-  add("layernorm_backward", kCuda, kFloat64, "naive", &layernorm_backward1<double>, 0);
-  add("layernorm_backward", kCuda, kFloat64, "warp-partials", &layernorm_backward2<double>, 10);
-  add("residual_layernorm_forward", kCuda, kFloat32, "naive", &residual_layernorm_forward1<float>, 0);
-  add("residual_layernorm_forward", kCuda, kFloat32, "warp", &residual_layernorm_forward2<float>, 10);
-  add("residual_layernorm_forward", kCuda, kFloat32, "warp-float4", &residual_layernorm_forward3, 20);
-  add("residual_layernorm_forward", kCuda, kFloat64, "naive", &residual_layernorm_forward1<double>, 0);
-  add("residual_layernorm_forward", kCuda, kFloat64, "warp", &residual_layernorm_forward2<double>, 10);
+  const VariantMeta naive = about("variant 1: one thread per row");
+  const VariantMeta warp = about("variant 2: one warp per row, shuffles for the sums");
+  const VariantMeta warp4 = about("variant 3: one warp per row, float4 loads, the row held in registers (else variant 2)");
+  add(op::layernorm_forward<float>, kCuda, "naive", &layernorm_forward1<float>, 0, naive);
+  add(op::layernorm_forward<float>, kCuda, "warp", &layernorm_forward2<float>, 10, warp);
+  add(op::layernorm_forward<float>, kCuda, "warp-float4", &layernorm_forward3, 20, warp4);
+  add(op::layernorm_forward<double>, kCuda, "naive", &layernorm_forward1<double>, 0, naive);
+  add(op::layernorm_forward<double>, kCuda, "warp", &layernorm_forward2<double>, 10, warp);
+  const VariantMeta backward_naive = about("variant 1: one thread per row for dx, then one per column for dweight, dbias");
+  const VariantMeta partials = about("variant 2: one warp per row, per-block column partials summed in a fixed order");
+  add(op::layernorm_backward<float>, kCuda, "naive", &layernorm_backward1<float>, 0, backward_naive);
+  add(op::layernorm_backward<float>, kCuda, "warp-partials", &layernorm_backward2<float>, 10, partials);
+  add(op::layernorm_backward<float>, kCuda, "warp-float4", &layernorm_backward3, 20,
+      about("variant 3: one warp per row, float4 loads, column partials in registers (else variant 2)"));
+  add(op::layernorm_backward<double>, kCuda, "naive", &layernorm_backward1<double>, 0, backward_naive);
+  add(op::layernorm_backward<double>, kCuda, "warp-partials", &layernorm_backward2<double>, 10, partials);
+  add(op::residual_layernorm_forward<float>, kCuda, "naive", &residual_layernorm_forward1<float>, 0, naive);
+  add(op::residual_layernorm_forward<float>, kCuda, "warp", &residual_layernorm_forward2<float>, 10, warp);
+  add(op::residual_layernorm_forward<float>, kCuda, "warp-float4", &residual_layernorm_forward3, 20, warp4);
+  add(op::residual_layernorm_forward<double>, kCuda, "naive", &residual_layernorm_forward1<double>, 0, naive);
+  add(op::residual_layernorm_forward<double>, kCuda, "warp", &residual_layernorm_forward2<double>, 10, warp);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

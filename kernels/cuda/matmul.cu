@@ -872,23 +872,31 @@ template void matmul_smem<double>(double*, const double*, const double*, const M
 // ran at 32.6% of cuBLAS and variant 8 at 85.4%. cuBLAS is the default on a GPU either way.)
 // In the emulator, which has neither cuBLAS nor tensor cores, "warptiling" is the default.
 void register_matmul_kernels() {
-  add("matmul", DeviceType::CUDA, kFloat32, "naive", &matmul_naive<float>, 10);
-  add("matmul", DeviceType::CUDA, kFloat32, "coalesced", &matmul_coalesced<float>, 20);
-  add("matmul", DeviceType::CUDA, kFloat32, "smem", &matmul_smem<float>, 30);
-  add("matmul", DeviceType::CUDA, kFloat32, "blocking1d", &matmul_blocking1d, 40);
-  add("matmul", DeviceType::CUDA, kFloat32, "blocking2d", &matmul_blocking2d, 50);
-  add("matmul", DeviceType::CUDA, kFloat32, "vectorized", &matmul_vectorized, 60);
-  add("matmul", DeviceType::CUDA, kFloat32, "warptiling", &matmul_warptiling, 65);
+  const DeviceType cuda = DeviceType::CUDA;
+  const VariantMeta naive = about("variant 1: one thread per output element, reads from global memory");
+  const VariantMeta coalesced = about("variant 2: a warp's threads along a row of the output, so loads coalesce");
+  const VariantMeta smem = about("variant 3: 32 x 32 tiles of a and b staged in shared memory");
+  add(op::matmul<float>, cuda, "naive", &matmul_naive<float>, 10, naive);
+  add(op::matmul<float>, cuda, "coalesced", &matmul_coalesced<float>, 20, coalesced);
+  add(op::matmul<float>, cuda, "smem", &matmul_smem<float>, 30, smem);
+  add(op::matmul<float>, cuda, "blocking1d", &matmul_blocking1d, 40,
+      about("variant 4: each thread computes a column of 8 outputs from shared memory"));
+  add(op::matmul<float>, cuda, "blocking2d", &matmul_blocking2d, 50,
+      about("variant 5: each thread computes an 8 x 8 block of outputs in registers"));
+  add(op::matmul<float>, cuda, "vectorized", &matmul_vectorized, 60,
+      about("variant 6: variant 5 with float4 loads and a transposed a tile"));
+  add(op::matmul<float>, cuda, "warptiling", &matmul_warptiling, 65,
+      about("variant 8: warp tiles, two shared-memory stages (double buffering)"));
 #if !BRRR_EMULATOR
   VariantMeta tensor_cores;
   tensor_cores.gpu_only = true;
   tensor_cores.about = "3xTF32 on the tensor cores through WMMA, near float32 accuracy";
-  add("matmul", DeviceType::CUDA, kFloat32, "tensorcore", &matmul_tensorcore, 70, tensor_cores);
+  add(op::matmul<float>, cuda, "tensorcore", &matmul_tensorcore, 70, tensor_cores);
 #endif
   // float64 (gradient checks on the device): the first three are templates.
-  add("matmul", DeviceType::CUDA, kFloat64, "naive", &matmul_naive<double>, 10);
-  add("matmul", DeviceType::CUDA, kFloat64, "coalesced", &matmul_coalesced<double>, 20);
-  add("matmul", DeviceType::CUDA, kFloat64, "smem", &matmul_smem<double>, 30);
+  add(op::matmul<double>, cuda, "naive", &matmul_naive<double>, 10, naive);
+  add(op::matmul<double>, cuda, "coalesced", &matmul_coalesced<double>, 20, coalesced);
+  add(op::matmul<double>, cuda, "smem", &matmul_smem<double>, 30, smem);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

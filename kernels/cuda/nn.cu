@@ -285,14 +285,16 @@ BRRR_INSTANTIATE(double)
 namespace {
 template <class T>
 void register_nn() {
-  constexpr DType dt = dtype_of<T>();
   const DeviceType cuda = DeviceType::CUDA;
-  add("embedding_forward", cuda, dt, "simple", &embedding_forward_simple<T>, 10);
-  add("embedding_backward", cuda, dt, "simple", &embedding_backward_simple<T>, 10);
-  add("softmax_forward", cuda, dt, "simple", &softmax_forward_simple<T>, 10);
-  add("softmax_backward", cuda, dt, "simple", &softmax_backward_simple<T>, 10);
-  add("log_softmax_forward", cuda, dt, "simple", &log_softmax_forward_simple<T>, 10);
-  add("log_softmax_backward", cuda, dt, "simple", &log_softmax_backward_simple<T>, 10);
+  add(op::embedding_forward<T>, cuda, "simple", &embedding_forward_simple<T>, 10,
+      about("one thread per output element"));
+  add(op::embedding_backward<T>, cuda, "simple", &embedding_backward_simple<T>, 10,
+      about("one thread per column, rows added in order (no atomics: deterministic)"));
+  const VariantMeta row = about("one block per row, block reductions");
+  add(op::softmax_forward<T>, cuda, "simple", &softmax_forward_simple<T>, 10, row);
+  add(op::softmax_backward<T>, cuda, "simple", &softmax_backward_simple<T>, 10, row);
+  add(op::log_softmax_forward<T>, cuda, "simple", &log_softmax_forward_simple<T>, 10, row);
+  add(op::log_softmax_backward<T>, cuda, "simple", &log_softmax_backward_simple<T>, 10, row);
 }
 }  // namespace
 
@@ -305,7 +307,8 @@ void check_indices(std::int32_t* safe, std::int32_t* first_bad, const std::int32
 void register_nn_kernels() {
   register_nn<float>();
   register_nn<double>();
-  add("check_indices", DeviceType::CUDA, kInt32, "simple", &check_indices, 10);
+  add(op::check_indices, DeviceType::CUDA, "simple", &check_indices, 10,
+      about("a grid-stride loop; atomicMin keeps the first bad position"));
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

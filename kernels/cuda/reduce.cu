@@ -295,10 +295,11 @@ BRRR_INSTANTIATE(double)
 namespace {
 template <class T>
 void register_reduce() {
-  constexpr DType dt = dtype_of<T>();
-  add("sum_dim", DeviceType::CUDA, dt, "simple", &sum_dim_simple<T>, 10);
-  add("max_dim", DeviceType::CUDA, dt, "simple", &max_dim_simple<T>, 10);
-  add("max_dim_backward", DeviceType::CUDA, dt, "simple", &max_dim_backward_simple<T>, 10);
+  const DeviceType cuda = DeviceType::CUDA;
+  add(op::sum_dim<T>, cuda, "simple", &sum_dim_simple<T>, 10, about("a block per output, partials combined in a fixed order"));
+  add(op::max_dim<T>, cuda, "simple", &max_dim_simple<T>, 10, about("a block per output, the first largest value"));
+  add(op::max_dim_backward<T>, cuda, "simple", &max_dim_backward_simple<T>, 10,
+      about("one thread per element of dx: dout where its index was the max, else 0"));
 }
 }  // namespace
 

@@ -69,20 +69,25 @@ TEST_CASE("out of memory: an error with the bytes, and the device still works af
   CHECK(ops::add(d, d).to(kCPU).to_vector<float>() == ops::add(a, a).to_vector<float>());
 }
 
-TEST_CASE("every CUDA kernel variant passes the kernel lab's check") {
+// The kernel lab's table, as tests/train and tests/emulator run it: every case's shapes,
+// aligned and misaligned, float32 and float64, then grad mode where the op has a backward.
+TEST_CASE("every CUDA kernel variant passes the kernel lab's check and grad modes") {
   if (!have_gpu()) return;
+  int runs = 0;
   for (const lab::Case& c : lab::cases()) {
-    lab::Options o;
-    o.device = lab::LabDevice::CUDA;
-    o.seed = 7;
-    o.time = false;
-    o.out = nullptr;
-    o.size = c.emulator_size;  // small and ragged: quick CPU references, every kernel's tail
-    const lab::Report report = lab::run(c, o);
-    INFO(c.op, " ", report.note);
-    for (const std::string& f : report.failures()) MESSAGE(f);
-    CHECK(report.passed());
+    std::vector<std::string> failures;
+    for (DType dtype : {kFloat32, kFloat64}) {
+      for (const std::string& f : lab::run_shapes(c, lab::LabDevice::CUDA, lab::Mode::Check, dtype, nullptr, &runs))
+        failures.push_back(f);
+      if (c.has_grad())
+        for (const std::string& f : lab::run_shapes(c, lab::LabDevice::CUDA, lab::Mode::Grad, dtype, nullptr, &runs))
+          failures.push_back(f);
+    }
+    INFO(c.name);
+    for (const std::string& f : failures) MESSAGE(f);
+    CHECK(failures.empty());
   }
+  CHECK(runs > 300);
 }
 
 TEST_CASE("the GPT's loss and gradients match the CPU, fused and composed") {

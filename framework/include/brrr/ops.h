@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "brrr/kernels.h"
 #include "brrr/tensor.h"
 
 namespace brrr {
@@ -114,6 +115,16 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // that lists the registry before that (brrr kernels) calls this first. Calling it again does
 // nothing.
 void register_op_variants();
+// Their descriptors (brrr/kernels.h's Op): the signature an op's variants share, under the
+// op's name, per dtype. op_variants.cpp registers through them; the kernel lab calls them.
+namespace variants {
+using attention_fn = Tensor (*)(const Tensor& q, const Tensor& k, const Tensor& v);
+using linear_gelu_fn = Tensor (*)(const Tensor& x, const Tensor& weight, const Tensor& bias);
+template <class T>
+inline constexpr kernels::Op<attention_fn> causal_attention{"causal_attention", dtype_of<T>()};
+template <class T>
+inline constexpr kernels::Op<linear_gelu_fn> linear_gelu{"linear_gelu", dtype_of<T>()};
+}  // namespace variants
 // Zero each element with probability p and scale the rest by 1/(1-p); identity when !training.
 Tensor dropout(const Tensor& x, double p, Generator& gen, bool training = true);
 // Where mask (any dtype, nonzero = true) is true, value; elsewhere x. Broadcasts mask to x.

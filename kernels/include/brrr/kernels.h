@@ -26,6 +26,18 @@ struct VariantMeta {
   std::string about;         // one line: what the variant is, or what it teaches
 };
 
+// An op's descriptor: its name in the registry and the dtype it computes in, with the
+// signature every kernel of that op has as its type parameter. kernels/signatures.h declares
+// one per op: kernels::op::matmul<float> is an Op<matmul_fn<float>>{"matmul", kFloat32}.
+// Registering a kernel and looking one up go through a descriptor (kernels/registry.h), so a
+// function whose type is not the op's does not compile, where a name alone would let it
+// through to a call with the wrong arguments.
+template <class Fn>
+struct Op {
+  const char* name;
+  DType dtype;
+};
+
 struct VariantInfo {
   std::string op;
   std::string variant;

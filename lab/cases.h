@@ -1,0 +1,59 @@
+// lab/cases.h: the kernel lab's table, one file per chapter, and what the files share.
+// Chapter 10 (the roofline and the kernel lab). Read before: kernel_lab.h (Case, Problem,
+// Args). Read next: any cases_*.cpp, e.g. cases_elementwise.cpp.
+//
+// Each file returns its chapter's cases in course order; kernel_lab.cpp's cases() puts them
+// together. A case's reference is a plain loop in double, written from the formula in its
+// chapter, never a call of the kernels it checks (a reference that is the code under test
+// checks only its rounding).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/signatures.h"
+#include "lab/kernel_lab.h"
+
+namespace brrr::lab {
+
+std::vector<Case> elementwise_cases();  // cases_elementwise.cpp: chapters 02 and 11 (fill ... bias_gelu)
+std::vector<Case> random_cases();       // cases_random.cpp: chapter 01 (uniform, normal, dropout_mask)
+std::vector<Case> reduction_cases();    // cases_reduction.cpp: chapter 12 (sums, softmax, cross-entropy, LayerNorm)
+std::vector<Case> matmul_cases();       // cases_matmul.cpp: chapters 04 and 13 (matmul, linear_gelu)
+std::vector<Case> nn_cases();           // cases_nn.cpp: chapters 07 and 16 (embedding, check_indices)
+std::vector<Case> attention_cases();    // cases_attention.cpp: chapter 14 (attention, causal_attention)
+std::vector<Case> optim_cases();        // cases_optim.cpp: chapter 15 (AdamW, SGD)
+
+// One dim, contiguous operands: no broadcasting (the elementwise ops' simplest Loop).
+inline kernels::Loop flat_loop(std::int64_t n) {
+  kernels::Loop loop;
+  loop.ndim = 1;
+  loop.size[0] = n;
+  loop.stride[0][0] = loop.stride[1][0] = loop.stride[2][0] = 1;
+  return loop;
+}
+
+// sum(dout * y): the scalar whose gradient a backward kernel computes, for grad mode.
+inline double dot(const std::vector<double>& dout, const std::vector<double>& y) {
+  double s = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) s += dout[i] * y[i];
+  return s;
+}
+
+// GELU, the tanh approximation (chapter 11): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+inline double gelu(double x) {
+  const double u = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+  return 0.5 * x * (1.0 + std::tanh(u));
+}
+// Its derivative, by the product and chain rules.
+inline double gelu_grad(double x) {
+  const double k = std::sqrt(2.0 / M_PI);
+  const double t = std::tanh(k * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+// A copy of one problem's float array as float32 numbers, for a case that builds its inputs
+// from another reference's outputs (a backward's saved statistics).
+inline std::vector<float> as_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace brrr::lab

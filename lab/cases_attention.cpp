@@ -1,0 +1,221 @@
+// lab/cases_attention.cpp: the kernel lab's cases for causal attention (chapter 14, flash
+// attention): the forward and backward kernels, and causal_attention, the op whose variants
+// (composed from matmul and softmax, or the flash kernels) the registry picks per device.
+// Read before: cases.h. Read next: cases_optim.cpp.
+//
+// For each of BH = batch * heads independent (T, hs) problems, with scale = 1 / sqrt(hs):
+//   s[i, j] = scale q[i] . k[j] for j <= i (the causal mask), lse[i] = log sum_j exp(s[i, j]),
+//   p[i, j] = exp(s[i, j] - lse[i]), out[i] = sum_j p[i, j] v[j].
+// The backward, with D[i] = dout[i] . out[i]:
+//   dv[j] = sum_i p[i, j] dout[i], dp[i, j] = dout[i] . v[j], ds[i, j] = p[i, j] (dp[i, j] - D[i]),
+//   dq[i] = scale sum_j ds[i, j] k[j], dk[j] = scale sum_i ds[i, j] q[i].
+#include <algorithm>
+
+#include "brrr/generator.h"
+#include "brrr/ops.h"
+#include "brrr/tensor.h"
+#include "lab/cases.h"
+
+namespace brrr::lab {
+
+namespace op = kernels::op;
+
+namespace {
+
+double scale_for(const Dims& d) { return 1.0 / std::sqrt(static_cast<double>(d[2])); }
+
+template <class T>
+void call_attention_forward(kernels::attention_forward_fn<T> f, const Args& a) {
+  f(a.f<T>("out"), a.f<T>("lse"), a.f<T>("q"), a.f<T>("k"), a.f<T>("v"), a.dims[0], a.dims[1], a.dims[2],
+    static_cast<T>(scale_for(a.dims)), a.stream);
+}
+template <class T>
+void call_attention_backward(kernels::attention_backward_fn<T> f, const Args& a) {
+  f(a.f<T>("dq"), a.f<T>("dk"), a.f<T>("dv"), a.f<T>("dout"), a.f<T>("q"), a.f<T>("k"), a.f<T>("v"), a.f<T>("out"),
+    a.f<T>("lse"), a.dims[0], a.dims[1], a.dims[2], static_cast<T>(scale_for(a.dims)), a.stream);
+}
+
+// out (BH, T, hs) and lse (BH, T) from q, k, v, as in the formulas above.
+void attention(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
+               std::int64_t BH, std::int64_t T, std::int64_t hs, double scale, std::vector<double>* out,
+               std::vector<double>* lse) {
+  std::vector<double> s(T);
+  for (std::int64_t b = 0; b < BH; ++b)
+    for (std::int64_t i = 0; i < T; ++i) {
+      const double* qi = q.data() + (b * T + i) * hs;
+      double max = -1e300;
+      for (std::int64_t j = 0; j <= i; ++j) {
+        const double* kj = k.data() + (b * T + j) * hs;
+        double dot = 0;
+        for (std::int64_t c = 0; c < hs; ++c) dot += qi[c] * kj[c];
+        s[j] = scale * dot;
+        max = std::max(max, s[j]);
+      }
+      double sum = 0;
+      for (std::int64_t j = 0; j <= i; ++j) sum += std::exp(s[j] - max);
+      const double l = max + std::log(sum);
+      if (lse) (*lse)[b * T + i] = l;
+      if (out)
+        for (std::int64_t c = 0; c < hs; ++c) {
+          double o = 0;
+          for (std::int64_t j = 0; j <= i; ++j) o += std::exp(s[j] - l) * v[(b * T + j) * hs + c];
+          (*out)[(b * T + i) * hs + c] = o;
+        }
+    }
+}
+
+void attention_forward_reference(Problem& p) {
+  attention(p.in("q"), p.in("k"), p.in("v"), p.dims[0], p.dims[1], p.dims[2], scale_for(p.dims), &p.out("out"),
+            &p.out("lse"));
+}
+
+void make_attention_backward(Problem& p, Random& r) {
+  const std::int64_t BH = p.dims[0], T = p.dims[1], hs = p.dims[2], n = BH * T * hs;
+  p.input("dout", r.normal(n));
+  p.input("q", r.normal(n));
+  p.input("k", r.normal(n));
+  p.input("v", r.normal(n));
+  std::vector<double> out(n), lse(BH * T);
+  attention(p.in("q"), p.in("k"), p.in("v"), BH, T, hs, scale_for(p.dims), &out, &lse);
+  p.input("out", as_float(out));
+  p.input("lse", as_float(lse));
+  p.output("dq", n);
+  p.output("dk", n);
+  p.output("dv", n);
+}
+
+// The backward from the saved out and lse, as the kernels read them.
+void attention_backward_reference(Problem& p) {
+  const std::int64_t BH = p.dims[0], T = p.dims[1], hs = p.dims[2];
+  const double scale = scale_for(p.dims);
+  const std::vector<double>&dout = p.in("dout"), &q = p.in("q"), &k = p.in("k"), &v = p.in("v"),
+                            &out = p.in("out"), &lse = p.in("lse");
+  std::vector<double>&dq = p.out("dq"), &dk = p.out("dk"), &dv = p.out("dv");
+  std::fill(dq.begin(), dq.end(), 0.0);
+  std::fill(dk.begin(), dk.end(), 0.0);
+  std::fill(dv.begin(), dv.end(), 0.0);
+  for (std::int64_t b = 0; b < BH; ++b)
+    for (std::int64_t i = 0; i < T; ++i) {
+      const std::int64_t row = (b * T + i) * hs;
+      double D = 0;
+      for (std::int64_t c = 0; c < hs; ++c) D += dout[row + c] * out[row + c];
+      for (std::int64_t j = 0; j <= i; ++j) {
+        const std::int64_t col = (b * T + j) * hs;
+        double s = 0, dp = 0;
+        for (std::int64_t c = 0; c < hs; ++c) {
+          s += q[row + c] * k[col + c];
+          dp += dout[row + c] * v[col + c];
+        }
+        const double prob = std::exp(scale * s - lse[b * T + i]);
+        const double ds = prob * (dp - D);
+        for (std::int64_t c = 0; c < hs; ++c) {
+          dv[col + c] += prob * dout[row + c];
+          dq[row + c] += scale * ds * k[col + c];
+          dk[col + c] += scale * ds * q[row + c];
+        }
+      }
+    }
+}
+
+double attention_loss(const Problem& p) {
+  std::vector<double> out(p.in("q").size());
+  attention(p.in("q"), p.in("k"), p.in("v"), p.dims[0], p.dims[1], p.dims[2], scale_for(p.dims), &out, nullptr);
+  return dot(p.in("dout"), out);
+}
+
+// causal_attention on (B, H, T, hs) tensors: the forward above with BH = B * H.
+void causal_attention_reference(Problem& p) {
+  const std::int64_t B = p.dims[0], H = p.dims[1], T = p.dims[2], hs = p.dims[3];
+  attention(p.in("q"), p.in("k"), p.in("v"), B * H, T, hs, 1.0 / std::sqrt(static_cast<double>(hs)),
+            &p.out("out"), nullptr);
+}
+
+void call_causal_attention(ops::variants::attention_fn f, const Args& a) {
+  const Shape shape = {a.dims[0], a.dims[1], a.dims[2], a.dims[3]};
+  a.store("out", f(a.tensor("q", shape, a.dtype), a.tensor("k", shape, a.dtype), a.tensor("v", shape, a.dtype)));
+}
+
+// grad mode: brrr::gradcheck through autograd, on the variant alone, in float64.
+GradcheckResult causal_attention_gradcheck(const std::string& variant, Device device) {
+  const auto fn = kernels::lookup_variant(ops::variants::causal_attention<double>, device.type, variant);
+  BRRR_CHECK(fn != nullptr, "kernel-lab causal_attention: no variant '", variant, "'");
+  Generator gen(11);
+  const TensorOptions options = TensorOptions().dtype(kFloat64).device(device).requires_grad(true);
+  const std::vector<Tensor> inputs = {randn({1, 2, 5, 3}, gen, options), randn({1, 2, 5, 3}, gen, options),
+                                      randn({1, 2, 5, 3}, gen, options)};
+  return gradcheck([fn](const std::vector<Tensor>& x) { return fn(x[0], x[1], x[2]); }, inputs);
+}
+
+// q @ k^T and p @ v, 2 T T hs flops each, over the causal half.
+double attention_flops(const Dims& d) { return 4.0 * d[0] * d[1] * d[1] * d[2] / 2; }
+
+Case attention_case(Case c) {
+  c.chapter = "14";
+  c.dim_names = {"BH", "T", "hs"};
+  // GPT-2 small: batch 32 * 12 heads, T = 1024
+  c.gpu_size = {384, 1024, 64}, c.emulator_size = {4, 64, 32}, c.cpu_size = {48, 256, 64};
+  // one position; a T that is no multiple of the 64-row tiles; a head size below a padded one
+  c.shapes = {{1, 1, 1}, {2, 37, 64}, {3, 70, 17}};
+  c.report_flops = true;
+  c.grad_shape = {2, 5, 3};
+  return c;
+}
+
+}  // namespace
+
+std::vector<Case> attention_cases() {
+  return {
+      attention_case({.name = "attention_forward",
+                      .what = "causal attention: out (BH, T, hs), lse (BH, T) from q, k, v (BH, T, hs)",
+                      .tolerance = 1e-4,
+                      .bytes = [](const Dims& d) { return 16.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },
+                      .flops = &attention_flops,
+                      .make = [](Problem& p, Random& r) {
+                        const std::int64_t n = p.dims[0] * p.dims[1] * p.dims[2];
+                        p.input("q", r.normal(n));
+                        p.input("k", r.normal(n));
+                        p.input("v", r.normal(n));
+                        p.output("out", n);
+                        p.output("lse", p.dims[0] * p.dims[1]);
+                      },
+                      .reference = &attention_forward_reference,
+                      .call = call(op::attention_forward<float>, &call_attention_forward<float>,
+                                   op::attention_forward<double>, &call_attention_forward<double>)}),
+      attention_case({.name = "attention_backward",
+                      .what = "dq, dk, dv (BH, T, hs) from dout, q, k, v and the forward's out, lse",
+                      .tolerance = 1e-3,  // dk and dv are sums over every query that sees the key
+                      // read dout q k v out, lse; write dq dk dv
+                      .bytes = [](const Dims& d) { return 32.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },
+                      // recomputing the scores and four more matmuls: 2.5x the forward's
+                      .flops = [](const Dims& d) { return 2.5 * attention_flops(d); },
+                      .make = &make_attention_backward, .reference = &attention_backward_reference,
+                      .call = call(op::attention_backward<float>, &call_attention_backward<float>,
+                                   op::attention_backward<double>, &call_attention_backward<double>),
+                      .grads = {{.output = "dq", .input = "q"}, {.output = "dk", .input = "k"},
+                                {.output = "dv", .input = "v"}},
+                      .loss = &attention_loss}),
+      Case{.name = "causal_attention",
+           .what = "out (B, H, T, hs) from q, k, v (B, H, T, hs): composed or flash, as the registry picks",
+           .chapter = "14",
+           .dim_names = {"B", "H", "T", "hs"},
+           .gpu_size = {32, 12, 1024, 64}, .emulator_size = {1, 4, 64, 32}, .cpu_size = {4, 12, 256, 64},
+           .shapes = {{1, 1, 1, 1}, {2, 3, 37, 16}},
+           .tolerance = 1e-4,
+           .report_flops = true,
+           .bytes = [](const Dims& d) { return 16.0 * d[0] * d[1] * d[2] * d[3]; },
+           .flops = [](const Dims& d) { return attention_flops({d[0] * d[1], d[2], d[3]}); },
+           .make = [](Problem& p, Random& r) {
+             const std::int64_t n = p.dims[0] * p.dims[1] * p.dims[2] * p.dims[3];
+             p.input("q", r.normal(n));
+             p.input("k", r.normal(n));
+             p.input("v", r.normal(n));
+             p.output("out", n);
+           },
+           .reference = &causal_attention_reference,
+           .call = call(ops::variants::causal_attention<float>, &call_causal_attention,
+                        ops::variants::causal_attention<double>, &call_causal_attention),
+           .gradcheck = &causal_attention_gradcheck},
+  };
+}
+
+}  // namespace brrr::lab

@@ -1,0 +1,183 @@
+// lab/cases_matmul.cpp: the kernel lab's cases for matmul (chapter 04 on the CPU, chapter 13
+// on the GPU) in its three layouts, and linear_gelu, the MLP's first half, an op whose
+// variants are built from ops (framework/src/op_variants.cpp). Read before: cases.h.
+// Read next: cases_nn.cpp.
+#include "brrr/generator.h"
+#include "brrr/ops.h"
+#include "brrr/tensor.h"
+#include "lab/cases.h"
+
+namespace brrr::lab {
+
+namespace op = kernels::op;
+
+namespace {
+
+// --- matmul: the textbook triple loop, in double ---------------------------------------------
+
+// out[b] (M, N) (+)= A (M, K) @ B (K, N), where A = a[b] or a[b]^T (stored (K, M)), B = b[b] or
+// b[b]^T (stored (N, K)); b is shared by the batch when shared_b.
+void matmul_loop(Problem& p, std::int64_t batch, std::int64_t M, std::int64_t N, std::int64_t K, bool trans_a,
+                 bool trans_b, bool shared_b, bool accumulate) {
+  const std::vector<double>&a = p.in("a"), &b = p.in("b");
+  std::vector<double>& out = p.out("out");
+  for (std::int64_t z = 0; z < batch; ++z) {
+    const double* A = a.data() + z * M * K;
+    const double* B = b.data() + (shared_b ? 0 : z * K * N);
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (std::int64_t k = 0; k < K; ++k) s += (trans_a ? A[k * M + i] : A[i * K + k]) * (trans_b ? B[j * K + k] : B[k * N + j]);
+        double& o = out[(z * M + i) * N + j];
+        o = accumulate ? o + s : s;
+      }
+  }
+}
+
+template <class T>
+void call_matmul(kernels::matmul_fn<T> f, const Args& a) {
+  kernels::MatmulShape s;
+  s.M = a.dims[0], s.N = a.dims[1], s.K = a.dims[2];
+  f(a.f<T>("out"), a.f<T>("a"), a.f<T>("b"), s, a.stream);
+}
+// out += a^T @ b^T: a stored (K, M), b stored (N, K), as the weight gradients are.
+template <class T>
+void call_matmul_transposed(kernels::matmul_fn<T> f, const Args& a) {
+  kernels::MatmulShape s;
+  s.M = a.dims[0], s.N = a.dims[1], s.K = a.dims[2];
+  s.trans_a = s.trans_b = true;
+  s.accumulate = true;
+  f(a.f<T>("out"), a.f<T>("a"), a.f<T>("b"), s, a.stream);
+}
+// batch (M, K) @ one (K, N): b's batch stride 0, as a linear layer over (B, T, C) inputs.
+template <class T>
+void call_matmul_batched(kernels::matmul_fn<T> f, const Args& a) {
+  kernels::MatmulShape s;
+  s.batch = a.dims[0], s.M = a.dims[1], s.N = a.dims[2], s.K = a.dims[3];
+  s.stride_a = s.M * s.K, s.stride_b = 0, s.stride_out = s.M * s.N;
+  f(a.f<T>("out"), a.f<T>("a"), a.f<T>("b"), s, a.stream);
+}
+
+Case matmul_case(Case c) {
+  c.chapter = "13";
+  c.dim_names = {"M", "N", "K"};
+  c.gpu_size = {4096, 4096, 4096}, c.emulator_size = {128, 128, 128}, c.cpu_size = {1024, 1024, 1024};
+  // one element; sizes that are no multiple of any tile (ragged edges in every direction)
+  c.shapes = {{1, 1, 1}, {67, 45, 33}, {17, 130, 65}};
+  c.tolerance = 1e-4;  // sums of K products: float32 rounding grows like sqrt(K)
+  c.report_flops = true;
+  c.bytes = [](const Dims& d) { return 4.0 * (d[0] * d[2] + d[2] * d[1] + d[0] * d[1]); };
+  c.flops = [](const Dims& d) { return 2.0 * d[0] * d[1] * d[2]; };
+  return c;
+}
+
+// batch (M, K) @ one (K, N), b broadcast: four sizes where the other layouts have three.
+Case matmul_batched_case() {
+  Case c = matmul_case(
+      {.name = "matmul/batched", .op = "matmul",
+       .what = "out (batch, M, N) = a (batch, M, K) @ b (K, N), b broadcast over the batch (stride 0)",
+       .make = [](Problem& p, Random& r) {
+         const std::int64_t B = p.dims[0], M = p.dims[1], N = p.dims[2], K = p.dims[3];
+         p.input("a", r.normal(B * M * K));
+         p.input("b", r.normal(K * N));
+         p.output("out", B * M * N);
+       },
+       .reference = [](Problem& p) {
+         matmul_loop(p, p.dims[0], p.dims[1], p.dims[2], p.dims[3], false, false, true, false);
+       },
+       .call = call(op::matmul<float>, &call_matmul_batched<float>, op::matmul<double>,
+                    &call_matmul_batched<double>)});
+  c.dim_names = {"batch", "M", "N", "K"};
+  c.gpu_size = {8, 1024, 2304, 768}, c.emulator_size = {2, 64, 96, 64}, c.cpu_size = {8, 256, 2304, 768};
+  c.shapes = {{1, 1, 1, 1}, {3, 17, 45, 33}};
+  c.bytes = [](const Dims& d) { return 4.0 * (d[0] * d[1] * d[3] + d[3] * d[2] + d[0] * d[1] * d[2]); };
+  c.flops = [](const Dims& d) { return 2.0 * d[0] * d[1] * d[2] * d[3]; };
+  return c;
+}
+
+// --- linear_gelu: gelu(x @ weight^T + bias), variants built from ops -------------------------
+
+// x (N, in), weight (out, in), bias (out): as nn::Linear stores them.
+void linear_gelu_reference(Problem& p) {
+  const std::int64_t N = p.dims[0], in = p.dims[1], out_features = p.dims[2];
+  const std::vector<double>&x = p.in("x"), &w = p.in("weight"), &bias = p.in("bias");
+  std::vector<double>& out = p.out("out");
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t o = 0; o < out_features; ++o) {
+      double s = bias[o];
+      for (std::int64_t i = 0; i < in; ++i) s += x[n * in + i] * w[o * in + i];
+      out[n * out_features + o] = gelu(s);
+    }
+}
+
+void call_linear_gelu(ops::variants::linear_gelu_fn f, const Args& a) {
+  const std::int64_t N = a.dims[0], in = a.dims[1], out = a.dims[2];
+  a.store("out", f(a.tensor("x", {N, in}, a.dtype), a.tensor("weight", {out, in}, a.dtype),
+                   a.tensor("bias", {out}, a.dtype)));
+}
+
+// grad mode: brrr::gradcheck through autograd, on the variant alone, in float64.
+GradcheckResult linear_gelu_gradcheck(const std::string& variant, Device device) {
+  const auto fn = kernels::lookup_variant(ops::variants::linear_gelu<double>, device.type, variant);
+  BRRR_CHECK(fn != nullptr, "kernel-lab linear_gelu: no variant '", variant, "'");
+  Generator gen(7);
+  const TensorOptions options = TensorOptions().dtype(kFloat64).device(device).requires_grad(true);
+  const std::vector<Tensor> inputs = {randn({3, 5}, gen, options), randn({4, 5}, gen, options),
+                                      randn({4}, gen, options)};
+  return gradcheck([fn](const std::vector<Tensor>& x) { return fn(x[0], x[1], x[2]); }, inputs);
+}
+
+}  // namespace
+
+std::vector<Case> matmul_cases() {
+  return {
+      matmul_case({.name = "matmul", .what = "out (M, N) = a (M, K) @ b (K, N), row-major",
+                   .make = [](Problem& p, Random& r) {
+                     const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
+                     p.input("a", r.normal(M * K));
+                     p.input("b", r.normal(K * N));
+                     p.output("out", M * N);
+                   },
+                   .reference = [](Problem& p) {
+                     matmul_loop(p, 1, p.dims[0], p.dims[1], p.dims[2], false, false, false, false);
+                   },
+                   .call = call(op::matmul<float>, &call_matmul<float>, op::matmul<double>, &call_matmul<double>)}),
+      matmul_case({.name = "matmul/transposed", .op = "matmul",
+                   .what = "out (M, N) += a^T @ b^T, a stored (K, M), b stored (N, K) (weight gradients)",
+                   .make = [](Problem& p, Random& r) {
+                     const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
+                     p.input("a", r.normal(K * M));
+                     p.input("b", r.normal(N * K));
+                     p.inout("out", r.normal(M * N));  // accumulate: what was there is added to
+                   },
+                   .reference = [](Problem& p) {
+                     matmul_loop(p, 1, p.dims[0], p.dims[1], p.dims[2], true, true, false, true);
+                   },
+                   .call = call(op::matmul<float>, &call_matmul_transposed<float>, op::matmul<double>,
+                                &call_matmul_transposed<double>)}),
+      matmul_batched_case(),
+      Case{.name = "linear_gelu",
+           .what = "out (N, out) = gelu(x (N, in) @ weight (out, in)^T + bias (out)), variants built from ops",
+           .chapter = "13",
+           .dim_names = {"N", "in", "out"},
+           .gpu_size = {8192, 768, 3072}, .emulator_size = {64, 96, 384}, .cpu_size = {2048, 768, 3072},
+           .shapes = {{1, 1, 1}, {7, 33, 45}},
+           .tolerance = 1e-4,
+           .report_flops = true,
+           .bytes = [](const Dims& d) { return 4.0 * (d[0] * d[1] + d[2] * d[1] + d[2] + d[0] * d[2]); },
+           .flops = [](const Dims& d) { return 2.0 * d[0] * d[1] * d[2]; },
+           .make = [](Problem& p, Random& r) {
+             const std::int64_t N = p.dims[0], in = p.dims[1], out = p.dims[2];
+             p.input("x", r.normal(N * in));
+             p.input("weight", r.normal(out * in, 0.0f, 0.3f));
+             p.input("bias", r.normal(out, 0.0f, 0.5f));
+             p.output("out", N * out);
+           },
+           .reference = &linear_gelu_reference,
+           .call = call(ops::variants::linear_gelu<float>, &call_linear_gelu, ops::variants::linear_gelu<double>,
+                        &call_linear_gelu),
+           .gradcheck = &linear_gelu_gradcheck},
+  };
+}
+
+}  // namespace brrr::lab

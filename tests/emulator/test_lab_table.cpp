@@ -1,0 +1,52 @@
+// tests/emulator/test_lab_table.cpp: the kernel lab's table on the SIMT emulator (chapters 09
+// and 10): every CUDA variant of every case, on each of the case's shapes, aligned and
+// misaligned, float32 and float64; then grad mode where the op has a backward. One test per
+// chapter, so ctest runs them side by side. Read before: lab/kernel_lab.h. The CPU runs the
+// same loop in tests/train/test_kernel_lab.cpp, a GPU in tests/cuda/test_gpu.cpp.
+#include <doctest/doctest.h>
+
+#include "brrr/cuda.h"
+#include "brrr/strings.h"
+#include "lab/kernel_lab.h"
+
+using namespace brrr;
+
+namespace {
+
+// Returns how many variant runs were checked.
+int check_chapter(const std::string& chapter) {
+  cuda::use_emulator();
+  int runs = 0, cases = 0;
+  for (const lab::Case& c : lab::cases()) {
+    if (c.chapter != chapter) continue;
+    ++cases;
+    std::vector<std::string> failures, notes;
+    for (DType dtype : {kFloat32, kFloat64}) {
+      for (const std::string& f : lab::run_shapes(c, lab::LabDevice::Emulator, lab::Mode::Check, dtype, &notes, &runs))
+        failures.push_back(f);
+      if (c.has_grad())
+        for (const std::string& f : lab::run_shapes(c, lab::LabDevice::Emulator, lab::Mode::Grad, dtype, &notes, &runs))
+          failures.push_back(f);
+    }
+    INFO(c.name, "\n", join(failures, "\n"));
+    CHECK(failures.empty());
+    INFO(join(notes, "\n"));
+    CHECK(notes.empty());  // every op has CUDA kernels in float32 and float64
+  }
+  REQUIRE(cases > 0);
+  return runs;
+}
+
+}  // namespace
+
+TEST_CASE("kernel lab on the emulator: chapter 01 (random numbers)") { CHECK(check_chapter("01") > 0); }
+TEST_CASE("kernel lab on the emulator: chapter 02 (elementwise ops)") { CHECK(check_chapter("02") > 0); }
+TEST_CASE("kernel lab on the emulator: chapter 07 (embedding)") { CHECK(check_chapter("07") > 0); }
+TEST_CASE("kernel lab on the emulator: chapter 11 (GELU)") { CHECK(check_chapter("11") > 0); }
+TEST_CASE("kernel lab on the emulator: chapter 12 (reductions, LayerNorm, softmax, cross-entropy)") {
+  CHECK(check_chapter("12") > 0);
+}
+TEST_CASE("kernel lab on the emulator: chapter 13 (matmul)") { CHECK(check_chapter("13") > 0); }
+TEST_CASE("kernel lab on the emulator: chapter 14 (attention)") { CHECK(check_chapter("14") > 0); }
+TEST_CASE("kernel lab on the emulator: chapter 15 (optimizers)") { CHECK(check_chapter("15") > 0); }
+TEST_CASE("kernel lab on the emulator: chapter 16 (device index checks)") { CHECK(check_chapter("16") > 0); }
