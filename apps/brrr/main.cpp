@@ -138,6 +138,8 @@ std::string version_text() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Line by line into a file or a pipe too: `brrr train > log` shows each step as it happens.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   brrr::exercises::install();  // the exercises' "student" and "solution" variants, for --kernels
   CLI::App app{"brrr: a deep learning framework written to be read as a course"};
   app.require_subcommand(1);
