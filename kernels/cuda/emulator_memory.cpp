@@ -60,6 +60,15 @@ struct Arena {
 
 void on_segv(int signal, siginfo_t* info, void* context);
 
+void install_handler(Arena& a) {
+  struct sigaction action {}, before {};
+  action.sa_sigaction = on_segv;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGSEGV, &action, &before);
+  if (before.sa_sigaction != on_segv) a.previous_handler = before;
+}
+
 Arena& arena() {
   static Arena* instance = [] {
     auto* a = new Arena;  // never destroyed: tensors freed at exit still release into it
@@ -67,11 +76,7 @@ Arena& arena() {
     BRRR_CHECK(p != MAP_FAILED, "emulator: cannot reserve ", kArenaBytes >> 30,
                " GiB of address space for device memory: ", std::strerror(errno));
     a->base = static_cast<std::byte*>(p);
-    struct sigaction action {};
-    action.sa_sigaction = on_segv;
-    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGSEGV, &action, &a->previous_handler);
+    install_handler(*a);
     return a;
   }();
   return *instance;
@@ -148,6 +153,8 @@ void on_segv(int signal, siginfo_t* info, void* context) {
 }
 
 }  // namespace
+
+void install_fault_handler() { install_handler(arena()); }
 
 void* allocate(std::size_t nbytes) {
   Arena& a = arena();
@@ -229,6 +236,11 @@ bool in_arena(const void* pointer) {
   Arena& a = arena();
   const auto p = reinterpret_cast<std::uintptr_t>(pointer), base = reinterpret_cast<std::uintptr_t>(a.base);
   return p >= base && p < base + kArenaBytes;
+}
+
+void arena(std::uintptr_t& begin, std::uintptr_t& bytes) {
+  begin = reinterpret_cast<std::uintptr_t>(arena().base);
+  bytes = kArenaBytes;
 }
 
 bool find(const void* pointer, Allocation& found) {

@@ -37,6 +37,7 @@ struct Allocation {
   std::size_t bytes = 0;
 };
 bool in_arena(const void* pointer);
+void arena(std::uintptr_t& begin, std::uintptr_t& bytes);  // where the arena is
 // The allocation that holds `pointer` (one past its end counts: an empty range's pointer).
 // Returns false when none does.
 bool find(const void* pointer, Allocation& found);
@@ -52,6 +53,10 @@ class Open {
   Open(const Open&) = delete;
   Open& operator=(const Open&) = delete;
 };
+
+// Installs the SIGSEGV handler that explains a host access of device memory (done when the
+// arena is made; again after something else, such as a test framework, replaced it).
+void install_fault_handler();
 
 // The emulator's one stream: not 0, so a launch on the legacy default stream is told apart.
 kernels::Stream stream();

@@ -81,6 +81,7 @@ struct Detector {
   std::vector<std::uintptr_t> pointers;  // the launch's pointer arguments
   bool strict = true;                    // device memory only (not HostMemoryKernels)
   const std::vector<Segment>* segments = nullptr;  // static shared memory is in these
+  std::uintptr_t arena_begin = 0, arena_bytes = 0;  // device memory
   std::uint32_t serial = 0;
   std::uint32_t launch_start = 0, block_start = 0, block_phase = 0;
   std::uint32_t warp_phase[kMaxWarps] = {};
@@ -248,13 +249,16 @@ std::string static_shared_name(std::uintptr_t address) {
     const std::uintptr_t start = std::stoull(start_text, nullptr, 16), size = std::stoull(size_text, nullptr, 16);
     if (relative < start || relative >= start + size) continue;
     name.erase(0, name.find_first_not_of(' '));
+    // "ns::(anonymous namespace)::kernel(float*, int)::partial": the variable, and the function.
+    for (std::size_t at; (at = name.find("(anonymous namespace)::")) != std::string::npos;) name.erase(at, 23);
+    const std::size_t open = name.find('(');
     const std::size_t colons = name.rfind("::");
     const std::string variable = colons == std::string::npos ? name : name.substr(colons + 2);
     std::string function;
-    const std::size_t open = name.find('(');
-    if (open != std::string::npos) {
+    if (open != std::string::npos && colons != std::string::npos && open < colons) {
       const std::size_t before = name.rfind("::", open);
-      function = name.substr(before == std::string::npos ? 0 : before + 2, open - (before == std::string::npos ? 0 : before + 2));
+      const std::size_t first = before == std::string::npos ? 0 : before + 2;
+      function = name.substr(first, open - first);
     }
     return "byte " + std::to_string(relative - start) + " of `" + variable + "` (static __shared__" +
            (function.empty() ? "" : " in " + function) + ")";
@@ -354,7 +358,7 @@ void access(Detector& d, std::uintptr_t address, std::size_t bytes, bool write, 
   Space space;
   if (address - d.shared_begin < d.shared_bytes) {
     space = Space::kShared;
-  } else if (d.strict && memory::in_arena(reinterpret_cast<const void*>(address))) {
+  } else if (d.strict && address - d.arena_begin < d.arena_bytes) {
     space = Space::kGlobal;
     if (address < d.allocation_begin || address + bytes > d.allocation_end) {
           memory::Allocation allocation;
@@ -378,9 +382,17 @@ void access(Detector& d, std::uintptr_t address, std::size_t bytes, bool write, 
   const std::uint32_t floor = space == Space::kGlobal ? d.launch_start : d.block_start;
   const auto pc32 = static_cast<std::uint32_t>(pc);
   const auto me = static_cast<std::uint16_t>(d.thread);
+  Entry* page = entries_of(d, address / kPageBytes);
   for (std::size_t i = 0; i < bytes; ++i) {
     const std::uintptr_t a = address + i;
-    Entry& e = entries_of(d, a / kPageBytes)[a % kPageBytes];
+    if (i > 0 && a % kPageBytes == 0) page = entries_of(d, a / kPageBytes);
+    Entry& e = page[a % kPageBytes];
+    // Fast path: this thread made the same access to this byte since the last barrier, and
+    // nobody touched it since (a write clears the reads; a read by another thread replaces it).
+    if (!write && e.read_serial == d.serial && e.read_thread == me) continue;
+    if (write && !atomic && e.write_serial == d.serial && e.write_thread == me && e.read_serial == 0 &&
+        e.flags == 0)
+      continue;
     if (space == Space::kStaticShared && e.write_serial < d.block_start && e.read_serial < d.block_start &&
         ++d.static_shared_touched > kMaxStaticSharedBytes) {
       d.error = launch_name(*d.site) + ": a block touches more than " + std::to_string(kMaxStaticSharedBytes) +
@@ -451,6 +463,7 @@ void begin_launch(const LaunchSite& site, const void* kernel, const void* const*
                     reinterpret_cast<const std::uintptr_t*>(pointers) + count);
   d.strict = !host_memory_kernels();
   d.segments = &static_segments();
+  memory::arena(d.arena_begin, d.arena_bytes);
   d.launch_start = ++d.serial;
   d.blocks.clear();
   d.allocation_begin = d.allocation_end = 0;
