@@ -85,7 +85,7 @@ class CachingAllocator final : public Allocator {
       ++stats_.device_allocations;
     }
     live_[p] = size;
-    runtime_->set_in_use(p, nbytes);  // the emulator poisons it and learns the tensor's exact size
+    runtime_->tensor_allocated(p, nbytes);  // the emulator poisons it and learns the tensor's exact size
     stats_.allocated += size;
     stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
     return p;
@@ -96,7 +96,7 @@ class CachingAllocator final : public Allocator {
     auto it = live_.find(ptr);
     BRRR_CHECK(it != live_.end(), "CUDA allocator: freeing a pointer it did not allocate");
     stats_.allocated -= it->second;
-    runtime_->set_in_use(ptr, 0);
+    runtime_->tensor_freed(ptr);
     free_[it->second].push_back(ptr);
     live_.erase(it);
   }

@@ -46,6 +46,7 @@ constexpr int kPoison = 0xFF;
 struct Block {
   std::size_t capacity = 0;  // bytes cut from the arena (a multiple of 256)
   std::size_t in_use = 0;    // bytes the owner may touch
+  bool cached = false;       // freed by its tensor, kept by the caching allocator
 };
 
 struct Arena {
@@ -104,7 +105,7 @@ std::string describe_locked(Arena& a, std::uintptr_t p) {  // a.mutex held (or t
   if (after != a.live.begin()) {
     const auto& [begin, block] = *std::prev(after);
     if (p < begin + block.capacity) {
-      if (block.in_use == 0)
+      if (block.cached)
         return "device memory in a block the caching allocator holds for reuse (the tensor that had it was freed), " +
                std::to_string(p - begin) + " bytes into the block at " + hex(begin);
       if (p < begin + block.in_use)
@@ -174,7 +175,7 @@ void* allocate(std::size_t nbytes) {
     a.top += capacity;
   }
   std::byte* p = a.base + offset;
-  a.live[reinterpret_cast<std::uintptr_t>(p)] = Block{capacity, nbytes};
+  a.live[reinterpret_cast<std::uintptr_t>(p)] = Block{capacity, nbytes, false};
   if (a.open == 0) protect(a, offset, offset + capacity, true);
   BRRR_UNPOISON(p, capacity);
   std::memset(p, kPoison, capacity);
@@ -221,15 +222,22 @@ void set_in_use(void* block, std::size_t bytes) {
              hex(reinterpret_cast<std::uintptr_t>(block)), ", ", bytes, "): not a device block of at least ", bytes,
              " bytes");
   it->second.in_use = bytes;
-  if (bytes == 0) {
-    BRRR_POISON(block, it->second.capacity);
-    return;
-  }
+  it->second.cached = false;
   const std::size_t offset = static_cast<std::size_t>(static_cast<std::byte*>(block) - a.base);
   if (a.open == 0) protect(a, offset, offset + it->second.capacity, true);
   BRRR_UNPOISON(block, bytes);
   std::memset(block, kPoison, bytes);
   if (a.open == 0) protect(a, offset, offset + it->second.capacity, false);
+}
+
+void set_cached(void* block) {
+  Arena& a = arena();
+  std::lock_guard<std::mutex> lock(a.mutex);
+  auto it = a.live.find(reinterpret_cast<std::uintptr_t>(block));
+  BRRR_CHECK(it != a.live.end(), "emulator: set_cached(", hex(reinterpret_cast<std::uintptr_t>(block)),
+             "): not a device block");
+  it->second.cached = true;
+  BRRR_POISON(block, it->second.capacity);
 }
 
 bool in_arena(const void* pointer) {
@@ -250,7 +258,7 @@ bool find(const void* pointer, Allocation& found) {
   auto after = a.live.upper_bound(p);
   if (after == a.live.begin()) return false;
   const auto& [begin, block] = *std::prev(after);
-  if (block.in_use == 0 || p > begin + block.in_use) return false;
+  if (block.cached || p > begin + block.in_use) return false;
   found = Allocation{begin, block.in_use};
   return true;
 }

@@ -27,9 +27,10 @@ namespace brrr::simt::memory {
 void* allocate(std::size_t nbytes);
 void release(void* pointer);
 // The caching allocator hands `block` (one allocation) out again for a tensor of `bytes`
-// bytes (0: the tensor was freed and the block waits in the cache). Accesses past `bytes` are
-// then out of bounds, and the bytes are poisoned again.
+// bytes: accesses past `bytes` are then out of bounds, and the bytes are poisoned again. Or it
+// keeps the block for reuse (set_cached): then no pointer into it is valid.
 void set_in_use(void* block, std::size_t bytes);
+void set_cached(void* block);
 
 // A live allocation: [begin, begin + bytes) is what kernels may touch.
 struct Allocation {

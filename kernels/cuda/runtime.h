@@ -28,9 +28,11 @@ class Runtime {
   virtual void* malloc(std::size_t nbytes) = 0;
   virtual void free(void* ptr) = 0;
   // The caching allocator hands `block` (from malloc) to a tensor of `nbytes` bytes, or takes
-  // it back (nbytes 0). The emulator then poisons the bytes again and treats an access past
-  // nbytes as out of bounds; a GPU has nothing to do.
-  virtual void set_in_use(void* block, std::size_t nbytes) { (void)block, (void)nbytes; }
+  // it back to keep for reuse. The emulator poisons the bytes again, treats an access past
+  // nbytes as out of bounds and a pointer into a block kept for reuse as freed; a GPU has
+  // nothing to do.
+  virtual void tensor_allocated(void* block, std::size_t nbytes) { (void)block, (void)nbytes; }
+  virtual void tensor_freed(void* block) { (void)block; }
   // Copies in stream order; copies to or from the host return when the copy is done.
   virtual void copy(void* dst, const void* src, std::size_t nbytes, CopyKind kind) = 0;
   virtual void memset(void* dst, int value, std::size_t nbytes) = 0;

@@ -72,7 +72,8 @@ class EmulatorRuntime final : public Runtime {
     }
     simt::memory::release(ptr);
   }
-  void set_in_use(void* block, std::size_t nbytes) override { simt::memory::set_in_use(block, nbytes); }
+  void tensor_allocated(void* block, std::size_t nbytes) override { simt::memory::set_in_use(block, nbytes); }
+  void tensor_freed(void* block) override { simt::memory::set_cached(block); }
   void copy(void* dst, const void* src, std::size_t nbytes, CopyKind kind) override {
     if (nbytes == 0) return;
     check_side("destination", dst, nbytes, kind != CopyKind::DeviceToHost, kind);
