@@ -17,7 +17,11 @@ from compile_commands.json) and reads what ptxas says of each kernel:
     scripts/check_kernel_resources.py build        # every file; exit 1 on any failure
     scripts/check_kernel_resources.py build -v     # print every kernel's figures
 
-ctest runs it (label `cuda`) when the build has CUDA.
+Findings that are known and explained are listed in scripts/kernel_resources_known.txt (one
+"kernel name prefix | reason" a line): they are printed, not failed, so the check fails only
+on what is new.
+
+ctest runs it (label `cuda-build`) when the build has CUDA.
 """
 import argparse
 import concurrent.futures
@@ -136,7 +140,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="brrr-ptxas-") as temporary:
         def one(item):
             source, entry = item
-            folder = os.path.join(temporary, os.path.basename(source))
+            folder = os.path.join(temporary, source.strip("/").replace("/", "_"))
             os.makedirs(folder)
             return source, parse(*compile_for_sm90(source, entry, folder))
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
@@ -153,10 +157,11 @@ def main():
             # Registers are allocated per warp in units of 256: per thread, a multiple of 8.
             per_thread = (k["registers"] + 7) // 8 * 8
             readable = names.get(name, name)
-            where = "%s: %s" % (os.path.basename(source), readable)
+            where = "%s: %s" % (os.path.relpath(source, os.path.join(os.path.dirname(__file__), "..")), readable)
+            short = re.sub(r"^void |brrr::kernels::cuda::|\(.*$", "", readable)
             if args.verbose:
-                print("%-60.60s %3d registers, %6d bytes shared, %s threads%s" % (
-                    where, k["registers"], k["shared"],
+                print("%-20s %-48.48s %3d registers, %6d bytes shared, %s threads%s" % (
+                    os.path.basename(source), short, k["registers"], k["shared"],
                     k["max_threads"] if k["max_threads"] else "<=1024 (no __launch_bounds__)",
                     ", SPILLS" if k["spill_stores"] or k["spill_loads"] else ""))
             if k["spill_stores"] or k["spill_loads"]:
@@ -171,11 +176,26 @@ def main():
             if k["shared"] > MAX_STATIC_SHARED:
                 failures.append("%s: %d bytes of static shared memory, above the 48 KiB a kernel may declare" % (
                     where, k["shared"]))
+    known = []
+    known_file = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_resources_known.txt")
+    if os.path.exists(known_file):
+        with open(known_file) as f:
+            for line in f:
+                if line.strip() and not line.startswith("#"):
+                    prefix, _, reason = line.partition("|")
+                    known.append((prefix.strip(), reason.strip()))
+    new = []
     for failure in failures:
-        print("FAIL " + failure)
+        reason = next((r for p, r in known if p in failure), None)
+        if reason:
+            print("KNOWN " + failure + " [" + reason + "]")
+        else:
+            new.append(failure)
+            print("FAIL " + failure)
     print("%d kernels in %d files checked for sm_90: %s" % (
-        count, len(results), "all fit" if not failures else "%d problems" % len(failures)))
-    return 1 if failures else 0
+        count, len(results), "all fit" if not failures else "%d problems (%d known)" % (len(failures),
+                                                                                      len(failures) - len(new))))
+    return 1 if new else 0
 
 
 if __name__ == "__main__":

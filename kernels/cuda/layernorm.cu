@@ -175,8 +175,11 @@ void residual_layernorm_forward2(T* sum, T* out, T* mean, T* rstd, const T* x, c
 // Expect it the fastest for GPT-2 widths, near the copy bandwidth. Not covered: C not a
 // multiple of 4, pointers that are not 16-byte aligned, C > 2048: those run variant 2.
 
+// __launch_bounds__: kVecs = 16 needs 90 registers, more than the 64 a 1024-thread block
+// leaves each thread; launched with kBlockSize threads, ptxas may use them
+// (scripts/check_kernel_resources.py).
 template <int kVecs>
-__global__ void layernorm_forward_kernel3(float* out, float* mean, float* rstd, float* sum, const float* x,
+__global__ void __launch_bounds__(kBlockSize) layernorm_forward_kernel3(float* out, float* mean, float* rstd, float* sum, const float* x,
                                           const float* residual, const float* weight, const float* bias,
                                           std::int64_t N, int C4, float eps) {
   const int lane = threadIdx.x % 32;
