@@ -213,7 +213,9 @@ std::string source_line(std::uintptr_t pc) {
   }
   if (lines.empty()) return "";
   std::string text = lines.front();
-  if (lines.size() > 1) text += " (inlined into " + lines.back() + ")";
+  // The outermost frame, when it is in another file: "common.h:65 (inlined into reduce.cu:201)".
+  const std::string outer = lines.back(), inner_file = text.substr(0, text.find(':'));
+  if (lines.size() > 1 && outer.substr(0, outer.find(':')) != inner_file) text += " (inlined into " + outer + ")";
   return text;
 }
 

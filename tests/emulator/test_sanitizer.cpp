@@ -169,6 +169,38 @@ TEST_CASE("planted: reading static __shared__ memory the block did not write is 
   CHECK(contains(message, "which no thread of this block has written"));
 }
 
+// A student's tiled transpose (chapter 09's exercise) with the __syncthreads between writing
+// the tile and reading it forgotten: thread (x, y) reads tile[x][y + k], which thread
+// (y + k, x), of another warp, writes.
+__global__ void transpose_forgot_barrier(float* out, const float* in, int rows, int cols) {
+  __shared__ float tile[32][33];
+  const int x = blockIdx.x * 32 + threadIdx.x;
+  for (int k = 0; k < 32; k += 8) {
+    const int y = blockIdx.y * 32 + threadIdx.y + k;
+    if (x < cols && y < rows) tile[threadIdx.y + k][threadIdx.x] = in[y * cols + x];
+  }
+  // __syncthreads() forgotten here
+  const int ox = blockIdx.y * 32 + threadIdx.x;
+  for (int k = 0; k < 32; k += 8) {
+    const int oy = blockIdx.x * 32 + threadIdx.y + k;
+    if (ox < rows && oy < cols) out[oy * rows + ox] = tile[threadIdx.x][threadIdx.y + k];
+  }
+}
+
+TEST_CASE("planted: a student's transpose that forgot its __syncthreads (chapter 09) is caught") {
+  REQUIRE_RACE_DETECTOR();
+  std::vector<float> values(64 * 64);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  DeviceArray<float> in(values), out(64 * 64);
+  const std::string message = error_of(
+      [&] { BRRR_LAUNCH(transpose_forgot_barrier, dim3(2, 2), dim3(32, 8), 0, stream(), out.data, in.data, 64, 64); });
+  MESSAGE(message);
+  CHECK(contains(message, "kernel transpose_forgot_barrier (test_sanitizer.cpp:"));
+  CHECK(contains(message, "of `tile` (static __shared__ in transpose_forgot_barrier)"));
+  CHECK((contains(message, "data race on shared memory") ||
+         contains(message, "which no thread of this block has written")));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Races on global memory
 
