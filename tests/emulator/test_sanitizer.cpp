@@ -250,6 +250,7 @@ __global__ void copy_one_too_many(float* out, const float* in, int n) {
 }
 
 __global__ void read_first(float* out, const float* in) { out[0] = in[0]; }
+__global__ void reads_nothing(const float*) {}  // n = 0: a kernel given an empty tensor
 
 TEST_CASE("planted: a kernel reading one element past a device allocation is reported") {
   REQUIRE_RACE_DETECTOR();
@@ -280,6 +281,18 @@ TEST_CASE("planted: pointer arguments must point into live device memory") {
   message = error_of([&] { BRRR_LAUNCH(read_first, 1, 1, 0, stream(), out.data, freed); });
   CHECK(contains(message, "pointer argument 2 points at device memory at"));
   CHECK(contains(message, "that no live allocation holds"));
+}
+
+TEST_CASE("planted: a block the caching allocator keeps for reuse is freed memory, an empty tensor's is not") {
+  // What framework/src/cuda.cpp's caching allocator tells the runtime.
+  void* block = runtime().malloc(512);
+  DeviceArray<float> out(1);
+  runtime().tensor_allocated(block, 0);  // an empty tensor: its pointer is still a valid argument
+  CHECK(error_of([&] { BRRR_LAUNCH(reads_nothing, 1, 1, 0, stream(), static_cast<float*>(block)); }) == "");
+  runtime().tensor_freed(block);  // the tensor is gone; the block waits in the cache
+  CHECK(contains(error_of([&] { BRRR_LAUNCH(read_first, 1, 1, 0, stream(), out.data, static_cast<float*>(block)); }),
+                 "a block the caching allocator holds for reuse"));
+  runtime().free(block);
 }
 
 TEST_CASE("planted: copies check their direction") {
