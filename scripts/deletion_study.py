@@ -9,7 +9,7 @@ fails. Each deletion the tests do not notice is a barrier the tests cannot tell 
 either the barrier is redundant, or the checks are too weak.
 
     scripts/deletion_study.py                      # every site (about an hour on 2 cores)
-    scripts/deletion_study.py --only reduce.cu     # the sites of one file
+    scripts/deletion_study.py --only reduce.cu     # the sites of one file (or several: a,b)
     scripts/deletion_study.py --work /tmp/study    # keep the copy and its build there
 
 The copy is configured without CUDA (only g++ builds the emulated kernels) and builds only
@@ -87,7 +87,7 @@ def first_failure(work, seeds):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", help="folder for the copy and its build (default: a temporary one)")
-    parser.add_argument("--only", help="only sites in files whose name contains this")
+    parser.add_argument("--only", help="only sites in files whose name contains one of these (comma-separated)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--seeds", default="1,2,3")
     args = parser.parse_args()
@@ -95,7 +95,7 @@ def main():
 
     sites = emulated_sites(ROOT)
     if args.only:
-        sites = [s for s in sites if args.only in s[0]]
+        sites = [s for s in sites if any(part in s[0] for part in args.only.split(","))]
     if not sites:
         sys.exit("deletion_study: no __syncthreads() sites to delete")
     work = args.work or tempfile.mkdtemp(prefix="brrr-deletion-")

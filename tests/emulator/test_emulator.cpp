@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/common.h"
 #include "kernels/cuda/examples.h"
 #include "kernels/cuda/simt.h"
 
@@ -274,6 +275,36 @@ TEST_CASE("a 1024-thread block: locals survive barriers") {
   std::vector<int> out(2 * 1024);
   BRRR_LAUNCH(locals_survive_barriers, 2, 1024, 0, nullptr, out.data());
   for (int t = 0; t < 2 * 1024; ++t) CHECK(out[t] == 64 * (t % 1024) + 28);
+}
+
+// common.h's block reductions may follow each other on one scratch array: the barrier each
+// opens with keeps a call's writes from racing with the previous call's reads.
+__global__ void block_reductions_back_to_back(float* out, const float* in) {
+  __shared__ float scratch[32];
+  const float x = in[threadIdx.x];
+  const float max1 = brrr::kernels::emu::block_max(x, scratch);
+  const float max2 = brrr::kernels::emu::block_max(-x, scratch);
+  const float sum1 = brrr::kernels::emu::block_sum(x, scratch);
+  const float sum2 = brrr::kernels::emu::block_sum(2 * x, scratch);
+  if (threadIdx.x == 0) {
+    out[0] = max1;
+    out[1] = max2;
+    out[2] = sum1;
+    out[3] = sum2;
+  }
+}
+
+TEST_CASE("block_max and block_sum called back to back on one scratch array") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
+  std::vector<float> in(256), out(4);
+  for (int i = 0; i < 256; ++i) in[i] = static_cast<float>((i * 37) % 101) - 50.0f;
+  BRRR_LAUNCH(block_reductions_back_to_back, 1, 256, 0, nullptr, out.data(), in.data());
+  float largest = -1e30f, smallest = 1e30f, sum = 0.0f;
+  for (float v : in) largest = std::max(largest, v), smallest = std::min(smallest, v), sum += v;
+  CHECK(out[0] == largest);
+  CHECK(out[1] == -smallest);
+  CHECK(out[2] == sum);
+  CHECK(out[3] == 2 * sum);
 }
 
 // ---------------------------------------------------------------------------------------------
