@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     return bench::median_seconds(
         [&] {
           q.set_grad(Tensor()), k.set_grad(Tensor()), v.set_grad(Tensor());
-          Tensor y = flash ? ops::flash_attention(q, k, v) : ops::causal_self_attention(q, k, v);
+          Tensor y = flash ? ops::flash_attention(q, k, v) : ops::causal_attention_composed(q, k, v);
           y.backward(dout);
           if (device.is_cuda()) cuda::synchronize();
         },

@@ -8,7 +8,7 @@
 
 #include "bench/bench_util.h"
 #include "brrr/brrr.h"
-#include "kernels/kernels.h"
+#include "kernels/signatures.h"
 #include "kernels/registry.h"
 
 using namespace brrr;

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   bool profile = false;
   std::string device_name = "cpu";
   for (int i = 3; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--composed")) c.fused = false;
+    if (!std::strcmp(argv[i], "--composed")) c.composed = true;
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device_name = argv[++i];
     else steps = std::atoi(argv[i]);
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   const double flops = 6.0 * c.num_parameters() * tokens + 3.0 * 4.0 * T * c.n_embd * c.n_layer * tokens / 2;
   const std::string where = device.is_cuda() ? cuda::device_name() : "threads=" + std::to_string(get_num_threads());
   std::printf("brrr %s (%s) B=%lld T=%lld %s: %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s\n", argv[1],
-              c.fused ? "fused" : "composed", static_cast<long long>(B), static_cast<long long>(T), where.c_str(),
+              c.composed ? "composed" : "kernels", static_cast<long long>(B), static_cast<long long>(T), where.c_str(),
               s * 1e3, tokens / s, flops / s / 1e9);
   if (profile) {
     profiler::enable();

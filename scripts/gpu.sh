@@ -158,7 +158,7 @@ run_step() {
   printf '   %s in %ss%s\n' "$verdict" $(($(date +%s) - t0)) "$([[ $verdict == FAIL ]] && echo " (exit $rc): $(tail -n 3 "$logs/$name.log" | tr '\n' ' ' | cut -c1-300)")"
 }
 
-brrr=$build/train/brrr
+brrr=$build/brrr
 reference=$shared/reference/gpt2_tiny.safetensors
 corpus=$shared/data/tinyshakespeare.txt
 

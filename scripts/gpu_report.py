@@ -160,12 +160,13 @@ def main():
         tok["brrr " + m.group(1)] = float(m.group(2))
     for m in re.finditer(r"^torch \S+ gpt-12m \(([^)]*)\).*?([\d.]+) tokens/s", step, re.M):
         tok["torch " + m.group(1)] = float(m.group(2))
-    fused, composed = tok.get("brrr fused"), tok.get("brrr composed")
+    # brrr's own kernels ("kernels"; runs before the rename say "fused") against the composed ops
+    fused, composed = tok.get("brrr kernels", tok.get("brrr fused")), tok.get("brrr composed")
     if fused and composed:
-        bars.add("GPT 12.3M step, fused / composed tokens/s", f"{fused / composed:.2f}x", ">= 3x",
+        bars.add("GPT 12.3M step, kernels / composed tokens/s", f"{fused / composed:.2f}x", ">= 3x",
                  fused / composed >= 3, f"{fused:.0f} vs {composed:.0f} tokens/s")
     else:
-        bars.add("GPT 12.3M step, fused / composed tokens/s", "-", ">= 3x", None)
+        bars.add("GPT 12.3M step, kernels / composed tokens/s", "-", ">= 3x", None)
     eager = [v for k, v in tok.items() if k.startswith("torch eager")]
     if fused and eager:
         best = max(eager)

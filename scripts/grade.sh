@@ -5,7 +5,7 @@
 #
 # A SUBMISSION is a student's checkout (a folder) or a patch of it (a .patch or .diff file,
 # applied with `patch -p1`). Only the exercise files are taken from it (the list comes from
-# `brrr exercises --files`: kernels/student/div_backward.cpp, ...); everything else, the
+# `brrr exercises --files`: exercises/student/div_backward.cpp, ...); everything else, the
 # graders included, is this checkout's, so a submission cannot change how it is graded.
 #
 # This checkout is copied once to DIR/src (default: build-grade/) and built once in
@@ -35,7 +35,7 @@ done
 
 src=$work/src
 build=$work/build
-brrr=$build/train/brrr
+brrr=$build/brrr
 mkdir -p "$work/results"
 
 # 1. This checkout, copied (without build folders, outputs or git data) and built once.

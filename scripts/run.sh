@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build --target brrr_cli -j "$(nproc)"
-build/train/brrr train --preset cpu-tiny --out_dir out/cpu-tiny "$@"
+build/brrr train --preset cpu-tiny --out_dir out/cpu-tiny "$@"

@@ -1,5 +1,5 @@
 // train/data.cpp: the cached token file and random batches. Chapter 08 (training).
-#include "data.h"
+#include "train/data.h"
 
 #include <sys/stat.h>
 
@@ -55,6 +55,13 @@ TextDataset::TextDataset(const DataOptions& o) {
   tokens_ = std::make_unique<tokenizer::MappedTokenFile>(token_path);
   BRRR_CHECK(tokens_->vocab_size() == tokenizer_->vocab_size(), token_path, ": written for a vocabulary of ",
              tokens_->vocab_size(), ", the tokenizer has ", tokenizer_->vocab_size(), "; delete the cache");
+  // Every id is checked against the vocabulary once, here, where the ids are made: batches
+  // can then go to a device as they are, and no op has to read them back to check them.
+  const std::uint64_t vocab = tokenizer_->vocab_size();
+  for (std::uint64_t i = 0; i < tokens_->size(); ++i)
+    BRRR_CHECK((*tokens_)[i] < vocab, token_path, ": token ", (*tokens_)[i], " at position ", i,
+               " is out of range for the vocabulary of ", vocab, "; delete the cache");
+  BRRR_CHECK(vocab <= static_cast<std::uint64_t>(INT32_MAX), "a vocabulary of ", vocab, " does not fit int32 ids");
   train_end_ = static_cast<std::uint64_t>(static_cast<double>(tokens_->size()) * (1.0 - o.val_fraction));
 }
 
@@ -63,16 +70,18 @@ void TextDataset::batch(Split split, std::int64_t B, std::int64_t T, Generator& 
   const std::uint64_t n = size(split);
   BRRR_CHECK(n > static_cast<std::uint64_t>(T) + 1, "the ", split == Split::Train ? "training" : "validation",
              " split has ", n, " tokens, too few for windows of ", T + 1, " (use a longer text or a smaller block_size)");
-  std::vector<std::int64_t> xs(static_cast<std::size_t>(B * T)), ys(xs.size());
+  // int32, the type the kernels take (the ids were range-checked at load), so a batch goes to a
+  // device as it is: no conversion, and no check that would read it back.
+  std::vector<std::int32_t> xs(static_cast<std::size_t>(B * T)), ys(xs.size());
   for (std::int64_t b = 0; b < B; ++b) {
     const std::uint64_t start = begin + gen.next_u64() % (n - static_cast<std::uint64_t>(T));
     for (std::int64_t t = 0; t < T; ++t) {
-      xs[b * T + t] = (*tokens_)[start + t];
-      ys[b * T + t] = (*tokens_)[start + t + 1];
+      xs[b * T + t] = static_cast<std::int32_t>((*tokens_)[start + t]);
+      ys[b * T + t] = static_cast<std::int32_t>((*tokens_)[start + t + 1]);
     }
   }
-  x = from_vector(xs, {B, T}, kInt64);
-  y = from_vector(ys, {B, T}, kInt64);
+  x = from_vector(xs, {B, T}, kInt32);
+  y = from_vector(ys, {B, T}, kInt32);
 }
 
 }  // namespace brrr::train

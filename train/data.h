@@ -14,9 +14,11 @@
 #include "brrr/generator.h"
 #include "brrr/tensor.h"
 #include "brrr/tokenizer/token_file.h"
-#include "text_tokenizer.h"
+#include "brrr/tokenizer/text_tokenizer.h"
 
 namespace brrr::train {
+
+using tokenizer::TextTokenizer;
 
 struct DataOptions {
   std::string input;             // a UTF-8 text file

@@ -21,7 +21,7 @@ struct TrainConfig {
   // model (defaults come from the preset)
   std::int64_t n_layer = 4, n_head = 4, n_embd = 128, block_size = 64;
   double dropout = 0.0;
-  bool bias = true, fused = true;
+  bool bias = true, composed = false;
   // data
   std::string data;  // default: ../shared/data/tinyshakespeare.txt when it exists
   std::string tokenizer = "char";
@@ -45,7 +45,12 @@ struct TrainConfig {
   static std::vector<std::string> preset_names();
   void apply_json(const std::string& json);  // unknown keys are errors
   // Every key with its JSON type ("integer", "number", "bool", "string"), for the CLI.
-  static std::vector<std::pair<std::string, std::string>> keys();
+  // Every key: its JSON type ("integer", "number", "bool", "string"), its group of the help
+  // ("Model", "Data", ...) and one line of what it does, with its unit. For the CLI's help.
+  struct Key {
+    std::string name, type, group, help;
+  };
+  static std::vector<Key> keys();
   std::string to_json() const;
   void validate() const;
 };
@@ -56,6 +61,9 @@ struct TrainResult {
   std::vector<double> losses;  // every step's training loss
   std::string last_checkpoint;
   bool interrupted = false;
+  // What the training steps themselves (not their logging, evaluation or checkpoints) made the
+  // host wait for on a CUDA device: 0 is the goal (chapter 16), and a test holds it there.
+  std::uint64_t step_waits = 0;
 };
 
 // The checkpoints (ckpt-NNNNNNNN.safetensors) in dir as (step, path), oldest first.

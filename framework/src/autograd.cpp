@@ -12,7 +12,7 @@
 #include "brrr/generator.h"
 #include "brrr/ops.h"
 #include "brrr/profiler.h"
-#include "internal.h"
+#include "dispatch.h"
 
 namespace brrr::autograd {
 

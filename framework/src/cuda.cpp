@@ -1,6 +1,6 @@
-// framework/src/cuda.cpp: what backs Device::cuda() (the GPU or the emulator), its caching
-// allocator, and the brrr::cuda API. Chapter 09 (the GPU and the emulator).
-// Read before: brrr/cuda.h, kernels/cuda/runtime.h.
+// framework/src/cuda.cpp: Device::cuda()'s memory (a caching allocator over the runtime that
+// kernels/backend.h chose: the GPU or the emulator) and the brrr::cuda API. Chapter 09 (the GPU
+// and the emulator). Read before: brrr/cuda.h, kernels/cuda/runtime.h, kernels/backend.h.
 #include "brrr/cuda.h"
 
 #include <cstdio>
@@ -13,10 +13,9 @@
 #include <vector>
 
 #include "brrr/error.h"
-#include "brrr/kernels.h"
 #include "brrr/storage.h"
-#include "internal.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "dispatch.h"
+#include "kernels/backend.h"
 #include "kernels/cuda/runtime.h"
 
 namespace brrr {
@@ -137,16 +136,11 @@ class CachingAllocator final : public Allocator {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Which backend: decided when the kernel registry is first built (register_gpu_kernels), or
-// later by use_emulator().
-
-enum class Backend { Undecided, None, Gpu, Emulator };
+// The state: one caching allocator, which follows the backend's runtime (kernels/backend.h
+// chooses the backend: the GPU, the emulator or none).
 
 struct State {
   std::mutex mutex;
-  std::atomic<Backend> backend{Backend::Undecided};  // read without the mutex (decide_backend)
-  bool emulator_requested = false;
-  gpu::Runtime* runtime = nullptr;
   CachingAllocator allocator;
 };
 
@@ -155,73 +149,33 @@ State& state() {
   return *s;
 }
 
-bool env_asks_for_emulator() {
-  const char* v = std::getenv("BRRR_CUDA_EMULATOR");
-  return v && *v && std::string(v) != "0";
-}
-
-void install(State& s, Backend backend) {  // s.mutex held
-  s.backend = backend;
-  kernels::remove_device(DeviceType::CUDA);
-  if (backend == Backend::None) {
-    s.runtime = nullptr;
-    set_allocator(DeviceType::CUDA, nullptr);
-    return;
-  }
-  s.runtime = backend == Backend::Emulator ? &gpu::emulator_runtime() : gpu::cuda_runtime();
-  s.allocator.set_runtime(s.runtime);
-  set_allocator(DeviceType::CUDA, &s.allocator);
-  if (backend == Backend::Emulator) kernels::emu::register_kernels();
-#ifdef BRRR_WITH_CUDA
-  else kernels::cuda::register_kernels();
-#endif
-}
-
 std::atomic<bool> tf32{false};
-
-// Building the kernel registry decides the backend (register_gpu_kernels); this builds it once
-// if nothing has yet, and costs one load afterwards (it sits on every copy to and from the GPU).
-void decide_backend() {
-  if (state().backend == Backend::Undecided) kernels::ops();
-}
 
 }  // namespace
 
-namespace kernels {
-// Called by the registry once, when it is first built.
-void register_gpu_kernels() {
+namespace detail {
+void install_cuda_allocator() {
+  gpu::Runtime* runtime = kernels::cuda_runtime();
+  if (!runtime) return;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.backend != Backend::Undecided) return;
-  if (s.emulator_requested) {
-    install(s, Backend::Emulator);
-  } else if (env_asks_for_emulator()) {
-    // Said out loud: a variable left set in a shell would otherwise turn every later
-    // `--device cuda` into the emulator without a word, slow and with no GPU in sight.
-    std::fprintf(stderr, "brrr: BRRR_CUDA_EMULATOR is set: the CUDA device is the SIMT emulator on the CPU, not a "
-                         "GPU (unset it to use a GPU)\n");
-    install(s, Backend::Emulator);
-  }
-  else if (gpu::cuda_runtime()) install(s, Backend::Gpu);
-  else install(s, Backend::None);
+  s.allocator.set_runtime(runtime);
+  set_allocator(DeviceType::CUDA, &s.allocator);
 }
-}  // namespace kernels
 
-namespace detail {
 kernels::Stream stream(Device device) {
   if (device.is_cpu()) return nullptr;
-  gpu::Runtime* runtime = state().runtime;
+  gpu::Runtime* runtime = kernels::cuda_runtime();
   return runtime ? runtime->stream() : nullptr;
 }
 
 void synchronize_cuda_if_in_use() {
-  if (state().backend == Backend::Undecided) return;
-  if (gpu::Runtime* runtime = state().runtime) runtime->synchronize();
+  if (!kernels::cuda_backend_chosen()) return;
+  if (gpu::Runtime* runtime = kernels::cuda_runtime()) runtime->synchronize();
 }
 
 gpu::Runtime& cuda_runtime_for(const char* what) {
-  decide_backend();
-  gpu::Runtime* runtime = state().runtime;
+  gpu::Runtime* runtime = kernels::cuda_runtime();
   if (!runtime) {
 #ifdef BRRR_WITH_CUDA
     fail(what, ": no CUDA GPU or driver was found (to run the CUDA kernels on the CPU, use the emulator: "
@@ -237,36 +191,41 @@ gpu::Runtime& cuda_runtime_for(const char* what) {
 
 namespace cuda {
 
-bool is_available() {
-  decide_backend();
-  return state().runtime != nullptr;
-}
+bool is_available() { return kernels::cuda_runtime() != nullptr; }
 bool gpu_available() { return gpu::cuda_runtime() != nullptr; }
-bool is_emulated() {
-  decide_backend();
-  return state().backend == Backend::Emulator;
-}
+bool is_emulated() { return kernels::cuda_backend() == kernels::CudaBackend::Emulator; }
 
 void use_emulator() {
-  State& s = state();
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    if (s.backend == Backend::Undecided) {
-      s.emulator_requested = true;
-      return;
-    }
-    if (s.backend == Backend::Emulator) return;
-    BRRR_CHECK(!s.allocator.in_use(), "cuda::use_emulator: CUDA tensors exist on ", s.runtime->name(),
-               "; choose the emulator before the first CUDA tensor is made");
-    install(s, Backend::Emulator);
+  if (!kernels::cuda_backend_chosen()) {
+    kernels::use_emulator_backend();
+    return;
   }
+  if (is_emulated()) return;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  BRRR_CHECK(!s.allocator.in_use(), "cuda::use_emulator: CUDA tensors exist on ", kernels::cuda_runtime()->name(),
+             "; choose the emulator before the first CUDA tensor is made");
+  kernels::use_emulator_backend();
+  s.allocator.set_runtime(kernels::cuda_runtime());  // gives the old runtime's cached blocks back first
+  set_allocator(DeviceType::CUDA, &s.allocator);
 }
 
 std::string device_name() { return detail::cuda_runtime_for("cuda::device_name").name(); }
-void synchronize() { detail::cuda_runtime_for("cuda::synchronize").synchronize(); }
+void synchronize() {
+  detail::cuda_runtime_for("cuda::synchronize").synchronize();
+  detail::raise_device_errors();
+}
 
 MemoryStats memory_stats() { return state().allocator.stats(); }
 void reset_peak_memory_stats() { state().allocator.reset_peak(); }
+
+Waits waits() {
+  if (!kernels::cuda_backend_chosen()) return {};
+  gpu::Runtime* runtime = kernels::cuda_runtime();
+  if (!runtime) return {};
+  const gpu::Waits w = runtime->waits();
+  return {w.device_to_host_copies, w.synchronizations};
+}
 void empty_cache() { state().allocator.empty_cache(); }
 
 void set_allow_tf32(bool allow) { tf32 = allow; }

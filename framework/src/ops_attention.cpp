@@ -1,6 +1,6 @@
 // framework/src/ops_attention.cpp: flash_attention, causal self-attention as one fused op with
 // a hand-written backward. Chapter 14 (flash attention). Read before: ops_nn.cpp (the composed
-// causal_self_attention computes the same thing from matmul, mask and softmax).
+// causal_attention_composed computes the same thing from matmul, mask and softmax).
 // Read next: kernels/cpu/attention.cpp, kernels/cuda/attention.cu.
 //
 // The composed op keeps the (B, H, T, T) attention matrix (and autograd keeps the scores,
@@ -11,7 +11,7 @@
 
 #include "brrr/ops.h"
 #include "brrr/profiler.h"
-#include "internal.h"
+#include "dispatch.h"
 
 namespace brrr::ops {
 

@@ -12,7 +12,7 @@
 
 #include "brrr/ops.h"
 #include "brrr/profiler.h"
-#include "internal.h"
+#include "dispatch.h"
 
 namespace brrr::ops {
 
@@ -121,6 +121,12 @@ namespace {
 Tensor checked_targets(const Tensor& targets, std::int64_t V, std::int64_t ignore_index, std::int64_t& counted) {
   BRRR_CHECK(targets.dtype() == kInt32 || targets.dtype() == kInt64,
              "cross_entropy_fused: targets must be int32 or int64, got ", dtype_name(targets.dtype()));
+  // Targets on a device with no ignore_index: every row counts, and nothing is read back (the
+  // range is checked on the device: device_checks.cpp).
+  if (targets.device().is_cuda() && ignore_index == kNoIgnoreIndex && !detail::device_checks()) {
+    counted = targets.numel();
+    return detail::checked_on_device("cross_entropy_fused", targets.contiguous().to(kInt32), V, ignore_index);
+  }
   const std::vector<std::int64_t> values = targets.to_vector<std::int64_t>();
   counted = 0;
   for (std::size_t i = 0; i < values.size(); ++i) {
@@ -160,8 +166,12 @@ Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int
     loss = div(sum(losses), static_cast<double>(counted));
   }
   autograd::record("cross_entropy_fused", {logits}, loss, [dlogits](const Tensor& g) {
-    const double scale = g.item<double>();
-    return TensorList{scale == 1.0 ? dlogits : mul(dlogits, scale)};
+    if (g.device().is_cpu()) {  // reading the scale is free on the host, and 1 needs no pass
+      const double scale = g.item<double>();
+      return TensorList{scale == 1.0 ? dlogits : mul(dlogits, scale)};
+    }
+    // On a device reading g would make the host wait: scale on the device instead.
+    return TensorList{mul(dlogits, g)};
   });
   return loss;
 }

@@ -5,9 +5,10 @@
 // For C = A @ B with upstream gradient G:  dA = G @ B^T,  dB = A^T @ G.
 // A transposed operand is never copied: the kernel takes trans_a / trans_b flags, and a
 // view whose last two dims are swapped (strides (1, rows)) is passed as "transposed".
+#include "brrr/cuda.h"
 #include "brrr/ops.h"
 #include "brrr/profiler.h"
-#include "internal.h"
+#include "dispatch.h"
 
 namespace brrr::ops {
 
@@ -67,6 +68,7 @@ void gemm(const Tensor& out, const Operand& a, const Operand& b, std::int64_t ba
   s.stride_b = b.batch_stride;
   s.stride_out = M * N;
   s.accumulate = accumulate;
+  s.allow_tf32 = out.device().is_cuda() && cuda::allow_tf32();
   static detail::KernelFamily<kernels::matmul_fn> k("matmul");
   detail::dispatch_floating(out.dtype(), "matmul", [&]<class T>() {
     k.get<T>(out.device())(out.data_ptr<T>(), a.data.data_ptr<T>(), b.data.data_ptr<T>(), s, detail::stream(out.device()));

@@ -12,7 +12,7 @@
 #include "brrr/generator.h"
 #include "brrr/ops.h"
 #include "brrr/profiler.h"
-#include "internal.h"
+#include "dispatch.h"
 
 namespace brrr::ops {
 
@@ -87,6 +87,12 @@ Tensor checked_indices(const char* op, const Tensor& indices, std::int64_t limit
   BRRR_CHECK(indices.dtype() == kInt32 || indices.dtype() == kInt64, op, ": indices must be int32 or int64, got ",
              dtype_name(indices.dtype()));
   const Tensor idx = indices.contiguous().to(kInt32);
+  // Reading indices that live on a device back to the host makes the host wait for it: two
+  // waits every training step (the token ids and the targets). So device indices are
+  // checked on the device instead (device_checks.cpp), unless the caller needs their values
+  // anyway or BRRR_DEVICE_CHECKS=1 asks for the check at once (for debugging).
+  if (indices.device().is_cuda() && !values_out && !detail::device_checks())
+    return detail::checked_on_device(op, idx, limit, allowed);  // no wait: reported at the next read
   const std::vector<std::int64_t> values = indices.to_vector<std::int64_t>();
   for (std::size_t i = 0; i < values.size(); ++i)
     BRRR_CHECK((values[i] >= 0 && values[i] < limit) || values[i] == allowed, op, ": index ", values[i], " at position ",
@@ -180,9 +186,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
              shape_str(targets.shape()), " do not match logits ", shape_str(logits.shape()), " (expected (",
              logits.size(0), ",))");
   const std::int64_t N = logits.size(0), V = logits.size(1);
+  // Every row counts when no target can be ignored; otherwise count them (a read of the
+  // targets, which checks their range too).
   std::vector<std::int64_t> tv;
-  const Tensor t = checked_indices("cross_entropy", targets, V, ignore_index, &tv);
-  std::int64_t counted = 0;
+  const bool all_count = ignore_index == kNoIgnoreIndex;
+  const Tensor t = checked_indices("cross_entropy", targets, V, ignore_index, all_count ? nullptr : &tv);
+  std::int64_t counted = all_count ? N : 0;
   for (std::int64_t v : tv) counted += v != ignore_index;
   const Tensor x = logits.contiguous();
   Tensor losses = detail::new_tensor({N}, x.dtype(), x.device());
@@ -202,9 +211,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
     autograd::record("cross_entropy", {logits}, loss,
                      [x = saved(x), lse, t, N, V, ignore_index, counted](const Tensor& g) {
                        static detail::KernelFamily<kernels::cross_entropy_backward_fn> kb("cross_entropy_backward");
-                       // d mean / d loss_n = 1 / counted for every row.
-                       Tensor dlosses = full({N}, g.item<double>() / static_cast<double>(counted),
-                                             TensorOptions().dtype(g.dtype()).device(g.device()));
+                       // d mean / d loss_n = 1 / counted for every row (on a device, without
+                       // reading g back: that would make the host wait).
+                       Tensor dlosses = g.device().is_cpu()
+                                            ? full({N}, g.item<double>() / static_cast<double>(counted),
+                                                   TensorOptions().dtype(g.dtype()).device(g.device()))
+                                            : div(g, static_cast<double>(counted)).reshape({1}).expand({N}).contiguous();
                        Tensor dx = detail::new_like(x);
                        detail::dispatch_floating(x.dtype(), "cross_entropy", [&]<class T>() {
                          kb.get<T>(x.device())(dx.data_ptr<T>(), dlosses.data_ptr<T>(), x.data_ptr<T>(), lse.data_ptr<T>(),
@@ -325,11 +337,11 @@ Tensor layer_norm_composed(const Tensor& x, const Tensor& weight, const Tensor& 
 // ---------------------------------------------------------------------------------------------
 // causal self-attention, composed: softmax(q k^T / sqrt(hs) + mask) v
 
-Tensor causal_self_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p, Generator* gen) {
-  BRRR_PROFILE("causal_self_attention");
-  detail::check_defined("causal_self_attention", q);
+Tensor causal_attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p, Generator* gen) {
+  BRRR_PROFILE("causal_attention_composed");
+  detail::check_defined("causal_attention_composed", q);
   BRRR_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.shape() == q.shape(),
-             "causal_self_attention: q, k, v must all be (B, H, T, hs), got ", shape_str(q.shape()), ", ",
+             "causal_attention_composed: q, k, v must all be (B, H, T, hs), got ", shape_str(q.shape()), ", ",
              shape_str(k.shape()), ", ", shape_str(v.shape()));
   const std::int64_t T = q.size(2), hs = q.size(3);
   const Tensor scores = mul(matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(hs)));
@@ -347,7 +359,7 @@ Tensor causal_self_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   }
   Tensor att = softmax(masked_fill(scores, mask, -std::numeric_limits<double>::infinity()), -1);
   if (dropout_p > 0.0) {
-    BRRR_CHECK(gen != nullptr, "causal_self_attention: dropout needs a generator");
+    BRRR_CHECK(gen != nullptr, "causal_attention_composed: dropout needs a generator");
     att = dropout(att, dropout_p, *gen);
   }
   return matmul(att, v);

@@ -9,7 +9,7 @@
 
 #include "brrr/ops.h"
 #include "brrr/profiler.h"
-#include "internal.h"
+#include "dispatch.h"
 
 namespace brrr::ops {
 

@@ -8,7 +8,7 @@
 #include "brrr/autograd.h"
 #include "brrr/ops.h"
 #include "brrr/profiler.h"
-#include "internal.h"
+#include "dispatch.h"
 
 namespace brrr::optim {
 
@@ -48,13 +48,13 @@ void AdamW::ensure_state() {
 }
 
 namespace {
-// Whether every parameter is on the CUDA device, with one dtype: then a group's update can be
-// one multi-tensor launch instead of a launch per tensor.
-bool on_one_gpu(const std::vector<Tensor>& params) {
+// Whether every parameter is on one device, with one dtype: then a group's update is one
+// adamw_multi_step call (on a GPU one launch per 64 tensors; the CPU's is adamw_step on each
+// tensor in turn, the same bits as the loop below).
+bool on_one_device(const std::vector<Tensor>& params) {
   if (params.empty()) return false;
   for (const Tensor& p : params)
-    if (!p.device().is_cuda() || p.device() != params.front().device() || p.dtype() != params.front().dtype())
-      return false;
+    if (p.device() != params.front().device() || p.dtype() != params.front().dtype()) return false;
   return true;
 }
 
@@ -89,7 +89,7 @@ void AdamW::step() {
   for (const auto& group : groups_) {
     const kernels::AdamWParams hp{group.options.lr_, group.options.betas_.first, group.options.betas_.second,
                                   group.options.eps_, group.options.weight_decay_, step_};
-    if (on_one_gpu(group.params)) {  // one launch for the group (kernels/cuda/adamw.cu)
+    if (on_one_device(group.params)) {  // one call for the group
       multi_tensor_step(group.params, m_, v_, i, hp);
       i += group.params.size();
       continue;
@@ -196,6 +196,35 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
         Tensor g = p.grad();
         g.mul_(scale);
       }
+  return norm;
+}
+
+Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  NoGradGuard no_grad;
+  bool on_device = false;
+  for (const Tensor& p : params)
+    if (p.grad().defined() && p.grad().device().is_cuda()) on_device = true;
+  if (!on_device) return full({}, clip_grad_norm_(params, max_norm), kFloat64);  // the host path, same bits
+  BRRR_PROFILE("clip_grad_norm");
+  // The same arithmetic as clip_grad_norm_, kept on the device: each tensor's sum of squares
+  // in its dtype, added in float64 in order; scale = max_norm / (norm + 1e-6), and the
+  // gradients are multiplied by min(scale, 1) (1 leaves them as they are, bit for bit).
+  Tensor total;
+  for (const Tensor& p : params)
+    if (p.grad().defined()) {
+      const Tensor g = p.grad();
+      const Tensor squares = ops::sum(ops::mul(g, g)).to(kFloat64);
+      total = total.defined() ? total + squares : squares;
+    }
+  const Tensor norm = ops::sqrt(total);
+  const Tensor scale = ops::div(full({}, max_norm, TensorOptions().dtype(kFloat64).device(norm.device())),
+                                ops::add(norm, 1e-6));
+  const Tensor coef = ops::masked_fill(scale, ops::relu(ops::sub(scale, 1.0)), 1.0);  // min(scale, 1)
+  for (const Tensor& p : params)
+    if (p.grad().defined()) {
+      Tensor g = p.grad();
+      detail::binary_into("mul", g, g, coef.to(g.dtype()));
+    }
   return norm;
 }
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <vector>
 
-#include "internal.h"
+#include "dispatch.h"
 
 namespace brrr::profiler {
 

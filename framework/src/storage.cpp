@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "brrr/error.h"
-#include "brrr/kernels.h"
+#include "dispatch.h"
 
 namespace brrr {
 namespace {
@@ -105,7 +105,7 @@ Allocator& allocator_for(Device device) {
     BRRR_CHECK(device.index == 0, "device ", device.str(), " is not available: brrr uses one GPU, cuda:0");
   Allocator* a = allocators[static_cast<int>(device.type)];
   if (!a && device.is_cuda()) {
-    kernels::ops();  // the first use: building the registry decides what backs the CUDA device
+    detail::install_cuda_allocator();  // the first use: the CUDA backend is chosen now
     a = allocators[static_cast<int>(device.type)];
   }
   if (!a) {

@@ -1,6 +1,6 @@
 // kernels/cpu/attention.cpp: causal attention, forward and backward, on the CPU: the reference
 // the CUDA flash attention kernels are checked against, and what ops::flash_attention runs
-// on the CPU. Chapter 14 (flash attention). Read before: ops_nn.cpp's causal_self_attention
+// on the CPU. Chapter 14 (flash attention). Read before: ops_nn.cpp's causal_attention_composed
 // (the same math from matmul, mask and softmax). Read next: kernels/cuda/attention.cu.
 //
 // For each of the BH = batch * heads independent problems, with q, k, v, out (T, hs):

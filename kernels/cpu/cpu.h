@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/kernels.h"
+#include "kernels/signatures.h"
 
 namespace brrr::kernels::cpu {
 

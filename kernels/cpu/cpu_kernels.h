@@ -1,8 +1,8 @@
 // kernels/cpu/cpu_kernels.h: the CPU kernels, declared once. Each matches its op's signature
-// in kernels/kernels.h and is registered in register.cpp.
+// in kernels/signatures.h and is registered in register.cpp.
 // Chapter 04 (matmul and the CPU backend).
 #pragma once
-#include "kernels/kernels.h"
+#include "kernels/signatures.h"
 
 namespace brrr::kernels::cpu {
 
@@ -41,6 +41,8 @@ template <class T> void matmul_eigen(T* out, const T* a, const T* b, const Matmu
 template <class T> void matmul_blocked(T* out, const T* a, const T* b, const MatmulShape& shape, Stream);
 
 // nn.cpp
+void check_indices(std::int32_t* safe, std::int32_t* first_bad, const std::int32_t* idx, std::int64_t N,
+                   std::int64_t limit, std::int64_t allowed, Stream);
 template <class T> void embedding_forward(T* out, const T* weight, const std::int32_t* idx, std::int64_t N, std::int64_t C, Stream);
 template <class T> void embedding_backward(T* dweight, const T* dout, const std::int32_t* idx, std::int64_t N, std::int64_t V, std::int64_t C, Stream);
 template <class T> void softmax_forward(T* out, const T* x, std::int64_t N, std::int64_t C, Stream);

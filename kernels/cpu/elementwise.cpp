@@ -1,5 +1,5 @@
 // kernels/cpu/elementwise.cpp: fill, copy, cast, random numbers, unary and binary ops.
-// Chapter 02 (ops and broadcasting). Read before: kernels/kernels.h. Read next: reduce.cpp.
+// Chapter 02 (ops and broadcasting). Read before: kernels/signatures.h. Read next: reduce.cpp.
 //
 // Unary kernels see contiguous arrays. Binary kernels see a Loop: the broadcast shape and,
 // for each operand, its stride in every dim (0 where it is broadcast). The op has already

@@ -14,6 +14,16 @@ namespace brrr::kernels::cpu {
 // ---------------------------------------------------------------------------------------------
 // embedding: out[n, :] = weight[idx[n], :]
 
+void check_indices(std::int32_t* safe, std::int32_t* first_bad, const std::int32_t* idx, std::int64_t N,
+                   std::int64_t limit, std::int64_t allowed, Stream) {
+  for (std::int64_t i = 0; i < N; ++i) {
+    const std::int64_t v = idx[i];
+    const bool ok = (v >= 0 && v < limit) || v == allowed;
+    safe[i] = ok ? idx[i] : 0;
+    if (!ok && i < *first_bad) *first_bad = static_cast<std::int32_t>(i);
+  }
+}
+
 template <class T>
 void embedding_forward(T* out, const T* weight, const std::int32_t* idx, std::int64_t N, std::int64_t C, Stream) {
   parallel_for(N, std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(C, 1)), [&](std::int64_t b, std::int64_t e) {

@@ -1,5 +1,7 @@
 // kernels/cpu/register.cpp: every CPU kernel into the registry, for float32 and float64.
 // Chapter 04 (matmul and the CPU backend). The registry calls this once, on first use.
+#include <type_traits>
+
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/registry.h"
 
@@ -36,6 +38,8 @@ void register_floating() {
   add("matmul", kCpu, dt, "eigen", &cpu::matmul_eigen<T>, 10);
   add("matmul", kCpu, dt, "naive", &cpu::matmul_naive<T>, 0);
   add("embedding_forward", kCpu, dt, "cpu", &cpu::embedding_forward<T>, 0);
+  if constexpr (std::is_same_v<T, float>)  // once: it has no floating-point dtype of its own
+    add("check_indices", kCpu, kInt32, "cpu", &cpu::check_indices, 0);
   add("embedding_backward", kCpu, dt, "cpu", &cpu::embedding_backward<T>, 0);
   add("softmax_forward", kCpu, dt, "cpu", &cpu::softmax_forward<T>, 0);
   add("softmax_backward", kCpu, dt, "cpu", &cpu::softmax_backward<T>, 0);

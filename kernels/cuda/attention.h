@@ -1,6 +1,6 @@
 // kernels/cuda/attention.h: the causal attention kernels of attention.cu, callable with raw
 // pointers, one function per variant. Chapter 14 (flash attention).
-// Read before: kernels/kernels.h (attention_forward_fn, attention_backward_fn).
+// Read before: kernels/signatures.h (attention_forward_fn, attention_backward_fn).
 // Read next: kernels/cuda/attention.cu.
 //
 // attention.cu is compiled twice (see simt.h), so each function exists in brrr::kernels::emu
@@ -10,7 +10,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/kernels.h"
+#include "kernels/signatures.h"
 
 #define BRRR_ATTENTION_KERNELS                                                                                   \
   /* Variant 1: one thread per query row, two passes over the keys. */                                          \

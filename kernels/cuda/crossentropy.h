@@ -4,11 +4,11 @@
 //
 // Compiled twice (see simt.h): brrr::kernels::emu takes host pointers and runs on the
 // emulator, brrr::kernels::cuda takes device pointers (CUDA builds only). Signatures are those
-// of kernels/kernels.h; the number is the variant of crossentropy.cu.
+// of kernels/signatures.h; the number is the variant of crossentropy.cu.
 #pragma once
 #include <cstdint>
 
-#include "kernels/kernels.h"
+#include "kernels/signatures.h"
 
 #define BRRR_CROSSENTROPY_VARIANTS(NS)                                                                             \
   namespace NS {                                                                                                  \

@@ -10,10 +10,9 @@
 //
 // TF32: Ampere and later can run float32 matmuls on tensor cores with 10-bit mantissas, ~7x
 // faster and ~1e-3 relative error. brrr keeps full float32 unless asked
-// (brrr::cuda::set_allow_tf32(true)), as PyTorch does for matmuls by default.
+// (brrr::cuda::set_allow_tf32(true), which the op passes in MatmulShape::allow_tf32), as PyTorch does for matmuls by default.
 #include <mutex>
 
-#include "brrr/cuda.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/registry.h"
@@ -21,22 +20,21 @@
 namespace brrr::kernels::cuda {
 namespace {
 
-cublasHandle_t handle_for(Stream stream) {
+cublasHandle_t handle_for(Stream stream, bool allow_tf32) {
   static cublasHandle_t handle = [] {
     cublasHandle_t h = nullptr;
     BRRR_CUBLAS_CHECK(cublasCreate(&h));
     return h;
   }();
   BRRR_CUBLAS_CHECK(cublasSetStream(handle, static_cast<cudaStream_t>(stream)));
-  BRRR_CUBLAS_CHECK(cublasSetMathMode(
-      handle, brrr::cuda::allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  BRRR_CUBLAS_CHECK(cublasSetMathMode(handle, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   return handle;
 }
 
 template <class T>
 void matmul_cublas(T* out, const T* a, const T* b, const MatmulShape& s, Stream stream) {
   if (s.M == 0 || s.N == 0 || s.batch == 0) return;
-  cublasHandle_t handle = handle_for(stream);
+  cublasHandle_t handle = handle_for(stream, s.allow_tf32);
   const T alpha = 1, beta = s.accumulate ? 1 : 0;
   // Leading dimensions of the row-major storage: b is (K, N) or, transposed, (N, K).
   const int ldb = static_cast<int>(s.trans_b ? s.K : s.N);

@@ -9,7 +9,7 @@
 #pragma once
 #include <cstddef>
 
-#include "kernels/kernels.h"
+#include "kernels/signatures.h"
 
 #define BRRR_CUDA_KERNEL_FILES(NS)                                                                      \
   namespace NS {                                                                                       \
@@ -23,7 +23,6 @@
   void register_crossentropy_kernels(); /* crossentropy.cu */                                          \
   void register_adamw_kernels();        /* adamw.cu: adamw_step, sgd_step */                           \
   void register_attention_kernels();    /* attention.cu: flash attention */                            \
-  void register_student_cuda_kernels(); /* kernels/student: the CUDA exercises, variant student */ \
   /* Scratch memory on the device for kernels that need it (per process, grows, never shrinks; */      \
   /* stream-ordered, so a kernel may use it until its launch returns). */                              \
   void* workspace(std::size_t bytes, Stream stream);                                                   \

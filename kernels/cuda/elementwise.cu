@@ -13,7 +13,7 @@
 // Contiguous kernels move 16 bytes per thread and step (a Pack: four floats or two doubles,
 // one vector instruction) when every pointer is 16-byte aligned, and finish the n % 4 tail one
 // element at a time. Strided kernels (copy of a view, broadcasting binary ops) walk a Loop
-// (kernels/kernels.h): the flat index of an output element is split into coordinates, and
+// (kernels/signatures.h): the flat index of an output element is split into coordinates, and
 // each operand's offset is the sum of coordinate * stride (stride 0 broadcasts).
 //
 // Compiled twice (see simt.h): by nvcc into brrr::kernels::cuda, by g++ into
@@ -349,7 +349,7 @@ __global__ void dropout_mask_kernel(T* mask, std::int64_t n, T p, T scale, std::
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// The host functions: the registered signatures of kernels/kernels.h.
+// The host functions: the registered signatures of kernels/signatures.h.
 
 template <class T>
 void fill_simple(T* out, T value, std::int64_t n, Stream stream) {

@@ -1,16 +1,16 @@
 // kernels/cuda/elementwise.h: the CUDA elementwise kernels of elementwise.cu, callable with raw
-// pointers. Chapter 09 (the GPU and the emulator). Read before: kernels/kernels.h.
+// pointers. Chapter 09 (the GPU and the emulator). Read before: kernels/signatures.h.
 // Read next: kernels/cuda/elementwise.cu.
 //
 // elementwise.cu is compiled twice (see simt.h), so each function exists twice with the same
 // signature: in brrr::kernels::emu (g++, runs on the emulator, takes host pointers) and in
 // brrr::kernels::cuda (nvcc, runs on the GPU, takes device pointers; CUDA builds only). Each
-// matches its op's signature in kernels/kernels.h and is registered as variant "simple".
+// matches its op's signature in kernels/signatures.h and is registered as variant "simple".
 // T is float or double; fill and copy also take std::int32_t and std::int64_t.
 #pragma once
 #include <cstdint>
 
-#include "kernels/kernels.h"
+#include "kernels/signatures.h"
 
 #define BRRR_CUDA_ELEMENTWISE_KERNELS(NS)                                                                       \
   namespace NS {                                                                                              \

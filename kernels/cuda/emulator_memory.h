@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/kernels.h"  // Stream
+#include "kernels/signatures.h"  // Stream
 
 namespace brrr::simt::memory {
 

@@ -10,7 +10,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/kernels.h"
+#include "kernels/signatures.h"
 
 namespace brrr::kernels {
 

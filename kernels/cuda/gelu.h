@@ -3,11 +3,11 @@
 //
 // gelu.cu is compiled twice (see simt.h), so each function exists in brrr::kernels::emu (the
 // emulator: host pointers) and in brrr::kernels::cuda (the GPU: device pointers, CUDA builds
-// only), with the signatures of kernels/kernels.h. The number is the variant of gelu.cu.
+// only), with the signatures of kernels/signatures.h. The number is the variant of gelu.cu.
 #pragma once
 #include <cstdint>
 
-#include "kernels/kernels.h"
+#include "kernels/signatures.h"
 
 #define BRRR_GELU_VARIANTS(NS)                                                                                     \
   namespace NS {                                                                                                  \

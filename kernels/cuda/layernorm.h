@@ -4,11 +4,11 @@
 //
 // Compiled twice (see simt.h): brrr::kernels::emu takes host pointers and runs on the
 // emulator, brrr::kernels::cuda takes device pointers (CUDA builds only). Signatures are those
-// of kernels/kernels.h; the number is the variant of layernorm.cu.
+// of kernels/signatures.h; the number is the variant of layernorm.cu.
 #pragma once
 #include <cstdint>
 
-#include "kernels/kernels.h"
+#include "kernels/signatures.h"
 
 #define BRRR_LAYERNORM_VARIANTS(NS)                                                                                \
   namespace NS {                                                                                                  \

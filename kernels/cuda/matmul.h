@@ -2,13 +2,13 @@
 // Chapter 13 (matmul from naive to tensor cores). Read next: kernels/cuda/matmul.cu.
 //
 // matmul.cu is compiled twice (see simt.h), so each function exists twice with the same
-// signature, the matmul signature of kernels/kernels.h: in brrr::kernels::emu (g++, runs on
+// signature, the matmul signature of kernels/signatures.h: in brrr::kernels::emu (g++, runs on
 // the emulator, takes CPU pointers) and in brrr::kernels::cuda (nvcc, runs on the GPU, takes
 // device pointers; only in CUDA builds). Every variant implements the whole MatmulShape
 // contract: batch strides (0 broadcasts), trans_a / trans_b, accumulate, any M, N, K.
 // The numbers are the variants' numbers in matmul.cu, slowest first.
 #pragma once
-#include "kernels/kernels.h"
+#include "kernels/signatures.h"
 
 namespace brrr::kernels {
 

@@ -76,6 +76,22 @@ __global__ void embedding_forward_kernel(T* out, const T* weight, const std::int
 }
 
 // ---------------------------------------------------------------------------------------------
+// check_indices: every index in range, or allowed, with no read back to the host (the
+// framework reads first_bad at the next copy to the host it makes anyway). A bad index
+// becomes 0 in safe, so the embedding or cross-entropy kernel after it stays in bounds.
+
+__global__ void check_indices_kernel(std::int32_t* safe, std::int32_t* first_bad, const std::int32_t* idx,
+                                     std::int64_t N, std::int64_t limit, std::int64_t allowed) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < N; i += stride) {
+    const std::int64_t v = idx[i];
+    const bool ok = (v >= 0 && v < limit) || v == allowed;
+    safe[i] = ok ? idx[i] : 0;
+    if (!ok) atomicMin(first_bad, static_cast<int>(i));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // embedding backward: dweight[idx[n], :] += dout[n, :] for n = 0, 1, ..., N - 1.
 //
 // Block (b, y) owns the vocabulary rows v with v % G == b (G = gridDim.x, so the popular
@@ -195,7 +211,7 @@ void check_rows(const char* op, std::int64_t N, std::int64_t C) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// The host functions: the registered signatures of kernels/kernels.h.
+// The host functions: the registered signatures of kernels/signatures.h.
 
 template <class T>
 void embedding_forward_simple(T* out, const T* weight, const std::int32_t* idx, std::int64_t N, std::int64_t C,
@@ -282,9 +298,16 @@ void register_nn() {
 }
 }  // namespace
 
+void check_indices(std::int32_t* safe, std::int32_t* first_bad, const std::int32_t* idx, std::int64_t N,
+                   std::int64_t limit, std::int64_t allowed, Stream stream) {
+  if (N == 0) return;
+  BRRR_LAUNCH(check_indices_kernel, grid_for(N, 256, 132 * 8), 256, 0, stream, safe, first_bad, idx, N, limit, allowed);
+}
+
 void register_nn_kernels() {
   register_nn<float>();
   register_nn<double>();
+  add("check_indices", DeviceType::CUDA, kInt32, "simple", &check_indices, 10);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

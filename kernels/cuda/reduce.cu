@@ -242,7 +242,7 @@ void check_sizes(const char* op, std::int64_t outer, std::int64_t R, std::int64_
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// The host functions: the registered signatures of kernels/kernels.h.
+// The host functions: the registered signatures of kernels/signatures.h.
 
 template <class T>
 void sum_dim_simple(T* out, const T* in, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream stream) {

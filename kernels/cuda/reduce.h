@@ -1,14 +1,14 @@
 // kernels/cuda/reduce.h: the CUDA reductions of reduce.cu, callable with raw pointers.
-// Chapter 09 (the GPU and the emulator). Read before: kernels/kernels.h.
+// Chapter 09 (the GPU and the emulator). Read before: kernels/signatures.h.
 // Read next: kernels/cuda/reduce.cu.
 //
 // Compiled twice (see simt.h): brrr::kernels::emu (the emulator, host pointers) and
 // brrr::kernels::cuda (the GPU, device pointers). T is float or double. Each matches its op's
-// signature in kernels/kernels.h and is registered as variant "simple".
+// signature in kernels/signatures.h and is registered as variant "simple".
 #pragma once
 #include <cstdint>
 
-#include "kernels/kernels.h"
+#include "kernels/signatures.h"
 
 #define BRRR_CUDA_REDUCE_KERNELS(NS)                                                                           \
   namespace NS {                                                                                              \

@@ -1,6 +1,7 @@
 // kernels/cuda/register.cu: registers every CUDA kernel file's variants (chapter 09).
 // Compiled twice like the kernel files (see simt.h): the GPU's register_kernels and the
-// emulator's. framework/src/cuda.cpp calls one of them, for the backend the process uses.
+// emulator's. kernels/backend.cpp calls one of them, for the backend the process uses (the
+// exercises' kernels join through a provider: exercises/install.cpp).
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/simt.h"
 
@@ -16,7 +17,6 @@ void register_kernels() {
   register_crossentropy_kernels();
   register_adamw_kernels();
   register_attention_kernels();
-  register_student_cuda_kernels();
 #if !BRRR_EMULATOR
   register_cublas_kernels();  // the default matmul on a GPU; the emulator has no cuBLAS
 #endif

@@ -9,15 +9,29 @@
 // brrr's code copies through copy() even under the emulator, so that what passes the
 // emulator's tests also runs on a GPU.
 #pragma once
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 
-#include "kernels/kernels.h"  // Stream
+#include "kernels/signatures.h"  // Stream
 
 namespace brrr::gpu {
 
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
+
+// A host-to-device copy of at most this many bytes does not make the host wait for the
+// device: on a GPU it goes through a pinned staging buffer (runtime_cuda.cu). A larger one
+// waits for the copy, as a copy from pageable memory must, and counts as a synchronisation.
+constexpr std::size_t kStagedCopyBytes = std::size_t{4} << 20;
+
+// What has made the host wait for the device so far. A training step that neither logs nor
+// evaluates should add to neither (the profiler reports them per step; chapter 16).
+struct Waits {
+  std::uint64_t device_to_host_copies = 0;  // the host needs the bytes, so it waits for them
+  std::uint64_t synchronizations = 0;       // synchronize(), and host-to-device copies too large to stage
+};
 
 class Runtime {
  public:
@@ -45,6 +59,16 @@ class Runtime {
   virtual double time_ms(const std::function<void()>& work) = 0;
   // The device's L2 cache in bytes (0 if unknown), so timings can flush it.
   virtual std::size_t l2_bytes() = 0;
+
+  // Every implementation counts the same events, so the emulator's counts are a GPU's.
+  Waits waits() const { return {device_to_host_.load(), synchronizations_.load()}; }
+
+ protected:
+  void count_device_to_host_copy() { ++device_to_host_; }
+  void count_synchronization() { ++synchronizations_; }
+
+ private:
+  std::atomic<std::uint64_t> device_to_host_{0}, synchronizations_{0};
 };
 
 // The GPU's runtime, or nullptr when there is no GPU or driver, or brrr was built without

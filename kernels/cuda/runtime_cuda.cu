@@ -1,6 +1,8 @@
 // kernels/cuda/runtime_cuda.cu: the GPU's runtime: cudaMalloc, cudaMemcpyAsync on brrr's one
 // stream, CUDA events for timing. Built with CUDA only. Chapter 09 (the GPU and the emulator).
 // Read before: kernels/cuda/runtime.h.
+#include <array>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -55,17 +57,26 @@ class CudaRuntime final : public Runtime {
   void free(void* ptr) override { BRRR_CUDA_CHECK(cudaFree(ptr)); }
   void copy(void* dst, const void* src, std::size_t nbytes, CopyKind kind) override {
     if (nbytes == 0) return;
+    if (kind == CopyKind::HostToDevice && nbytes <= kStagedCopyBytes) {
+      copy_staged(dst, src, nbytes);
+      return;
+    }
     const cudaMemcpyKind k = kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
                              : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
                                                               : cudaMemcpyDeviceToDevice;
     BRRR_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, k, stream_));
     // Pageable host memory: the host side must be done before the caller touches it again.
+    if (kind == CopyKind::DeviceToHost) count_device_to_host_copy();
+    if (kind == CopyKind::HostToDevice) count_synchronization();
     if (kind != CopyKind::DeviceToDevice) BRRR_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void memset(void* dst, int value, std::size_t nbytes) override {
     BRRR_CUDA_CHECK(cudaMemsetAsync(dst, value, nbytes, stream_));
   }
-  void synchronize() override { BRRR_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void synchronize() override {
+    count_synchronization();
+    BRRR_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
   std::size_t free_bytes() override {
     std::size_t free = 0, total = 0;
     BRRR_CUDA_CHECK(cudaMemGetInfo(&free, &total));
@@ -94,9 +105,36 @@ class CudaRuntime final : public Runtime {
   std::size_t l2_bytes() override { return l2_; }
 
  private:
+  // A small host-to-device copy (a batch of token ids) without a wait: the bytes go into a
+  // pinned buffer of a ring, cudaMemcpyAsync takes them from there in stream order, and an
+  // event marks when that buffer may be filled again. The host waits (and counts it) only
+  // when the buffer it comes round to is still being copied from.
+  void copy_staged(void* dst, const void* src, std::size_t nbytes) {
+    std::lock_guard<std::mutex> lock(staging_mutex_);
+    Staging& s = staging_[next_staging_];
+    next_staging_ = (next_staging_ + 1) % staging_.size();
+    if (!s.host) {
+      BRRR_CUDA_CHECK(cudaMallocHost(&s.host, kStagedCopyBytes));
+      BRRR_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+    } else if (cudaEventQuery(s.done) == cudaErrorNotReady) {
+      count_synchronization();
+      BRRR_CUDA_CHECK(cudaEventSynchronize(s.done));
+    }
+    std::memcpy(s.host, src, nbytes);
+    BRRR_CUDA_CHECK(cudaMemcpyAsync(dst, s.host, nbytes, cudaMemcpyHostToDevice, stream_));
+    BRRR_CUDA_CHECK(cudaEventRecord(s.done, stream_));
+  }
+
+  struct Staging {
+    void* host = nullptr;
+    cudaEvent_t done = nullptr;
+  };
   std::string name_;
   std::size_t l2_ = 0;
   cudaStream_t stream_ = nullptr;
+  std::mutex staging_mutex_;
+  std::array<Staging, 8> staging_{};
+  std::size_t next_staging_ = 0;
 };
 
 }  // namespace

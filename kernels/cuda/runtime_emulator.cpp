@@ -78,6 +78,9 @@ class EmulatorRuntime final : public Runtime {
     if (nbytes == 0) return;
     check_side("destination", dst, nbytes, kind != CopyKind::DeviceToHost, kind);
     check_side("source", src, nbytes, kind != CopyKind::HostToDevice, kind);
+    // The waits a GPU's runtime would count for this copy (runtime.h).
+    if (kind == CopyKind::DeviceToHost) count_device_to_host_copy();
+    if (kind == CopyKind::HostToDevice && nbytes > kStagedCopyBytes) count_synchronization();
     const simt::memory::Open open;
     std::memmove(dst, src, nbytes);
   }
@@ -87,7 +90,7 @@ class EmulatorRuntime final : public Runtime {
     const simt::memory::Open open;
     std::memset(dst, value, nbytes);
   }
-  void synchronize() override {}
+  void synchronize() override { count_synchronization(); }
   std::size_t free_bytes() override {
     std::lock_guard<std::mutex> lock(mutex_);
     return limit_ ? limit_ - used_ : total_bytes();

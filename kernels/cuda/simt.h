@@ -1,6 +1,6 @@
 // kernels/cuda/simt.h: the one header every CUDA kernel file includes. Under nvcc it is CUDA;
 // under g++ it is a CPU emulator of CUDA's SIMT model, so the same kernel source runs on both.
-// Chapter 09 (the GPU and the emulator). Read before: kernels/kernels.h.
+// Chapter 09 (the GPU and the emulator). Read before: kernels/signatures.h.
 // Read next: kernels/cuda/simt_emulator.cpp (the emulator), kernels/cuda/examples.cu (kernels).
 //
 // How the emulator runs a kernel
@@ -93,7 +93,7 @@
 #include <utility>
 
 #include "brrr/error.h"
-#include "kernels/kernels.h"  // Stream
+#include "kernels/signatures.h"  // Stream
 
 // ---------------------------------------------------------------------------------------------
 // What both builds share: where a launch comes from, and the limits a launch must respect.

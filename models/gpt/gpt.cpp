@@ -1,5 +1,6 @@
 // models/gpt/gpt.cpp: the GPT-2 modules and presets.
 // Chapter 07 (attention and the GPT). Read before: brrr/models/gpt.h.
+#include "brrr/strings.h"
 #include "brrr/models/gpt.h"
 
 #include <cmath>
@@ -26,7 +27,7 @@ void GPTConfig::validate() const {
 
 std::string GPTConfig::to_json() const {
   nlohmann::json j = {{"vocab_size", vocab_size}, {"block_size", block_size}, {"n_layer", n_layer}, {"n_head", n_head},
-                      {"n_embd", n_embd},         {"dropout", dropout},       {"bias", bias},       {"fused", fused}};
+                      {"n_embd", n_embd},         {"dropout", dropout},       {"bias", bias},       {"composed", composed}};
   return j.dump();
 }
 
@@ -48,7 +49,8 @@ GPTConfig GPTConfig::from_json(const std::string& text) {
       else if (key == "n_embd") c.n_embd = value.get<std::int64_t>();
       else if (key == "dropout") c.dropout = value.get<double>();
       else if (key == "bias") c.bias = value.get<bool>();
-      else if (key == "fused") c.fused = value.get<bool>();
+      else if (key == "composed") c.composed = value.get<bool>();
+      else if (key == "fused") c.composed = !value.get<bool>();  // checkpoints from before the rename
       else detail::fail("GPT config: unknown key '", key, "'");
     } catch (const nlohmann::json::exception& e) {
       detail::fail("GPT config: key '", key, "' has the wrong type: ", e.what());
@@ -79,9 +81,7 @@ GPTConfig gpt_preset(const std::string& name) {
   } else if (name == "gpt2") {
     c.vocab_size = 50257, c.block_size = 1024, c.n_layer = 12, c.n_head = 12, c.n_embd = 768, c.dropout = 0.0;
   } else {
-    std::string names;
-    for (const auto& n : gpt_preset_names()) names += (names.empty() ? "" : ", ") + n;
-    detail::fail("unknown GPT preset '", name, "' (presets: ", names, ")");
+    detail::fail("unknown GPT preset '", name, "' (presets: ", join(gpt_preset_names()), ")");
   }
   return c;
 }
@@ -100,62 +100,90 @@ void init_normal(Tensor& p, double std, Generator& gen) {
 }
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen) : n_head_(c.n_head), fused_(c.fused) {
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen) : n_head_(c.n_head), composed_(c.composed) {
   c_attn = register_module("c_attn", std::make_shared<nn::Linear>(c.n_embd, 3 * c.n_embd, gen, c.bias));
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(c.n_embd, c.n_embd, gen, c.bias));
   attn_dropout = register_module("attn_dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
   resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x) {
+namespace {
+// Attention of n new queries (B, H, n, hs) over all keys and values so far (B, H, t0 + n, hs):
+// query i sits at position t0 + i and may see keys 0 .. t0 + i.
+Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t t0, Tensor* weights = nullptr) {
+  const std::int64_t n = q.size(2), t = k.size(2), hs = q.size(3);
+  Tensor scores = ops::mul(ops::matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(hs)));
+  if (t0 + n > 1 && n > 1) {  // one new query sees every key: no mask needed (the common case)
+    std::vector<double> m(static_cast<std::size_t>(n * t));
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < t; ++j) m[i * t + j] = j > t0 + i ? 1.0 : 0.0;
+    const Tensor mask = from_vector(m, {n, t}, TensorOptions().dtype(q.dtype()).device(q.device()));
+    scores = ops::masked_fill(scores, mask, -INFINITY);
+  }
+  const Tensor att = ops::softmax(scores, -1);
+  if (weights) *weights = att;
+  return ops::matmul(att, v);
+}
+}  // namespace
+
+Tensor CausalSelfAttention::forward(const Tensor& x) { return forward(x, nullptr); }
+
+Tensor CausalSelfAttention::forward(const Tensor& x, const AttentionExtras* extras) {
   const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2), hs = C / n_head_;
   const Tensor qkv = c_attn->forward(x);  // (B, T, 3C)
   // Split into q, k, v and move the heads next to the batch: (B, T, C) -> (B, H, T, hs).
   auto heads = [&](int i) { return qkv.narrow(2, i * C, C).view({B, T, n_head_, hs}).transpose(1, 2); };
-  const Tensor q = heads(0), k = heads(1), v = heads(2);
-  const double p = attn_dropout->is_training() ? attn_dropout->p : 0.0;
-  // The fused kernel has no dropout on the attention weights: with dropout it is the composed op.
-  // On the CPU the composed op is faster (its batched GEMMs beat the reference flash kernel:
-  // docs/measurements.md, "The CUDA backend and the fused kernels"), so flash is the GPU's.
-  const bool flash = fused_ && p == 0.0 && x.device().is_cuda();
-  const Tensor y = flash ? ops::flash_attention(q, k, v) : ops::causal_self_attention(q, k, v, p, &attn_dropout->gen);
+  Tensor y;
+  if (extras) {  // inference: new queries over the cached keys and values too, or the weights
+    const Tensor q = heads(0).contiguous(), k = heads(1).contiguous(), v = heads(2).contiguous();
+    Tensor keys = k, values = v;
+    if (KVCache* cache = extras->cache) {
+      auto& ck = cache->keys[static_cast<std::size_t>(extras->layer)];
+      auto& cv = cache->values[static_cast<std::size_t>(extras->layer)];
+      ck = extras->past == 0 ? k : ops::cat({ck, k}, 2);
+      cv = extras->past == 0 ? v : ops::cat({cv, v}, 2);
+      keys = ck, values = cv;
+    }
+    y = attend(q, keys, values, extras->past, extras->weights);
+  } else {
+    const Tensor q = heads(0), k = heads(1), v = heads(2);
+    const double p = attn_dropout->is_training() ? attn_dropout->p : 0.0;
+    // How attention is computed on this device is the registry's choice (ops::causal_attention).
+    y = composed_ ? ops::causal_attention_composed(q, k, v, p, &attn_dropout->gen)
+                  : ops::causal_attention(q, k, v, p, &attn_dropout->gen);
+  }
   // Heads side by side again: (B, H, T, hs) -> (B, T, C).
   return resid_dropout->forward(c_proj->forward(y.transpose(1, 2).reshape({B, T, C})));
 }
 
-FeedForward::FeedForward(const GPTConfig& c, Generator& gen) : fused_(c.fused) {
+FeedForward::FeedForward(const GPTConfig& c, Generator& gen) : composed_(c.composed) {
   c_fc = register_module("c_fc", std::make_shared<nn::Linear>(c.n_embd, 4 * c.n_embd, gen, c.bias));
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(4 * c.n_embd, c.n_embd, gen, c.bias));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
-  Tensor h;
-  // On a GPU: x @ W^T, then the bias add and GELU in one kernel. On the CPU the bias rides in
-  // the GEMM and the GELU kernel is faster than the bias+GELU reference (same measurement).
-  if (fused_ && c_fc->bias.defined() && x.device().is_cuda())
-    h = ops::bias_gelu(ops::linear(x, c_fc->weight), c_fc->bias);
-  else if (fused_)
-    h = ops::gelu(c_fc->forward(x));
-  else
-    h = ops::gelu_composed(c_fc->forward(x));
+  // gelu(x W^T + b): how (the bias in the GEMM, or fused with GELU) is the registry's choice.
+  const Tensor h = composed_ ? ops::gelu_composed(c_fc->forward(x)) : ops::linear_gelu(x, c_fc->weight, c_fc->bias);
   return dropout->forward(c_proj->forward(h));
 }
 
 Block::Block(const GPTConfig& c, Generator& gen) {
-  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.fused));
+  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.composed));
   attn = register_module("attn", std::make_shared<CausalSelfAttention>(c, gen));
-  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.fused));
+  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.composed));
   mlp = register_module("mlp", std::make_shared<FeedForward>(c, gen));
 }
 
-Tensor Block::forward(const Tensor& x) {
-  if (ln_2->fused) {  // the residual add and ln_2 in one kernel: {a, ln_2(a)}
-    const auto [a, normed] = ops::residual_layer_norm(x, attn->forward(ln_1->forward(x)), ln_2->weight, ln_2->bias,
-                                                      ln_2->eps);
+Tensor Block::forward(const Tensor& x) { return forward(x, nullptr); }
+
+Tensor Block::forward(const Tensor& x, const AttentionExtras* extras) {
+  const Tensor attended = attn->forward(ln_1->forward(x), extras);
+  if (!ln_2->composed) {  // the residual add and ln_2 in one kernel: {a, ln_2(a)}
+    const auto [a, normed] = ops::residual_layer_norm(x, attended, ln_2->weight, ln_2->bias, ln_2->eps);
     return a + mlp->forward(normed);
   }
-  const Tensor a = x + attn->forward(ln_1->forward(x));
+  const Tensor a = x + attended;
   return a + mlp->forward(ln_2->forward(a));
 }
 
@@ -168,7 +196,7 @@ GPT::GPT(const GPTConfig& c, Generator& gen) : config_(c) {
   drop_ = transformer->register_module("drop", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
   h = transformer->register_module("h", std::make_shared<nn::ModuleList>());
   for (std::int64_t l = 0; l < c.n_layer; ++l) h->push_back(std::make_shared<Block>(c, gen));
-  ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.fused));
+  ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.composed));
 
   // GPT-2 initialisation, in parameter order so the same seed gives the same model.
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
@@ -194,48 +222,25 @@ Tensor GPT::hidden(const Tensor& input) {
   return ln_f->forward(x);
 }
 
-namespace {
-// Attention of n new queries (B, H, n, hs) over all keys and values so far (B, H, t0 + n, hs):
-// query i sits at position t0 + i and may see keys 0 .. t0 + i.
-Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t t0, Tensor* weights = nullptr) {
-  const std::int64_t n = q.size(2), t = k.size(2), hs = q.size(3);
-  Tensor scores = ops::mul(ops::matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(hs)));
-  if (t0 + n > 1 && n > 1) {  // one new query sees every key: no mask needed (the common case)
-    std::vector<double> m(static_cast<std::size_t>(n * t));
-    for (std::int64_t i = 0; i < n; ++i)
-      for (std::int64_t j = 0; j < t; ++j) m[i * t + j] = j > t0 + i ? 1.0 : 0.0;
-    const Tensor mask = from_vector(m, {n, t}, TensorOptions().dtype(q.dtype()).device(q.device()));
-    scores = ops::masked_fill(scores, mask, -INFINITY);
-  }
-  const Tensor att = ops::softmax(scores, -1);
-  if (weights) *weights = att;
-  return ops::matmul(att, v);
-}
-}  // namespace
 
 Tensor GPT::forward_cached(const Tensor& input, KVCache& cache) {
   NoGradGuard no_grad;
   const Tensor idx = input.to(wte->weight.device());
   BRRR_CHECK(idx.dim() == 2, "GPT::forward_cached: idx must be (B, n), got ", shape_str(idx.shape()));
-  const std::int64_t B = idx.size(0), n = idx.size(1), t0 = cache.length();
-  const std::int64_t C = config_.n_embd, H = config_.n_head, hs = C / H;
+  const std::int64_t n = idx.size(1), t0 = cache.length();
   BRRR_CHECK(t0 + n <= config_.block_size, "GPT::forward_cached: ", t0, " cached + ", n, " new positions exceed block_size ",
              config_.block_size);
   if (cache.keys.empty()) cache.keys.resize(config_.n_layer), cache.values.resize(config_.n_layer);
+  const bool was_training = is_training();
+  eval();  // inference: no dropout
   const Tensor pos = arange(static_cast<double>(t0), static_cast<double>(t0 + n), 1.0,
                             TensorOptions().dtype(kInt64).device(idx.device()));
   Tensor x = wte->forward(idx) + wpe->forward(pos);
   for (std::int64_t l = 0; l < config_.n_layer; ++l) {
-    const auto block = h->at<Block>(static_cast<std::size_t>(l));
-    const Tensor qkv = block->attn->c_attn->forward(block->ln_1->forward(x));  // (B, n, 3C)
-    auto heads = [&](int i) { return qkv.narrow(2, i * C, C).view({B, n, H, hs}).transpose(1, 2).contiguous(); };
-    const Tensor q = heads(0), k = heads(1), v = heads(2);
-    cache.keys[l] = t0 == 0 ? k : ops::cat({cache.keys[l], k}, 2);
-    cache.values[l] = t0 == 0 ? v : ops::cat({cache.values[l], v}, 2);
-    const Tensor y = attend(q, cache.keys[l], cache.values[l], t0);
-    x = x + block->attn->c_proj->forward(y.transpose(1, 2).reshape({B, n, C}));
-    x = x + block->mlp->forward(block->ln_2->forward(x));
+    const AttentionExtras extras{&cache, l, t0, nullptr};
+    x = h->at<Block>(static_cast<std::size_t>(l))->forward(x, &extras);
   }
+  train(was_training);
   return ops::linear(ln_f->forward(x), wte->weight);
 }
 
@@ -245,22 +250,15 @@ Tensor GPT::attention_weights(const Tensor& input, std::int64_t layer, std::int6
   BRRR_CHECK(idx.dim() == 2 && idx.size(0) == 1, "attention_weights: idx must be (1, T), got ", shape_str(idx.shape()));
   BRRR_CHECK(layer >= 0 && layer < config_.n_layer && head >= 0 && head < config_.n_head, "attention_weights: layer ",
              layer, " head ", head, " out of range (", config_.n_layer, " layers, ", config_.n_head, " heads)");
-  const std::int64_t T = idx.size(1), C = config_.n_embd, H = config_.n_head, hs = C / H;
+  const std::int64_t T = idx.size(1);
   const bool was_training = is_training();
   eval();
   const Tensor pos = arange(T, TensorOptions().dtype(kInt64).device(idx.device()));
   Tensor x = wte->forward(idx) + wpe->forward(pos);
   Tensor weights;
-  for (std::int64_t l = 0; l <= layer; ++l) {
-    const auto block = h->at<Block>(static_cast<std::size_t>(l));
-    if (l < layer) {
-      x = block->forward(x);
-      continue;
-    }
-    const Tensor qkv = block->attn->c_attn->forward(block->ln_1->forward(x));
-    auto heads = [&](int i) { return qkv.narrow(2, i * C, C).view({1, T, H, hs}).transpose(1, 2).contiguous(); };
-    attend(heads(0), heads(1), heads(2), 0, &weights);
-  }
+  for (std::int64_t l = 0; l < layer; ++l) x = h->at<Block>(static_cast<std::size_t>(l))->forward(x);
+  const AttentionExtras extras{nullptr, layer, 0, &weights};
+  h->at<Block>(static_cast<std::size_t>(layer))->forward(x, &extras);
   train(was_training);
   return weights.select(0, 0).select(0, head);  // (T, T)
 }
@@ -275,8 +273,8 @@ Tensor GPT::loss(const Tensor& logits, const Tensor& targets) const {
              "GPT::loss: targets ", shape_str(targets.shape()), " do not match logits ", shape_str(logits.shape()));
   const Tensor flat = logits.reshape({-1, logits.size(2)});
   const Tensor t = targets.reshape({-1}).to(logits.device());
-  // Fused: the loss kernel also writes the logits' gradient (kept for backward; no probabilities).
-  return config_.fused ? ops::cross_entropy_fused(flat, t, -1) : ops::cross_entropy_composed(flat, t);
+  // The fused kernel also writes the logits' gradient (kept for backward; no probabilities).
+  return config_.composed ? ops::cross_entropy_composed(flat, t) : ops::cross_entropy_fused(flat, t, ops::kNoIgnoreIndex);
 }
 
 }  // namespace brrr::models

@@ -1,5 +1,5 @@
 // tests/core/test_attention_op.cpp: ops::flash_attention on the CPU against the composed
-// causal_self_attention, its gradient by finite differences, and its errors. Chapter 14
+// causal_attention_composed, its gradient by finite differences, and its errors. Chapter 14
 // (flash attention). Read before: framework/src/ops_attention.cpp, kernels/cpu/attention.cpp.
 #include <doctest/doctest.h>
 
@@ -32,7 +32,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-TEST_CASE("flash_attention equals the composed causal_self_attention in float64, forward and gradients") {
+TEST_CASE("flash_attention equals the composed causal_attention_composed in float64, forward and gradients") {
   // T = 1 (one key), odd T, T = 70, and head sizes 1, 16, 24, 64.
   for (const Shape& shape : std::vector<Shape>{{1, 1, 1, 4}, {2, 3, 17, 16}, {1, 2, 70, 24}, {2, 1, 5, 64}, {1, 1, 6, 1}}) {
     CAPTURE(shape_str(shape));
@@ -43,7 +43,7 @@ TEST_CASE("flash_attention equals the composed causal_self_attention in float64,
     for (int fused = 0; fused < 2; ++fused) {
       const Tensor qq = q.clone().requires_grad_(true), kk = k.clone().requires_grad_(true),
                    vv = v.clone().requires_grad_(true);
-      outs[fused] = fused ? ops::flash_attention(qq, kk, vv) : ops::causal_self_attention(qq, kk, vv);
+      outs[fused] = fused ? ops::flash_attention(qq, kk, vv) : ops::causal_attention_composed(qq, kk, vv);
       ops::sum(ops::mul(outs[fused], w)).backward();
       grads[fused][0] = qq.grad(), grads[fused][1] = kk.grad(), grads[fused][2] = vv.grad();
     }
@@ -81,7 +81,7 @@ TEST_CASE("attention_forward (CPU) saves lse = log-sum-exp of each row of masked
 TEST_CASE("flash_attention: large scores do not overflow (the softmax is stable)") {
   const Tensor q = input({1, 1, 8, 4}, 8, kFloat32, 300.0), k = input({1, 1, 8, 4}, 9, kFloat32, 300.0),
                v = input({1, 1, 8, 4}, 10, kFloat32);
-  const Tensor fused = ops::flash_attention(q, k, v), composed = ops::causal_self_attention(q, k, v);
+  const Tensor fused = ops::flash_attention(q, k, v), composed = ops::causal_attention_composed(q, k, v);
   CHECK(max_abs_diff(fused, composed) < 1e-4);
 }
 

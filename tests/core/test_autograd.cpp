@@ -111,7 +111,7 @@ TEST_CASE("gradcheck: neural-network ops, fused and composed") {
              {param({2, 3, 6}, 10), param({6}, 11), param({6}, 12)});
   check_grad("layer_norm_composed", [](auto& x) { return ops::layer_norm_composed(x[0], x[1], x[2]); },
              {param({3, 6}, 13), param({6}, 14), param({6}, 15)});
-  check_grad("causal_self_attention", [](auto& x) { return ops::causal_self_attention(x[0], x[1], x[2]); },
+  check_grad("causal_attention_composed", [](auto& x) { return ops::causal_attention_composed(x[0], x[1], x[2]); },
              {param({2, 2, 5, 3}, 16), param({2, 2, 5, 3}, 17), param({2, 2, 5, 3}, 18)});
   check_grad("masked_fill", [](auto& x) {
     return ops::masked_fill(x[0], from_vector(std::vector<double>{1, 0, 0, 1}, {2, 2}, kFloat64), 0.0);

@@ -148,9 +148,9 @@ TEST_CASE("embedding, layer_norm, gelu and attention values") {
   // attention: the first position can only see itself
   Generator g(1);
   Tensor q = randn({1, 1, 4, 2}, g), k = randn({1, 1, 4, 2}, g), val = randn({1, 1, 4, 2}, g);
-  Tensor y = ops::causal_self_attention(q, k, val);
+  Tensor y = ops::causal_attention_composed(q, k, val);
   CHECK(y.at<float>({0, 0, 0, 1}) == doctest::Approx(val.at<float>({0, 0, 0, 1})));
-  CHECK_THROWS_WITH_AS(ops::causal_self_attention(q, k, ones({1, 1, 3, 2})), doctest::Contains("(B, H, T, hs)"), Error);
+  CHECK_THROWS_WITH_AS(ops::causal_attention_composed(q, k, ones({1, 1, 3, 2})), doctest::Contains("(B, H, T, hs)"), Error);
 }
 
 TEST_CASE("dropout is seeded, scales kept values and is the identity in eval") {

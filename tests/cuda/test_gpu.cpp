@@ -12,7 +12,7 @@
 
 #include "brrr/brrr.h"
 #include "brrr/models/gpt.h"
-#include "kernel_lab.h"
+#include "lab/kernel_lab.h"
 
 using namespace brrr;
 
@@ -90,7 +90,7 @@ TEST_CASE("the GPT's loss and gradients match the CPU, fused and composed") {
   for (bool fused : {true, false}) {
     models::GPTConfig c = models::gpt_preset("cpu-tiny");
     c.dropout = 0.0;
-    c.fused = fused;
+    c.composed = !fused;
     Generator g1(3), g2(3), data(4);
     models::GPT cpu(c, g1), gpu(c, g2);
     gpu.to(kCuda);

@@ -176,8 +176,10 @@ TEST_CASE("device ops: softmax, log_softmax and embedding match the CPU") {
   const Tensor weight = randn({11, 8}, gen);
   const Tensor idx = from_vector(std::vector<std::int64_t>{3, 0, 10, 3, 3, 7}, {2, 3}, kInt64);
   CHECK(same_bits(ops::embedding(weight.to(gpu()), idx.to(gpu())), ops::embedding(weight, idx)));
-  CHECK_THROWS_AS(ops::embedding(weight.to(gpu()), from_vector(std::vector<std::int64_t>{11}, {1}, kInt64).to(gpu())),
-                  brrr::Error);
+  // A bad device index is checked on the device (no wait) and reported at the next read back.
+  const Tensor bad = ops::embedding(weight.to(gpu()), from_vector(std::vector<std::int64_t>{2, 11}, {2}, kInt64).to(gpu()));
+  CHECK_THROWS_WITH_AS(bad.to(kCPU), doctest::Contains("embedding: index 11 at position 1 is out of range for 11 entries"),
+                       brrr::Error);
 }
 
 TEST_CASE("device ops: autograd on the device gives the CPU's gradients") {

@@ -17,8 +17,8 @@
 
 #include "brrr/error.h"
 #include "brrr/kernels.h"
-#include "exercises.h"
-#include "kernel_lab.h"
+#include "exercises/grader.h"
+#include "lab/kernel_lab.h"
 
 using namespace brrr;
 
@@ -59,7 +59,7 @@ TEST_CASE("every exercise's stub fails loudly with its id and name") {
 
 TEST_CASE("every reference solution passes its grader") {
   if (!exercises::solutions_built()) {
-    MESSAGE("no reference solutions in this build (kernels/student/solutions is not there)");
+    MESSAGE("no reference solutions in this build (exercises/solutions is not there)");
     return;
   }
   for (const exercises::Exercise& e : exercises::all()) {
@@ -105,7 +105,7 @@ TEST_CASE("brrr exercises prints the table and check grades") {
 
   auto [files_status, files] = run(std::string(BRRR_CLI) + " exercises --files");
   CHECK(files_status == 0);
-  CHECK(files.find("kernels/student/bpe_merge.cpp\n") != std::string::npos);
+  CHECK(files.find("exercises/student/bpe_merge.cpp\n") != std::string::npos);
 
   if (exercises::solutions_built()) {
     auto [ok_status, ok] = run(std::string(BRRR_CLI) + " exercises check div_backward --variant solution");

@@ -33,7 +33,7 @@ TEST_CASE("the GPT matches the shared PyTorch reference: logits, loss, gradients
 
 TEST_CASE("the GPT built from composed ops matches the reference too") {
   models::ReferenceOptions o;
-  o.fused = false;
+  o.composed = true;
   check_report(models::verify_reference(kReference, o));
 }
 

@@ -39,7 +39,12 @@ def main():
         os.environ["PYTHONPATH"] = str(notebook_path.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")
 
         notebook = nbformat.read(notebook_path, as_version=4)
-        client = nbclient.NotebookClient(notebook, timeout=240, kernel_name="python3",
+        # The kernel talks over Unix sockets in the scratch folder, not TCP ports: notebooks run
+        # side by side (ctest -j), and two kernels picking the same free port made one fail
+        # ("ZMQError: Address already in use").
+        from jupyter_client.manager import KernelManager
+        kernel = KernelManager(kernel_name="python3", transport="ipc", ip=str(pathlib.Path(jupyter_dir) / "kernel"))
+        client = nbclient.NotebookClient(notebook, km=kernel, timeout=240, kernel_name="python3",
                                          resources={"metadata": {"path": str(notebook_path.parent)}})
         start = time.monotonic()
         try:

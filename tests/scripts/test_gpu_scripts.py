@@ -49,7 +49,7 @@ def test_report():
         verdict("AdamW (multi-tensor), n = 2^26", "58.2%", "NOT met")
         verdict("matmul 4096^3, best float32 CUDA-core / cuBLAS SGEMM", "85%", "met")
         verdict("flash attention f32 fwd+bwd vs composed, T = 1024", "1.29x", "NOT met")
-        verdict("GPT 12.3M step, fused / composed tokens/s", "1.54x", "NOT met")
+        verdict("GPT 12.3M step, kernels / composed tokens/s", "1.54x", "NOT met")
         verdict("GPT 12.3M step, brrr f32 / PyTorch eager f32", "0.86x", "NOT met")
         verdict("training step deterministic on the GPU", "PASS", "met")
         verdict("bf16 mma.sync GEMM 4096^3 / cuBLAS bf16", "-", "not measured")

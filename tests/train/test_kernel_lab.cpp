@@ -1,6 +1,6 @@
 // tests/train/test_kernel_lab.cpp: the kernel lab (chapter 10): its checker passes correct
 // kernels, fails wrong ones by name, and `brrr kernel-lab` reports mistakes clearly.
-// Read before: train/kernel_lab.h.
+// Read before: lab/kernel_lab.h.
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 
@@ -12,7 +12,7 @@
 
 #include "brrr/brrr.h"
 #include "brrr/cuda.h"
-#include "kernel_lab.h"
+#include "lab/kernel_lab.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/emulator_memory.h"
 #include "kernels/registry.h"
@@ -102,7 +102,7 @@ void lazy_gelu(float* out, const float* x, std::int64_t n, kernels::Stream s) { 
   kernels::cpu::gelu_forward<float>(out, x, n - n / 4, s);
 }
 void stub_gelu(float*, const float*, std::int64_t, kernels::Stream) {  // an exercise not yet done
-  throw Error("exercise ex99 (gelu): not written yet: fill in kernels/student/gelu.cpp");
+  throw Error("exercise ex99 (gelu): not written yet: fill in exercises/student/gelu.cpp");
 }
 
 lab::Case test_gelu_case() {

@@ -15,8 +15,8 @@
 #include "brrr/models/checkpoint.h"
 #include "brrr/models/generate.h"
 #include "brrr/safetensors.h"
-#include "data.h"
-#include "trainer.h"
+#include "train/data.h"
+#include "train/trainer.h"
 
 using namespace brrr;
 namespace fs = std::filesystem;
@@ -61,10 +61,10 @@ std::vector<std::vector<float>> parameters_of(const std::string& checkpoint) {
 TEST_CASE("training config: presets, JSON, unknown keys and wrong types") {
   train::TrainConfig c = train::TrainConfig::from_preset("shakespeare-char");
   CHECK(c.n_embd == 384);
-  c.apply_json(R"({"n_layer": 2, "learning_rate": 3e-4, "fused": false})");
+  c.apply_json(R"({"n_layer": 2, "learning_rate": 3e-4, "composed": true})");
   CHECK(c.n_layer == 2);
   CHECK(c.learning_rate == 3e-4);
-  CHECK_FALSE(c.fused);
+  CHECK(c.composed);
   CHECK_THROWS_WITH_AS(c.apply_json(R"({"n_layers": 2})"), doctest::Contains("unknown key 'n_layers'"), Error);
   CHECK_THROWS_WITH_AS(c.apply_json(R"({"n_layer": "two"})"), doctest::Contains("'n_layer' has the wrong type"), Error);
   CHECK_THROWS_WITH_AS(c.apply_json("{oops"), doctest::Contains("invalid JSON"), Error);

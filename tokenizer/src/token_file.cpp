@@ -1,6 +1,6 @@
 // tokenizer/src/token_file.cpp: writing, reading and mapping token id files.
 // Chapter 06 (tokenization). Read first: brrr/tokenizer/token_file.h (the format).
-// Read next: train/cli_tokenizer.cpp, the command line that writes these files.
+// Read next: apps/brrr/cli_tokenizer.cpp, the command line that writes these files.
 #include "brrr/tokenizer/token_file.h"
 
 #include <fcntl.h>

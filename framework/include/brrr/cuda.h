@@ -16,6 +16,7 @@
 // is in use; empty_cache() gives the cached blocks back.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace brrr::cuda {
@@ -46,6 +47,16 @@ MemoryStats memory_stats();
 void reset_peak_memory_stats();
 // Hands every cached (free) block back to the device.
 void empty_cache();
+
+// What has made the host wait for the CUDA device so far: copies from the device to the host
+// and synchronisations (both 0 while no CUDA backend is in use). Every wait stalls the queue
+// of kernels, and a step with none can be captured as a CUDA graph: chapter 16.
+struct Waits {
+  std::uint64_t device_to_host_copies = 0;
+  std::uint64_t synchronizations = 0;
+  std::uint64_t total() const { return device_to_host_copies + synchronizations; }
+};
+Waits waits();
 
 // Whether float32 matmuls may use TF32 tensor cores (faster, ~1e-3 relative error). Off by
 // default, as in PyTorch.

@@ -76,22 +76,23 @@ class Embedding : public Module {
   Tensor weight;
 };
 
-// LayerNorm over the last dim, weight 1 and bias 0 at first. fused = false uses the
+// LayerNorm over the last dim, weight 1 and bias 0 at first. composed = true uses the
 // composed op (autograd derives its backward) for comparison.
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(std::int64_t dim, double eps = 1e-5, bool bias = true, bool fused = true, TensorOptions options = {});
+  explicit LayerNorm(std::int64_t dim, double eps = 1e-5, bool bias = true, bool composed = false,
+                     TensorOptions options = {});
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias;
   double eps;
-  bool fused;
+  bool composed;
 };
 
 class GELU : public Module {
  public:
-  explicit GELU(bool fused = true) : fused(fused) {}
+  explicit GELU(bool composed = false) : composed(composed) {}
   Tensor forward(const Tensor& x) override;
-  bool fused;
+  bool composed;
 };
 
 class ReLU : public Module {

@@ -64,13 +64,17 @@ Tensor stack(const std::vector<Tensor>& tensors, int dim = 0);
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor softmax(const Tensor& x, int dim = -1);
 Tensor log_softmax(const Tensor& x, int dim = -1);
+// An ignore_index that no target can equal: every row counts. With targets on a device it
+// also spares a read of them back to the host (to count the rows that count): GPT::loss uses it.
+inline constexpr std::int64_t kNoIgnoreIndex = INT64_MIN;
 // Mean cross-entropy of logits (N, V) against int targets (N); targets equal to
-// ignore_index are skipped. Fused: keeps only one log-sum-exp per row for the backward.
+// ignore_index are skipped. Its own kernels: a forward that keeps one log-sum-exp per row,
+// and a backward from it (cross_entropy_fused below does both in one).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index = -100);
-// Cross-entropy written with log_softmax and a gather, for comparison with the fused one.
+// Cross-entropy written with log_softmax and a gather, for comparison with the kernels.
 Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets);
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-Tensor gelu(const Tensor& x);           // fused: one forward kernel, one backward kernel
+Tensor gelu(const Tensor& x);           // its own kernels: one forward, one backward
 Tensor gelu_composed(const Tensor& x);  // from mul, add, tanh: autograd derives the backward
 // LayerNorm over the last dim: (x - mean) / sqrt(var + eps) * weight + bias.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
@@ -85,14 +89,31 @@ std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& res
 // ops::cross_entropy whose forward kernel also writes d loss / d logits (kept until backward,
 // which only scales it). Without grad it is ops::cross_entropy.
 Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index = -100);
-// Causal self-attention from matmul, mask and softmax: q, k, v (B, H, T, hs) -> (B, H, T, hs).
-// Position t attends to positions <= t; scores are scaled by 1/sqrt(hs). With dropout > 0
-// and a generator, the attention weights are dropped out (as nanoGPT's attn_dropout).
-Tensor causal_self_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout = 0.0,
-                             Generator* gen = nullptr);
-// The same causal attention fused (chapter 14): one forward kernel that never holds the (T, T)
+// Causal self-attention: q, k, v (B, H, T, hs) -> (B, H, T, hs). Position t attends to
+// positions <= t; scores are scaled by 1/sqrt(hs). With dropout > 0 and a generator, the
+// attention weights are dropped out (as nanoGPT's attn_dropout). The registry picks how, per
+// device ("causal_attention": "composed" on the CPU, whose batched GEMMs are faster there;
+// "flash" on a GPU); with dropout it is always the composed form (the kernels have none).
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout = 0.0,
+                        Generator* gen = nullptr);
+// The same from matmul, mask and softmax (chapter 07): autograd derives the backward, and
+// the (B, H, T, T) weights are kept for it.
+Tensor causal_attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, double dropout = 0.0,
+                                 Generator* gen = nullptr);
+// The same with its own kernels (chapter 14): one forward kernel that never holds the (T, T)
 // scores (flash attention on the GPU) and one backward kernel. No dropout.
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v);
+// gelu(x @ weight^T + bias), the MLP's first half: x (.., in), weight (out, in), bias (out)
+// or undefined. The registry picks how, per device ("linear_gelu"): "bias_in_gemm" (the bias
+// rides in the GEMM, then GELU: the CPU's default) or "bias_gelu" (the GEMM, then bias and
+// GELU in one kernel: a GPU's).
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
+// The framework's own entries in the kernel registry (ops whose variants are built from ops,
+// such as causal_attention and linear_gelu). Added the first time such an op runs; a tool
+// that lists the registry before that (brrr kernels) calls this first. Calling it again does
+// nothing.
+void register_op_variants();
 // Zero each element with probability p and scale the rest by 1/(1-p); identity when !training.
 Tensor dropout(const Tensor& x, double p, Generator& gen, bool training = true);
 // Where mask (any dtype, nonzero = true) is true, value; elsewhere x. Broadcasts mask to x.

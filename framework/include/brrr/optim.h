@@ -99,6 +99,10 @@ std::vector<ParamGroup<AdamWOptions>> decay_groups(const std::vector<Tensor>& pa
 // Scales all gradients so their global L2 norm is at most max_norm; returns the norm before
 // clipping. The norm is summed tensor by tensor in order (deterministic).
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+// The same, with the norm as a 0-dim float64 tensor where the gradients are: on a GPU nothing
+// is read back (the scale is computed and applied on the device), so a training step need
+// not wait for the device; the trainer reads the norm only when it logs.
+Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
 // Linear warmup to max_lr over warmup_steps, then cosine decay to min_lr at decay_steps,
 // then min_lr (nanoGPT's get_lr).

@@ -27,7 +27,9 @@ struct GPTConfig {
   std::int64_t n_embd = 128;
   double dropout = 0.0;
   bool bias = true;   // biases in Linear and LayerNorm (GPT-2: yes)
-  bool fused = true;  // fused LayerNorm/GELU/cross-entropy kernels, or ops composed from primitives
+  // The teaching versions built from primitives, whose backward autograd derives (LayerNorm,
+  // GELU, attention, cross-entropy), instead of the ops with kernels of their own.
+  bool composed = false;
 
   void validate() const;        // throws brrr::Error naming the bad field
   std::string to_json() const;  // {"vocab_size": 65, ...}
@@ -41,17 +43,30 @@ struct GPTConfig {
 GPTConfig gpt_preset(const std::string& name);
 std::vector<std::string> gpt_preset_names();
 
+struct KVCache;
+
+// What a block's attention may do besides attending: use and extend a KV cache (generation),
+// or hand out its softmax weights (attention maps). Inference only; the plain forward
+// (training) passes none.
+struct AttentionExtras {
+  KVCache* cache = nullptr;    // earlier positions' keys and values; this pass's are appended
+  std::int64_t layer = 0;      // which layer's entry of the cache
+  std::int64_t past = 0;       // positions already in the cache when the pass began
+  Tensor* weights = nullptr;   // if set: receives the weights (B, H, T, past + T)
+};
+
 class CausalSelfAttention : public nn::Module {
  public:
   CausalSelfAttention(const GPTConfig& config, Generator& gen);
   Tensor forward(const Tensor& x) override;  // (B, T, C) -> (B, T, C)
+  Tensor forward(const Tensor& x, const AttentionExtras* extras);
   std::shared_ptr<nn::Linear> c_attn, c_proj;
   // Every random stream of the model lives in an nn::Dropout (so checkpoints can save them).
   std::shared_ptr<nn::Dropout> attn_dropout, resid_dropout;
 
  private:
   std::int64_t n_head_;
-  bool fused_;  // ops::flash_attention where there is no attention dropout
+  bool composed_;
 };
 
 // nanoGPT's MLP: Linear (C -> 4C), GELU, Linear (4C -> C). Named FeedForward here because
@@ -64,13 +79,16 @@ class FeedForward : public nn::Module {
   std::shared_ptr<nn::Dropout> dropout;
 
  private:
-  bool fused_;
+  bool composed_;
 };
 
 class Block : public nn::Module {
  public:
   Block(const GPTConfig& config, Generator& gen);
   Tensor forward(const Tensor& x) override;
+  // The same block, its attention doing the extras too (the KV cache and attention maps use
+  // this, so the block is written once).
+  Tensor forward(const Tensor& x, const AttentionExtras* extras);
   std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<FeedForward> mlp;

@@ -29,7 +29,7 @@ struct ReferenceReport {
 
 struct ReferenceOptions {
   Device device = Device::cpu();
-  bool fused = true;  // fused kernels, or the composed ops
+  bool composed = false;  // the composed ops instead of the ones with kernels
 };
 
 // Builds the model from the file's config, loads its parameters and compares everything.

@@ -1,0 +1,93 @@
+// framework/src/device_checks.cpp: index checks of device tensors with no wait for the
+// device. Chapter 16 (a training step with no waits); the check is chapter 02's.
+// Read before: dispatch.h (checked_on_device, raise_device_errors).
+//
+// An index on the host is checked on the host, at once. One on a device would have to be
+// read back first, and every read makes the host wait for the device: two waits a training
+// step (the token ids and the targets). So a device index is checked on the device: the
+// check_indices kernel replaces a bad one by 0 (the op after it then stays in bounds) and
+// notes the lowest bad position in one int of a small table, a slot per check. The host
+// reads the table at the next copy to the host it makes anyway (a logged loss, an
+// evaluation, a checkpoint: Tensor::to, cuda::synchronize) and throws there, naming the op,
+// the index and its position. Until then the results of the bad rows are wrong; nothing
+// reads out of bounds.
+#include <climits>
+#include <mutex>
+#include <vector>
+
+#include "brrr/cuda.h"
+#include "brrr/error.h"
+#include "dispatch.h"
+#include "kernels/cuda/runtime.h"
+
+namespace brrr::detail {
+namespace {
+
+constexpr int kSlots = 64;            // checks between two reads (more: a read in between)
+constexpr unsigned char kNone = 0x7f;  // a slot's bytes before a bad index lowers it: 0x7f7f7f7f
+
+struct Check {
+  const char* op;
+  Tensor idx;  // the indices as given, to report the bad one
+  std::int64_t limit;
+  int slot;
+};
+
+struct DeviceChecks {
+  std::mutex mutex;
+  Tensor table;  // (kSlots) int32 on the CUDA device
+  std::vector<Check> pending;
+};
+
+DeviceChecks& checks() {
+  static DeviceChecks* s = new DeviceChecks;  // never destroyed, like the allocator it uses
+  return *s;
+}
+
+// Reads the table (one copy), resets it, and throws for the first check that found a bad
+// index. s.mutex held.
+void raise_locked(DeviceChecks& s) {
+  if (s.pending.empty()) return;
+  gpu::Runtime& runtime = cuda_runtime_for("index check");
+  std::int32_t first_bad[kSlots];
+  runtime.copy(first_bad, s.table.raw_data(), sizeof first_bad, gpu::CopyKind::DeviceToHost);
+  runtime.memset(s.table.raw_data(), kNone, sizeof first_bad);
+  const std::vector<Check> done = std::move(s.pending);
+  s.pending.clear();
+  for (const Check& c : done) {
+    const std::int32_t position = first_bad[c.slot];
+    if (position == 0x7f7f7f7f) continue;
+    std::int32_t value = 0;
+    runtime.copy(&value, static_cast<const std::int32_t*>(c.idx.raw_data()) + position, sizeof value,
+                 gpu::CopyKind::DeviceToHost);
+    fail(c.op, ": index ", value, " at position ", position, " is out of range for ", c.limit,
+         " entries (found on the device; reported at the first read back after it)");
+  }
+}
+
+}  // namespace
+
+Tensor checked_on_device(const char* op, const Tensor& idx, std::int64_t limit, std::int64_t allowed) {
+  DeviceChecks& s = checks();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.table.defined()) {
+    s.table = new_tensor({kSlots}, kInt32, idx.device());
+    cuda_runtime_for(op).memset(s.table.raw_data(), kNone, kSlots * sizeof(std::int32_t));
+  }
+  if (static_cast<int>(s.pending.size()) == kSlots) raise_locked(s);  // a full table: read it now
+  const int slot = static_cast<int>(s.pending.size());
+  Tensor safe = new_tensor(idx.shape(), kInt32, idx.device());
+  static kernels::Kernel<kernels::check_indices_fn> k("check_indices");
+  k(idx.device().type, kInt32)(safe.data_ptr<std::int32_t>(), s.table.data_ptr<std::int32_t>() + slot,
+                               idx.data_ptr<std::int32_t>(), idx.numel(), limit, allowed, stream(idx.device()));
+  s.pending.push_back({op, idx, limit, slot});
+  return safe;
+}
+
+void raise_device_errors() {
+  DeviceChecks& s = checks();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  raise_locked(s);
+}
+
+}  // namespace brrr::detail

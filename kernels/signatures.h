@@ -1,0 +1,144 @@
+// kernels/signatures.h: the one signature each op's kernels share, on every device.
+// Chapter 04 (matmul and the CPU backend). Read before: kernels/include/brrr/kernels.h.
+// Read next: kernels/cpu/elementwise.cpp.
+//
+// Kernels see raw pointers and sizes, never a Tensor: the op in framework/src checks shapes,
+// allocates outputs and makes inputs contiguous, then calls the kernel selected in the
+// registry. Shapes are written as in llm.c: (N, C) means N rows of C contiguous values.
+// `stream` is the CUDA stream for GPU kernels; CPU kernels ignore it.
+#pragma once
+#include <cstdint>
+
+#include "brrr/dtype.h"
+
+namespace brrr::kernels {
+
+using Stream = void*;
+constexpr int kMaxDims = 8;
+
+// A strided loop over up to three operands (0 = output, 1 = first input, 2 = second input),
+// with broadcast dims given stride 0. Ops coalesce dims first, so ndim is usually 1 or 2.
+struct Loop {
+  int ndim = 0;
+  std::int64_t size[kMaxDims] = {};
+  std::int64_t stride[3][kMaxDims] = {};
+  std::int64_t numel() const {
+    std::int64_t n = 1;
+    for (int d = 0; d < ndim; ++d) n *= size[d];
+    return n;
+  }
+};
+
+// (batch, M, K) @ (batch, K, N) -> (batch, M, N), row-major; trans_a means a is stored as
+// (K, M), trans_b that b is stored as (N, K). A stride of 0 broadcasts that operand over the
+// batch. accumulate adds the product to out instead of overwriting it.
+struct MatmulShape {
+  std::int64_t batch = 1, M = 0, N = 0, K = 0;
+  bool trans_a = false, trans_b = false;
+  std::int64_t stride_a = 0, stride_b = 0, stride_out = 0;
+  bool accumulate = false;
+  // May float32 products use TF32 tensor cores (10-bit mantissas)? The caller decides
+  // (brrr::cuda::set_allow_tf32, as PyTorch's allow_tf32); cuBLAS and the tensorcore variant
+  // read it here, so no kernel reads a setting of the framework's.
+  bool allow_tf32 = false;
+};
+
+struct AdamWParams {
+  double lr, beta1, beta2, eps, weight_decay;
+  std::int64_t step;  // 1 for the first step (bias correction)
+};
+
+struct SGDParams {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov;
+  bool first_step;  // the momentum buffer starts as the gradient itself
+};
+
+// --- signatures, by op name (T is float or double) -------------------------------------------
+template <class T> using fill_fn = void (*)(T* out, T value, std::int64_t n, Stream);
+template <class T> using copy_fn = void (*)(T* out, const T* in, const Loop& loop, Stream);
+// cast: converts n elements between any two dtypes; registered under the output dtype.
+using cast_fn = void (*)(void* out, DType out_dtype, const void* in, DType in_dtype, std::int64_t n, Stream);
+// Random numbers: element i comes from philox(seed, counter + i / 4), so it does not
+// depend on how the work is split.
+template <class T> using random_fn = void (*)(T* out, std::int64_t n, std::uint64_t seed, std::uint64_t counter, Stream);
+// dropout_mask: mask[i] = 0 with probability p, else 1 / (1 - p), from philox(seed, counter + i / 4).
+template <class T> using dropout_mask_fn = void (*)(T* mask, std::int64_t n, T p, std::uint64_t seed, std::uint64_t counter, Stream);
+
+// neg exp log sqrt tanh relu sigmoid gelu_forward
+template <class T> using unary_fn = void (*)(T* out, const T* x, std::int64_t n, Stream);
+template <class T> using pow_scalar_fn = void (*)(T* out, const T* x, T exponent, std::int64_t n, Stream);
+// relu_backward gelu_backward: dx = dout * f'(x)
+template <class T> using unary_backward_fn = void (*)(T* dx, const T* dout, const T* x, std::int64_t n, Stream);
+// add sub mul div
+template <class T> using binary_fn = void (*)(T* out, const T* a, const T* b, const Loop& loop, Stream);
+template <class T> using masked_fill_fn = void (*)(T* out, const T* x, const T* mask, T value, const Loop& loop, Stream);
+
+// Reductions over the middle axis of (outer, R, inner) -> (outer, inner).
+template <class T> using sum_dim_fn = void (*)(T* out, const T* in, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream);
+template <class T> using max_dim_fn = void (*)(T* out, std::int64_t* index, const T* in, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream);
+// dx (outer, R, inner) = 0 except dx[o, index[o, j], j] = dout[o, j].
+template <class T> using max_dim_backward_fn = void (*)(T* dx, const T* dout, const std::int64_t* index, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream);
+
+template <class T> using matmul_fn = void (*)(T* out, const T* a, const T* b, const MatmulShape& shape, Stream);
+
+// embedding: weight (V, C), idx (N) -> out (N, C); backward adds dout rows into dweight.
+// Indices checked where they are, without reading them back (chapter 16): safe[i] = idx[i]
+// when it is in [0, limit) or equals allowed, else 0 (so the op that follows never reads out
+// of bounds), and *first_bad lowered to the position of a bad one (the caller sets it high
+// first and reads it later). idx, safe (N).
+using check_indices_fn = void (*)(std::int32_t* safe, std::int32_t* first_bad, const std::int32_t* idx, std::int64_t N,
+                                  std::int64_t limit, std::int64_t allowed, Stream);
+template <class T> using embedding_forward_fn = void (*)(T* out, const T* weight, const std::int32_t* idx, std::int64_t N, std::int64_t C, Stream);
+template <class T> using embedding_backward_fn = void (*)(T* dweight, const T* dout, const std::int32_t* idx, std::int64_t N, std::int64_t V, std::int64_t C, Stream);
+
+// softmax / log_softmax over rows of (N, C); backward takes the forward's output.
+template <class T> using softmax_forward_fn = void (*)(T* out, const T* x, std::int64_t N, std::int64_t C, Stream);
+template <class T> using softmax_backward_fn = void (*)(T* dx, const T* dout, const T* out, std::int64_t N, std::int64_t C, Stream);
+
+// cross_entropy: logits (N, V), targets (N) -> losses (N) and lse (N), the log-sum-exp of
+// each row (all the backward needs besides the logits). Rows whose target is ignore_index
+// get loss 0 and gradient 0.
+template <class T> using cross_entropy_forward_fn = void (*)(T* losses, T* lse, const T* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, Stream);
+template <class T> using cross_entropy_backward_fn = void (*)(T* dlogits, const T* dlosses, const T* logits, const T* lse, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, Stream);
+
+// layernorm: x (N, C) -> out (N, C), mean (N), rstd (N) = 1/sqrt(var + eps).
+template <class T> using layernorm_forward_fn = void (*)(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, std::int64_t N, std::int64_t C, T eps, Stream);
+// Writes dx (N, C), dweight (C), dbias (C) (overwritten, not accumulated).
+template <class T> using layernorm_backward_fn = void (*)(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight, const T* mean, const T* rstd, std::int64_t N, std::int64_t C, Stream);
+
+// --- fused kernels (chapters 11-15): one pass where the composed ops take several -------------
+// bias_gelu_forward: out (N, C) = gelu(x + bias), bias (C). bias_gelu_backward: dx (N, C) =
+// dout * gelu'(x + bias) and dbias (C) = sum over N of dx (overwritten).
+template <class T> using bias_gelu_forward_fn = void (*)(T* out, const T* x, const T* bias, std::int64_t N, std::int64_t C, Stream);
+template <class T> using bias_gelu_backward_fn = void (*)(T* dx, T* dbias, const T* dout, const T* x, const T* bias, std::int64_t N, std::int64_t C, Stream);
+// residual_layernorm_forward: sum (N, C) = x + residual, then out = layernorm(sum) with its
+// mean and rstd (N). The backward of the sum is the identity, so layernorm_backward serves.
+template <class T> using residual_layernorm_forward_fn = void (*)(T* sum, T* out, T* mean, T* rstd, const T* x, const T* residual, const T* weight, const T* bias, std::int64_t N, std::int64_t C, T eps, Stream);
+// cross_entropy_fused: one read of each row of logits (N, V) gives losses (N) and writes
+// dlogits (N, V) = dloss * (softmax(logits) - onehot(target)); rows whose target is
+// ignore_index get loss 0 and gradient 0. No probability tensor is kept.
+template <class T> using cross_entropy_fused_fn = void (*)(T* losses, T* dlogits, const T* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, T dloss, Stream);
+// Causal attention for BH = batch * heads independent (T, hs) problems: q, k, v, out (BH, T, hs),
+// lse (BH, T) = log-sum-exp of each row of the scaled, masked scores (all the backward needs
+// besides q, k, v, out). scale is usually 1 / sqrt(hs). The backward overwrites dq, dk, dv.
+template <class T> using attention_forward_fn = void (*)(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
+template <class T> using attention_backward_fn = void (*)(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
+
+// Optimizers update n parameters in place.
+template <class T> using adamw_step_fn = void (*)(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamWParams& hp, Stream);
+// AdamW over many tensors in one launch: each entry is one parameter tensor with its own
+// weight decay (hp.weight_decay is ignored). The list itself is host memory.
+template <class T>
+struct AdamWTensor {
+  T* param;
+  const T* grad;
+  T* m;
+  T* v;
+  std::int64_t n;
+  double weight_decay;
+};
+template <class T> using adamw_multi_step_fn = void (*)(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream);
+template <class T> using sgd_step_fn = void (*)(T* param, const T* grad, T* momentum_buffer, std::int64_t n, const SGDParams& hp, Stream);
+
+}  // namespace brrr::kernels

@@ -1,0 +1,299 @@
+// tests/apps/test_cli.cpp: the brrr program as a new user meets it: help for every flag,
+// flags spelled with dashes or underscores, one-line errors that name the real problem,
+// tiktoken rank files on the command line, and progress that stays readable in a log file.
+// Each case runs the program this build made (BRRR_CLI) in a shell.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result brrr(const std::string& args) {
+  Result r;
+  std::FILE* pipe = popen((std::string(BRRR_CLI) + " " + args + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) r.out.append(buffer, n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// A scratch folder, removed at the end of the test case.
+struct Scratch {
+  fs::path dir;
+  explicit Scratch(const std::string& name) : dir(fs::temp_directory_path() / ("brrr_test_apps_" + name)) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~Scratch() { fs::remove_all(dir); }
+  std::string operator/(const std::string& file) const { return (dir / file).string(); }
+};
+
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A training log without its timings ("ms":...), which differ from run to run.
+std::string log_without_times(const std::string& path) {
+  return std::regex_replace(read_file(path), std::regex("\"ms\":[-+.0-9e]+,"), "");
+}
+
+std::string corpus(std::size_t bytes) {
+  return read_file(std::string(BRRR_SHARED_DIR) + "/data/tinyshakespeare.txt").substr(0, bytes);
+}
+
+// The subcommands listed under "Subcommands:" in a help text.
+std::vector<std::string> subcommands_in(const std::string& help) {
+  std::vector<std::string> names;
+  bool in_list = false;
+  for (const std::string& line : lines_of(help)) {
+    if (line == "Subcommands:") {
+      in_list = true;
+    } else if (in_list) {
+      std::smatch m;
+      if (std::regex_match(line, m, std::regex("  ([a-z][a-z-]*) +\\S.*"))) names.push_back(m[1]);
+      else if (!line.empty()) in_list = false;
+    }
+  }
+  return names;
+}
+
+// The options in a help text that have no description: CLI11 writes "  --name TYPE  text" or,
+// when the name and type are long, the text on the next line, indented.
+std::vector<std::string> undescribed_options(const std::string& help) {
+  std::vector<std::string> missing;
+  const std::vector<std::string> lines = lines_of(help);
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    std::smatch m;
+    if (!std::regex_match(lines[i], m, std::regex("  (-[^ ]+)(.*)"))) continue;
+    if (std::regex_search(std::string(m[2]), std::regex("  +\\S"))) continue;  // text on this line
+    if (i + 1 < lines.size() && std::regex_match(lines[i + 1], std::regex(" {20,}\\S.*"))) continue;
+    missing.push_back(m[1]);
+  }
+  return missing;
+}
+
+// Trains a model small enough to take a fraction of a second; extra flags are appended.
+Result train_tiny(const std::string& out_dir, const std::string& extra = "") {
+  return brrr("train --max-iters 2 --eval-interval 2 --eval-iters 1 --n-layer 1 --n-head 2 --n-embd 16 "
+              "--block-size 8 --batch-size 2 --out-dir " + out_dir + " " + extra);
+}
+
+}  // namespace
+
+TEST_CASE("cli help: every option of every subcommand has a description") {
+  std::vector<std::string> commands = {""};
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    const Result r = brrr(commands[i] + " --help");
+    INFO("brrr " << commands[i] << " --help:\n" << r.out);
+    REQUIRE(r.code == 0);
+    CHECK(undescribed_options(r.out).empty());
+    for (const std::string& name : undescribed_options(r.out)) MESSAGE("no description: brrr ", commands[i], " ", name);
+    for (const std::string& sub : subcommands_in(r.out)) commands.push_back(commands[i] + " " + sub);
+  }
+  // The program's subcommands and the tokenizer's were all visited.
+  for (const char* expected : {" train", " sample", " tokenizer encode", " tokenizer info", " kernel-lab"})
+    CHECK(std::find(commands.begin(), commands.end(), expected) != commands.end());
+  // The checker itself tells a described option from a bare one.
+  CHECK(undescribed_options("  --a INT=1        what a is\n  --b TEXT\n  --c TEXT=[x] ...\n"
+                            "                              what c is\n") == std::vector<std::string>{"--b"});
+}
+
+TEST_CASE("cli help: train's help groups its flags and shows the chosen preset's defaults") {
+  const Result tiny = brrr("train --help");
+  REQUIRE(tiny.code == 0);
+  for (const char* group : {"Model:", "Data:", "Optimisation:", "Schedule:", "Evaluation:", "Checkpoints:", "Device:"})
+    CHECK_MESSAGE(has(tiny.out, std::string("\n") + group + "\n"), group);
+  CHECK(std::regex_search(tiny.out, std::regex("--n_layer INT=4 ")));
+  CHECK(std::regex_search(tiny.out, std::regex("--learning_rate FLOAT=0.001 +peak learning rate")));
+  const Result big = brrr("train --preset gpt-12m --help");
+  REQUIRE(big.code == 0);
+  CHECK(std::regex_search(big.out, std::regex("--n_layer INT=6 ")));
+  CHECK(std::regex_search(big.out, std::regex("--n_embd INT=384 ")));
+  CHECK(brrr("train --preset gpt-13m --help").code != 0);
+}
+
+TEST_CASE("cli: --version says what the build is") {
+  const Result r = brrr("--version");
+  CHECK(r.code == 0);
+  CHECK(std::regex_search(r.out, std::regex("^brrr [0-9]+\\.[0-9]+")));
+  CHECK(has(r.out, "CUDA backend: "));
+  CHECK(has(r.out, "CPU code: "));
+  CHECK(has(r.out, "BF16: "));
+}
+
+TEST_CASE("cli flags: dashes and underscores both work, an unknown flag is one line with a suggestion, exit 2") {
+  Scratch s("flags");
+  const Result dashed = train_tiny(s / "dashed", "--learning-rate 0.002 --keep-checkpoints 1");
+  INFO(dashed.out);
+  REQUIRE(dashed.code == 0);
+  CHECK(fs::exists(s / "dashed/ckpt-00000002.safetensors"));
+  const Result underscored = brrr("train --max_iters 2 --eval_interval 2 --eval_iters 1 --n_layer 1 --n_head 2 "
+                                  "--n_embd 16 --block_size 8 --batch_size 2 --out_dir " + s / "under");
+  CHECK(underscored.code == 0);
+  // The same run either way: the logs agree line for line; the dashed learning rate was used.
+  const Result same = train_tiny(s / "again");
+  REQUIRE(same.code == 0);
+  CHECK(log_without_times(s / "again/log.jsonl") == log_without_times(s / "under/log.jsonl"));
+  CHECK(has(log_without_times(s / "under/log.jsonl"), "\"step\":1"));
+  CHECK(log_without_times(s / "dashed/log.jsonl") != log_without_times(s / "under/log.jsonl"));
+
+  Result r = brrr("train --lerning-rate 0.1");
+  CHECK(r.code == 2);
+  CHECK(lines_of(r.out).size() == 1);
+  CHECK(has(r.out, "brrr train: unknown option --lerning-rate; did you mean --learning_rate?"));
+  CHECK(!has(r.out, "Usage:"));
+  r = brrr("sample --temprature 0.5");
+  CHECK(r.code == 2);
+  CHECK(has(r.out, "brrr sample: unknown option --temprature; did you mean --temperature?"));
+  r = brrr("train --max-iters lots");
+  CHECK(r.code == 2);
+  CHECK(has(r.out, "--max_iters"));
+  CHECK(lines_of(r.out).size() == 1);
+  r = brrr("tokenizer encode --tokenizer " + std::string(BRRR_CLI) + " --input " + std::string(BRRR_CLI) + " --out y --bogus");
+  CHECK(r.code == 2);
+  CHECK(has(r.out, "brrr tokenizer encode: unknown option --bogus"));
+
+  // JSON config keys follow the same rule: dashes work, an unknown key suggests the known one.
+  write_file(s / "ok.json", R"({"max-iters": 2, "eval-interval": 2, "eval_iters": 1, "n-layer": 1, "n_head": 2,
+                               "n-embd": 16, "block-size": 8, "batch-size": 2})");
+  r = brrr("train --config " + s / "ok.json" + " --out-dir " + s / "json");
+  CHECK(r.code == 0);
+  CHECK(log_without_times(s / "json/log.jsonl") == log_without_times(s / "under/log.jsonl"));
+  write_file(s / "bad.json", R"({"lerning_rate": 0.1})");
+  r = brrr("train --config " + s / "bad.json");
+  CHECK(r.code == 1);
+  CHECK(has(r.out, "unknown key 'lerning_rate'"));
+  CHECK(has(r.out, "did you mean 'learning_rate'?"));
+}
+
+TEST_CASE("cli errors: sample, train --resume and verify-reference name the real problem") {
+  Scratch s("errors");
+  REQUIRE(train_tiny(s / "run").code == 0);
+  fs::create_directories(s / "empty");
+  const std::string checkpoint = s / "run/ckpt-00000002.safetensors";
+  write_file(s / "damaged.safetensors", read_file(checkpoint).substr(0, 3000));
+
+  Result r = brrr("sample --checkpoint " + s / "missing");
+  CHECK(r.code == 1);
+  CHECK(has(r.out, "no checkpoint at '" + s / "missing" + "'"));
+  CHECK(!has(r.out, "tokenizer"));
+  r = brrr("sample --checkpoint " + s / "empty");
+  CHECK(r.code == 1);
+  CHECK(has(r.out, "no checkpoint (ckpt-*.safetensors) in '" + s / "empty" + "'"));
+  r = brrr("sample --checkpoint " + s / "damaged.safetensors");
+  CHECK(r.code == 1);
+  CHECK(has(r.out, s / "damaged.safetensors" + ": header length"));
+  CHECK(has(r.out, "runs past the end of the file"));
+  // A tokenizer that does not fit the model: a BPE of 300 tokens for a model of 65.
+  write_file(s / "text.txt", corpus(50000));
+  REQUIRE(brrr("tokenizer train --input " + s / "text.txt" + " --vocab-size 300 --out " + s / "bpe.txt").code == 0);
+  r = brrr("sample --checkpoint " + s / "run" + " --tokenizer " + s / "bpe.txt");
+  CHECK(r.code == 1);
+  CHECK(has(r.out, "has 300 tokens but the model's vocabulary is 65"));
+  r = brrr("sample --checkpoint " + s / "run" + " --tokenizer " + s / "nope");
+  CHECK(r.code == 1);
+  CHECK(has(r.out, "no tokenizer at '" + s / "nope" + "'"));
+  // It works when nothing is wrong.
+  r = brrr("sample --checkpoint " + s / "run" + " --max-new-tokens 4 --prompt Hi");
+  CHECK(r.code == 0);
+
+  r = brrr("train --resume --out-dir " + s / "nowhere");
+  CHECK(r.code == 1);
+  CHECK(has(r.out, "--resume: no folder '" + s / "nowhere" + "'"));
+  CHECK(!fs::exists(s / "nowhere"));  // nothing was written
+  r = brrr("train --resume --out-dir " + s / "empty");
+  CHECK(r.code == 1);
+  CHECK(has(r.out, "--resume: no checkpoint (ckpt-*.safetensors) in '" + s / "empty" + "'"));
+  fs::copy_file(s / "damaged.safetensors", s / "empty/ckpt-00000009.safetensors");
+  r = brrr("train --resume --out-dir " + s / "empty");
+  CHECK(r.code == 1);
+  CHECK(has(r.out, "ckpt-00000009.safetensors: header length"));
+
+  r = brrr("verify-reference " + s / "missing.safetensors");
+  CHECK(r.code == 2);
+  CHECK(has(r.out, "File does not exist: " + s / "missing.safetensors"));
+  r = brrr("verify-reference " + s / "damaged.safetensors");
+  CHECK(r.code == 1);
+  CHECK(has(r.out, "damaged.safetensors: header length"));
+  // A brrr checkpoint is not a PyTorch reference file: the error says which tensor is missing.
+  r = brrr("verify-reference " + checkpoint);
+  CHECK(r.code == 1);
+  CHECK(has(r.out, "brrr: error: "));
+}
+
+TEST_CASE("cli tokenizer: tiktoken rank files encode and decode like the trained tokenizer, info describes both") {
+  Scratch s("tiktoken");
+  const std::string text = corpus(120000);
+  write_file(s / "text.txt", text);
+  Result r = brrr("tokenizer train --input " + s / "text.txt" + " --vocab-size 500 --out " + s / "tok.txt" +
+                  " --tiktoken " + s / "tok.tiktoken");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  // Progress piped into a file is plain lines, not carriage-return redraws.
+  CHECK(!has(r.out, "\r"));
+  CHECK(lines_of(r.out).size() < 20);
+
+  REQUIRE(brrr("tokenizer encode --tokenizer " + s / "tok.txt" + " --input " + s / "text.txt" + " --out " +
+               s / "a.bin").code == 0);
+  r = brrr("tokenizer encode --tokenizer " + s / "tok.tiktoken" + " --input " + s / "text.txt" + " --out " +
+           s / "b.bin");
+  REQUIRE(r.code == 0);
+  CHECK(read_file(s / "a.bin").size() > 1000);
+  CHECK(read_file(s / "a.bin") == read_file(s / "b.bin"));
+  REQUIRE(brrr("tokenizer decode --tokenizer " + s / "tok.tiktoken" + " --input " + s / "b.bin" + " --out " +
+               s / "back.txt").code == 0);
+  CHECK(read_file(s / "back.txt") == text);
+  // A different split pattern gives different ids: the option is used, not ignored.
+  REQUIRE(brrr("tokenizer encode --tokenizer " + s / "tok.tiktoken" + " --pattern cl100k --input " +
+               s / "text.txt" + " --out " + s / "c.bin").code == 0);
+  CHECK(read_file(s / "c.bin") != read_file(s / "a.bin"));
+
+  r = brrr("tokenizer info " + s / "tok.tiktoken");
+  CHECK(r.code == 0);
+  CHECK(has(r.out, "tiktoken"));
+  CHECK(has(r.out, "(tiktoken ranks), 500 tokens"));  // 499 ranks and <|endoftext|> after them
+  CHECK(has(r.out, "longest tokens:"));
+  r = brrr("tokenizer info " + s / "tok.txt");
+  CHECK(r.code == 0);
+  CHECK(has(r.out, "500 tokens"));
+  CHECK(has(r.out, "special tokens: <|endoftext|>"));
+
+  write_file(s / "junk.tiktoken", "not base64 at all\n");
+  r = brrr("tokenizer encode --tokenizer " + s / "junk.tiktoken" + " --input " + s / "text.txt" + " --out " +
+           s / "d.bin");
+  CHECK(r.code == 1);
+  CHECK(has(r.out, "junk.tiktoken"));
+  CHECK(!fs::exists(s / "d.bin"));
+  r = brrr("tokenizer info " + s / "missing.txt");
+  CHECK(r.code != 0);
+  CHECK(has(r.out, "missing.txt"));
+}
