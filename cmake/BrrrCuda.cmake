@@ -6,7 +6,7 @@
 # one-line wrapper, <build>/emulator/<folder>_<name>.cpp, that #includes the .cu; simt.h puts
 # the two copies in different namespaces (brrr::kernels::cuda and ::emu). A .cu file that does
 # not include kernels/cuda/simt.h (host code that calls the CUDA runtime or cuBLAS) is built
-# for the GPU only.
+# for the GPU only. The emulated copies are instrumented for the emulator's race detector.
 function(brrr_cuda_sources target)
   set(emulated "")
   foreach(cu ${ARGN})
@@ -22,6 +22,12 @@ function(brrr_cuda_sources target)
     endif()
   endforeach()
   target_sources(${target} PRIVATE ${emulated})
+  # Every load and store of an emulated kernel goes to the emulator's race detector (see the
+  # top CMakeLists.txt and kernels/cuda/simt_race_detector.cpp).
+  if(BRRR_EMULATOR_INSTRUMENT AND emulated)
+    set_source_files_properties(${emulated} TARGET_DIRECTORY ${target} PROPERTIES
+      COMPILE_OPTIONS "${BRRR_EMULATOR_INSTRUMENT}")
+  endif()
   if(BRRR_WITH_CUDA)
     target_sources(${target} PRIVATE ${ARGN})
   endif()

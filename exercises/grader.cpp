@@ -29,6 +29,7 @@
 #include "brrr/brrr.h"
 #include "brrr/tokenizer/bpe.h"
 #include "lab/kernel_lab.h"
+#include "kernels/cuda/runtime.h"
 #include "kernels/registry.h"
 #include "exercises/student/student.h"
 #if BRRR_EXERCISE_SOLUTIONS
@@ -37,6 +38,13 @@
 
 namespace brrr::exercises {
 namespace {
+
+// The stream every brrr kernel and copy on the CUDA device runs on (the GPU's or the emulator's).
+kernels::Stream device_stream() {
+  gpu::Runtime* runtime = cuda::is_emulated() ? &gpu::emulator_runtime() : gpu::cuda_runtime();
+  BRRR_CHECK(runtime != nullptr, "exercises: no CUDA device (a GPU or the emulator)");
+  return runtime->stream();
+}
 
 // A failed check: thrown inside a grader, turned into a Failing result by grade().
 struct Failure {
@@ -448,7 +456,10 @@ Result grade_matmul_shared(const std::string& variant) {
     const Device device = Device::cuda();
     const Tensor a_dev = a.to(kFloat32).to(device), b_dev = b.to(kFloat32).to(device);
     Tensor got = init.to(kFloat32).to(device);
-    fn(got.data_ptr<float>(), a_dev.data_ptr<float>(), b_dev.data_ptr<float>(), s, nullptr);
+    // On brrr's stream, where the copies before and after it run. (Stream 0, the legacy default
+    // stream, is not ordered with brrr's non-blocking stream: on a GPU the copy back could read
+    // `got` before the kernel finished. The emulator refuses such a launch.)
+    fn(got.data_ptr<float>(), a_dev.data_ptr<float>(), b_dev.data_ptr<float>(), s, device_stream());
     const std::vector<float> g = got.to(kCPU).to_vector<float>();
     const std::vector<double> r = ref.to_vector<double>();
     const double tolerance = 1e-5 * std::sqrt(static_cast<double>(std::max<std::int64_t>(c.K, 1)));

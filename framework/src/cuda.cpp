@@ -40,6 +40,12 @@ std::string mib(std::size_t bytes) {
 class CachingAllocator final : public Allocator {
  public:
   static std::size_t size_class(std::size_t nbytes) {
+#if defined(__SANITIZE_ADDRESS__)
+    // Sanitizer builds: exact sizes (cudaMalloc's 256-byte granularity), so that a kernel that
+    // runs one element past a tensor leaves its allocation (compute-sanitizer, or
+    // AddressSanitizer on the emulator's arena), rather than landing in a size class's slack.
+    return std::max<std::size_t>((nbytes + 255) / 256 * 256, 256);
+#endif
     if (nbytes <= (1u << 20)) return std::max<std::size_t>((nbytes + 511) / 512 * 512, 512);
     std::size_t power = 1u << 20;
     while (power * 2 < nbytes) power *= 2;  // power < nbytes <= 2 * power
@@ -78,6 +84,7 @@ class CachingAllocator final : public Allocator {
       ++stats_.device_allocations;
     }
     live_[p] = size;
+    runtime_->tensor_allocated(p, nbytes);  // the emulator poisons it and learns the tensor's exact size
     stats_.allocated += size;
     stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
     return p;
@@ -88,6 +95,7 @@ class CachingAllocator final : public Allocator {
     auto it = live_.find(ptr);
     BRRR_CHECK(it != live_.end(), "CUDA allocator: freeing a pointer it did not allocate");
     stats_.allocated -= it->second;
+    runtime_->tensor_freed(ptr);
     free_[it->second].push_back(ptr);
     live_.erase(it);
   }

@@ -100,6 +100,32 @@ void row_sum1(float* out, const float* in, int N, int C, int block_size, Stream 
   BRRR_LAUNCH(row_sum_kernel1, N, block_size, 0, stream, out, in, C);
 }
 
+// The bug every CUDA course meets: variant 1 without its __syncthreads. Warp 0 reads the other
+// warps' sums from shared memory with nothing to make it wait until they are written. In the
+// emulator's old fixed order (warp 0 first, to its end) it read garbage by luck of the order;
+// on a GPU it reads whatever is there. The emulator's race detector reports it (chapter 09's
+// notebook runs it); nothing registers it as a variant.
+__global__ void row_sum_racy_kernel(float* out, const float* in, int C) {
+  __shared__ float warp_sums[32];
+  const float* row = in + static_cast<std::int64_t>(blockIdx.x) * C;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  float sum = 0.0f;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) sum += row[c];
+  sum = warp_sum_down(sum);
+  if (lane == 0) warp_sums[warp] = sum;
+  // __syncthreads() forgotten
+  if (warp == 0) {
+    sum = warp_sum_xor(lane < warps ? warp_sums[lane] : 0.0f);
+    if (lane == 0) out[blockIdx.x] = sum;
+  }
+}
+
+void row_sum_racy(float* out, const float* in, int N, int C, int block_size, Stream stream) {
+  BRRR_CHECK(block_size % 32 == 0, "row_sum_racy: block_size ", block_size, " must be a multiple of 32");
+  if (N == 0) return;
+  BRRR_LAUNCH(row_sum_racy_kernel, N, block_size, 0, stream, out, in, C);
+}
+
 // Variant 2: the textbook tree in shared memory. Thread t adds partial[t + stride] to
 // partial[t] for stride = block_size / 2, ..., 1, with a __syncthreads after every step:
 // log2(block_size) barriers where variant 1 needs one. The shared array is sized by the launch

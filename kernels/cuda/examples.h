@@ -23,6 +23,9 @@ void vector_add(float* out, const float* a, const float* b, std::int64_t n, int 
 void row_sum1(float* out, const float* in, int N, int C, int block_size, Stream stream);
 // Variant 2: a tree in dynamic shared memory. block_size: a power of two.
 void row_sum2(float* out, const float* in, int N, int C, int block_size, Stream stream);
+// Variant 1 with its __syncthreads forgotten: the classic race, for chapter 09 to show what the
+// emulator says about it. Registered nowhere; do not use.
+void row_sum_racy(float* out, const float* in, int N, int C, int block_size, Stream stream);
 // counts[v] += how many values equal v, for v in [0, bins); *largest = max(*largest, values).
 // Adds to counts and largest: set them first (0 and INT_MIN).
 void histogram(int* counts, int* largest, const int* values, std::int64_t n, int bins, int block_size,
@@ -37,6 +40,7 @@ void vector_add(float* out, const float* a, const float* b, std::int64_t n, int 
                 Stream stream);
 void row_sum1(float* out, const float* in, int N, int C, int block_size, Stream stream);
 void row_sum2(float* out, const float* in, int N, int C, int block_size, Stream stream);
+void row_sum_racy(float* out, const float* in, int N, int C, int block_size, Stream stream);
 void histogram(int* counts, int* largest, const int* values, std::int64_t n, int bins, int block_size,
                int max_blocks, Stream stream);
 void array_sum(float* out, const float* x, std::int64_t n, int block_size, int max_blocks, Stream stream);

@@ -185,8 +185,11 @@ void residual_layernorm_forward2(T* sum, T* out, T* mean, T* rstd, const T* x, c
 // for long). The fused residual form at (65536, 768): 0.2785 ms, 2894 GB/s, 96.6% (variant 2
 // 78.4%, variant 1 9.7%).
 
+// __launch_bounds__: kVecs = 16 needs 90 registers, more than the 64 a 1024-thread block
+// leaves each thread; launched with kBlockSize threads, ptxas may use them
+// (scripts/check_kernel_resources.py).
 template <int kVecs>
-__global__ void layernorm_forward_kernel3(float* out, float* mean, float* rstd, float* sum, const float* x,
+__global__ void __launch_bounds__(kBlockSize) layernorm_forward_kernel3(float* out, float* mean, float* rstd, float* sum, const float* x,
                                           const float* residual, const float* weight, const float* bias,
                                           std::int64_t N, int C4, float eps) {
   const int lane = threadIdx.x % 32;

@@ -30,7 +30,9 @@ namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 namespace {
 
 using Acc = double;  // what row sums accumulate in
-constexpr int kMaxRowBlocks = 1 << 16;  // grid cap; blocks loop over further rows
+// The grid's cap; blocks loop over further rows. Small in the emulator, so that its tests run
+// blocks over several rows (and so test what separates one row from the next).
+constexpr int kMaxRowBlocks = BRRR_EMULATOR ? 8 : 1 << 16;
 
 
 // Threads for one row of C values: a multiple of 32, at most 512.

@@ -3,7 +3,8 @@
 // caching allocator and the public brrr::cuda API built on this).
 //
 // Two implementations: runtime_cuda.cu (the CUDA runtime, every call checked with file and
-// line; built with CUDA only) and runtime_emulator.cpp (host memory, for the SIMT emulator).
+// line; built with CUDA only) and runtime_emulator.cpp (an arena of host address space that
+// host code cannot touch, for the SIMT emulator: emulator_memory.h).
 // Pointers a runtime hands out are that device's: on a GPU only kernels may touch them, and
 // brrr's code copies through copy() even under the emulator, so that what passes the
 // emulator's tests also runs on a GPU.
@@ -40,6 +41,12 @@ class Runtime {
   // nbytes of device memory; nullptr when the device has not that much free.
   virtual void* malloc(std::size_t nbytes) = 0;
   virtual void free(void* ptr) = 0;
+  // The caching allocator hands `block` (from malloc) to a tensor of `nbytes` bytes, or takes
+  // it back to keep for reuse. The emulator poisons the bytes again, treats an access past
+  // nbytes as out of bounds and a pointer into a block kept for reuse as freed; a GPU has
+  // nothing to do.
+  virtual void tensor_allocated(void* block, std::size_t nbytes) { (void)block, (void)nbytes; }
+  virtual void tensor_freed(void* block) { (void)block; }
   // Copies in stream order; copies to or from the host return when the copy is done.
   virtual void copy(void* dst, const void* src, std::size_t nbytes, CopyKind kind) = 0;
   virtual void memset(void* dst, int value, std::size_t nbytes) = 0;

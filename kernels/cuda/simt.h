@@ -5,11 +5,14 @@
 //
 // How the emulator runs a kernel
 // -------------------------------
-// A launch of `grid` blocks of `block` threads runs the blocks one after another. Within a
-// block, every CUDA thread is a fiber: a small stack (64 KiB) and a saved set of registers,
-// switched with ucontext's swapcontext, all on the OS thread that called launch. A fiber
-// runs the kernel until it reaches a barrier, then hands the CPU to the next fiber; nothing
-// interrupts a fiber between barriers. That is all SIMT needs:
+// A launch of `grid` blocks of `block` threads runs the blocks one after another, in a
+// shuffled order. Within a block, every CUDA thread is a fiber: a small stack (64 KiB) and a
+// saved set of registers, switched with ucontext's swapcontext, all on the OS thread that
+// called launch. A fiber runs the kernel until it reaches a barrier, then hands the CPU to the
+// next fiber; nothing interrupts a fiber between barriers. Between two __syncthreads the warps
+// run in a shuffled order, one warp at a time (its lanes advance together, as on hardware).
+// The shuffles come from a seed (BRRR_EMULATOR_SEED, printed with every error) so any order
+// that went wrong can be replayed. That is all SIMT needs:
 //
 //   threadIdx, blockIdx, blockDim, gridDim  plain global variables that the emulator sets to
 //                      the running fiber's values every time it switches to that fiber.
@@ -18,24 +21,35 @@
 //                      it, the block can never finish: the emulator notices that no fiber
 //                      can run and throws brrr::Error ("kernel k: __syncthreads reached by
 //                      only 16 of 32 threads of block (0,0,0)") instead of hanging, as a GPU
-//                      would (or worse, would not, and compute garbage).
+//                      would (or worse, would not, and compute garbage). Threads waiting at
+//                      two different __syncthreads (two source lines) are an error too.
 //   __shfl_*_sync      an exchange among the 32 lanes of a warp: each lane writes its value
 //                      into the warp's mailbox, waits at a warp barrier until all lanes have
 //                      written, then reads its partner's slot. Two mailboxes are used in
-//                      turn, so the next shuffle cannot overwrite a value not yet read.
-//   __shared__         `static`: one variable in the whole program, and since blocks run one
-//                      at a time (and launches one at a time, under a lock) that one variable
-//                      is exactly "one instance per block, seen by all its threads". A kernel
-//                      reads like any CUDA kernel: `__shared__ float partial[32];` (a
-//                      macro such as BRRR_SHARED(float, partial, 32) would work as well,
-//                      but brrr's kernels would no longer read like the CUDA in any book).
+//                      turn, so the next shuffle cannot overwrite a value not yet read. All
+//                      lanes must reach the same shuffle (the same source line).
+//   __shared__         `static`: one variable in the whole program, and since blocks run one at
+//                      a time (and launches one at a time, under a lock) that one variable is
+//                      exactly "one instance per block, seen by all its threads". A kernel
+//                      reads like any CUDA kernel: `__shared__ float partial[32];`. The race
+//                      detector reports a read of a byte the block has not written (on a GPU,
+//                      garbage; here it would be the previous block's value).
 //   dynamic shared     `BRRR_DYNAMIC_SHARED(float, smem);` gives `float* smem`, pointing at
-//                      the launch's shared_bytes (under nvcc: `extern __shared__` storage).
-//                      The emulator fills it with 0xFF bytes before each block, so reading
-//                      it before writing gives NaN (float) or -1 (int), not a lucky zero.
+//                      the launch's shared_bytes (under nvcc: `extern __shared__` storage),
+//                      filled with 0xFF bytes before each block, like static shared memory.
 //   atomicAdd & co.    a plain read-modify-write: no fiber can run between the read and the
-//                      write, so it is atomic here.
+//                      write, so it is atomic here. The race detector knows it is atomic.
 //   float4, __ldg, expf, rsqrtf, __expf, ...   plain C++ structs and std:: math.
+//
+// The emulator is also a sanitizer (simt_race_detector.cpp, emulator_memory.cpp): every load
+// and store of an emulated kernel is reported to a race detector (the compiler instruments
+// them, kernels/CMakeLists.txt), which throws brrr::Error for two threads touching the same
+// bytes with no barrier between them, for any two blocks of a launch writing the same global
+// bytes, and for an access outside every live device allocation; device memory is an arena
+// that host code cannot touch outside kernels and copies, fresh device memory reads as NaN,
+// a kernel argument that points at no live allocation, a launch on a stream that is not the
+// runtime's, and the launch limits of the hardware are errors. BRRR_EMULATOR_RACES=0 turns
+// the race detector off for interactive use (it is on by default, and in every test).
 //
 // Because a kernel is now ordinary C++, the CPU's tools work on it: a debugger steps through
 // one thread, and the sanitizer build (-DBRRR_SANITIZE=ON) reports an index past the end of
@@ -43,16 +57,19 @@
 // with the kernel's source line.
 //
 // What it cannot model, and why:
-//   - Timing, so anything that relies on it: races between threads without a barrier are not
-//     detected (the emulator's fixed order hides them), nor is the speed of a kernel.
+//   - Timing: the speed of a kernel, and anything that only goes wrong under particular
+//     timing that the race detector does not see (it sees every load and store of the kernel
+//     source, but not those of code compiled without it, such as a notebook's JIT).
 //   - Partial-warp masks (`__shfl_sync(0x0000ffff, ...)`): the emulator checks that a mask
 //     names every lane of the warp and throws brrr::Error otherwise. Full masks are what
 //     brrr's kernels use.
 //   - Hardware units: tensor-core instructions (mma, wgmma), cp.async, TMA, inline PTX.
 //     Kernels that use them are GPU-only: wrap them, and their registration, in
 //     `#if !BRRR_EMULATOR ... #endif`; the emulator build then has no such variant at all.
-//   - Limits it cannot see: static __shared__ is not counted against the 48 KiB limit, and
-//     a fiber's stack is 64 KiB (a GPU thread gets about 1 KiB by default, so kernels fit).
+//   - Register and static shared memory budgets: the emulator counts the static __shared__
+//     bytes a block touches (over 48 KiB is an error) but not registers: tests/cuda's resource
+//     check compiles every kernel with ptxas for that. A fiber's stack is 64 KiB (a GPU thread
+//     gets about 1 KiB by default, so kernels fit).
 //
 // Every launch goes through one function, brrr::simt::launch, which is `kernel<<<grid, block,
 // shared_bytes, stream>>>(args...)` plus a check under nvcc and the emulator under g++. Call
@@ -70,7 +87,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "brrr/error.h"
@@ -90,6 +109,10 @@ struct LaunchSite {
 
 // The largest dynamic shared memory a block may ask for (H100; A100 allows 163 KiB).
 constexpr std::size_t kMaxDynamicSharedBytes = 227 * 1024;
+// Static __shared__ memory a kernel may declare, and the dynamic shared memory a kernel gets
+// without asking: above this, the kernel must first opt in (cudaFuncSetAttribute).
+constexpr std::size_t kMaxStaticSharedBytes = 48 * 1024;
+constexpr std::size_t kDefaultDynamicSharedBytes = 48 * 1024;
 
 namespace detail {
 inline const char* file_name(const char* path) {
@@ -97,6 +120,20 @@ inline const char* file_name(const char* path) {
   for (const char* p = path; *p; ++p)
     if (*p == '/' || *p == '\\') name = p + 1;
   return name;
+}
+
+// True when `kernel` has not yet been allowed `bytes` of dynamic shared memory (and notes that
+// it now is). launch() opts a kernel in once per kernel and size, not on every launch (on a
+// GPU each opt-in is a trip into the driver). Launches come from the host thread that owns
+// brrr's stream; the lock is cheap.
+inline bool raise_shared_limit(const void* kernel, std::size_t bytes) {
+  static std::mutex lock;
+  static std::unordered_map<const void*, std::size_t> allowed;
+  const std::lock_guard<std::mutex> guard(lock);
+  std::size_t& limit = allowed[kernel];
+  if (limit >= bytes) return false;
+  limit = bytes;
+  return true;
 }
 }  // namespace detail
 
@@ -136,9 +173,6 @@ void validate_launch(const LaunchSite& site, const Dim3& grid, const Dim3& block
 
 #include <cuda_runtime.h>
 
-#include <mutex>
-#include <unordered_map>
-
 #define BRRR_EMULATOR 0
 #define BRRR_SIMT_NAMESPACE cuda
 // Unroll the next loop (so that an array it indexes can live in registers): `#pragma unroll`,
@@ -154,20 +188,6 @@ void validate_launch(const LaunchSite& site, const Dim3& grid, const Dim3& block
 
 namespace brrr::simt {
 
-namespace detail {
-// True when `kernel` has not yet been allowed `bytes` of dynamic shared memory (and notes that
-// it now is). Launches come from the host thread that owns brrr's stream; the lock is cheap.
-inline bool raise_shared_limit(const void* kernel, std::size_t bytes) {
-  static std::mutex lock;
-  static std::unordered_map<const void*, std::size_t> allowed;
-  const std::lock_guard<std::mutex> guard(lock);
-  std::size_t& limit = allowed[kernel];
-  if (limit >= bytes) return false;
-  limit = bytes;
-  return true;
-}
-}  // namespace detail
-
 template <class... Params, class... Args>
 void launch(const LaunchSite& site, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes,
             kernels::Stream stream, Args&&... args) {
@@ -179,7 +199,8 @@ void launch(const LaunchSite& site, void (*kernel)(Params...), dim3 grid, dim3 b
   };
   // Above 48 KiB a kernel must opt in to more dynamic shared memory: once per kernel and size,
   // not on every launch (each call is a trip into the driver).
-  if (shared_bytes > 48 * 1024 && detail::raise_shared_limit(reinterpret_cast<const void*>(kernel), shared_bytes))
+  if (shared_bytes > kDefaultDynamicSharedBytes &&
+      detail::raise_shared_limit(reinterpret_cast<const void*>(kernel), shared_bytes))
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
           "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
   kernel<<<grid, block, shared_bytes, static_cast<cudaStream_t>(stream)>>>(std::forward<Args>(args)...);
@@ -198,6 +219,7 @@ void launch(const LaunchSite& site, void (*kernel)(Params...), dim3 grid, dim3 b
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <source_location>
 #include <tuple>
 #include <type_traits>
 
@@ -264,27 +286,66 @@ inline dim3 blockDim;
 inline dim3 gridDim;
 constexpr int warpSize = 32;
 
+// --- the emulator's switches -----------------------------------------------------------------------
+// The schedule's seed: BRRR_EMULATOR_SEED (default 1; "random" draws one), printed with every
+// error of a launch so the order that failed can be replayed.
+std::uint64_t schedule_seed();
+void set_schedule_seed(std::uint64_t seed);
+// The race detector: on unless BRRR_EMULATOR_RACES=0 (it makes the emulator a few times
+// slower; turn it off for interactive use, never in tests). Not available in the
+// AddressSanitizer build, whose instrumentation cannot be combined with it.
+bool race_detection();
+void set_race_detection(bool on);
+bool race_detection_available();
+// While one of these lives, kernels may be given host memory and stream 0, as the emulator's
+// unit tests do to drive a kernel on a std::vector. Everywhere else a kernel argument must
+// point into device memory and a launch must be on the runtime's stream, as on a GPU.
+class HostMemoryKernels {
+ public:
+  HostMemoryKernels();
+  ~HostMemoryKernels();
+  HostMemoryKernels(const HostMemoryKernels&) = delete;
+  HostMemoryKernels& operator=(const HostMemoryKernels&) = delete;
+};
+
 namespace detail {
 using ThreadBody = void (*)(const void* closure);
-// Runs body(closure) once for every thread of every block.
-void run_launch(const LaunchSite& site, dim3 grid, dim3 block, std::size_t shared_bytes, ThreadBody body,
-                const void* closure);
+// Runs body(closure) once for every thread of every block. `kernel` identifies the kernel
+// (its address), for the shared memory opt-in and for source lines in error messages.
+void run_launch(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes,
+                ThreadBody body, const void* closure);
+// The checks launch() makes before the first thread runs: the stream, each pointer argument
+// (`index` counts from 1), and cudaFuncSetAttribute's opt-in to more dynamic shared memory.
+void check_stream(const LaunchSite& site, kernels::Stream stream);
+void check_pointer_argument(const LaunchSite& site, int index, const void* pointer);
+void allow_dynamic_shared(const LaunchSite& site, const void* kernel, std::size_t bytes);
 void* dynamic_shared_memory();
-void sync_block(const char* name);
-void sync_warp(const char* name, unsigned mask);
+void sync_block(const char* name, const std::source_location& at);
+void sync_warp(const char* name, unsigned mask, const std::source_location& at);
 enum class Shuffle { kIndex, kUp, kDown, kXor };
-std::uint64_t shuffle_bits(const char* name, unsigned mask, std::uint64_t bits, Shuffle kind, int arg, int width);
-unsigned ballot(const char* name, unsigned mask, bool predicate);
+std::uint64_t shuffle_bits(const char* name, unsigned mask, std::uint64_t bits, Shuffle kind, int arg, int width,
+                           const std::source_location& at);
+unsigned ballot(const char* name, unsigned mask, bool predicate, const std::source_location& at);
+// An atomic read-modify-write of `bytes` bytes at `address` (for the race detector: atomics
+// do not race with each other). `pc` is the kernel's instruction, for the source line.
+void atomic_access(const void* address, std::size_t bytes, const void* pc);
 
 // A barrier is also a compiler barrier: values other threads wrote must be read again.
 inline void compiler_barrier() { std::atomic_signal_fence(std::memory_order_seq_cst); }
 
+// A kernel argument as a pointer, when it is one (for check_pointer_argument).
 template <class T>
-T shuffle(const char* name, unsigned mask, T value, Shuffle kind, int arg, int width) {
+const void* as_pointer(const T& argument) {
+  if constexpr (std::is_pointer_v<T>) return static_cast<const void*>(argument);
+  else return nullptr;
+}
+
+template <class T>
+T shuffle(const char* name, unsigned mask, T value, Shuffle kind, int arg, int width, const std::source_location& at) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8, "shuffles move values of up to 8 bytes");
   std::uint64_t bits = 0;
   std::memcpy(&bits, &value, sizeof(T));
-  bits = shuffle_bits(name, mask, bits, kind, arg, width);
+  bits = shuffle_bits(name, mask, bits, kind, arg, width, at);
   compiler_barrier();
   std::memcpy(&value, &bits, sizeof(T));
   return value;
@@ -292,16 +353,31 @@ T shuffle(const char* name, unsigned mask, T value, Shuffle kind, int arg, int w
 }  // namespace detail
 
 // The one launch function. Every thread calls the kernel with its own copy of the arguments,
-// as on the GPU; the arguments are converted to the kernel's parameter types once.
+// as on the GPU; the arguments are converted to the kernel's parameter types once. Launches
+// run in order, before launch returns; the stream must still be the runtime's, as on a GPU.
 template <class... Params, class... Args>
 void launch(const LaunchSite& site, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes,
             kernels::Stream stream, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "launch: wrong number of kernel arguments");
-  (void)stream;  // launches run in order, before launch returns
+  validate_launch(site, grid, block, shared_bytes);
+  detail::check_stream(site, stream);
   const std::tuple<std::decay_t<Params>...> arguments(std::forward<Args>(args)...);
+  std::apply(
+      [&](const auto&... argument) {
+        int index = 0;
+        ((++index, std::is_pointer_v<std::decay_t<decltype(argument)>>
+                       ? detail::check_pointer_argument(site, index, detail::as_pointer(argument))
+                       : void()),
+         ...);
+      },
+      arguments);
+  // As the nvcc path does: above 48 KiB, the kernel opts in, once per kernel and size.
+  const void* id = reinterpret_cast<const void*>(kernel);
+  if (shared_bytes > kDefaultDynamicSharedBytes && detail::raise_shared_limit(id, shared_bytes))
+    detail::allow_dynamic_shared(site, id, shared_bytes);
   const auto run_thread = [&] { std::apply(kernel, arguments); };
   detail::run_launch(
-      site, grid, block, shared_bytes,
+      site, id, grid, block, shared_bytes,
       [](const void* closure) { (*static_cast<const decltype(run_thread)*>(closure))(); }, &run_thread);
 }
 
@@ -314,13 +390,15 @@ using brrr::simt::threadIdx;
 using brrr::simt::warpSize;
 
 // --- barriers, shuffles, votes --------------------------------------------------------------------
+// Each takes its call site as a defaulted last argument, which CUDA code never passes: the
+// emulator checks that every thread waits at the same barrier, every lane at the same shuffle.
 
-inline void __syncthreads() {
-  brrr::simt::detail::sync_block("__syncthreads");
+inline void __syncthreads(const std::source_location& at = std::source_location::current()) {
+  brrr::simt::detail::sync_block("__syncthreads", at);
   brrr::simt::detail::compiler_barrier();
 }
-inline void __syncwarp(unsigned mask = 0xffffffffu) {
-  brrr::simt::detail::sync_warp("__syncwarp", mask);
+inline void __syncwarp(unsigned mask = 0xffffffffu, const std::source_location& at = std::source_location::current()) {
+  brrr::simt::detail::sync_warp("__syncwarp", mask, at);
   brrr::simt::detail::compiler_barrier();
 }
 // Fibers share one CPU and switch only at barriers: every write is already visible.
@@ -329,45 +407,54 @@ inline void __threadfence_block() { brrr::simt::detail::compiler_barrier(); }
 
 // Lane l receives `value` from lane srcLane (of its group of `width` lanes).
 template <class T>
-T __shfl_sync(unsigned mask, T value, int srcLane, int width = warpSize) {
-  return brrr::simt::detail::shuffle("__shfl_sync", mask, value, brrr::simt::detail::Shuffle::kIndex, srcLane, width);
+T __shfl_sync(unsigned mask, T value, int srcLane, int width = warpSize,
+              const std::source_location& at = std::source_location::current()) {
+  return brrr::simt::detail::shuffle("__shfl_sync", mask, value, brrr::simt::detail::Shuffle::kIndex, srcLane, width,
+                                     at);
 }
 // From lane l - delta; lanes below delta keep their own value.
 template <class T>
-T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = warpSize) {
+T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = warpSize,
+                 const std::source_location& at = std::source_location::current()) {
   return brrr::simt::detail::shuffle("__shfl_up_sync", mask, value, brrr::simt::detail::Shuffle::kUp,
-                                     static_cast<int>(delta), width);
+                                     static_cast<int>(delta), width, at);
 }
 // From lane l + delta; lanes whose l + delta falls outside the group keep their own value.
 template <class T>
-T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = warpSize) {
+T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = warpSize,
+                   const std::source_location& at = std::source_location::current()) {
   return brrr::simt::detail::shuffle("__shfl_down_sync", mask, value, brrr::simt::detail::Shuffle::kDown,
-                                     static_cast<int>(delta), width);
+                                     static_cast<int>(delta), width, at);
 }
 // From lane l ^ laneMask: the butterfly of a reduction in which every lane gets the result.
 template <class T>
-T __shfl_xor_sync(unsigned mask, T value, int laneMask, int width = warpSize) {
+T __shfl_xor_sync(unsigned mask, T value, int laneMask, int width = warpSize,
+                  const std::source_location& at = std::source_location::current()) {
   return brrr::simt::detail::shuffle("__shfl_xor_sync", mask, value, brrr::simt::detail::Shuffle::kXor, laneMask,
-                                     width);
+                                     width, at);
 }
-inline unsigned __ballot_sync(unsigned mask, int predicate) {
-  const unsigned votes = brrr::simt::detail::ballot("__ballot_sync", mask, predicate != 0);
+inline unsigned __ballot_sync(unsigned mask, int predicate,
+                              const std::source_location& at = std::source_location::current()) {
+  const unsigned votes = brrr::simt::detail::ballot("__ballot_sync", mask, predicate != 0, at);
   brrr::simt::detail::compiler_barrier();
   return votes;
 }
-inline int __any_sync(unsigned mask, int predicate) {
-  return brrr::simt::detail::ballot("__any_sync", mask, predicate != 0) != 0;
+inline int __any_sync(unsigned mask, int predicate, const std::source_location& at = std::source_location::current()) {
+  return brrr::simt::detail::ballot("__any_sync", mask, predicate != 0, at) != 0;
 }
-inline int __all_sync(unsigned mask, int predicate) {
-  return brrr::simt::detail::ballot("__all_sync", mask, predicate == 0) == 0;  // nobody votes "false"
+inline int __all_sync(unsigned mask, int predicate, const std::source_location& at = std::source_location::current()) {
+  return brrr::simt::detail::ballot("__all_sync", mask, predicate == 0, at) == 0;  // nobody votes "false"
 }
 
 // --- atomics ------------------------------------------------------------------------------------
 // Each returns the old value. A fiber is never interrupted between the read and the write.
+// The read and write are not instrumented (no_sanitize): the race detector is told of one
+// atomic access instead, which races with plain accesses but not with other atomics.
 
 namespace brrr::simt::detail {
 template <class T, class Op>
-T read_modify_write(T* address, Op op) {
+__attribute__((noinline, no_sanitize("thread"))) T read_modify_write(T* address, Op op) {
+  atomic_access(address, sizeof(T), __builtin_return_address(0));
   const T old = *address;
   *address = op(old);
   return old;

@@ -2,12 +2,23 @@
 // Chapter 09 (the GPU and the emulator). Read before: kernels/cuda/simt.h (how it works).
 // Read next: kernels/cuda/examples.cu.
 //
-// A launch runs its blocks one after another. For each block the emulator makes every CUDA
-// thread a fiber (a stack and a saved set of registers) and runs them on the calling OS
-// thread, one at a time: a fiber runs the kernel until it waits at a barrier or returns, then
-// switches straight to the next fiber that can run. The fibers, with their stacks, are made
-// once and reused by every block and every launch; after a block they wait at the top of
-// their loop for the next one.
+// A launch runs its blocks one after another, in a shuffled order. For each block the emulator
+// makes every CUDA thread a fiber (a stack and a saved set of registers) and runs them on the
+// calling OS thread, one at a time: a fiber runs the kernel until it waits at a barrier or
+// returns, then switches straight to the next fiber that can run. The fibers, with their
+// stacks, are made once and reused by every block and every launch; after a block they wait
+// at the top of their loop for the next one.
+//
+// The schedule
+// ------------
+// A GPU gives no order between blocks, nor between warps between two barriers; a kernel that
+// works only in one order is wrong. So the emulator runs the blocks of a launch in a shuffled
+// order and, in each phase between two __syncthreads, the warps of a block in a shuffled order.
+// Warp first: once a warp runs, its lanes run until each waits at a __syncthreads or returns
+// (they meet at every shuffle), as the lanes of a warp advance together on hardware. The
+// shuffles come from a seed: BRRR_EMULATOR_SEED (default 1), mixed with the launch's number
+// in the process, and every error of a launch says both, so `BRRR_EMULATOR_SEED=7` replays
+// the order that went wrong. The tests run under several seeds (tests/emulator).
 //
 // Fibers are ucontext's: makecontext points a context at a fresh stack and a function,
 // swapcontext saves the registers of one context and loads another's. A switch costs about
@@ -20,13 +31,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <numeric>
+#include <unordered_map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "kernels/cuda/emulator_memory.h"
+#include "kernels/cuda/simt_internal.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define BRRR_ASAN 1
@@ -79,15 +97,28 @@ struct Fiber {
   int warp = 0, lane = 0;
   State state = State::kReturned;
   const char* waiting_at = nullptr;  // the barrier it waits at, for deadlock messages
+  std::source_location waiting_line;  // and its source line
   bool in_kernel = false;            // started the kernel and has not returned from it
   int mailbox = 0;                   // which of the warp's two mailboxes its next shuffle uses
 };
+
+// Two barriers are the same when they are the same call in the source.
+bool same_place(const std::source_location& a, const std::source_location& b) {
+  return a.line() == b.line() && a.column() == b.column() && std::strcmp(a.file_name(), b.file_name()) == 0;
+}
+
+std::string line_of(const std::source_location& at) {
+  return std::string(file_name(at.file_name())) + ":" + std::to_string(at.line());
+}
 
 struct Warp {
   int lanes = 0;    // 32, or fewer in the last warp of a block of 40 threads
   int arrived = 0;  // at the warp barrier
   int waiting[warpSize];
   std::uint64_t mailbox[2][warpSize];  // shuffles alternate between the two
+  // Lanes that can run, first in first out.
+  int ready[warpSize];
+  int ready_head = 0, ready_count = 0;
 };
 
 struct Emulator {
@@ -101,15 +132,18 @@ struct Emulator {
   const void* closure = nullptr;
   std::byte* shared = nullptr;  // dynamic shared memory
   std::size_t shared_bytes = 0;
+  std::mt19937_64 random;       // the schedule
+  bool races = false;           // the race detector watches this launch
 
   // The current block.
-  int threads = 0;
+  int threads = 0, warps = 0;
   int live = 0;  // threads that have not returned
   int arrived_at_syncthreads = 0;
   int waiting_at_syncthreads[kMaxThreads];
-  Warp warps[kMaxWarps];
-  int ready[kMaxThreads];  // a ring of fibers that can run
-  int ready_head = 0, ready_count = 0;
+  Warp warp[kMaxWarps];
+  // The warps of this phase in their shuffled order; `turn` is the one running.
+  int order[kMaxWarps];
+  int turn = 0;
   Fiber* current = nullptr;
   std::exception_ptr error;  // thrown by a thread of this block
 
@@ -159,19 +193,42 @@ void switch_context(Context& self, Context& target) {
 void run_next(Fiber& self);
 void fiber_main();
 
-// The ring of fibers that can run, first in first out.
+// ---------------------------------------------------------------------------------------------
+// The schedule: warps in a shuffled order, lanes of a warp first in first out
+
 void make_ready(Emulator& emu, int index) {
-  emu.fibers[index]->state = State::kReady;
-  emu.ready[(emu.ready_head + emu.ready_count) % kMaxThreads] = index;
-  ++emu.ready_count;
+  Fiber& fiber = *emu.fibers[index];
+  fiber.state = State::kReady;
+  Warp& warp = emu.warp[fiber.warp];
+  warp.ready[(warp.ready_head + warp.ready_count) % warpSize] = fiber.lane;
+  ++warp.ready_count;
 }
 
-Fiber& pop_ready(Emulator& emu) {
-  Fiber& fiber = *emu.fibers[emu.ready[emu.ready_head]];
-  emu.ready_head = (emu.ready_head + 1) % kMaxThreads;
-  --emu.ready_count;
-  return fiber;
+// A new phase (a block starts, or a __syncthreads released it): draw the warps' order.
+void shuffle_warps(Emulator& emu) {
+  for (int w = 0; w < emu.warps; ++w) emu.order[w] = w;
+  std::shuffle(emu.order, emu.order + emu.warps, emu.random);
+  emu.turn = 0;
 }
+
+// The next fiber to run: a ready lane of the running warp, else of the next warp in the
+// order. nullptr when none can run (the block is done, or deadlocked).
+Fiber* pop_ready(Emulator& emu) {
+  for (int tried = 0; tried < emu.warps; ++tried) {
+    Warp& warp = emu.warp[emu.order[emu.turn]];
+    if (warp.ready_count > 0) {
+      const int lane = warp.ready[warp.ready_head];
+      warp.ready_head = (warp.ready_head + 1) % warpSize;
+      --warp.ready_count;
+      return emu.fibers[emu.order[emu.turn] * warpSize + lane].get();
+    }
+    emu.turn = (emu.turn + 1) % emu.warps;
+  }
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fibers
 
 // Points a fiber's context at the start of fiber_main on its own stack.
 void start_fiber(Fiber& fiber) {
@@ -213,6 +270,10 @@ void resume(Context& self, Fiber& next) {
   emu.current = &next;
   next.state = State::kRunning;
   threadIdx = next.thread;
+  if (emu.races)
+    races::switch_to(next.index, next.warp, next.mapping,
+                     static_cast<const char*>(next.mapping) + next.mapping_bytes);
+  if (&self == &next.context) return;  // it was its own next
   switch_context(self, next.context);
 }
 
@@ -250,15 +311,15 @@ void fiber_main() {
 // back to the scheduler when none is ready (the block is done, deadlocked or failed).
 void run_next(Fiber& self) {
   Emulator& emu = emulator();
-  if (emu.ready_count > 0 && !emu.error) {
-    resume(self.context, pop_ready(emu));
+  Fiber* next = emu.error ? nullptr : pop_ready(emu);
+  if (next) {
+    resume(self.context, *next);
   } else {
     emu.current = nullptr;
     switch_context(self.context, emu.scheduler);
   }
   // Resumed: resume() has made this fiber current again.
 }
-
 
 Fiber& current_fiber(const char* what) {
   Fiber* fiber = emulator().current;
@@ -272,21 +333,38 @@ std::string block_name() {
   return name.str();
 }
 
+std::string thread_name(const Fiber& fiber) {
+  std::ostringstream name;
+  name << "thread (" << fiber.thread.x << "," << fiber.thread.y << "," << fiber.thread.z << ")";
+  return name.str();
+}
+
 void check_mask(const char* name, unsigned mask, const Warp& warp, const Fiber& self) {
   const unsigned all = warp.lanes == warpSize ? 0xffffffffu : (1u << warp.lanes) - 1;
   if ((mask & all) != all) {
     std::ostringstream hex;
     hex << "0x" << std::hex << mask;
-    ::brrr::detail::fail("kernel ", emulator().site->kernel, ": ", name, " with mask ", hex.str(), " in warp ",
-                         self.warp, " of ", block_name(),
+    ::brrr::detail::fail(launch_name(*emulator().site), ": ", name, " with mask ", hex.str(), " in warp ", self.warp,
+                         " of ", block_name(),
                          ": the emulator models only masks naming every lane of the warp (0xffffffff)");
   }
 }
 
-// Waits until all lanes of the warp have arrived.
-void arrive_at_warp_barrier(Fiber& self, const char* name) {
+// Waits until all lanes of the warp have arrived, at the same call of the source: lanes that
+// meet at two different shuffles would swap values that belong to neither (on a GPU, the
+// result is undefined).
+void arrive_at_warp_barrier(Fiber& self, const char* name, const std::source_location& at) {
   Emulator& emu = emulator();
-  Warp& warp = emu.warps[self.warp];
+  Warp& warp = emu.warp[self.warp];
+  if (warp.arrived > 0) {
+    const Fiber& first = *emu.fibers[warp.waiting[0]];
+    if (!same_place(first.waiting_line, at) || std::strcmp(first.waiting_at, name) != 0)
+      ::brrr::detail::fail(launch_name(*emu.site), ": the lanes of warp ", self.warp, " of ", block_name(),
+                           " meet at two different warp operations: lane ", first.lane, " at ", first.waiting_at,
+                           " (", line_of(first.waiting_line), "), lane ", self.lane, " at ", name, " (",
+                           line_of(at), "); every lane in the mask must reach the same one (a shuffle in a "
+                           "divergent branch?)");
+  }
   if (++warp.arrived == warp.lanes) {  // the last lane: wake the others and go on
     for (int i = 0; i < warp.lanes - 1; ++i) make_ready(emu, warp.waiting[i]);
     warp.arrived = 0;
@@ -295,6 +373,7 @@ void arrive_at_warp_barrier(Fiber& self, const char* name) {
   warp.waiting[warp.arrived - 1] = self.index;
   self.state = State::kAtWarpBarrier;
   self.waiting_at = name;
+  self.waiting_line = at;
   run_next(self);
 }
 
@@ -341,8 +420,8 @@ std::string describe_deadlock(const Emulator& emu) {
     message << " (every thread of a block must reach each __syncthreads)";
     return message.str();
   }
-  for (int w = 0; w * warpSize < emu.threads; ++w) {
-    const Warp& warp = emu.warps[w];
+  for (int w = 0; w < emu.warps; ++w) {
+    const Warp& warp = emu.warp[w];
     if (warp.arrived == 0) continue;
     const Fiber& first = *emu.fibers[warp.waiting[0]];
     message << first.waiting_at << " reached by only " << warp.arrived << " of " << warp.lanes << " lanes of warp "
@@ -354,25 +433,30 @@ std::string describe_deadlock(const Emulator& emu) {
   return message.str();
 }
 
-void run_block(Emulator& emu) {
+void run_block(Emulator& emu, std::uint64_t linear) {
   emu.live = emu.threads;
   emu.arrived_at_syncthreads = 0;
-  emu.ready_head = emu.ready_count = 0;
   emu.error = nullptr;
-  for (int w = 0; w * warpSize < emu.threads; ++w) {
-    emu.warps[w].lanes = std::min(warpSize, emu.threads - w * warpSize);
-    emu.warps[w].arrived = 0;
+  for (int w = 0; w < emu.warps; ++w) {
+    emu.warp[w].lanes = std::min(warpSize, emu.threads - w * warpSize);
+    emu.warp[w].arrived = 0;
+    emu.warp[w].ready_head = emu.warp[w].ready_count = 0;
   }
   for (int i = 0; i < emu.threads; ++i) {
     emu.fibers[i]->mailbox = 0;
     make_ready(emu, i);
   }
+  shuffle_warps(emu);
+  // A new block's shared memory holds garbage on a GPU: here, 0xFF bytes (NaN, -1), so a read
+  // before the block wrote shows even with the race detector off. (Static __shared__
+  // variables cannot be found to be filled; the race detector reports their unwritten reads.)
   std::memset(emu.shared, 0xFF, emu.shared_bytes);
+  if (emu.races) races::begin_block(linear, blockIdx, emu.shared, emu.shared_bytes);
 
   // Start the first thread; the fibers pass the CPU among themselves and give it back here
   // when none can run.
   emu.leaving_scheduler = true;
-  resume(emu.scheduler, pop_ready(emu));
+  resume(emu.scheduler, *pop_ready(emu));
 
   if (emu.error) {
     std::exception_ptr error = emu.error;
@@ -384,46 +468,142 @@ void run_block(Emulator& emu) {
     abandon_block(emu);
     throw Error(message);
   }
+  if (emu.races) {
+    const std::string race = races::take_error();
+    if (!race.empty()) throw Error(race);
+  }
 }
 
 thread_local bool inside_launch = false;
+
+// The switches, from the environment; tests and programs may change them (simt.h).
+std::uint64_t seed_from_environment() {
+  const char* text = std::getenv("BRRR_EMULATOR_SEED");
+  if (!text || !*text) return 1;
+  if (std::string(text) == "random") return std::random_device{}();
+  char* end = nullptr;
+  const unsigned long long seed = std::strtoull(text, &end, 10);
+  BRRR_CHECK(end && *end == '\0', "BRRR_EMULATOR_SEED=", text, ": expected a number, or \"random\"");
+  return seed;
+}
+std::atomic<std::uint64_t> seed{seed_from_environment()};
+std::atomic<std::uint64_t> launches{0};
+thread_local std::uint64_t this_launch = 0;  // for schedule_note
+std::atomic<bool> race_detection_on{[] {
+  const char* text = std::getenv("BRRR_EMULATOR_RACES");
+  return !(text && std::string(text) == "0");
+}()};
+std::atomic<int> host_memory_users{0};
+// Pointer arguments checked by launch() for the launch about to run on this thread.
+thread_local std::vector<const void*> pointer_arguments;
+
+// Which kernels opted in to how much dynamic shared memory (cudaFuncSetAttribute's record).
+std::mutex opt_in_mutex;
+std::unordered_map<const void*, std::size_t>& opted_in() {
+  static std::unordered_map<const void*, std::size_t> table;
+  return table;
+}
 
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // The entry points simt.h declares
 
-void run_launch(const LaunchSite& site, dim3 grid, dim3 block, std::size_t shared_bytes, ThreadBody body,
-                const void* closure) {
-  validate_launch(site, grid, block, shared_bytes);
+std::string launch_name(const LaunchSite& site) {
+  return std::string("kernel ") + site.kernel + " (" + file_name(site.file) + ":" + std::to_string(site.line) + ")";
+}
+
+std::string schedule_note() {
+  return " (emulator schedule: BRRR_EMULATOR_SEED=" + std::to_string(seed.load()) + ", launch " +
+         std::to_string(this_launch) + " of this process)";
+}
+
+bool host_memory_kernels() { return host_memory_users.load() > 0; }
+
+void check_stream(const LaunchSite& site, kernels::Stream stream) {
+  if (stream == memory::stream() || (stream == nullptr && host_memory_kernels())) return;
+  std::ostringstream address;
+  address << stream;
+  ::brrr::detail::fail(launch_name(site), ": launched on stream ", stream ? address.str() : "0",
+                       stream ? "" : " (the legacy default stream)",
+                       ", not on the runtime's stream (gpu::Runtime::stream()); on a GPU such a launch is not "
+                       "ordered with brrr's copies and kernels, so its results can be read before it finishes");
+}
+
+void check_pointer_argument(const LaunchSite& site, int index, const void* pointer) {
+  pointer_arguments.push_back(pointer);
+  if (!pointer) return;  // optional arguments (a bias) are null
+  memory::Allocation allocation;
+  if (memory::find(pointer, allocation)) return;
+  if (memory::in_arena(pointer))
+    ::brrr::detail::fail(launch_name(site), ": pointer argument ", index, " points at ", memory::describe(pointer),
+                         "; a kernel may only be given pointers into live device allocations");
+  if (!host_memory_kernels())
+    ::brrr::detail::fail(launch_name(site), ": pointer argument ", index, " (", pointer,
+                         ") points at host memory, not device memory; copy the data to the device first (on a "
+                         "GPU the kernel would fault: an illegal memory access)");
+}
+
+void allow_dynamic_shared(const LaunchSite& site, const void* kernel, std::size_t bytes) {
+  // What cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) checks.
+  BRRR_CHECK(bytes <= kMaxDynamicSharedBytes, launch_name(site), ": cudaFuncSetAttribute(",
+             "MaxDynamicSharedMemorySize, ", bytes, "): at most ", kMaxDynamicSharedBytes, " bytes (227 KiB)");
+  std::lock_guard<std::mutex> lock(opt_in_mutex);
+  std::size_t& allowed = opted_in()[kernel];
+  allowed = std::max(allowed, bytes);
+}
+
+void run_launch(const LaunchSite& site, const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes,
+                ThreadBody body, const void* closure) {
+  std::vector<const void*> pointers;
+  pointers.swap(pointer_arguments);
   BRRR_CHECK(!inside_launch, "kernel ", site.kernel,
              ": launched from inside a kernel; the emulator does not model dynamic parallelism");
+  if (shared_bytes > kDefaultDynamicSharedBytes) {
+    std::lock_guard<std::mutex> lock(opt_in_mutex);
+    const auto it = opted_in().find(kernel);
+    BRRR_CHECK(it != opted_in().end() && it->second >= shared_bytes, launch_name(site), ": ", shared_bytes,
+               " bytes of dynamic shared memory without opting in: above 48 KiB a kernel must first be allowed "
+               "more (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes))");
+  }
   // One launch at a time in the whole program: that is what makes `static` a correct
   // __shared__, and lets every launch share the fibers.
   static std::mutex one_launch_at_a_time;
   std::lock_guard lock(one_launch_at_a_time);
   inside_launch = true;
+  this_launch = ++launches;
   Emulator& emu = emulator();
-  const auto free_shared = [](std::byte* p) { ::operator delete(p, std::align_val_t{16}); };
-  std::unique_ptr<std::byte, decltype(free_shared)> shared(
-      static_cast<std::byte*>(::operator new(shared_bytes, std::align_val_t{16})), free_shared);
+  // The largest dynamic shared memory there can be, allocated once: its address stays the
+  // same from launch to launch (the race detector's shadow of it too). Exactly shared_bytes
+  // of it are the kernel's; AddressSanitizer is told the rest is out of bounds.
+  static std::byte* shared_memory =
+      static_cast<std::byte*>(::operator new(kMaxDynamicSharedBytes, std::align_val_t{16}));
+#if BRRR_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(shared_memory, kMaxDynamicSharedBytes);
+  ASAN_POISON_MEMORY_REGION(shared_memory + shared_bytes, kMaxDynamicSharedBytes - shared_bytes);
+#endif
+  const memory::Open device_memory_open;  // kernels may touch device memory, host code too now
+  emu.races = race_detection_on.load() && race_detection_available();
   struct Done {  // runs however the launch ends
     Emulator& emu;
     ~Done() {
+      if (emu.races) races::end_launch();
       emu.site = nullptr;
       emu.shared = nullptr;
       inside_launch = false;
     }
   } done{emu};
+  if (emu.races) races::begin_launch(site, kernel, pointers.data(), static_cast<int>(pointers.size()));
 
   const int threads = static_cast<int>(block.x * block.y * block.z);
   add_fibers(emu, threads);
   emu.site = &site;
   emu.body = body;
   emu.closure = closure;
-  emu.shared = shared.get();  // exactly shared_bytes, so AddressSanitizer sees overruns
+  emu.shared = shared_memory;
   emu.shared_bytes = shared_bytes;
   emu.threads = threads;
+  emu.warps = (threads + warpSize - 1) / warpSize;
   for (int i = 0; i < threads; ++i) {
     Fiber& fiber = *emu.fibers[i];
     fiber.index = i;
@@ -433,12 +613,30 @@ void run_launch(const LaunchSite& site, dim3 grid, dim3 block, std::size_t share
   }
   gridDim = grid;
   blockDim = block;
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        blockIdx = {x, y, z};
-        run_block(emu);
-      }
+  // The blocks in a shuffled order: a permutation of 0 .. blocks - 1, drawn for small grids,
+  // and i -> (a i + b) mod blocks (a coprime with blocks) for huge ones.
+  emu.random.seed(seed.load() * 0x9E3779B97F4A7C15ull + this_launch);
+  const std::uint64_t blocks = std::uint64_t{grid.x} * grid.y * grid.z;
+  std::vector<std::uint32_t> order;
+  std::uint64_t step = 1, offset = 0;
+  if (blocks <= (1u << 22)) {
+    order.resize(blocks);
+    for (std::uint64_t i = 0; i < blocks; ++i) order[i] = static_cast<std::uint32_t>(i);
+    std::shuffle(order.begin(), order.end(), emu.random);
+  } else {
+    do step = emu.random() % blocks; while (std::gcd(step, blocks) != 1);
+    offset = emu.random() % blocks;
+  }
+  try {
+    for (std::uint64_t i = 0; i < blocks; ++i) {
+      const std::uint64_t linear = order.empty() ? (step * i + offset) % blocks : order[i];
+      blockIdx = {static_cast<unsigned>(linear % grid.x), static_cast<unsigned>(linear / grid.x % grid.y),
+                  static_cast<unsigned>(linear / (std::uint64_t{grid.x} * grid.y))};
+      run_block(emu, linear);
+    }
+  } catch (const Error& error) {
+    throw Error(error.what() + schedule_note());
+  }
 }
 
 void* dynamic_shared_memory() {
@@ -446,12 +644,27 @@ void* dynamic_shared_memory() {
   return emulator().shared;
 }
 
-void sync_block(const char* name) {
+void sync_block(const char* name, const std::source_location& at) {
   Fiber& self = current_fiber(name);
   Emulator& emu = emulator();
-  if (++emu.arrived_at_syncthreads == emu.threads) {  // the last thread: wake the others, go on
+  if (emu.arrived_at_syncthreads > 0) {
+    const Fiber& first = *emu.fibers[emu.waiting_at_syncthreads[0]];
+    if (!same_place(first.waiting_line, at))
+      ::brrr::detail::fail(launch_name(*emu.site), ": the threads of ", block_name(),
+                           " wait at two different __syncthreads: ", thread_name(first), " at ",
+                           line_of(first.waiting_line), ", ", thread_name(self), " at ", line_of(at),
+                           " (every thread of a block must reach the same __syncthreads)");
+  }
+  self.waiting_line = at;
+  if (++emu.arrived_at_syncthreads == emu.threads) {
+    // The last thread: the block moves to its next phase. Everyone, this thread too, is ready
+    // again, and the warps of the new phase run in a new order.
     for (int i = 0; i < emu.threads - 1; ++i) make_ready(emu, emu.waiting_at_syncthreads[i]);
     emu.arrived_at_syncthreads = 0;
+    if (emu.races) races::block_barrier();
+    make_ready(emu, self.index);
+    shuffle_warps(emu);
+    run_next(self);
     return;
   }
   emu.waiting_at_syncthreads[emu.arrived_at_syncthreads - 1] = self.index;
@@ -460,23 +673,27 @@ void sync_block(const char* name) {
   run_next(self);
 }
 
-void sync_warp(const char* name, unsigned mask) {
+void sync_warp(const char* name, unsigned mask, const std::source_location& at) {
   Fiber& self = current_fiber(name);
-  check_mask(name, mask, emulator().warps[self.warp], self);
-  arrive_at_warp_barrier(self, name);
+  Emulator& emu = emulator();
+  check_mask(name, mask, emu.warp[self.warp], self);
+  const bool last = emu.warp[self.warp].arrived == emu.warp[self.warp].lanes - 1;
+  if (last && emu.races) races::warp_barrier(self.warp);  // a __syncwarp orders memory; a shuffle does not
+  arrive_at_warp_barrier(self, name, at);
 }
 
-std::uint64_t shuffle_bits(const char* name, unsigned mask, std::uint64_t bits, Shuffle kind, int arg, int width) {
+std::uint64_t shuffle_bits(const char* name, unsigned mask, std::uint64_t bits, Shuffle kind, int arg, int width,
+                           const std::source_location& at) {
   Fiber& self = current_fiber(name);
-  Warp& warp = emulator().warps[self.warp];
+  Warp& warp = emulator().warp[self.warp];
   check_mask(name, mask, warp, self);
-  BRRR_CHECK(width >= 1 && width <= warpSize && (width & (width - 1)) == 0, "kernel ", emulator().site->kernel,
-             ": ", name, " with width ", width, "; the width must be a power of two from 1 to 32");
+  BRRR_CHECK(width >= 1 && width <= warpSize && (width & (width - 1)) == 0, launch_name(*emulator().site), ": ",
+             name, " with width ", width, "; the width must be a power of two from 1 to 32");
   // Post this lane's value, wait for every lane of the warp to post theirs, read the source's.
   const int box = self.mailbox;
   self.mailbox ^= 1;
   warp.mailbox[box][self.lane] = bits;
-  arrive_at_warp_barrier(self, name);
+  arrive_at_warp_barrier(self, name, at);
 
   // The source lane, in CUDA's rules: lanes form groups of `width`; a source outside the
   // group gives the lane its own value back.
@@ -495,14 +712,14 @@ std::uint64_t shuffle_bits(const char* name, unsigned mask, std::uint64_t bits, 
   return warp.mailbox[box][source];
 }
 
-unsigned ballot(const char* name, unsigned mask, bool predicate) {
+unsigned ballot(const char* name, unsigned mask, bool predicate, const std::source_location& at) {
   Fiber& self = current_fiber(name);
-  Warp& warp = emulator().warps[self.warp];
+  Warp& warp = emulator().warp[self.warp];
   check_mask(name, mask, warp, self);
   const int box = self.mailbox;
   self.mailbox ^= 1;
   warp.mailbox[box][self.lane] = predicate;
-  arrive_at_warp_barrier(self, name);
+  arrive_at_warp_barrier(self, name, at);
   unsigned votes = 0;
   for (int lane = 0; lane < warp.lanes; ++lane)
     if (warp.mailbox[box][lane]) votes |= 1u << lane;
@@ -510,3 +727,19 @@ unsigned ballot(const char* name, unsigned mask, bool predicate) {
 }
 
 }  // namespace brrr::simt::detail
+
+// ---------------------------------------------------------------------------------------------
+// The switches (simt.h)
+
+namespace brrr::simt {
+
+std::uint64_t schedule_seed() { return detail::seed.load(); }
+void set_schedule_seed(std::uint64_t seed) { detail::seed = seed; }
+bool race_detection() { return detail::race_detection_on.load() && race_detection_available(); }
+void set_race_detection(bool on) { detail::race_detection_on = on; }
+bool race_detection_available() { return !BRRR_ASAN; }
+
+HostMemoryKernels::HostMemoryKernels() { ++detail::host_memory_users; }
+HostMemoryKernels::~HostMemoryKernels() { --detail::host_memory_users; }
+
+}  // namespace brrr::simt

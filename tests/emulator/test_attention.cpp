@@ -22,6 +22,7 @@
 #include "brrr/kernels.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/simt.h"
 
 namespace emu = brrr::kernels::emu;
 namespace cpu = brrr::kernels::cpu;
@@ -104,24 +105,28 @@ const std::vector<Problem> kShapes = {{2, 1, 16}, {3, 17, 24}, {2, 70, 64}, {2, 
 // Each variant on raw pointers
 
 TEST_CASE("attention naive (variant 1): forward and backward match the CPU reference, float32") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   for (const Problem& s : kShapes)
     check_variant<float>("naive", &emu::attention_forward_naive<float>, &emu::attention_backward_naive<float>, s, 2e-5,
                          1);
 }
 
 TEST_CASE("attention flash (variant 2): forward and backward match the CPU reference, float32") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   for (const Problem& s : kShapes)
     check_variant<float>("flash", &emu::attention_forward_flash<float>, &emu::attention_backward_flash<float>, s, 2e-5,
                          2);
 }
 
 TEST_CASE("attention flash: hs = 128 and hs above 128 (the fallback to variant 1)") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   for (const Problem& s : {Problem{1, 20, 128}, Problem{2, 5, 136}})
     check_variant<float>("flash", &emu::attention_forward_flash<float>, &emu::attention_backward_flash<float>, s, 2e-5,
                          3);
 }
 
 TEST_CASE("attention naive and flash in float64 (the flash backward falls back to variant 1 above hs = 32)") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   for (const Problem& s : {Problem{2, 17, 16}, Problem{1, 70, 32}, Problem{2, 9, 40}}) {
     check_variant<double>("naive", &emu::attention_forward_naive<double>, &emu::attention_backward_naive<double>, s,
                           1e-12, 4);
@@ -131,6 +136,7 @@ TEST_CASE("attention naive and flash in float64 (the flash backward falls back t
 }
 
 TEST_CASE("attention flash: empty problems launch nothing and write nothing") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::vector<float> x(4, 1.0f), out(4, -7.0f), lse(4, -7.0f);
   emu::attention_forward_flash<float>(out.data(), lse.data(), x.data(), x.data(), x.data(), 0, 4, 1, 1.0f, nullptr);
   emu::attention_forward_flash<float>(out.data(), lse.data(), x.data(), x.data(), x.data(), 1, 0, 4, 1.0f, nullptr);
@@ -141,6 +147,7 @@ TEST_CASE("attention flash: empty problems launch nothing and write nothing") {
 }
 
 TEST_CASE("attention flash: the same inputs give the same bits twice (no atomics)") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   const Problem s{2, 70, 24};
   std::mt19937 rng(6);
   const std::size_t n = static_cast<std::size_t>(s.BH * s.T * s.hs), rows = static_cast<std::size_t>(s.BH * s.T);

@@ -25,6 +25,7 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/nn.h"
 #include "kernels/cuda/reduce.h"
+#include "kernels/cuda/simt.h"
 
 namespace emu = brrr::kernels::emu;
 namespace cpu = brrr::kernels::cpu;
@@ -160,6 +161,7 @@ std::vector<LoopCase> loop_cases() {
 // fill, copy, cast
 
 TEST_CASE("core ops: fill matches the CPU for every dtype, ragged n, misaligned, nothing written outside") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   const auto check = []<class T>() {
     for (std::int64_t n : {0, 1, 3, 4, 5, 33, 1000, 4097}) {
       for (int offset : {0, 1}) {
@@ -180,6 +182,7 @@ TEST_CASE("core ops: fill matches the CPU for every dtype, ragged n, misaligned,
 }
 
 TEST_CASE("core ops: copy over contiguous, strided, broadcast and 8-dim Loops matches the CPU for every dtype") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::mt19937 rng(11);
   const auto check = [&]<class T>() {
     for (const LoopCase& c : loop_cases()) {
@@ -202,6 +205,7 @@ TEST_CASE("core ops: copy over contiguous, strided, broadcast and 8-dim Loops ma
 }
 
 TEST_CASE("core ops: cast between every pair of float32, float64, int32, int64 matches the CPU to the bit") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   using brrr::DType;
   std::mt19937 rng(12);
   const std::int64_t n = 1003;
@@ -235,6 +239,7 @@ TEST_CASE("core ops: cast between every pair of float32, float64, int32, int64 m
 // random numbers: the same Philox stream as the CPU
 
 TEST_CASE("core ops: uniform and dropout_mask match the CPU to the bit, normal within a few ulp") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   const auto check = []<class T>() {
     for (std::uint64_t seed : {1337ull, 0xDEADBEEFCAFEull}) {
       for (std::uint64_t counter : {0ull, 12345ull, (1ull << 32) + 7}) {  // the counter's high word too
@@ -333,10 +338,12 @@ void check_all_unary() {
 }  // namespace
 
 TEST_CASE("core ops: neg exp log sqrt tanh relu sigmoid pow_scalar relu_backward match the CPU, float32") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_all_unary<float>();
 }
 
 TEST_CASE("core ops: neg exp log sqrt tanh relu sigmoid pow_scalar relu_backward match the CPU, float64") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_all_unary<double>();
 }
 
@@ -392,10 +399,12 @@ void check_all_binary() {
 }  // namespace
 
 TEST_CASE("core ops: add sub mul div masked_fill over broadcast and strided Loops match the CPU, float32") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_all_binary<float>();
 }
 
 TEST_CASE("core ops: add sub mul div masked_fill over broadcast and strided Loops match the CPU, float64") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_all_binary<double>();
 }
 
@@ -497,16 +506,19 @@ void check_max_dim_backward() {
 }  // namespace
 
 TEST_CASE("core ops: sum_dim over rows, column tiles and split long reductions matches the CPU, deterministic") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_sum_dim<float>();
   check_sum_dim<double>();
 }
 
 TEST_CASE("core ops: max_dim picks the CPU's index on ties, NaNs and -inf, rows and column tiles") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_max_dim<float>();
   check_max_dim<double>();
 }
 
 TEST_CASE("core ops: max_dim_backward scatters dout to the max's index and zeros the rest") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_max_dim_backward<float>();
   check_max_dim_backward<double>();
 }
@@ -610,11 +622,13 @@ void check_softmax() {
 }  // namespace
 
 TEST_CASE("core ops: embedding forward and backward match the CPU to the bit, repeated tokens, misaligned") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_embedding<float>();
   check_embedding<double>();
 }
 
 TEST_CASE("core ops: softmax and log_softmax forward and backward match the CPU, masked and large rows") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_softmax<float>();
   check_softmax<double>();
 }

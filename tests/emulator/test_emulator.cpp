@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/common.h"
 #include "kernels/cuda/examples.h"
 #include "kernels/cuda/simt.h"
 
@@ -48,6 +49,7 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 // The example kernels against plain loops
 
 TEST_CASE("vector_add: float4 grid-stride loop matches a plain loop, ragged n, few blocks, misaligned") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::mt19937 rng(1);
   for (std::int64_t n : {1, 3, 4, 5, 1000, 4099, 100003}) {
     const std::vector<float> a = random_floats(n + 1, rng), b = random_floats(n + 1, rng);
@@ -68,6 +70,7 @@ TEST_CASE("vector_add: float4 grid-stride loop matches a plain loop, ragged n, f
 }
 
 TEST_CASE("row_sum1 and row_sum2: block reductions match a double-precision loop") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::mt19937 rng(2);
   struct Case {
     int N, C, block;
@@ -93,6 +96,7 @@ TEST_CASE("row_sum1 and row_sum2: block reductions match a double-precision loop
 }
 
 TEST_CASE("histogram and array_sum: atomicAdd (int, float, shared and global) and atomicMax") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::mt19937 rng(3);
   for (std::int64_t n : {1, 999, 20011}) {
     for (int max_blocks : {0, 2}) {
@@ -139,6 +143,7 @@ __global__ void record_coordinates(int* out) {
 }  // namespace
 
 TEST_CASE("threadIdx, blockIdx, blockDim and gridDim in a 3-D launch") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   const dim3 grid(3, 2, 2), block(4, 3, 2);
   std::vector<int> out(12 * 12 * 24, -1);
   BRRR_LAUNCH(record_coordinates, grid, block, 0, nullptr, out.data());
@@ -183,6 +188,7 @@ __global__ void warp_exchanges(int* out) {
 }
 
 TEST_CASE("warp shuffles: xor butterfly and down give the exact warp sum, up scans, width, broadcast and votes") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::vector<int> out(8 * 2 * 96);
   BRRR_LAUNCH(warp_exchanges, 2, 96, 0, nullptr, out.data());
   int wrong = 0;
@@ -212,6 +218,7 @@ __global__ void partial_warp_sum(int* out) {
 }
 
 TEST_CASE("a block that is not a whole number of warps: the last warp has fewer lanes") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::vector<int> out(40);
   BRRR_LAUNCH(partial_warp_sum, 1, 40, 0, nullptr, out.data());
   for (int t = 0; t < 40; ++t) CHECK(out[t] == 8);
@@ -237,6 +244,7 @@ __global__ void reverse_in_blocks(float* out, const float* in) {
 }
 
 TEST_CASE("__shared__: static is one instance per block, dynamic is sized by the launch") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::vector<int> out(3 * 64);
   BRRR_LAUNCH(shared_per_block, 3, 64, 0, nullptr, out.data());
   for (int b = 0; b < 3; ++b)
@@ -259,13 +267,44 @@ __global__ void locals_survive_barriers(int* out) {
   }
   int sum = 0;
   for (int k = 0; k < 8; ++k) sum += local[k];
-  out[threadIdx.x] = sum;
+  out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
 }
 
 TEST_CASE("a 1024-thread block: locals survive barriers") {
-  std::vector<int> out(1024);
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
+  std::vector<int> out(2 * 1024);
   BRRR_LAUNCH(locals_survive_barriers, 2, 1024, 0, nullptr, out.data());
-  for (int t = 0; t < 1024; ++t) CHECK(out[t] == 64 * t + 28);
+  for (int t = 0; t < 2 * 1024; ++t) CHECK(out[t] == 64 * (t % 1024) + 28);
+}
+
+// common.h's block reductions may follow each other on one scratch array: the barrier each
+// opens with keeps a call's writes from racing with the previous call's reads.
+__global__ void block_reductions_back_to_back(float* out, const float* in) {
+  __shared__ float scratch[32];
+  const float x = in[threadIdx.x];
+  const float max1 = brrr::kernels::emu::block_max(x, scratch);
+  const float max2 = brrr::kernels::emu::block_max(-x, scratch);
+  const float sum1 = brrr::kernels::emu::block_sum(x, scratch);
+  const float sum2 = brrr::kernels::emu::block_sum(2 * x, scratch);
+  if (threadIdx.x == 0) {
+    out[0] = max1;
+    out[1] = max2;
+    out[2] = sum1;
+    out[3] = sum2;
+  }
+}
+
+TEST_CASE("block_max and block_sum called back to back on one scratch array") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
+  std::vector<float> in(256), out(4);
+  for (int i = 0; i < 256; ++i) in[i] = static_cast<float>((i * 37) % 101) - 50.0f;
+  BRRR_LAUNCH(block_reductions_back_to_back, 1, 256, 0, nullptr, out.data(), in.data());
+  float largest = -1e30f, smallest = 1e30f, sum = 0.0f;
+  for (float v : in) largest = std::max(largest, v), smallest = std::min(smallest, v), sum += v;
+  CHECK(out[0] == largest);
+  CHECK(out[1] == -smallest);
+  CHECK(out[2] == sum);
+  CHECK(out[3] == 2 * sum);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -301,6 +340,7 @@ __global__ void launches_a_kernel(int* out) {
 }
 
 TEST_CASE("a divergent __syncthreads is a brrr::Error naming the kernel and the block, not a hang") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::vector<int> out(3 * 64, 0);
   std::string message = error_of([&] { BRRR_LAUNCH(divergent_syncthreads, 1, 32, 0, nullptr, out.data()); });
   CHECK(contains(message,
@@ -315,7 +355,8 @@ TEST_CASE("a divergent __syncthreads is a brrr::Error naming the kernel and the 
                           "__shfl_down_sync reached by only 8 of 32 lanes of warp 1 of block (0,0,0)"));
 
   message = error_of([&] { BRRR_LAUNCH(half_warp_mask, 1, 32, 0, nullptr, out.data()); });
-  CHECK(contains(message, "kernel half_warp_mask: __shfl_xor_sync with mask 0xffff in warp 0 of block (0,0,0)"));
+  CHECK(contains(message, "kernel half_warp_mask (test_emulator.cpp:"));
+  CHECK(contains(message, "__shfl_xor_sync with mask 0xffff in warp 0 of block (0,0,0)"));
 
   message = error_of([&] { BRRR_LAUNCH(launches_a_kernel, 1, 32, 0, nullptr, out.data()); });
   CHECK(contains(message, "dynamic parallelism"));
@@ -329,6 +370,7 @@ TEST_CASE("a divergent __syncthreads is a brrr::Error naming the kernel and the 
 }
 
 TEST_CASE("a bad launch configuration is a brrr::Error that says what is allowed") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   int* out = nullptr;
   CHECK(contains(error_of([&] { BRRR_LAUNCH(fill_ones, 1, 0, 0, nullptr, out); }),
                  "kernel fill_ones (test_emulator.cpp:"));

@@ -30,6 +30,7 @@
 #include "kernels/cuda/crossentropy.h"
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/simt.h"
 
 namespace emu = brrr::kernels::emu;
 namespace cpu = brrr::kernels::cpu;
@@ -87,6 +88,7 @@ constexpr float kSentinel = -12345.0f;
 // GELU (chapter 11)
 
 TEST_CASE("gelu forward and backward: variants 1 and 2 match the CPU, ragged n, misaligned, nothing written past n") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::mt19937 rng(11);
   for (std::int64_t n : {0, 1, 3, 33, 385, 4099, 20001}) {
     for (int offset : {0, 1}) {  // offset 1: no float4 is 16-byte aligned, variant 2 runs its scalar loop
@@ -160,6 +162,7 @@ void check_bias_gelu(std::int64_t N, std::int64_t C, int offset, std::mt19937& r
 }  // namespace
 
 TEST_CASE("bias_gelu forward and backward: every variant matches the CPU, ragged C and N, several row chunks") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::mt19937 rng(12);
   struct Shape {
     std::int64_t N, C;
@@ -250,6 +253,7 @@ void check_layernorm(std::int64_t N, std::int64_t C, bool with_bias, int offset,
 }  // namespace
 
 TEST_CASE("layernorm forward, residual forward and backward: every variant matches the CPU, float32") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::mt19937 rng(21);
   struct Shape {
     std::int64_t N, C;
@@ -270,12 +274,14 @@ TEST_CASE("layernorm forward, residual forward and backward: every variant match
 }
 
 TEST_CASE("layernorm forward, residual forward and backward: every variant matches the CPU, float64") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::mt19937 rng(22);
   check_layernorm<double>(37, 33, true, 0, rng);
   check_layernorm<double>(5, 600, false, 0, rng);  // 4 warps in the backward (8 slices of 9.6 KB doubles)
 }
 
 TEST_CASE("layernorm backward variants 2 and 3: the same inputs give the same bits twice") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::mt19937 rng(23);
   using Backward = void (*)(float*, float*, float*, const float*, const float*, const float*, const float*,
                             const float*, std::int64_t, std::int64_t, brrr::kernels::Stream);
@@ -365,6 +371,7 @@ void check_cross_entropy(std::int64_t N, std::int64_t V, int offset, std::mt1993
 }  // namespace
 
 TEST_CASE("cross_entropy forward, backward and fused: match the CPU, V = 4096 and ragged V, ignore_index, -inf") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::mt19937 rng(31);
   check_cross_entropy<float>(3, 4096, 0, rng);   // float4 path of the fused kernel
   check_cross_entropy<float>(3, 4096, 1, rng);   // misaligned: scalar
@@ -376,6 +383,7 @@ TEST_CASE("cross_entropy forward, backward and fused: match the CPU, V = 4096 an
 }
 
 TEST_CASE("cross_entropy fused at GPT-2's padded vocabulary, V = 50,304") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::mt19937 rng(32);
   check_cross_entropy<float>(2, 50304, 0, rng);
 }
@@ -408,6 +416,7 @@ struct Slot {
 }  // namespace
 
 TEST_CASE("adamw_step variants 1 and 2 match the CPU over three steps, ragged n, misaligned") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::mt19937 rng(41);
   for (std::int64_t n : {0, 1, 3, 1001, 4099}) {
     for (int offset : {0, 1}) {
@@ -480,6 +489,7 @@ void check_multi_tensor(std::mt19937& rng) {
 }  // namespace
 
 TEST_CASE("adamw_multi_step: bit for bit adamw_step on each tensor, 70 tensors of odd sizes, own weight decays") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::mt19937 rng(42);
   check_multi_tensor<float>(rng);
   check_multi_tensor<double>(rng);
@@ -487,6 +497,7 @@ TEST_CASE("adamw_multi_step: bit for bit adamw_step on each tensor, 70 tensors o
 }
 
 TEST_CASE("sgd_step matches the CPU: plain, momentum, dampening, nesterov, first and later steps") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   std::mt19937 rng(43);
   for (const SGDParams base : {SGDParams{0.1, 0.0, 0.0, 0.0, false, true}, SGDParams{0.1, 0.9, 0.0, 0.01, false, true},
                                SGDParams{0.05, 0.9, 0.1, 0.0, true, true}}) {
@@ -538,6 +549,7 @@ double max_error(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 TEST_CASE("gradcheck: bias_gelu, residual_layer_norm and cross_entropy_fused on the CPU, float64") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   using namespace brrr;
   check_grad("bias_gelu", [](auto& x) { return ops::bias_gelu(x[0], x[1]); },
              {param({2, 3, 5}, 1, 2.0), param({5}, 2)});
@@ -554,6 +566,7 @@ TEST_CASE("gradcheck: bias_gelu, residual_layer_norm and cross_entropy_fused on 
 }
 
 TEST_CASE("the fused ops agree with the composed ones on the CPU: values and gradients") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   using namespace brrr;
   Generator gen(3);
   const Tensor x0 = randn({4, 6, 33}, gen, kFloat64), r0 = randn({4, 6, 33}, gen, kFloat64);

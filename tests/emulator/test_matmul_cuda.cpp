@@ -20,6 +20,7 @@
 #include "brrr/brrr.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/simt.h"
 
 namespace emu = brrr::kernels::emu;
 using brrr::kernels::MatmulShape;
@@ -161,6 +162,7 @@ struct OneCpuThread {
 
 // One test case per variant (each runs ~110 problems, a few hundred thousand emulated threads).
 void check_float_variant(const char* name, MatmulFn<float> fn) {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   const OneCpuThread one_thread;
   std::mt19937 rng(13);
   for (const Problem& p : problems()) {
@@ -174,23 +176,29 @@ void check_float_variant(const char* name, MatmulFn<float> fn) {
 
 TEST_CASE("matmul_cuda: 1 naive matches the CPU reference") { check_float_variant("naive", &emu::matmul_naive<float>); }
 TEST_CASE("matmul_cuda: 2 coalesced matches the CPU reference") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_float_variant("coalesced", &emu::matmul_coalesced<float>);
 }
 TEST_CASE("matmul_cuda: 3 smem matches the CPU reference") { check_float_variant("smem", &emu::matmul_smem<float>); }
 TEST_CASE("matmul_cuda: 4 blocking1d matches the CPU reference") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_float_variant("blocking1d", &emu::matmul_blocking1d);
 }
 TEST_CASE("matmul_cuda: 5 blocking2d matches the CPU reference") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_float_variant("blocking2d", &emu::matmul_blocking2d);
 }
 TEST_CASE("matmul_cuda: 6 vectorized matches the CPU reference") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_float_variant("vectorized", &emu::matmul_vectorized);
 }
 TEST_CASE("matmul_cuda: 8 warptiling matches the CPU reference") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_float_variant("warptiling", &emu::matmul_warptiling);
 }
 
 TEST_CASE("matmul_cuda: the float64 variants match the CPU reference on the emulator") {
+  const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   const Variant<double> variants[] = {{"naive", &emu::matmul_naive<double>},
                                       {"coalesced", &emu::matmul_coalesced<double>},
                                       {"smem", &emu::matmul_smem<double>}};

@@ -17,6 +17,7 @@
 #include "brrr/cuda.h"
 #include "brrr/strings.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cuda/emulator_memory.h"
 #include "kernels/registry.h"
 #include "lab/kernel_lab.h"
 
@@ -45,6 +46,15 @@ constexpr kernels::Op<kernels::unary_backward_fn<double>> kTestGeluBackward64{"l
 void broken_gelu(float* out, const float* x, std::int64_t n, kernels::Stream s) {  // one element off
   kernels::cpu::gelu_forward<float>(out, x, n, s);
   if (n > 0) out[n / 2] += 0.5f;
+}
+// The same as "kernels" of the emulated CUDA device: host code inside a (pretend) launch.
+void host_gelu_on_device(float* out, const float* x, std::int64_t n, kernels::Stream s) {
+  const simt::memory::Open launch;
+  kernels::cpu::gelu_forward<float>(out, x, n, s);
+}
+void broken_gelu_on_device(float* out, const float* x, std::int64_t n, kernels::Stream s) {
+  const simt::memory::Open launch;
+  broken_gelu(out, x, n, s);
 }
 void nan_gelu(float* out, const float* x, std::int64_t n, kernels::Stream s) {  // a NaN at the end
   kernels::cpu::gelu_forward<float>(out, x, n, s);
@@ -295,14 +305,16 @@ TEST_CASE("kernel lab: a wrong kernel fails the check, naming the variant and th
 }
 
 TEST_CASE("kernel lab: CUDA variants on the emulator are uploaded, checked, downloaded and timed") {
-  // The emulator's device memory is host memory, so a host function can stand in for a CUDA
-  // kernel here: this exercises the device path whatever kernels/cuda holds today.
+  // A host function stands in for a CUDA kernel here, so this exercises the device path
+  // whatever kernels/cuda holds today. The emulator's device memory is host address space
+  // that host code may only touch while a launch or a copy runs, so the stand-ins open it, as
+  // a launch does (kernels/cuda/emulator_memory.h).
   cuda::use_emulator();
   register_test_kernels_on_cpu();
   static std::once_flag once;
   std::call_once(once, [] {
-    kernels::add(kTestGelu, DeviceType::CUDA, "host", &kernels::cpu::gelu_forward<float>, 1);
-    kernels::add(kTestGelu, DeviceType::CUDA, "broken", &broken_gelu, 0);
+    kernels::add(kTestGelu, DeviceType::CUDA, "host", &host_gelu_on_device, 1);
+    kernels::add(kTestGelu, DeviceType::CUDA, "broken", &broken_gelu_on_device, 0);
   });
   lab::Options o = quiet(lab::LabDevice::Emulator, lab::Mode::Perf);
   o.size = {2000};

@@ -1,0 +1,45 @@
+// kernels/cuda/simt_internal.h: what the emulator's three parts tell each other: the fibers
+// and schedules (simt_emulator.cpp), the race detector (simt_race_detector.cpp) and device
+// memory (emulator_memory.cpp). Not for kernels: they include simt.h only.
+// Chapter 09 (the GPU and the emulator). Read before: kernels/cuda/simt.h.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/simt.h"
+
+namespace brrr::simt::detail {
+
+// "kernel k (file.cu:12)": how every message names a launch.
+std::string launch_name(const LaunchSite& site);
+// "(emulator schedule: BRRR_EMULATOR_SEED=7, launch 31)": appended to every error of a
+// launch, so the order that went wrong can be replayed.
+std::string schedule_note();
+
+// True while unit tests run kernels straight on host memory (HostMemoryKernels).
+bool host_memory_kernels();
+
+// --- the race detector (simt_race_detector.cpp) ------------------------------------------------
+// The emulator tells it where each launch, block, barrier and fiber switch happens; the
+// compiler's instrumentation tells it every load and store of kernel code.
+namespace races {
+// Starts watching a launch (when the detector is on); `pointers` are the launch's pointer
+// arguments, for naming buffers in messages.
+void begin_launch(const LaunchSite& site, const void* kernel, const void* const* pointers, int count);
+void end_launch();
+// A block starts: which one (its index in the grid), and its dynamic shared memory.
+void begin_block(std::uint64_t linear, uint3 index, const void* shared, std::size_t shared_bytes);
+// The running fiber is now thread `thread` (its index in the block) of warp `warp`, with its
+// stack between stack_low and stack_high (accesses there are the thread's own).
+void switch_to(int thread, int warp, const void* stack_low, const void* stack_high);
+// __syncthreads released the block; __syncwarp released warp `warp`.
+void block_barrier();
+void warp_barrier(int warp);
+// The first fault of the block, "" if none. The detector never throws from inside an access
+// (the compiler's hooks are called where no exception may pass); the emulator asks at the
+// end of every block and throws.
+std::string take_error();
+}  // namespace races
+
+}  // namespace brrr::simt::detail
