@@ -29,8 +29,10 @@ std::string write_raw(const std::string& name, const std::string& json, std::siz
   return path;
 }
 
-// Opening `path` must throw a brrr::Error that starts with the file's path and names `problem`.
-void check_malformed(const std::string& path, const std::string& problem) {
+// Opening `path` must throw a brrr::Error that starts with `prefix` (the file's path and a colon,
+// unless given) and names `problem`.
+void check_malformed(const std::string& path, const std::string& problem, std::string prefix = "") {
+  if (prefix.empty()) prefix = path + ": ";
   CAPTURE(path);
   CAPTURE(problem);
   std::string what;
@@ -40,7 +42,7 @@ void check_malformed(const std::string& path, const std::string& problem) {
     what = e.what();
   }
   INFO("error: ", what);
-  CHECK(what.rfind(path + ": ", 0) == 0);
+  CHECK(what.rfind(prefix, 0) == 0);
   CHECK(what.find(problem) != std::string::npos);
 }
 }  // namespace
@@ -130,6 +132,7 @@ TEST_CASE("safetensors: malformed files are errors naming the file and the probl
                   "__metadata__ entry 'a' must be a string");
   check_malformed(write_raw("noshape.safetensors", R"({"a":{"dtype":"F32","data_offsets":[0,8]}})", 8),
                   "missing or non-array shape");
-  check_malformed(dir() + "/does-not-exist.safetensors", "cannot open");
-  check_malformed(dir(), "not a regular file");
+  const std::string missing = dir() + "/does-not-exist.safetensors";
+  check_malformed(missing, "No such file or directory", "cannot open '" + missing + "': ");
+  check_malformed(dir(), "not a regular file", "cannot open '" + dir() + "': ");
 }
