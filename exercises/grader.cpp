@@ -141,8 +141,13 @@ Result check_div_backward(DivFn div) {
         fail(name.str(), ": the forward changed; only div_backward is yours to write");
       r = gradcheck([&](const std::vector<Tensor>& x) { return div(x[0], x[1]); }, {a, b});
     } catch (const Error& e) {  // e.g. a gradient of the wrong shape: say which case
-      if (std::string(e.what()).find(student::kNotWritten) != std::string::npos) throw;
-      fail(name.str(), ": ", e.what());
+      const std::string what = e.what();
+      if (what.find(student::kNotWritten) != std::string::npos) throw;
+      // The usual slip: b was broadcast, and its gradient kept the output's shape.
+      const bool shape = what.find("a gradient of shape") != std::string::npos;
+      fail(name.str(), ": ", what,
+           shape ? " (an input that was broadcast gets its gradient summed back to its own shape: autograd::sum_to)"
+                 : "");
     }
     if (!r.ok) fail(name.str(), ": gradient differs from finite differences at ", r.message);
   }
