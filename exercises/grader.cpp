@@ -65,11 +65,29 @@ template <class... Args>
   throw Failure{m.str()};
 }
 
-void check_variant(const std::string& variant) {
-  BRRR_CHECK(variant == "student" || variant == "solution", "exercises: unknown variant '", variant,
-             "' (variants: student, solution)");
-  BRRR_CHECK(variant == "student" || solutions_built(),
+// A kernel exercise grades any registered variant of its op (the registry names the ones there
+// are when it has no such variant); the function exercises know only these two.
+void check_variant(const Exercise& exercise, const std::string& variant) {
+  BRRR_CHECK(variant == "student" || variant == "solution" || !exercise.op.empty(), "exercises: unknown variant '",
+             variant, "' (variants: student, solution)");
+  BRRR_CHECK(variant != "solution" || solutions_built(),
              "exercises: this build has no reference solutions (exercises/solutions is not there)");
+}
+
+// Runs a grader: a Failure is a failing Result, a stub's "not written yet" naming exercise `id`
+// a not-started one, any other error a failing one with its message.
+Result guarded(const std::string& id, const std::function<Result()>& grader) {
+  try {
+    return grader();
+  } catch (const Failure& f) {
+    return result(Status::Failing, f.message);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    const bool stub = what.find(student::kNotWritten) != std::string::npos && what.find(id) != std::string::npos;
+    return result(stub ? Status::NotStarted : Status::Failing, what);
+  } catch (...) {
+    return result(Status::Failing, "threw something that is not a std::exception");
+  }
 }
 
 // Runs f with `variant` of op selected on the CPU, then puts back the selection that was
@@ -104,12 +122,7 @@ double median_seconds(const std::function<void()>& f, int runs = 5) {
 // ---------------------------------------------------------------------------------------------
 // ex01: the backward of div, by finite differences
 
-Result grade_div_backward(const std::string& variant) {
-  using DivFn = Tensor (*)(const Tensor&, const Tensor&);
-  DivFn div = &student::div;
-#if BRRR_EXERCISE_SOLUTIONS
-  if (variant == "solution") div = &solution::div;
-#endif
+Result check_div_backward(DivFn div) {
   Generator gen(2024);
   // b stays in [0.5, 1.5), away from 0, where a / b and its derivatives blow up.
   auto away_from_zero = [&](Shape shape) { return ops::add(rand(shape, gen, kFloat64), 0.5); };
@@ -136,8 +149,13 @@ Result grade_div_backward(const std::string& variant) {
         fail(name.str(), ": the forward changed; only div_backward is yours to write");
       r = gradcheck([&](const std::vector<Tensor>& x) { return div(x[0], x[1]); }, {a, b});
     } catch (const Error& e) {  // e.g. a gradient of the wrong shape: say which case
-      if (std::string(e.what()).find(student::kNotWritten) != std::string::npos) throw;
-      fail(name.str(), ": ", e.what());
+      const std::string what = e.what();
+      if (what.find(student::kNotWritten) != std::string::npos) throw;
+      // The usual slip: b was broadcast, and its gradient kept the output's shape.
+      const bool shape = what.find("a gradient of shape") != std::string::npos;
+      fail(name.str(), ": ", what,
+           shape ? " (an input that was broadcast gets its gradient summed back to its own shape: autograd::sum_to)"
+                 : "");
     }
     if (!r.ok) fail(name.str(), ": gradient differs from finite differences at ", r.message);
   }
@@ -244,12 +262,7 @@ std::string bpe_text() {
   return text;
 }
 
-Result grade_bpe_merge(const std::string& variant) {
-  auto most_frequent_pair = &student::most_frequent_pair;
-  auto merge_pair = &student::merge_pair;
-#if BRRR_EXERCISE_SOLUTIONS
-  if (variant == "solution") most_frequent_pair = &solution::most_frequent_pair, merge_pair = &solution::merge_pair;
-#endif
+Result check_bpe_merge(MostFrequentPairFn most_frequent_pair, MergePairFn merge_pair) {
   using Word = std::vector<std::uint32_t>;
   auto show = [](const Word& w) {
     std::string s = "{";
@@ -348,7 +361,30 @@ Result grade_bpe_merge(const std::string& variant) {
   return result(Status::Passing, m.str());
 }
 
+// The table's graders of ex01 and ex03: the student's functions, or the solution's.
+Result grade_div_backward_variant(const std::string& variant) {
+#if BRRR_EXERCISE_SOLUTIONS
+  if (variant == "solution") return check_div_backward(&solution::div);
+#endif
+  return check_div_backward(&student::div);
+}
+
+Result grade_bpe_merge_variant(const std::string& variant) {
+#if BRRR_EXERCISE_SOLUTIONS
+  if (variant == "solution") return check_bpe_merge(&solution::most_frequent_pair, &solution::merge_pair);
+#endif
+  return check_bpe_merge(&student::most_frequent_pair, &student::merge_pair);
+}
+
 }  // namespace
+
+Result grade_div_backward(DivFn div) {
+  return guarded("ex01", [&] { return check_div_backward(div); });
+}
+
+Result grade_bpe_merge(MostFrequentPairFn most_frequent_pair, MergePairFn merge_pair) {
+  return guarded("ex03", [&] { return check_bpe_merge(most_frequent_pair, merge_pair); });
+}
 
 // ---------------------------------------------------------------------------------------------
 // Kernel exercises, through the kernel lab
@@ -492,11 +528,11 @@ const char* status_name(Status status) {
 const std::vector<Exercise>& all() {
   static const std::vector<Exercise> table = {
       {"ex01", "div_backward", 3, "cpu", "exercises/student/div_backward.cpp",
-       "the backward of a / b, broadcasting included", "", &grade_div_backward},
+       "the backward of a / b, broadcasting included", "", &grade_div_backward_variant},
       {"ex02", "matmul_tiled", 4, "cpu", "exercises/student/matmul_tiled.cpp",
        "a cache-tiled CPU matmul, registered as matmul variant \"student\"", "matmul", &grade_matmul_tiled},
       {"ex03", "bpe_merge", 6, "cpu", "exercises/student/bpe_merge.cpp",
-       "one BPE merge step: the most frequent pair, and merging it", "", &grade_bpe_merge},
+       "one BPE merge step: the most frequent pair, and merging it", "", &grade_bpe_merge_variant},
       // Kernel exercises (exercises/student/*.cu), graded on the GPU, or the emulator without one.
       {"ex04", "gelu_forward", 11, "cuda", "exercises/student/gelu.cu", "GELU forward kernel", "gelu_forward",
        &grade_gelu_forward},
@@ -530,18 +566,10 @@ const Exercise& find(const std::string& id_or_name) {
 Result grade(const Exercise& exercise, const std::string& variant) {
   install();  // the variants it grades are the exercises' own
   if (!exercise.grade) return result(Status::Coming, "coming with chapter " + std::to_string(exercise.chapter));
-  try {
-    check_variant(variant);
+  return guarded(exercise.id, [&] {
+    check_variant(exercise, variant);
     return exercise.grade(variant);
-  } catch (const Failure& f) {
-    return result(Status::Failing, f.message);
-  } catch (const std::exception& e) {
-    const std::string what = e.what();
-    const bool stub = what.find(student::kNotWritten) != std::string::npos && what.find(exercise.id) != std::string::npos;
-    return result(stub ? Status::NotStarted : Status::Failing, what);
-  } catch (...) {
-    return result(Status::Failing, "threw something that is not a std::exception");
-  }
+  });
 }
 
 bool solutions_built() {

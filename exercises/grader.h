@@ -10,8 +10,12 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+namespace brrr {
+class Tensor;
+}
 namespace brrr::lab {
 enum class LabDevice;  // kernel_lab.h
 }
@@ -55,8 +59,20 @@ struct Exercise {
 const std::vector<Exercise>& all();
 // By id ("ex01") or name ("div_backward"); throws brrr::Error listing the ids.
 const Exercise& find(const std::string& id_or_name);
-// Grades one variant ("student" or "solution"). Never throws: an error is the Result.
+// Grades one variant: "student", "solution", or for a kernel exercise any other variant
+// registered under its op (a teacher's alternative; the course's tests grade planted wrong
+// answers this way). Never throws: an error is the Result.
 Result grade(const Exercise& exercise, const std::string& variant = "student");
+
+// The graders of ex01 and ex03, whose answers are functions rather than registered kernels,
+// over any implementation: grade() hands them the student's or the solution's functions, the
+// course's tests (tests/exercises) planted wrong ones. Never throw, as grade().
+using DivFn = Tensor (*)(const Tensor& a, const Tensor& b);
+Result grade_div_backward(DivFn div);
+using MostFrequentPairFn = std::pair<std::uint32_t, std::uint32_t> (*)(
+    const std::vector<std::vector<std::uint32_t>>& words, const std::vector<std::uint64_t>& counts);
+using MergePairFn = void (*)(std::vector<std::uint32_t>& word, std::uint32_t a, std::uint32_t b, std::uint32_t id);
+Result grade_bpe_merge(MostFrequentPairFn most_frequent_pair, MergePairFn merge_pair);
 // Whether this build has the reference solutions (variant "solution").
 bool solutions_built();
 

@@ -55,11 +55,13 @@ def setup(name=None):
     out_dir.mkdir(parents=True, exist_ok=True)
     _state["out_dir"] = out_dir
     # What every notebook's C++ may use: where to write files, the text the examples learn
-    # from, and a flush so output reaches the cell before it ends.
+    # from, a flush so output reaches the cell before it ends, and check() for the facts the
+    # text states.
     cppyy.cppdef(r"""
         #include <cstdio>
         #include <fstream>
         #include <iostream>
+        #include <stdexcept>
         #include <string>
         namespace notebook {
         inline std::string out_dir = "%s";
@@ -85,6 +87,12 @@ def setup(name=None):
           return text;
         }
         inline void flush() { std::cout.flush(); std::cerr.flush(); std::fflush(nullptr); }
+        // check(ok, "the loss falls"): a fact the text states, held to. True prints it after a
+        // tick; false throws, so the cell fails and so does the notebook's test (tests/notebooks).
+        inline void check(bool ok, const std::string& fact) {
+          if (!ok) throw std::runtime_error("notebook check failed: " + fact);
+          std::cout << "checked: " << fact << "\n";
+        }
         }  // namespace notebook
         """ % (out_dir, shared_dir()))
     _state["ready"] = True

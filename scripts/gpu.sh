@@ -205,7 +205,7 @@ step_build() {
     echo "every library from the system"
   fi
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBRRR_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES="$arch" -DBRRR_SHARED_DIR="$shared" -DBRRR_PYTHON="$python" \
+    -DCMAKE_CUDA_ARCHITECTURES="$arch" -DBRRR_SHARED_DIR="$shared" -DBRRR_TEST_PYTHON="$python" \
     "${prefix_args[@]}" || return 1
   cmake --build "$build" -j "$jobs" -- -k 0  # every error at once, not the first
 }

@@ -27,10 +27,16 @@ void add_verify_commands(CLI::App& app) {
     options.composed = args->composed;
     const models::ReferenceReport r = models::verify_reference(args->file, options);
     std::printf("config: %s\n", r.config_json.c_str());
-    std::printf("%-50s %12s %12s %12s  %s\n", "tensor", "max abs err", "max rel err", "tolerance", "");
-    for (const auto& c : r.checks)
-      std::printf("%-50s %12.3e %12.3e %12.3e  %s\n", c.name.c_str(), c.max_abs_error, c.max_rel_error, c.tolerance,
-                  c.ok() ? "ok" : "FAIL");
+    // margin: how many times the error fits under the bar (below 1 fails). "err / scale" is the
+    // error over the reference tensor's largest magnitude, the scale-free view.
+    std::printf("%-50s %12s %12s %12s %10s  %s\n", "tensor", "max abs err", "err / scale", "bar", "margin", "");
+    const models::ReferenceCheck* tightest = nullptr;
+    for (const auto& c : r.checks) {
+      std::printf("%-50s %12.3e %12.3e %12.3e %9.3gx  %s\n", c.name.c_str(), c.max_abs_error, c.max_rel_error,
+                  c.tolerance, c.margin(), c.ok() ? "ok" : "FAIL");
+      if (!tightest || c.margin() < tightest->margin()) tightest = &c;
+    }
+    if (tightest) std::printf("smallest margin: %.3gx (%s)\n", tightest->margin(), tightest->name.c_str());
     std::printf("%s\n", r.passed() ? "PASS" : "FAIL");
     if (!r.passed()) throw CLI::RuntimeError(1);
   });

@@ -20,6 +20,15 @@ Tensor param(Shape shape, std::uint64_t seed, double scale = 1.0, double shift =
   return t.requires_grad_(true);
 }
 
+// max |a - b|: both signs count (max(a - b) alone misses b above a).
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double worst = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::isnan(x[i] - y[i]) ? INFINITY : std::fabs(x[i] - y[i]));
+  return worst;
+}
+
 void check_grad(const char* name, const Fn& f, const std::vector<Tensor>& inputs) {
   INFO("op: ", std::string(name));
   const GradcheckResult r = gradcheck(f, inputs);
@@ -86,6 +95,74 @@ TEST_CASE("gradcheck: views") {
   check_grad("stack", [](auto& x) { return ops::stack({x[0], x[1]}, 1); }, {param({3, 4}, 12), param({3, 4}, 13)});
 }
 
+// ---------------------------------------------------------------------------------------------
+// gradcheck itself must fail on a wrong backward: otherwise every check above proves nothing.
+// The ops below are right in the forward and wrong, in one way each, in the backward.
+
+namespace {
+// out = a * b^2, its backward made by `backward` (given g, a, b) instead of the right one.
+Tensor planted(const Tensor& a, const Tensor& b,
+               const std::function<autograd::TensorList(const Tensor&, const Tensor&, const Tensor&)>& backward) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = a * b * b;
+  }
+  if (autograd::needs_grad({&a, &b}))
+    autograd::record("planted", {a, b}, out, [a_ = autograd::saved(a), b_ = autograd::saved(b), backward](const Tensor& g) {
+      return backward(g, a_, b_);
+    });
+  return out;
+}
+
+GradcheckResult check_planted(const std::function<autograd::TensorList(const Tensor&, const Tensor&, const Tensor&)>& backward) {
+  return gradcheck([&](const std::vector<Tensor>& x) { return planted(x[0], x[1], backward); },
+                   {param({3, 4}, 30), param({3, 4}, 31)});
+}
+}  // namespace
+
+TEST_CASE("gradcheck reports a planted wrong backward, naming the input and the element") {
+  // The right backward passes: d(a b^2)/da = b^2, d(a b^2)/db = 2 a b.
+  const GradcheckResult right = check_planted([](const Tensor& g, const Tensor& a, const Tensor& b) {
+    return autograd::TensorList{g * b * b, g * a * b * 2.0};
+  });
+  INFO(right.message);
+  CHECK(right.ok);
+  CHECK(right.max_abs_error < 1e-8);
+
+  // The power rule's factor 2 forgotten in b's gradient.
+  const GradcheckResult no_factor = check_planted([](const Tensor& g, const Tensor& a, const Tensor& b) {
+    return autograd::TensorList{g * b * b, g * a * b};
+  });
+  CHECK_FALSE(no_factor.ok);
+  CHECK(no_factor.message.find("input 1 (3, 4) element 0: autograd ") == 0);
+  CHECK(no_factor.message.find(", finite differences ") != std::string::npos);
+
+  // One element wrong, the last: every element is compared, not a sample.
+  const GradcheckResult one_element = check_planted([](const Tensor& g, const Tensor& a, const Tensor& b) {
+    Tensor ga = (g * b * b).contiguous().clone();
+    ga.data_ptr<double>()[11] += 1e-3;
+    return autograd::TensorList{ga, g * a * b * 2.0};
+  });
+  CHECK_FALSE(one_element.ok);
+  CHECK(one_element.message.find("input 0 (3, 4) element 11: ") == 0);
+
+  // a's gradient 0.1% too large everywhere: above gradcheck's rtol of 1e-4.
+  const GradcheckResult slightly = check_planted([](const Tensor& g, const Tensor& a, const Tensor& b) {
+    return autograd::TensorList{g * b * b * 1.001, g * a * b * 2.0};
+  });
+  CHECK_FALSE(slightly.ok);
+  CHECK(slightly.message.find("input 0 (3, 4)") == 0);
+  CHECK(slightly.max_rel_error == doctest::Approx(1e-3).epsilon(0.01));
+
+  // No gradient for b at all: autograd's zero against the true one.
+  const GradcheckResult missing = check_planted([](const Tensor& g, const Tensor&, const Tensor& b) {
+    return autograd::TensorList{g * b * b, Tensor()};
+  });
+  CHECK_FALSE(missing.ok);
+  CHECK(missing.message.find("input 1 (3, 4) element 0: autograd 0,") == 0);
+}
+
 TEST_CASE("gradients flow through dtype conversion") {
   Tensor x = ones({3}, TensorOptions().dtype(kFloat64).requires_grad(true));
   (x.to(kFloat32) * 3.0).sum().backward();
@@ -127,14 +204,14 @@ TEST_CASE("gradcheck: neural-network ops, fused and composed") {
 TEST_CASE("fused and composed forms agree") {
   Generator g(1);
   Tensor x = randn({4, 7, 33}, g, kFloat64), w = randn({33}, g, kFloat64), b = randn({33}, g, kFloat64);
-  CHECK(ops::max(ops::layer_norm(x, w, b) - ops::layer_norm_composed(x, w, b)).item() < 1e-12);
-  CHECK(ops::max(ops::gelu(x) - ops::gelu_composed(x)).item() < 1e-12);
+  CHECK(max_abs_diff(ops::layer_norm(x, w, b), ops::layer_norm_composed(x, w, b)) < 1e-12);
+  CHECK(max_abs_diff(ops::gelu(x), ops::gelu_composed(x)) < 1e-12);
   Tensor logits = randn({6, 11}, g, kFloat64);
   Tensor t = from_vector(std::vector<std::int64_t>{0, 10, 5, 5, 2, 7}, {6}, kInt64);
   CHECK(ops::cross_entropy(logits, t).item() == doctest::Approx(ops::cross_entropy_composed(logits, t).item()).epsilon(1e-12));
   // float32 fused GELU (vectorized exp) stays within float rounding of the float64 one
   Tensor xf = x.to(kFloat32);
-  CHECK(ops::max(ops::gelu(xf).to(kFloat64) - ops::gelu(x)).item() < 2e-6);
+  CHECK(max_abs_diff(ops::gelu(xf).to(kFloat64), ops::gelu(x)) < 2e-6);
 }
 
 TEST_CASE("gradients accumulate across backward calls and zero_grad clears them") {

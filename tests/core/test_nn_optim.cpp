@@ -50,9 +50,19 @@ TEST_CASE("Linear initialises like PyTorch and checks its input") {
 TEST_CASE("Dropout is active in training and the identity in eval") {
   nn::Dropout drop(0.5, 3);
   Tensor x = ones({1000});
-  CHECK(ops::sum(drop(x)).item() != 1000.0);
+  // Training: each element is dropped (0) or kept and scaled by 1 / (1 - p) = 2, about half of
+  // each (1000 draws of p = 0.5: the count of zeros is 500 +- 16, so 430..570 is over 4 sigma).
+  const std::vector<float> first = drop(x).to_vector<float>(), second = drop(x).to_vector<float>();
+  int zeros = 0;
+  for (float v : first) {
+    CHECK((v == 0.0f || v == 2.0f));
+    zeros += v == 0.0f;
+  }
+  CHECK(zeros > 430);
+  CHECK(zeros < 570);
+  CHECK(first != second);  // a fresh mask each call
   drop.eval();
-  CHECK(ops::sum(drop(x)).item() == 1000.0);
+  CHECK(drop(x).to_vector<float>() == x.to_vector<float>());
 }
 
 TEST_CASE("AdamW matches torch.optim.AdamW's update, step by step") {

@@ -28,6 +28,23 @@ std::string write_raw(const std::string& name, const std::string& json, std::siz
   write_file_atomic(path, bytes);
   return path;
 }
+
+// Opening `path` must throw a brrr::Error that starts with `prefix` (the file's path and a colon,
+// unless given) and names `problem`.
+void check_malformed(const std::string& path, const std::string& problem, std::string prefix = "") {
+  if (prefix.empty()) prefix = path + ": ";
+  CAPTURE(path);
+  CAPTURE(problem);
+  std::string what;
+  try {
+    safetensors::File file(path);
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  INFO("error: ", what);
+  CHECK(what.rfind(prefix, 0) == 0);
+  CHECK(what.find(problem) != std::string::npos);
+}
 }  // namespace
 
 TEST_CASE("safetensors: save and load round-trip every dtype, with metadata") {
@@ -78,40 +95,44 @@ TEST_CASE("safetensors: malformed files are errors naming the file and the probl
 
   const std::string tiny = dir() + "/tiny.safetensors";
   write_file_atomic(tiny, "abc");
-  CHECK_THROWS_WITH_AS(safetensors::File{tiny}, doctest::Contains("tiny.safetensors: file is 3 bytes, too short"), Error);
+  check_malformed(tiny, "file is 3 bytes, too short");
 
   std::string truncated = read_file(write_raw("full.safetensors", ok, 8));
   write_file_atomic(dir() + "/truncated.safetensors", truncated.substr(0, truncated.size() - 3));
-  CHECK_THROWS_WITH_AS(safetensors::File{dir() + "/truncated.safetensors"}, doctest::Contains("run past the end of the data (5 bytes)"), Error);
+  check_malformed(dir() + "/truncated.safetensors", "run past the end of the data (5 bytes)");
 
   std::string past = std::string(8, '\0');
   const std::uint64_t huge = 1000;
   std::memcpy(past.data(), &huge, 8);
   write_file_atomic(dir() + "/past.safetensors", past + "{}");
-  CHECK_THROWS_WITH_AS(safetensors::File{dir() + "/past.safetensors"}, doctest::Contains("header length 1000 runs past the end of the file (10 bytes)"), Error);
+  check_malformed(dir() + "/past.safetensors", "header length 1000 runs past the end of the file (10 bytes)");
 
-  CHECK_THROWS_WITH_AS(safetensors::File(write_raw("json.safetensors", R"({"a": {"dtype": )", 0)), doctest::Contains("malformed JSON header"), Error);
-  CHECK_THROWS_WITH_AS(safetensors::File(write_raw("array.safetensors", "[1,2]", 0)), doctest::Contains("header must be a JSON object"), Error);
-  CHECK_THROWS_WITH_AS(safetensors::File(write_raw("dtype.safetensors", R"({"a":{"dtype":"F8","shape":[2],"data_offsets":[0,2]}})", 2)),
-                       doctest::Contains("tensor 'a': unknown or unsupported dtype 'F8'"), Error);
-  CHECK_THROWS_WITH_AS(safetensors::File(write_raw("overlap.safetensors",
-                                                   R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12)),
-                       doctest::Contains("tensors 'a' [0, 8) and 'b' [4, 12) overlap"), Error);
-  CHECK_THROWS_WITH_AS(safetensors::File(write_raw("beyond.safetensors", R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8)),
-                       doctest::Contains("data_offsets [0, 16] run past the end of the data (8 bytes)"), Error);
-  CHECK_THROWS_WITH_AS(safetensors::File(write_raw("size.safetensors", R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8)),
-                       doctest::Contains("shape (3,) of F32 needs 12 bytes, but data_offsets give 8"), Error);
-  CHECK_THROWS_WITH_AS(safetensors::File(write_raw("overflow.safetensors",
-                                                   R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8)),
-                       doctest::Contains("more elements than fit in int64"), Error);
-  CHECK_THROWS_WITH_AS(safetensors::File(write_raw("negative.safetensors", R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", 8)),
-                       doctest::Contains("a shape entry must be a non-negative integer, got -1"), Error);
-  CHECK_THROWS_WITH_AS(safetensors::File(write_raw("reversed.safetensors", R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8)),
-                       doctest::Contains("data_offsets [8, 0] are reversed"), Error);
-  CHECK_THROWS_WITH_AS(safetensors::File(write_raw("meta.safetensors", R"({"__metadata__":{"a":1}})", 0)),
-                       doctest::Contains("__metadata__ entry 'a' must be a string"), Error);
-  CHECK_THROWS_WITH_AS(safetensors::File(write_raw("noshape.safetensors", R"({"a":{"dtype":"F32","data_offsets":[0,8]}})", 8)),
-                       doctest::Contains("missing or non-array shape"), Error);
-  CHECK_THROWS_WITH_AS(safetensors::File{dir() + "/does-not-exist.safetensors"}, doctest::Contains("cannot open"), Error);
-  CHECK_THROWS_WITH_AS(safetensors::File{dir()}, doctest::Contains("not a regular file"), Error);
+  check_malformed(write_raw("json.safetensors", R"({"a": {"dtype": )", 0), "malformed JSON header");
+  check_malformed(write_raw("array.safetensors", "[1,2]", 0), "header must be a JSON object");
+  check_malformed(write_raw("dtype.safetensors", R"({"a":{"dtype":"F8","shape":[2],"data_offsets":[0,2]}})", 2),
+                  "tensor 'a': unknown or unsupported dtype 'F8'");
+  check_malformed(write_raw("overlap.safetensors",
+                            R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                            R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                            12),
+                  "tensors 'a' [0, 8) and 'b' [4, 12) overlap");
+  check_malformed(write_raw("beyond.safetensors", R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8),
+                  "data_offsets [0, 16] run past the end of the data (8 bytes)");
+  check_malformed(write_raw("size.safetensors", R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8),
+                  "shape (3,) of F32 needs 12 bytes, but data_offsets give 8");
+  check_malformed(
+      write_raw("overflow.safetensors",
+                R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8),
+      "more elements than fit in int64");
+  check_malformed(write_raw("negative.safetensors", R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", 8),
+                  "a shape entry must be a non-negative integer, got -1");
+  check_malformed(write_raw("reversed.safetensors", R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8),
+                  "data_offsets [8, 0] are reversed");
+  check_malformed(write_raw("meta.safetensors", R"({"__metadata__":{"a":1}})", 0),
+                  "__metadata__ entry 'a' must be a string");
+  check_malformed(write_raw("noshape.safetensors", R"({"a":{"dtype":"F32","data_offsets":[0,8]}})", 8),
+                  "missing or non-array shape");
+  const std::string missing = dir() + "/does-not-exist.safetensors";
+  check_malformed(missing, "No such file or directory", "cannot open '" + missing + "': ");
+  check_malformed(dir(), "not a regular file", "cannot open '" + dir() + "': ");
 }

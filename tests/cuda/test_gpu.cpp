@@ -1,5 +1,5 @@
 // tests/cuda/test_gpu.cpp: the CUDA backend on a real GPU (ctest label `cuda`). Every test
-// case starts by asking for a GPU; where there is none it prints "SKIPPED: no CUDA GPU" and
+// case starts by asking for a GPU; where there is none it calls test::skip (tests/skip.h) and
 // ctest reports it as skipped. The emulator runs the same kernels in CI (tests/emulator);
 // these check what only hardware can: real device memory, cuBLAS, tensor cores, timing.
 // Chapter 09 (the GPU and the emulator). Read before: tests/emulator/test_device.cpp.
@@ -13,6 +13,7 @@
 #include "brrr/brrr.h"
 #include "brrr/models/gpt.h"
 #include "lab/kernel_lab.h"
+#include "tests/skip.h"
 
 using namespace brrr;
 
@@ -20,7 +21,7 @@ namespace {
 
 bool have_gpu() {
   if (cuda::gpu_available()) return true;
-  std::printf("SKIPPED: no CUDA GPU (these tests need one; the emulator tests cover the kernels without)\n");
+  test::skip("no CUDA GPU (these tests need one; the emulator tests cover the kernels without)");
   return false;
 }
 

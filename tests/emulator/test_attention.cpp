@@ -23,6 +23,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/simt.h"
+#include "tests/skip.h"
 
 namespace emu = brrr::kernels::emu;
 namespace cpu = brrr::kernels::cpu;
@@ -210,10 +211,7 @@ TEST_CASE("flash_attention on Device::cuda() (emulated) matches the CPU, forward
 
 TEST_CASE("attention on a real GPU: every CUDA variant against the CPU (skipped without a GPU)") {
   using namespace brrr;
-  if (!cuda::gpu_available() || cuda::is_emulated()) {
-    MESSAGE("no GPU backs Device::cuda() in this process: skipped");
-    return;
-  }
+  if (!cuda::gpu_available() || cuda::is_emulated()) return test::skip("no GPU backs Device::cuda() in this process");
   for (const Problem& s : {Problem{4, 300, 64}, Problem{2, 70, 40}, Problem{1, 130, 128}, Problem{3, 1, 16}}) {
     CAPTURE(s.T);
     CAPTURE(s.hs);

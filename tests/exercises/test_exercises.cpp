@@ -3,7 +3,8 @@
 //   - every exercise's stub fails loudly, with the exercise's id and name ("not started");
 //   - every reference solution (variant "solution") passes its grader, so each exercise can
 //     be passed and its grader is right;
-//   - `brrr exercises` and `brrr exercises check` say the same.
+//   - `brrr exercises` and `brrr exercises check` say the same;
+//   - (test_wrong_answers.cpp) every grader fails a complete but wrong answer.
 // The stub check runs where the reference solutions are built (the course repository, not a
 // class's handout). In such a checkout, once you fill in an exercise it fails by design:
 // grade your own work with `ctest -L exercise` (or -L ex01), and leave this out with -LE course.
@@ -19,6 +20,7 @@
 #include "brrr/kernels.h"
 #include "exercises/grader.h"
 #include "lab/kernel_lab.h"
+#include "tests/skip.h"
 
 using namespace brrr;
 
@@ -38,10 +40,8 @@ std::pair<int, std::string> run(const std::string& command) {
 }  // namespace
 
 TEST_CASE("every exercise's stub fails loudly with its id and name") {
-  if (!exercises::solutions_built()) {  // a class's handout: the stubs are the students' now
-    MESSAGE("no reference solutions in this build: the stubs are not checked");
-    return;
-  }
+  // A class's handout: the stubs are the students' now.
+  if (!exercises::solutions_built()) return test::skip("no reference solutions in this build: the stubs are not checked");
   int graded = 0;
   for (const exercises::Exercise& e : exercises::all()) {
     if (!e.grade) continue;
@@ -58,10 +58,7 @@ TEST_CASE("every exercise's stub fails loudly with its id and name") {
 }
 
 TEST_CASE("every reference solution passes its grader") {
-  if (!exercises::solutions_built()) {
-    MESSAGE("no reference solutions in this build (exercises/solutions is not there)");
-    return;
-  }
+  if (!exercises::solutions_built()) return test::skip("no reference solutions in this build (exercises/solutions is not there)");
   for (const exercises::Exercise& e : exercises::all()) {
     if (!e.grade) continue;
     CAPTURE(e.id);
@@ -119,7 +116,7 @@ TEST_CASE("grade_kernel, the grader of the kernel exercises, checks one variant 
   // The path of the CUDA exercises (ex04-ex11), run here on the CPU matmul variants.
   CHECK_THROWS_WITH_AS(exercises::grade_kernel("matmul", "student", lab::LabDevice::CPU),
                        doctest::Contains("exercise ex02 (matmul_tiled): not written yet"), Error);
-  if (!exercises::solutions_built()) return;
+  if (!exercises::solutions_built()) return test::skip("no reference solutions in this build");
   const exercises::Result r = exercises::grade_kernel("matmul", "solution", lab::LabDevice::CPU);
   INFO(r.message);
   CHECK(r.status == exercises::Status::Passing);
@@ -128,3 +125,4 @@ TEST_CASE("grade_kernel, the grader of the kernel exercises, checks one variant 
   CHECK(r.reference_seconds > 0);
   CHECK(r.reference_variant == kernels::selected("matmul", DeviceType::CPU, kFloat32));
 }
+

@@ -1,4 +1,5 @@
-// tests/models/test_gpt_reference.cpp: the GPT against PyTorch (chapter 07).
+// tests/models/test_gpt_reference.cpp: the GPT against PyTorch (chapter 07): the shared
+// reference file, files made now at other shapes, and that the check fails when it should.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -8,7 +9,9 @@
 #include "brrr/models/checkpoint.h"
 #include "brrr/models/gpt.h"
 #include "brrr/models/reference.h"
+#include "brrr/safetensors.h"
 #include "test_util.h"
+#include "tests/skip.h"
 
 using namespace brrr;
 
@@ -37,11 +40,80 @@ TEST_CASE("the GPT built from composed ops matches the reference too") {
   check_report(models::verify_reference(kReference, o));
 }
 
-TEST_CASE("the GPT matches PyTorch at other shapes (reference files made now with python3-torch)") {
-  if (!test::python_has("torch")) {
-    MESSAGE("skipped: python3 with torch is not available (" BRRR_PYTHON ")");
-    return;
+// The bars must catch a small error: a copy of the reference file with one tensor scaled by
+// 1.01 (written with brrr's own safetensors writer) must FAIL on exactly that tensor, for
+// every kind of tensor the model has. A constant scale is what AdamW's first step cannot see,
+// so only the gradient rows can catch it.
+namespace {
+std::string perturbed_copy(const std::string& name, double factor) {
+  const safetensors::File file(kReference);
+  safetensors::NamedTensors tensors;
+  bool found = false;
+  for (const safetensors::TensorInfo& info : file.tensors()) {
+    Tensor t = file.tensor(info.name).clone();
+    if (info.name == name) t = ops::mul(t, factor), found = true;
+    tensors.emplace_back(info.name, t);
   }
+  REQUIRE_MESSAGE(found, kReference, " has no tensor ", name);
+  const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-perturbed-references";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/" + name + ".safetensors";
+  safetensors::save(path, tensors, file.metadata());
+  return path;
+}
+}  // namespace
+
+TEST_CASE("verify-reference fails when one tensor of the reference is 1% off, for every kind of tensor") {
+  REQUIRE_MESSAGE(std::filesystem::exists(kReference), "missing ", kReference);
+  const std::vector<std::string> names = {
+      "expected.logits",
+      "grad.transformer.wte.weight",             // token embedding (and the tied head)
+      "grad.transformer.wpe.weight",             // position embedding
+      "grad.transformer.h.0.ln_1.weight",        // LayerNorm weight
+      "grad.transformer.h.1.ln_2.bias",          // LayerNorm bias
+      "grad.transformer.ln_f.weight",            // the final LayerNorm
+      "grad.transformer.h.0.attn.c_attn.weight", // attention weights and biases
+      "grad.transformer.h.1.attn.c_attn.bias",
+      "grad.transformer.h.1.attn.c_proj.weight",
+      "grad.transformer.h.0.attn.c_proj.bias",
+      "grad.transformer.h.0.mlp.c_fc.weight",    // MLP weights and biases
+      "grad.transformer.h.1.mlp.c_fc.bias",
+      "grad.transformer.h.1.mlp.c_proj.weight",
+      "grad.transformer.h.0.mlp.c_proj.bias",
+  };
+  for (const std::string& name : names) {
+    CAPTURE(name);
+    const models::ReferenceReport r = models::verify_reference(perturbed_copy(name, 1.01));
+    CHECK_FALSE(r.passed());
+    std::vector<std::string> failed;
+    for (const auto& c : r.checks)
+      if (!c.ok()) failed.push_back(c.name);
+    const std::string row = name.rfind("grad.", 0) == 0 ? name : "logits";
+    CHECK(failed == std::vector<std::string>{row});
+  }
+  // The unperturbed file passes with room: every row at least 5x under its bar.
+  for (const auto& c : models::verify_reference(kReference).checks) {
+    CAPTURE(c.name);
+    CHECK(c.margin() > 5.0);
+  }
+}
+
+TEST_CASE("brrr verify-reference prints the margins, PASS, and FAIL with exit status 1") {
+  std::string out;
+  CHECK(test::run(std::string(BRRR_CLI) + " verify-reference " + kReference, &out) == 0);
+  INFO(out);
+  CHECK(out.find("margin") != std::string::npos);
+  CHECK(out.find("smallest margin: ") != std::string::npos);
+  CHECK(out.find("\nPASS\n") != std::string::npos);
+  CHECK(test::run(std::string(BRRR_CLI) + " verify-reference " + perturbed_copy("grad.transformer.h.0.ln_1.bias", 0.99),
+                  &out) == 1);
+  CHECK(out.find("grad.transformer.h.0.ln_1.bias") != std::string::npos);
+  CHECK(out.find("\nFAIL\n") != std::string::npos);
+  CHECK(test::run(std::string(BRRR_CLI) + " verify-reference /nonexistent.safetensors", &out) != 0);
+}
+
+TEST_CASE("the GPT matches PyTorch at other shapes (reference files made now with python3-torch)") {
+  if (!test::python_has("torch")) return test::skip(BRRR_PYTHON " cannot import torch (scripts/setup.sh installs it)");
   const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-references";
   std::filesystem::create_directories(dir);
   // T < block_size, a vocabulary that is a multiple of nothing, one head, many heads, T = 1.
@@ -93,10 +165,7 @@ TEST_CASE("GPT-2 initialisation: weights N(0, 0.02), residual projections scaled
 }
 
 TEST_CASE("a brrr checkpoint loads in PyTorch and gives the same logits") {
-  if (!test::python_has("torch")) {
-    MESSAGE("skipped: python3 with torch is not available (" BRRR_PYTHON ")");
-    return;
-  }
+  if (!test::python_has("torch")) return test::skip(BRRR_PYTHON " cannot import torch (scripts/setup.sh installs it)");
   const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-torch-load";
   std::filesystem::create_directories(dir);
   Generator g(5);

@@ -1,5 +1,5 @@
 // tests/tokenizer/test_cli.cpp: `brrr tokenizer train|encode|decode` end to end (chapter 06).
-// Runs the brrr program of this build; skipped, with a message, when it has not been built.
+// Runs the brrr program of this build (tests/tokenizer/CMakeLists.txt builds it first).
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 
@@ -12,7 +12,7 @@
 
 using namespace brrr::tokenizer;
 
-static std::string brrr_program() { return std::string(BRRR_BINARY_DIR) + "/brrr"; }
+static std::string brrr_program() { return BRRR_CLI; }
 
 // Runs a shell command; returns its exit status and, in *output, stdout and stderr.
 static int run(const std::string& command, std::string* output) {
@@ -27,10 +27,7 @@ static int run(const std::string& command, std::string* output) {
 }
 
 TEST_CASE("cli: train, encode and decode round-trip a file, and a wrong option prints usage") {
-  if (!std::filesystem::exists(brrr_program())) {
-    MESSAGE("skipped: ", brrr_program(), " is not built");
-    return;
-  }
+  REQUIRE_MESSAGE(std::filesystem::exists(brrr_program()), brrr_program(), " is not built");
   test::TempDir dir;
   std::string text = test::shakespeare().substr(0, 200000);
   test::write_text(dir.file("in.txt"), text);

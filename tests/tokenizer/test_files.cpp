@@ -170,7 +170,8 @@ TEST_CASE("files: bad token id files and bad ids are errors") {
 TEST_CASE("files: writing is atomic: a failed write leaves the old file and no temporary") {
   TempDir dir;
   write_token_file(dir.file("a.bin"), std::vector<uint32_t>{1, 2}, 10);
-  CHECK_THROWS(write_token_file(dir.file("a.bin"), std::vector<uint32_t>{1, 99}, 10));
+  CHECK_THROWS_WITH_AS(write_token_file(dir.file("a.bin"), std::vector<uint32_t>{1, 99}, 10),
+                       "write_token_file: id 99 at position 1 is not below vocab_size 10", brrr::Error);
   CHECK(read_token_file(dir.file("a.bin")) == std::vector<uint32_t>{1, 2});
   size_t files = 0;
   for (auto& entry : std::filesystem::directory_iterator(dir.path())) files += entry.is_regular_file();

@@ -58,7 +58,7 @@ TEST_CASE("pretokenize: a custom pattern, and a bad one is an error that names t
   using V = std::vector<std::string>;
   CHECK(pieces_of(words, "ab 12") == V{"ab", " ", "1", "2"});  // " " is a gap piece
   CHECK_THROWS_WITH_AS(SplitPattern("(unclosed"), doctest::Contains("offset 9"), brrr::Error);
-  CHECK_THROWS_AS(pattern_by_name(""), brrr::Error);
+  CHECK_THROWS_WITH_AS(pattern_by_name(""), "pattern: empty split pattern (use gpt2, cl100k or a regex)", brrr::Error);
 }
 
 TEST_CASE("pretokenize: special tokens are cut out leftmost first, longest first") {

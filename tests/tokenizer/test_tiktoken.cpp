@@ -1,5 +1,6 @@
 // tests/tokenizer/test_tiktoken.cpp: brrr's ids against tiktoken's, same ranks and pattern
-// (chapter 06). Skipped, with a message, when BRRR_PYTHON cannot import tiktoken.
+// (chapter 06). Skipped (test::skip: ctest says Skipped) when BRRR_PYTHON cannot import tiktoken;
+// scripts/test.sh requires these to run.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -7,6 +8,7 @@
 
 #include "brrr/tokenizer/bpe.h"
 #include "brrr/tokenizer/token_file.h"
+#include "tests/skip.h"
 #include "tokenizer_test_util.h"
 
 using namespace brrr::tokenizer;
@@ -38,10 +40,8 @@ static bool tiktoken_available() {
 }
 
 static void compare_with_tiktoken(const std::string& pattern_name) {
-  if (!tiktoken_available()) {
-    MESSAGE("skipped: ", BRRR_PYTHON, " cannot import tiktoken (run scripts/setup.sh)");
-    return;
-  }
+  if (!tiktoken_available())
+    return brrr::test::skip(std::string(BRRR_PYTHON) + " cannot import tiktoken (run scripts/setup.sh)");
   TrainOptions options;
   options.vocab_size = test::kSanitized ? 600 : 2048;
   options.pattern = pattern_by_name(pattern_name);

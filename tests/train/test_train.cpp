@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -175,53 +178,94 @@ TEST_CASE("sampling: temperature, top-k and top-p, seeded") {
   CHECK(with.size() == 40);
 }
 
-TEST_CASE("Ctrl-C during brrr train saves a checkpoint and a later --resume continues") {
-  const std::string out = scratch("sigint");
+// The README's promise: interrupt a run with Ctrl-C, continue it with --resume, and it ends
+// exactly where a run never interrupted ends. A child `brrr train` gets SIGINT after a random
+// step (printed, so a failure can be replayed with BRRR_SIGINT_STEP=k), resumes, and its final
+// checkpoint is compared tensor by tensor, bit for bit, with the uninterrupted run's: the
+// parameters, AdamW's moments, the data and dropout generators.
+namespace {
+constexpr int kSteps = 60;  // room for the few steps that run between the signal and the stop
+
+std::string train_args(const std::string& out) {
+  return "train --data=" + small_text() + " --out_dir=" + out +
+         " --n_layer=2 --n_embd=48 --n_head=2 --block_size=32 --batch_size=8 --dropout=0.1 --max_iters=" +
+         std::to_string(kSteps) + " --warmup_iters=5 --lr_decay_iters=" + std::to_string(kSteps) +
+         " --eval_interval=15 --eval_iters=2 --log_interval=1 --sample_tokens=0";
+}
+
+std::string checkpoint_name(std::int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "/ckpt-%08lld.safetensors", static_cast<long long>(step));
+  return name;
+}
+
+int steps_logged(const std::string& out) {
+  std::ifstream log(out + "/log.jsonl");
+  std::string line;
+  int steps = 0;
+  while (std::getline(log, line)) steps += line.find("\"event\":\"step\"") != std::string::npos;
+  return steps;
+}
+}  // namespace
+
+TEST_CASE("Ctrl-C at a random step, then --resume, ends bit for bit where an uninterrupted run ends") {
+  int after = 0;
+  if (const char* forced = std::getenv("BRRR_SIGINT_STEP")) {
+    after = std::atoi(forced);
+  } else {
+    std::random_device device;
+    after = 1 + static_cast<int>(device() % (kSteps / 3));
+  }
+  MESSAGE("SIGINT after step ", after, " of ", kSteps, " (replay: BRRR_SIGINT_STEP=", after, ")");
+
+  const std::string straight = scratch("sigint-straight"), out = scratch("sigint");
+  REQUIRE(std::system((std::string(BRRR_CLI) + " " + train_args(straight) + " > " + straight + "/stdout.txt 2>&1").c_str()) == 0);
+
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    const std::string text = "--data=" + small_text(), dir = "--out_dir=" + out;
     std::freopen((out + "/stdout.txt").c_str(), "w", stdout);
-    execl(BRRR_CLI, BRRR_CLI, "train", text.c_str(), dir.c_str(), "--n_layer=1", "--n_embd=32", "--n_head=2",
-          "--block_size=16", "--batch_size=4", "--max_iters=100000", "--eval_interval=100000", "--sample_tokens=0",
+    execl("/bin/sh", "sh", "-c", ("exec " + std::string(BRRR_CLI) + " " + train_args(out)).c_str(),
           static_cast<char*>(nullptr));
     _exit(127);
   }
-  // Wait until it has taken a few steps, then interrupt it.
+  // Poll the log, then interrupt: the run stops after the step it is in.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::ifstream log(out + "/log.jsonl");
-    std::string line;
-    int steps = 0;
-    while (std::getline(log, line)) steps += line.find("\"step\"") != std::string::npos && line.find("\"loss\"") != std::string::npos;
-    if (steps >= 3) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  while (steps_logged(out) < after && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
   REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 130);
-  bool found = false;
-  for (const auto& e : fs::directory_iterator(out)) found = found || e.path().filename().string().rfind("ckpt-", 0) == 0;
-  CHECK(found);
+  REQUIRE_MESSAGE(WEXITSTATUS(status) == 130, "the run was not interrupted (exit ", WEXITSTATUS(status), ")");
   const std::string printed = read_file(out + "/stdout.txt");
   CHECK(printed.find("interrupted: saved") != std::string::npos);
+  const int stopped = steps_logged(out);
+  MESSAGE("interrupted after ", stopped, " steps");
+  REQUIRE(stopped >= after);
+  REQUIRE(stopped < kSteps);
+  CHECK(fs::exists(out + checkpoint_name(stopped)));
 
-  // --resume picks up the saved step and runs to a new max_iters.
-  std::int64_t saved = -1;
-  for (const auto& e : fs::directory_iterator(out)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("ckpt-", 0) == 0) saved = std::max<std::int64_t>(saved, std::stoll(name.substr(5, 8)));
+  // --resume with the same arguments: it picks up the saved step and runs to the end.
+  REQUIRE(std::system((std::string(BRRR_CLI) + " " + train_args(out) + " --resume > " + out + "/resume.txt 2>&1").c_str()) == 0);
+  CHECK(read_file(out + "/resume.txt").find("resumed from " + out + checkpoint_name(stopped)) != std::string::npos);
+  CHECK(steps_logged(out) == kSteps);
+
+  safetensors::File a(straight + checkpoint_name(kSteps)), b(out + checkpoint_name(kSteps));
+  REQUIRE(a.tensors().size() == b.tensors().size());
+  int parameters = 0;
+  for (std::size_t i = 0; i < a.tensors().size(); ++i) {
+    const safetensors::TensorInfo &x = a.tensors()[i], &y = b.tensors()[i];
+    CAPTURE(x.name);
+    REQUIRE(x.name == y.name);
+    REQUIRE(x.dtype == y.dtype);
+    REQUIRE(x.shape == y.shape);
+    const Tensor tx = a.tensor(x.name), ty = b.tensor(y.name);
+    const std::size_t bytes = static_cast<std::size_t>(tx.numel()) * dtype_size(tx.dtype());
+    CHECK(std::memcmp(tx.raw_data(), ty.raw_data(), bytes) == 0);
+    parameters += x.name.find("transformer.") != std::string::npos;
   }
-  REQUIRE(saved > 0);
-  const std::string command = std::string(BRRR_CLI) + " train --resume --data=" + small_text() + " --out_dir=" + out +
-                              " --n_layer=1 --n_embd=32 --n_head=2 --block_size=16 --batch_size=4 --eval_interval=100000" +
-                              " --sample_tokens=0 --max_iters=" + std::to_string(saved + 2) + " > " + out + "/resume.txt 2>&1";
-  CHECK(std::system(command.c_str()) == 0);
-  const std::string resumed = read_file(out + "/resume.txt");
-  CHECK(resumed.find("resumed from") != std::string::npos);
-  CHECK(fs::exists(out + "/ckpt-" + std::string(8 - std::to_string(saved + 2).size(), '0') + std::to_string(saved + 2) + ".safetensors"));
+  CHECK(parameters > 10);
 }
 
 TEST_CASE("a run can resume from a checkpoint written before the first step") {

@@ -6,6 +6,7 @@
 // gradients (expected.*, grad.*), the parameters after one AdamW step (step1.param.*) and the
 // losses of N AdamW steps on that batch (expected.losses).
 #pragma once
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ struct ReferenceCheck {
   double max_rel_error;   // max_abs_error / max(|reference|), the scale-free view
   double tolerance;       // the bar max_abs_error must stay under
   bool ok() const { return max_abs_error <= tolerance; }
+  // How many times the error fits under the bar: above 1 passes (infinite when exact).
+  double margin() const { return max_abs_error > 0 ? tolerance / max_abs_error : INFINITY; }
 };
 
 struct ReferenceReport {
@@ -32,9 +35,12 @@ struct ReferenceOptions {
   bool composed = false;  // the composed ops instead of the ones with kernels
 };
 
+// The bar of the logits and of every gradient, relative to that tensor's largest magnitude.
+inline constexpr double kRelativeBar = 1e-5;
+
 // Builds the model from the file's config, loads its parameters and compares everything.
-// Bars: logits 1e-4; loss 1e-5; each gradient 1e-4 * max(1, max|ref|); step-1 parameters
-// 0.05 * lr; every loss of the N steps 1e-4.
+// Bars: logits and each gradient kRelativeBar * max|ref| (so a gradient 1% off fails, whatever
+// its scale); loss 1e-5; step-1 parameters 0.05 * lr; every loss of the N steps 1e-4.
 ReferenceReport verify_reference(const std::string& path, const ReferenceOptions& options = {});
 
 }  // namespace brrr::models

@@ -1,0 +1,85 @@
+// tests/exercises/test_wrong_answers.cpp: every grader fails a complete but wrong answer, and
+// its message says what went wrong where (docs/teaching.md). The answers, one planted mistake
+// each, are in wrong/: the kind of slip a student makes, not a stub that throws. A grader that
+// passed one of them would let that slip through to a student's "passing".
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "brrr/brrr.h"
+#include "exercises/grader.h"
+#include "tests/exercises/wrong/wrong_answers.h"
+#include "tests/skip.h"
+#if BRRR_EXERCISE_SOLUTIONS
+#include "exercises/solutions/solutions.h"
+#endif
+
+using namespace brrr;
+
+namespace {
+
+// The result must be Failing (not "not started": the answer is complete) with a message that
+// contains each of `says`.
+void check_rejected(const exercises::Result& r, const std::vector<std::string>& says) {
+  INFO("grader said: ", r.message);
+  CHECK(r.status == exercises::Status::Failing);
+  for (const std::string& s : says) {
+    CAPTURE(s);
+    CHECK(r.message.find(s) != std::string::npos);
+  }
+}
+
+exercises::Result grade_variant(const std::string& id, const std::string& variant) {
+  wrong::install_wrong_answers();
+  return exercises::grade(exercises::find(id), variant);
+}
+
+}  // namespace
+
+TEST_CASE("ex01: a div backward without the broadcast reduction fails, naming the shapes") {
+  check_rejected(exercises::grade_div_backward(&wrong::div_without_sum_to),
+                 {"div(a (2, 3), b (2, 1))", "a gradient of shape (2, 3) for an input of shape (2, 1)",
+                  "summed back to its own shape: autograd::sum_to"});
+}
+
+TEST_CASE("ex02: a tiled matmul whose edge tiles stop a column short fails, naming the element") {
+  check_rejected(grade_variant("ex02", "wrong_tile"), {"M 1, N 1, K 1: out[0][0][0] is ", "naive gives"});
+}
+
+TEST_CASE("ex03: a tie to the larger pair, and merging overlapping pairs, both fail") {
+#if BRRR_EXERCISE_SOLUTIONS
+  check_rejected(exercises::grade_bpe_merge(&wrong::most_frequent_pair_larger_tie, &solution::merge_pair),
+                 {"most_frequent_pair(", "expected (1, 2)"});
+  check_rejected(exercises::grade_bpe_merge(&solution::most_frequent_pair, &wrong::merge_pair_overlapping),
+                 {"merge_pair({97, 97, 97}, 97, 97, 300) gave {300, 300}, expected {300, 97}"});
+#else
+  test::skip("no reference solutions in this build: a wrong half needs a right other half");
+#endif
+}
+
+// ex04-ex11 run on the GPU, or on the emulator without one (slow: every thread a fiber, but the
+// graders' sizes are small).
+TEST_CASE("ex04-ex11: each CUDA kernel with one planted mistake fails its grader") {
+  struct Wrong {
+    const char* id;
+    const char* variant;
+    std::vector<std::string> says;
+  };
+  const std::vector<Wrong> answers = {
+      {"ex04", "wrong_no_cubic", {"gelu_forward", "wrong_no_cubic"}},
+      {"ex05", "wrong_half_product_rule", {"gelu_backward", "wrong_half_product_rule"}},
+      {"ex06", "wrong_unbiased_variance", {"layernorm_forward", "wrong_unbiased_variance"}},
+      {"ex07", "wrong_no_mean_term", {"layernorm_backward", "wrong_no_mean_term"}},
+      {"ex08", "wrong_tile_short", {"matmul", "wrong_tile_short"}},
+      {"ex09", "wrong_no_rescale", {"attention_forward", "wrong_no_rescale"}},
+      {"ex10", "wrong_no_dloss", {"cross_entropy_fused", "wrong_no_dloss"}},
+      {"ex11", "wrong_no_bias_correction", {"adamw_step", "wrong_no_bias_correction"}},
+  };
+  for (const Wrong& w : answers) {
+    CAPTURE(w.id);
+    std::vector<std::string> says = w.says;
+    says.push_back("but the reference is");  // the first wrong element, its value and the right one
+    check_rejected(grade_variant(w.id, w.variant), says);
+  }
+}

@@ -1,0 +1,32 @@
+// tests/exercises/wrong/wrong_answers.h: complete but wrong answers to the course's exercises, one
+// planted mistake each, the kind a student makes (docs/teaching.md lists the exercises).
+// test_wrong_answers.cpp grades them and checks that each grader says no, and says where.
+//
+// The CPU answers are functions (ex01, ex03) or a matmul variant (ex02); the CUDA ones
+// (wrong_kernels.cu, ex04-ex11) register as variants of their ops, named "wrong_<mistake>",
+// on the CUDA device only while these tests run.
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "brrr/tensor.h"
+
+namespace brrr::wrong {
+
+// ex01: div whose backward forgets the broadcast reduction (no sum_to): b's gradient keeps
+// grad_output's shape.
+Tensor div_without_sum_to(const Tensor& a, const Tensor& b);
+
+// ex03: ties go to the larger pair (>= where > belongs).
+std::pair<std::uint32_t, std::uint32_t> most_frequent_pair_larger_tie(
+    const std::vector<std::vector<std::uint32_t>>& words, const std::vector<std::uint64_t>& counts);
+// ex03: merges overlapping pairs: "a a a" with (a, a) gives "aa aa" (the second a used twice).
+void merge_pair_overlapping(std::vector<std::uint32_t>& word, std::uint32_t a, std::uint32_t b, std::uint32_t id);
+
+// ex02: registers matmul variant "wrong_tile" on the CPU (float32, float64): a tiled matmul
+// whose edge tiles stop one column short. ex04-ex11: the CUDA variants of wrong_kernels.cu.
+// Idempotent; call before grading.
+void install_wrong_answers();
+
+}  // namespace brrr::wrong
