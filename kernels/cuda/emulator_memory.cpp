@@ -196,7 +196,15 @@ void release(void* pointer) {
   std::size_t bytes = it->second.capacity;
   a.live.erase(it);
   BRRR_POISON(pointer, bytes);
-  madvise(pointer, bytes, MADV_DONTNEED);  // give the pages back; they read as zero, poisoned on reuse
+  // Give back the pages that lie wholly inside the block; they read as zero, and are poisoned
+  // on reuse. Only whole pages: madvise rounds its length up to a page, and the rest of a
+  // partly covered page belongs to other blocks, which must keep their bytes.
+  {
+    const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto begin = (reinterpret_cast<std::uintptr_t>(pointer) + page - 1) / page * page;
+    const auto end = (reinterpret_cast<std::uintptr_t>(pointer) + bytes) / page * page;
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  }
   // Merge with free neighbours.
   auto next = a.free.lower_bound(offset);
   if (next != a.free.end() && next->first == offset + bytes) {

@@ -98,8 +98,8 @@ void merge_pair_overlapping(std::vector<std::uint32_t>& word, std::uint32_t a, s
 namespace {
 void provide(DeviceType device, bool emulated) {
   if (device == DeviceType::CPU) {
-    kernels::add("matmul", DeviceType::CPU, kFloat32, "wrong_tile", &matmul_wrong_tile<float>, -30);
-    kernels::add("matmul", DeviceType::CPU, kFloat64, "wrong_tile", &matmul_wrong_tile<double>, -30);
+    kernels::add(kernels::op::matmul<float>, DeviceType::CPU, "wrong_tile", &matmul_wrong_tile<float>, -30);
+    kernels::add(kernels::op::matmul<double>, DeviceType::CPU, "wrong_tile", &matmul_wrong_tile<double>, -30);
   } else if (emulated) {
     kernels::emu::register_wrong_cuda_kernels();
   } else {

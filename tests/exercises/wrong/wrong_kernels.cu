@@ -251,17 +251,17 @@ namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 
 void register_wrong_cuda_kernels() {
   constexpr DeviceType kCuda = DeviceType::CUDA;
-  add("gelu_forward", kCuda, kFloat32, "wrong_no_cubic", &wrong::gelu_forward_no_cubic, -30);             // ex04
-  add("gelu_backward", kCuda, kFloat32, "wrong_half_product_rule", &wrong::gelu_backward_half_product_rule,
+  add(op::gelu_forward<float>, kCuda, "wrong_no_cubic", &wrong::gelu_forward_no_cubic, -30);             // ex04
+  add(op::gelu_backward<float>, kCuda, "wrong_half_product_rule", &wrong::gelu_backward_half_product_rule,
       -30);                                                                                                // ex05
-  add("layernorm_forward", kCuda, kFloat32, "wrong_unbiased_variance", &wrong::layernorm_forward_unbiased_variance,
+  add(op::layernorm_forward<float>, kCuda, "wrong_unbiased_variance", &wrong::layernorm_forward_unbiased_variance,
       -30);                                                                                                // ex06
-  add("layernorm_backward", kCuda, kFloat32, "wrong_no_mean_term", &wrong::layernorm_backward_no_mean_term,
+  add(op::layernorm_backward<float>, kCuda, "wrong_no_mean_term", &wrong::layernorm_backward_no_mean_term,
       -30);                                                                                                // ex07
-  add("matmul", kCuda, kFloat32, "wrong_tile_short", &wrong::matmul_tile_short, -30);                    // ex08
-  add("attention_forward", kCuda, kFloat32, "wrong_no_rescale", &wrong::attention_forward_no_rescale, -30);  // ex09
-  add("cross_entropy_fused", kCuda, kFloat32, "wrong_no_dloss", &wrong::cross_entropy_fused_no_dloss, -30);  // ex10
-  add("adamw_step", kCuda, kFloat32, "wrong_no_bias_correction", &wrong::adamw_step_no_bias_correction,
+  add(op::matmul<float>, kCuda, "wrong_tile_short", &wrong::matmul_tile_short, -30);                    // ex08
+  add(op::attention_forward<float>, kCuda, "wrong_no_rescale", &wrong::attention_forward_no_rescale, -30);  // ex09
+  add(op::cross_entropy_fused<float>, kCuda, "wrong_no_dloss", &wrong::cross_entropy_fused_no_dloss, -30);  // ex10
+  add(op::adamw_step<float>, kCuda, "wrong_no_bias_correction", &wrong::adamw_step_no_bias_correction,
       -30);                                                                                                // ex11
 }
 
