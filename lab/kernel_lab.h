@@ -202,7 +202,7 @@ struct Options {
   DType dtype = kFloat32;       // the registrations checked: float32 (default) or float64
   std::string variant = "all";  // or one variant's name
   Dims size;                    // empty: the device's default size (grad mode: the case's)
-  bool misaligned = false;      // every array starts 4 bytes past a 256-byte boundary
+  bool misaligned = false;      // every array starts one element past a 256-byte boundary
   int repeat = 0;               // timed runs; 0: the device's default (within a time budget)
   std::uint64_t seed = 1337;
   double tolerance = -1;        // < 0: the case's

@@ -120,7 +120,7 @@ void add_kernel_lab_commands(CLI::App& app) {
   cmd->add_option("--dtype", args->dtype, "The kernels checked: float32 or float64")
       ->check(CLI::IsMember({"float32", "float64"}))
       ->capture_default_str();
-  cmd->add_flag("--misaligned", args->misaligned, "Start every array 4 bytes past an aligned address");
+  cmd->add_flag("--misaligned", args->misaligned, "Start every array one element past an aligned address (as a view x[1:] does)");
   cmd->add_option("--repeat", args->repeat,
                   "Timed runs per variant (default: 50 on a GPU, 10 on the CPU, 3 on the emulator; fewer past 2 s)")
       ->check(CLI::PositiveNumber);
