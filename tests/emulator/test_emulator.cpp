@@ -18,6 +18,7 @@
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/examples.h"
 #include "kernels/cuda/simt.h"
+#include "tests/emulator/emulator_test_util.h"
 
 namespace emu = brrr::kernels::emu;
 
@@ -30,18 +31,8 @@ std::vector<float> random_floats(std::size_t n, std::mt19937& rng) {
   return values;
 }
 
-// The message of the brrr::Error that f throws ("" if it throws none).
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const brrr::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using brrr::test::contains;
+using brrr::test::error_of;
 
 }  // namespace
 

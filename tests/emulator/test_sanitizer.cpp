@@ -23,6 +23,7 @@
 #include "kernels/cuda/emulator_memory.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/simt.h"
+#include "tests/emulator/emulator_test_util.h"
 
 namespace {
 
@@ -47,17 +48,8 @@ struct DeviceArray {
   }
 };
 
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const brrr::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using brrr::test::contains;
+using brrr::test::error_of;
 
 // The race detector is not in the AddressSanitizer build (it cannot be combined with it).
 #define REQUIRE_RACE_DETECTOR()                                                            \
