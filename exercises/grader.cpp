@@ -90,19 +90,21 @@ Result guarded(const std::string& id, const std::function<Result()>& grader) {
   }
 }
 
-// Runs f with `variant` of op selected on the CPU, then puts back the selection that was
-// there before (every dtype's), even if f throws.
-void with_kernel_variant(const std::string& op, const std::string& variant, const std::function<void()>& f) {
-  const std::string before32 = kernels::selected(op, DeviceType::CPU, kFloat32);
-  const std::string before64 = kernels::selected(op, DeviceType::CPU, kFloat64);
+// Runs f with `variant` of op selected on `device` (the CPU unless told), then puts back the
+// selection that was there before (every dtype's), even if f throws.
+void with_kernel_variant(const std::string& op, const std::string& variant, const std::function<void()>& f,
+                         DeviceType device = DeviceType::CPU) {
+  const std::string before32 = kernels::selected(op, device, kFloat32);
+  const std::string before64 = kernels::selected(op, device, kFloat64);
   struct Restore {
     const std::string &op, &v32, &v64;
+    DeviceType device;
     ~Restore() {
-      kernels::select(op, v64, DeviceType::CPU);
-      kernels::select(op, v32, DeviceType::CPU);  // after: float32-only variants such as "blocked"
+      kernels::select(op, v64, device);
+      kernels::select(op, v32, device);  // after: float32-only variants such as "blocked"
     }
-  } restore{op, before32, before64};
-  kernels::select(op, variant, DeviceType::CPU);
+  } restore{op, before32, before64, device};
+  kernels::select(op, variant, device);
   f();
 }
 
@@ -457,10 +459,8 @@ Result grade_adamw_step(const std::string& variant) {
 Result grade_matmul_shared(const std::string& variant) {
   Result graded = grade_kernel("matmul", variant, kernel_device(), {37, 29, 45});
   const DeviceType cuda = DeviceType::CUDA;
-  const std::string before = kernels::selected("matmul", cuda, kFloat32);
-  kernels::select("matmul", variant, cuda);
-  const kernels::matmul_fn<float> fn = kernels::lookup(kernels::op::matmul<float>, cuda);
-  kernels::select("matmul", before, cuda);
+  kernels::matmul_fn<float> fn = nullptr;
+  with_kernel_variant("matmul", variant, [&] { fn = kernels::lookup(kernels::op::matmul<float>, cuda); }, cuda);
   kernels::matmul_fn<double> naive = nullptr;
   with_kernel_variant("matmul", "naive", [&] {
     naive = kernels::lookup(kernels::op::matmul<double>, DeviceType::CPU);
