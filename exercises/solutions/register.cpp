@@ -1,6 +1,7 @@
 // exercises/solutions/register.cpp: registers the reference solutions' kernels as
 // variant "solution" (called from exercises/student/register.cpp when they are built), so
 // BRRR_KERNELS=matmul=solution runs them, and the grader compares them like a student's.
+// (chapter 04 introduces the registry; docs/teaching.md lists the exercises).
 #include "kernels/registry.h"
 #include "exercises/solutions/solutions.h"
 
