@@ -40,6 +40,11 @@
 //   atomicAdd & co.    a plain read-modify-write: no fiber can run between the read and the
 //                      write, so it is atomic here. The race detector knows it is atomic.
 //   float4, __ldg, expf, rsqrtf, __expf, ...   plain C++ structs and std:: math.
+//   __nv_bfloat16      brrr::bf16 (base/include/brrr/bfloat16.h), which converts bit for bit
+//                      as the GPU does, with CUDA's conversion functions.
+//   mma, ldmatrix      warp-collective, like a shuffle: every lane posts its registers, and
+//                      each takes its part of the result, placed by the PTX ISA's tables.
+//   cp.async           a copy the issuing thread queues and performs at its wait_group.
 //
 // The emulator is also a sanitizer (simt_race_detector.cpp, emulator_memory.cpp): every load
 // and store of an emulated kernel is reported to a race detector (the compiler instruments
@@ -63,9 +68,13 @@
 //   - Partial-warp masks (`__shfl_sync(0x0000ffff, ...)`): the emulator checks that a mask
 //     names every lane of the warp and throws brrr::Error otherwise. Full masks are what
 //     brrr's kernels use.
-//   - Hardware units: tensor-core instructions (mma, wgmma), cp.async, TMA, inline PTX.
-//     Kernels that use them are GPU-only: wrap them, and their registration, in
-//     `#if !BRRR_EMULATOR ... #endif`; the emulator build then has no such variant at all.
+//   - Hopper's units: wgmma, TMA, and inline PTX in general. Kernels that use them are
+//     GPU-only: wrap them, and their registration, in `#if !BRRR_EMULATOR ... #endif`; the
+//     emulator build then has no such variant at all. The tensor-core instructions of Ampere
+//     (mma.sync, ldmatrix, cp.async) are modelled: brrr spells them as functions
+//     (mma_m16n8k16_bf16, ldmatrix_x4, cp_async<16>, ...; see the end of each half of this
+//     file), inline PTX under nvcc, warp-collective operations here (simt_tensor_cores.cpp),
+//     with cp.async's destination reported as in flight until its wait_group.
 //   - Register and static shared memory budgets: the emulator counts the static __shared__
 //     bytes a block touches (over 48 KiB is an error) but not registers: tests/cuda's resource
 //     check compiles every kernel with ptxas for that. A fiber's stack is 64 KiB (a GPU thread
@@ -171,6 +180,7 @@ void validate_launch(const LaunchSite& site, const Dim3& grid, const Dim3& block
 // nvcc: the real thing. CUDA provides threadIdx, __syncthreads, shuffles, atomics, float4 and
 // the math functions; brrr adds the namespace, dynamic shared memory and the launch.
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #define BRRR_EMULATOR 0
@@ -210,6 +220,104 @@ void launch(const LaunchSite& site, void (*kernel)(Params...), dim3 grid, dim3 b
 
 }  // namespace brrr::simt
 
+// --- tensor cores, ldmatrix, cp.async (sm_80 and later) -------------------------------------
+// brrr's spellings of three PTX instructions, one inline-asm line each; the emulator below
+// implements the same functions lane by lane. Chapter 13 ("tensor cores") explains them.
+
+// d = a b + c on one warp's 16 x 8 tile: a (16 x 16, bf16 or f16, row major), b (16 x 8, col
+// major), c and d float32. Fragments as the PTX ISA lays them out ("Matrix fragments for
+// mma.m16n8k16"); d may be c.
+__device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2],
+                                                  const float (&c)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %11, %12, %13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+__device__ __forceinline__ void mma_m16n8k16_f16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2],
+                                                 const float (&c)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %11, %12, %13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+// m16n8k8 on tf32 operands (float32 bits of which the tensor core reads the top 19).
+__device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2],
+                                                 const float (&c)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %11, %12, %13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+// x rounded to tf32 (nearest, ties away from zero), as float32 bits: cvt.rna.tf32.f32.
+__device__ __forceinline__ unsigned float_to_tf32(float x) {
+  unsigned bits;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(bits) : "f"(x));
+  return bits;
+}
+
+// ldmatrix: the warp loads 1, 2 or 4 matrices of 8 x 8 16-bit values from shared memory; lane
+// 8 j + i gives the address of row i of matrix j (16 bytes, 16-byte aligned). Register j of
+// lane l receives row l / 4, values 2 (l % 4) and 2 (l % 4) + 1 of matrix j: an mma fragment.
+// The _trans forms hand out the transposed matrices (column l / 4 instead of row).
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void ldmatrix_x1(unsigned (&r)[1], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(shared_address(row)));
+}
+__device__ __forceinline__ void ldmatrix_x2(unsigned (&r)[2], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(shared_address(row)));
+}
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row)));
+}
+__device__ __forceinline__ void ldmatrix_x1_trans(unsigned (&r)[1], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n"
+               : "=r"(r[0])
+               : "r"(shared_address(row)));
+}
+__device__ __forceinline__ void ldmatrix_x2_trans(unsigned (&r)[2], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(shared_address(row)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row)));
+}
+
+// cp.async: copy `Bytes` (4, 8 or 16) from global to shared memory without passing through
+// registers, in the background. Only the first src_bytes are read; the rest of the destination
+// is filled with zeros (how a tile past the edge of a matrix is loaded). Copies issued since
+// the last commit form a group; cp_async_wait_group<N>() waits until at most N groups are
+// still in flight. Other threads see the bytes only after the wait and a __syncthreads.
+template <int Bytes>
+__device__ __forceinline__ void cp_async(void* shared_destination, const void* global_source, int src_bytes = Bytes) {
+  static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "cp.async copies 4, 8 or 16 bytes");
+  if constexpr (Bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared_destination)),
+                 "l"(global_source), "r"(src_bytes)
+                 : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(shared_address(shared_destination)),
+                 "l"(global_source), "n"(Bytes), "r"(src_bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 #else
 // =============================================================================================
 // g++: the emulator. Declarations here; the runtime is in simt_emulator.cpp.
@@ -222,6 +330,8 @@ void launch(const LaunchSite& site, void (*kernel)(Params...), dim3 grid, dim3 b
 #include <source_location>
 #include <tuple>
 #include <type_traits>
+
+#include "brrr/bfloat16.h"
 
 #define BRRR_EMULATOR 1
 #define BRRR_SIMT_NAMESPACE emu
@@ -549,5 +659,109 @@ inline int __popc(unsigned x) { return std::popcount(x); }
 inline int __popcll(unsigned long long x) { return std::popcount(x); }
 inline int __clz(int x) { return std::countl_zero(static_cast<unsigned>(x)); }
 inline int __ffs(int x) { return x == 0 ? 0 : std::countr_zero(static_cast<unsigned>(x)) + 1; }
+
+// --- bfloat16 ---------------------------------------------------------------------------------
+// CUDA's __nv_bfloat16 and the conversions kernels use, on brrr::bf16 (base/include/brrr/
+// bfloat16.h), which rounds bit for bit as the GPU does. As in CUDA, a pair is one 4-byte value.
+using __nv_bfloat16 = brrr::bf16;
+using __nv_bfloat162 = brrr::bf162;
+inline __nv_bfloat16 __float2bfloat16_rn(float x) { return brrr::bf16(x); }
+inline __nv_bfloat16 __float2bfloat16(float x) { return brrr::bf16(x); }
+inline float __bfloat162float(__nv_bfloat16 x) { return static_cast<float>(x); }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 x) { return x.bits; }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short bits) { return brrr::bf16::from_bits(bits); }
+inline __nv_bfloat162 __floats2bfloat162_rn(float lo, float hi) { return {brrr::bf16(lo), brrr::bf16(hi)}; }
+inline float2 __bfloat1622float2(__nv_bfloat162 pair) { return {static_cast<float>(pair.x), static_cast<float>(pair.y)}; }
+inline float __low2float(__nv_bfloat162 pair) { return static_cast<float>(pair.x); }
+inline float __high2float(__nv_bfloat162 pair) { return static_cast<float>(pair.y); }
+
+// --- tensor cores, ldmatrix, cp.async -----------------------------------------------------------
+// The GPU's warp-collective instructions, lane by lane (simt_tensor_cores.cpp). Every lane hands
+// its registers to the warp (a mailbox, as a shuffle), and once all 32 have, each lane takes its
+// part of the result, assembled from the PTX ISA's fragment layouts. The nvcc spellings above
+// say what each does.
+
+namespace brrr::simt::detail {
+constexpr int kExchangeWords = 12;
+// Posts `count` words of this lane and waits for the whole warp (all 32 lanes, at the same call);
+// returns the warp's table: lane l's words at table[l * kExchangeWords + i].
+const std::uint32_t* warp_exchange(const char* name, const std::uint32_t* words, int count,
+                                   const std::source_location& at);
+enum class MmaShape { kM16N8K16Bf16, kM16N8K16F16, kM16N8K8Tf32 };
+void mma(MmaShape shape, float* d, const unsigned* a, const unsigned* b, const float* c,
+         const std::source_location& at);
+// The register of `lane` for matrix `matrix` of an ldmatrix whose rows are in `table`.
+unsigned ldmatrix_fragment(const std::uint32_t* table, int matrix, int lane, bool transposed);
+void check_ldmatrix_row(const char* name, const void* row, const std::source_location& at);
+std::uint32_t float_to_tf32(float x);
+// `pc`: the kernel's instruction (a return address), for the race detector's messages.
+void cp_async(void* destination, const void* source, int bytes, int src_bytes, const void* pc);
+void cp_async_commit_group();
+void cp_async_wait_group(int pending, const void* pc);
+
+inline int lane_id() {
+  return static_cast<int>((threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y) % 32);
+}
+
+template <int Count, bool Transposed>
+void ldmatrix(const char* name, unsigned (&r)[Count], const void* row, const std::source_location& at) {
+  static_assert(Count == 1 || Count == 2 || Count == 4, "ldmatrix loads 1, 2 or 4 matrices");
+  // This lane's row, if it gives one (lanes 0 .. 8 Count - 1): a 16-byte load the race detector
+  // sees as this lane's. The warp then deals the values out.
+  std::uint32_t words[4] = {0, 0, 0, 0};
+  const int lane = lane_id();
+  if (lane < 8 * Count) {
+    check_ldmatrix_row(name, row, at);
+    const int4 values = *static_cast<const int4*>(row);
+    std::memcpy(words, &values, sizeof values);
+  }
+  const std::uint32_t* table = warp_exchange(name, words, 4, at);
+  for (int j = 0; j < Count; ++j) r[j] = ldmatrix_fragment(table, j, lane, Transposed);
+  compiler_barrier();
+}
+}  // namespace brrr::simt::detail
+
+inline void mma_m16n8k16_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2], const float (&c)[4],
+                              const std::source_location& at = std::source_location::current()) {
+  brrr::simt::detail::mma(brrr::simt::detail::MmaShape::kM16N8K16Bf16, d, a, b, c, at);
+}
+inline void mma_m16n8k16_f16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2], const float (&c)[4],
+                             const std::source_location& at = std::source_location::current()) {
+  brrr::simt::detail::mma(brrr::simt::detail::MmaShape::kM16N8K16F16, d, a, b, c, at);
+}
+inline void mma_m16n8k8_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2], const float (&c)[4],
+                             const std::source_location& at = std::source_location::current()) {
+  brrr::simt::detail::mma(brrr::simt::detail::MmaShape::kM16N8K8Tf32, d, a, b, c, at);
+}
+inline unsigned float_to_tf32(float x) { return brrr::simt::detail::float_to_tf32(x); }
+
+#define BRRR_SIMT_LDMATRIX(name, count, transposed)                                                \
+  inline void name(unsigned (&r)[count], const void* row,                                          \
+                   const std::source_location& at = std::source_location::current()) {             \
+    brrr::simt::detail::ldmatrix<count, transposed>(#name, r, row, at);                            \
+  }
+BRRR_SIMT_LDMATRIX(ldmatrix_x1, 1, false)
+BRRR_SIMT_LDMATRIX(ldmatrix_x2, 2, false)
+BRRR_SIMT_LDMATRIX(ldmatrix_x4, 4, false)
+BRRR_SIMT_LDMATRIX(ldmatrix_x1_trans, 1, true)
+BRRR_SIMT_LDMATRIX(ldmatrix_x2_trans, 2, true)
+BRRR_SIMT_LDMATRIX(ldmatrix_x4_trans, 4, true)
+#undef BRRR_SIMT_LDMATRIX
+
+// cp.async: the copy is queued by the issuing thread and done at its cp_async_wait_group. Until
+// then the destination holds 0xFF bytes (NaN) and the race detector reports any access to it,
+// so a missing wait shows as an error, not as a lucky early copy.
+template <int Bytes>
+__attribute__((noinline)) void cp_async(void* shared_destination, const void* global_source, int src_bytes = Bytes) {
+  static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "cp.async copies 4, 8 or 16 bytes");
+  brrr::simt::detail::cp_async(shared_destination, global_source, Bytes, src_bytes, __builtin_return_address(0));
+}
+inline void cp_async_commit_group() { brrr::simt::detail::cp_async_commit_group(); }
+template <int N>
+__attribute__((noinline)) void cp_async_wait_group() {
+  static_assert(N >= 0, "cp.async.wait_group N: N >= 0");
+  brrr::simt::detail::cp_async_wait_group(N, __builtin_return_address(0));
+  brrr::simt::detail::compiler_barrier();
+}
 
 #endif  // __CUDACC__

@@ -116,6 +116,8 @@ struct Warp {
   int arrived = 0;  // at the warp barrier
   int waiting[warpSize];
   std::uint64_t mailbox[2][warpSize];  // shuffles alternate between the two
+  // The same for the warp-collective instructions (mma, ldmatrix), which pass several words.
+  std::uint32_t exchange[2][warpSize][kExchangeWords];
   // Lanes that can run, first in first out.
   int ready[warpSize];
   int ready_head = 0, ready_count = 0;
@@ -451,6 +453,7 @@ void run_block(Emulator& emu, std::uint64_t linear) {
   // before the block wrote shows even with the race detector off. (Static __shared__
   // variables cannot be found to be filled; the race detector reports their unwritten reads.)
   std::memset(emu.shared, 0xFF, emu.shared_bytes);
+  async_copies_begin_block(emu.threads);
   if (emu.races) races::begin_block(linear, blockIdx, emu.shared, emu.shared_bytes);
 
   // Start the first thread; the fibers pass the CPU among themselves and give it back here
@@ -711,6 +714,30 @@ std::uint64_t shuffle_bits(const char* name, unsigned mask, std::uint64_t bits, 
   if (source < 0 || source >= warp.lanes) source = lane;
   return warp.mailbox[box][source];
 }
+
+const std::uint32_t* warp_exchange(const char* name, const std::uint32_t* words, int count,
+                                   const std::source_location& at) {
+  Fiber& self = current_fiber(name);
+  Warp& warp = emulator().warp[self.warp];
+  if (warp.lanes != warpSize)
+    ::brrr::detail::fail(launch_name(*emulator().site), ": ", name, " in warp ", self.warp, " of ", block_name(),
+                         ", which has only ", warp.lanes, " threads; the tensor-core instructions need all 32 lanes "
+                         "of a warp (make the block a multiple of 32 threads)");
+  BRRR_CHECK(count >= 0 && count <= kExchangeWords, name, ": ", count, " words to exchange");
+  const int box = self.mailbox;
+  self.mailbox ^= 1;
+  std::memcpy(warp.exchange[box][self.lane], words, sizeof(std::uint32_t) * static_cast<std::size_t>(count));
+  arrive_at_warp_barrier(self, name, at);
+  return &warp.exchange[box][0][0];
+}
+
+std::string where_in_kernel(const std::source_location* at) {
+  Fiber& self = current_fiber("a tensor-core instruction");
+  return launch_name(*emulator().site) + ": " + thread_name(self) + " of " + block_name() +
+         (at ? " at " + line_of(*at) : std::string());
+}
+
+int thread_in_block() { return current_fiber("a cp.async").index; }
 
 unsigned ballot(const char* name, unsigned mask, bool predicate, const std::source_location& at) {
   Fiber& self = current_fiber(name);

@@ -20,6 +20,14 @@ std::string schedule_note();
 // True while unit tests run kernels straight on host memory (HostMemoryKernels).
 bool host_memory_kernels();
 
+// "kernel k (file.cu:12): thread (3,0,0) of block (1,0,0) at file.cu:40" (without " at ..."
+// when `at` is null), for the errors of the tensor-core instructions (simt_tensor_cores.cpp);
+// and the running thread's index in its block.
+std::string where_in_kernel(const std::source_location* at);
+int thread_in_block();
+// A block starts: its threads have no cp.async in flight (simt_tensor_cores.cpp).
+void async_copies_begin_block(int threads);
+
 // --- the race detector (simt_race_detector.cpp) ------------------------------------------------
 // The emulator tells it where each launch, block, barrier and fiber switch happens; the
 // compiler's instrumentation tells it every load and store of kernel code.
@@ -36,6 +44,12 @@ void switch_to(int thread, int warp, const void* stack_low, const void* stack_hi
 // __syncthreads released the block; __syncwarp released warp `warp`.
 void block_barrier();
 void warp_barrier(int warp);
+// A cp.async of the running thread: at issue, a write of `bytes` at `destination` whose bytes
+// stay "in flight" (any access to them is an error) until the copy completes at the thread's
+// cp.async.wait_group, which reads the source and writes the destination for real.
+void async_copy_issue(const void* destination, std::size_t bytes, const void* pc);
+void async_copy_complete(const void* destination, std::size_t bytes, const void* source, std::size_t src_bytes,
+                         const void* issue_pc, const void* wait_pc);
 // The first fault of the block, "" if none. The detector never throws from inside an access
 // (the compiler's hooks are called where no exception may pass); the emulator asks at the
 // end of every block and throws.

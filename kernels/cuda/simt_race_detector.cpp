@@ -54,6 +54,8 @@ namespace {
 constexpr std::size_t kPageBytes = 4096;
 constexpr std::size_t kMaxWarps = 32;
 constexpr std::uint16_t kWriteAtomic = 1;
+// The last write was a cp.async that has not completed: the byte is in flight.
+constexpr std::uint16_t kInFlight = 2;
 
 // What the detector remembers of one byte. Serial 0 is "never": serials start at 1.
 struct Entry {
@@ -389,6 +391,17 @@ void access(Detector& d, std::uintptr_t address, std::size_t bytes, bool write, 
     const std::uintptr_t a = address + i;
     if (i > 0 && a % kPageBytes == 0) page = entries_of(d, a / kPageBytes);
     Entry& e = page[a % kPageBytes];
+    // A byte a cp.async is still copying: nobody may touch it before the copying thread's
+    // cp.async.wait_group (on a GPU it holds the old value, the new one, or a mix of both).
+    if ((e.flags & kInFlight) && e.write_serial >= floor) {
+      d.error = launch_name(*d.site) + ": " + thread_name(d.thread, block_of(d, d.serial)) +
+                (write ? " writes " : " reads ") + place(d, a, space) + at_line(d, static_cast<std::uint32_t>(pc)) +
+                ", which a cp.async of " + thread_name(e.write_thread, block_of(d, e.write_serial)) +
+                at_line(d, e.write_pc) +
+                " is still copying: the copying thread must wait for it (cp_async_wait_group) before anyone "
+                "touches the bytes, and other threads must also pass a __syncthreads after that wait";
+      return;
+    }
     // Fast path: this thread made the same access to this byte since the last barrier, and
     // nobody touched it since (a write clears the reads; a read by another thread replaces it).
     if (!write && e.read_serial == d.serial && e.read_thread == me) continue;
@@ -513,6 +526,26 @@ void block_barrier() {
 void warp_barrier(int warp) {
   Detector& d = detector();
   d.warp_phase[warp] = ++d.serial;
+}
+
+void async_copy_issue(const void* destination, std::size_t bytes, const void* pc) {
+  Detector* d = active;
+  if (!d) return;
+  const auto address = reinterpret_cast<std::uintptr_t>(destination);
+  access(*d, address, bytes, true, false, reinterpret_cast<std::uintptr_t>(pc));
+  if (!d->error.empty() || address - d->stack_low < d->stack_bytes) return;
+  for (std::size_t i = 0; i < bytes; ++i) entries_of(*d, (address + i) / kPageBytes)[(address + i) % kPageBytes].flags |= kInFlight;
+}
+
+void async_copy_complete(const void* destination, std::size_t bytes, const void* source, std::size_t src_bytes,
+                         const void* issue_pc, const void* wait_pc) {
+  Detector* d = active;
+  if (!d) return;
+  const auto address = reinterpret_cast<std::uintptr_t>(destination);
+  for (std::size_t i = 0; i < bytes; ++i) entries_of(*d, (address + i) / kPageBytes)[(address + i) % kPageBytes].flags &= ~kInFlight;
+  if (src_bytes > 0)
+    access(*d, reinterpret_cast<std::uintptr_t>(source), src_bytes, false, false, reinterpret_cast<std::uintptr_t>(issue_pc));
+  access(*d, address, bytes, true, false, reinterpret_cast<std::uintptr_t>(wait_pc));
 }
 
 std::string take_error() {
