@@ -857,6 +857,220 @@ void matmul_warptiling(float* out, const float* a, const float* b, const MatmulS
 }
 
 // ---------------------------------------------------------------------------------------------
+// 9. bf16_mma: bfloat16 on the tensor cores with mma.sync, fragments loaded by ldmatrix from
+//    padded tiles
+//
+// Variant 7 reached the tensor cores through WMMA, which hides where each value of a fragment
+// lives. Here the warp speaks to them directly: mma.sync.m16n8k16 multiplies a (16, 16) tile
+// of a by a (16, 8) tile of b, bfloat16 in, float32 out, each lane holding a few values of each
+// as the PTX ISA's fragment tables place them (kernels/cuda/simt_tensor_cores.cpp lists them).
+// A block of 128 threads (4 warps, 2 x 2) computes a (64, 64) tile of out; each warp (32, 32),
+// that is 2 x 4 mma tiles of (16, 8), 32 float32 accumulators a lane.
+//   - The operands go into shared memory as bfloat16, rounded when the tile is loaded (the
+//     float32 a and b of the op stay as they are: the lab checks this variant against the
+//     reference on its inputs rounded to bf16, where only the float32 sums differ).
+//   - ldmatrix loads the fragments: each lane names one 16-byte row of an 8 x 8 matrix, and the
+//     warp hands every lane exactly the two values its fragment needs, four matrices (a whole
+//     a fragment) in one instruction. For b, stored (k, n) with n along a row, ldmatrix .trans
+//     hands out columns instead: the fragment wants two consecutive k's of one n.
+//   - padded rows. ldmatrix reads 8 rows of 16 bytes at once; with rows of 64 bytes (32 bf16)
+//     rows 0, 2, 4, 6 would fall on the same banks. Eight more bf16 a row (80 and 144 bytes)
+//     put the 8 rows on 8 different 16-byte bank groups: no conflict.
+// What limits it: everything around the mma: the tile loads go through registers (to round to
+// bf16) and wait at a __syncthreads, with no copy in flight while the tensor cores work; a
+// small block tile (64, 64) reads each input element 2 x (M / 64) times from L2. Not measured
+// yet (no GPU while it was written): the tensor-core issue's bar is >= 50% of cuBLAS's bf16
+// GEMM at 4096^3, for a bf16-in-memory variant of this one.
+
+constexpr int kMmaBM = 64, kMmaBN = 64, kMmaBK = 32;
+constexpr int kMmaThreads = 128;  // 4 warps: 2 (rows) x 2 (columns), each (32, 32) of out
+
+namespace {
+// Like load_tile, rounding each value to bfloat16 on its way into the tile.
+template <int ROWS, int COLS, int THREADS>
+__device__ inline void load_tile_bf16(__nv_bfloat16* tile, int pitch, const float* base, const Operand<float>& m,
+                                      int r0, int c0, int tid) {
+  const bool along_rows = m.col_stride == 1;
+  for (int e = tid; e < ROWS * COLS; e += THREADS) {
+    const int r = along_rows ? e / COLS : e % ROWS, c = along_rows ? e % COLS : e / ROWS;
+    tile[r * pitch + c] = __float2bfloat16_rn(element_or_zero(base, m, r0 + r, c0 + c));
+  }
+}
+
+// The (32, 32) warp tile's accumulators, acc[mi][nj][i], to out: value i of mma tile (mi, nj)
+// is row 16 mi + g + 8 (i / 2), column 8 nj + 2 t + i % 2 (lane = 4 g + t).
+__device__ inline void store_warp_tile(const Gemm<float>& g, float* out, int i0, int j0, const float (&acc)[2][4][4],
+                                       int lane) {
+  for (int mi = 0; mi < 2; ++mi)
+    for (int nj = 0; nj < 4; ++nj)
+      for (int i = 0; i < 4; ++i)
+        store_out(g, out, i0 + 16 * mi + lane / 4 + 8 * (i / 2), j0 + 8 * nj + 2 * (lane % 4) + i % 2, acc[mi][nj][i]);
+}
+}  // namespace
+
+__global__ void __launch_bounds__(kMmaThreads) matmul_bf16_mma_kernel(Gemm<float> g) {
+  constexpr int kPitchA = kMmaBK + 8, kPitchB = kMmaBN + 8;  // bf16; rows of 80 and 144 bytes
+  __align__(16) __shared__ __nv_bfloat16 a_tile[kMmaBM * kPitchA];  // (64, 32): a_tile[i][k]
+  __align__(16) __shared__ __nv_bfloat16 b_tile[kMmaBK * kPitchB];  // (32, 64): b_tile[k][j]
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  const int warp_i = (warp / 2) * 32, warp_j = (warp % 2) * 32;
+  const int i0 = static_cast<int>(blockIdx.y) * kMmaBM, j0 = static_cast<int>(blockIdx.x) * kMmaBN;
+  // The row this lane names to ldmatrix: row lane % 8 of matrix lane / 8. For a, matrices 0..3
+  // are the fragment's (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15,
+  // k 8-15); for b (x4 .trans) (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15):
+  // the two registers of two neighbouring n-tiles.
+  const int piece = lane / 8, row = lane % 8;
+  const int a_row = row + 8 * (piece % 2), a_col = 8 * (piece / 2);
+  const int b_row = row + 8 * (piece % 2), b_col = 8 * (piece / 2);
+  for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
+    const float* a = matrix(g.a, z);
+    const float* b = matrix(g.b, z);
+    float acc[2][4][4] = {};
+    for (int k0 = 0; k0 < g.K; k0 += kMmaBK) {
+      load_tile_bf16<kMmaBM, kMmaBK, kMmaThreads>(a_tile, kPitchA, a, g.a, i0, k0, tid);
+      load_tile_bf16<kMmaBK, kMmaBN, kMmaThreads>(b_tile, kPitchB, b, g.b, k0, j0, tid);
+      __syncthreads();
+      for (int k = 0; k < kMmaBK; k += 16) {
+        unsigned a_frag[2][4], b_frag[4][2];
+        for (int mi = 0; mi < 2; ++mi)
+          ldmatrix_x4(a_frag[mi], &a_tile[(warp_i + 16 * mi + a_row) * kPitchA + k + a_col]);
+        for (int nj = 0; nj < 4; nj += 2) {
+          unsigned r[4];
+          ldmatrix_x4_trans(r, &b_tile[(k + b_row) * kPitchB + warp_j + 8 * nj + b_col]);
+          b_frag[nj][0] = r[0], b_frag[nj][1] = r[1], b_frag[nj + 1][0] = r[2], b_frag[nj + 1][1] = r[3];
+        }
+        for (int mi = 0; mi < 2; ++mi)
+          for (int nj = 0; nj < 4; ++nj) mma_m16n8k16_bf16(acc[mi][nj], a_frag[mi], b_frag[nj], acc[mi][nj]);
+      }
+      __syncthreads();  // everyone is done with the tiles before the next ones overwrite them
+    }
+    store_warp_tile(g, g.out + z * g.stride_out, i0 + warp_i, j0 + warp_j, acc, lane);
+  }
+}
+
+void matmul_bf16_mma(float* out, const float* a, const float* b, const MatmulShape& s, Stream stream) {
+  const Gemm<float> g = describe("matmul bf16_mma", out, a, b, s);
+  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+  const dim3 grid = grid_of("matmul bf16_mma", ceil_div(g.N, kMmaBN), ceil_div(g.M, kMmaBM), g.batch);
+  BRRR_LAUNCH(matmul_bf16_mma_kernel, grid, kMmaThreads, 0, stream, g);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 10. tf32_pipelined: tf32 mma.sync fed by a three-stage cp.async pipeline
+//
+// Variant 9 waits for every tile: load, __syncthreads, compute, __syncthreads. cp.async copies
+// global memory straight into shared memory in the background, so the copies of the next two
+// k-tiles can be in flight while the tensor cores work on this one. Three stages of shared
+// memory, and one barrier per k-tile:
+//
+//   prologue:  copy k-tiles 0 and 1 (two commit groups)
+//   step t:    wait until k-tile t has landed (cp_async_wait_group<1>: at most one group, t + 1,
+//              still in flight), __syncthreads (it has landed for every thread, and everyone
+//              is done with step t - 1), start copying k-tile t + 2 into the stage step t - 1
+//              used, compute on k-tile t.
+//
+// cp.async moves bytes, so the tiles stay float32, and the tensor cores take them as tf32
+// (mma.sync.m16n8k8.tf32; each value rounded with cvt.rna when its fragment is read): 10
+// mantissa bits instead of bf16's 7, and a relative error near 1e-3 against the float32 inputs,
+// which is why, like variant 7 with TF32 allowed, it is not a default. Rows are 16-byte copies
+// where 4 neighbours are contiguous and aligned (Operand::vec4), 4-byte copies otherwise, and
+// a copy that hangs over the matrix's edge reads fewer source bytes and zero-fills the rest.
+// Padding again keeps the fragment reads conflict-free: a row pitch of 20 floats puts the 32
+// (row g, column t) reads of an a fragment on 32 different banks, 72 does so for b's (k t, n g).
+// (The tensor cores' truncating accumulation, variant 7's lesson, is not corrected here: one
+// tf32 product per term is already a 1e-3 approximation.) Not measured yet (no GPU).
+
+constexpr int kPipeBM = 64, kPipeBN = 64, kPipeBK = 16, kPipeStages = 3;
+constexpr int kPipeThreads = 128;  // 4 warps, 2 x 2, each (32, 32) of out, as in variant 9
+constexpr int kPipePitchA = kPipeBK + 4, kPipePitchB = kPipeBN + 8;  // floats
+constexpr int kPipeStageFloats = kPipeBM * kPipePitchA + kPipeBK * kPipePitchB;
+constexpr std::size_t kPipeSharedBytes = sizeof(float) * kPipeStages * kPipeStageFloats;  // 29184
+
+namespace {
+// Starts copying the (ROWS, COLS) tile of a matrix of m at (r0, c0) into tile[r * pitch + c]
+// with cp.async; zeros where it hangs over the edge. Consecutive threads copy consecutive
+// addresses, 16 bytes at a time when four neighbours along a row are contiguous and aligned.
+template <int ROWS, int COLS, int THREADS>
+__device__ inline void copy_tile_async(float* tile, int pitch, const float* base, const Operand<float>& m, int r0,
+                                       int c0, int tid) {
+  if (m.col_stride == 1 && m.vec4) {
+    for (int e = tid; e < ROWS * COLS / 4; e += THREADS) {
+      const int r = e / (COLS / 4), c = 4 * (e % (COLS / 4)), row = r0 + r, col = c0 + c;
+      const int inside = row < m.rows ? max(0, min(4, m.cols - col)) : 0;  // values of the 4 in the matrix
+      const float* source = inside > 0 ? base + static_cast<std::int64_t>(row) * m.row_stride + col : base;
+      cp_async<16>(&tile[r * pitch + c], source, 4 * inside);
+    }
+  } else {
+    const bool along_rows = m.col_stride == 1;
+    for (int e = tid; e < ROWS * COLS; e += THREADS) {
+      const int r = along_rows ? e / COLS : e % ROWS, c = along_rows ? e % COLS : e / ROWS;
+      const int row = r0 + r, col = c0 + c;
+      const bool inside = row < m.rows && col < m.cols;
+      const float* source = inside ? base + static_cast<std::int64_t>(row) * m.row_stride +
+                                         static_cast<std::int64_t>(col) * m.col_stride
+                                   : base;
+      cp_async<4>(&tile[r * pitch + c], source, inside ? 4 : 0);
+    }
+  }
+}
+}  // namespace
+
+__global__ void __launch_bounds__(kPipeThreads) matmul_tf32_pipelined_kernel(Gemm<float> g) {
+  BRRR_DYNAMIC_SHARED(float, stages);  // per stage: a (64, 16) a[i][k], then b (16, 64) b[k][j]
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  const int warp_i = (warp / 2) * 32, warp_j = (warp % 2) * 32, group = lane / 4, in_group = lane % 4;
+  const int i0 = static_cast<int>(blockIdx.y) * kPipeBM, j0 = static_cast<int>(blockIdx.x) * kPipeBN;
+  const int k_tiles = static_cast<int>(ceil_div(g.K, kPipeBK));
+  for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
+    const float* a = matrix(g.a, z);
+    const float* b = matrix(g.b, z);
+    const auto copy_k_tile = [&](int t) {  // k-tile t into stage t % 3 (if there is one), as a group
+      if (t < k_tiles) {
+        float* stage = stages + (t % kPipeStages) * kPipeStageFloats;
+        copy_tile_async<kPipeBM, kPipeBK, kPipeThreads>(stage, kPipePitchA, a, g.a, i0, t * kPipeBK, tid);
+        copy_tile_async<kPipeBK, kPipeBN, kPipeThreads>(stage + kPipeBM * kPipePitchA, kPipePitchB, b, g.b,
+                                                        t * kPipeBK, j0, tid);
+      }
+      cp_async_commit_group();  // an empty group past the end keeps the count of groups regular
+    };
+    copy_k_tile(0);
+    copy_k_tile(1);
+    float acc[2][4][4] = {};
+    for (int t = 0; t < k_tiles; ++t) {
+      cp_async_wait_group<kPipeStages - 2>();
+      __syncthreads();
+      copy_k_tile(t + kPipeStages - 1);
+      const float* a_tile = stages + (t % kPipeStages) * kPipeStageFloats;
+      const float* b_tile = a_tile + kPipeBM * kPipePitchA;
+      for (int k = 0; k < kPipeBK; k += 8) {
+        // Fragments (m16n8k8 tf32): a value r at row g + 8 (r % 2), column t + 4 (r / 2);
+        // b value r at row (k) t + 4 r, column (n) g.
+        unsigned a_frag[2][4], b_frag[4][2];
+        for (int mi = 0; mi < 2; ++mi)
+          for (int r = 0; r < 4; ++r)
+            a_frag[mi][r] = float_to_tf32(
+                a_tile[(warp_i + 16 * mi + group + 8 * (r % 2)) * kPipePitchA + k + in_group + 4 * (r / 2)]);
+        for (int nj = 0; nj < 4; ++nj)
+          for (int r = 0; r < 2; ++r)
+            b_frag[nj][r] = float_to_tf32(b_tile[(k + in_group + 4 * r) * kPipePitchB + warp_j + 8 * nj + group]);
+        for (int mi = 0; mi < 2; ++mi)
+          for (int nj = 0; nj < 4; ++nj) mma_m16n8k8_tf32(acc[mi][nj], a_frag[mi], b_frag[nj], acc[mi][nj]);
+      }
+    }
+    cp_async_wait_group<0>();  // (only empty groups are left)
+    __syncthreads();           // everyone is done with the stages before the next matrix's copies
+    store_warp_tile(g, g.out + z * g.stride_out, i0 + warp_i, j0 + warp_j, acc, lane);
+  }
+}
+
+void matmul_tf32_pipelined(float* out, const float* a, const float* b, const MatmulShape& s, Stream stream) {
+  const Gemm<float> g = describe("matmul tf32_pipelined", out, a, b, s);
+  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+  const dim3 grid = grid_of("matmul tf32_pipelined", ceil_div(g.N, kPipeBN), ceil_div(g.M, kPipeBM), g.batch);
+  BRRR_LAUNCH(matmul_tf32_pipelined_kernel, grid, kPipeThreads, kPipeSharedBytes, stream, g);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Registration
 
 template void matmul_naive<float>(float*, const float*, const float*, const MatmulShape&, Stream);
@@ -887,6 +1101,15 @@ void register_matmul_kernels() {
       about("variant 6: variant 5 with float4 loads and a transposed a tile"));
   add(op::matmul<float>, cuda, "warptiling", &matmul_warptiling, 65,
       about("variant 8: warp tiles, two shared-memory stages (double buffering)"));
+  // The tensor-core variants that run everywhere change the numerics (bf16 or tf32 inputs), so
+  // they rank below every float32 variant: selected by name, never by default.
+  VariantMeta bf16_mma = about("variant 9: bf16 on the tensor cores (mma.sync, ldmatrix, padded tiles), float32 sums");
+  bf16_mma.bf16_inputs = true;  // checked against the reference on its inputs rounded to bf16
+  bf16_mma.tolerance = 1e-4;    // then only the float32 sums differ, as in the float32 variants
+  add(op::matmul<float>, cuda, "bf16_mma", &matmul_bf16_mma, 8, bf16_mma);
+  VariantMeta tf32 = about("variant 10: tf32 mma.sync fed by a three-stage cp.async pipeline");
+  tf32.tolerance = 5e-3;  // tf32 keeps 10 mantissa bits: ~5e-4 a product, more on cancelling sums
+  add(op::matmul<float>, cuda, "tf32_pipelined", &matmul_tf32_pipelined, 9, tf32);
 #if !BRRR_EMULATOR
   VariantMeta tensor_cores;
   tensor_cores.gpu_only = true;

@@ -24,6 +24,9 @@ void matmul_blocking2d(float* out, const float* a, const float* b, const MatmulS
 void matmul_vectorized(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);  // 6
 // (7, tensorcore, needs the GPU's tensor cores: there is no emulated copy.)
 void matmul_warptiling(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);  // 8
+void matmul_bf16_mma(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);    // 9
+void matmul_tf32_pipelined(float* out, const float* a, const float* b, const MatmulShape& shape,
+                           Stream stream);  // 10
 }  // namespace emu
 
 namespace cuda {
@@ -41,6 +44,10 @@ void matmul_vectorized(float* out, const float* a, const float* b, const MatmulS
 void matmul_tensorcore(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);
 // 8: variant 6 with warp tiles and double-buffered shared memory (float32 units, no tensor cores).
 void matmul_warptiling(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);
+// 9: bf16 tensor cores through mma.sync and ldmatrix (inputs rounded to bf16, float32 sums).
+void matmul_bf16_mma(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);
+// 10: tf32 mma.sync fed by a three-stage cp.async pipeline (~1e-3 relative error).
+void matmul_tf32_pipelined(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);
 }  // namespace cuda
 
 }  // namespace brrr::kernels

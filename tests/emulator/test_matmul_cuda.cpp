@@ -4,12 +4,15 @@
 // then end to end through ops::matmul on Device::cuda() with each variant selected.
 // Chapter 13 (matmul from naive to tensor cores). Read before: kernels/cuda/matmul.cu.
 //
-// The tensor-core variant (7) is GPU-only and not here; kernel-lab checks it on a GPU. The
-// sizes below give variant 8 (warptiling, 16-deep k-tiles in two stages) one k-tile, an odd
-// and an even number of them, and a ragged last one.
+// The WMMA tensor-core variant (7) is GPU-only and not here; kernel-lab checks it on a GPU.
+// The mma.sync variants (9, 10) run here, on inputs rounded as they round them. The sizes
+// below give variant 8 (warptiling, 16-deep k-tiles in two stages) and 10 (three stages) one
+// k-tile, an odd and an even number of them, and a ragged last one; M, N and K are mostly not
+// multiples of 16.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -17,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "brrr/bfloat16.h"
 #include "brrr/brrr.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/matmul.h"
@@ -58,8 +62,11 @@ struct Problem {
 // Runs `fn` and the CPU reference on one random problem, each on its own copy of out, and
 // checks that they agree inside the output matrices and that neither touched anything else.
 // Returns the number of wrong elements.
+// `round_input`, when given, rounds every value of a and b first (to bf16 or tf32: what a
+// tensor-core variant rounds them to itself), so that the reference sees the kernel's inputs.
 template <class T>
-int wrong_elements(MatmulFn<T> fn, const Problem& p, std::mt19937& rng, double tolerance) {
+int wrong_elements(MatmulFn<T> fn, const Problem& p, std::mt19937& rng, double tolerance,
+                   T (*round_input)(T) = nullptr) {
   const std::int64_t batch = p.batch == Batch::kOne ? 1 : 3;
   const std::int64_t offset = p.misaligned ? 1 : 0;
   // Batch strides with a gap between matrices (a multiple of 4 elements unless misaligned),
@@ -78,15 +85,17 @@ int wrong_elements(MatmulFn<T> fn, const Problem& p, std::mt19937& rng, double t
   s.stride_out = p.M * p.N + gap;
 
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  auto random_buffer = [&](std::int64_t n) {
+  auto random_buffer = [&](std::int64_t n, bool rounded = false) {
     std::vector<T> v(static_cast<std::size_t>(n));
     for (T& x : v) x = static_cast<T>(uniform(rng));
+    if (rounded && round_input)
+      for (T& x : v) x = round_input(x);
     return v;
   };
   // a and b end where their last matrix ends (a read past it shows in the sanitizer build); out
   // has one more element, which must stay as it was.
-  const std::vector<T> a = random_buffer(offset + (batch - 1) * s.stride_a + p.M * p.K);
-  const std::vector<T> b = random_buffer(offset + (batch - 1) * s.stride_b + p.K * p.N);
+  const std::vector<T> a = random_buffer(offset + (batch - 1) * s.stride_a + p.M * p.K, true);
+  const std::vector<T> b = random_buffer(offset + (batch - 1) * s.stride_b + p.K * p.N, true);
   const std::vector<T> out_before = random_buffer(offset + (batch - 1) * s.stride_out + p.M * p.N + 1);
   std::vector<T> got = out_before, want = out_before;
   fn(got.data() + offset, a.data() + offset, b.data() + offset, s, nullptr);
@@ -161,16 +170,19 @@ struct OneCpuThread {
 };
 
 // One test case per variant (each runs ~110 problems, a few hundred thousand emulated threads).
-void check_float_variant(const char* name, MatmulFn<float> fn) {
+void check_float_variant(const char* name, MatmulFn<float> fn, float (*round_input)(float) = nullptr) {
   const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   const OneCpuThread one_thread;
   std::mt19937 rng(13);
   for (const Problem& p : problems()) {
     INFO("variant " << name);
     INFO(describe(p));
-    CHECK(wrong_elements<float>(fn, p, rng, 1e-5) == 0);
+    CHECK(wrong_elements<float>(fn, p, rng, 1e-5, round_input) == 0);
   }
 }
+
+float bf16_rounded(float x) { return brrr::round_to_bf16(x); }
+float tf32_rounded(float x) { return std::bit_cast<float>(float_to_tf32(x)); }  // cvt.rna, simt.h
 
 }  // namespace
 
@@ -195,6 +207,15 @@ TEST_CASE("matmul_cuda: 6 vectorized matches the CPU reference") {
 TEST_CASE("matmul_cuda: 8 warptiling matches the CPU reference") {
   const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_float_variant("warptiling", &emu::matmul_warptiling);
+}
+
+// The tensor-core variants round their inputs (bf16: 8 significant bits, tf32: 11); on inputs
+// already rounded so, only their float32 sums differ from the reference.
+TEST_CASE("matmul_cuda: 9 bf16_mma matches the CPU reference on inputs rounded to bf16") {
+  check_float_variant("bf16_mma", &emu::matmul_bf16_mma, bf16_rounded);
+}
+TEST_CASE("matmul_cuda: 10 tf32_pipelined matches the CPU reference on inputs rounded to tf32") {
+  check_float_variant("tf32_pipelined", &emu::matmul_tf32_pipelined, tf32_rounded);
 }
 
 TEST_CASE("matmul_cuda: the float64 variants match the CPU reference on the emulator") {
