@@ -1,5 +1,5 @@
 // kernels/cuda/matmul.cu: matmul on the GPU, from one thread per output to tensor cores, in
-// eight numbered variants. Each one changes one thing about the one before it, says why that
+// ten numbered variants. Each one changes one thing about the one before it, says why that
 // should be faster on an H100, and what still limits it.
 // Chapter 13 (matmul from naive to tensor cores). Read before: kernels/cpu/matmul.cpp (the
 // reference), kernels/cuda/examples.cu (a first CUDA file), kernels/cuda/matmul.h.
@@ -8,8 +8,9 @@
 // The order follows Simon Boehm's "How to optimize a CUDA matmul kernel for cuBLAS-like
 // performance": naive, coalesced, shared-memory tiles, 1-D then 2-D register blocking,
 // vectorized loads; then tensor cores; and last, back on the float32 units, warp tiles and
-// double buffering (variant 8, his kernels 10 and 11). `brrr kernel-lab matmul` checks and
-// times them all.
+// double buffering (variant 8, his kernels 10 and 11). Variants 9 and 10 return to the
+// tensor cores through their own instructions (mma.sync, ldmatrix, cp.async; simt.h), which
+// the emulator runs too. `brrr kernel-lab matmul` checks and times them all.
 //
 // Measured on an H100 80GB HBM3, 2026-11-23, with `scripts/gpu.sh` (see docs/measurements.md):
 // at 4096^3 in float32, as a share of cuBLAS's SGEMM (2.659 ms, 51.69 TFLOP/s, TF32 off), naive
