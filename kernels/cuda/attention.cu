@@ -21,7 +21,7 @@
 // Variants, registered for DeviceType::CUDA (float32 and float64 unless noted):
 //   attention_forward   1 naive      one thread per query row, two passes over the keys
 //                       2 flash      tiles in shared memory, online softmax (default)
-//                       3 bf16_mma   variant 2 on tensor cores, bf16 inputs (float32 only, GPU only)
+//                       3 bf16_mma   variant 2 on tensor cores, bf16 inputs (float32 only)
 //   attention_backward  1 naive      one thread per query row (dq) and per key row (dk, dv)
 //                       2 flash      FlashAttention-2's loop order, deterministic (default)
 //
@@ -40,10 +40,6 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/simt.h"
 #include "kernels/registry.h"
-
-#if !BRRR_EMULATOR
-#include <cuda_bf16.h>
-#endif
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 
@@ -653,9 +649,8 @@ void attention_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, co
   if (!done) attention_backward_naive(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
 }
 
-#if !BRRR_EMULATOR
 // =============================================================================================
-// Variant 3 forward (GPU only): flash attention on tensor cores, bfloat16 inputs
+// Variant 3 forward: flash attention on tensor cores, bfloat16 inputs
 //
 // Variant 2 spends its time in two tile products, q k^T and p v, on the SIMT float32 units
 // (about 67 TFLOP/s on an H100 SXM by the datasheet; cuBLAS's SGEMM measured 51.7 on ours).
@@ -678,6 +673,9 @@ void attention_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, co
 //   B (16 x 8, by column):  b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g]
 //   C (16 x 8, float):      c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1]
 // Each 32-bit register holds two bf16, the lower index in the lower half.
+//
+// It runs in the emulator too: mma_m16n8k16_bf16 is simt.h's spelling of mma.sync (inline PTX
+// under nvcc, a warp-collective operation under g++, chapter 09).
 //
 // Candid notes: the conversion happens on every load (k and v once per query tile); the
 // transposed store of v has 4-way bank conflicts; loads are plain (no cp.async double
@@ -702,13 +700,9 @@ __device__ inline unsigned pack_bf16(float lo, float hi) {
   return lo_bits | (hi_bits << 16);
 }
 
-// d (16 x 8) += a (16 x 16) b (16 x 8): bf16 operands, float32 accumulators.
-__device__ inline void mma_bf16_m16n8k16(float d[4], const unsigned a[4], const unsigned b[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+// d (16 x 8) += a (16 x 16) b (16 x 8): bf16 operands, float32 accumulators (simt.h).
+__device__ inline void mma_bf16_m16n8k16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  mma_m16n8k16_bf16(d, a, b, d);
 }
 
 // 32 bits (two bf16) at element `index` of a bf16 array in shared memory; index is even.
@@ -859,7 +853,6 @@ void attention_forward_bf16_mma(float* out, float* lse, const float* q, const fl
   }
   attention_forward_naive(out, lse, q, k, v, BH, T_len, hs, scale, stream);  // hs > 128
 }
-#endif  // !BRRR_EMULATOR
 
 // =============================================================================================
 
@@ -894,13 +887,11 @@ void register_dtype() {
 void register_attention_kernels() {
   register_dtype<float>();
   register_dtype<double>();
-#if !BRRR_EMULATOR
   // Not the default: bf16 inputs change the results in the third significant digit.
   VariantMeta bf16;  // bfloat16 keeps 8 bits of mantissa: an error near 1e-2 is its design
-  bf16.tolerance = 3e-2, bf16.bf16_inputs = true, bf16.gpu_only = true;
-  bf16.about = "q, k, v and the weights in bfloat16 on the tensor cores (mma.sync), float32 sums";
+  bf16.tolerance = 3e-2, bf16.bf16_inputs = true;
+  bf16.about = "variant 3: q, k, v and the weights in bfloat16 on the tensor cores (mma.sync), float32 sums";
   add(op::attention_forward<float>, DeviceType::CUDA, "bf16_mma", &attention_forward_bf16_mma, 10, bf16);
-#endif
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -34,18 +34,23 @@
 
 namespace brrr::kernels {
 
+#define BRRR_ATTENTION_TENSOR_CORE_KERNELS                                                                     \
+  /* Variant 3: the flash forward on tensor cores, mma.sync m16n8k16 with q, k, v rounded to bfloat16 on load */ \
+  /* and float32 accumulation (relative error about 1e-2, not 1e-6). */                                         \
+  void attention_forward_bf16_mma(float* out, float* lse, const float* q, const float* k, const float* v,       \
+                                  std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream);
+
 namespace emu {
 BRRR_ATTENTION_KERNELS
+BRRR_ATTENTION_TENSOR_CORE_KERNELS
 }  // namespace emu
 
 namespace cuda {
 BRRR_ATTENTION_KERNELS
-// Variant 3 (GPU only): the flash forward on tensor cores, mma.sync m16n8k16 with q, k, v
-// rounded to bfloat16 on load and float32 accumulation (relative error about 1e-2, not 1e-6).
-void attention_forward_bf16_mma(float* out, float* lse, const float* q, const float* k, const float* v,
-                                std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream);
+BRRR_ATTENTION_TENSOR_CORE_KERNELS
 }  // namespace cuda
 
 }  // namespace brrr::kernels
 
 #undef BRRR_ATTENTION_KERNELS
+#undef BRRR_ATTENTION_TENSOR_CORE_KERNELS

@@ -7,7 +7,8 @@
 // wrong: T = 1, T not a multiple of the 64-row tile (17, 70: a ragged last tile, and a second
 // tile that sees a diagonal and a full tile), head sizes below, at and between the padded
 // sizes 32, 64, 128 (16, 24, 40, 64), and one above 128 (the fallback to variant 1).
-// (The bf16_mma variant is GPU only: it needs tensor cores, which the emulator does not model.)
+// The tensor-core variant (bf16_mma) runs here too, on inputs rounded to bfloat16 as it rounds
+// them, at T up to 130 and head sizes 64 and 128.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "brrr/bfloat16.h"
 #include "brrr/brrr.h"
 #include "brrr/cuda.h"
 #include "brrr/kernels.h"
@@ -43,8 +45,8 @@ std::vector<F> random_values(std::size_t n, std::mt19937& rng, double scale = 1.
 }
 
 // The largest |a - b| / (1 + |b|) over two arrays (relative for large values, absolute near 0).
-template <class F>
-double max_error(const std::vector<F>& a, const std::vector<F>& b) {
+template <class F, class G>
+double max_error(const std::vector<F>& a, const std::vector<G>& b) {
   REQUIRE(a.size() == b.size());
   double worst = 0.0;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -100,6 +102,38 @@ void check_variant(const char* name, ForwardFn<F> forward, BackwardFn<F> backwar
 
 const std::vector<Problem> kShapes = {{2, 1, 16}, {3, 17, 24}, {2, 70, 64}, {2, 70, 40}, {1, 65, 16}};
 
+// The tensor-core variants round q, k, v to bfloat16 as they load them: checked against the
+// float64 reference on the rounded inputs, within the lab's bf16 tolerance (what remains is
+// the kernel's own rounding of the softmax weights to bf16, and float32 sums).
+const std::vector<Problem> kTensorCoreShapes = {{1, 1, 64}, {2, 130, 64}, {1, 67, 128}, {1, 70, 40}};
+constexpr double kBf16Tolerance = 3e-2;  // VariantMeta of the bf16 variants (attention.cu)
+
+std::vector<float> rounded_to_bf16(std::vector<float> values) {
+  for (float& v : values) v = brrr::round_to_bf16(v);
+  return values;
+}
+
+std::vector<double> widened(const std::vector<float>& values) { return {values.begin(), values.end()}; }
+
+void check_bf16_forward(ForwardFn<float> forward, const Problem& s, std::uint32_t seed) {
+  CAPTURE(s.BH);
+  CAPTURE(s.T);
+  CAPTURE(s.hs);
+  std::mt19937 rng(seed);
+  const std::size_t n = static_cast<std::size_t>(s.BH * s.T * s.hs), rows = static_cast<std::size_t>(s.BH * s.T);
+  const std::vector<float> q = rounded_to_bf16(random_values<float>(n, rng, 1.5)),
+                           k = rounded_to_bf16(random_values<float>(n, rng, 1.5)),
+                           v = rounded_to_bf16(random_values<float>(n, rng));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.hs));
+  std::vector<double> out_ref(n), lse_ref(rows);
+  cpu::attention_forward<double>(out_ref.data(), lse_ref.data(), widened(q).data(), widened(k).data(),
+                                 widened(v).data(), s.BH, s.T, s.hs, scale, nullptr);
+  std::vector<float> out(n, NAN), lse(rows, NAN);
+  forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.BH, s.T, s.hs, static_cast<float>(scale), nullptr);
+  CHECK(max_error(out, out_ref) < kBf16Tolerance);
+  CHECK(max_error(lse, lse_ref) < kBf16Tolerance);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -117,6 +151,11 @@ TEST_CASE("attention flash (variant 2): forward and backward match the CPU refer
   for (const Problem& s : kShapes)
     check_variant<float>("flash", &emu::attention_forward_flash<float>, &emu::attention_backward_flash<float>, s, 2e-5,
                          2);
+}
+
+TEST_CASE("attention bf16_mma (variant 3, tensor cores): the forward matches the float64 reference on bf16 inputs") {
+  const brrr::simt::HostMemoryKernels host_memory;
+  for (const Problem& s : kTensorCoreShapes) check_bf16_forward(&emu::attention_forward_bf16_mma, s, 3);
 }
 
 TEST_CASE("attention flash: hs = 128 and hs above 128 (the fallback to variant 1)") {
