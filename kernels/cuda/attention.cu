@@ -24,6 +24,7 @@
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 inputs (float32 only)
 //   attention_backward  1 naive      one thread per query row (dq) and per key row (dk, dv)
 //                       2 flash      FlashAttention-2's loop order, deterministic (default)
+//                       3 bf16_mma   variant 2 on tensor cores, bf16 operands (float32 only)
 //
 // Measured on an H100 80GB HBM3, 2026-11-23, with `scripts/gpu.sh` (see docs/measurements.md),
 // at (BH, T, hs) = (384, 1024, 64), as a share of the lab's float32 matmul peak (cuBLAS's
@@ -855,6 +856,247 @@ void attention_forward_bf16_mma(float* out, float* lse, const float* q, const fl
 }
 
 // =============================================================================================
+// Variant 3 backward: FlashAttention-2's backward on tensor cores, bfloat16 operands
+//
+// The backward of variant 2 (the float32 flash backward) with every tile product on
+// mma.sync.m16n8k16: q, k, v, dout rounded to bfloat16 as they are loaded, the float32 lse of
+// the forward, float32 accumulators. Writing P = exp(S - lse) for the recomputed probabilities
+// and D_i = dout_i . out_i,
+//   dv = P^T dout,   dP = dout v^T,   dS = P * (dP - D),   dk = scale dS^T q,   dq = scale dS k.
+// Two kernels, as in variant 2, so that nothing is summed with atomics (deterministic):
+//   - dk, dv: a block owns 64 keys, 16 a warp, and accumulates their dk and dv in registers
+//     while it streams the query tiles that see them (32 queries at a time), recomputing the
+//     transposed scores S^T = k q^T per tile. Keys are the rows of every product, so S^T, dP^T
+//     and dS^T come out of the tensor cores in the accumulator layout, and (FlashAttention-2's
+//     trick, as in the forward) two adjacent accumulator tiles are already the A operand of the
+//     next product: dv += P^T dout and dk += dS^T q need no trip through shared memory.
+//   - dq: a block owns 64 queries, 16 a warp, keeps their q and dout fragments in registers,
+//     streams the key tiles up to the diagonal (32 keys at a time), recomputes S and dP, and
+//     accumulates dq = dS k in registers.
+// The B operands sit in shared memory in the layout that makes a fragment two adjacent bf16
+// (one 32-bit load): q and dout row-major (queries, hs) for S^T and dP^T, transposed (hs,
+// queries) for dk and dv; k and v row-major for S and dP, k transposed for dq. Rows are padded
+// by 8 bf16 (16 bytes). Register budget at hs = 128: 128 accumulators for dk and dv, 32 for the
+// two score tiles, addresses and fragments; the query tile is 32 (not 64) to stay under 255.
+// Candid notes: loads are plain (no cp.async, no ldmatrix), the transposed stores conflict in
+// the banks, D is recomputed by both kernels; the forward's p is rounded to bf16 for p v, the
+// backward rounds P^T and dS^T for their products the same way. Not measured yet (no GPU).
+
+constexpr int kBwdQueries = 32;  // queries per tile of the dk, dv kernel; keys per tile of dq
+
+template <int HS>
+constexpr std::size_t bwd_mma_shared_bytes() {  // 64 rows + 32 rows + two transposed tiles, and D
+  return ((kTile + kBwdQueries) * 2 * (HS + 8) + 2 * HS * (kBwdQueries + 8)) * sizeof(unsigned short) +
+         2 * kTile * sizeof(float);
+}
+
+namespace {
+// Rows row0 .. row0 + ROWS - 1 of x (T_len, hs) rounded to bf16, into tile (ROWS, HS + 8) and,
+// if transposed is not null, into transposed (HS, ROWS + 8); zeros past T_len and hs.
+template <int ROWS, int HS>
+__device__ inline void load_rows_bf16(unsigned short* tile, unsigned short* transposed, const float* x, int row0,
+                                      int T_len, int hs) {
+  for (int e = threadIdx.x; e < ROWS * HS; e += blockDim.x) {
+    const int r = e / HS, d = e % HS;
+    const float value = row0 + r < T_len && d < hs ? x[static_cast<std::int64_t>(row0 + r) * hs + d] : 0.0f;
+    const unsigned short bits = __bfloat16_as_ushort(__float2bfloat16_rn(value));
+    tile[r * (HS + 8) + d] = bits;
+    if (transposed) transposed[d * (ROWS + 8) + r] = bits;
+  }
+}
+
+// D_i = dout_i . out_i for rows row0 .. row0 + rows - 1, into D (0 past T_len), from dout and
+// out rounded to bf16, as the tensor cores see dout (and as a bf16 forward would store out):
+// then dS = P (dP - D) is exactly 0 where it should be (a row with one key: dP = D).
+__device__ inline void load_D(float* D, const float* dout, const float* out, int row0, int rows, int T_len, int hs) {
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    float sum = 0.0f;
+    if (row0 + r < T_len)
+      for (int d = 0; d < hs; ++d) {
+        const std::int64_t at = static_cast<std::int64_t>(row0 + r) * hs + d;
+        sum += __bfloat162float(__float2bfloat16_rn(dout[at])) * __bfloat162float(__float2bfloat16_rn(out[at]));
+      }
+    D[r] = sum;
+  }
+}
+
+// acc (16 x 8 n) += A (16 x 16 per step, fragments from a row-major bf16 tile) B, where B's
+// fragment for n-tile n, step s is two adjacent bf16 of row 8 n + g of b_tile (pitch ldb).
+template <int STEPS, int NTILES>
+__device__ inline void mma_rows(float (&acc)[NTILES][4], const unsigned short* a_tile, int lda, int a_row0,
+                                const unsigned short* b_tile, int ldb, int g, int t) {
+  for (int s = 0; s < STEPS; ++s) {
+    const unsigned a[4] = {load_pair(a_tile, (a_row0 + g) * lda + 16 * s + 2 * t),
+                           load_pair(a_tile, (a_row0 + g + 8) * lda + 16 * s + 2 * t),
+                           load_pair(a_tile, (a_row0 + g) * lda + 16 * s + 8 + 2 * t),
+                           load_pair(a_tile, (a_row0 + g + 8) * lda + 16 * s + 8 + 2 * t)};
+    for (int n = 0; n < NTILES; ++n) {
+      const unsigned b[2] = {load_pair(b_tile, (8 * n + g) * ldb + 16 * s + 2 * t),
+                             load_pair(b_tile, (8 * n + g) * ldb + 16 * s + 8 + 2 * t)};
+      mma_bf16_m16n8k16(acc[n], a, b);
+    }
+  }
+}
+
+// acc (16 x HS) += X (16 x COLS, in accumulator tiles: the A operand of COLS / 16 steps, FA-2's
+// trick) times the rows of a transposed tile bt (HS, COLS + 8): B fragment = row 8 n + g.
+template <int COLS, int HS>
+__device__ inline void mma_from_accumulators(float (&acc)[HS / 8][4], const float (&x)[COLS / 8][4],
+                                             const unsigned short* bt, int g, int t) {
+  for (int kc = 0; kc < COLS / 16; ++kc) {
+    const unsigned a[4] = {pack_bf16(x[2 * kc][0], x[2 * kc][1]), pack_bf16(x[2 * kc][2], x[2 * kc][3]),
+                           pack_bf16(x[2 * kc + 1][0], x[2 * kc + 1][1]),
+                           pack_bf16(x[2 * kc + 1][2], x[2 * kc + 1][3])};
+    for (int n = 0; n < HS / 8; ++n) {
+      const unsigned b[2] = {load_pair(bt, (8 * n + g) * (COLS + 8) + 16 * kc + 2 * t),
+                             load_pair(bt, (8 * n + g) * (COLS + 8) + 16 * kc + 8 + 2 * t)};
+      mma_bf16_m16n8k16(acc[n], a, b);
+    }
+  }
+}
+
+// Stores a warp's (16, HS) accumulators times `factor` into rows row0 + g, row0 + g + 8.
+template <int HS>
+__device__ inline void store_rows(float* x, const float (&acc)[HS / 8][4], int row0, int T_len, int hs, float factor,
+                                  int g, int t) {
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + g + 8 * h;
+    if (row >= T_len) continue;
+    for (int n = 0; n < HS / 8; ++n)
+      for (int e = 0; e < 2; ++e) {
+        const int d = 8 * n + 2 * t + e;
+        if (d < hs) x[static_cast<std::int64_t>(row) * hs + d] = acc[n][2 * h + e] * factor;
+      }
+  }
+}
+}  // namespace
+
+template <int HS>
+__global__ void __launch_bounds__(kMmaThreads)
+    attention_backward_dkdv_bf16_mma_kernel(float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                            const float* v, const float* out, const float* lse, int T_len, int hs,
+                                            float scale) {
+  constexpr int ld = HS + 8, ldt = kBwdQueries + 8, kQ = kBwdQueries;
+  BRRR_DYNAMIC_SHARED(unsigned short, smem);
+  unsigned short* k_tile = smem;                 // (64, HS) keys
+  unsigned short* v_tile = k_tile + kTile * ld;  // (64, HS)
+  unsigned short* q_tile = v_tile + kTile * ld;  // (32, HS) queries
+  unsigned short* do_tile = q_tile + kQ * ld;    // (32, HS)
+  unsigned short* qt_tile = do_tile + kQ * ld;   // (HS, 32): q transposed
+  unsigned short* dot_tile = qt_tile + HS * ldt; // (HS, 32): dout transposed
+  float* D = reinterpret_cast<float*>(dot_tile + HS * ldt);  // (32)
+  float* L = D + kTile;                                        // (32): lse
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int k0 = blockIdx.y * kTile, key0 = warp * 16;  // this block's keys; this warp's, in the tile
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * hs;
+  load_rows_bf16<kTile, HS>(k_tile, nullptr, k + head, k0, T_len, hs);
+  load_rows_bf16<kTile, HS>(v_tile, nullptr, v + head, k0, T_len, hs);
+  float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
+  const int key[2] = {k0 + key0 + g, k0 + key0 + g + 8};  // the keys of accumulator rows g, g + 8
+  for (int q0 = k0; q0 < T_len; q0 += kQ) {  // the queries that see some of the block's keys
+    __syncthreads();  // everyone is done with the previous query tile
+    load_rows_bf16<kQ, HS>(q_tile, qt_tile, q + head, q0, T_len, hs);
+    load_rows_bf16<kQ, HS>(do_tile, dot_tile, dout + head, q0, T_len, hs);
+    load_D(D, dout + head, out + head, q0, kQ, T_len, hs);
+    for (int r = threadIdx.x; r < kQ; r += blockDim.x)
+      L[r] = q0 + r < T_len ? lse[blockIdx.x * static_cast<std::int64_t>(T_len) + q0 + r] : 0.0f;
+    __syncthreads();
+    // S^T and dP^T (16 keys x 32 queries): k q^T and v dout^T.
+    float p[kQ / 8][4] = {}, ds[kQ / 8][4] = {};
+    mma_rows<HS / 16, kQ / 8>(p, k_tile, ld, key0, q_tile, ld, g, t);
+    mma_rows<HS / 16, kQ / 8>(ds, v_tile, ld, key0, do_tile, ld, g, t);
+    for (int n = 0; n < kQ / 8; ++n)
+      for (int i = 0; i < 4; ++i) {
+        const int query = 8 * n + 2 * t + i % 2, kk = key[i / 2];
+        const bool seen = kk <= q0 + query && q0 + query < T_len;  // causal; rows past T are zero
+        p[n][i] = seen ? __expf(p[n][i] * scale - L[query]) : 0.0f;
+        ds[n][i] = p[n][i] * (ds[n][i] - D[query]);
+      }
+    mma_from_accumulators<kQ, HS>(dv_acc, p, dot_tile, g, t);  // dv += P^T dout
+    mma_from_accumulators<kQ, HS>(dk_acc, ds, qt_tile, g, t);  // dk += dS^T q
+  }
+  store_rows<HS>(dk + head, dk_acc, k0 + key0, T_len, hs, scale, g, t);
+  store_rows<HS>(dv + head, dv_acc, k0 + key0, T_len, hs, 1.0f, g, t);
+}
+
+template <int HS>
+__global__ void __launch_bounds__(kMmaThreads)
+    attention_backward_dq_bf16_mma_kernel(float* dq, const float* dout, const float* q, const float* k,
+                                          const float* v, const float* out, const float* lse, int T_len, int hs,
+                                          float scale) {
+  constexpr int ld = HS + 8, ldt = kBwdQueries + 8, kK = kBwdQueries;
+  BRRR_DYNAMIC_SHARED(unsigned short, smem);
+  unsigned short* q_tile = smem;                 // (64, HS) queries
+  unsigned short* do_tile = q_tile + kTile * ld; // (64, HS)
+  unsigned short* k_tile = do_tile + kTile * ld; // (32, HS) keys
+  unsigned short* v_tile = k_tile + kK * ld;     // (32, HS)
+  unsigned short* kt_tile = v_tile + kK * ld;    // (HS, 32): k transposed
+  float* D = reinterpret_cast<float*>(kt_tile + 2 * HS * ldt);  // (64), after the (unused) second transposed slot
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int query_tile = gridDim.y - 1 - blockIdx.y;  // the longest rows first
+  const int q0 = query_tile * kTile, row0 = warp * 16;
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * hs;
+  load_rows_bf16<kTile, HS>(q_tile, nullptr, q + head, q0, T_len, hs);
+  load_rows_bf16<kTile, HS>(do_tile, nullptr, dout + head, q0, T_len, hs);
+  load_D(D, dout + head, out + head, q0, kTile, T_len, hs);
+  __syncthreads();
+  const int row[2] = {q0 + row0 + g, q0 + row0 + g + 8};
+  float L[2], Drow[2];
+  for (int h = 0; h < 2; ++h) {
+    L[h] = row[h] < T_len ? lse[blockIdx.x * static_cast<std::int64_t>(T_len) + row[h]] : 0.0f;
+    Drow[h] = D[row0 + g + 8 * h];
+  }
+  float dq_acc[HS / 8][4] = {};
+  const int key_end = min(T_len, q0 + kTile);  // keys up to the tile's last query
+  for (int kb = 0; kb < key_end; kb += kK) {
+    __syncthreads();  // everyone is done with the previous key tile
+    load_rows_bf16<kK, HS>(k_tile, kt_tile, k + head, kb, T_len, hs);
+    load_rows_bf16<kK, HS>(v_tile, nullptr, v + head, kb, T_len, hs);
+    __syncthreads();
+    // S and dP (16 queries x 32 keys): q k^T and dout v^T.
+    float p[kK / 8][4] = {}, ds[kK / 8][4] = {};
+    mma_rows<HS / 16, kK / 8>(p, q_tile, ld, row0, k_tile, ld, g, t);
+    mma_rows<HS / 16, kK / 8>(ds, do_tile, ld, row0, v_tile, ld, g, t);
+    for (int n = 0; n < kK / 8; ++n)
+      for (int i = 0; i < 4; ++i) {
+        const int key = kb + 8 * n + 2 * t + i % 2, h = i / 2;
+        const bool seen = key <= row[h] && row[h] < T_len;
+        p[n][i] = seen ? __expf(p[n][i] * scale - L[h]) : 0.0f;
+        ds[n][i] = p[n][i] * (ds[n][i] - Drow[h]);
+      }
+    mma_from_accumulators<kK, HS>(dq_acc, ds, kt_tile, g, t);  // dq += dS k
+  }
+  store_rows<HS>(dq + head, dq_acc, q0 + row0, T_len, hs, scale, g, t);
+}
+
+template <int HS>
+void launch_backward_bf16_mma(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                              const float* v, const float* out, const float* lse, std::int64_t BH, std::int64_t T_len,
+                              std::int64_t hs, float scale, Stream stream) {
+  const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
+  const int T = static_cast<int>(T_len), h = static_cast<int>(hs);
+  BRRR_LAUNCH(attention_backward_dkdv_bf16_mma_kernel<HS>, grid, kMmaThreads, bwd_mma_shared_bytes<HS>(), stream, dk,
+              dv, dout, q, k, v, out, lse, T, h, scale);
+  BRRR_LAUNCH(attention_backward_dq_bf16_mma_kernel<HS>, grid, kMmaThreads, bwd_mma_shared_bytes<HS>(), stream, dq,
+              dout, q, k, v, out, lse, T, h, scale);
+}
+
+void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                 const float* v, const float* out, const float* lse, std::int64_t BH,
+                                 std::int64_t T_len, std::int64_t hs, float scale, Stream stream) {
+  check_sizes("attention_backward", BH, T_len, hs);
+  if (BH == 0 || T_len == 0) return;
+  BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, "attention_backward: BH = ", BH, ", T = ", T_len,
+             " is more blocks than a grid holds");
+  switch (padded_head_size(hs)) {
+    case 32: return launch_backward_bf16_mma<32>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
+    case 64: return launch_backward_bf16_mma<64>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
+    case 128: return launch_backward_bf16_mma<128>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
+  }
+  attention_backward_naive(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);  // hs > 128
+}
+
+// =============================================================================================
 
 #define BRRR_INSTANTIATE(T)                                                                                         \
   template void attention_forward_naive<T>(T*, T*, const T*, const T*, const T*, std::int64_t, std::int64_t,        \
@@ -892,6 +1134,8 @@ void register_attention_kernels() {
   bf16.tolerance = 3e-2, bf16.bf16_inputs = true;
   bf16.about = "variant 3: q, k, v and the weights in bfloat16 on the tensor cores (mma.sync), float32 sums";
   add(op::attention_forward<float>, DeviceType::CUDA, "bf16_mma", &attention_forward_bf16_mma, 10, bf16);
+  bf16.about = "variant 3: FlashAttention-2's backward in bfloat16 on the tensor cores, dq in a second pass";
+  add(op::attention_backward<float>, DeviceType::CUDA, "bf16_mma", &attention_backward_bf16_mma, 10, bf16);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -38,7 +38,11 @@ namespace brrr::kernels {
   /* Variant 3: the flash forward on tensor cores, mma.sync m16n8k16 with q, k, v rounded to bfloat16 on load */ \
   /* and float32 accumulation (relative error about 1e-2, not 1e-6). */                                         \
   void attention_forward_bf16_mma(float* out, float* lse, const float* q, const float* k, const float* v,       \
-                                  std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream);
+                                  std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream); \
+  /* Variant 3 backward: FlashAttention-2's backward on tensor cores, bf16 operands, dq in a second pass. */     \
+  void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* dout, const float* q,          \
+                                   const float* k, const float* v, const float* out, const float* lse,          \
+                                   std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream);
 
 namespace emu {
 BRRR_ATTENTION_KERNELS

@@ -158,6 +158,37 @@ TEST_CASE("attention bf16_mma (variant 3, tensor cores): the forward matches the
   for (const Problem& s : kTensorCoreShapes) check_bf16_forward(&emu::attention_forward_bf16_mma, s, 3);
 }
 
+TEST_CASE("attention bf16_mma (variant 3, tensor cores): the backward matches the float64 reference on bf16 inputs") {
+  const brrr::simt::HostMemoryKernels host_memory;
+  for (const Problem& s : kTensorCoreShapes) {
+    CAPTURE(s.BH);
+    CAPTURE(s.T);
+    CAPTURE(s.hs);
+    std::mt19937 rng(4);
+    const std::size_t n = static_cast<std::size_t>(s.BH * s.T * s.hs), rows = static_cast<std::size_t>(s.BH * s.T);
+    const std::vector<float> q = rounded_to_bf16(random_values<float>(n, rng, 1.5)),
+                             k = rounded_to_bf16(random_values<float>(n, rng, 1.5)),
+                             v = rounded_to_bf16(random_values<float>(n, rng)),
+                             dout = rounded_to_bf16(random_values<float>(n, rng));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(s.hs));
+    std::vector<double> out_ref(n), lse_ref(rows), dq_ref(n), dk_ref(n), dv_ref(n);
+    cpu::attention_forward<double>(out_ref.data(), lse_ref.data(), widened(q).data(), widened(k).data(),
+                                   widened(v).data(), s.BH, s.T, s.hs, scale, nullptr);
+    cpu::attention_backward<double>(dq_ref.data(), dk_ref.data(), dv_ref.data(), widened(dout).data(),
+                                    widened(q).data(), widened(k).data(), widened(v).data(), out_ref.data(),
+                                    lse_ref.data(), s.BH, s.T, s.hs, scale, nullptr);
+    // The forward's out and lse (float32, as a forward hands them over).
+    const std::vector<float> out(out_ref.begin(), out_ref.end()), lse(lse_ref.begin(), lse_ref.end());
+    std::vector<float> dq(n, NAN), dk(n, NAN), dv(n, NAN);
+    emu::attention_backward_bf16_mma(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
+                                     out.data(), lse.data(), s.BH, s.T, s.hs, static_cast<float>(scale), nullptr);
+    INFO("dq " << max_error(dq, dq_ref) << ", dk " << max_error(dk, dk_ref) << ", dv " << max_error(dv, dv_ref));
+    CHECK(max_error(dq, dq_ref) < kBf16Tolerance);
+    CHECK(max_error(dk, dk_ref) < kBf16Tolerance);
+    CHECK(max_error(dv, dv_ref) < kBf16Tolerance);
+  }
+}
+
 TEST_CASE("attention flash: hs = 128 and hs above 128 (the fallback to variant 1)") {
   const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   for (const Problem& s : {Problem{1, 20, 128}, Problem{2, 5, 136}})
