@@ -666,8 +666,11 @@ void attention_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, co
 // scores as 8 m16n8 accumulators, does the online softmax on them in registers (the 4 lanes
 // of a quad share a row), and multiplies by v: the accumulator layout of two adjacent 16 x 8
 // score tiles is exactly the layout of a 16 x 16 A operand, so p goes from accumulator to
-// operand without shared memory (FlashAttention-2's trick). v is stored transposed in shared
-// memory so that a B fragment is two adjacent bf16 values (one 32-bit load).
+// operand without shared memory (FlashAttention-2's trick). The fragments of q, k and v come
+// from shared memory by ldmatrix (chapter 13): four 8 x 8 matrices a warp and instruction, and
+// for v, stored as it comes (keys x hs), ldmatrix .trans hands out the columns a B fragment
+// needs, where an earlier version stored v transposed, with 4-way bank conflicts. Rows are
+// padded by 8 bf16 (16 bytes), so the 8 rows an ldmatrix reads fall in different banks.
 //
 // Fragment layouts of m16n8k16 (lane = 4 g + t; PTX ISA, "Matrix fragments for mma.m16n8k16"):
 //   A (16 x 16, row-major): a0 = A[g][2t, 2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]
@@ -678,9 +681,10 @@ void attention_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, co
 // It runs in the emulator too: mma_m16n8k16_bf16 is simt.h's spelling of mma.sync (inline PTX
 // under nvcc, a warp-collective operation under g++, chapter 09).
 //
-// Candid notes: the conversion happens on every load (k and v once per query tile); the
-// transposed store of v has 4-way bank conflicts; loads are plain (no cp.async double
-// buffering, no ldmatrix). It has not been tuned against variant 2 on an H100 yet.
+// Candid notes: the conversion happens on every load (k and v once per query tile); loads go
+// through registers (to round to bf16), so there is no cp.async double buffering until the
+// inputs are bf16 in memory. It has not been tuned against variant 2 on an H100 yet (the
+// figures below are from the version before ldmatrix).
 //
 // Measured on an H100 80GB HBM3, 2026-11-23 (`scripts/gpu.sh`, docs/measurements.md). The
 // lab checks it against the float64 reference computed on its inputs rounded to bfloat16 (the
@@ -715,22 +719,29 @@ __device__ inline unsigned load_pair(const unsigned short* base, int index) {
 // then start in different banks.
 template <int HS>
 constexpr std::size_t mma_shared_bytes() {
-  return (2 * kTile * (HS + 8) + HS * (kTile + 8)) * sizeof(unsigned short);
+  return 3 * kTile * (HS + 8) * sizeof(unsigned short);
 }
 
 template <int HS>
 __global__ void __launch_bounds__(kMmaThreads)
     attention_forward_bf16_mma_kernel(float* out, float* lse, const float* q, const float* k, const float* v,
                                       int T_len, int hs, float scale_log2) {
-  constexpr int ld = HS + 8;        // q and k tiles (64, HS), bf16
-  constexpr int ld_t = kTile + 8;   // v^T tile (HS, 64), bf16
+  constexpr int ld = HS + 8;        // q, k and v tiles (64, HS), bf16
   constexpr int kSteps = HS / 16;   // k-steps of q k^T
   constexpr int kOutTiles = HS / 8; // n-tiles of the output
   BRRR_DYNAMIC_SHARED(unsigned short, smem);
   unsigned short* q_tile = smem;
   unsigned short* k_tile = q_tile + kTile * ld;
-  unsigned short* vt_tile = k_tile + kTile * ld;
+  unsigned short* v_tile = k_tile + kTile * ld;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  // The row this lane names to ldmatrix_x4: row lane % 8 of matrix lane / 8, the matrices
+  // being (rows 0-7, columns 0-7), (rows 8-15, columns 0-7), (rows 0-7, 8-15), (rows 8-15, 8-15)
+  // of a 16 x 16 piece: for q an A fragment; for k (rows = keys) the B fragments of two n-tiles
+  // (with rows and columns swapped: keys 0-7 d 0-7, keys 0-7 d 8-15, keys 8-15 ...); for v, with
+  // .trans, the B fragments of two n-tiles of the output.
+  const int piece = lane / 8, piece_row = lane % 8;
+  const int a_row = piece_row + 8 * (piece % 2), a_col = 8 * (piece / 2);  // q, v
+  const int k_row = piece_row + 8 * (piece / 2), k_col = 8 * (piece % 2);  // k
   const int query_tile = gridDim.y - 1 - blockIdx.y;
   const int q0 = query_tile * kTile;
   const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * hs;
@@ -743,12 +754,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   __syncthreads();
   const int r0 = warp * 16;  // this warp's rows of the tile
   unsigned q_frag[kSteps][4];
-  for (int s = 0; s < kSteps; ++s) {
-    q_frag[s][0] = load_pair(q_tile, (r0 + g) * ld + 16 * s + 2 * t);
-    q_frag[s][1] = load_pair(q_tile, (r0 + g + 8) * ld + 16 * s + 2 * t);
-    q_frag[s][2] = load_pair(q_tile, (r0 + g) * ld + 16 * s + 8 + 2 * t);
-    q_frag[s][3] = load_pair(q_tile, (r0 + g + 8) * ld + 16 * s + 8 + 2 * t);
-  }
+  for (int s = 0; s < kSteps; ++s) ldmatrix_x4(q_frag[s], &q_tile[(r0 + a_row) * ld + 16 * s + a_col]);
 
   // Rows g and g + 8 of the warp's 16: running max (in log2 units), partial sum, output.
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -763,17 +769,19 @@ __global__ void __launch_bounds__(kMmaThreads)
       const bool inside = k0 + r < T_len && d < hs;
       const std::int64_t at = head + static_cast<std::int64_t>(k0 + r) * hs + d;
       k_tile[r * ld + d] = __bfloat16_as_ushort(__float2bfloat16_rn(inside ? k[at] : 0.0f));
-      vt_tile[d * ld_t + r] = __bfloat16_as_ushort(__float2bfloat16_rn(inside ? v[at] : 0.0f));
+      v_tile[r * ld + d] = __bfloat16_as_ushort(__float2bfloat16_rn(inside ? v[at] : 0.0f));
     }
     __syncthreads();
 
     // s (16 x 64) = q k^T as 8 accumulator tiles of 16 x 8.
     float s[8][4] = {};
-    for (int n = 0; n < 8; ++n)
+    for (int n = 0; n < 8; n += 2)
       for (int st = 0; st < kSteps; ++st) {
-        const unsigned b[2] = {load_pair(k_tile, (8 * n + g) * ld + 16 * st + 2 * t),
-                               load_pair(k_tile, (8 * n + g) * ld + 16 * st + 8 + 2 * t)};
-        mma_bf16_m16n8k16(s[n], q_frag[st], b);
+        unsigned r[4];  // the b fragments of key n-tiles n and n + 1
+        ldmatrix_x4(r, &k_tile[(8 * n + k_row) * ld + 16 * st + k_col]);
+        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        mma_bf16_m16n8k16(s[n], q_frag[st], b0);
+        mma_bf16_m16n8k16(s[n + 1], q_frag[st], b1);
       }
 
     // Online softmax in base 2: scale_log2 = scale * log2(e), so exp(x) = exp2(x * log2(e)).
@@ -809,10 +817,12 @@ __global__ void __launch_bounds__(kMmaThreads)
       const unsigned a[4] = {pack_bf16(s[2 * kc][0], s[2 * kc][1]), pack_bf16(s[2 * kc][2], s[2 * kc][3]),
                              pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]),
                              pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3])};
-      for (int n = 0; n < kOutTiles; ++n) {
-        const unsigned b[2] = {load_pair(vt_tile, (8 * n + g) * ld_t + 16 * kc + 2 * t),
-                               load_pair(vt_tile, (8 * n + g) * ld_t + 16 * kc + 8 + 2 * t)};
-        mma_bf16_m16n8k16(o[n], a, b);
+      for (int n = 0; n < kOutTiles; n += 2) {
+        unsigned r[4];  // the b fragments of output n-tiles n and n + 1: v's columns, by .trans
+        ldmatrix_x4_trans(r, &v_tile[(16 * kc + a_row) * ld + 8 * n + a_col]);
+        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        mma_bf16_m16n8k16(o[n], a, b0);
+        mma_bf16_m16n8k16(o[n + 1], a, b1);
       }
     }
   }

@@ -217,7 +217,7 @@ TEST_CASE("attention flash: empty problems launch nothing and write nothing") {
   CHECK(lse == std::vector<float>(4, -7.0f));
 }
 
-TEST_CASE("attention flash: the same inputs give the same bits twice (no atomics)") {
+TEST_CASE("attention flash and bf16_mma backward: the same inputs give the same bits twice (no atomics)") {
   const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   const Problem s{2, 70, 24};
   std::mt19937 rng(6);
@@ -232,6 +232,16 @@ TEST_CASE("attention flash: the same inputs give the same bits twice (no atomics
     std::vector<float> dq(n), dk(n), dv(n);
     emu::attention_backward_flash<float>(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
                                          out.data(), lse.data(), s.BH, s.T, s.hs, 0.2f, nullptr);
+    *grads = dq;
+    grads->insert(grads->end(), dk.begin(), dk.end());
+    grads->insert(grads->end(), dv.begin(), dv.end());
+  }
+  CHECK(first == second);
+  // The tensor-core backward too (each launch runs its blocks in another shuffled order).
+  for (std::vector<float>* grads : {&first, &second}) {
+    std::vector<float> dq(n), dk(n), dv(n);
+    emu::attention_backward_bf16_mma(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
+                                     out.data(), lse.data(), s.BH, s.T, s.hs, 0.2f, nullptr);
     *grads = dq;
     grads->insert(grads->end(), dk.begin(), dk.end());
     grads->insert(grads->end(), dv.begin(), dv.end());
