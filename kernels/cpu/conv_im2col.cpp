@@ -42,6 +42,18 @@ i64 images_per_group(const ConvShape& s) {
   return std::max<i64>(1, std::min<i64>(s.N, kColBudget / std::max<i64>(per_image, 1)));
 }
 
+// The output columns [lo, hi) whose tap kw reads inside the image (iw = ow stride - pad + kw dil
+// in [0, W)): outside them im2col writes zeros and col2im adds nothing, so the loops over the
+// inside run without a bounds check (and with stride 1 they are plain copies).
+struct Span {
+  i64 lo, hi;
+};
+Span inside(i64 offset, i64 stride, i64 size, i64 out) {  // first/last o with 0 <= o stride + offset < size
+  const i64 lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  const i64 hi = size - offset <= 0 ? 0 : (size - 1 - offset) / stride + 1;
+  return {std::min(lo, out), std::max(std::min(hi, out), std::min(lo, out))};
+}
+
 // col (C_in kH kW, nb P) from images x (nb, C_in, H, W), P = H_out W_out.
 template <class T>
 void im2col(T* col, const T* x, i64 nb, const ConvShape& s) {
@@ -49,6 +61,8 @@ void im2col(T* col, const T* x, i64 nb, const ConvShape& s) {
   parallel_for(rows, grain(nb * P), [&](i64 begin, i64 end) {
     for (i64 r = begin; r < end; ++r) {
       const i64 ci = r / (s.kH * s.kW), kh = r / s.kW % s.kH, kw = r % s.kW;
+      const i64 off_w = kw * s.dil_w - s.pad_w;
+      const Span in = inside(off_w, s.stride_w, s.W, s.W_out);
       for (i64 b = 0; b < nb; ++b) {
         const T* plane = x + (b * s.C_in + ci) * s.H * s.W;
         T* dst = col + r * nb * P + b * P;
@@ -59,11 +73,12 @@ void im2col(T* col, const T* x, i64 nb, const ConvShape& s) {
             std::fill(line, line + s.W_out, T(0));
             continue;
           }
-          const T* src = plane + ih * s.W;
-          for (i64 ow = 0; ow < s.W_out; ++ow) {
-            const i64 iw = ow * s.stride_w - s.pad_w + kw * s.dil_w;
-            line[ow] = iw >= 0 && iw < s.W ? src[iw] : T(0);
-          }
+          const T* src = plane + ih * s.W + off_w;  // src[ow * stride_w] is x[.., ih, iw]
+          std::fill(line, line + in.lo, T(0));
+          if (s.stride_w == 1) std::copy(src + in.lo, src + in.hi, line + in.lo);
+          else
+            for (i64 ow = in.lo; ow < in.hi; ++ow) line[ow] = src[ow * s.stride_w];
+          std::fill(line + in.hi, line + s.W_out, T(0));
         }
       }
     }
@@ -83,13 +98,14 @@ void col2im(T* dx, const T* dcol, i64 nb, const ConvShape& s) {
       for (i64 kh = 0; kh < s.kH; ++kh)
         for (i64 kw = 0; kw < s.kW; ++kw) {
           const T* src = dcol + ((ci * s.kH + kh) * s.kW + kw) * nb * P + b * P;
+          const i64 off_w = kw * s.dil_w - s.pad_w;
+          const Span in = inside(off_w, s.stride_w, s.W, s.W_out);
           for (i64 oh = 0; oh < s.H_out; ++oh) {
             const i64 ih = oh * s.stride_h - s.pad_h + kh * s.dil_h;
             if (ih < 0 || ih >= s.H) continue;
-            for (i64 ow = 0; ow < s.W_out; ++ow) {
-              const i64 iw = ow * s.stride_w - s.pad_w + kw * s.dil_w;
-              if (iw >= 0 && iw < s.W) plane[ih * s.W + iw] += src[oh * s.W_out + ow];
-            }
+            T* dst = plane + ih * s.W + off_w;
+            const T* line = src + oh * s.W_out;
+            for (i64 ow = in.lo; ow < in.hi; ++ow) dst[ow * s.stride_w] += line[ow];
           }
         }
     }
