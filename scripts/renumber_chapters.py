@@ -126,7 +126,7 @@ def main():
 
     # 3. No placeholder may survive.
     if not dry:
-        left = subprocess.run(["git", "grep", "-n", "-E", r"\bXX\b|chXX|XX-"], cwd=ROOT, capture_output=True, text=True)
+        left = subprocess.run(["git", "grep", "-I", "-n", "-E", r"\bXX\b|chXX|XX-"], cwd=ROOT, capture_output=True, text=True)
         left_lines = [l for l in left.stdout.splitlines() if not l.startswith("scripts/renumber_chapters.py")]
         if left_lines:
             sys.exit("placeholders left:\n" + "\n".join(left_lines))
