@@ -44,6 +44,27 @@ struct MatmulShape {
   bool allow_tf32 = false;
 };
 
+// A 2-D convolution over NCHW images (conv1d is the case H = kH = 1): input (N, C_in, H, W),
+// weight (C_out, C_in / groups, kH, kW), output (N, C_out, H_out, W_out) with
+//   H_out = (H + 2 pad_h - dil_h (kH - 1) - 1) / stride_h + 1   (W_out likewise).
+// Output channel co sees only the input channels of its group, co / (C_out / groups).
+struct ConvShape {
+  std::int64_t N = 0, C_in = 0, H = 0, W = 0;
+  std::int64_t C_out = 0, kH = 1, kW = 1, groups = 1;
+  std::int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
+  std::int64_t H_out = 0, W_out = 0;
+};
+
+// 2-D pooling over `planes` = N * C independent (H, W) images, window (kH, kW), no dilation:
+// H_out = (H + 2 pad_h - kH) / stride_h + 1 (W_out likewise). Padding counts as -inf for max
+// pooling and as 0 for average pooling, whose divisor is always kH * kW (PyTorch's default,
+// count_include_pad=True).
+struct PoolShape {
+  std::int64_t planes = 0, H = 0, W = 0;
+  std::int64_t kH = 1, kW = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  std::int64_t H_out = 0, W_out = 0;
+};
+
 struct AdamWParams {
   double lr, beta1, beta2, eps, weight_decay;
   std::int64_t step;  // 1 for the first step (bias correction)
@@ -126,6 +147,20 @@ template <class T> using cross_entropy_fused_fn = void (*)(T* losses, T* dlogits
 template <class T> using attention_forward_fn = void (*)(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
 template <class T> using attention_backward_fn = void (*)(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
 
+// Convolution and pooling (chapter XX, convolutions): bias may be nullptr. The
+// backward is two ops: dx (overwritten) from dout and weight; dweight and dbias (overwritten;
+// dbias may be nullptr) from dout and x.
+template <class T> using conv2d_forward_fn = void (*)(T* out, const T* x, const T* weight, const T* bias, const ConvShape& shape, Stream);
+template <class T> using conv2d_backward_input_fn = void (*)(T* dx, const T* dout, const T* weight, const ConvShape& shape, Stream);
+template <class T> using conv2d_backward_weight_fn = void (*)(T* dweight, T* dbias, const T* dout, const T* x, const ConvShape& shape, Stream);
+// Pooling, per plane: out (planes, H_out, W_out). max_pool2d keeps, for each output, the index
+// h * W + w of its window's first largest input within its plane (as PyTorch's indices); the
+// backward adds dout there. Backward kernels overwrite dx (planes, H, W).
+template <class T> using max_pool2d_forward_fn = void (*)(T* out, std::int64_t* index, const T* x, const PoolShape& shape, Stream);
+template <class T> using max_pool2d_backward_fn = void (*)(T* dx, const T* dout, const std::int64_t* index, const PoolShape& shape, Stream);
+template <class T> using avg_pool2d_forward_fn = void (*)(T* out, const T* x, const PoolShape& shape, Stream);
+template <class T> using avg_pool2d_backward_fn = void (*)(T* dx, const T* dout, const PoolShape& shape, Stream);
+
 // Optimizers update n parameters in place.
 template <class T> using adamw_step_fn = void (*)(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamWParams& hp, Stream);
 // AdamW over many tensors in one launch: each entry is one parameter tensor with its own
@@ -192,6 +227,13 @@ template <class T> inline constexpr Op<residual_layernorm_forward_fn<T>> residua
 template <class T> inline constexpr Op<cross_entropy_fused_fn<T>> cross_entropy_fused{"cross_entropy_fused", dtype_of<T>()};
 template <class T> inline constexpr Op<attention_forward_fn<T>> attention_forward{"attention_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<attention_backward_fn<T>> attention_backward{"attention_backward", dtype_of<T>()};
+template <class T> inline constexpr Op<conv2d_forward_fn<T>> conv2d_forward{"conv2d_forward", dtype_of<T>()};
+template <class T> inline constexpr Op<conv2d_backward_input_fn<T>> conv2d_backward_input{"conv2d_backward_input", dtype_of<T>()};
+template <class T> inline constexpr Op<conv2d_backward_weight_fn<T>> conv2d_backward_weight{"conv2d_backward_weight", dtype_of<T>()};
+template <class T> inline constexpr Op<max_pool2d_forward_fn<T>> max_pool2d_forward{"max_pool2d_forward", dtype_of<T>()};
+template <class T> inline constexpr Op<max_pool2d_backward_fn<T>> max_pool2d_backward{"max_pool2d_backward", dtype_of<T>()};
+template <class T> inline constexpr Op<avg_pool2d_forward_fn<T>> avg_pool2d_forward{"avg_pool2d_forward", dtype_of<T>()};
+template <class T> inline constexpr Op<avg_pool2d_backward_fn<T>> avg_pool2d_backward{"avg_pool2d_backward", dtype_of<T>()};
 template <class T> inline constexpr Op<adamw_step_fn<T>> adamw_step{"adamw_step", dtype_of<T>()};
 template <class T> inline constexpr Op<adamw_multi_step_fn<T>> adamw_multi_step{"adamw_multi_step", dtype_of<T>()};
 template <class T> inline constexpr Op<sgd_step_fn<T>> sgd_step{"sgd_step", dtype_of<T>()};

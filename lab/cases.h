@@ -21,6 +21,7 @@ std::vector<Case> random_cases();       // cases_random.cpp: chapter 01 (uniform
 std::vector<Case> reduction_cases();    // cases_reduction.cpp: chapter 12 (sums, softmax, cross-entropy, LayerNorm)
 std::vector<Case> matmul_cases();       // cases_matmul.cpp: chapters 04 and 13 (matmul, linear_gelu)
 std::vector<Case> nn_cases();           // cases_nn.cpp: chapters 07 and 16 (embedding, check_indices)
+std::vector<Case> conv_cases();         // cases_conv.cpp: chapter XX (convolution, pooling)
 std::vector<Case> attention_cases();    // cases_attention.cpp: chapter 14 (attention, causal_attention)
 std::vector<Case> optim_cases();        // cases_optim.cpp: chapter 15 (AdamW, SGD)
 

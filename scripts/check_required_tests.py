@@ -3,9 +3,9 @@
 
 A test that cannot run here (no tiktoken, no torch, no cppyy, no AVX-512) reports itself as
 Skipped (tests/skip.h), which ctest counts as a success. On CI that would hide a broken
-setup: the tiktoken interop, the PyTorch references, the notebooks and the AVX-512 GEMM must
-run. This reads ctest's output (scripts/test.sh tees it to a file) and checks that every test
-matching a required pattern ran and passed, and that each pattern matched at least one test.
+setup: the tiktoken interop, the PyTorch references, the notebooks, the digits CNN and the
+AVX-512 GEMM must run. This reads ctest's output (scripts/test.sh tees it to a file) and checks
+that every test matching a required pattern ran and passed, and that each pattern matched at least one test.
 
     scripts/check_required_tests.py build/ctest.log
     scripts/check_required_tests.py --self-test      # shows the check catches a skipped test
@@ -29,6 +29,7 @@ REQUIRED = [
     (r"^models: ?the GPT matches PyTorch at other shapes", "the PyTorch reference files made now", lambda: True),
     (r"^models: ?a brrr checkpoint loads in PyTorch", "a checkpoint read by PyTorch", lambda: True),
     (r"^notebook: ?", "the notebooks (cppyy, nbclient in .venv)", lambda: True),
+    (r"^models: ?cnn: ", "the handwritten digits (python3-sklearn) and the CNN against PyTorch", lambda: True),
     (r"^core: ?blocked matmul", "the AVX-512 GEMM on a CPU that has AVX-512", cpu_has_avx512),
 ]
 
@@ -77,7 +78,8 @@ def self_test():
     assert not any("tiktoken" in p for p in problems), problems
     assert any("blocked matmul" in p for p in problems) == cpu_has_avx512(), problems
     everything = [l.replace("***Skipped", "   Passed").replace("***Failed", "   Passed") for l in log]
-    everything.append("  5/5 Test  #5: models: a brrr checkpoint loads in PyTorch and gives the same logits ..   Passed   1.0 sec")
+    everything.append("  5/6 Test  #5: models: a brrr checkpoint loads in PyTorch and gives the same logits ..   Passed   1.0 sec")
+    everything.append("  6/6 Test  #6: models: cnn: brrr cnn reaches 97% on the held-out digits and writes its PNGs ..   Passed   5.0 sec")
     assert check(everything) == [], check(everything)
     print("self-test: a skipped, a failed and a missing required test are each reported; all passing is clean")
     return 0

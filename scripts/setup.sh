@@ -2,7 +2,8 @@
 # scripts/setup.sh: install what brrr needs on Debian 12, and nothing when all is there.
 #
 # Debian packages: the compiler and build tools, the C++ libraries brrr builds on, Doxygen,
-# and the peers the tests and benchmarks compare against (NumPy on OpenBLAS, PyTorch).
+# the peers the tests and benchmarks compare against (NumPy on OpenBLAS, PyTorch), and the
+# handwritten digits of the CNN chapter (python3-sklearn ships them; zlib reads the .csv.gz).
 # Python packages that Debian does not ship (tiktoken, HF tokenizers, sentencepiece) go into
 # a virtual environment at .venv that also sees Debian's numpy and torch.
 # Run as root, or as a user who may sudo. Safe to run again.
@@ -16,6 +17,7 @@ packages=(
   clang libclang-rt-14-dev
   python3 python3-venv python3-pip python3-numpy libopenblas0-openmp python3-torch
   bible-kjv sentencepiece
+  python3-sklearn zlib1g-dev
 )
 
 missing=()

@@ -7,6 +7,7 @@
 
 namespace brrr::cli {
 void add_mlp_commands(CLI::App& app);        // cli_mlp.cpp: brrr mlp (chapter 05)
+void add_cnn_commands(CLI::App& app);        // cli_cnn.cpp: brrr cnn (chapter XX, convolutions)
 void add_tokenizer_commands(CLI::App& app);  // cli_tokenizer.cpp: brrr tokenizer ... (chapter 06)
 void add_verify_commands(CLI::App& app);     // cli_verify.cpp: brrr verify-reference (chapter 07)
 // cli_train.cpp: brrr train, brrr sample (chapter 08). The help of `train` shows the defaults

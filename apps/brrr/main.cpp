@@ -161,6 +161,7 @@ int main(int argc, char** argv) {
     if (!kernel_spec.empty()) brrr::kernels::select_from_spec(kernel_spec);
   });
   brrr::cli::add_mlp_commands(app);
+  brrr::cli::add_cnn_commands(app);
   brrr::cli::add_tokenizer_commands(app);
   brrr::cli::add_verify_commands(app);
   brrr::cli::add_train_commands(app, brrr::cli::preset_in(argc, argv));

@@ -4,6 +4,7 @@
 // (chapter 04 introduces the registry; docs/teaching.md lists the exercises).
 #include "kernels/registry.h"
 #include "exercises/solutions/solutions.h"
+#include "exercises/student/student.h"  // conv2d_from_im2col, the given half of ex12
 
 namespace brrr::kernels {
 
@@ -11,6 +12,10 @@ void register_solution_kernels() {
   const VariantMeta answer = about("an exercise's reference solution (exercises/solutions/)");
   add(op::matmul<float>, DeviceType::CPU, "solution", &solution::matmul_tiled<float>, -20, answer);
   add(op::matmul<double>, DeviceType::CPU, "solution", &solution::matmul_tiled<double>, -20, answer);
+  add(op::conv2d_forward<float>, DeviceType::CPU, "solution",
+      &student::conv2d_from_im2col<float, &solution::im2col<float>>, -20, answer);
+  add(op::conv2d_forward<double>, DeviceType::CPU, "solution",
+      &student::conv2d_from_im2col<double, &solution::im2col<double>>, -20, answer);
 }
 
 }  // namespace brrr::kernels

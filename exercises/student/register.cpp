@@ -31,6 +31,10 @@ void register_student_kernels() {
   const VariantMeta stub = about("an exercise stub: yours to write (exercises/student/)");
   add(op::matmul<float>, DeviceType::CPU, "student", &student::matmul_tiled<float>, -10, stub);
   add(op::matmul<double>, DeviceType::CPU, "student", &student::matmul_tiled<double>, -10, stub);
+  add(op::conv2d_forward<float>, DeviceType::CPU, "student",
+      &student::conv2d_from_im2col<float, &student::im2col<float>>, -10, stub);
+  add(op::conv2d_forward<double>, DeviceType::CPU, "student",
+      &student::conv2d_from_im2col<double, &student::im2col<double>>, -10, stub);
 #if BRRR_EXERCISE_SOLUTIONS
   register_solution_kernels();
 #endif

@@ -52,4 +52,36 @@ std::pair<std::uint32_t, std::uint32_t> most_frequent_pair(const std::vector<std
 // Every (a, b) in word replaced by id, left to right: "a a a" with (a, a) gives "aa a".
 void merge_pair(std::vector<std::uint32_t>& word, std::uint32_t a, std::uint32_t b, std::uint32_t id);
 
+
+// --- ex12, chapter XX: im2col (im2col.cpp) ---------------------------------------------------
+// col (C_in kH kW, H_out W_out) from one image x (C_in, H, W): row (ci, kh, kw), column
+// (oh, ow) holds x[ci, oh stride_h - pad_h + kh dil_h, ow stride_w - pad_w + kw dil_w], or 0
+// outside the image. Only s's sizes and options are read (s.N and s.C_out are not).
+template <class T>
+void im2col(T* col, const T* x, const kernels::ConvShape& s);
+
+// A conv2d_forward kernel built on an im2col (given, not an exercise): per image, col, then
+// one GEMM per group with the registry's matmul, out (C_out, H_out W_out) = weight @ col, then
+// the bias. The student's im2col makes conv2d_forward variant "student" (register.cpp).
+template <class T>
+using Im2colFn = void (*)(T* col, const T* x, const kernels::ConvShape& s);
+template <class T, Im2colFn<T> im2col_of>
+void conv2d_from_im2col(T* out, const T* x, const T* weight, const T* bias, const kernels::ConvShape& s,
+                        kernels::Stream stream) {
+  const std::int64_t P = s.H_out * s.W_out, G = s.groups, cout_g = s.C_out / G, kg = s.C_in / G * s.kH * s.kW;
+  std::vector<T> col(static_cast<std::size_t>(s.C_in * s.kH * s.kW * P));
+  static kernels::Kernel<kernels::matmul_fn<T>> gemm(kernels::op::matmul<T>);
+  kernels::MatmulShape m;
+  m.batch = G, m.M = cout_g, m.N = P, m.K = kg;
+  m.stride_a = cout_g * kg, m.stride_b = kg * P, m.stride_out = cout_g * P;
+  for (std::int64_t n = 0; n < s.N; ++n) {
+    im2col_of(col.data(), x + n * s.C_in * s.H * s.W, s);
+    T* o = out + n * s.C_out * P;
+    gemm(DeviceType::CPU)(o, weight, col.data(), m, stream);
+    if (bias)
+      for (std::int64_t c = 0; c < s.C_out; ++c)
+        for (std::int64_t p = 0; p < P; ++p) o[c * P + p] += bias[c];
+  }
+}
+
 }  // namespace brrr::student

@@ -135,6 +135,47 @@ Tensor ReLU::forward(const Tensor& x) { return ops::relu(x); }
 Tensor Tanh::forward(const Tensor& x) { return ops::tanh(x); }
 Tensor Dropout::forward(const Tensor& x) { return ops::dropout(x, p, gen, is_training()); }
 
+namespace {
+double conv_bound(const char* module, std::int64_t in, std::int64_t out, std::int64_t kernel_elems,
+                  std::int64_t groups) {
+  BRRR_CHECK(in > 0 && out > 0 && kernel_elems > 0, module, ": sizes must be positive, got in_channels ", in,
+             ", out_channels ", out);
+  BRRR_CHECK(groups >= 1 && in % groups == 0 && out % groups == 0, module, ": groups ", groups,
+             " must divide in_channels ", in, " and out_channels ", out);
+  return 1.0 / std::sqrt(static_cast<double>(in / groups * kernel_elems));
+}
+}  // namespace
+
+Conv2d::Conv2d(std::int64_t in, std::int64_t out, ops::Size2 k, Generator& gen, ConvOptions conv,
+               TensorOptions options)
+    : conv(conv) {
+  BRRR_CHECK(k.h > 0 && k.w > 0, "Conv2d: kernel_size must be positive, got (", k.h, ", ", k.w, ")");
+  const double bound = conv_bound("Conv2d", in, out, k.h * k.w, conv.groups_);
+  weight = register_parameter("weight", uniform_init({out, in / conv.groups_, k.h, k.w}, bound, gen, options));
+  if (conv.bias_) bias = register_parameter("bias", uniform_init({out}, bound, gen, options));
+}
+
+Tensor Conv2d::forward(const Tensor& x) {
+  return ops::conv2d(x, weight, bias, conv.stride_, conv.padding_, conv.dilation_, conv.groups_);
+}
+
+Conv1d::Conv1d(std::int64_t in, std::int64_t out, std::int64_t k, Generator& gen, ConvOptions conv,
+               TensorOptions options)
+    : conv(conv) {
+  BRRR_CHECK(k > 0, "Conv1d: kernel_size must be positive, got ", k);
+  const double bound = conv_bound("Conv1d", in, out, k, conv.groups_);
+  weight = register_parameter("weight", uniform_init({out, in / conv.groups_, k}, bound, gen, options));
+  if (conv.bias_) bias = register_parameter("bias", uniform_init({out}, bound, gen, options));
+}
+
+Tensor Conv1d::forward(const Tensor& x) {
+  return ops::conv1d(x, weight, bias, conv.stride_.w, conv.padding_.w, conv.dilation_.w, conv.groups_);
+}
+
+Tensor MaxPool2d::forward(const Tensor& x) { return ops::max_pool2d(x, kernel_size, stride, padding); }
+Tensor AvgPool2d::forward(const Tensor& x) { return ops::avg_pool2d(x, kernel_size, stride, padding); }
+Tensor Flatten::forward(const Tensor& x) { return x.flatten(start_dim, end_dim); }
+
 Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
   for (const auto& m : modules) push_back(m);
 }

@@ -560,4 +560,40 @@ void heatmap(const std::string& path, const std::vector<double>& values, int row
   c.save_png(path);
 }
 
+void image_grid(const std::string& path, const std::vector<std::vector<double>>& images, int rows, int cols,
+                const std::vector<std::string>& captions, const std::string& title, int columns) {
+  BRRR_CHECK(rows > 0 && cols > 0 && columns > 0, "image_grid: need positive sizes, got ", rows, " x ", cols,
+             " images in ", columns, " columns");
+  for (std::size_t i = 0; i < images.size(); ++i)
+    BRRR_CHECK(static_cast<int>(images[i].size()) == rows * cols, "image_grid: image ", i, " has ",
+               images[i].size(), " values, expected ", rows, " x ", cols);
+  const int n = static_cast<int>(images.size()), per_row = std::max(1, std::min(columns, n));
+  const int grid_rows = (n + per_row - 1) / per_row;
+  const int scale = std::max(2, 64 / std::max(rows, cols));  // each image about 64 pixels wide
+  const int cell_w = std::max(cols * scale, Canvas::text_width("0000000")) + 12, cell_h = rows * scale + 24;
+  const int top = 36;
+  Canvas c(std::max(per_row * cell_w + 12, Canvas::text_width(title, 2) + 20), top + grid_rows * cell_h + 8);
+  c.text(10, 10, title, {0, 0, 0}, 2);
+  for (int i = 0; i < n; ++i) {
+    const int x0 = 10 + (i % per_row) * cell_w, y0 = top + (i / per_row) * cell_h;
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (double v : images[i])
+      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+    if (!(hi > lo)) hi = lo + 1;
+    for (int r = 0; r < rows; ++r)
+      for (int k = 0; k < cols; ++k) {
+        const double v = images[i][r * cols + k], t = std::isfinite(v) ? (v - lo) / (hi - lo) : 0.0;
+        const auto shade = static_cast<std::uint8_t>(std::lround(255 * (1 - t)));
+        c.fill_rect(x0 + k * scale, y0 + r * scale, x0 + (k + 1) * scale, y0 + (r + 1) * scale, {shade, shade, shade});
+      }
+    const Color frame{150, 150, 150};
+    c.line(x0 - 1, y0 - 1, x0 + cols * scale, y0 - 1, frame);
+    c.line(x0 - 1, y0 + rows * scale, x0 + cols * scale, y0 + rows * scale, frame);
+    c.line(x0 - 1, y0 - 1, x0 - 1, y0 + rows * scale, frame);
+    c.line(x0 + cols * scale, y0 - 1, x0 + cols * scale, y0 + rows * scale, frame);
+    if (i < static_cast<int>(captions.size())) c.text(x0, y0 + rows * scale + 6, captions[i], {0, 0, 0});
+  }
+  c.save_png(path);
+}
+
 }  // namespace brrr::plot

@@ -71,4 +71,16 @@ template <class T> void residual_layernorm_forward(T* sum, T* out, T* mean, T* r
 template <class T> void cross_entropy_fused(T* losses, T* dlogits, const T* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, T dloss, Stream);
 template <class T> void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream);
 
+// conv.cpp (the reference), conv_im2col.cpp (the default), pool.cpp
+template <class T> void conv2d_direct_forward(T* out, const T* x, const T* weight, const T* bias, const ConvShape& shape, Stream);
+template <class T> void conv2d_direct_backward_input(T* dx, const T* dout, const T* weight, const ConvShape& shape, Stream);
+template <class T> void conv2d_direct_backward_weight(T* dweight, T* dbias, const T* dout, const T* x, const ConvShape& shape, Stream);
+template <class T> void conv2d_im2col_forward(T* out, const T* x, const T* weight, const T* bias, const ConvShape& shape, Stream);
+template <class T> void conv2d_im2col_backward_input(T* dx, const T* dout, const T* weight, const ConvShape& shape, Stream);
+template <class T> void conv2d_im2col_backward_weight(T* dweight, T* dbias, const T* dout, const T* x, const ConvShape& shape, Stream);
+template <class T> void max_pool2d_forward(T* out, std::int64_t* index, const T* x, const PoolShape& shape, Stream);
+template <class T> void max_pool2d_backward(T* dx, const T* dout, const std::int64_t* index, const PoolShape& shape, Stream);
+template <class T> void avg_pool2d_forward(T* out, const T* x, const PoolShape& shape, Stream);
+template <class T> void avg_pool2d_backward(T* dx, const T* dout, const PoolShape& shape, Stream);
+
 }  // namespace brrr::kernels::cpu

@@ -53,6 +53,18 @@ void register_floating() {
   add(op::layernorm_backward<T>, kCpu, "cpu", &cpu::layernorm_backward<T>, 0, about("dx per row; dweight, dbias from fixed row chunks added in order"));
   add(op::attention_forward<T>, kCpu, "cpu", &cpu::attention_forward<T>, 0, about("one row of scores at a time (no (T, T) matrix), sums in double"));
   add(op::attention_backward<T>, kCpu, "cpu", &cpu::attention_backward<T>, 0, about("rebuilds each row's probabilities from lse, threads over heads"));
+  // Convolution (conv.cpp, conv_im2col.cpp): "direct" is the definition summed in double, the
+  // reference; "im2col" lowers each op to the registry's GEMM and is the default.
+  add(op::conv2d_forward<T>, kCpu, "direct", &cpu::conv2d_direct_forward<T>, 0, about("the definition: one output at a time, summed in double"));
+  add(op::conv2d_forward<T>, kCpu, "im2col", &cpu::conv2d_im2col_forward<T>, 10, about("windows copied into columns, then one GEMM per group"));
+  add(op::conv2d_backward_input<T>, kCpu, "direct", &cpu::conv2d_direct_backward_input<T>, 0, about("per input pixel, the outputs whose windows cover it, in double"));
+  add(op::conv2d_backward_input<T>, kCpu, "im2col", &cpu::conv2d_im2col_backward_input<T>, 10, about("weight^T @ dout, then col2im adds each column back"));
+  add(op::conv2d_backward_weight<T>, kCpu, "direct", &cpu::conv2d_direct_backward_weight<T>, 0, about("per weight, the sum over images and positions, in double"));
+  add(op::conv2d_backward_weight<T>, kCpu, "im2col", &cpu::conv2d_im2col_backward_weight<T>, 10, about("dout @ col^T per group of images, added in order"));
+  add(op::max_pool2d_forward<T>, kCpu, "cpu", &cpu::max_pool2d_forward<T>, 0, about("per window: the first largest value and its index"));
+  add(op::max_pool2d_backward<T>, kCpu, "cpu", &cpu::max_pool2d_backward<T>, 0, about("zeros, then dout added at the saved indices, plane by plane"));
+  add(op::avg_pool2d_forward<T>, kCpu, "cpu", &cpu::avg_pool2d_forward<T>, 0, about("per window: the sum in double over kH kW"));
+  add(op::avg_pool2d_backward<T>, kCpu, "cpu", &cpu::avg_pool2d_backward<T>, 0, about("dout / (kH kW) added to each input of its window"));
   add(op::adamw_step<T>, kCpu, "cpu", &cpu::adamw_step<T>, 0, about("the update per element, written with explicit fma"));
   add(op::sgd_step<T>, kCpu, "cpu", &cpu::sgd_step<T>, 0, about("momentum, dampening, Nesterov as PyTorch's SGD"));
   // fused.cpp: each of these is the unfused CPU kernels above run one after the other (not an

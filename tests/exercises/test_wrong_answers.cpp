@@ -47,6 +47,11 @@ TEST_CASE("ex02: a tiled matmul whose edge tiles stop a column short fails, nami
   check_rejected(grade_variant("ex02", "wrong_tile"), {"M 1, N 1, K 1: out[0][0][0] is ", "naive gives"});
 }
 
+TEST_CASE("ex12: an im2col that uses stride_h along W passes the lab's square cases but fails the grader") {
+  check_rejected(grade_variant("ex12", "wrong_stride"),
+                 {"stride (2, 1), padding (1, 3), dilation (1, 2): out[", "an option of H used for W"});
+}
+
 TEST_CASE("ex03: a tie to the larger pair, and merging overlapping pairs, both fail") {
 #if BRRR_EXERCISE_SOLUTIONS
   check_rejected(exercises::grade_bpe_merge(&wrong::most_frequent_pair_larger_tie, &solution::merge_pair),

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "brrr/generator.h"
+#include "brrr/ops.h"
 #include "brrr/tensor.h"
 
 namespace brrr::nn {
@@ -112,6 +113,70 @@ class Dropout : public Module {
   Tensor forward(const Tensor& x) override;
   double p;
   Generator gen;
+};
+
+// --- convolution and pooling (chapter XX, convolutions) ----------------------------------------
+// torch.nn.Conv2d's keyword arguments, with fluent setters as libtorch's options:
+//   nn::Conv2d(1, 16, 3, gen, nn::ConvOptions().padding(1))
+struct ConvOptions {
+  ConvOptions& stride(ops::Size2 v) { stride_ = v; return *this; }
+  ConvOptions& padding(ops::Size2 v) { padding_ = v; return *this; }
+  ConvOptions& dilation(ops::Size2 v) { dilation_ = v; return *this; }
+  ConvOptions& groups(std::int64_t v) { groups_ = v; return *this; }
+  ConvOptions& bias(bool v) { bias_ = v; return *this; }
+  ops::Size2 stride_ = 1, padding_ = 0, dilation_ = 1;
+  std::int64_t groups_ = 1;
+  bool bias_ = true;
+};
+
+// weight (C_out, C_in / groups, kH, kW) and bias (C_out), PyTorch's names and shapes, so a
+// state dict loads in either; both U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in =
+// C_in / groups * kH * kW, as PyTorch initialises them.
+class Conv2d : public Module {
+ public:
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, ops::Size2 kernel_size, Generator& gen,
+         ConvOptions conv = {}, TensorOptions options = {});
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  ConvOptions conv;
+};
+
+// weight (C_out, C_in / groups, k), bias (C_out); x (N, C_in, L). It reads the width of each
+// of ConvOptions' sizes (one number sets both).
+class Conv1d : public Module {
+ public:
+  Conv1d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size, Generator& gen,
+         ConvOptions conv = {}, TensorOptions options = {});
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  ConvOptions conv;
+};
+
+// Pooling over (N, C, H, W); the stride defaults to the window, as in PyTorch.
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(ops::Size2 kernel_size) : MaxPool2d(kernel_size, kernel_size) {}
+  MaxPool2d(ops::Size2 kernel_size, ops::Size2 stride, ops::Size2 padding = 0)
+      : kernel_size(kernel_size), stride(stride), padding(padding) {}
+  Tensor forward(const Tensor& x) override;
+  ops::Size2 kernel_size, stride, padding;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(ops::Size2 kernel_size) : AvgPool2d(kernel_size, kernel_size) {}
+  AvgPool2d(ops::Size2 kernel_size, ops::Size2 stride, ops::Size2 padding = 0)
+      : kernel_size(kernel_size), stride(stride), padding(padding) {}
+  Tensor forward(const Tensor& x) override;
+  ops::Size2 kernel_size, stride, padding;
+};
+
+// Dims start_dim..end_dim merged into one: (N, C, H, W) -> (N, C H W) by default.
+class Flatten : public Module {
+ public:
+  explicit Flatten(int start_dim = 1, int end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
+  Tensor forward(const Tensor& x) override;
+  int start_dim, end_dim;
 };
 
 // Runs its modules in order; they are named "0", "1", ... as in torch.nn.Sequential.

@@ -125,6 +125,33 @@ inline constexpr kernels::Op<attention_fn> causal_attention{"causal_attention", 
 template <class T>
 inline constexpr kernels::Op<linear_gelu_fn> linear_gelu{"linear_gelu", dtype_of<T>()};
 }  // namespace variants
+// --- convolution and pooling (chapter XX, convolutions; ops_conv.cpp) ----------------------------
+// A pair of sizes (height, width), or one size for both, as PyTorch's int-or-tuple arguments:
+// conv2d(x, w, b, 1, 1) or conv2d(x, w, b, {2, 1}, {1, 0}).
+struct Size2 {
+  std::int64_t h, w;
+  Size2(std::int64_t both) : h(both), w(both) {}  // NOLINT: implicit, as PyTorch's int
+  Size2(std::int64_t h, std::int64_t w) : h(h), w(w) {}
+};
+// x (N, C_in, H, W), weight (C_out, C_in / groups, kH, kW), bias (C_out) or undefined ->
+// (N, C_out, H_out, W_out), H_out = (H + 2 padding - dilation (kH - 1) - 1) / stride + 1, as
+// torch.nn.functional.conv2d. groups = C_in = C_out is a depthwise convolution.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Size2 stride = 1,
+              Size2 padding = 0, Size2 dilation = 1, std::int64_t groups = 1);
+// x (N, C_in, L), weight (C_out, C_in / groups, k), bias (C_out) -> (N, C_out, L_out): conv2d
+// on images one pixel tall.
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), std::int64_t stride = 1,
+              std::int64_t padding = 0, std::int64_t dilation = 1, std::int64_t groups = 1);
+// Max over each window of x (N, C, H, W), stride defaulting to the window (torch's None):
+// (values, int64 indices h * W + w of each window's largest input within its plane), as
+// torch.nn.functional.max_pool2d(..., return_indices=True). padding is at most half the window.
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel_size, Size2 stride, Size2 padding = 0);
+Tensor max_pool2d(const Tensor& x, Size2 kernel_size);
+Tensor max_pool2d(const Tensor& x, Size2 kernel_size, Size2 stride, Size2 padding = 0);
+// Mean over each window, padding counted as zeros (torch's count_include_pad=True).
+Tensor avg_pool2d(const Tensor& x, Size2 kernel_size);
+Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, Size2 stride, Size2 padding = 0);
+
 // Zero each element with probability p and scale the rest by 1/(1-p); identity when !training.
 Tensor dropout(const Tensor& x, double p, Generator& gen, bool training = true);
 // Where mask (any dtype, nonzero = true) is true, value; elsewhere x. Broadcasts mask to x.

@@ -112,6 +112,12 @@ void decision_boundary(const std::string& path, const std::vector<int>& classes,
 void heatmap(const std::string& path, const std::vector<double>& values, int rows, int cols, const std::string& title,
              const std::vector<std::string>& row_labels = {}, const std::vector<std::string>& col_labels = {});
 
+// Small images in a grid, each (rows x cols) values in row-major order, drawn in grey
+// (white = its lowest value, black = its highest: each image scaled on its own) with a caption
+// under it, e.g. misclassified digits ("7 as 1") or a conv layer's filters (chapter XX).
+void image_grid(const std::string& path, const std::vector<std::vector<double>>& images, int rows, int cols,
+                const std::vector<std::string>& captions, const std::string& title, int columns = 10);
+
 Color palette(int i);  // distinct colours for series and classes
 
 }  // namespace brrr::plot

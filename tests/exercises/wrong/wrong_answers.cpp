@@ -9,6 +9,7 @@
 #include "brrr/ops.h"
 #include "kernels/registry.h"
 #include "kernels/signatures.h"
+#include "exercises/student/student.h"  // conv2d_from_im2col, the given half of ex12
 
 namespace brrr::kernels::emu {
 void register_wrong_cuda_kernels();  // wrong_kernels.cu, compiled for the emulator
@@ -69,6 +70,24 @@ void matmul_wrong_tile(T* out, const T* a, const T* b, const kernels::MatmulShap
 }
 
 // ---------------------------------------------------------------------------------------------
+// ex12: an im2col that steps along W by stride_h (the options of H used for both axes): right
+// whenever the two strides agree, as in every square case of the kernel lab.
+
+template <class T>
+void im2col_one_stride(T* col, const T* x, const kernels::ConvShape& s) {
+  const std::int64_t P = s.H_out * s.W_out;
+  for (std::int64_t r = 0; r < s.C_in * s.kH * s.kW; ++r) {
+    const std::int64_t ci = r / (s.kH * s.kW), kh = r / s.kW % s.kH, kw = r % s.kW;
+    for (std::int64_t oh = 0; oh < s.H_out; ++oh)
+      for (std::int64_t ow = 0; ow < s.W_out; ++ow) {
+        const std::int64_t ih = oh * s.stride_h - s.pad_h + kh * s.dil_h;
+        const std::int64_t iw = ow * s.stride_h - s.pad_w + kw * s.dil_w;  // the slip: stride_h
+        col[r * P + oh * s.W_out + ow] = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W ? x[(ci * s.H + ih) * s.W + iw] : T(0);
+      }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // ex03
 
 std::pair<std::uint32_t, std::uint32_t> most_frequent_pair_larger_tie(
@@ -100,6 +119,10 @@ void provide(DeviceType device, bool emulated) {
   if (device == DeviceType::CPU) {
     kernels::add(kernels::op::matmul<float>, DeviceType::CPU, "wrong_tile", &matmul_wrong_tile<float>, -30);
     kernels::add(kernels::op::matmul<double>, DeviceType::CPU, "wrong_tile", &matmul_wrong_tile<double>, -30);
+    kernels::add(kernels::op::conv2d_forward<float>, DeviceType::CPU, "wrong_stride",
+                 &student::conv2d_from_im2col<float, &im2col_one_stride<float>>, -30);
+    kernels::add(kernels::op::conv2d_forward<double>, DeviceType::CPU, "wrong_stride",
+                 &student::conv2d_from_im2col<double, &im2col_one_stride<double>>, -30);
   } else if (emulated) {
     kernels::emu::register_wrong_cuda_kernels();
   } else {

@@ -25,7 +25,8 @@ std::pair<std::uint32_t, std::uint32_t> most_frequent_pair_larger_tie(
 void merge_pair_overlapping(std::vector<std::uint32_t>& word, std::uint32_t a, std::uint32_t b, std::uint32_t id);
 
 // ex02: registers matmul variant "wrong_tile" on the CPU (float32, float64): a tiled matmul
-// whose edge tiles stop one column short. ex04-ex11: the CUDA variants of wrong_kernels.cu.
+// whose edge tiles stop one column short; ex12: conv2d_forward variant "wrong_stride", an
+// im2col that uses stride_h along W too. ex04-ex11: the CUDA variants of wrong_kernels.cu.
 // Idempotent; call before grading.
 void install_wrong_answers();
 
