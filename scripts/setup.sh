@@ -2,6 +2,7 @@
 # scripts/setup.sh: install what brrr needs on Debian 12, and nothing when all is there.
 #
 # Debian packages: the compiler and build tools, the C++ libraries brrr builds on, Doxygen,
+# OpenMPI (mpirun and the MPI library, for data-parallel training, chapter 18),
 # and the peers the tests and benchmarks compare against (NumPy on OpenBLAS, PyTorch).
 # Python packages that Debian does not ship (tiktoken, HF tokenizers, sentencepiece) go into
 # a virtual environment at .venv that also sees Debian's numpy and torch.
@@ -16,6 +17,7 @@ packages=(
   clang libclang-rt-14-dev
   python3 python3-venv python3-pip python3-numpy libopenblas0-openmp python3-torch
   bible-kjv sentencepiece
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()
