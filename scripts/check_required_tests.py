@@ -30,6 +30,7 @@ REQUIRED = [
     (r"^models: ?a brrr checkpoint loads in PyTorch", "a checkpoint read by PyTorch", lambda: True),
     (r"^notebook: ?", "the notebooks (cppyy, nbclient in .venv)", lambda: True),
     (r"^core: ?blocked matmul", "the AVX-512 GEMM on a CPU that has AVX-512", cpu_has_avx512),
+    (r"^distributed: ?", "data-parallel training under mpirun (Debian's openmpi-bin, libopenmpi-dev)", lambda: True),
 ]
 
 # "  12/247 Test  #12: tokenizer: tiktoken: identical ids ...   Passed    0.51 sec"
@@ -78,6 +79,7 @@ def self_test():
     assert any("blocked matmul" in p for p in problems) == cpu_has_avx512(), problems
     everything = [l.replace("***Skipped", "   Passed").replace("***Failed", "   Passed") for l in log]
     everything.append("  5/5 Test  #5: models: a brrr checkpoint loads in PyTorch and gives the same logits ..   Passed   1.0 sec")
+    everything.append("  6/6 Test  #6: distributed: ZeRO stage 1 gives the unsharded run's bits ..   Passed   3.0 sec")
     assert check(everything) == [], check(everything)
     print("self-test: a skipped, a failed and a missing required test are each reported; all passing is clean")
     return 0
