@@ -415,6 +415,9 @@ TrainResult train_this_rank(TrainConfig c) {
     const bool last = state.step == c.max_iters;
     const std::int64_t every = c.checkpoint_interval > 0 ? c.checkpoint_interval : c.eval_interval;
     const bool periodic = state.step % every == 0 && !last;  // the last one is saved below
+    // Ctrl-C reaches the ranks at different moments; they stop together, at the first step
+    // after which any rank has seen it (one more tiny collective a step, under mpirun only).
+    if (ranks > 1) interrupted = dist::sum_over_ranks({interrupted ? 1.0 : 0.0})[0] > 0;
     if (step % c.log_interval == 0 || last || periodic || interrupted) read_pending();
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     const double per_step = elapsed / static_cast<double>(steps_this_run);
