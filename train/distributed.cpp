@@ -395,15 +395,18 @@ void allgather_owned(const std::vector<Tensor>& tensors, const std::vector<std::
 std::vector<std::size_t> balanced_split(const std::vector<Tensor>& tensors) {
   std::int64_t total = 0;
   for (const Tensor& t : tensors) total += t.numel();
-  // Rank r's run ends at the first tensor boundary at or past (r + 1) / N of the elements.
+  // Rank r's run ends at the tensor boundary nearest to (r + 1) / N of the elements (and the
+  // last rank's at the end): whole tensors, so the shares are as even as the tensors allow.
   std::vector<std::size_t> first{0};
   std::int64_t at = 0;
   std::size_t i = 0;
-  for (int r = 0; r < ranks; ++r) {
+  for (int r = 0; r < ranks - 1; ++r) {
     const std::int64_t goal = total * (r + 1) / ranks;
-    while (i < tensors.size() && (at < goal || r == ranks - 1)) at += tensors[i++].numel();
+    while (i < tensors.size() && at + tensors[i].numel() <= goal) at += tensors[i++].numel();
+    if (i < tensors.size() && goal - at > at + tensors[i].numel() - goal) at += tensors[i++].numel();
     first.push_back(i);
   }
+  first.push_back(tensors.size());
   return first;
 }
 

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <utility>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -50,20 +52,34 @@ std::string cannot_run() {
 }
 
 // mpirun's flags for tests: two ranks on however many cores there are, as root too (CI's
-// containers), no binding (ctest runs other tests beside these), and the fault drill's variable
-// passed on to the ranks.
-std::string mpirun() {
-  std::string m = "mpirun --oversubscribe --bind-to none -x BRRR_FAULT";
+// containers), and no binding (ctest runs other tests beside these). -x passes the fault
+// drill's variable on to the ranks.
+std::string mpirun(bool fault_drill = false) {
+  std::string m = "mpirun --oversubscribe --bind-to none";
+  if (fault_drill) m += " -x BRRR_FAULT";
   if (::getuid() == 0) m += " --allow-run-as-root";
   return m;
 }
 
-// A small run: a 1-layer model on 40 KB of Shakespeare, one thread per rank.
-std::string train_args(const std::string& out, const std::string& extra = "") {
-  return "train --preset cpu-tiny --data " + small_text() + " --out_dir " + out +
-         " --n_layer 1 --n_head 2 --n_embd 32 --block_size 16 --batch_size 4 --max_iters 6 --warmup_iters 2"
-         " --lr_decay_iters 6 --eval_interval 3 --eval_iters 2 --log_interval 100 --sample_tokens 0 --threads 1"
-         " --dropout 0 " + extra;
+// A small run: a 1-layer model on 40 KB of Shakespeare, one thread per rank. `changes` are
+// "--key value" pairs that replace or add to these settings (brrr train takes a flag once).
+std::string train_args(const std::string& out, const std::string& changes = "") {
+  std::vector<std::pair<std::string, std::string>> settings = {
+      {"--preset", "cpu-tiny"}, {"--data", small_text()}, {"--out_dir", out}, {"--n_layer", "1"}, {"--n_head", "2"},
+      {"--n_embd", "32"}, {"--block_size", "16"}, {"--batch_size", "4"}, {"--max_iters", "6"}, {"--warmup_iters", "2"},
+      {"--lr_decay_iters", "6"}, {"--eval_interval", "3"}, {"--eval_iters", "2"}, {"--log_interval", "100"},
+      {"--sample_tokens", "0"}, {"--threads", "1"}, {"--dropout", "0"}};
+  std::istringstream in(changes);
+  std::string key, value;
+  while (in >> key >> value) {
+    bool replaced = false;
+    for (auto& [k, v] : settings)
+      if (k == key) v = value, replaced = true;
+    if (!replaced) settings.emplace_back(key, value);
+  }
+  std::string args = "train";
+  for (const auto& [k, v] : settings) args += " " + k + " " + v;
+  return args;
 }
 
 struct Run {
@@ -84,7 +100,7 @@ Run run(const std::string& command, const std::string& out, int limit_seconds = 
   return r;
 }
 
-std::string brrr() { return std::string(BRRR_CLI); }
+std::string cli() { return std::string(BRRR_CLI); }
 
 std::vector<double> losses(const std::string& out) {
   std::ifstream log(out + "/log.jsonl");
@@ -136,9 +152,9 @@ TEST_CASE("2 ranks x batch B train as 1 process with batch B and grad_accum 2 ov
   // two ranks add (a0 + b0) + (a1 + b1): float addition is not associative, so it differs in
   // the last bits, and after the first step so does everything that depends on it.
   const std::string one = scratch("one-step-single"), two = scratch("one-step-ranks");
-  const Run a = run(brrr() + " " + train_args(one, "--max_iters 1 --grad_clip 0 --grad_accum 2"), one);
+  const Run a = run(cli() + " " + train_args(one, "--max_iters 1 --grad_clip 0 --grad_accum 2"), one);
   REQUIRE_MESSAGE(a.status == 0, a.output);
-  const Run b = run(mpirun() + " -np 2 " + brrr() + " " + train_args(two, "--max_iters 1 --grad_clip 0"), two);
+  const Run b = run(mpirun() + " -np 2 " + cli() + " " + train_args(two, "--max_iters 1 --grad_clip 0"), two);
   REQUIRE_MESSAGE(b.status == 0, b.output);
   CHECK(b.output.find("data parallel: 2 ranks") != std::string::npos);
   REQUIRE(losses(one).size() == 1);
@@ -164,8 +180,8 @@ TEST_CASE("2 ranks x batch B train as 1 process with batch B and grad_accum 2 ov
 
   // Six steps with clipping: the losses agree to about float32's precision.
   const std::string one6 = scratch("six-single"), two6 = scratch("six-ranks");
-  REQUIRE(run(brrr() + " " + train_args(one6, "--grad_accum 2"), one6).status == 0);
-  const Run c = run(mpirun() + " -np 2 " + brrr() + " " + train_args(two6), two6);
+  REQUIRE(run(cli() + " " + train_args(one6, "--grad_accum 2"), one6).status == 0);
+  const Run c = run(mpirun() + " -np 2 " + cli() + " " + train_args(two6), two6);
   REQUIRE_MESSAGE(c.status == 0, c.output);
   const std::vector<double> l1 = losses(one6), l2 = losses(two6);
   REQUIRE(l1.size() == 6);
@@ -182,9 +198,9 @@ TEST_CASE("2 ranks x batch B train as 1 process with batch B and grad_accum 2 ov
 TEST_CASE("ZeRO stage 1 gives the unsharded run's bits, with half the optimizer state a rank") {
   if (const std::string why = cannot_run(); !why.empty()) return test::skip(why);
   const std::string plain = scratch("zero0"), sharded = scratch("zero1");
-  const Run a = run(mpirun() + " -np 2 " + brrr() + " " + train_args(plain), plain);
+  const Run a = run(mpirun() + " -np 2 " + cli() + " " + train_args(plain), plain);
   REQUIRE_MESSAGE(a.status == 0, a.output);
-  const Run b = run(mpirun() + " -np 2 " + brrr() + " " + train_args(sharded, "--zero 1"), sharded);
+  const Run b = run(mpirun() + " -np 2 " + cli() + " " + train_args(sharded, "--zero 1"), sharded);
   REQUIRE_MESSAGE(b.status == 0, b.output);
   CHECK(losses(plain) == losses(sharded));
   safetensors::File x(ckpt(plain, 6)), y(ckpt(sharded, 6));
@@ -209,11 +225,11 @@ TEST_CASE("a 2-rank run resumes with 2 ranks bit for bit, and its checkpoint sam
   // moments must be split again.
   const std::string args = "--dropout 0.1 --zero 1 --checkpoint_interval 3";
   const std::string straight = scratch("resume-straight"), resumed = scratch("resume");
-  REQUIRE(run(mpirun() + " -np 2 " + brrr() + " " + train_args(straight, args), straight).status == 0);
-  REQUIRE(run(mpirun() + " -np 2 " + brrr() + " " + train_args(resumed, args), resumed).status == 0);
+  REQUIRE(run(mpirun() + " -np 2 " + cli() + " " + train_args(straight, args), straight).status == 0);
+  REQUIRE(run(mpirun() + " -np 2 " + cli() + " " + train_args(resumed, args), resumed).status == 0);
   // The run "stopped" after step 3: its last checkpoint is gone, and it continues from step 3.
   fs::remove(ckpt(resumed, 6));
-  const Run again = run(mpirun() + " -np 2 " + brrr() + " " + train_args(resumed, args) + " --resume", resumed);
+  const Run again = run(mpirun() + " -np 2 " + cli() + " " + train_args(resumed, args) + " --resume", resumed);
   REQUIRE_MESSAGE(again.status == 0, again.output);
   CHECK(again.output.find("resumed from " + ckpt(resumed, 3)) != std::string::npos);
   safetensors::File x(ckpt(straight, 6)), y(ckpt(resumed, 6));
@@ -224,7 +240,7 @@ TEST_CASE("a 2-rank run resumes with 2 ranks bit for bit, and its checkpoint sam
   CHECK(x.metadata().at("rng.data") == y.metadata().at("rng.data"));
   CHECK(x.metadata().at("ranks") == "2");
 
-  const Run sample = run(brrr() + " sample --checkpoint " + resumed + " --max_new_tokens 20 --seed 3", resumed);
+  const Run sample = run(cli() + " sample --checkpoint " + resumed + " --max_new_tokens 20 --seed 3", resumed);
   CHECK_MESSAGE(sample.status == 0, sample.output);
   CHECK(sample.output.size() >= 20);
 }
@@ -233,7 +249,7 @@ TEST_CASE("ranks started with different settings or data stop at start-up, namin
   if (const std::string why = cannot_run(); !why.empty()) return test::skip(why);
   const std::string out = scratch("mismatch");
   // mpirun's MPMD form: rank 0 and rank 1 get different command lines.
-  const Run seeds = run(mpirun() + " -np 1 " + brrr() + " " + train_args(out, "--seed 1") + " : -np 1 " + brrr() + " " +
+  const Run seeds = run(mpirun() + " -np 1 " + cli() + " " + train_args(out, "--seed 1") + " : -np 1 " + cli() + " " +
                             train_args(out, "--seed 2"),
                         out, 60);
   CHECK(seeds.status != 0);
@@ -245,8 +261,8 @@ TEST_CASE("ranks started with different settings or data stop at start-up, namin
   const std::string other = out + "/other.txt";
   write_file_atomic(other, read_file(small_text()).substr(0, 30000));
   const std::string data_out = scratch("mismatch-data");
-  const Run data = run(mpirun() + " -np 1 " + brrr() + " " + train_args(data_out) + " : -np 1 " + brrr() + " " +
-                           train_args(data_out) + " --data " + other,
+  const Run data = run(mpirun() + " -np 1 " + cli() + " " + train_args(data_out) + " : -np 1 " + cli() + " " +
+                           train_args(data_out, "--data " + other),
                        data_out, 60);
   CHECK(data.status != 0);
   CHECK(data.status != 124);
@@ -259,7 +275,7 @@ TEST_CASE("a rank that throws or dies stops the others within seconds, and no ch
     CAPTURE(kind);
     const std::string out = scratch("fault-" + kind);
     // Step 4 comes after the checkpoint of step 3.
-    const Run r = run("BRRR_FAULT=" + kind + "@1:4 " + mpirun() + " -np 2 " + brrr() + " " + train_args(out), out, 60);
+    const Run r = run("env BRRR_FAULT=" + kind + "@1:4 " + mpirun(true) + " -np 2 " + cli() + " " + train_args(out), out, 60);
     MESSAGE(kind, ": stopped after ", r.seconds, " s with status ", r.status);
     CHECK(r.status != 0);
     CHECK(r.status != 124);  // timeout's status: the run hung
