@@ -3,7 +3,7 @@
 # training steps (the same samples, batch_size x 2 sequences a step) as 2 ranks x 1 thread under
 # mpirun, and as 1 rank x 2 threads (the peer: one process with grad_accum 2). Prints each run's
 # tokens/s over the steps after the first two, and the share of the steps' time rank 0 spent
-# in collectives. Run from the repo root after building:
+# in collectives (and waiting for the other rank, apart). Run from the repo root after building:
 #   bench/data_parallel.sh [build-dir] [steps] [preset] [batch_size] [block_size]
 set -euo pipefail
 build=${1:-build}
@@ -26,7 +26,8 @@ steps = [json.loads(l) for l in open(sys.argv[1] + "/log.jsonl") if '"step"' in 
 ms = [s["ms"] for s in steps[2:]]
 tokens = int(sys.argv[2])
 share = [json.loads(l) for l in open(sys.argv[1] + "/log.jsonl") if '"data_parallel"' in l]
-extra = f", {100 * share[-1]['communication_share']:.2f}% of the step in collectives" if share else ""
+extra = (f", {100 * share[-1]['communication_share']:.2f}% of the step in collectives, "
+         f"{100 * share[-1]['waiting_share']:.2f}% waiting for the other rank" if share else "")
 print(f"{sum(ms) / len(ms):.1f} ms/step, {tokens / (sum(ms) / len(ms) / 1000):.0f} tokens/s{extra}")
 PY
 }

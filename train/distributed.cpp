@@ -41,6 +41,7 @@ namespace {
 bool initialized = false;
 int my_rank = 0, ranks = 1;
 double communicating = 0;  // seconds
+double waiting = 0;        // seconds, in wait_for_all
 std::uint64_t sent = 0;    // bytes
 
 // How many ranks mpirun started, from the environment it gives each one (OpenMPI, then the
@@ -51,10 +52,11 @@ int launched_ranks() {
   return 1;
 }
 
-// Adds the wall time of one collective to `communicating`.
+// Adds the wall time of one collective to `communicating` (or to another counter).
 struct Timed {
+  double* counter = &communicating;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-  ~Timed() { communicating += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+  ~Timed() { *counter += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
 };
 
 void check_tensors(const char* what, const std::vector<Tensor>& tensors) {
@@ -353,6 +355,14 @@ void barrier() {
 #endif
 }
 
+void wait_for_all() {
+#if BRRR_WITH_MPI
+  if (ranks == 1) return;
+  Timed timed{&waiting};
+  MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
+
 void allreduce_sum(const std::vector<Tensor>& tensors, std::int64_t bucket_bytes) {
   if (ranks == 1 || tensors.empty()) return;
   check_tensors("allreduce_sum", tensors);
@@ -411,6 +421,7 @@ std::vector<std::size_t> balanced_split(const std::vector<Tensor>& tensors) {
 }
 
 double seconds_communicating() { return communicating; }
+double seconds_waiting() { return waiting; }
 std::uint64_t bytes_sent() { return sent; }
 
 }  // namespace brrr::train::dist

@@ -43,6 +43,10 @@ std::vector<std::string> allgather(const std::string& text);
 // values summed element by element over the ranks, in rank order, on every rank.
 std::vector<double> sum_over_ranks(const std::vector<double>& values);
 void barrier();
+// A barrier whose time is counted apart (seconds_waiting): the trainer calls it before summing
+// the gradients, so that the time a collective takes is not confused with the time a rank
+// waits for a slower one (a busy core, an uneven share).
+void wait_for_all();
 
 // Sums each tensor over the ranks, in place: afterwards every rank holds the same sum. The
 // tensors (float32 or float64, contiguous, on one device) are packed into buckets of about
@@ -63,6 +67,7 @@ std::vector<std::size_t> balanced_split(const std::vector<Tensor>& tensors);
 // Seconds spent inside the collectives above since init, and the bytes this rank sent in them:
 // the share of a training step spent communicating (chapter 18's measurement).
 double seconds_communicating();
+double seconds_waiting();
 std::uint64_t bytes_sent();
 
 }  // namespace brrr::train::dist

@@ -296,7 +296,9 @@ TrainResult train_this_rank(TrainConfig c) {
   const auto run_start = std::chrono::steady_clock::now();
   std::int64_t steps_this_run = 0;
   const std::int64_t tokens_per_step = c.batch_size * c.block_size * c.grad_accum * ranks;
-  double step_seconds = 0, step_communicating = 0;  // inside the training steps, for the share in collectives
+  // Inside the training steps: their time, and how much of it went to collectives and to
+  // waiting for the other ranks (chapter 18's measurement).
+  double step_seconds = 0, step_communicating = 0, step_waiting = 0;
 
   // A step leaves its loss and gradient norm where they were computed; they are read (one
   // copy for all of them) only when the loop logs, evaluates or saves. On a GPU every read
@@ -386,6 +388,8 @@ TrainResult train_this_rank(TrainConfig c) {
       done.losses.push_back(loss.detach());
     }
     data.skip_batches(c.grad_accum * (ranks - 1 - rank), c.batch_size, data_gen);
+    const double waiting_at_start = dist::seconds_waiting();
+    dist::wait_for_all();  // so that what follows times the collectives, not a slower rank
     if (zero) {
       // ZeRO stage 1: each rank receives the summed gradients of its own parameters only, clips
       // them with the global norm (summed from every rank's share, in the parameters' order, as
@@ -408,6 +412,7 @@ TrainResult train_this_rank(TrainConfig c) {
     }
     step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
     step_communicating += dist::seconds_communicating() - communicating_at_start;
+    step_waiting += dist::seconds_waiting() - waiting_at_start;
     pending.push_back(std::move(done));
     result.step_waits += cuda::waits().total() - waits_before.total();
     state.step = step + 1;
@@ -449,12 +454,13 @@ TrainResult train_this_rank(TrainConfig c) {
   result.steps_done = state.step;
   if (ranks > 1 && step_seconds > 0) {
     result.communication_share = step_communicating / step_seconds;
-    std::printf("data parallel: %.1f%% of the training steps' time in collectives on rank 0 (%.2f ms a step of %.2f ms; "
-                "%.1f MB sent)\n",
-                100.0 * result.communication_share, 1e3 * step_communicating / static_cast<double>(std::max<std::int64_t>(steps_this_run, 1)),
-                1e3 * step_seconds / static_cast<double>(std::max<std::int64_t>(steps_this_run, 1)),
-                static_cast<double>(dist::bytes_sent()) / 1e6);
+    const double per = 1e3 / static_cast<double>(std::max<std::int64_t>(steps_this_run, 1));  // ms a step
+    std::printf("data parallel: rank 0 spent %.1f%% of the training steps in collectives (%.2f ms a step of %.2f ms) "
+                "and %.1f%% waiting for the other ranks; %.1f MB sent\n",
+                100.0 * result.communication_share, step_communicating * per, step_seconds * per,
+                100.0 * step_waiting / step_seconds, static_cast<double>(dist::bytes_sent()) / 1e6);
     log << Json{{"event", "data_parallel"}, {"ranks", ranks}, {"zero", c.zero}, {"communication_share", result.communication_share},
+                {"waiting_share", step_waiting / step_seconds}, {"step_ms", step_seconds * per},
                 {"optimizer_state_bytes", result.optimizer_state_bytes}}.dump()
         << "\n";
   }
