@@ -102,7 +102,8 @@ Tensor clip_sharded(const std::vector<Tensor>& params, const std::vector<std::si
       Tensor g = params[i].grad();
       g.mul_(scale);
     }
-  return full({}, norm, kFloat64);
+  // Where the gradients are, as clip_grad_norm returns it (the loop reads it with the losses).
+  return full({}, norm, TensorOptions().dtype(kFloat64).device(params.front().device()));
 }
 
 // The fault drill of chapter 18 (and its test): BRRR_FAULT=throw@R:S makes rank R throw at

@@ -296,3 +296,20 @@ TEST_CASE("a rank that throws or dies stops the others within seconds, and no ch
     CHECK(checkpoints == 1);  // step 3's
   }
 }
+
+TEST_CASE("CUDA tensors on the emulator: 2 ranks, with and without ZeRO, train as 1 process with grad_accum 2") {
+  if (const std::string why = cannot_run(); !why.empty()) return test::skip(why);
+  // Without NCCL (or on the emulator) a CUDA tensor's gradients go through the host to MPI.
+  const std::string steps = "--device emulator --max_iters 2 --eval_interval 100 --eval_iters 1 --log_interval 1";
+  const std::string one = scratch("emulator-one"), two = scratch("emulator-two"), zero = scratch("emulator-zero");
+  const Run a = run(cli() + " " + train_args(one, steps + " --grad_accum 2"), one, 300);
+  REQUIRE_MESSAGE(a.status == 0, a.output);
+  const Run b = run(mpirun() + " -np 2 " + cli() + " " + train_args(two, steps), two, 300);
+  REQUIRE_MESSAGE(b.status == 0, b.output);
+  const Run c = run(mpirun() + " -np 2 " + cli() + " " + train_args(zero, steps + " --zero 1"), zero, 300);
+  REQUIRE_MESSAGE(c.status == 0, c.output);
+  REQUIRE(losses(one).size() == 2);
+  CHECK(losses(one)[0] == losses(two)[0]);
+  CHECK(std::abs(losses(one)[1] - losses(two)[1]) < 1e-5 * losses(one)[1]);
+  CHECK(losses(two) == losses(zero));
+}
