@@ -250,6 +250,8 @@ TrainResult train_this_rank(TrainConfig c) {
     } else if (main_rank) {
       path = save_checkpoint(state, tokenizer_copy);
     }
+    // No rank goes on (or exits, which makes mpirun stop the others) while rank 0 writes.
+    dist::barrier();
     // Every rank returns the path rank 0 wrote (the name depends on the step alone).
     return main_rank ? path : c.out_dir + "/" + checkpoint_name(state.step);
   };

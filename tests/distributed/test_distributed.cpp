@@ -4,6 +4,7 @@
 // mpirun or brrr was built without MPI; scripts/check_required_tests.py makes CI run them.
 #include <doctest/doctest.h>
 
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <utility>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -312,4 +314,50 @@ TEST_CASE("CUDA tensors on the emulator: 2 ranks, with and without ZeRO, train a
   CHECK(losses(one)[0] == losses(two)[0]);
   CHECK(std::abs(losses(one)[1] - losses(two)[1]) < 1e-5 * losses(one)[1]);
   CHECK(losses(two) == losses(zero));
+}
+
+TEST_CASE("Ctrl-C on one rank stops every rank after the same step, with a checkpoint that resumes bit for bit") {
+  if (const std::string why = cannot_run(); !why.empty()) return test::skip(why);
+  const std::string args = "--max_iters 300 --eval_interval 1000 --log_interval 1";
+  const std::string straight = scratch("sigint-straight"), out = scratch("sigint");
+  REQUIRE(run(mpirun() + " -np 2 " + cli() + " " + train_args(straight, args), straight).status == 0);
+
+  const std::string console = out + "/console.txt";
+  const std::string command = "timeout 120 " + mpirun() + " -np 2 " + cli() + " " + train_args(out, args) + " > " + console + " 2>&1";
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Once steps appear in the log (it is written in blocks, 80 steps or so at a time), SIGINT
+  // to one rank (the newest brrr process of this run).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (losses(out).size() < 10 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const std::string find = "pgrep -n -f '^" + cli() + " train .*" + out + " '";
+  FILE* pipe = ::popen(find.c_str(), "r");
+  REQUIRE(pipe);
+  int rank_pid = 0;
+  CHECK(std::fscanf(pipe, "%d", &rank_pid) == 1);
+  ::pclose(pipe);
+  REQUIRE(rank_pid > 0);
+  ::kill(rank_pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string printed = read_file(console);
+  REQUIRE_MESSAGE(WIFEXITED(status), printed);
+  CHECK_MESSAGE(WEXITSTATUS(status) == 130, printed);  // the ranks' status, passed on by mpirun
+  const std::size_t stopped = losses(out).size();
+  MESSAGE("stopped after ", stopped, " steps");
+  REQUIRE(stopped < 300);
+  REQUIRE(fs::exists(ckpt(out, static_cast<int>(stopped))));
+
+  const Run again = run(mpirun() + " -np 2 " + cli() + " " + train_args(out, args) + " --resume", out);
+  REQUIRE_MESSAGE(again.status == 0, again.output);
+  safetensors::File x(ckpt(straight, 300)), y(ckpt(out, 300));
+  for (const auto& info : x.tensors()) {
+    CAPTURE(info.name);
+    CHECK(same_bits(x.tensor(info.name), y.tensor(info.name)));
+  }
 }
