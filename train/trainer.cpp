@@ -425,8 +425,10 @@ TrainResult train_this_rank(TrainConfig c) {
     const bool periodic = state.step % every == 0 && !last;  // the last one is saved below
     // Ctrl-C reaches the ranks at different moments; they stop together, at the first step
     // after which any rank has seen it (one more tiny collective a step, under mpirun only).
-    if (ranks > 1) interrupted = dist::sum_over_ranks({interrupted ? 1.0 : 0.0})[0] > 0;
-    if (step % c.log_interval == 0 || last || periodic || interrupted) read_pending();
+    // `interrupted` itself is only ever set, by the handler: a signal that lands while the
+    // ranks compare notes is counted at the next step.
+    const bool stop = ranks > 1 ? dist::sum_over_ranks({interrupted ? 1.0 : 0.0})[0] > 0 : interrupted.load();
+    if (step % c.log_interval == 0 || last || periodic || stop) read_pending();
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     const double per_step = elapsed / static_cast<double>(steps_this_run);
     if (step % c.log_interval == 0 || last) {
@@ -436,8 +438,8 @@ TrainResult train_this_rank(TrainConfig c) {
                   duration(per_step * static_cast<double>(c.max_iters - state.step)).c_str());
     }
     progress_bar(state.step, c.max_iters, per_step * static_cast<double>(c.max_iters - state.step));
-    if (periodic || interrupted) result.last_checkpoint = save();
-    if (interrupted) {
+    if (periodic || stop) result.last_checkpoint = save();
+    if (stop) {
       std::printf("\ninterrupted: saved %s; continue with --resume\n", result.last_checkpoint.c_str());
       result.interrupted = true;
       break;
