@@ -31,6 +31,7 @@ REQUIRED = [
     (r"^notebook: ?", "the notebooks (cppyy, nbclient in .venv)", lambda: True),
     (r"^models: ?cnn: ", "the handwritten digits (python3-sklearn) and the CNN against PyTorch", lambda: True),
     (r"^core: ?blocked matmul", "the AVX-512 GEMM on a CPU that has AVX-512", cpu_has_avx512),
+    (r"^distributed: ?", "data-parallel training under mpirun (Debian's openmpi-bin, libopenmpi-dev)", lambda: True),
 ]
 
 # "  12/247 Test  #12: tokenizer: tiktoken: identical ids ...   Passed    0.51 sec"
@@ -78,8 +79,9 @@ def self_test():
     assert not any("tiktoken" in p for p in problems), problems
     assert any("blocked matmul" in p for p in problems) == cpu_has_avx512(), problems
     everything = [l.replace("***Skipped", "   Passed").replace("***Failed", "   Passed") for l in log]
-    everything.append("  5/6 Test  #5: models: a brrr checkpoint loads in PyTorch and gives the same logits ..   Passed   1.0 sec")
-    everything.append("  6/6 Test  #6: models: cnn: brrr cnn reaches 97% on the held-out digits and writes its PNGs ..   Passed   5.0 sec")
+    everything.append("  5/7 Test  #5: models: a brrr checkpoint loads in PyTorch and gives the same logits ..   Passed   1.0 sec")
+    everything.append("  6/7 Test  #6: models: cnn: brrr cnn reaches 97% on the held-out digits and writes its PNGs ..   Passed   5.0 sec")
+    everything.append("  7/7 Test  #7: distributed: ZeRO stage 1 gives the unsharded run's bits ..   Passed   3.0 sec")
     assert check(everything) == [], check(everything)
     print("self-test: a skipped, a failed and a missing required test are each reported; all passing is clean")
     return 0

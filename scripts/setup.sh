@@ -2,7 +2,8 @@
 # scripts/setup.sh: install what brrr needs on Debian 12, and nothing when all is there.
 #
 # Debian packages: the compiler and build tools, the C++ libraries brrr builds on, Doxygen,
-# the peers the tests and benchmarks compare against (NumPy on OpenBLAS, PyTorch), and the
+# OpenMPI (mpirun and the MPI library, for data-parallel training, chapter 18), the peers
+# the tests and benchmarks compare against (NumPy on OpenBLAS, PyTorch), and the
 # handwritten digits of the CNN chapter (python3-sklearn ships them; zlib reads the .csv.gz).
 # Python packages that Debian does not ship (tiktoken, HF tokenizers, sentencepiece) go into
 # a virtual environment at .venv that also sees Debian's numpy and torch.
@@ -18,6 +19,7 @@ packages=(
   python3 python3-venv python3-pip python3-numpy libopenblas0-openmp python3-torch
   bible-kjv sentencepiece
   python3-sklearn zlib1g-dev
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

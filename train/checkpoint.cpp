@@ -10,6 +10,7 @@
 
 #include "brrr/models/checkpoint.h"
 #include "brrr/safetensors.h"
+#include "train/distributed.h"
 
 namespace brrr::train {
 
@@ -17,13 +18,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string checkpoint_path(const std::string& dir, std::int64_t step) {
-  char name[64];
-  std::snprintf(name, sizeof name, "/ckpt-%08lld.safetensors", static_cast<long long>(step));
-  return dir + name;
-}
+std::string checkpoint_path(const std::string& dir, std::int64_t step) { return dir + "/" + checkpoint_name(step); }
 
 }  // namespace
+
+std::string checkpoint_name(std::int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "ckpt-%08lld.safetensors", static_cast<long long>(step));
+  return name;
+}
 
 std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& dir) {
   std::vector<std::pair<std::int64_t, std::string>> found;
@@ -78,6 +81,7 @@ std::string save_checkpoint(const TrainingState& s, const std::string& tokenizer
                                              {"step", std::to_string(s.step)},
                                              {"optimizer_step", std::to_string(s.opt.step_count())},
                                              {"rng.data", generator_state(s.data_gen)},
+                                             {"ranks", std::to_string(dist::world_size())},
                                              {"tokenizer", fs::path(tokenizer_path).filename().string()}};
   for (auto& [path, d] : dropouts(s.model)) meta["rng." + path] = generator_state(d->gen);
   const std::string path = checkpoint_path(s.config.out_dir, s.step);

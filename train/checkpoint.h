@@ -20,6 +20,8 @@ struct TrainingState {
   std::int64_t step;  // steps completed
 };
 
+// "ckpt-NNNNNNNN.safetensors", the name of the checkpoint after `step` steps.
+std::string checkpoint_name(std::int64_t step);
 // Writes out_dir/ckpt-NNNNNNNN.safetensors (atomically), keeps the newest keep_checkpoints,
 // and returns the path.
 std::string save_checkpoint(const TrainingState& s, const std::string& tokenizer_path);

@@ -54,6 +54,7 @@ void for_each_field(TrainConfig& c, F&& f) {
   f("log_interval", c.log_interval), f("checkpoint_interval", c.checkpoint_interval);
   f("keep_checkpoints", c.keep_checkpoints), f("sample_tokens", c.sample_tokens), f("out_dir", c.out_dir);
   f("device", c.device), f("seed", c.seed), f("threads", c.threads), f("profile", c.profile);
+  f("zero", c.zero), f("bucket_mb", c.bucket_mb);
 }
 }  // namespace
 
@@ -139,6 +140,8 @@ constexpr KeyHelp kKeyHelp[] = {
     {"seed", "Device", "seed of the initial weights, the data order and dropout"},
     {"threads", "Device", "CPU threads (0: all cores)"},
     {"profile", "Device", "print where the time went, op by op, at the end"},
+    {"zero", "Distributed", "under mpirun: 1 shards AdamW's moments over the ranks (ZeRO stage 1), 0 keeps them whole"},
+    {"bucket_mb", "Distributed", "under mpirun: gradients are summed over the ranks in buckets of this many MB"},
 };
 }  // namespace
 
@@ -176,6 +179,8 @@ void TrainConfig::validate() const {
              "config: device must be cpu, cuda, emulator or auto, got '", device, "'");
   BRRR_CHECK(tokenizer == "char" || tokenizer == "bpe", "config: tokenizer must be char or bpe, got '", tokenizer, "'");
   BRRR_CHECK(threads >= 0, "config: threads must be 0 (all cores) or positive");
+  BRRR_CHECK(zero == 0 || zero == 1, "config: zero must be 0 (no sharding) or 1 (AdamW's state sharded), got ", zero);
+  BRRR_CHECK(bucket_mb > 0, "config: bucket_mb must be positive, got ", bucket_mb);
 }
 
 }  // namespace brrr::train

@@ -87,4 +87,8 @@ void TextDataset::batch(Split split, std::int64_t B, std::int64_t T, Generator& 
   y = from_vector(ys, {B, T}, kInt32);
 }
 
+void TextDataset::skip_batches(std::int64_t n, std::int64_t B, Generator& gen) const {
+  for (std::int64_t i = 0; i < n * B; ++i) gen.next_u64();  // one draw per window, as in batch()
+}
+
 }  // namespace brrr::train
