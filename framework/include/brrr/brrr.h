@@ -1,5 +1,6 @@
 // brrr/brrr.h: everything at once, for programs and tests. Chapter 01 starts at tensor.h.
 #pragma once
+#include "brrr/autocast.h"
 #include "brrr/autograd.h"
 #include "brrr/cuda.h"
 #include "brrr/dtype.h"
