@@ -36,6 +36,7 @@ REQUIRED = [
     (r"^tokenizer: ?tiktoken: identical ids", "tiktoken interop (the .venv's tiktoken)", lambda: True),
     (r"^models: ?the GPT matches PyTorch at other shapes", "the PyTorch reference files made now", lambda: True),
     (r"^models: ?a brrr checkpoint loads in PyTorch", "a checkpoint read by PyTorch", lambda: True),
+    (r"^core: ?bfloat16 safetensors: brrr writes BF16 that PyTorch reads", "bf16 files read by PyTorch", lambda: True),
     (r"^notebook: ?", "the notebooks (cppyy, nbclient in .venv)", lambda: True),
     (r"^core: ?blocked matmul", "the AVX-512 GEMM on a CPU that has AVX-512", cpu_has_avx512),
     (r"^core: ?bf16 matmul: avx512bf16 and plain agree", "the AVX512-BF16 GEMM where the CPU has it",
@@ -88,6 +89,8 @@ def self_test():
     assert any("blocked matmul" in p for p in problems) == cpu_has_avx512(), problems
     everything = [l.replace("***Skipped", "   Passed").replace("***Failed", "   Passed") for l in log]
     everything.append("  5/5 Test  #5: models: a brrr checkpoint loads in PyTorch and gives the same logits ..   Passed   1.0 sec")
+    everything.append("  7/7 Test  #7: core: bfloat16 safetensors: brrr writes BF16 that PyTorch reads as bfloat16, and "
+                      "reads PyTorch's ..   Passed   1.0 sec")
     everything.append("  6/6 Test  #6: core: bf16 matmul: avx512bf16 and plain agree bit for bit, and neither depends on "
                       "the thread count ..   Passed   1.0 sec")
     assert check(everything) == [], check(everything)

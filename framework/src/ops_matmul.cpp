@@ -95,6 +95,10 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   detail::check_same_dtype("matmul", a_in, b_in);
   BRRR_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul: operands must have at least 1 dim, got ",
              shape_str(a_in.shape()), " @ ", shape_str(b_in.shape()));
+  if (a_in.dtype() == kBFloat16) {  // bf16 tensors (chapter 17): exact products, float32 sums, one rounding
+    const Autocast autocast(kBFloat16);
+    return matmul(a_in.to(kFloat32), b_in.to(kFloat32)).to(kBFloat16);
+  }
   // 1-D operands as in NumPy: a vector on the left is a row, on the right a column, and the
   // added dim is dropped from the result.
   if (a_in.dim() == 1 || b_in.dim() == 1) {
@@ -142,6 +146,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     BRRR_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias ", shape_str(bias.shape()),
                " does not match weight ", shape_str(weight.shape()), " (expected (", weight.size(0), ",))");
     detail::check_same_dtype("linear", x, bias);
+  }
+  if (x.dtype() == kBFloat16) {  // as matmul: through float32 copies, rounded once
+    const Autocast autocast(kBFloat16);
+    return linear(x.to(kFloat32), weight.to(kFloat32), bias.defined() ? bias.to(kFloat32) : bias).to(kBFloat16);
   }
   const std::int64_t in = weight.size(1), outf = weight.size(0), N = x.numel() / std::max<std::int64_t>(in, 1);
   const Tensor x2 = x.contiguous();

@@ -2,6 +2,7 @@
 #pragma once
 #include "brrr/autocast.h"
 #include "brrr/autograd.h"
+#include "brrr/bfloat16.h"
 #include "brrr/cuda.h"
 #include "brrr/dtype.h"
 #include "brrr/error.h"
