@@ -3,6 +3,9 @@
 // bench/gpt_step_peer.py (PyTorch, the same model, batch and threads or GPU);
 // bench/gpt_step.sh (CPU) and bench/gpu_step.sh (GPU) run both.
 //   build/bench/bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile] [--device cpu|cuda|emulator]
+//                              [--dtype float32|bf16]
+// --dtype bf16 runs the step under brrr::Autocast(kBFloat16), as brrr train --dtype bf16 does
+// (chapter 17); the peer's --dtype bf16 is torch.autocast in bfloat16.
 // PRESET is cpu-tiny, shakespeare-char or gpt-12m (brrr/models/gpt.h); data are random
 // tokens drawn on the host and copied to the device each step, as brrr train does.
 #include <cstring>
@@ -17,20 +20,27 @@ using namespace brrr;
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile] [--device cpu|cuda|emulator]\n");
+    std::fprintf(stderr, "usage: bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile] [--device cpu|cuda|emulator] "
+                         "[--dtype float32|bf16]\n");
     return 2;
   }
   models::GPTConfig c = models::gpt_preset(argv[1]);
   const std::int64_t B = std::atoll(argv[2]);
   int steps = 10;
   bool profile = false;
-  std::string device_name = "cpu";
+  std::string device_name = "cpu", dtype = "float32";
   for (int i = 3; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--composed")) c.composed = true;
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device_name = argv[++i];
+    else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
     else steps = std::atoi(argv[i]);
   }
+  if (dtype != "float32" && dtype != "bf16") {
+    std::fprintf(stderr, "bench_gpt_step: --dtype must be float32 or bf16, got '%s'\n", dtype.c_str());
+    return 2;
+  }
+  const Autocast autocast(dtype == "bf16" ? kBFloat16 : kFloat32);
   const std::optional<Device> chosen = bench::bench_device(device_name, "bench_gpt_step");
   if (!chosen) return 1;
   const Device device = *chosen;
@@ -55,8 +65,8 @@ int main(int argc, char** argv) {
   const double tokens = static_cast<double>(B * T);
   const double flops = 6.0 * c.num_parameters() * tokens + 3.0 * 4.0 * T * c.n_embd * c.n_layer * tokens / 2;
   const std::string where = device.is_cuda() ? cuda::device_name() : "threads=" + std::to_string(get_num_threads());
-  std::printf("brrr %s (%s) B=%lld T=%lld %s: %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s\n", argv[1],
-              c.composed ? "composed" : "kernels", static_cast<long long>(B), static_cast<long long>(T), where.c_str(),
+  std::printf("brrr %s (%s%s) B=%lld T=%lld %s: %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s\n", argv[1],
+              c.composed ? "composed" : "kernels", dtype == "bf16" ? ", bf16 autocast" : "", static_cast<long long>(B), static_cast<long long>(T), where.c_str(),
               s * 1e3, tokens / s, flops / s / 1e9);
   if (profile) {
     profiler::enable();

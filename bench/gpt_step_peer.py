@@ -1,4 +1,4 @@
-"""bench/gpt_step_peer.py PRESET BATCH [STEPS] [--device cuda] [--sdpa] [--compile]: PyTorch's
+"""bench/gpt_step_peer.py PRESET BATCH [STEPS] [--device cuda] [--sdpa] [--compile] [--dtype bf16]: PyTorch's
 GPT training step (chapters 08 and 16).
 
 The peer of bench_gpt_step: the GPT of ../shared/reference/make_reference.py (nanoGPT's
@@ -6,7 +6,9 @@ architecture) in float32, AdamW with the same decay groups, random tokens drawn 
 and copied to the device each step, and the thread count from OMP_NUM_THREADS (set by
 bench/gpt_step.sh). On the GPU: --sdpa uses F.scaled_dot_product_attention (flash attention,
 as nanoGPT does when it can), --compile wraps the model in torch.compile. TF32 stays off, as
-in brrr. Prints ms/step like brrr's program.
+in brrr. --dtype bf16: the forward under torch.autocast(device, torch.bfloat16) (mixed precision,
+chapter 17; the backward follows the forward's dtypes), float32 weights and AdamW as brrr's.
+Prints ms/step like brrr's program.
 """
 import argparse
 import math
@@ -88,6 +90,7 @@ def main():
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--sdpa", action="store_true", help="F.scaled_dot_product_attention")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    parser.add_argument("--dtype", choices=["float32", "bf16"], default="float32", help="bf16: torch.autocast")
     a = parser.parse_args()
     preset, B, steps, device, compile_ = a.preset, a.batch, a.steps, a.device, a.compile
     SDPA = a.sdpa
@@ -107,7 +110,8 @@ def main():
 
     def step():
         idx, tgt = torch.randint(0, V, (B, T)).to(device), torch.randint(0, V, (B, T)).to(device)
-        loss = fwd(idx, tgt)
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
+            loss = fwd(idx, tgt)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -116,7 +120,7 @@ def main():
 
     s = median_seconds(step, steps, warmup=3 if compile_ else 2)
     where = torch.cuda.get_device_name() if device == "cuda" else f"threads={torch.get_num_threads()}"
-    mode = ("compile" if compile_ else "eager") + (", sdpa" if SDPA else "")
+    mode = ("compile" if compile_ else "eager") + (", sdpa" if SDPA else "") + (", bf16 autocast" if a.dtype == "bf16" else "")
     print(f"torch {torch.__version__} {preset} ({mode}) B={B} T={T} {where}: "
           f"{s * 1e3:.1f} ms/step, {B * T / s:.0f} tokens/s")
 

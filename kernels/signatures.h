@@ -103,6 +103,8 @@ template <class T> using max_dim_fn = void (*)(T* out, std::int64_t* index, cons
 template <class T> using max_dim_backward_fn = void (*)(T* dx, const T* dout, const std::int64_t* index, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream);
 
 template <class T> using matmul_fn = void (*)(T* out, const T* a, const T* b, const MatmulShape& shape, Stream);
+// matmul_bf16 (chapter 17, mixed precision): matmul's float32 signature, but a and b are rounded
+// to bfloat16 (round to nearest even) before they are multiplied; products are added in float32.
 
 // embedding: weight (V, C), idx (N) -> out (N, C); backward adds dout rows into dweight.
 // Indices checked where they are, without reading them back (chapter 16): safe[i] = idx[i]
@@ -207,6 +209,8 @@ template <class T> inline constexpr Op<sum_dim_fn<T>> sum_dim{"sum_dim", dtype_o
 template <class T> inline constexpr Op<max_dim_fn<T>> max_dim{"max_dim", dtype_of<T>()};
 template <class T> inline constexpr Op<max_dim_backward_fn<T>> max_dim_backward{"max_dim_backward", dtype_of<T>()};
 template <class T> inline constexpr Op<matmul_fn<T>> matmul{"matmul", dtype_of<T>()};
+// float32 in memory, bfloat16 operands inside: one descriptor, in the dtype of its data.
+inline constexpr Op<matmul_fn<float>> matmul_bf16{"matmul_bf16", kFloat32};
 // check_indices works on int32 indices whatever the table's dtype: one descriptor, kInt32.
 inline constexpr Op<check_indices_fn> check_indices{"check_indices", kInt32};
 template <class T> inline constexpr Op<embedding_forward_fn<T>> embedding_forward{"embedding_forward", dtype_of<T>()};

@@ -2,6 +2,7 @@
 // on the GPU) in its three layouts, and linear_gelu, the MLP's first half, an op whose
 // variants are built from ops (framework/src/op_variants.cpp). Read before: cases.h.
 // Read next: cases_nn.cpp.
+#include "brrr/bfloat16.h"
 #include "brrr/generator.h"
 #include "brrr/ops.h"
 #include "brrr/tensor.h"
@@ -95,6 +96,50 @@ Case matmul_batched_case() {
   return c;
 }
 
+// --- matmul_bf16: the product of the operands rounded to bfloat16 (chapter 17) ----------------
+
+// out (M, N) = bf16(a) (M, K) @ bf16(b) (K, N): each operand rounded to the nearest bf16 (ties
+// to even, brrr/bfloat16.h), then the triple loop in double. What is left to the kernel's
+// error is its float32 sum; a kernel that skipped the rounding would be off by about 2^-9.
+void matmul_bf16_reference(Problem& p) {
+  const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
+  const std::vector<double>&a = p.in("a"), &b = p.in("b");
+  std::vector<double>& out = p.out("out");
+  auto bf16 = [](double x) { return static_cast<double>(round_to_bf16(static_cast<float>(x))); };
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (std::int64_t k = 0; k < K; ++k) s += bf16(a[i * K + k]) * bf16(b[k * N + j]);
+      out[i * N + j] = s;
+    }
+}
+
+void call_matmul_bf16(kernels::matmul_fn<float> f, const Args& a) {
+  kernels::MatmulShape s;
+  s.M = a.dims[0], s.N = a.dims[1], s.K = a.dims[2];
+  f(a.f<float>("out"), a.f<float>("a"), a.f<float>("b"), s, a.stream);
+}
+
+Case matmul_bf16_case() {
+  // float32 data only: the same descriptor twice makes the call "one dtype" (lab/kernel_lab.h).
+  Case c = matmul_case({.name = "matmul_bf16",
+                        .what = "out (M, N) = bf16(a) (M, K) @ bf16(b) (K, N), float32 in memory and in the sums",
+                        .make = [](Problem& p, Random& r) {
+                          const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
+                          p.input("a", r.normal(M * K));
+                          p.input("b", r.normal(K * N));
+                          p.output("out", M * N);
+                        },
+                        .reference = &matmul_bf16_reference,
+                        .call = call(op::matmul_bf16, &call_matmul_bf16, op::matmul_bf16, &call_matmul_bf16)});
+  c.chapter = "17";
+  c.cpu_size = {2048, 2048, 2048};
+  // odd K (the last pair of k padded with a zero), ragged tiles in every direction
+  c.shapes = {{1, 1, 1}, {67, 45, 33}, {17, 130, 66}};
+  c.bytes = [](const Dims& d) { return 4.0 * (d[0] * d[2] + d[2] * d[1] + d[0] * d[1]); };
+  return c;
+}
+
 // --- linear_gelu: gelu(x @ weight^T + bias), variants built from ops -------------------------
 
 // x (N, in), weight (out, in), bias (out): as nn::Linear stores them.
@@ -156,6 +201,7 @@ std::vector<Case> matmul_cases() {
                    .call = call(op::matmul<float>, &call_matmul_transposed<float>, op::matmul<double>,
                                 &call_matmul_transposed<double>)}),
       matmul_batched_case(),
+      matmul_bf16_case(),
       Case{.name = "linear_gelu",
            .what = "out (N, out) = gelu(x (N, in) @ weight (out, in)^T + bias (out)), variants built from ops",
            .chapter = "13",

@@ -933,6 +933,12 @@ Report run(const Case& c, const Options& options) {
 
   // The variants to run: every registration of the op on the device in the dtype, or one.
   const DType registry_dtype = c.call.one_dtype ? c.call.dtype : options.dtype;
+  if (c.call.one_dtype && is_floating_point(c.call.dtype) && c.call.dtype != options.dtype) {
+    // An op whose data has one floating dtype (matmul_bf16: float32) has nothing in another.
+    report.note = c.op_name() + " takes " + dtype_name(c.call.dtype) + " data only";
+    say(out, "%s (nothing to check or time in %s)\n", report.note.c_str(), dtype_name(options.dtype));
+    return report;
+  }
   std::vector<Variant> variants = variants_of(c.op_name(), target.type(), registry_dtype);
   if (variants.empty()) {
     report.note = "no variant of " + c.op_name() + " on " + report.device + (f64 ? " in float64" : "");

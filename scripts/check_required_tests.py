@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/check_required_tests.py: after ctest, fail when a test that CI must run did not run.
 
-A test that cannot run here (no tiktoken, no torch, no cppyy, no AVX-512) reports itself as
+A test that cannot run here (no tiktoken, no torch, no cppyy, no AVX-512 or AVX512-BF16) reports itself as
 Skipped (tests/skip.h), which ctest counts as a success. On CI that would hide a broken
 setup: the tiktoken interop, the PyTorch references, the notebooks, the digits CNN and the
 AVX-512 GEMM must run. This reads ctest's output (scripts/test.sh tees it to a file) and checks
@@ -24,14 +24,25 @@ def cpu_has_avx512():
         return False
 
 
+def cpu_has_avx512_bf16():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return re.search(r"\bavx512_bf16\b", f.read()) is not None
+    except OSError:
+        return False
+
+
 REQUIRED = [
     (r"^tokenizer: ?tiktoken: identical ids", "tiktoken interop (the .venv's tiktoken)", lambda: True),
     (r"^models: ?the GPT matches PyTorch at other shapes", "the PyTorch reference files made now", lambda: True),
     (r"^models: ?a brrr checkpoint loads in PyTorch", "a checkpoint read by PyTorch", lambda: True),
+    (r"^core: ?bfloat16 safetensors: brrr writes BF16 that PyTorch reads", "bf16 files read by PyTorch", lambda: True),
     (r"^notebook: ?", "the notebooks (cppyy, nbclient in .venv)", lambda: True),
     (r"^models: ?cnn: ", "the handwritten digits (python3-sklearn) and the CNN against PyTorch", lambda: True),
     (r"^core: ?blocked matmul", "the AVX-512 GEMM on a CPU that has AVX-512", cpu_has_avx512),
     (r"^distributed: ?", "data-parallel training under mpirun (Debian's openmpi-bin, libopenmpi-dev)", lambda: True),
+    (r"^core: ?bf16 matmul: avx512bf16 and plain agree", "the AVX512-BF16 GEMM where the CPU has it",
+     cpu_has_avx512_bf16),
 ]
 
 # "  12/247 Test  #12: tokenizer: tiktoken: identical ids ...   Passed    0.51 sec"
@@ -79,9 +90,13 @@ def self_test():
     assert not any("tiktoken" in p for p in problems), problems
     assert any("blocked matmul" in p for p in problems) == cpu_has_avx512(), problems
     everything = [l.replace("***Skipped", "   Passed").replace("***Failed", "   Passed") for l in log]
-    everything.append("  5/7 Test  #5: models: a brrr checkpoint loads in PyTorch and gives the same logits ..   Passed   1.0 sec")
-    everything.append("  6/7 Test  #6: models: cnn: brrr cnn reaches 97% on the held-out digits and writes its PNGs ..   Passed   5.0 sec")
-    everything.append("  7/7 Test  #7: distributed: ZeRO stage 1 gives the unsharded run's bits ..   Passed   3.0 sec")
+    everything.append("  5/9 Test  #5: models: a brrr checkpoint loads in PyTorch and gives the same logits ..   Passed   1.0 sec")
+    everything.append("  6/9 Test  #6: models: cnn: brrr cnn reaches 97% on the held-out digits and writes its PNGs ..   Passed   5.0 sec")
+    everything.append("  7/9 Test  #7: distributed: ZeRO stage 1 gives the unsharded run's bits ..   Passed   3.0 sec")
+    everything.append("  8/9 Test  #8: core: bfloat16 safetensors: brrr writes BF16 that PyTorch reads as bfloat16, and "
+                      "reads PyTorch's ..   Passed   1.0 sec")
+    everything.append("  9/9 Test  #9: core: bf16 matmul: avx512bf16 and plain agree bit for bit, and neither depends on "
+                      "the thread count ..   Passed   1.0 sec")
     assert check(everything) == [], check(everything)
     print("self-test: a skipped, a failed and a missing required test are each reported; all passing is clean")
     return 0

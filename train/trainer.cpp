@@ -256,12 +256,12 @@ TrainResult train_this_rank(TrainConfig c) {
     return main_rank ? path : c.out_dir + "/" + checkpoint_name(state.step);
   };
   std::printf("model: %lld parameters (%lld layers, %lld heads, %lld wide, context %lld, vocab %lld%s); "
-              "data: %llu train / %llu val tokens; %d threads\n",
+              "data: %llu train / %llu val tokens; %d threads%s\n",
               static_cast<long long>(model.num_parameters()), static_cast<long long>(mc.n_layer),
               static_cast<long long>(mc.n_head), static_cast<long long>(mc.n_embd), static_cast<long long>(mc.block_size),
               static_cast<long long>(mc.vocab_size), mc.composed ? ", composed ops" : "",
               static_cast<unsigned long long>(data.size(Split::Train)), static_cast<unsigned long long>(data.size(Split::Val)),
-              get_num_threads());
+              get_num_threads(), c.dtype == "bf16" ? "; bf16 mixed precision" : "");
 
   const optim::CosineSchedule schedule{c.learning_rate, c.min_lr, c.warmup_iters, c.lr_decay_iters};
   std::ofstream log;  // rank 0's; the other ranks' stays closed and ignores what is written to it
@@ -291,6 +291,10 @@ TrainResult train_this_rank(TrainConfig c) {
     log << Json{{"event", "eval"}, {"step", step}, {"train_loss", means[0]}, {"val_loss", means[1]}}.dump() << "\n";
     log.flush();
   };
+
+  // Mixed precision (chapter 17): from here on, evaluation and training steps (forward and
+  // backward) run their matmuls on bf16 copies; nothing else changes.
+  const Autocast autocast(c.dtype == "bf16" ? kBFloat16 : kFloat32);
 
   interrupted = false;
   auto previous_handler = std::signal(SIGINT, on_sigint);

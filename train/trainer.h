@@ -36,6 +36,9 @@ struct TrainConfig {
   std::int64_t sample_tokens = 300;
   std::string out_dir = "out";
   std::string device = "cpu";  // cpu, cuda, emulator or auto (the GPU if there is one)
+  // float32, or bf16: mixed precision (chapter 17), the matmuls under brrr::Autocast(kBFloat16);
+  // weights, gradients, AdamW's state and checkpoints stay float32.
+  std::string dtype = "float32";
   std::uint64_t seed = 1337;
   bool resume = false;
   bool profile = false;  // print where the time went, op by op, at the end

@@ -119,6 +119,7 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
     std::string checkpoint = "out", prompt = "\n", tokenizer;
     models::GenerateOptions options;
     bool no_cache = false, stats = false;
+    std::string kv_cache = "float32";
   };
   auto s = std::make_shared<SampleArgs>();
   CLI::App* sample = app.add_subcommand("sample", "Generate text from a trained checkpoint, streaming tokens as they come");
@@ -131,6 +132,10 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
   sample->add_option("--top_p", s->options.top_p, "Keep the most likely tokens up to this probability")->check(CLI::Range(1e-9, 1.0))->capture_default_str();
   sample->add_option("--seed", s->options.seed, "Random seed")->capture_default_str();
   sample->add_flag("--no_kv_cache", s->no_cache, "Recompute the whole context for every token (slower)");
+  sample->add_option("--kv_cache", s->kv_cache, "How the KV cache keeps keys and values: float32, or int8 (a scale per "
+                     "head and position, 3.6x smaller; chapter 17)")
+      ->check(CLI::IsMember({"float32", "int8"}))
+      ->capture_default_str();
   sample->add_flag("--stats", s->stats, "Print tokens per second at the end");
   sample->callback([s] {
     // The checkpoint first: a missing or damaged one is the real problem, whatever else is missing.
@@ -151,6 +156,8 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
     BRRR_CHECK(static_cast<std::int64_t>(tokenizer->vocab_size()) == model->config().vocab_size, "the tokenizer '", tok_path,
                "' has ", tokenizer->vocab_size(), " tokens but the model's vocabulary is ", model->config().vocab_size);
     s->options.kv_cache = !s->no_cache;
+    s->options.kv_cache_int8 = s->kv_cache == "int8";
+    BRRR_CHECK(!(s->no_cache && s->options.kv_cache_int8), "--kv_cache int8 and --no_kv_cache contradict each other");
     const std::vector<std::uint32_t> prompt = tokenizer->encode(s->prompt);
     std::fputs(s->prompt.c_str(), stdout);
     const auto start = std::chrono::steady_clock::now();
@@ -162,7 +169,7 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
     std::printf("\n");
     if (s->stats)
       std::fprintf(stderr, "%zu tokens in %.2f s: %.1f tokens/s (%s)\n", tokens.size(), secs, tokens.size() / secs,
-                   s->options.kv_cache ? "KV cache" : "no KV cache");
+                   !s->options.kv_cache ? "no KV cache" : s->options.kv_cache_int8 ? "int8 KV cache" : "KV cache");
   });
 }
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "brrr/bfloat16.h"
 #include "brrr/error.h"
 #include "brrr/storage.h"
 
@@ -108,7 +109,7 @@ void copy_into(const Tensor& out, const Tensor& in) {
   const kernels::Loop loop = make_loop("copy_", out.shape(), {&out.strides(), &si});
   if (loop.numel() == 0) return;
   const std::size_t es = dtype_size(out.dtype());
-  // One copy kernel per element size: the bits move unchanged.
+  // One copy kernel per dtype: the bits move unchanged.
   switch (out.dtype()) {
     case DType::Float32: {
       static kernels::Kernel k(kernels::op::copy<float>);
@@ -127,6 +128,10 @@ void copy_into(const Tensor& out, const Tensor& in) {
       static kernels::Kernel k(kernels::op::copy<std::int64_t>);
       return k(out.device().type)(out.data_ptr<std::int64_t>(), in.data_ptr<std::int64_t>(), loop,
                                          stream(out.device()));
+    }
+    case DType::BFloat16: {
+      static kernels::Kernel k(kernels::op::copy<bf16>);
+      return k(out.device().type)(out.data_ptr<bf16>(), in.data_ptr<bf16>(), loop, stream(out.device()));
     }
     default: fail("copy_: unsupported dtype ", dtype_name(out.dtype()), " (", es, " bytes)");
   }

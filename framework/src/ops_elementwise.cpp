@@ -24,6 +24,10 @@ namespace {
 // out = kernel(x), elementwise over a contiguous copy of x.
 Tensor unary(const char* op, detail::KernelFamily<kernels::unary_fn>& kernel, const Tensor& x) {
   detail::check_defined(op, x);
+  if (x.dtype() == kBFloat16) {  // computed in float32, rounded once (chapter 17)
+    NoGradGuard no_grad;          // the calling op records the backward
+    return unary(op, kernel, x.to(kFloat32)).to(kBFloat16);
+  }
   const Tensor in = x.contiguous();
   Tensor out = detail::new_like(in);
   detail::dispatch_floating(in.dtype(), op, [&]<class T>() {
@@ -108,11 +112,18 @@ Tensor pow(const Tensor& x, double exponent) {
   BRRR_PROFILE("pow");
   detail::check_defined("pow", x);
   static detail::KernelFamily<kernels::pow_scalar_fn> k("pow_scalar");
-  const Tensor in = x.contiguous();
-  Tensor out = detail::new_like(in);
-  detail::dispatch_floating(in.dtype(), "pow", [&]<class T>() {
-    k.get<T>(in.device())(out.data_ptr<T>(), in.data_ptr<T>(), static_cast<T>(exponent), in.numel(), detail::stream(in.device()));
-  });
+  Tensor out;
+  if (x.dtype() == kBFloat16) {  // computed in float32, rounded once (chapter 17)
+    NoGradGuard no_grad;
+    out = pow(x.to(kFloat32), exponent).to(kBFloat16);
+  } else {
+    const Tensor in = x.contiguous();
+    out = detail::new_like(in);
+    detail::dispatch_floating(in.dtype(), "pow", [&]<class T>() {
+      k.get<T>(in.device())(out.data_ptr<T>(), in.data_ptr<T>(), static_cast<T>(exponent), in.numel(),
+                            detail::stream(in.device()));
+    });
+  }
   if (autograd::needs_grad({&x}))  // d x^p = p x^(p-1)
     autograd::record("pow", {x}, out, [x = saved(x), exponent](const Tensor& g) {
       return TensorList{mul(g, mul(pow(x, exponent - 1.0), exponent))};
@@ -141,6 +152,13 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 namespace brrr::detail {
 
 void binary_into(const char* op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (out.dtype() == kBFloat16) {  // computed in float32, rounded once (chapter 17)
+    NoGradGuard no_grad;
+    const Tensor result = new_tensor(out.shape(), kFloat32, out.device());
+    binary_into(op, result, a.to(kFloat32), b.to(kFloat32));
+    copy_into(out, result.to(kBFloat16));
+    return;
+  }
   const Shape sa = broadcast_strides(a, out.shape()), sb = broadcast_strides(b, out.shape());
   const kernels::Loop loop = make_loop(op, out.shape(), {&out.strides(), &sa, &sb});
   if (loop.numel() == 0) return;

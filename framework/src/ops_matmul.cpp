@@ -5,6 +5,10 @@
 // For C = A @ B with upstream gradient G:  dA = G @ B^T,  dB = A^T @ G.
 // A transposed operand is never copied: the kernel takes trans_a / trans_b flags, and a
 // view whose last two dims are swapped (strides (1, rows)) is passed as "transposed".
+// Under brrr::Autocast(kBFloat16) (chapter 17) a float32 GEMM runs the matmul_bf16 kernel
+// instead: operands rounded to bfloat16, products added in float32; the backward closures
+// remember the scope, so the backward GEMMs do the same.
+#include "brrr/autocast.h"
 #include "brrr/cuda.h"
 #include "brrr/ops.h"
 #include "brrr/profiler.h"
@@ -69,6 +73,12 @@ void gemm(const Tensor& out, const Operand& a, const Operand& b, std::int64_t ba
   s.stride_out = M * N;
   s.accumulate = accumulate;
   s.allow_tf32 = out.device().is_cuda() && cuda::allow_tf32();
+  if (out.dtype() == kFloat32 && autocast_dtype() == kBFloat16) {
+    static kernels::Kernel<kernels::matmul_fn<float>> bf16(kernels::op::matmul_bf16);
+    bf16(out.device().type)(out.data_ptr<float>(), a.data.data_ptr<float>(), b.data.data_ptr<float>(), s,
+                            detail::stream(out.device()));
+    return;
+  }
   static detail::KernelFamily<kernels::matmul_fn> k("matmul");
   detail::dispatch_floating(out.dtype(), "matmul", [&]<class T>() {
     k.get<T>(out.device())(out.data_ptr<T>(), a.data.data_ptr<T>(), b.data.data_ptr<T>(), s, detail::stream(out.device()));
@@ -85,6 +95,10 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   detail::check_same_dtype("matmul", a_in, b_in);
   BRRR_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul: operands must have at least 1 dim, got ",
              shape_str(a_in.shape()), " @ ", shape_str(b_in.shape()));
+  if (a_in.dtype() == kBFloat16) {  // bf16 tensors (chapter 17): exact products, float32 sums, one rounding
+    const Autocast autocast(kBFloat16);
+    return matmul(a_in.to(kFloat32), b_in.to(kFloat32)).to(kBFloat16);
+  }
   // 1-D operands as in NumPy: a vector on the left is a row, on the right a column, and the
   // added dim is dropped from the result.
   if (a_in.dim() == 1 || b_in.dim() == 1) {
@@ -109,7 +123,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   if (autograd::needs_grad({&a_in, &b_in}))
     autograd::record("matmul", {a_in, b_in}, out,
                      [a = autograd::saved(a_in), b = autograd::saved(b_in), need_a = a_in.requires_grad(),
-                      need_b = b_in.requires_grad()](const Tensor& g) {
+                      need_b = b_in.requires_grad(), precision = autocast_dtype()](const Tensor& g) {
+                       const Autocast autocast(precision);  // as in the forward
                        return TensorList{need_a ? sum_to(matmul(g, b.transpose(-1, -2)), a.shape()) : Tensor(),
                                          need_b ? sum_to(matmul(a.transpose(-1, -2), g), b.shape()) : Tensor()};
                      });
@@ -132,6 +147,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                " does not match weight ", shape_str(weight.shape()), " (expected (", weight.size(0), ",))");
     detail::check_same_dtype("linear", x, bias);
   }
+  if (x.dtype() == kBFloat16) {  // as matmul: through float32 copies, rounded once
+    const Autocast autocast(kBFloat16);
+    return linear(x.to(kFloat32), weight.to(kFloat32), bias.defined() ? bias.to(kFloat32) : bias).to(kBFloat16);
+  }
   const std::int64_t in = weight.size(1), outf = weight.size(0), N = x.numel() / std::max<std::int64_t>(in, 1);
   const Tensor x2 = x.contiguous();
   const Tensor w = weight.contiguous();
@@ -143,7 +162,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (autograd::needs_grad({&x, &weight, &bias}))
     autograd::record("linear", {x, weight, bias}, out,
                      [x2 = autograd::saved(x2), w = autograd::saved(w), N, in, outf, need_x = x.requires_grad(),
-                      need_w = weight.requires_grad(), need_b = bias.requires_grad()](const Tensor& g_in) {
+                      need_w = weight.requires_grad(), need_b = bias.requires_grad(),
+                      precision = autocast_dtype()](const Tensor& g_in) {
+                       const Autocast autocast(precision);  // as in the forward
                        const Tensor g = g_in.contiguous();
                        TensorList grads(3);
                        if (need_x) {  // dx (N, in) = g (N, out) @ W (out, in)

@@ -80,13 +80,19 @@ Block as_block(const Tensor& x, const Reduction& r) {
 Tensor sum(const Tensor& x, std::vector<int> dims, bool keepdim) {
   BRRR_PROFILE("sum");
   detail::check_defined("sum", x);
-  const Reduction r = plan("sum", x, std::move(dims), keepdim);
-  const Block b = as_block(x, r);
-  Tensor out = detail::new_tensor(r.out_shape, x.dtype(), x.device());
-  static detail::KernelFamily<kernels::sum_dim_fn> k("sum_dim");
-  detail::dispatch_floating(x.dtype(), "sum", [&]<class T>() {
-    k.get<T>(x.device())(out.data_ptr<T>(), b.data.data_ptr<T>(), b.outer, b.R, b.inner, detail::stream(x.device()));
-  });
+  const Reduction r = plan("sum", x, dims, keepdim);
+  Tensor out;
+  if (x.dtype() == kBFloat16) {  // accumulated in float32 (then rounded once): chapter 17
+    NoGradGuard no_grad;
+    out = sum(x.to(kFloat32), std::move(dims), keepdim).to(kBFloat16);
+  } else {
+    const Block b = as_block(x, r);
+    out = detail::new_tensor(r.out_shape, x.dtype(), x.device());
+    static detail::KernelFamily<kernels::sum_dim_fn> k("sum_dim");
+    detail::dispatch_floating(x.dtype(), "sum", [&]<class T>() {
+      k.get<T>(x.device())(out.data_ptr<T>(), b.data.data_ptr<T>(), b.outer, b.R, b.inner, detail::stream(x.device()));
+    });
+  }
   if (autograd::needs_grad({&x}))  // each input element gets the gradient of its output
     autograd::record("sum", {x}, out, [keep = r.keep_shape, in_shape = x.shape()](const Tensor& g) {
       return TensorList{g.reshape(keep).expand(in_shape)};
@@ -96,6 +102,7 @@ Tensor sum(const Tensor& x, std::vector<int> dims, bool keepdim) {
 
 Tensor mean(const Tensor& x, std::vector<int> dims, bool keepdim) {
   detail::check_defined("mean", x);
+  if (x.dtype() == kBFloat16) return mean(x.to(kFloat32), std::move(dims), keepdim).to(kBFloat16);  // one rounding
   const Reduction r = plan("mean", x, dims, keepdim);
   BRRR_CHECK(r.count > 0, "mean: cannot average over zero elements (shape ", shape_str(x.shape()), ")");
   return div(sum(x, std::move(dims), keepdim), static_cast<double>(r.count));
@@ -103,6 +110,7 @@ Tensor mean(const Tensor& x, std::vector<int> dims, bool keepdim) {
 
 Tensor var(const Tensor& x, std::vector<int> dims, int correction, bool keepdim) {
   detail::check_defined("var", x);
+  if (x.dtype() == kBFloat16) return var(x.to(kFloat32), std::move(dims), correction, keepdim).to(kBFloat16);
   const Reduction r = plan("var", x, dims, keepdim);
   BRRR_CHECK(r.count - correction > 0, "var: ", r.count, " elements are too few for correction ", correction);
   const Tensor centered = sub(x, mean(x, dims, true));

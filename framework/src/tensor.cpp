@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "brrr/autograd.h"
+#include "brrr/bfloat16.h"
 #include "brrr/generator.h"
 #include "brrr/ops.h"
 #include "brrr/profiler.h"
@@ -137,6 +138,7 @@ T read_as(const void* p, DType dtype) {
     case DType::Float64: return static_cast<T>(*static_cast<const double*>(p));
     case DType::Int32: return static_cast<T>(*static_cast<const std::int32_t*>(p));
     case DType::Int64: return static_cast<T>(*static_cast<const std::int64_t*>(p));
+    case DType::BFloat16: return static_cast<T>(static_cast<float>(*static_cast<const bf16*>(p)));
     default: detail::fail("cannot read elements of dtype ", dtype_name(dtype));
   }
 }
@@ -488,6 +490,7 @@ Tensor& Tensor::fill_(double value) {
     case DType::Float64: { static kernels::Kernel k(kernels::op::fill<double>); k(device().type)(target.data_ptr<double>(), value, n, s); break; }
     case DType::Int32: { static kernels::Kernel k(kernels::op::fill<std::int32_t>); k(device().type)(target.data_ptr<std::int32_t>(), static_cast<std::int32_t>(value), n, s); break; }
     case DType::Int64: { static kernels::Kernel k(kernels::op::fill<std::int64_t>); k(device().type)(target.data_ptr<std::int64_t>(), static_cast<std::int64_t>(value), n, s); break; }
+    case DType::BFloat16: { static kernels::Kernel k(kernels::op::fill<bf16>); k(device().type)(target.data_ptr<bf16>(), bf16(static_cast<float>(value)), n, s); break; }
     default: detail::fail("fill_: unsupported dtype ", dtype_name(dtype()));
   }
   if (target.impl() != impl()) detail::copy_into(*this, target);

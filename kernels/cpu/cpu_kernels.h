@@ -39,6 +39,11 @@ template <class T> void matmul_naive(T* out, const T* a, const T* b, const Matmu
 template <class T> void matmul_eigen(T* out, const T* a, const T* b, const MatmulShape& shape, Stream);
 // gemm_blocked.cpp (float32, AVX-512 only)
 template <class T> void matmul_blocked(T* out, const T* a, const T* b, const MatmulShape& shape, Stream);
+// gemm_bf16.cpp (chapter 17): bf16 operands, float32 accumulation. The avx512 variant runs
+// only where cpu_has_avx512_bf16(); the plain one runs anywhere and gives the same bits.
+void matmul_bf16_plain(float* out, const float* a, const float* b, const MatmulShape& shape, Stream);
+void matmul_bf16_avx512(float* out, const float* a, const float* b, const MatmulShape& shape, Stream);
+bool cpu_has_avx512_bf16();
 
 // nn.cpp
 void check_indices(std::int32_t* safe, std::int32_t* first_bad, const std::int32_t* idx, std::int64_t N,

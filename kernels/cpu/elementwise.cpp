@@ -6,6 +6,9 @@
 // merged dims that can be walked as one, so most calls are a single flat loop.
 #include "kernels/cpu/cpu_kernels.h"
 
+#include <type_traits>
+
+#include "brrr/bfloat16.h"
 #include "brrr/error.h"
 #include "brrr/generator.h"
 #include "kernels/cpu/cpu.h"
@@ -57,10 +60,20 @@ void copy(T* out, const T* in, const Loop& loop, Stream) {
   });
 }
 
+// One element from In to Out. bfloat16 goes through float32: widening is exact, narrowing
+// rounds to nearest even (brrr/bfloat16.h); from float64 that is two roundings (to float32,
+// then to bf16), which can differ from one rounding in the last bf16 bit, as in PyTorch.
+template <class Out, class In>
+Out convert(In x) {
+  if constexpr (std::is_same_v<Out, bf16>) return bf16(static_cast<float>(x));
+  else if constexpr (std::is_same_v<In, bf16>) return static_cast<Out>(static_cast<float>(x));
+  else return static_cast<Out>(x);
+}
+
 template <class Out, class In>
 void cast_typed(Out* out, const In* in, std::int64_t n) {
   parallel_for(n, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) out[i] = static_cast<Out>(in[i]);
+    for (std::int64_t i = b; i < e; ++i) out[i] = convert<Out>(in[i]);
   });
 }
 
@@ -71,6 +84,7 @@ void cast_to(Out* out, const void* in, DType in_dtype, std::int64_t n) {
     case DType::Float64: return cast_typed(out, static_cast<const double*>(in), n);
     case DType::Int32: return cast_typed(out, static_cast<const std::int32_t*>(in), n);
     case DType::Int64: return cast_typed(out, static_cast<const std::int64_t*>(in), n);
+    case DType::BFloat16: return cast_typed(out, static_cast<const bf16*>(in), n);
     default: ::brrr::detail::fail("cast: unsupported source dtype ", dtype_name(in_dtype), " on cpu");
   }
 }
@@ -81,6 +95,7 @@ void cast(void* out, DType out_dtype, const void* in, DType in_dtype, std::int64
     case DType::Float64: return cast_to(static_cast<double*>(out), in, in_dtype, n);
     case DType::Int32: return cast_to(static_cast<std::int32_t*>(out), in, in_dtype, n);
     case DType::Int64: return cast_to(static_cast<std::int64_t*>(out), in, in_dtype, n);
+    case DType::BFloat16: return cast_to(static_cast<bf16*>(out), in, in_dtype, n);
     default: ::brrr::detail::fail("cast: unsupported target dtype ", dtype_name(out_dtype), " on cpu");
   }
 }
@@ -251,6 +266,8 @@ template void fill<std::int32_t>(std::int32_t*, std::int32_t, std::int64_t, Stre
 template void fill<std::int64_t>(std::int64_t*, std::int64_t, std::int64_t, Stream);
 template void copy<std::int32_t>(std::int32_t*, const std::int32_t*, const Loop&, Stream);
 template void copy<std::int64_t>(std::int64_t*, const std::int64_t*, const Loop&, Stream);
+template void fill<bf16>(bf16*, bf16, std::int64_t, Stream);
+template void copy<bf16>(bf16*, const bf16*, const Loop&, Stream);
 #undef BRRR_INSTANTIATE
 
 }  // namespace brrr::kernels::cpu

@@ -59,6 +59,7 @@ std::vector<std::uint32_t> generate(GPT& model, const std::vector<std::uint32_t>
   Generator gen(o.seed);
   std::vector<std::uint32_t> context = prompt, produced;
   KVCache cache;
+  cache.int8 = o.kv_cache_int8;
   std::int64_t fed = 0;  // how many tokens of `context` the cache holds
   auto as_tensor = [](const std::uint32_t* ids, std::int64_t n) {
     return from_vector(std::vector<std::int64_t>(ids, ids + n), {1, n}, kInt64);

@@ -3,7 +3,9 @@
 #include "brrr/strings.h"
 #include "brrr/models/gpt.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 #include <nlohmann/json.hpp>
 
@@ -137,7 +139,13 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const AttentionExtras* extr
   if (extras) {  // inference: new queries over the cached keys and values too, or the weights
     const Tensor q = heads(0).contiguous(), k = heads(1).contiguous(), v = heads(2).contiguous();
     Tensor keys = k, values = v;
-    if (KVCache* cache = extras->cache) {
+    if (KVCache* cache = extras->cache; cache && cache->int8) {
+      auto& qk = cache->qkeys[static_cast<std::size_t>(extras->layer)];
+      auto& qv = cache->qvalues[static_cast<std::size_t>(extras->layer)];
+      if (extras->past == 0) qk = {}, qv = {};
+      qk.append(k), qv.append(v);  // this pass's keys too: attention sees what the cache holds
+      keys = qk.dequantize(k.device()), values = qv.dequantize(v.device());
+    } else if (cache) {
       auto& ck = cache->keys[static_cast<std::size_t>(extras->layer)];
       auto& cv = cache->values[static_cast<std::size_t>(extras->layer)];
       ck = extras->past == 0 ? k : ops::cat({ck, k}, 2);
@@ -223,6 +231,52 @@ Tensor GPT::hidden(const Tensor& input) {
 }
 
 
+// ---------------------------------------------------------------------------------------------
+// the int8 KV cache (chapter 17)
+
+void QuantizedKV::append(const Tensor& x) {
+  BRRR_CHECK(x.dim() == 4 && x.dtype() == kFloat32, "KV cache: expected float32 keys or values (B, H, n, hs), got ",
+             shape_str(x.shape()), " ", dtype_name(x.dtype()));
+  const std::int64_t b = x.size(0), h = x.size(1), n = x.size(2), d = x.size(3);
+  if (t == 0) B = b, H = h, hs = d;
+  BRRR_CHECK(b == B && h == H && d == hs, "KV cache: keys of shape ", shape_str(x.shape()), " do not continue (", B,
+             ", ", H, ", t, ", hs, ")");
+  const std::vector<float> v = x.to_vector<float>();  // (B, H, n, hs)
+  for (std::int64_t p = 0; p < n; ++p)
+    for (std::int64_t i = 0; i < B * H; ++i) {  // one row: head i % H of batch i / H, position t + p
+      const float* row = v.data() + (i * n + p) * hs;
+      float largest = 0.0f;
+      for (std::int64_t j = 0; j < hs; ++j) largest = std::max(largest, std::abs(row[j]));
+      const float s = largest / 127.0f;
+      scale.push_back(s);
+      for (std::int64_t j = 0; j < hs; ++j)
+        q.push_back(static_cast<std::int8_t>(s == 0.0f ? 0.0f : std::nearbyint(row[j] / s)));
+    }
+  t += n;
+}
+
+Tensor QuantizedKV::dequantize(Device device) const {
+  std::vector<float> out(static_cast<std::size_t>(B * H * t * hs));
+  for (std::int64_t p = 0; p < t; ++p)
+    for (std::int64_t i = 0; i < B * H; ++i) {
+      const float s = scale[p * B * H + i];
+      const std::int8_t* row = q.data() + (p * B * H + i) * hs;
+      float* dst = out.data() + (i * t + p) * hs;
+      for (std::int64_t j = 0; j < hs; ++j) dst[j] = static_cast<float>(row[j]) * s;
+    }
+  return from_vector(out, {B, H, t, hs}).to(device);
+}
+
+std::int64_t KVCache::bytes() const {
+  std::int64_t total = 0;
+  for (const auto* list : {&keys, &values})
+    for (const Tensor& k : *list)
+      if (k.defined()) total += k.numel() * static_cast<std::int64_t>(dtype_size(k.dtype()));
+  for (const auto* list : {&qkeys, &qvalues})
+    for (const QuantizedKV& k : *list) total += k.bytes();
+  return total;
+}
+
 Tensor GPT::forward_cached(const Tensor& input, KVCache& cache) {
   NoGradGuard no_grad;
   const Tensor idx = input.to(wte->weight.device());
@@ -231,6 +285,7 @@ Tensor GPT::forward_cached(const Tensor& input, KVCache& cache) {
   BRRR_CHECK(t0 + n <= config_.block_size, "GPT::forward_cached: ", t0, " cached + ", n, " new positions exceed block_size ",
              config_.block_size);
   if (cache.keys.empty()) cache.keys.resize(config_.n_layer), cache.values.resize(config_.n_layer);
+  if (cache.qkeys.empty()) cache.qkeys.resize(config_.n_layer), cache.qvalues.resize(config_.n_layer);
   const bool was_training = is_training();
   eval();  // inference: no dropout
   const Tensor pos = arange(static_cast<double>(t0), static_cast<double>(t0 + n), 1.0,

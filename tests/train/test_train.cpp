@@ -118,6 +118,34 @@ TEST_CASE("a resumed run continues bitwise identically to an uninterrupted one")
   CHECK(parameters_of(part2.last_checkpoint) == parameters_of(whole.last_checkpoint));
 }
 
+TEST_CASE("a bf16 (mixed precision) run resumes bit for bit, and differs from float32 by rounding only") {
+  train::TrainConfig full = small_config(scratch("bf16-full"));
+  full.dtype = "bf16";
+  const train::TrainResult whole = train::run_training(full);
+  train::TrainConfig first = small_config(scratch("bf16-split"));
+  first.dtype = "bf16";
+  first.max_iters = 5;
+  const train::TrainResult part1 = train::run_training(first);
+  train::TrainConfig second = first;
+  second.max_iters = 8;
+  second.resume = true;
+  const train::TrainResult part2 = train::run_training(second);
+  std::vector<double> joined = part1.losses;
+  joined.insert(joined.end(), part2.losses.begin(), part2.losses.end());
+  CHECK(joined == whole.losses);
+  CHECK(parameters_of(part2.last_checkpoint) == parameters_of(whole.last_checkpoint));
+  // The same run in float32: other bits (the matmuls' operands were rounded), the same losses
+  // to within the rounding. Checkpoints hold float32 either way.
+  const train::TrainResult f32 = train::run_training(small_config(scratch("bf16-f32")));
+  REQUIRE(f32.losses.size() == whole.losses.size());
+  CHECK(f32.losses != whole.losses);
+  for (std::size_t i = 0; i < f32.losses.size(); ++i) CHECK(std::abs(f32.losses[i] - whole.losses[i]) < 0.02);
+  CHECK(safetensors::File(whole.last_checkpoint).info("transformer.wte.weight").dtype == kFloat32);
+  train::TrainConfig bad = small_config(scratch("bf16-bad"));
+  bad.dtype = "fp16";
+  CHECK_THROWS_WITH_AS(train::run_training(bad), doctest::Contains("dtype must be float32 or bf16, got 'fp16'"), Error);
+}
+
 TEST_CASE("a NaN loss stops training, naming the step and the last good checkpoint") {
   train::TrainConfig c = small_config(scratch("nan"));
   c.learning_rate = 1e30, c.min_lr = 1e30, c.grad_clip = 0.0, c.max_iters = 50, c.checkpoint_interval = 1;

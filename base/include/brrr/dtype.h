@@ -8,8 +8,11 @@
 
 namespace brrr {
 
+struct bf16;  // brrr/bfloat16.h (C++20; this header is also read by nvcc's C++17)
+
 // float32 everywhere, float64 on the CPU (for gradient checks), int32/int64 for indices.
-// bfloat16 is reserved for mixed precision on CUDA.
+// bfloat16 (brrr::bf16, brrr/bfloat16.h) for mixed precision (chapter 17): stored in 2 bytes,
+// computed in float32.
 enum class DType : std::uint8_t { Float32, Float64, Int32, Int64, BFloat16 };
 
 inline constexpr DType kFloat32 = DType::Float32;
@@ -28,6 +31,7 @@ template <> constexpr DType dtype_of<float>() { return DType::Float32; }
 template <> constexpr DType dtype_of<double>() { return DType::Float64; }
 template <> constexpr DType dtype_of<std::int32_t>() { return DType::Int32; }
 template <> constexpr DType dtype_of<std::int64_t>() { return DType::Int64; }
+template <> constexpr DType dtype_of<bf16>() { return DType::BFloat16; }
 
 enum class DeviceType : std::uint8_t { CPU, CUDA };
 

@@ -1,6 +1,8 @@
 // brrr/brrr.h: everything at once, for programs and tests. Chapter 01 starts at tensor.h.
 #pragma once
+#include "brrr/autocast.h"
 #include "brrr/autograd.h"
+#include "brrr/bfloat16.h"
 #include "brrr/cuda.h"
 #include "brrr/dtype.h"
 #include "brrr/error.h"

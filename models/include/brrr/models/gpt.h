@@ -94,12 +94,32 @@ class Block : public nn::Module {
   std::shared_ptr<FeedForward> mlp;
 };
 
+// One layer's keys (or values) in int8 (chapter 17): each row of hs numbers (one head at one
+// position) is stored as round(x / scale) with scale = max |x| / 127, so q * scale is x to
+// within scale / 2. hs bytes and one float a row instead of 4 * hs bytes: 3.6x smaller at
+// hs = 32. Rows are appended position by position; kept on the host.
+struct QuantizedKV {
+  std::int64_t B = 0, H = 0, t = 0, hs = 0;
+  std::vector<std::int8_t> q;  // (t, B, H, hs): a new position is appended at the end
+  std::vector<float> scale;    // (t, B, H)
+  void append(const Tensor& x);             // x (B, H, n, hs) float32, on any device
+  Tensor dequantize(Device device) const;   // (B, H, t, hs) float32
+  std::int64_t bytes() const { return static_cast<std::int64_t>(q.size() + 4 * scale.size()); }
+};
+
 // The keys and values of every layer for the positions processed so far, so generating a
-// token costs one position's work instead of the whole context's (chapter 08).
+// token costs one position's work instead of the whole context's (chapter 08). With int8
+// set (brrr sample --kv_cache int8, chapter 17) they are kept quantized instead.
 struct KVCache {
   std::vector<Tensor> keys, values;  // per layer, (B, H, t, hs)
-  std::int64_t length() const { return keys.empty() || !keys[0].defined() ? 0 : keys[0].size(2); }
-  void clear() { keys.clear(), values.clear(); }
+  bool int8 = false;
+  std::vector<QuantizedKV> qkeys, qvalues;  // per layer, when int8
+  std::int64_t length() const {
+    if (int8) return qkeys.empty() ? 0 : qkeys[0].t;
+    return keys.empty() || !keys[0].defined() ? 0 : keys[0].size(2);
+  }
+  void clear() { keys.clear(), values.clear(), qkeys.clear(), qvalues.clear(); }
+  std::int64_t bytes() const;  // the memory the cached keys and values hold
 };
 
 class GPT : public nn::Module {

@@ -1,0 +1,395 @@
+// kernels/cpu/gemm_bf16.cpp: matmul with bfloat16 operands and float32 accumulation, the CPU
+// side of mixed precision. Chapter 17 (mixed precision). Read before: gemm_blocked.cpp (this
+// file is its twin: the same five loops, the same packing idea, the same reproducibility
+// argument, so only what differs is explained here). Read next: docs/chapters/17-mixed-precision.md.
+//
+// C (M, N) (+)= bf16(A) (M, K) @ bf16(B) (K, N): A, B and C are float32 in memory; the packing
+// rounds A and B to bfloat16 (round to nearest, ties to even) on the way into the packed
+// panels, and every product is added to a float32 accumulator. A bf16 number is the top half
+// of a float32 (sign, the same 8 exponent bits, 7 mantissa bits), so the product of two of them
+// (8 x 8 significant bits = 16) is exact in float32, and the only rounding is the float32 add,
+// as in the float32 GEMM.
+//
+// Why it pays. AVX512-BF16's `vdpbf16ps` takes 32 bf16 pairs in each of two registers and does
+// c[l] += a[2l+1] * b[2l+1], then c[l] += a[2l] * b[2l], in each of the 16 float32 lanes l: 64
+// FLOPs per instruction where the float32 FMA does 32, and the packed panels are half the
+// bytes. The micro-kernel (section 3) is the blocked GEMM's, with the FMA replaced: it works on
+// pairs of consecutive k, so the packed panels hold 32-bit words that are (bf16(x[k]),
+// bf16(x[k+1])), the even k in the low half, and an odd K is padded with a zero.
+//
+// Two variants, chosen at run time (register.cpp asks the CPU, with __builtin_cpu_supports):
+//   "avx512bf16"  the vdpbf16ps micro-kernel and AVX-512 packing, where the CPU has AVX512-BF16;
+//   "plain"       the same loops in portable C++, for every other CPU: the same packed words and
+//                 the same chain of float32 FMAs in the same order (odd k of a pair, then even),
+//                 so on this machine the two agree bit for bit (tests/core/test_matmul_bf16.cpp)
+//                 except where a number is subnormal: vdpbf16ps treats subnormal inputs and
+//                 results as zero, the plain variant keeps them.
+// BRRR_KERNELS=matmul_bf16=plain forces the fallback on any machine.
+//
+// Reproducibility: as in gemm_blocked.cpp, each element of C is one chain of adds over k in a
+// fixed order (pair by pair), never split among threads, so the bits do not depend on the
+// thread count.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "brrr/bfloat16.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593), as in gemm_blocked.cpp.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#define BRRR_HAVE_X86 1
+// The AVX-512 functions are compiled for these extensions whatever the build's -march, and
+// called only after the CPU said it has them: one binary runs everywhere.
+#define BRRR_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#endif
+
+namespace brrr::kernels::cpu {
+
+namespace {
+
+using i64 = std::int64_t;
+using u32 = std::uint32_t;
+
+// ----------------------------------------------------------------------------------------
+// 1. float32 -> bfloat16 is brrr/bfloat16.h's: round to nearest, ties to even, on the bits
+// ("add 0x7FFF plus the last kept bit, drop the low 16"), a NaN becomes the canonical 0x7FFF.
+// pack_bf16(x[k], x[k + 1]) is the packed word of two consecutive k, low_bf16 / high_bf16
+// widen its halves back (exactly). Section 4 does the same rounding 16 floats at a time.
+
+// ----------------------------------------------------------------------------------------
+// 2. Blocking: gemm_blocked.cpp's, counted in k pairs. KC = 512 values of k is 256 packed
+// words, so the A micro-panel (12 x 256 words) is 12 KiB and the B block (256 x 512 words)
+// 512 KiB: the same bytes in L1 and L2 as the float32 GEMM, holding twice as many k.
+
+constexpr i64 kMR = 12;
+constexpr i64 kNR = 32;
+constexpr i64 kKC = 512;  // values of k, even
+constexpr i64 kNC = 512;
+static_assert(kKC % 2 == 0 && kNC % kNR == 0, "KC counts pairs of k; NC whole micro-panels");
+
+inline i64 pairs(i64 kc) { return (kc + 1) / 2; }
+
+// Element (i, k) of A and (k, j) of B through the layouts the op passed (see MatmulShape).
+inline float a_at(const float* a, i64 M, i64 K, bool trans_a, i64 i, i64 k) {
+  return trans_a ? a[k * M + i] : a[i * K + k];
+}
+inline float b_at(const float* b, i64 N, i64 K, bool trans_b, i64 k, i64 j) {
+  return trans_b ? b[j * K + k] : b[k * N + j];
+}
+
+// ----------------------------------------------------------------------------------------
+// 3. The micro-kernels: C[0:MR, 0:NR] (+)= Ap (MR x kc, packed) @ Bp (kc x NR, packed), where
+// ap[p * MR + i] is the pair (A(i, 2p), A(i, 2p + 1)) and bp[p * NR + j] the pair (B(2p, j),
+// B(2p + 1, j)).
+
+// The plain one: for each pair, the odd product and then the even one, each a float32 FMA
+// (exact product, one rounding), which is what vdpbf16ps does in each lane.
+void micro_kernel_plain(i64 kp, const u32* __restrict ap, const u32* __restrict bp, float* __restrict c, i64 ldc,
+                        bool load_c) {
+  float acc[kMR][kNR];
+  for (i64 i = 0; i < kMR; ++i)
+    for (i64 j = 0; j < kNR; ++j) acc[i][j] = load_c ? c[i * ldc + j] : 0.0f;
+  for (i64 p = 0; p < kp; ++p, ap += kMR, bp += kNR)
+    for (i64 i = 0; i < kMR; ++i) {
+      const float a_even = low_bf16(ap[i]), a_odd = high_bf16(ap[i]);
+      for (i64 j = 0; j < kNR; ++j) {
+        const float t = std::fma(a_odd, high_bf16(bp[j]), acc[i][j]);
+        acc[i][j] = std::fma(a_even, low_bf16(bp[j]), t);
+      }
+    }
+  for (i64 i = 0; i < kMR; ++i)
+    for (i64 j = 0; j < kNR; ++j) c[i * ldc + j] = acc[i][j];
+}
+
+#ifdef BRRR_HAVE_X86
+// The AVX512-BF16 one: gemm_blocked.cpp's 12 x 32 register tile (24 accumulators), where each
+// step is one pair of k: two loads of B's packed row, 12 broadcasts of A's pairs, 24 vdpbf16ps.
+// vdpbf16ps has a latency of 6 cycles on Zen 4; 24 independent chains keep it busy.
+BRRR_TARGET_BF16 void micro_kernel_dpbf16(i64 kp, const u32* __restrict ap, const u32* __restrict bp,
+                                          float* __restrict c, i64 ldc, bool load_c) {
+  __m512 acc0[kMR], acc1[kMR];
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) {
+    acc0[i] = load_c ? _mm512_loadu_ps(c + i * ldc) : _mm512_setzero_ps();
+    acc1[i] = load_c ? _mm512_loadu_ps(c + i * ldc + 16) : _mm512_setzero_ps();
+  }
+  for (i64 p = 0; p < kp; ++p) {
+    const __m512bh b0 = (__m512bh)_mm512_load_si512(bp), b1 = (__m512bh)_mm512_load_si512(bp + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < kMR; ++i) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[i]));
+      acc0[i] = _mm512_dpbf16_ps(acc0[i], a, b0);
+      acc1[i] = _mm512_dpbf16_ps(acc1[i], a, b1);
+    }
+    ap += kMR;
+    bp += kNR;
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) {
+    _mm512_storeu_ps(c + i * ldc, acc0[i]);
+    _mm512_storeu_ps(c + i * ldc + 16, acc1[i]);
+  }
+}
+#endif
+
+// ----------------------------------------------------------------------------------------
+// 4. Packing, rounding to bf16 on the way. The plain version reads element by element; the
+// AVX-512 one does what bf16::round_bits does on 16 floats at once, in integer registers, and
+// moves the halves into pairs with no float conversion at all.
+
+// rows x kc of A from row i0 and column p0 (zeros beyond), into ap[p * MR + i].
+void pack_a_plain(u32* ap, const float* a, i64 M, i64 K, bool trans_a, i64 i0, i64 rows, i64 p0, i64 kc) {
+  for (i64 p = 0; p < pairs(kc); ++p)
+    for (i64 i = 0; i < kMR; ++i) {
+      const i64 k = p0 + 2 * p;
+      const float even = i < rows ? a_at(a, M, K, trans_a, i0 + i, k) : 0.0f;
+      const float odd = i < rows && 2 * p + 1 < kc ? a_at(a, M, K, trans_a, i0 + i, k + 1) : 0.0f;
+      ap[p * kMR + i] = pack_bf16(even, odd);
+    }
+}
+
+// kc x cols of B from row p0 and column j0 (zeros beyond), into bp[p * NR + j].
+void pack_b_plain(u32* bp, const float* b, i64 N, i64 K, bool trans_b, i64 j0, i64 cols, i64 p0, i64 kc) {
+  for (i64 p = 0; p < pairs(kc); ++p)
+    for (i64 j = 0; j < kNR; ++j) {
+      const i64 k = p0 + 2 * p;
+      const float even = j < cols ? b_at(b, N, K, trans_b, k, j0 + j) : 0.0f;
+      const float odd = j < cols && 2 * p + 1 < kc ? b_at(b, N, K, trans_b, k + 1, j0 + j) : 0.0f;
+      bp[p * kNR + j] = pack_bf16(even, odd);
+    }
+}
+
+#ifdef BRRR_HAVE_X86
+// bf16::round_bits on 16 lanes: the bf16 in the high half of each 32-bit lane, zeros below.
+BRRR_TARGET_BF16 inline __m512i round_to_bf16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  const __m512i kept = _mm512_and_si512(rounded, _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
+  return _mm512_mask_blend_epi32(nan, kept, _mm512_set1_epi32(0x7fff0000));  // NaN: the canonical one
+}
+
+// Consecutive k in two rows of the source (B not transposed, A transposed): 16 columns j of
+// rows k and k + 1 give 16 words (low half from row k) with a shift and an or.
+// dst[p * ld + j] for j < width (up to 16; the rest of the 16 are stored as zeros when
+// width_store says so), from src[k * src_ld + j], kc rows.
+BRRR_TARGET_BF16 void pack_pairs_across(u32* dst, i64 ld, __mmask16 store, i64 width, const float* src,
+                                        i64 src_ld, i64 kc) {
+  const __mmask16 load = static_cast<__mmask16>((1u << width) - 1);
+  for (i64 p = 0; p < pairs(kc); ++p) {
+    const __m512i even = round_to_bf16(_mm512_maskz_loadu_ps(load, src + 2 * p * src_ld));
+    const __m512i odd = 2 * p + 1 < kc ? round_to_bf16(_mm512_maskz_loadu_ps(load, src + (2 * p + 1) * src_ld))
+                                       : _mm512_setzero_si512();
+    _mm512_mask_storeu_epi32(dst + p * ld, store, _mm512_or_si512(_mm512_srli_epi32(even, 16), odd));
+  }
+}
+
+// gemm_blocked.cpp's 16 x 16 transpose, on 32-bit words.
+BRRR_TARGET_BF16 void transpose16x16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int m = 0; m < 4; ++m) {
+    const __m512i u0 = _mm512_shuffle_i32x4(r[m], r[4 + m], 0x88), u1 = _mm512_shuffle_i32x4(r[m], r[4 + m], 0xdd);
+    const __m512i u2 = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0x88);
+    const __m512i u3 = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0xdd);
+    t[m] = _mm512_shuffle_i32x4(u0, u2, 0x88);
+    t[4 + m] = _mm512_shuffle_i32x4(u1, u3, 0x88);
+    t[8 + m] = _mm512_shuffle_i32x4(u0, u2, 0xdd);
+    t[12 + m] = _mm512_shuffle_i32x4(u1, u3, 0xdd);
+  }
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// Consecutive k along each row of the source (A not transposed, B transposed): 32 floats of
+// a row round to 32 bf16 whose high halves, taken in order by one word permute, are the row's
+// 16 pairs; a 16 x 16 transpose of 16 rows then puts pair p of every row into r[p].
+// dst[p * ld + i] for i < 16 (stored where `store` says; rows >= `rows` are zeros), from
+// src[i * src_ld + k], kc values of k.
+BRRR_TARGET_BF16 void pack_pairs_along(u32* dst, i64 ld, __mmask16 store, const float* src, i64 src_ld, i64 rows,
+                                       i64 kc) {
+  alignas(64) static constexpr std::uint16_t kHighHalves[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
+                                                                23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
+                                                                45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+  const __m512i high_halves = _mm512_load_si512(kHighHalves);
+  for (i64 k0 = 0; k0 < kc; k0 += 32) {
+    const i64 n = std::min<i64>(32, kc - k0);
+    const std::uint32_t bits = n >= 32 ? 0xffffffffu : (1u << n) - 1;
+    const __mmask16 lo = static_cast<__mmask16>(bits), hi = static_cast<__mmask16>(bits >> 16);
+    __m512i r[16];
+    for (i64 i = 0; i < 16; ++i) {
+      if (i >= rows) {
+        r[i] = _mm512_setzero_si512();
+        continue;
+      }
+      const float* row = src + i * src_ld + k0;
+      const __m512i x0 = round_to_bf16(_mm512_maskz_loadu_ps(lo, row));
+      const __m512i x1 = round_to_bf16(_mm512_maskz_loadu_ps(hi, row + 16));
+      r[i] = _mm512_permutex2var_epi16(x0, high_halves, x1);
+    }
+    transpose16x16(r);
+    for (i64 p = 0; p < pairs(n); ++p) _mm512_mask_storeu_epi32(dst + (k0 / 2 + p) * ld, store, r[p]);
+  }
+}
+
+BRRR_TARGET_BF16 void pack_a_avx512(u32* ap, const float* a, i64 M, i64 K, bool trans_a, i64 i0, i64 rows, i64 p0,
+                                    i64 kc) {
+  if (trans_a) pack_pairs_across(ap, kMR, 0xfff, rows, a + p0 * M + i0, M, kc);
+  else pack_pairs_along(ap, kMR, 0xfff, a + i0 * K + p0, K, rows, kc);
+}
+
+BRRR_TARGET_BF16 void pack_b_avx512(u32* bp, const float* b, i64 N, i64 K, bool trans_b, i64 j0, i64 cols, i64 p0,
+                                    i64 kc) {
+  const i64 lo = std::min<i64>(cols, 16), hi = std::max<i64>(cols - 16, 0);
+  if (!trans_b) {
+    const float* src = b + p0 * N + j0;
+    pack_pairs_across(bp, kNR, 0xffff, lo, src, N, kc);
+    pack_pairs_across(bp + 16, kNR, 0xffff, hi, src + 16, N, kc);
+    return;
+  }
+  const float* src = b + j0 * K + p0;
+  pack_pairs_along(bp, kNR, 0xffff, src, K, lo, kc);
+  pack_pairs_along(bp + 16, kNR, 0xffff, src + 16 * K, K, hi, kc);
+}
+#endif
+
+// ----------------------------------------------------------------------------------------
+// 5. Loops 4 to 1 for one block of C, and loop 5 over the threads: gemm_blocked.cpp's, with
+// the packing and the micro-kernel of the chosen variant.
+
+struct Path {  // the variant's three pieces
+  void (*pack_a)(u32*, const float*, i64, i64, bool, i64, i64, i64, i64);
+  void (*pack_b)(u32*, const float*, i64, i64, bool, i64, i64, i64, i64);
+  void (*micro_kernel)(i64, const u32*, const u32*, float*, i64, bool);
+};
+
+void gemm_block(const Path& path, float* c, const float* a, const float* b, const MatmulShape& s, i64 m0, i64 m1,
+                i64 n0, i64 n1, u32* bp, u32* ap) {
+  const i64 M = s.M, N = s.N, K = s.K;
+  const i64 n_panels = (n1 - n0 + kNR - 1) / kNR;
+  for (i64 pc = 0; pc < K; pc += kKC) {  // loop 4
+    const i64 kc = std::min(kKC, K - pc), kp = pairs(kc);
+    const bool load_c = s.accumulate || pc > 0;
+    for (i64 p = 0; p < n_panels; ++p)
+      path.pack_b(bp + p * kp * kNR, b, N, K, s.trans_b, n0 + p * kNR, std::min(kNR, n1 - n0 - p * kNR), pc, kc);
+    for (i64 i0 = m0; i0 < m1; i0 += kMR) {  // loop 3
+      const i64 rows = std::min(kMR, m1 - i0);
+      path.pack_a(ap, a, M, K, s.trans_a, i0, rows, pc, kc);
+      for (i64 p = 0; p < n_panels; ++p) {  // loop 2
+        const i64 j0 = n0 + p * kNR, cols = std::min(kNR, n1 - j0);
+        float* tile = c + i0 * N + j0;
+        if (rows == kMR && cols == kNR) {
+          path.micro_kernel(kp, ap, bp + p * kp * kNR, tile, N, load_c);
+          continue;
+        }
+        alignas(64) float edge[kMR * kNR] = {};  // a ragged tile: through a padded temporary
+        if (load_c)
+          for (i64 i = 0; i < rows; ++i) std::memcpy(edge + i * kNR, tile + i * N, cols * sizeof(float));
+        path.micro_kernel(kp, ap, bp + p * kp * kNR, edge, kNR, load_c);
+        for (i64 i = 0; i < rows; ++i) std::memcpy(tile + i * N, edge + i * kNR, cols * sizeof(float));
+      }
+    }
+  }
+}
+
+struct Buffer {  // 64-byte aligned words, freed on scope exit
+  struct Free {
+    void operator()(u32* p) const { std::free(p); }
+  };
+  std::unique_ptr<u32, Free> data;
+  explicit Buffer(i64 words) {
+    const std::size_t bytes = (static_cast<std::size_t>(words) * sizeof(u32) + 63) / 64 * 64;
+    data.reset(static_cast<u32*>(std::aligned_alloc(64, bytes)));
+    if (!data) throw std::bad_alloc();
+  }
+  u32* get() const { return data.get(); }
+};
+
+void matmul_bf16(const Path& path, float* out, const float* a, const float* b, const MatmulShape& s) {
+  const i64 M = s.M, N = s.N, K = s.K;
+  if (M == 0 || N == 0 || s.batch == 0) return;
+  if (K == 0) {
+    if (!s.accumulate)
+      for (i64 bi = 0; bi < s.batch; ++bi) std::memset(out + bi * s.stride_out, 0, M * N * sizeof(float));
+    return;
+  }
+  // The job grid, exactly as in gemm_blocked.cpp: it decides who computes a tile, never how.
+  const double flops = 2.0 * M * N * K * s.batch;
+  const int nth = flops < 1e6 || omp_in_parallel() ? 1 : omp_get_max_threads();
+  const i64 m_panels = (M + kMR - 1) / kMR, n_panels = (N + kNR - 1) / kNR;
+  i64 mb = 1, nb = (n_panels + kNC / kNR - 1) / (kNC / kNR);
+  auto balanced = [&] {
+    const i64 jobs = s.batch * mb * nb;
+    return jobs % nth == 0 || jobs >= 8 * nth;
+  };
+  while (!balanced()) {
+    if (M * nb >= N * mb && mb < m_panels) ++mb;
+    else if (nb < n_panels) ++nb;
+    else break;
+  }
+  const i64 jobs = s.batch * mb * nb;
+  const int team = static_cast<int>(std::min<i64>(nth, jobs));
+  const i64 kp = pairs(std::min(kKC, K)), width = (n_panels + nb - 1) / nb * kNR;
+  const i64 per_thread = (kp * width + kMR * kp + 15) / 16 * 16;
+  Buffer buffers(team * per_thread);
+  auto job = [&](i64 u, int tid) {
+    const i64 r = u % mb, q = (u / mb) % nb, bi = u / (mb * nb);
+    const i64 m0 = m_panels * r / mb * kMR, m1 = std::min(M, m_panels * (r + 1) / mb * kMR);
+    const i64 n0 = n_panels * q / nb * kNR, n1 = std::min(N, n_panels * (q + 1) / nb * kNR);
+    u32* bp = buffers.get() + tid * per_thread;
+    gemm_block(path, out + bi * s.stride_out, a + bi * s.stride_a, b + bi * s.stride_b, s, m0, m1, n0, n1, bp,
+               bp + kp * width);
+  };
+  if (team == 1) {
+    for (i64 u = 0; u < jobs; ++u) job(u, 0);
+    return;
+  }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team)
+  for (i64 u = 0; u < jobs; ++u) job(u, omp_get_thread_num());
+}
+
+}  // namespace
+
+void matmul_bf16_plain(float* out, const float* a, const float* b, const MatmulShape& s, Stream) {
+  matmul_bf16({&pack_a_plain, &pack_b_plain, &micro_kernel_plain}, out, a, b, s);
+}
+
+bool cpu_has_avx512_bf16() {
+#ifdef BRRR_HAVE_X86
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+void matmul_bf16_avx512(float* out, const float* a, const float* b, const MatmulShape& s, Stream stream) {
+#ifdef BRRR_HAVE_X86
+  (void)stream;
+  matmul_bf16({&pack_a_avx512, &pack_b_avx512, &micro_kernel_dpbf16}, out, a, b, s);
+#else
+  matmul_bf16_plain(out, a, b, s, stream);  // never registered where it would run this
+#endif
+}
+
+}  // namespace brrr::kernels::cpu
