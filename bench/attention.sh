@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/attention.sh: causal attention forward + backward on the GPU, head size 64, B*H = 384,
 # T = 256 and 1024: brrr composed and flash, and PyTorch's scaled_dot_product_attention, all
-# float32 (chapter 14). Run from the repo root after building with CUDA:
+# float32 (chapter 15). Run from the repo root after building with CUDA:
 #   bench/attention.sh [build-dir]
 set -euo pipefail
 build=${1:-build}

@@ -1,5 +1,5 @@
 """bench/attention_peer.py T [BH] [HS] [STEPS]: PyTorch's causal scaled_dot_product_attention,
-forward + backward, float32, on the GPU (chapter 14). The peer of bench_attention; both are
+forward + backward, float32, on the GPU (chapter 15). The peer of bench_attention; both are
 run by bench/attention.sh. Prints ms per forward + backward like brrr's program.
 """
 import argparse

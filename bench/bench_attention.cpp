@@ -1,6 +1,6 @@
 // bench/bench_attention.cpp: causal attention forward + backward, composed (matmul, mask,
 // softmax, matmul) against flash attention, on the GPU (or the CPU or emulator, for a try).
-// Chapter 14 (flash attention). Peer: bench/attention_peer.py (PyTorch's
+// Chapter 15 (flash attention). Peer: bench/attention_peer.py (PyTorch's
 // scaled_dot_product_attention); bench/attention.sh runs both.
 //   build/bench/bench_attention T [BH] [HS] [STEPS] [--device cpu|cuda|emulator]
 #include <cstdlib>

@@ -1,5 +1,5 @@
 // bench/bench_conv.cpp: conv2d forward + backward on the CPU at a ResNet-like layer and at the
-// digits CNN's own layers, and the CNN's whole training step. Chapter XX (convolutions).
+// digits CNN's own layers, and the CNN's whole training step. Chapter 09 (convolutions).
 // Peer: bench/conv_peer.py (PyTorch, the same layers, batch and threads); bench/conv.sh runs
 // both at 1 and 2 threads.
 //   build/bench/bench_conv [--variant im2col|direct] [--threads N]

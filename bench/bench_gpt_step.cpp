@@ -1,11 +1,11 @@
 // bench/bench_gpt_step.cpp: one GPT training step (forward, backward, AdamW) on the CPU or
-// the GPU. Chapter 08 (training) and chapter 16 (putting it together). Peer:
+// the GPU. Chapter 08 (training) and chapter 17 (putting it together). Peer:
 // bench/gpt_step_peer.py (PyTorch, the same model, batch and threads or GPU);
 // bench/gpt_step.sh (CPU) and bench/gpu_step.sh (GPU) run both.
 //   build/bench/bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile] [--device cpu|cuda|emulator]
 //                              [--dtype float32|bf16]
 // --dtype bf16 runs the step under brrr::Autocast(kBFloat16), as brrr train --dtype bf16 does
-// (chapter 17); the peer's --dtype bf16 is torch.autocast in bfloat16.
+// (chapter 18); the peer's --dtype bf16 is torch.autocast in bfloat16.
 // PRESET is cpu-tiny, shakespeare-char or gpt-12m (brrr/models/gpt.h); data are random
 // tokens drawn on the host and copied to the device each step, as brrr train does.
 #include <cstring>

@@ -4,7 +4,7 @@
 //   build/bench/bench_matmul [--variant blocked|eigen|naive] [--sizes 128,256,...] [--threads 1,2]
 //                            [--dtype float32|bf16]
 // Without --variant it times the default (highest priority) variant and names it. --dtype bf16
-// times the same float32 matmul under brrr::Autocast(kBFloat16) (chapter 17): the matmul_bf16
+// times the same float32 matmul under brrr::Autocast(kBFloat16) (chapter 18): the matmul_bf16
 // op, whose --variant is then avx512bf16 or plain.
 #include <cstdio>
 #include <cstdlib>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/conv.sh: brrr's conv2d (forward + backward) and the digits CNN's training step beside
-# PyTorch's, same machine, same thread counts. Chapter XX (convolutions).
+# PyTorch's, same machine, same thread counts. Chapter 09 (convolutions).
 # Run from the repo root after building: bench/conv.sh [build-dir]
 # The peer is PyPI's current PyTorch (oneDNN), in its own virtual environment .venv-bench
 # (git-ignored), made on the first run; BRRR_BENCH_PYTHON=/usr/bin/python3 uses Debian's instead.

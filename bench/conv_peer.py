@@ -1,5 +1,5 @@
 """bench/conv_peer.py: PyTorch's conv2d forward + backward and the digits CNN's training step,
-the peer of bench_conv (chapter XX). The same layers, batch and thread count (torch.set_num_threads
+the peer of bench_conv (chapter 09). The same layers, batch and thread count (torch.set_num_threads
 from OMP_NUM_THREADS); float32 on the CPU, where PyTorch runs oneDNN's convolutions.
 """
 import os

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/data_parallel.sh: data-parallel training on this machine's CPU (chapter 18): the same
+# bench/data_parallel.sh: data-parallel training on this machine's CPU (chapter 19): the same
 # training steps (the same samples, batch_size x 2 sequences a step) as 2 ranks x 1 thread under
 # mpirun, and as 1 rank x 2 threads (the peer: one process with grad_accum 2). Prints each run's
 # tokens/s over the steps after the first two, and the share of the steps' time rank 0 spent

@@ -1,5 +1,5 @@
 """bench/gpt_step_peer.py PRESET BATCH [STEPS] [--device cuda] [--sdpa] [--compile] [--dtype bf16]: PyTorch's
-GPT training step (chapters 08 and 16).
+GPT training step (chapters 08 and 17).
 
 The peer of bench_gpt_step: the GPT of ../shared/reference/make_reference.py (nanoGPT's
 architecture) in float32, AdamW with the same decay groups, random tokens drawn on the host
@@ -7,7 +7,7 @@ and copied to the device each step, and the thread count from OMP_NUM_THREADS (s
 bench/gpt_step.sh). On the GPU: --sdpa uses F.scaled_dot_product_attention (flash attention,
 as nanoGPT does when it can), --compile wraps the model in torch.compile. TF32 stays off, as
 in brrr. --dtype bf16: the forward under torch.autocast(device, torch.bfloat16) (mixed precision,
-chapter 17; the backward follows the forward's dtypes), float32 weights and AdamW as brrr's.
+chapter 18; the backward follows the forward's dtypes), float32 weights and AdamW as brrr's.
 Prints ms/step like brrr's program.
 """
 import argparse

@@ -2,7 +2,7 @@
 # bench/gpu_step.sh: the 12.3M GPT (6 layers, 6 heads, 384 wide, context 256, vocab 4096,
 # batch 64) training step on the GPU: brrr (its kernels) and composed beside PyTorch eager (with and
 # without scaled_dot_product_attention) and torch.compile, on the same GPU, float32, TF32 off.
-# Chapter 16 (putting it together). Run from the repo root after building with CUDA:
+# Chapter 17 (putting it together). Run from the repo root after building with CUDA:
 #   bench/gpu_step.sh [build-dir] [steps]
 set -euo pipefail
 build=${1:-build}

@@ -1,6 +1,6 @@
 # cmake/BrrrCuda.cmake: brrr_cuda_sources(TARGET FILES...), which adds CUDA kernel files to a
 # target twice: as CUDA for nvcc (when the CUDA backend is built) and as C++ for the SIMT
-# emulator (always), so CI and machines without a GPU run the same kernel source (chapter 09).
+# emulator (always), so CI and machines without a GPU run the same kernel source (chapter 10).
 #
 # One file cannot be both CUDA and C++ in one target, so the C++ copy goes through a generated
 # one-line wrapper, <build>/emulator/<folder>_<name>.cpp, that #includes the .cu; simt.h puts

@@ -6,7 +6,7 @@
 // compares with something brrr already trusts: finite differences (brrr::gradcheck), the
 // naive kernel, the real BPE trainer.
 //
-// Kernel exercises (chapters 11-15) plug in the same way. A stub in exercises/student/NAME.cu
+// Kernel exercises (chapters 12-16) plug in the same way. A stub in exercises/student/NAME.cu
 // registers as variant "student" of its op in register_student_cuda_kernels()
 // (exercises/student/student_cuda.cu), its solution as "solution" in
 // exercises/solutions/; the table entry below names the op, and its grader is
@@ -559,23 +559,23 @@ const std::vector<Exercise>& all() {
       {"ex03", "bpe_merge", 6, "cpu", "exercises/student/bpe_merge.cpp",
        "one BPE merge step: the most frequent pair, and merging it", "", &grade_bpe_merge_variant},
       // Kernel exercises (exercises/student/*.cu), graded on the GPU, or the emulator without one.
-      {"ex04", "gelu_forward", 11, "cuda", "exercises/student/gelu.cu", "GELU forward kernel", "gelu_forward",
+      {"ex04", "gelu_forward", 12, "cuda", "exercises/student/gelu.cu", "GELU forward kernel", "gelu_forward",
        &grade_gelu_forward},
-      {"ex05", "gelu_backward", 11, "cuda", "exercises/student/gelu.cu", "GELU backward kernel", "gelu_backward",
+      {"ex05", "gelu_backward", 12, "cuda", "exercises/student/gelu.cu", "GELU backward kernel", "gelu_backward",
        &grade_gelu_backward},
-      {"ex06", "layernorm_forward", 12, "cuda", "exercises/student/layernorm.cu", "LayerNorm forward kernel",
+      {"ex06", "layernorm_forward", 13, "cuda", "exercises/student/layernorm.cu", "LayerNorm forward kernel",
        "layernorm_forward", &grade_layernorm_forward},
-      {"ex07", "layernorm_backward", 12, "cuda", "exercises/student/layernorm.cu", "LayerNorm backward kernel",
+      {"ex07", "layernorm_backward", 13, "cuda", "exercises/student/layernorm.cu", "LayerNorm backward kernel",
        "layernorm_backward", &grade_layernorm_backward},
-      {"ex08", "matmul_shared", 13, "cuda", "exercises/student/matmul.cu", "a tiled matmul in shared memory",
+      {"ex08", "matmul_shared", 14, "cuda", "exercises/student/matmul.cu", "a tiled matmul in shared memory",
        "matmul", &grade_matmul_shared},
-      {"ex09", "flash_attention_forward", 14, "cuda", "exercises/student/attention.cu",
+      {"ex09", "flash_attention_forward", 15, "cuda", "exercises/student/attention.cu",
        "flash attention forward (online softmax)", "attention_forward", &grade_flash_attention_forward},
-      {"ex10", "cross_entropy_fused", 15, "cuda", "exercises/student/crossentropy.cu",
+      {"ex10", "cross_entropy_fused", 16, "cuda", "exercises/student/crossentropy.cu",
        "softmax + cross-entropy forward and gradient in one pass", "cross_entropy_fused", &grade_cross_entropy_fused},
-      {"ex11", "adamw_step", 15, "cuda", "exercises/student/adamw.cu", "the AdamW update", "adamw_step",
+      {"ex11", "adamw_step", 16, "cuda", "exercises/student/adamw.cu", "the AdamW update", "adamw_step",
        &grade_adamw_step},
-      {"ex12", "im2col", 99 /* chapter XX: scripts/renumber_chapters.py sets it */, "cpu", "exercises/student/im2col.cpp",
+      {"ex12", "im2col", 9, "cpu", "exercises/student/im2col.cpp",
        "im2col, inside conv2d_forward variant \"student\"", "conv2d_forward", &grade_im2col},
   };
   return table;

@@ -1,5 +1,5 @@
 // kernels/backend.cpp: the CUDA device's backend, chosen once (see kernels/backend.h).
-// Chapter 09 (the GPU and the emulator).
+// Chapter 10 (the GPU and the emulator).
 #include "kernels/backend.h"
 
 #include <atomic>

@@ -1,5 +1,5 @@
 // kernels/backend.h: what runs the CUDA device's kernels: a GPU through the CUDA runtime, the
-// SIMT emulator on the CPU, or nothing. Chapter 09 (the GPU and the emulator).
+// SIMT emulator on the CPU, or nothing. Chapter 10 (the GPU and the emulator).
 // Read before: kernels/cuda/runtime.h. Read next: framework/src/cuda.cpp, which builds
 // Device::cuda()'s memory and the public brrr::cuda API on this.
 //

@@ -103,11 +103,11 @@ template <class T> using max_dim_fn = void (*)(T* out, std::int64_t* index, cons
 template <class T> using max_dim_backward_fn = void (*)(T* dx, const T* dout, const std::int64_t* index, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream);
 
 template <class T> using matmul_fn = void (*)(T* out, const T* a, const T* b, const MatmulShape& shape, Stream);
-// matmul_bf16 (chapter 17, mixed precision): matmul's float32 signature, but a and b are rounded
+// matmul_bf16 (chapter 18, mixed precision): matmul's float32 signature, but a and b are rounded
 // to bfloat16 (round to nearest even) before they are multiplied; products are added in float32.
 
 // embedding: weight (V, C), idx (N) -> out (N, C); backward adds dout rows into dweight.
-// Indices checked where they are, without reading them back (chapter 16): safe[i] = idx[i]
+// Indices checked where they are, without reading them back (chapter 17): safe[i] = idx[i]
 // when it is in [0, limit) or equals allowed, else 0 (so the op that follows never reads out
 // of bounds), and *first_bad lowered to the position of a bad one (the caller sets it high
 // first and reads it later). idx, safe (N).
@@ -131,7 +131,7 @@ template <class T> using layernorm_forward_fn = void (*)(T* out, T* mean, T* rst
 // Writes dx (N, C), dweight (C), dbias (C) (overwritten, not accumulated).
 template <class T> using layernorm_backward_fn = void (*)(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight, const T* mean, const T* rstd, std::int64_t N, std::int64_t C, Stream);
 
-// --- fused kernels (chapters 11-15): one pass where the composed ops take several -------------
+// --- fused kernels (chapters 12-16): one pass where the composed ops take several -------------
 // bias_gelu_forward: out (N, C) = gelu(x + bias), bias (C). bias_gelu_backward: dx (N, C) =
 // dout * gelu'(x + bias) and dbias (C) = sum over N of dx (overwritten).
 template <class T> using bias_gelu_forward_fn = void (*)(T* out, const T* x, const T* bias, std::int64_t N, std::int64_t C, Stream);
@@ -149,7 +149,7 @@ template <class T> using cross_entropy_fused_fn = void (*)(T* losses, T* dlogits
 template <class T> using attention_forward_fn = void (*)(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
 template <class T> using attention_backward_fn = void (*)(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
 
-// Convolution and pooling (chapter XX, convolutions): bias may be nullptr. The
+// Convolution and pooling (chapter 09, convolutions): bias may be nullptr. The
 // backward is two ops: dx (overwritten) from dout and weight; dweight and dbias (overwritten;
 // dbias may be nullptr) from dout and x.
 template <class T> using conv2d_forward_fn = void (*)(T* out, const T* x, const T* weight, const T* bias, const ConvShape& shape, Stream);

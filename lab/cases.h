@@ -1,5 +1,5 @@
 // lab/cases.h: the kernel lab's table, one file per chapter, and what the files share.
-// Chapter 10 (the roofline and the kernel lab). Read before: kernel_lab.h (Case, Problem,
+// Chapter 11 (the roofline and the kernel lab). Read before: kernel_lab.h (Case, Problem,
 // Args). Read next: any cases_*.cpp, e.g. cases_elementwise.cpp.
 //
 // Each file returns its chapter's cases in course order; kernel_lab.cpp's cases() puts them
@@ -16,14 +16,14 @@
 
 namespace brrr::lab {
 
-std::vector<Case> elementwise_cases();  // cases_elementwise.cpp: chapters 02 and 11 (fill ... bias_gelu)
+std::vector<Case> elementwise_cases();  // cases_elementwise.cpp: chapters 02 and 12 (fill ... bias_gelu)
 std::vector<Case> random_cases();       // cases_random.cpp: chapter 01 (uniform, normal, dropout_mask)
-std::vector<Case> reduction_cases();    // cases_reduction.cpp: chapter 12 (sums, softmax, cross-entropy, LayerNorm)
-std::vector<Case> matmul_cases();       // cases_matmul.cpp: chapters 04 and 13 (matmul, linear_gelu)
-std::vector<Case> nn_cases();           // cases_nn.cpp: chapters 07 and 16 (embedding, check_indices)
-std::vector<Case> conv_cases();         // cases_conv.cpp: chapter XX (convolution, pooling)
-std::vector<Case> attention_cases();    // cases_attention.cpp: chapter 14 (attention, causal_attention)
-std::vector<Case> optim_cases();        // cases_optim.cpp: chapter 15 (AdamW, SGD)
+std::vector<Case> reduction_cases();    // cases_reduction.cpp: chapter 13 (sums, softmax, cross-entropy, LayerNorm)
+std::vector<Case> matmul_cases();       // cases_matmul.cpp: chapters 04 and 14 (matmul, linear_gelu)
+std::vector<Case> nn_cases();           // cases_nn.cpp: chapters 07 and 17 (embedding, check_indices)
+std::vector<Case> conv_cases();         // cases_conv.cpp: chapter 09 (convolution, pooling)
+std::vector<Case> attention_cases();    // cases_attention.cpp: chapter 15 (attention, causal_attention)
+std::vector<Case> optim_cases();        // cases_optim.cpp: chapter 16 (AdamW, SGD)
 
 // One dim, contiguous operands: no broadcasting (the elementwise ops' simplest Loop).
 inline kernels::Loop flat_loop(std::int64_t n) {
@@ -41,7 +41,7 @@ inline double dot(const std::vector<double>& dout, const std::vector<double>& y)
   return s;
 }
 
-// GELU, the tanh approximation (chapter 11): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// GELU, the tanh approximation (chapter 12): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 inline double gelu(double x) {
   const double u = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
   return 0.5 * x * (1.0 + std::tanh(u));

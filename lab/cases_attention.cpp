@@ -1,4 +1,4 @@
-// lab/cases_attention.cpp: the kernel lab's cases for causal attention (chapter 14, flash
+// lab/cases_attention.cpp: the kernel lab's cases for causal attention (chapter 15, flash
 // attention): the forward and backward kernels, and causal_attention, the op whose variants
 // (composed from matmul and softmax, or the flash kernels) the registry picks per device.
 // Read before: cases.h. Read next: cases_optim.cpp.
@@ -150,7 +150,7 @@ GradcheckResult causal_attention_gradcheck(const std::string& variant, Device de
 double attention_flops(const Dims& d) { return 4.0 * d[0] * d[1] * d[1] * d[2] / 2; }
 
 Case attention_case(Case c) {
-  c.chapter = "14";
+  c.chapter = "15";
   c.dim_names = {"BH", "T", "hs"};
   // GPT-2 small: batch 32 * 12 heads, T = 1024
   c.gpu_size = {384, 1024, 64}, c.emulator_size = {4, 64, 32}, c.cpu_size = {48, 256, 64};
@@ -196,7 +196,7 @@ std::vector<Case> attention_cases() {
                       .loss = &attention_loss}),
       Case{.name = "causal_attention",
            .what = "out (B, H, T, hs) from q, k, v (B, H, T, hs): composed or flash, as the registry picks",
-           .chapter = "14",
+           .chapter = "15",
            .dim_names = {"B", "H", "T", "hs"},
            .gpu_size = {32, 12, 1024, 64}, .emulator_size = {1, 4, 64, 32}, .cpu_size = {4, 12, 256, 64},
            .shapes = {{1, 1, 1, 1}, {2, 3, 37, 16}},

@@ -1,4 +1,4 @@
-// lab/cases_conv.cpp: the kernel lab's cases for convolution and pooling (chapter XX,
+// lab/cases_conv.cpp: the kernel lab's cases for convolution and pooling (chapter 09,
 // convolutions). Read before: cases.h, kernels/cpu/conv.cpp. Read next: kernel_lab.cpp.
 //
 // A convolution's sizes are N, C_in, H, W, C_out, a square kernel k, and the options stride,
@@ -146,7 +146,7 @@ double conv_flops(const Dims& d) {
 }
 
 Case conv(Case c) {
-  c.chapter = "XX";
+  c.chapter = "09";
   c.dim_names = {"N", "C_in", "H", "W", "C_out", "k", "stride", "pad", "dil", "groups"};
   c.cpu_size = {32, 64, 56, 56, 64, 3, 1, 1, 1, 1};  // a ResNet-like layer
   c.gpu_size = c.cpu_size;
@@ -271,7 +271,7 @@ double pool_loss(const Problem& p, bool max) {
 }
 
 Case pool(Case c) {
-  c.chapter = "XX";
+  c.chapter = "09";
   c.dim_names = {"planes", "H", "W", "k", "stride", "pad"};
   c.cpu_size = {32 * 64, 112, 112, 3, 2, 1};  // ResNet's first pooling
   c.gpu_size = c.cpu_size;

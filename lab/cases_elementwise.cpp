@@ -300,18 +300,18 @@ std::vector<Case> elementwise_cases() {
             },
             .call = call(op::masked_fill<float>, &call_masked_fill<float>, op::masked_fill<double>,
                          &call_masked_fill<double>)}),
-      // --- chapter 11: GELU ----------------------------------------------------------------------
-      flat({.name = "gelu_forward", .what = "out (n) = gelu(x (n)), the tanh approximation", .chapter = "11",
+      // --- chapter 12: GELU ----------------------------------------------------------------------
+      flat({.name = "gelu_forward", .what = "out (n) = gelu(x (n)), the tanh approximation", .chapter = "12",
             .tolerance = 1e-4,  // tanhf is ~1e-7; the tanh.approx.f32 instruction (~5e-4) is not
             .bytes = &bytes_unary, .make = &make_unary, .reference = &unary_reference<gelu>,
             .call = call(op::gelu_forward<float>, &call_unary<float>, op::gelu_forward<double>,
                          &call_unary<double>)}),
-      flat({.name = "gelu_backward", .what = "dx (n) = dout (n) * gelu'(x (n))", .chapter = "11", .tolerance = 1e-4,
+      flat({.name = "gelu_backward", .what = "dx (n) = dout (n) * gelu'(x (n))", .chapter = "12", .tolerance = 1e-4,
             .bytes = &bytes_binary, .make = &make_unary_backward, .reference = &unary_backward_reference<gelu_grad>,
             .call = call(op::gelu_backward<float>, &call_unary_backward<float>, op::gelu_backward<double>,
                          &call_unary_backward<double>),
             .grads = {{.output = "dx", .input = "x"}}, .loss = &unary_loss<gelu>}),
-      rows({.name = "bias_gelu_forward", .what = "out (N, C) = gelu(x (N, C) + bias (C)), fused", .chapter = "11",
+      rows({.name = "bias_gelu_forward", .what = "out (N, C) = gelu(x (N, C) + bias (C)), fused", .chapter = "12",
             .tolerance = 1e-4,
             .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1] + 4.0 * d[1]; },  // x, out; bias once
             .make = &make_bias_gelu, .reference = &bias_gelu_reference,
@@ -319,7 +319,7 @@ std::vector<Case> elementwise_cases() {
                          &call_bias_gelu_forward<double>)}),
       rows({.name = "bias_gelu_backward",
             .what = "dx (N, C) = dout * gelu'(x + bias), dbias (C) = the column sums of dx, fused",
-            .chapter = "11",
+            .chapter = "12",
             .tolerance = 1e-4,
             // read dout and x, write dx; read bias, write dbias
             .bytes = [](const Dims& d) { return 12.0 * d[0] * d[1] + 8.0 * d[1]; },

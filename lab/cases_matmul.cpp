@@ -1,4 +1,4 @@
-// lab/cases_matmul.cpp: the kernel lab's cases for matmul (chapter 04 on the CPU, chapter 13
+// lab/cases_matmul.cpp: the kernel lab's cases for matmul (chapter 04 on the CPU, chapter 14
 // on the GPU) in its three layouts, and linear_gelu, the MLP's first half, an op whose
 // variants are built from ops (framework/src/op_variants.cpp). Read before: cases.h.
 // Read next: cases_nn.cpp.
@@ -60,7 +60,7 @@ void call_matmul_batched(kernels::matmul_fn<T> f, const Args& a) {
 }
 
 Case matmul_case(Case c) {
-  c.chapter = "13";
+  c.chapter = "14";
   c.dim_names = {"M", "N", "K"};
   c.gpu_size = {4096, 4096, 4096}, c.emulator_size = {128, 128, 128}, c.cpu_size = {1024, 1024, 1024};
   // one element; sizes that are no multiple of any tile (ragged edges in every direction)
@@ -96,7 +96,7 @@ Case matmul_batched_case() {
   return c;
 }
 
-// --- matmul_bf16: the product of the operands rounded to bfloat16 (chapter 17) ----------------
+// --- matmul_bf16: the product of the operands rounded to bfloat16 (chapter 18) ----------------
 
 // out (M, N) = bf16(a) (M, K) @ bf16(b) (K, N): each operand rounded to the nearest bf16 (ties
 // to even, brrr/bfloat16.h), then the triple loop in double. What is left to the kernel's
@@ -132,7 +132,7 @@ Case matmul_bf16_case() {
                         },
                         .reference = &matmul_bf16_reference,
                         .call = call(op::matmul_bf16, &call_matmul_bf16, op::matmul_bf16, &call_matmul_bf16)});
-  c.chapter = "17";
+  c.chapter = "18";
   c.cpu_size = {2048, 2048, 2048};
   // odd K (the last pair of k padded with a zero), ragged tiles in every direction
   c.shapes = {{1, 1, 1}, {67, 45, 33}, {17, 130, 66}};
@@ -204,7 +204,7 @@ std::vector<Case> matmul_cases() {
       matmul_bf16_case(),
       Case{.name = "linear_gelu",
            .what = "out (N, out) = gelu(x (N, in) @ weight (out, in)^T + bias (out)), variants built from ops",
-           .chapter = "13",
+           .chapter = "14",
            .dim_names = {"N", "in", "out"},
            .gpu_size = {8192, 768, 3072}, .emulator_size = {64, 96, 384}, .cpu_size = {2048, 768, 3072},
            .shapes = {{1, 1, 1}, {7, 33, 45}},

@@ -1,5 +1,5 @@
 // lab/cases_nn.cpp: the kernel lab's cases for the embedding (chapter 07, the GPT) and for
-// check_indices, the device-side index check of chapter 16 (putting it together). Read
+// check_indices, the device-side index check of chapter 17 (putting it together). Read
 // before: cases.h. Read next: cases_attention.cpp.
 #include <algorithm>
 #include <limits>
@@ -120,7 +120,7 @@ std::vector<Case> nn_cases() {
                  .loss = &embedding_loss}),
       Case{.name = "check_indices",
            .what = "safe (N) = idx (N) where in [0, limit) or -100, else 0; first_bad = the first bad position",
-           .chapter = "16",
+           .chapter = "17",
            .dim_names = {"N", "limit"},
            .gpu_size = {1 << 24, 50304}, .emulator_size = {1 << 16, 50304}, .cpu_size = {1 << 24, 50304},
            .shapes = {{1, 10}, {1003, 50}, {4099, 1000}},

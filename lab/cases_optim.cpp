@@ -1,4 +1,4 @@
-// lab/cases_optim.cpp: the kernel lab's cases for the optimizers of chapter 15 (the fused
+// lab/cases_optim.cpp: the kernel lab's cases for the optimizers of chapter 16 (the fused
 // optimizer): AdamW on one tensor and on many in one launch, and SGD with momentum. Read
 // before: cases.h. Read next: kernel_lab.cpp (the machinery that runs the table).
 //
@@ -118,7 +118,7 @@ void sgd_reference(Problem& p) {
 }
 
 Case optimizer(Case c) {
-  c.chapter = "15";
+  c.chapter = "16";
   c.dim_names = {"n"};
   c.gpu_size = {1 << 26}, c.emulator_size = {1 << 16}, c.cpu_size = {1 << 24};
   c.shapes = {{1}, {1003}, {4099}};

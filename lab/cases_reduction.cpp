@@ -1,4 +1,4 @@
-// lab/cases_reduction.cpp: the kernel lab's cases for chapter 12 (reductions, LayerNorm,
+// lab/cases_reduction.cpp: the kernel lab's cases for chapter 13 (reductions, LayerNorm,
 // softmax and cross-entropy): sum_dim, max_dim and its backward, softmax and log_softmax
 // forward and backward, cross-entropy forward, backward and fused, LayerNorm forward and
 // backward, and the fused residual + LayerNorm. Read before: cases.h. Read next:
@@ -385,7 +385,7 @@ void residual_layernorm_reference(Problem& p) {
 // Rows of a model's width: 64 * 1024 rows of GPT-2 small's 768 on a GPU. Checked at one
 // short row, and rows whose length is no multiple of 4 or 32 (ragged blocks and float4 tails).
 Case rows(Case c) {
-  c.chapter = "12";
+  c.chapter = "13";
   c.dim_names = {"N", "C"};
   if (c.gpu_size.empty()) c.gpu_size = {65536, 768}, c.emulator_size = {128, 768}, c.cpu_size = {16384, 768};
   if (c.shapes.empty()) c.shapes = {{1, 3}, {7, 100}, {5, 129}};
@@ -404,7 +404,7 @@ Case vocab(Case c) {
 }
 
 Case middle(Case c) {  // (outer, R, inner): a bias gradient, the sum over all 64K rows
-  c.chapter = "12";
+  c.chapter = "13";
   c.dim_names = {"outer", "R", "inner"};
   c.gpu_size = {1, 65536, 768}, c.emulator_size = {2, 256, 96}, c.cpu_size = {1, 16384, 768};
   c.shapes = {{1, 1, 1}, {2, 37, 33}, {3, 100, 1}, {1, 1000, 7}};

@@ -1,6 +1,6 @@
 // lab/kernel_lab.cpp: the kernel lab's machinery: problems and random inputs, the check, the
 // device the variants run on (memory, clock, cache flush), finite differences, the timer, the
-// peaks, and run(), which puts them together. Chapter 10 (the roofline and the kernel lab).
+// peaks, and run(), which puts them together. Chapter 11 (the roofline and the kernel lab).
 // Read before: kernel_lab.h. Read next: the table, cases_elementwise.cpp to cases_optim.cpp
 // (one file per chapter), then cli_kernel_lab.cpp.
 #include "lab/kernel_lab.h"

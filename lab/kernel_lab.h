@@ -1,6 +1,6 @@
 // lab/kernel_lab.h: the kernel lab: every registered op, checked against a float64 reference
 // written apart from its kernels, its backward checked by finite differences, and timed
-// against the device's measured peaks. Chapter 10 (the roofline and the kernel lab).
+// against the device's measured peaks. Chapter 11 (the roofline and the kernel lab).
 // Read before: kernels/signatures.h (the signatures and the ops' descriptors), brrr/kernels.h
 // (the registry), kernels/cuda/runtime.h (device memory and timing). Read next:
 // kernel_lab.cpp (the machinery), then a table file such as cases_nn.cpp, then

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/check_kernel_resources.py: what every CUDA kernel asks of an H100, without an H100.
 
-Chapter 09 (the GPU and the emulator). The emulator runs a kernel's source but knows nothing of
+Chapter 10 (the GPU and the emulator). The emulator runs a kernel's source but knows nothing of
 registers: a kernel can pass every emulator test and still fail to launch on a GPU ("too many
 resources requested for launch") or run slowly because ptxas spilled registers to memory. This
 compiles every CUDA kernel file for sm_90 with `nvcc -Xptxas -v` (the flags of the real build,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/deletion_study.py: does the emulator notice a missing __syncthreads?
 
-Chapter 09 (the GPU and the emulator). For each __syncthreads() that the emulator runs (every
+Chapter 10 (the GPU and the emulator). For each __syncthreads() that the emulator runs (every
 one in kernels/cuda outside `#if !BRRR_EMULATOR` blocks), this deletes it in a temporary copy
 of the source tree, rebuilds the emulator's test program there and runs the emulator's tests
 (under seeds 1, 2 and 3, stopping at the first failure). A deletion is *caught* when a test

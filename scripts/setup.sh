@@ -2,7 +2,7 @@
 # scripts/setup.sh: install what brrr needs on Debian 12, and nothing when all is there.
 #
 # Debian packages: the compiler and build tools, the C++ libraries brrr builds on, Doxygen,
-# OpenMPI (mpirun and the MPI library, for data-parallel training, chapter 18), the peers
+# OpenMPI (mpirun and the MPI library, for data-parallel training, chapter 19), the peers
 # the tests and benchmarks compare against (NumPy on OpenBLAS, PyTorch), and the
 # handwritten digits of the CNN chapter (python3-sklearn ships them; zlib reads the .csv.gz).
 # Python packages that Debian does not ship (tiktoken, HF tokenizers, sentencepiece) go into

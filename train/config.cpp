@@ -137,7 +137,7 @@ constexpr KeyHelp kKeyHelp[] = {
     {"keep_checkpoints", "Checkpoints", "the newest checkpoints to keep; older ones are deleted"},
     {"out_dir", "Checkpoints", "folder of the checkpoints, the log, the plots and the tokenizer"},
     {"device", "Device", "cpu, cuda (a GPU), emulator (the CUDA kernels on the CPU, slowly) or auto"},
-    {"dtype", "Device", "float32, or bf16: matmuls on bf16 copies, float32 sums and master weights (chapter 17)"},
+    {"dtype", "Device", "float32, or bf16: matmuls on bf16 copies, float32 sums and master weights (chapter 18)"},
     {"seed", "Device", "seed of the initial weights, the data order and dropout"},
     {"threads", "Device", "CPU threads (0: all cores)"},
     {"profile", "Device", "print where the time went, op by op, at the end"},

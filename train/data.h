@@ -43,7 +43,7 @@ class TextDataset {
   // x, y: (B, T) int64; windows start uniformly at random within the split.
   void batch(Split split, std::int64_t B, std::int64_t T, Generator& gen, Tensor& x, Tensor& y) const;
   // Advances gen past n such batches without making them: what another rank of a data-parallel
-  // run draws (chapter 18), so every rank's generator stays where a single process's would be.
+  // run draws (chapter 19), so every rank's generator stays where a single process's would be.
   void skip_batches(std::int64_t n, std::int64_t B, Generator& gen) const;
 
  private:

@@ -1,5 +1,5 @@
 // train/distributed.cpp: ranks and collectives over MPI (CPU tensors) and NCCL (CUDA tensors).
-// Chapter 18 (data parallelism). Read before: distributed.h. Read next: trainer.cpp, where the
+// Chapter 19 (data parallelism). Read before: distributed.h. Read next: trainer.cpp, where the
 // training loop calls these.
 //
 // The sum in rank order. MPI_Allreduce may add the ranks' values in any grouping (OpenMPI picks

@@ -1,5 +1,5 @@
 // train/distributed.h: the ranks of a data-parallel run and the collectives between them.
-// Chapter 18 (data parallelism). Read before: trainer.h. Read next: distributed.cpp.
+// Chapter 19 (data parallelism). Read before: trainer.h. Read next: distributed.cpp.
 //
 // `mpirun -np N brrr train ...` starts N copies of brrr, the ranks 0 .. N-1. Each computes the
 // gradients of its own share of the batch; allreduce_sum then leaves every rank with the sum
@@ -55,7 +55,7 @@ void wait_for_all();
 // 2 (N - 1) / N times the bucket's bytes in and out of each rank.
 void allreduce_sum(const std::vector<Tensor>& tensors, std::int64_t bucket_bytes);
 
-// ZeRO stage 1 (chapter 18): the tensors are split into N runs, rank r owning tensors
+// ZeRO stage 1 (chapter 19): the tensors are split into N runs, rank r owning tensors
 // [first[r], first[r + 1]) (first has N + 1 entries; first[0] = 0, first[N] = tensors.size()).
 // reduce_scatter_sum leaves on each rank the rank-order sum of the tensors it owns (the others
 // keep the rank's own values); allgather_owned copies every tensor from its owner to all ranks.
@@ -65,7 +65,7 @@ void allgather_owned(const std::vector<Tensor>& tensors, const std::vector<std::
 std::vector<std::size_t> balanced_split(const std::vector<Tensor>& tensors);
 
 // Seconds spent inside the collectives above since init, and the bytes this rank sent in them:
-// the share of a training step spent communicating (chapter 18's measurement).
+// the share of a training step spent communicating (chapter 19's measurement).
 double seconds_communicating();
 double seconds_waiting();
 std::uint64_t bytes_sent();

@@ -37,7 +37,7 @@ std::atomic<bool> interrupted{false};
 extern "C" void on_sigint(int) { interrupted = true; }
 
 // ---------------------------------------------------------------------------------------------
-// data parallel (chapter 18)
+// data parallel (chapter 19)
 
 // What every rank must agree on before the first step: the settings, --resume, and the training
 // text itself (its size and an FNV-1a hash of its bytes). Rank 0's is the reference; a rank
@@ -106,7 +106,7 @@ Tensor clip_sharded(const std::vector<Tensor>& params, const std::vector<std::si
   return full({}, norm, TensorOptions().dtype(kFloat64).device(params.front().device()));
 }
 
-// The fault drill of chapter 18 (and its test): BRRR_FAULT=throw@R:S makes rank R throw at
+// The fault drill of chapter 19 (and its test): BRRR_FAULT=throw@R:S makes rank R throw at
 // step S, kill@R:S makes it die at once (SIGKILL); the other ranks must stop, not hang.
 void fault_drill(std::int64_t step) {
   static const char* spec = std::getenv("BRRR_FAULT");
@@ -292,7 +292,7 @@ TrainResult train_this_rank(TrainConfig c) {
     log.flush();
   };
 
-  // Mixed precision (chapter 17): from here on, evaluation and training steps (forward and
+  // Mixed precision (chapter 18): from here on, evaluation and training steps (forward and
   // backward) run their matmuls on bf16 copies; nothing else changes.
   const Autocast autocast(c.dtype == "bf16" ? kBFloat16 : kFloat32);
 
@@ -304,13 +304,13 @@ TrainResult train_this_rank(TrainConfig c) {
   std::int64_t steps_this_run = 0;
   const std::int64_t tokens_per_step = c.batch_size * c.block_size * c.grad_accum * ranks;
   // Inside the training steps: their time, and how much of it went to collectives and to
-  // waiting for the other ranks (chapter 18's measurement).
+  // waiting for the other ranks (chapter 19's measurement).
   double step_seconds = 0, step_communicating = 0, step_waiting = 0;
 
   // A step leaves its loss and gradient norm where they were computed; they are read (one
   // copy for all of them) only when the loop logs, evaluates or saves. On a GPU every read
   // makes the host wait for the device, so the steps in between never wait: the GPU stays
-  // busy, and such a step could be captured as a CUDA graph (chapter 16).
+  // busy, and such a step could be captured as a CUDA graph (chapter 17).
   struct Pending {
     std::int64_t step;
     double lr;

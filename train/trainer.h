@@ -36,14 +36,14 @@ struct TrainConfig {
   std::int64_t sample_tokens = 300;
   std::string out_dir = "out";
   std::string device = "cpu";  // cpu, cuda, emulator or auto (the GPU if there is one)
-  // float32, or bf16: mixed precision (chapter 17), the matmuls under brrr::Autocast(kBFloat16);
+  // float32, or bf16: mixed precision (chapter 18), the matmuls under brrr::Autocast(kBFloat16);
   // weights, gradients, AdamW's state and checkpoints stay float32.
   std::string dtype = "float32";
   std::uint64_t seed = 1337;
   bool resume = false;
   bool profile = false;  // print where the time went, op by op, at the end
   int threads = 0;  // 0: all cores
-  // data parallel (chapter 18; used only under mpirun with several ranks)
+  // data parallel (chapter 19; used only under mpirun with several ranks)
   int zero = 0;            // 1: ZeRO stage 1, each rank keeps AdamW's moments of its share of the parameters
   double bucket_mb = 25;   // gradients are summed across ranks in buckets of this size (PyTorch DDP's default)
 
@@ -68,9 +68,9 @@ struct TrainResult {
   std::string last_checkpoint;
   bool interrupted = false;
   // What the training steps themselves (not their logging, evaluation or checkpoints) made the
-  // host wait for on a CUDA device: 0 is the goal (chapter 16), and a test holds it there.
+  // host wait for on a CUDA device: 0 is the goal (chapter 17), and a test holds it there.
   std::uint64_t step_waits = 0;
-  // Data parallel (chapter 18): the ranks, the share of the training steps' time this rank
+  // Data parallel (chapter 19): the ranks, the share of the training steps' time this rank
   // spent in collectives, and the bytes of AdamW's moments this rank holds.
   int ranks = 1;
   double communication_share = 0;
@@ -82,7 +82,7 @@ std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::st
 
 // Runs the whole loop; throws brrr::Error on bad input, and stops (with a message naming
 // the step and the last good checkpoint) on a NaN or infinite loss. Under mpirun with N ranks
-// (chapter 18) every rank calls it: each draws its share of every batch, the gradients are
+// (chapter 19) every rank calls it: each draws its share of every batch, the gradients are
 // summed across the ranks before clipping, and rank 0 alone writes the log, the plots and the
 // checkpoints. An error on one rank stops them all (dist::abort_all).
 TrainResult run_training(TrainConfig config);

@@ -1,4 +1,4 @@
-// apps/brrr/cli_cnn.cpp: `brrr cnn`, train the LeNet-style CNN on handwritten digits (chapter XX,
+// apps/brrr/cli_cnn.cpp: `brrr cnn`, train the LeNet-style CNN on handwritten digits (chapter 09,
 // convolutions).
 #include <filesystem>
 

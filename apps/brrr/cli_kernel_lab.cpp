@@ -1,4 +1,4 @@
-// apps/brrr/cli_kernel_lab.cpp: `brrr kernel-lab OP`, the workbench of chapter 10 (the roofline
+// apps/brrr/cli_kernel_lab.cpp: `brrr kernel-lab OP`, the workbench of chapter 11 (the roofline
 // and the kernel lab), and `brrr kernels`, the registry's list. Read before: kernel_lab.h,
 // which does the work; this file only turns the command line into lab::Options.
 //

@@ -133,7 +133,7 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
   sample->add_option("--seed", s->options.seed, "Random seed")->capture_default_str();
   sample->add_flag("--no_kv_cache", s->no_cache, "Recompute the whole context for every token (slower)");
   sample->add_option("--kv_cache", s->kv_cache, "How the KV cache keeps keys and values: float32, or int8 (a scale per "
-                     "head and position, 3.6x smaller; chapter 17)")
+                     "head and position, 3.6x smaller; chapter 18)")
       ->check(CLI::IsMember({"float32", "int8"}))
       ->capture_default_str();
   sample->add_flag("--stats", s->stats, "Print tokens per second at the end");

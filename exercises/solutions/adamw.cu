@@ -1,5 +1,5 @@
 // exercises/solutions/adamw.cu: the reference solution of exercise ex11
-// (exercises/student/adamw.cu; chapter 15), registered as adamw_step variant "solution".
+// (exercises/student/adamw.cu; chapter 16), registered as adamw_step variant "solution".
 // One thread per parameter in a grid-stride loop; the step's constants computed once on the
 // host, in double, as kernels/cpu/optim.cpp does.
 #include <cmath>

@@ -1,5 +1,5 @@
 // exercises/solutions/crossentropy.cu: the reference solution of exercise ex10
-// (exercises/student/crossentropy.cu; chapter 15), registered as cross_entropy_fused variant
+// (exercises/student/crossentropy.cu; chapter 16), registered as cross_entropy_fused variant
 // "solution". One block per row, three passes over it (max, sum of exps, gradient);
 // kernels/cuda/crossentropy.cu goes further.
 #include <algorithm>

@@ -1,5 +1,5 @@
 // exercises/solutions/matmul.cu: the reference solution of exercise ex08
-// (exercises/student/matmul.cu; chapter 13), registered as matmul variant "solution".
+// (exercises/student/matmul.cu; chapter 14), registered as matmul variant "solution".
 // The textbook shared-memory tiling, with the whole MatmulShape contract: transposes, batch
 // strides (0 broadcasts), accumulate, ragged sizes. kernels/cuda/matmul.cu goes further.
 #include <algorithm>

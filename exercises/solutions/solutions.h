@@ -26,7 +26,7 @@ std::pair<std::uint32_t, std::uint32_t> most_frequent_pair(const std::vector<std
                                                            const std::vector<std::uint64_t>& counts);
 void merge_pair(std::vector<std::uint32_t>& word, std::uint32_t a, std::uint32_t b, std::uint32_t id);
 
-// ex12 (chapter XX), inside conv2d_forward variant "solution"
+// ex12 (chapter 09), inside conv2d_forward variant "solution"
 template <class T>
 void im2col(T* col, const T* x, const kernels::ConvShape& s);
 

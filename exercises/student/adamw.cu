@@ -1,5 +1,5 @@
 // exercises/student/adamw.cu: exercise ex11 (adamw_step), the AdamW update as one elementwise
-// kernel (chapter 15, docs/chapters/15-fused-optimizer.md).
+// kernel (chapter 16, docs/chapters/16-fused-optimizer.md).
 // Read before: the chapter, kernels/cpu/optim.cpp (adamw_step: the reference, operation by
 // operation as torch.optim.AdamW), exercises/student/gelu.cu (ex04: a grid-stride loop).
 // Read next: kernels/cuda/adamw.cu, the built-in variants (and adamw_multi_step).

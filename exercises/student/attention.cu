@@ -1,6 +1,6 @@
 // exercises/student/attention.cu: exercise ex09 (flash_attention_forward), causal attention
-// with an online softmax, never storing the (T, T) scores (chapter 14,
-// docs/chapters/14-flash-attention.md).
+// with an online softmax, never storing the (T, T) scores (chapter 15,
+// docs/chapters/15-flash-attention.md).
 // Read before: the chapter (the online softmax), kernels/cpu/nn.cpp (attention_forward: the
 // reference), exercises/student/matmul.cu (ex08: tiles in shared memory).
 // Read next: kernels/cuda/attention.cu, the built-in variants.

@@ -1,6 +1,6 @@
 // exercises/student/crossentropy.cu: exercise ex10 (cross_entropy_fused): softmax, the
 // cross-entropy loss and its gradient in one kernel, with no probability tensor in between
-// (chapter 15, docs/chapters/15-fused-optimizer.md; the reductions are chapter 12's).
+// (chapter 16, docs/chapters/16-fused-optimizer.md; the reductions are chapter 13's).
 // Read before: the chapters, kernels/cpu/nn.cpp (cross_entropy_forward and _backward) and
 // kernels/cpu/fused.cpp (cross_entropy_fused: the reference), kernels/cuda/common.h
 // (block_sum, warp_max), exercises/student/layernorm.cu (ex06: a block per row).
@@ -26,7 +26,7 @@
 //   3. Pass 2: each thread's sum of exp(logit - max); block_sum; lse = max + logf(sum).
 //   4. Pass 3: write dlogits; thread 0 writes the loss. The ignored row writes zeros (decide
 //      it from targets[n], the same for the whole block, so no thread skips a barrier).
-//   5. Grade, then: can passes 1 and 2 be one (an online max and sum, chapter 14's trick)?
+//   5. Grade, then: can passes 1 and 2 be one (an online max and sum, chapter 15's trick)?
 #include <cstdint>
 
 #include "kernels/cuda/common.h"

@@ -1,5 +1,5 @@
 // exercises/student/gelu.cu: exercises ex04 (gelu_forward) and ex05 (gelu_backward), your first
-// CUDA kernels (chapter 11, docs/chapters/11-elementwise-gelu.md).
+// CUDA kernels (chapter 12, docs/chapters/12-elementwise-gelu.md).
 // Read before: the chapter, kernels/cuda/examples.cu (vector_add: a grid-stride loop),
 // kernels/cuda/common.h (grid_for), kernels/cpu/nn.cpp (gelu_forward, gelu_backward: the
 // reference you are compared with). Read next: kernels/cuda/gelu.cu, the built-in variants.

@@ -1,6 +1,6 @@
 // exercises/student/im2col.cpp: exercise ex12, im2col, the copy that turns a convolution into
-// a matmul (chapter XX, convolutions).
-// Read before: docs/chapters/XX-convolutions.md ("im2col: convolution is a matmul"),
+// a matmul (chapter 09, convolutions).
+// Read before: docs/chapters/09-convolutions.md ("im2col: convolution is a matmul"),
 // kernels/cpu/conv.cpp (the definition, the reference), kernels/signatures.h (ConvShape).
 //
 // What to write: im2col for one image. The rest of the convolution is given

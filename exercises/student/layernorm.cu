@@ -1,6 +1,6 @@
 // exercises/student/layernorm.cu: exercises ex06 (layernorm_forward) and ex07
-// (layernorm_backward), your first reductions on the GPU (chapter 12,
-// docs/chapters/12-reductions-layernorm-softmax-ce.md).
+// (layernorm_backward), your first reductions on the GPU (chapter 13,
+// docs/chapters/13-reductions-layernorm-softmax-ce.md).
 // Read before: the chapter, kernels/cuda/examples.cu (row_sum: one block per row),
 // kernels/cuda/common.h (block_sum), kernels/cpu/nn.cpp (layernorm_forward and _backward: the
 // reference). Read next: kernels/cuda/layernorm.cu, the built-in variants.

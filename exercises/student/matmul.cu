@@ -1,5 +1,5 @@
 // exercises/student/matmul.cu: exercise ex08 (matmul_shared), a tiled matmul in shared memory
-// on the GPU (chapter 13, docs/chapters/13-matmul-gpu.md).
+// on the GPU (chapter 14, docs/chapters/14-matmul-gpu.md).
 // Read before: the chapter, kernels/cpu/matmul.cpp (matmul_naive: the contract in loops),
 // exercises/student/matmul_tiled.cpp (ex02: the same idea for a CPU cache), kernels/signatures.h
 // (MatmulShape). Read next: kernels/cuda/matmul.cu, the built-in variants.
@@ -36,7 +36,7 @@
 //   3. Write out (add to it with accumulate) if the element is inside (M, N).
 //   4. Host: grid (ceil(N / 16), ceil(M / 16), batch) (gridDim.y and .z are at most 65535:
 //      loop over batches in the kernel when there are more), block dim3(16, 16).
-//   5. Grade, then try a 2D register tile per thread (chapter 13's next step) and compare.
+//   5. Grade, then try a 2D register tile per thread (chapter 14's next step) and compare.
 #include <cstdint>
 
 #include "kernels/cuda/common.h"

@@ -53,7 +53,7 @@ std::pair<std::uint32_t, std::uint32_t> most_frequent_pair(const std::vector<std
 void merge_pair(std::vector<std::uint32_t>& word, std::uint32_t a, std::uint32_t b, std::uint32_t id);
 
 
-// --- ex12, chapter XX: im2col (im2col.cpp) ---------------------------------------------------
+// --- ex12, chapter 09: im2col (im2col.cpp) ---------------------------------------------------
 // col (C_in kH kW, H_out W_out) from one image x (C_in, H, W): row (ci, kh, kw), column
 // (oh, ow) holds x[ci, oh stride_h - pad_h + kh dil_h, ow stride_w - pad_w + kw dil_w], or 0
 // outside the image. Only s's sizes and options are read (s.N and s.C_out are not).

@@ -1,6 +1,6 @@
 // exercises/student/student_cuda.cu: registers the CUDA exercise stubs of exercises/student as
 // variant "student" (compiled twice, like kernels/cuda: for the GPU and the emulator).
-// Chapter 09 introduces the emulator; each exercise's chapter adds its stub.
+// Chapter 10 introduces the emulator; each exercise's chapter adds its stub.
 //
 // How a kernel exercise plugs in (docs/teaching.md, "Adding an exercise"): its stub,
 // exercises/student/NAME.cu, has the op's signature from kernels/signatures.h and a host function

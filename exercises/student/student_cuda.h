@@ -1,14 +1,14 @@
-// exercises/student/student_cuda.h: the host functions of the CUDA exercises (chapters 11-15),
+// exercises/student/student_cuda.h: the host functions of the CUDA exercises (chapters 12-16),
 // declared for both copies of each .cu file (brrr::kernels::cuda for the GPU, ::emu for the
 // emulator; kernels/cuda/simt.h picks the namespace). Include it after simt.h.
 // Read first: docs/teaching.md. Each function has the signature of its op in
 // kernels/signatures.h (float32 only) and lives in its exercise's file:
-//   ex04 gelu_forward, ex05 gelu_backward           exercises/student/gelu.cu         (chapter 11)
-//   ex06 layernorm_forward, ex07 layernorm_backward exercises/student/layernorm.cu    (chapter 12)
-//   ex08 matmul_shared                              exercises/student/matmul.cu       (chapter 13)
-//   ex09 flash_attention_forward                    exercises/student/attention.cu    (chapter 14)
-//   ex10 cross_entropy_fused                        exercises/student/crossentropy.cu (chapter 15)
-//   ex11 adamw_step                                 exercises/student/adamw.cu        (chapter 15)
+//   ex04 gelu_forward, ex05 gelu_backward           exercises/student/gelu.cu         (chapter 12)
+//   ex06 layernorm_forward, ex07 layernorm_backward exercises/student/layernorm.cu    (chapter 13)
+//   ex08 matmul_shared                              exercises/student/matmul.cu       (chapter 14)
+//   ex09 flash_attention_forward                    exercises/student/attention.cu    (chapter 15)
+//   ex10 cross_entropy_fused                        exercises/student/crossentropy.cu (chapter 16)
+//   ex11 adamw_step                                 exercises/student/adamw.cu        (chapter 16)
 // The stubs (namespace ...::student) register as variant "student" in student_cuda.cu; the
 // reference solutions (exercises/solutions, namespace ...::solution) as "solution".
 #pragma once

@@ -1,4 +1,4 @@
-// framework/src/autocast.cpp: the Autocast scope (brrr/autocast.h). Chapter 17.
+// framework/src/autocast.cpp: the Autocast scope (brrr/autocast.h). Chapter 18.
 #include "brrr/autocast.h"
 
 #include "brrr/error.h"

@@ -1,5 +1,5 @@
 // framework/src/cuda.cpp: Device::cuda()'s memory (a caching allocator over the runtime that
-// kernels/backend.h chose: the GPU or the emulator) and the brrr::cuda API. Chapter 09 (the GPU
+// kernels/backend.h chose: the GPU or the emulator) and the brrr::cuda API. Chapter 10 (the GPU
 // and the emulator). Read before: brrr/cuda.h, kernels/cuda/runtime.h, kernels/backend.h.
 #include "brrr/cuda.h"
 

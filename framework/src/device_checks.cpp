@@ -1,5 +1,5 @@
 // framework/src/device_checks.cpp: index checks of device tensors with no wait for the
-// device. Chapter 16 (a training step with no waits); the check is chapter 02's.
+// device. Chapter 17 (a training step with no waits); the check is chapter 02's.
 // Read before: dispatch.h (checked_on_device, raise_device_errors).
 //
 // An index on the host is checked on the host, at once. One on a device would have to be

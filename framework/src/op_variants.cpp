@@ -1,5 +1,5 @@
 // framework/src/op_variants.cpp: ops whose variants are built from ops, and which variant
-// each device gets by default. Chapter 04 introduces the registry; chapters 14 and 16 use
+// each device gets by default. Chapter 04 introduces the registry; chapters 15 and 17 use
 // these. Read before: kernels/registry.h (providers), dispatch.h (OpVariant).
 //
 // Most ops reach one kernel, and the registry picks that kernel per device. A few are better

@@ -1,5 +1,5 @@
 // framework/src/ops_attention.cpp: flash_attention, causal self-attention as one fused op with
-// a hand-written backward. Chapter 14 (flash attention). Read before: ops_nn.cpp (the composed
+// a hand-written backward. Chapter 15 (flash attention). Read before: ops_nn.cpp (the composed
 // causal_attention_composed computes the same thing from matmul, mask and softmax).
 // Read next: kernels/cpu/attention.cpp, kernels/cuda/attention.cu.
 //

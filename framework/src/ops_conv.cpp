@@ -1,5 +1,5 @@
 // framework/src/ops_conv.cpp: conv2d, conv1d, max_pool2d and avg_pool2d, with their backward.
-// Chapter XX (convolutions). Read before: ops_matmul.cpp, kernels/cpu/conv.cpp.
+// Chapter 09 (convolutions). Read before: ops_matmul.cpp, kernels/cpu/conv.cpp.
 // Read next: nn.cpp (Conv2d, MaxPool2d and the other modules), models/cnn.
 //
 // Each op checks its shapes, fills a ConvShape or PoolShape (kernels/signatures.h) and calls

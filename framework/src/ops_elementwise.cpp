@@ -24,7 +24,7 @@ namespace {
 // out = kernel(x), elementwise over a contiguous copy of x.
 Tensor unary(const char* op, detail::KernelFamily<kernels::unary_fn>& kernel, const Tensor& x) {
   detail::check_defined(op, x);
-  if (x.dtype() == kBFloat16) {  // computed in float32, rounded once (chapter 17)
+  if (x.dtype() == kBFloat16) {  // computed in float32, rounded once (chapter 18)
     NoGradGuard no_grad;          // the calling op records the backward
     return unary(op, kernel, x.to(kFloat32)).to(kBFloat16);
   }
@@ -113,7 +113,7 @@ Tensor pow(const Tensor& x, double exponent) {
   detail::check_defined("pow", x);
   static detail::KernelFamily<kernels::pow_scalar_fn> k("pow_scalar");
   Tensor out;
-  if (x.dtype() == kBFloat16) {  // computed in float32, rounded once (chapter 17)
+  if (x.dtype() == kBFloat16) {  // computed in float32, rounded once (chapter 18)
     NoGradGuard no_grad;
     out = pow(x.to(kFloat32), exponent).to(kBFloat16);
   } else {
@@ -152,7 +152,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 namespace brrr::detail {
 
 void binary_into(const char* op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (out.dtype() == kBFloat16) {  // computed in float32, rounded once (chapter 17)
+  if (out.dtype() == kBFloat16) {  // computed in float32, rounded once (chapter 18)
     NoGradGuard no_grad;
     const Tensor result = new_tensor(out.shape(), kFloat32, out.device());
     binary_into(op, result, a.to(kFloat32), b.to(kFloat32));

@@ -1,6 +1,6 @@
 // framework/src/ops_fused.cpp: the fused ops of the GPU chapters, each one kernel where the
-// composed form takes several: bias + GELU (chapter 11), residual add + LayerNorm (chapter
-// 12) and the cross-entropy whose forward kernel also writes the gradient (chapters 12, 15).
+// composed form takes several: bias + GELU (chapter 12), residual add + LayerNorm (chapter
+// 12) and the cross-entropy whose forward kernel also writes the gradient (chapters 13, 16).
 // Read before: ops_nn.cpp (gelu, layer_norm, cross_entropy: the unfused ops these replace).
 // Read next: kernels/cuda/gelu.cu.
 //

@@ -5,7 +5,7 @@
 // For C = A @ B with upstream gradient G:  dA = G @ B^T,  dB = A^T @ G.
 // A transposed operand is never copied: the kernel takes trans_a / trans_b flags, and a
 // view whose last two dims are swapped (strides (1, rows)) is passed as "transposed".
-// Under brrr::Autocast(kBFloat16) (chapter 17) a float32 GEMM runs the matmul_bf16 kernel
+// Under brrr::Autocast(kBFloat16) (chapter 18) a float32 GEMM runs the matmul_bf16 kernel
 // instead: operands rounded to bfloat16, products added in float32; the backward closures
 // remember the scope, so the backward GEMMs do the same.
 #include "brrr/autocast.h"
@@ -95,7 +95,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   detail::check_same_dtype("matmul", a_in, b_in);
   BRRR_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul: operands must have at least 1 dim, got ",
              shape_str(a_in.shape()), " @ ", shape_str(b_in.shape()));
-  if (a_in.dtype() == kBFloat16) {  // bf16 tensors (chapter 17): exact products, float32 sums, one rounding
+  if (a_in.dtype() == kBFloat16) {  // bf16 tensors (chapter 18): exact products, float32 sums, one rounding
     const Autocast autocast(kBFloat16);
     return matmul(a_in.to(kFloat32), b_in.to(kFloat32)).to(kBFloat16);
   }

@@ -82,7 +82,7 @@ Tensor sum(const Tensor& x, std::vector<int> dims, bool keepdim) {
   detail::check_defined("sum", x);
   const Reduction r = plan("sum", x, dims, keepdim);
   Tensor out;
-  if (x.dtype() == kBFloat16) {  // accumulated in float32 (then rounded once): chapter 17
+  if (x.dtype() == kBFloat16) {  // accumulated in float32 (then rounded once): chapter 18
     NoGradGuard no_grad;
     out = sum(x.to(kFloat32), std::move(dims), keepdim).to(kBFloat16);
   } else {

@@ -1,6 +1,6 @@
 // kernels/cpu/attention.cpp: causal attention, forward and backward, on the CPU: the reference
 // the CUDA flash attention kernels are checked against, and what ops::flash_attention runs
-// on the CPU. Chapter 14 (flash attention). Read before: ops_nn.cpp's causal_attention_composed
+// on the CPU. Chapter 15 (flash attention). Read before: ops_nn.cpp's causal_attention_composed
 // (the same math from matmul, mask and softmax). Read next: kernels/cuda/attention.cu.
 //
 // For each of the BH = batch * heads independent problems, with q, k, v, out (T, hs):
@@ -141,7 +141,7 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, std::
 // ---------------------------------------------------------------------------------------------
 // backward: dq, dk, dv (BH, T, hs) from dout (BH, T, hs)
 //
-// The standard derivation (chapter 14), with p rebuilt from lse:
+// The standard derivation (chapter 15), with p rebuilt from lse:
 //   dp[i, j] = dout[i] . v[j]
 //   ds[i, j] = p[i, j] (dp[i, j] - D[i]),  D[i] = sum over j of p[i, j] dp[i, j] = dout[i] . out[i]
 //   dq[i] = scale * sum over j <= i of ds[i, j] k[j]

@@ -1,5 +1,5 @@
 // kernels/cpu/conv.cpp: 2-D convolution by its definition, the reference ("direct").
-// Chapter XX (convolutions). Read before: gemm_blocked.cpp. Read next: conv_im2col.cpp (the
+// Chapter 09 (convolutions). Read before: gemm_blocked.cpp. Read next: conv_im2col.cpp (the
 // same convolution lowered to one GEMM, the default), then pool.cpp.
 //
 // out[n, co, oh, ow] = bias[co] + sum over ci in co's group, kh, kw of

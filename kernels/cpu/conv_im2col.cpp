@@ -1,5 +1,5 @@
 // kernels/cpu/conv_im2col.cpp: convolution lowered to matrix multiplication (im2col + GEMM),
-// the default CPU variant. Chapter XX (convolutions). Read before: conv.cpp (the definition).
+// the default CPU variant. Chapter 09 (convolutions). Read before: conv.cpp (the definition).
 // Read next: pool.cpp.
 //
 // A convolution is a matmul in disguise. Copy every window the kernel visits into a column:

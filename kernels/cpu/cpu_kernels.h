@@ -39,7 +39,7 @@ template <class T> void matmul_naive(T* out, const T* a, const T* b, const Matmu
 template <class T> void matmul_eigen(T* out, const T* a, const T* b, const MatmulShape& shape, Stream);
 // gemm_blocked.cpp (float32, AVX-512 only)
 template <class T> void matmul_blocked(T* out, const T* a, const T* b, const MatmulShape& shape, Stream);
-// gemm_bf16.cpp (chapter 17): bf16 operands, float32 accumulation. The avx512 variant runs
+// gemm_bf16.cpp (chapter 18): bf16 operands, float32 accumulation. The avx512 variant runs
 // only where cpu_has_avx512_bf16(); the plain one runs anywhere and gives the same bits.
 void matmul_bf16_plain(float* out, const float* a, const float* b, const MatmulShape& shape, Stream);
 void matmul_bf16_avx512(float* out, const float* a, const float* b, const MatmulShape& shape, Stream);
@@ -69,7 +69,7 @@ template <class T> void attention_backward(T* dq, T* dk, T* dv, const T* dout, c
 template <class T> void adamw_step(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamWParams& hp, Stream);
 template <class T> void sgd_step(T* param, const T* grad, T* buf, std::int64_t n, const SGDParams& hp, Stream);
 
-// fused.cpp: the references for the fused kernels (chapters 11-15), from the kernels above
+// fused.cpp: the references for the fused kernels (chapters 12-16), from the kernels above
 template <class T> void bias_gelu_forward(T* out, const T* x, const T* bias, std::int64_t N, std::int64_t C, Stream);
 template <class T> void bias_gelu_backward(T* dx, T* dbias, const T* dout, const T* x, const T* bias, std::int64_t N, std::int64_t C, Stream);
 template <class T> void residual_layernorm_forward(T* sum, T* out, T* mean, T* rstd, const T* x, const T* residual, const T* weight, const T* bias, std::int64_t N, std::int64_t C, T eps, Stream);

@@ -1,4 +1,4 @@
-// kernels/cpu/fused.cpp: the CPU references for the fused kernels of chapters 11 to 15:
+// kernels/cpu/fused.cpp: the CPU references for the fused kernels of chapters 12 to 16:
 // bias + GELU, residual add + LayerNorm, the fused cross-entropy and multi-tensor AdamW.
 // Each is the unfused CPU kernels of nn.cpp and optim.cpp run back to back, so the fused CUDA
 // kernels are checked against exactly what the unfused path computes.

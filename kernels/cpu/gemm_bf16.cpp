@@ -1,7 +1,7 @@
 // kernels/cpu/gemm_bf16.cpp: matmul with bfloat16 operands and float32 accumulation, the CPU
-// side of mixed precision. Chapter 17 (mixed precision). Read before: gemm_blocked.cpp (this
+// side of mixed precision. Chapter 18 (mixed precision). Read before: gemm_blocked.cpp (this
 // file is its twin: the same five loops, the same packing idea, the same reproducibility
-// argument, so only what differs is explained here). Read next: docs/chapters/17-mixed-precision.md.
+// argument, so only what differs is explained here). Read next: docs/chapters/18-mixed-precision.md.
 //
 // C (M, N) (+)= bf16(A) (M, K) @ bf16(B) (K, N): A, B and C are float32 in memory; the packing
 // rounds A and B to bfloat16 (round to nearest, ties to even) on the way into the packed

@@ -1,5 +1,5 @@
 // kernels/cpu/nn.cpp: embedding, softmax, cross-entropy, GELU and LayerNorm on the CPU.
-// Chapter 07 (attention and the GPT) uses them all; GELU and LayerNorm are also chapters 11
+// Chapter 07 (attention and the GPT) uses them all; GELU and LayerNorm are also chapters 12
 // and 12, where these functions are the reference the CUDA kernels are checked against.
 // Read before: matmul.cpp. Read next: optim.cpp.
 #include "kernels/cpu/cpu_kernels.h"

@@ -1,5 +1,5 @@
 // kernels/cpu/pool.cpp: max and average pooling over (H, W) planes, with their backward.
-// Chapter XX (convolutions). Read before: conv_im2col.cpp. Read next: register.cpp.
+// Chapter 09 (convolutions). Read before: conv_im2col.cpp. Read next: register.cpp.
 //
 // Pooling is a convolution-shaped window with a fixed reduction instead of learned weights:
 // max or mean over each (kH, kW) window, every plane (one channel of one image) on its own.

@@ -99,7 +99,7 @@ void register_cpu_kernels() {
   add(op::matmul<float>, kCpu, "blocked", &cpu::matmul_blocked<float>, 20,
       about("packed panels and an AVX-512 micro-kernel in registers (gemm_blocked.cpp)"));
 #endif
-  // Mixed precision (chapter 17): the AVX512-BF16 kernel where this CPU has the instruction
+  // Mixed precision (chapter 18): the AVX512-BF16 kernel where this CPU has the instruction
   // (asked at run time, so one binary runs on any x86 CPU), the plain loops everywhere.
   add(op::matmul_bf16, kCpu, "plain", &cpu::matmul_bf16_plain, 0,
       about("the bf16 GEMM's packing and loops in portable C++: float32 FMAs on exact bf16 products"));
@@ -108,7 +108,7 @@ void register_cpu_kernels() {
         about("pairs of bf16 packed into 32-bit words, a 12 x 32 tile of vdpbf16ps (gemm_bf16.cpp)"));
   register_integer<std::int32_t>();
   register_integer<std::int64_t>();
-  // bfloat16 (chapter 17): storage and conversion only; ops on bf16 tensors compute in float32.
+  // bfloat16 (chapter 18): storage and conversion only; ops on bf16 tensors compute in float32.
   add(op::fill<bf16>, kCpu, "cpu", &cpu::fill<bf16>, 0, about("std::fill over chunks"));
   add(op::copy<bf16>, kCpu, "cpu", &cpu::copy<bf16>, 0, about("memcpy when contiguous, else a strided loop"));
   add(op::check_indices, kCpu, "cpu", &cpu::check_indices, 0,

@@ -1,6 +1,6 @@
 // kernels/cuda/adamw.cu: the AdamW update on the GPU, one tensor at a time and many tensors
 // in one launch; and SGD.
-// Chapter 15 (the fused optimizer). Read before: kernels/cpu/optim.cpp (the reference, which
+// Chapter 16 (the fused optimizer). Read before: kernels/cpu/optim.cpp (the reference, which
 // follows torch.optim.AdamW), kernels/cuda/gelu.cu (grid-stride loops, float4).
 // Read next: framework/src/optim.cpp (the optimizer that calls these).
 //

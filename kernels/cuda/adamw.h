@@ -1,5 +1,5 @@
 // kernels/cuda/adamw.h: every variant of adamw.cu, callable with raw pointers.
-// Chapter 15 (the fused optimizer). Read before: kernels/cuda/crossentropy.h.
+// Chapter 16 (the fused optimizer). Read before: kernels/cuda/crossentropy.h.
 // Read next: adamw.cu.
 //
 // Compiled twice (see simt.h): brrr::kernels::emu takes host pointers and runs on the

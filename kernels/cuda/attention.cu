@@ -1,5 +1,5 @@
 // kernels/cuda/attention.cu: causal attention on the GPU, from one thread per row to flash
-// attention, forward and backward, and a tensor-core forward. Chapter 14 (flash attention).
+// attention, forward and backward, and a tensor-core forward. Chapter 15 (flash attention).
 // Read before: kernels/cpu/attention.cpp (the reference and the math), kernels/cuda/common.h.
 // Read next: framework/src/ops_attention.cpp (the op that calls these through the registry).
 //
@@ -313,7 +313,7 @@ void attention_forward_flash(T* out, T* lse, const T* q, const T* k, const T* v,
 // The backward, shared by both variants: D[i] = dout[i] . out[i], (BH * T)
 //
 // The softmax backward needs, per query row, D[i] = sum_j p[i, j] dp[i, j], which equals
-// dout[i] . out[i] (chapter 14). Both variants need it for every (query, key) pair, so it is
+// dout[i] . out[i] (chapter 15). Both variants need it for every (query, key) pair, so it is
 // computed once, by a warp per row, into scratch memory.
 
 template <class T>
@@ -667,7 +667,7 @@ void attention_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, co
 // of a quad share a row), and multiplies by v: the accumulator layout of two adjacent 16 x 8
 // score tiles is exactly the layout of a 16 x 16 A operand, so p goes from accumulator to
 // operand without shared memory (FlashAttention-2's trick). The fragments of q, k and v come
-// from shared memory by ldmatrix (chapter 13): four 8 x 8 matrices a warp and instruction, and
+// from shared memory by ldmatrix (chapter 14): four 8 x 8 matrices a warp and instruction, and
 // for v, stored as it comes (keys x hs), ldmatrix .trans hands out the columns a B fragment
 // needs, where an earlier version stored v transposed, with 4-way bank conflicts. Rows are
 // padded by 8 bf16 (16 bytes), so the 8 rows an ldmatrix reads fall in different banks.
@@ -679,7 +679,7 @@ void attention_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, co
 // Each 32-bit register holds two bf16, the lower index in the lower half.
 //
 // It runs in the emulator too: mma_m16n8k16_bf16 is simt.h's spelling of mma.sync (inline PTX
-// under nvcc, a warp-collective operation under g++, chapter 09).
+// under nvcc, a warp-collective operation under g++, chapter 10).
 //
 // Candid notes: the conversion happens on every load (k and v once per query tile); loads go
 // through registers (to round to bf16), so there is no cp.async double buffering until the

@@ -1,5 +1,5 @@
 // kernels/cuda/attention.h: the causal attention kernels of attention.cu, callable with raw
-// pointers, one function per variant. Chapter 14 (flash attention).
+// pointers, one function per variant. Chapter 15 (flash attention).
 // Read before: kernels/signatures.h (attention_forward_fn, attention_backward_fn).
 // Read next: kernels/cuda/attention.cu.
 //

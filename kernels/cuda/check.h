@@ -1,6 +1,6 @@
 // kernels/cuda/check.h: every CUDA runtime and cuBLAS call is checked, and a failure is a
 // brrr::Error naming the call, the file and the line. GPU builds only (nvcc, or C++ compiled
-// with the CUDA headers). Chapter 09 (the GPU and the emulator).
+// with the CUDA headers). Chapter 10 (the GPU and the emulator).
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

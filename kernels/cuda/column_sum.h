@@ -1,6 +1,6 @@
 // kernels/cuda/column_sum.h: the second half of a deterministic column reduction: sums K rows
 // of per-block partial results into one row, always in the same order.
-// Chapters 11 and 12 (bias + GELU backward's dbias, LayerNorm backward's dweight and dbias).
+// Chapters 12 and 13 (bias + GELU backward's dbias, LayerNorm backward's dweight and dbias).
 // Read before: kernels/cuda/common.h. Include it after simt.h and common.h, inside no namespace.
 //
 // Why two kernels and not float atomics: a column sum over N rows spread across many blocks

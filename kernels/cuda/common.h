@@ -1,5 +1,5 @@
 // kernels/cuda/common.h: small helpers the CUDA kernel files share: launch sizes, warp and
-// block reductions, alignment. Chapter 09 (the GPU and the emulator).
+// block reductions, alignment. Chapter 10 (the GPU and the emulator).
 // Read before: kernels/cuda/simt.h. Include it after simt.h, inside no namespace.
 #pragma once
 #include <algorithm>

@@ -1,9 +1,9 @@
 // kernels/cuda/crossentropy.cu: softmax cross-entropy on the GPU: the forward and backward as
 // two kernels, and the fused classifier that computes the loss and writes dlogits in one.
-// Chapter 12 (reductions: LayerNorm, softmax and cross-entropy); chapter 15 shows how the
+// Chapter 13 (reductions: LayerNorm, softmax and cross-entropy); chapter 16 shows how the
 // fused kernel's gradient reaches autograd. Read before: kernels/cpu/nn.cpp (the reference),
 // kernels/cuda/layernorm.cu (row reductions with warps). Read next: kernels/cuda/matmul.cu
-// (chapter 13).
+// (chapter 14).
 //
 // For one row of logits x (V) and target t:
 //   lse = log sum_v exp(x_v) = max + log sum_v exp(x_v - max)   (the max keeps exp finite)

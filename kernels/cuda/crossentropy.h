@@ -1,5 +1,5 @@
 // kernels/cuda/crossentropy.h: every variant of crossentropy.cu, callable with raw pointers.
-// Chapter 12 (reductions: LayerNorm, softmax and cross-entropy). Read before:
+// Chapter 13 (reductions: LayerNorm, softmax and cross-entropy). Read before:
 // kernels/cuda/layernorm.h. Read next: crossentropy.cu.
 //
 // Compiled twice (see simt.h): brrr::kernels::emu takes host pointers and runs on the

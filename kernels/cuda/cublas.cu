@@ -1,6 +1,6 @@
 // kernels/cuda/cublas.cu: matmul through cuBLAS, the default on a GPU and the bar every
 // hand-written matmul in matmul.cu is measured against. GPU only (the emulator has no cuBLAS).
-// Chapter 13 (matmul from naive to tensor cores). Read before: kernels/cuda/matmul.cu.
+// Chapter 14 (matmul from naive to tensor cores). Read before: kernels/cuda/matmul.cu.
 //
 // cuBLAS is column-major; brrr is row-major. A row-major (M, N) matrix is the same bytes as a
 // column-major (N, M) one, its transpose, so out = a @ b is computed as out^T = b^T @ a^T:

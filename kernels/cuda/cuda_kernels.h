@@ -1,5 +1,5 @@
 // kernels/cuda/cuda_kernels.h: what each CUDA kernel file offers the rest of brrr.
-// Chapter 09 (the GPU and the emulator). Read before: kernels/cuda/simt.h.
+// Chapter 10 (the GPU and the emulator). Read before: kernels/cuda/simt.h.
 //
 // Every kernel file below is compiled twice (see simt.h): into brrr::kernels::cuda by nvcc
 // and into brrr::kernels::emu by g++. Each file has one function that puts its kernels into

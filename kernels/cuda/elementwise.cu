@@ -1,6 +1,6 @@
 // kernels/cuda/elementwise.cu: fill, copy, cast, random numbers, unary and binary ops on the
 // GPU: the simple, correct versions that every op needs before any is made fast.
-// Chapter 09 (the GPU and the emulator). Read before: kernels/cpu/elementwise.cpp (the same
+// Chapter 10 (the GPU and the emulator). Read before: kernels/cpu/elementwise.cpp (the same
 // ops on the CPU, the reference these are checked against), kernels/cuda/examples.cu.
 // Read next: kernels/cuda/reduce.cu.
 //

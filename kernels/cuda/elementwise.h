@@ -1,5 +1,5 @@
 // kernels/cuda/elementwise.h: the CUDA elementwise kernels of elementwise.cu, callable with raw
-// pointers. Chapter 09 (the GPU and the emulator). Read before: kernels/signatures.h.
+// pointers. Chapter 10 (the GPU and the emulator). Read before: kernels/signatures.h.
 // Read next: kernels/cuda/elementwise.cu.
 //
 // elementwise.cu is compiled twice (see simt.h), so each function exists twice with the same

@@ -1,5 +1,5 @@
 // kernels/cuda/emulator_memory.cpp: the emulator's device memory: an arena host code cannot
-// touch, poisoned fresh memory, exact sizes. Chapter 09 (the GPU and the emulator).
+// touch, poisoned fresh memory, exact sizes. Chapter 10 (the GPU and the emulator).
 // Read before: kernels/cuda/emulator_memory.h (what it promises and why).
 //
 // The arena is one reservation of address space (16 GiB, the emulated device's size), mapped

@@ -1,5 +1,5 @@
 // kernels/cuda/emulator_memory.h: the emulator's device memory, an arena apart from host
-// memory. Chapter 09 (the GPU and the emulator). Read before: kernels/cuda/runtime.h.
+// memory. Chapter 10 (the GPU and the emulator). Read before: kernels/cuda/runtime.h.
 // Read next: kernels/cuda/emulator_memory.cpp.
 //
 // On a GPU, a pointer from cudaMalloc is not host memory: the host cannot read it, and a

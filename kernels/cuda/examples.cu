@@ -1,7 +1,7 @@
 // kernels/cuda/examples.cu: four small kernels that use every feature of simt.h: a grid-stride
 // loop with float4 loads, block reductions (warp shuffles, static and dynamic __shared__,
 // __syncthreads) and atomics. They are the emulator's test cases, and a first read of CUDA.
-// Chapter 09 (the GPU and the emulator). Read before: kernels/cuda/simt.h.
+// Chapter 10 (the GPU and the emulator). Read before: kernels/cuda/simt.h.
 // Read next: tests/emulator/test_emulator.cpp.
 //
 // Compiled twice: by nvcc into brrr::kernels::cuda and by g++ into brrr::kernels::emu (see
@@ -103,7 +103,7 @@ void row_sum1(float* out, const float* in, int N, int C, int block_size, Stream 
 // The bug every CUDA course meets: variant 1 without its __syncthreads. Warp 0 reads the other
 // warps' sums from shared memory with nothing to make it wait until they are written. In the
 // emulator's old fixed order (warp 0 first, to its end) it read garbage by luck of the order;
-// on a GPU it reads whatever is there. The emulator's race detector reports it (chapter 09's
+// on a GPU it reads whatever is there. The emulator's race detector reports it (chapter 10's
 // notebook runs it); nothing registers it as a variant.
 __global__ void row_sum_racy_kernel(float* out, const float* in, int C) {
   __shared__ float warp_sums[32];

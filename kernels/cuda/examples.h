@@ -1,5 +1,5 @@
 // kernels/cuda/examples.h: the example kernels of examples.cu, callable with raw pointers.
-// Chapter 09 (the GPU and the emulator). Read before: kernels/cuda/simt.h.
+// Chapter 10 (the GPU and the emulator). Read before: kernels/cuda/simt.h.
 // Read next: kernels/cuda/examples.cu.
 //
 // examples.cu is compiled twice (see simt.h), so each function exists twice, with the same
@@ -23,7 +23,7 @@ void vector_add(float* out, const float* a, const float* b, std::int64_t n, int 
 void row_sum1(float* out, const float* in, int N, int C, int block_size, Stream stream);
 // Variant 2: a tree in dynamic shared memory. block_size: a power of two.
 void row_sum2(float* out, const float* in, int N, int C, int block_size, Stream stream);
-// Variant 1 with its __syncthreads forgotten: the classic race, for chapter 09 to show what the
+// Variant 1 with its __syncthreads forgotten: the classic race, for chapter 10 to show what the
 // emulator says about it. Registered nowhere; do not use.
 void row_sum_racy(float* out, const float* in, int N, int C, int block_size, Stream stream);
 // counts[v] += how many values equal v, for v in [0, bins); *largest = max(*largest, values).

@@ -1,6 +1,6 @@
 // kernels/cuda/gelu.cu: GELU on the GPU, forward and backward, alone and fused with the bias
 // add of the linear layer before it (the MLP's c_fc: out = gelu(x W^T + b)).
-// Chapter 11 (GELU on the GPU). Read before: kernels/cpu/nn.cpp (the reference, same formula),
+// Chapter 12 (GELU on the GPU). Read before: kernels/cpu/nn.cpp (the reference, same formula),
 // kernels/cuda/examples.cu (grid-stride loops, float4). Read next: kernels/cuda/layernorm.cu.
 //
 // GELU is elementwise: each output needs one input, a dozen flops and an exp (or tanh). By
@@ -228,7 +228,7 @@ void bias_gelu_forward2(float* out, const float* x, const float* bias, std::int6
 // read never and written once; the partials are (chunks, C), at most 128 rows. Each warp
 // reads a 128-byte row segment: coalesced, but scalar (a float4 tile of 128 columns would
 // cut the load instructions by 4; not done, to keep the tile arithmetic readable).
-// Not in the kernel lab's table yet (chapter 10's exercise adds it). Inside the 12.3M GPT's
+// Not in the kernel lab's table yet (chapter 11's exercise adds it). Inside the 12.3M GPT's
 // step on the H100 (docs/measurements.md, the profile) the op's backward, this variant, took
 // 144.5 us a call.
 

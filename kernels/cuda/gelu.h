@@ -1,5 +1,5 @@
 // kernels/cuda/gelu.h: every variant of gelu.cu, callable with raw pointers (tests, benchmarks).
-// Chapter 11 (GELU on the GPU). Read before: kernels/cuda/examples.h. Read next: gelu.cu.
+// Chapter 12 (GELU on the GPU). Read before: kernels/cuda/examples.h. Read next: gelu.cu.
 //
 // gelu.cu is compiled twice (see simt.h), so each function exists in brrr::kernels::emu (the
 // emulator: host pointers) and in brrr::kernels::cuda (the GPU: device pointers, CUDA builds

@@ -1,7 +1,7 @@
 // kernels/cuda/layernorm.cu: LayerNorm on the GPU: the forward (saving mean and rstd), the
 // backward (dx, dweight and dbias), and the forward fused with the residual add before it.
-// Chapter 12 (reductions: LayerNorm, softmax and cross-entropy). Read before:
-// kernels/cpu/nn.cpp (the reference), kernels/cuda/gelu.cu (chapter 11).
+// Chapter 13 (reductions: LayerNorm, softmax and cross-entropy). Read before:
+// kernels/cpu/nn.cpp (the reference), kernels/cuda/gelu.cu (chapter 12).
 // Read next: kernels/cuda/crossentropy.cu.
 //
 // LayerNorm over rows of (N, C): out = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var

@@ -1,5 +1,5 @@
 // kernels/cuda/layernorm.h: every variant of layernorm.cu, callable with raw pointers.
-// Chapter 12 (reductions: LayerNorm, softmax and cross-entropy).
+// Chapter 13 (reductions: LayerNorm, softmax and cross-entropy).
 // Read before: kernels/cuda/gelu.h. Read next: layernorm.cu.
 //
 // Compiled twice (see simt.h): brrr::kernels::emu takes host pointers and runs on the

@@ -1,7 +1,7 @@
 // kernels/cuda/matmul.cu: matmul on the GPU, from one thread per output to tensor cores, in
 // ten numbered variants. Each one changes one thing about the one before it, says why that
 // should be faster on an H100, and what still limits it.
-// Chapter 13 (matmul from naive to tensor cores). Read before: kernels/cpu/matmul.cpp (the
+// Chapter 14 (matmul from naive to tensor cores). Read before: kernels/cpu/matmul.cpp (the
 // reference), kernels/cuda/examples.cu (a first CUDA file), kernels/cuda/matmul.h.
 // Read next: kernels/cuda/cublas.cu (the bar every variant here is measured against).
 //

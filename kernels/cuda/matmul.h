@@ -1,5 +1,5 @@
 // kernels/cuda/matmul.h: the hand-written CUDA matmuls of matmul.cu, callable with raw pointers.
-// Chapter 13 (matmul from naive to tensor cores). Read next: kernels/cuda/matmul.cu.
+// Chapter 14 (matmul from naive to tensor cores). Read next: kernels/cuda/matmul.cu.
 //
 // matmul.cu is compiled twice (see simt.h), so each function exists twice with the same
 // signature, the matmul signature of kernels/signatures.h: in brrr::kernels::emu (g++, runs on

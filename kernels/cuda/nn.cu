@@ -1,5 +1,5 @@
 // kernels/cuda/nn.cu: embedding, softmax and log-softmax on the GPU, forward and backward.
-// Chapter 09 (the GPU and the emulator); the GPT of chapter 07 runs on them once it moves to
+// Chapter 10 (the GPU and the emulator); the GPT of chapter 07 runs on them once it moves to
 // the GPU. Read before: kernels/cpu/nn.cpp (the CPU reference), kernels/cuda/reduce.cu.
 // Read next: kernels/cuda/gelu.cu.
 //

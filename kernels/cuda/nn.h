@@ -1,5 +1,5 @@
 // kernels/cuda/nn.h: the CUDA embedding, softmax and log-softmax kernels of nn.cu, callable
-// with raw pointers. Chapter 09 (the GPU and the emulator). Read before: kernels/signatures.h.
+// with raw pointers. Chapter 10 (the GPU and the emulator). Read before: kernels/signatures.h.
 // Read next: kernels/cuda/nn.cu.
 //
 // Compiled twice (see simt.h): brrr::kernels::emu (the emulator, host pointers) and

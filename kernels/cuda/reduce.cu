@@ -1,5 +1,5 @@
 // kernels/cuda/reduce.cu: sum and max over the middle axis of (outer, R, inner) on the GPU, and
-// the backward of max. Chapter 09 (the GPU and the emulator).
+// the backward of max. Chapter 10 (the GPU and the emulator).
 // Read before: kernels/cpu/reduce.cpp (the CPU reference), kernels/cuda/elementwise.cu.
 // Read next: kernels/cuda/nn.cu.
 //

@@ -1,5 +1,5 @@
 // kernels/cuda/reduce.h: the CUDA reductions of reduce.cu, callable with raw pointers.
-// Chapter 09 (the GPU and the emulator). Read before: kernels/signatures.h.
+// Chapter 10 (the GPU and the emulator). Read before: kernels/signatures.h.
 // Read next: kernels/cuda/reduce.cu.
 //
 // Compiled twice (see simt.h): brrr::kernels::emu (the emulator, host pointers) and

@@ -1,4 +1,4 @@
-// kernels/cuda/register.cu: registers every CUDA kernel file's variants (chapter 09).
+// kernels/cuda/register.cu: registers every CUDA kernel file's variants (chapter 10).
 // Compiled twice like the kernel files (see simt.h): the GPU's register_kernels and the
 // emulator's. kernels/backend.cpp calls one of them, for the backend the process uses (the
 // exercises' kernels join through a provider: exercises/install.cpp).

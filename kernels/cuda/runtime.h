@@ -1,5 +1,5 @@
 // kernels/cuda/runtime.h: the few things brrr needs from a GPU: memory, copies, one stream,
-// timing. Chapter 09 (the GPU and the emulator). Read next: framework/src/cuda.cpp (the
+// timing. Chapter 10 (the GPU and the emulator). Read next: framework/src/cuda.cpp (the
 // caching allocator and the public brrr::cuda API built on this).
 //
 // Two implementations: runtime_cuda.cu (the CUDA runtime, every call checked with file and
@@ -27,7 +27,7 @@ enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 constexpr std::size_t kStagedCopyBytes = std::size_t{4} << 20;
 
 // What has made the host wait for the device so far. A training step that neither logs nor
-// evaluates should add to neither (the profiler reports them per step; chapter 16).
+// evaluates should add to neither (the profiler reports them per step; chapter 17).
 struct Waits {
   std::uint64_t device_to_host_copies = 0;  // the host needs the bytes, so it waits for them
   std::uint64_t synchronizations = 0;       // synchronize(), and host-to-device copies too large to stage

@@ -1,5 +1,5 @@
 // kernels/cuda/runtime_cuda.cu: the GPU's runtime: cudaMalloc, cudaMemcpyAsync on brrr's one
-// stream, CUDA events for timing. Built with CUDA only. Chapter 09 (the GPU and the emulator).
+// stream, CUDA events for timing. Built with CUDA only. Chapter 10 (the GPU and the emulator).
 // Read before: kernels/cuda/runtime.h.
 #include <array>
 #include <cstring>

@@ -1,5 +1,5 @@
 // kernels/cuda/runtime_emulator.cpp: the emulator's "device": the device memory arena, copies
-// that check their direction, one stream, and the wall clock. Chapter 09 (the GPU and the
+// that check their direction, one stream, and the wall clock. Chapter 10 (the GPU and the
 // emulator). Read before: kernels/cuda/runtime.h, kernels/cuda/emulator_memory.h.
 #include <algorithm>
 #include <chrono>

@@ -1,6 +1,6 @@
 // kernels/cuda/simt.h: the one header every CUDA kernel file includes. Under nvcc it is CUDA;
 // under g++ it is a CPU emulator of CUDA's SIMT model, so the same kernel source runs on both.
-// Chapter 09 (the GPU and the emulator). Read before: kernels/signatures.h.
+// Chapter 10 (the GPU and the emulator). Read before: kernels/signatures.h.
 // Read next: kernels/cuda/simt_emulator.cpp (the emulator), kernels/cuda/examples.cu (kernels).
 //
 // How the emulator runs a kernel
@@ -222,7 +222,7 @@ void launch(const LaunchSite& site, void (*kernel)(Params...), dim3 grid, dim3 b
 
 // --- tensor cores, ldmatrix, cp.async (sm_80 and later) -------------------------------------
 // brrr's spellings of three PTX instructions, one inline-asm line each; the emulator below
-// implements the same functions lane by lane. Chapter 13 ("tensor cores") explains them.
+// implements the same functions lane by lane. Chapter 14 ("tensor cores") explains them.
 
 // d = a b + c on one warp's 16 x 8 tile: a (16 x 16, bf16 or f16, row major), b (16 x 8, col
 // major), c and d float32. Fragments as the PTX ISA lays them out ("Matrix fragments for

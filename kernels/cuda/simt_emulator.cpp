@@ -1,5 +1,5 @@
 // kernels/cuda/simt_emulator.cpp: the SIMT emulator's runtime: fibers, barriers, shuffles.
-// Chapter 09 (the GPU and the emulator). Read before: kernels/cuda/simt.h (how it works).
+// Chapter 10 (the GPU and the emulator). Read before: kernels/cuda/simt.h (how it works).
 // Read next: kernels/cuda/examples.cu.
 //
 // A launch runs its blocks one after another, in a shuffled order. For each block the emulator

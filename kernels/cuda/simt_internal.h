@@ -1,7 +1,7 @@
 // kernels/cuda/simt_internal.h: what the emulator's three parts tell each other: the fibers
 // and schedules (simt_emulator.cpp), the race detector (simt_race_detector.cpp) and device
 // memory (emulator_memory.cpp). Not for kernels: they include simt.h only.
-// Chapter 09 (the GPU and the emulator). Read before: kernels/cuda/simt.h.
+// Chapter 10 (the GPU and the emulator). Read before: kernels/cuda/simt.h.
 #pragma once
 #include <cstddef>
 #include <cstdint>

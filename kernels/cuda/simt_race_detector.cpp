@@ -1,5 +1,5 @@
 // kernels/cuda/simt_race_detector.cpp: the emulator's race detector: every load and store of
-// a kernel checked against the others of its launch. Chapter 09 (the GPU and the emulator).
+// a kernel checked against the others of its launch. Chapter 10 (the GPU and the emulator).
 // Read before: kernels/cuda/simt_emulator.cpp (fibers, barriers, the schedule).
 //
 // How the accesses get here

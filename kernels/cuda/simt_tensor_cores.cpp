@@ -1,5 +1,5 @@
 // kernels/cuda/simt_tensor_cores.cpp: the emulator's tensor-core instructions: mma.sync,
-// ldmatrix and cp.async, lane by lane. Chapter 13 (tensor cores). Read before: kernels/cuda/
+// ldmatrix and cp.async, lane by lane. Chapter 14 (tensor cores). Read before: kernels/cuda/
 // simt.h (their spellings, and what each does on the GPU). Read next: kernels/cuda/matmul.cu.
 //
 // mma.sync and ldmatrix are warp-collective: the 32 lanes meet (warp_exchange, a shuffle of

@@ -1,5 +1,5 @@
 // models/cnn/cnn.cpp: the handwritten digits, a LeNet-style CNN, and its training loop.
-// Chapter XX (convolutions). Read before: models/mlp/mlp.cpp (the same loop on an MLP).
+// Chapter 09 (convolutions). Read before: models/mlp/mlp.cpp (the same loop on an MLP).
 #include "brrr/models/cnn.h"
 
 #include <zlib.h>

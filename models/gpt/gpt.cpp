@@ -232,7 +232,7 @@ Tensor GPT::hidden(const Tensor& input) {
 
 
 // ---------------------------------------------------------------------------------------------
-// the int8 KV cache (chapter 17)
+// the int8 KV cache (chapter 18)
 
 void QuantizedKV::append(const Tensor& x) {
   BRRR_CHECK(x.dim() == 4 && x.dtype() == kFloat32, "KV cache: expected float32 keys or values (B, H, n, hs), got ",

@@ -1,5 +1,5 @@
 """tests/core/bf16_in_torch.py DIR: the bfloat16 safetensors files of test_bfloat16_tensor.cpp,
-read by PyTorch (chapter 17). DIR/brrr.safetensors was written by brrr: "x" in BF16 and "x32"
+read by PyTorch (chapter 18). DIR/brrr.safetensors was written by brrr: "x" in BF16 and "x32"
 (the same numbers before rounding) in F32. PyTorch must read "x" as bfloat16 and find the
 bits its own float32 -> bfloat16 conversion gives for "x32". Then this writes DIR/torch.safetensors
 (BF16 from torch) for brrr to read. A plain reader and writer (8-byte length, JSON header, raw

@@ -1,5 +1,5 @@
 // tests/core/test_attention_op.cpp: ops::flash_attention on the CPU against the composed
-// causal_attention_composed, its gradient by finite differences, and its errors. Chapter 14
+// causal_attention_composed, its gradient by finite differences, and its errors. Chapter 15
 // (flash attention). Read before: framework/src/ops_attention.cpp, kernels/cpu/attention.cpp.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// tests/core/test_bfloat16_tensor.cpp: the BFloat16 dtype on the CPU (chapter 17): creation,
+// tests/core/test_bfloat16_tensor.cpp: the BFloat16 dtype on the CPU (chapter 18): creation,
 // conversion both ways (round to nearest even; NaN, infinities and signed zeros kept),
 // printing, ops computed in float32 and rounded once, sums accumulated in float32, autograd
 // through bf16 tensors, and safetensors BF16 files that PyTorch reads and writes.

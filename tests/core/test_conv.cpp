@@ -1,4 +1,4 @@
-// tests/core/test_conv.cpp: conv2d, conv1d, max_pool2d, avg_pool2d (chapter XX, convolutions):
+// tests/core/test_conv.cpp: conv2d, conv1d, max_pool2d, avg_pool2d (chapter 09, convolutions):
 // gradcheck in float64 for every option, hand-computed values, the "im2col" variant against the
 // "direct" reference at ragged shapes, bitwise reproducibility over thread counts, the errors,
 // and the nn modules' parameter names and shapes.

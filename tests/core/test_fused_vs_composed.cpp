@@ -1,4 +1,4 @@
-// tests/core/test_fused_vs_composed.cpp: the fused ops (chapters 11, 12, 15) against the
+// tests/core/test_fused_vs_composed.cpp: the fused ops (chapters 12, 13, 16) against the
 // composed ones built from primitive ops, values and gradients through autograd, in float64
 // on the CPU. Read before: framework/src/ops_fused.cpp.
 //

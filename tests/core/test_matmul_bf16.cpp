@@ -1,5 +1,5 @@
 // tests/core/test_matmul_bf16.cpp: the bf16 GEMM (kernels/cpu/gemm_bf16.cpp) and the Autocast
-// scope that selects it (brrr/autocast.h), chapter 17. Both variants, "avx512bf16" (where the
+// scope that selects it (brrr/autocast.h), chapter 18. Both variants, "avx512bf16" (where the
 // CPU has AVX512-BF16; skipped elsewhere) and "plain" (everywhere), are checked against the
 // naive float32 matmul of the bf16-rounded operands on ragged sizes, all transpose layouts,
 // accumulation and broadcast batches; against each other bit for bit; and over thread counts.

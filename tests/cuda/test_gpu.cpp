@@ -2,7 +2,7 @@
 // case starts by asking for a GPU; where there is none it calls test::skip (tests/skip.h) and
 // ctest reports it as skipped. The emulator runs the same kernels in CI (tests/emulator);
 // these check what only hardware can: real device memory, cuBLAS, tensor cores, timing.
-// Chapter 09 (the GPU and the emulator). Read before: tests/emulator/test_device.cpp.
+// Chapter 10 (the GPU and the emulator). Read before: tests/emulator/test_device.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>

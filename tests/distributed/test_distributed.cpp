@@ -1,5 +1,5 @@
 // tests/distributed/test_distributed.cpp: data-parallel training over MPI, 2 ranks on the CPU
-// (chapter 18). Every case runs `mpirun -np 2 brrr train ...` as a user would and compares
+// (chapter 19). Every case runs `mpirun -np 2 brrr train ...` as a user would and compares
 // what the ranks wrote with what one process writes. Skipped (exit 77) where there is no
 // mpirun or brrr was built without MPI; scripts/check_required_tests.py makes CI run them.
 #include <doctest/doctest.h>

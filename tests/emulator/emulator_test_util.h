@@ -1,4 +1,4 @@
-// tests/emulator/emulator_test_util.h: what the emulator's tests share (chapter 09): the
+// tests/emulator/emulator_test_util.h: what the emulator's tests share (chapter 10): the
 // message of the error a call throws, to match against what the emulator should report.
 #pragma once
 #include <string>

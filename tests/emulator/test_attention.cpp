@@ -1,6 +1,6 @@
 // tests/emulator/test_attention.cpp: every CUDA attention variant of kernels/cuda/attention.cu,
 // run on the emulator, against the CPU reference (kernels/cpu/attention.cpp), then the op
-// end to end on Device::cuda() backed by the emulator. Chapter 14 (flash attention).
+// end to end on Device::cuda() backed by the emulator. Chapter 15 (flash attention).
 // Read before: kernels/cuda/attention.cu.
 //
 // Shapes stay small (the emulator runs every CUDA thread as a fiber) but cover what tiles get

@@ -1,6 +1,6 @@
 // tests/emulator/test_core_ops.cpp: the "simple" CUDA kernels of kernels/cuda/elementwise.cu,
 // reduce.cu and nn.cu, run on the emulator, against the CPU reference kernels
-// (kernels/cpu/) on the same random inputs. Chapter 09 (the GPU and the emulator).
+// (kernels/cpu/) on the same random inputs. Chapter 10 (the GPU and the emulator).
 // Read before: kernels/cuda/elementwise.cu. Read next: tests/emulator/test_device_ops.cpp.
 //
 // Sizes stay small (the emulator runs every CUDA thread as a fiber) but cover what kernels get

@@ -1,6 +1,6 @@
 // tests/emulator/test_device.cpp: Device::cuda() backed by the SIMT emulator: copies between
 // host and device, the caching allocator's statistics and reuse, out-of-memory errors.
-// Chapter 09 (the GPU and the emulator). Read before: brrr/cuda.h, framework/src/cuda.cpp.
+// Chapter 10 (the GPU and the emulator). Read before: brrr/cuda.h, framework/src/cuda.cpp.
 #include <doctest/doctest.h>
 
 #include <string>

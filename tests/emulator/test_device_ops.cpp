@@ -2,7 +2,7 @@
 // emulator: tensors made on the CPU, moved with .to(Device::cuda()), run through brrr::ops
 // (so through the registry to the CUDA kernels), moved back and compared with the same ops
 // on the CPU; then autograd through those ops on the device, and random numbers that are the
-// same on both devices for the same seed. Chapter 09 (the GPU and the emulator).
+// same on both devices for the same seed. Chapter 10 (the GPU and the emulator).
 // Read before: tests/emulator/test_core_ops.cpp (the kernels one by one).
 #include <doctest/doctest.h>
 

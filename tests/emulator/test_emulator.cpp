@@ -1,7 +1,7 @@
 // tests/emulator/test_emulator.cpp: the SIMT emulator runs CUDA kernels on the CPU: the
 // example kernels against plain loops, the built-in variables, shuffles, barriers, atomics,
 // and the errors a learner meets (a divergent __syncthreads, a bad launch).
-// Chapter 09 (the GPU and the emulator). Read before: kernels/cuda/simt.h, kernels/cuda/examples.cu.
+// Chapter 10 (the GPU and the emulator). Read before: kernels/cuda/simt.h, kernels/cuda/examples.cu.
 //
 // The kernels defined in this file are CUDA too: this file includes simt.h and is compiled by
 // g++, so they run on the emulator exactly like the kernels in kernels/cuda.

@@ -1,10 +1,10 @@
-// tests/emulator/test_fused_kernels.cpp: the GPU kernels of chapters 11, 12 and 15 (GELU and
+// tests/emulator/test_fused_kernels.cpp: the GPU kernels of chapters 12, 13 and 16 (GELU and
 // bias + GELU, LayerNorm and residual + LayerNorm, cross-entropy and the fused classifier,
 // AdamW, multi-tensor AdamW and SGD), every variant against the CPU reference on the emulator;
 // then the fused ops (ops::bias_gelu, ops::residual_layer_norm, ops::cross_entropy_fused):
 // gradient checks on the CPU in float64, the same ops on Device::cuda() against the CPU, and
 // AdamW on the device (the multi-tensor path) against AdamW on the CPU.
-// Chapters 11, 12 and 15. Read before: kernels/cuda/gelu.cu, layernorm.cu, crossentropy.cu,
+// Chapters 12, 13 and 16. Read before: kernels/cuda/gelu.cu, layernorm.cu, crossentropy.cu,
 // adamw.cu; tests/emulator/test_device_ops.cpp.
 //
 // The variants are called directly, brrr::kernels::emu::<op><variant>, with host pointers.
@@ -85,7 +85,7 @@ constexpr float kSentinel = -12345.0f;
 }  // namespace
 
 // =============================================================================================
-// GELU (chapter 11)
+// GELU (chapter 12)
 
 TEST_CASE("gelu forward and backward: variants 1 and 2 match the CPU, ragged n, misaligned, nothing written past n") {
   const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
@@ -174,7 +174,7 @@ TEST_CASE("bias_gelu forward and backward: every variant matches the CPU, ragged
 }
 
 // =============================================================================================
-// LayerNorm (chapter 12)
+// LayerNorm (chapter 13)
 
 namespace {
 template <class T>
@@ -310,7 +310,7 @@ TEST_CASE("layernorm backward variants 2 and 3: the same inputs give the same bi
 }
 
 // =============================================================================================
-// Cross-entropy (chapter 15)
+// Cross-entropy (chapter 16)
 
 namespace {
 template <class T>
@@ -389,7 +389,7 @@ TEST_CASE("cross_entropy fused at GPT-2's padded vocabulary, V = 50,304") {
 }
 
 // =============================================================================================
-// AdamW and SGD (chapter 15)
+// AdamW and SGD (chapter 16)
 
 namespace {
 AdamWParams adamw_params(std::int64_t step, double weight_decay) {

@@ -2,7 +2,7 @@
 // run on the SIMT emulator, against the CPU reference kernels::cpu::matmul_naive: ragged
 // sizes, both transposes, batches with a broadcast operand, accumulate, misaligned pointers;
 // then end to end through ops::matmul on Device::cuda() with each variant selected.
-// Chapter 13 (matmul from naive to tensor cores). Read before: kernels/cuda/matmul.cu.
+// Chapter 14 (matmul from naive to tensor cores). Read before: kernels/cuda/matmul.cu.
 //
 // The WMMA tensor-core variant (7) is GPU-only and not here; kernel-lab checks it on a GPU.
 // The mma.sync variants (9, 10) run here, on inputs rounded as they round them. The sizes

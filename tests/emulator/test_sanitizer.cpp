@@ -3,7 +3,7 @@
 // read of device memory, a launch on a foreign stream, a divergent shuffle, ...), and each
 // test checks that the emulator reports it, naming the kernel, the threads, the buffer and the
 // source line. The real kernels of kernels/cuda run clean under the same checks in the other
-// files of tests/emulator. Chapter 09 (the GPU and the emulator).
+// files of tests/emulator. Chapter 10 (the GPU and the emulator).
 // Read before: kernels/cuda/simt_race_detector.cpp, kernels/cuda/emulator_memory.h.
 //
 // Device memory comes from the emulator's runtime, as brrr's tensors' does, and every launch
@@ -162,7 +162,7 @@ TEST_CASE("planted: reading static __shared__ memory the block did not write is 
   CHECK(contains(message, "which no thread of this block has written"));
 }
 
-// A student's tiled transpose (chapter 09's exercise) with the __syncthreads between writing
+// A student's tiled transpose (chapter 10's exercise) with the __syncthreads between writing
 // the tile and reading it forgotten: thread (x, y) reads tile[x][y + k], which thread
 // (y + k, x), of another warp, writes.
 __global__ void transpose_forgot_barrier(float* out, const float* in, int rows, int cols) {
@@ -180,7 +180,7 @@ __global__ void transpose_forgot_barrier(float* out, const float* in, int rows, 
   }
 }
 
-TEST_CASE("planted: a student's transpose that forgot its __syncthreads (chapter 09) is caught") {
+TEST_CASE("planted: a student's transpose that forgot its __syncthreads (chapter 10) is caught") {
   REQUIRE_RACE_DETECTOR();
   std::vector<float> values(64 * 64);
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);

@@ -3,7 +3,7 @@
 // table down once more, in the ISA's own terms (element a_i of a lane sits at row ..., column
 // ...), builds every lane's registers from it, and checks every lane's result register by
 // register; then planted faults: a missing cp.async.wait_group, a missing __syncthreads between
-// pipeline stages. Chapter 13 (tensor cores). The values are small multiples of 1/4, so every
+// pipeline stages. Chapter 14 (tensor cores). The values are small multiples of 1/4, so every
 // sum is exact and the checks are equalities.
 #include <doctest/doctest.h>
 

@@ -94,7 +94,7 @@ TEST_CASE("brrr exercises prints the table and check grades") {
   CHECK(status == 0);
   CHECK(table.find("ex01 div_backward") != std::string::npos);
   CHECK(table.find("not started") != std::string::npos);
-  CHECK(table.find("ex11 adamw_step") != std::string::npos);  // the CUDA exercises, chapters 11-15
+  CHECK(table.find("ex11 adamw_step") != std::string::npos);  // the CUDA exercises, chapters 12-16
 
   auto [check_status, check] = run(std::string(BRRR_CLI) + " exercises check ex03");
   CHECK(check_status == 1);

@@ -1,5 +1,5 @@
 // tests/models/test_cnn.cpp: the digits loader, the CNN against the same network in PyTorch,
-// and `brrr cnn`'s bar: >= 97% on the held-out digits (chapter XX, convolutions).
+// and `brrr cnn`'s bar: >= 97% on the held-out digits (chapter 09, convolutions).
 // The digits come with python3-sklearn (scripts/setup.sh); without it these say Skipped, and
 // scripts/check_required_tests.py fails a CI run on that.
 #include <doctest/doctest.h>

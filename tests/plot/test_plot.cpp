@@ -1,4 +1,4 @@
-// tests/plot/test_plot.cpp: brrr/plot.h (chapter 05's plots, chapter 10's roofline). Ticks are
+// tests/plot/test_plot.cpp: brrr/plot.h (chapter 05's plots, chapter 11's roofline). Ticks are
 // checked as a reader sees them, by their labels; the legend by drawing each plot twice, with
 // and without it, and looking at what the legend's rectangle would hide.
 #include <doctest/doctest.h>

@@ -1,6 +1,6 @@
 // tests/train/test_device_waits.cpp: a training step on a CUDA device does not make the host
 // wait for the device (no read back, no synchronisation) unless it logs, evaluates or saves.
-// Chapter 16 (putting it together; the step as a CUDA graph needs it), with the data of
+// Chapter 17 (putting it together; the step as a CUDA graph needs it), with the data of
 // chapter 08. Run on the SIMT emulator, whose runtime counts the same waits a GPU's does
 // (kernels/cuda/runtime.h), so CI holds the GPU's step to it without a GPU.
 #include <doctest/doctest.h>

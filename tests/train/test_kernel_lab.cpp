@@ -1,4 +1,4 @@
-// tests/train/test_kernel_lab.cpp: the kernel lab (chapter 10): its table covers every
+// tests/train/test_kernel_lab.cpp: the kernel lab (chapter 11): its table covers every
 // registered op, every CPU variant passes check and grad mode on every case's shapes (aligned
 // and misaligned, float32 and float64), a wrong kernel or a wrong backward fails by name, and
 // `brrr kernel-lab` and `brrr kernels` report clearly. Read before: lab/kernel_lab.h. The
@@ -394,8 +394,8 @@ TEST_CASE("cli: brrr kernel-lab reports mistakes and runs small tables") {
 
   // --list: the lab's cases; `brrr kernels`: the registry, with the default and the about lines.
   CHECK(run_command(b + " kernel-lab --list", &out) == 0);
-  CHECK(contains(out, "check_indices (N, limit) [ch. 16]"));
-  CHECK(contains(out, "layernorm_backward (N, C) [ch. 12, grad]"));
+  CHECK(contains(out, "check_indices (N, limit) [ch. 17]"));
+  CHECK(contains(out, "layernorm_backward (N, C) [ch. 13, grad]"));
   CHECK(run_command(b + " kernels", &out) == 0);
   CHECK(contains(out, "matmul\n  cpu float32: "));
   CHECK(contains(out, "naive: the textbook triple loop"));

@@ -1,4 +1,4 @@
-// tests/train/test_kv_int8.cpp: the int8 KV cache (brrr sample --kv_cache int8, chapter 17) on
+// tests/train/test_kv_int8.cpp: the int8 KV cache (brrr sample --kv_cache int8, chapter 18) on
 // a cpu-tiny model trained here for a few hundred steps: its logits stay within a stated
 // tolerance of the float32 cache's, greedy (temperature 0) decoding picks the same tokens for a
 // stated number of steps, and the cache holds at most half the bytes (3.6x fewer at hs = 32).

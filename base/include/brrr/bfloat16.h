@@ -1,5 +1,5 @@
 // base/include/brrr/bfloat16.h: bfloat16 on the CPU, bit for bit as CUDA's __nv_bfloat16.
-// Chapter 14 (flash attention on tensor cores) uses it in the emulator; mixed precision (the
+// Chapter 15 (flash attention on tensor cores) uses it in the emulator; mixed precision (the
 // BFloat16 dtype) builds on it. Standalone: only the standard library, so any file may use it.
 // Read next: kernels/cuda/simt.h (where the emulator spells __nv_bfloat16 with it).
 //

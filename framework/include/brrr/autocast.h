@@ -1,5 +1,5 @@
 // brrr/autocast.h: mixed precision's switch, in the manner of torch.autocast.
-// Chapter 17 (mixed precision). Read before: ops.h. Read next: framework/src/ops_matmul.cpp.
+// Chapter 18 (mixed precision). Read before: ops.h. Read next: framework/src/ops_matmul.cpp.
 //
 //   {
 //     brrr::Autocast autocast(brrr::kBFloat16);

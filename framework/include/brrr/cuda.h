@@ -1,5 +1,5 @@
 // brrr/cuda.h: the CUDA device: is there one, its memory, and the emulator that stands in for it.
-// Chapter 09 (the GPU and the emulator). Read before: storage.h. Read next: kernels/cuda/simt.h.
+// Chapter 10 (the GPU and the emulator). Read before: storage.h. Read next: kernels/cuda/simt.h.
 //
 // Tensors on Device::cuda() live in GPU memory and run the kernels of kernels/cuda. When
 // there is no GPU, the same device can be backed by the SIMT emulator: the same kernel
@@ -50,7 +50,7 @@ void empty_cache();
 
 // What has made the host wait for the CUDA device so far: copies from the device to the host
 // and synchronisations (both 0 while no CUDA backend is in use). Every wait stalls the queue
-// of kernels, and a step with none can be captured as a CUDA graph: chapter 16.
+// of kernels, and a step with none can be captured as a CUDA graph: chapter 17.
 struct Waits {
   std::uint64_t device_to_host_copies = 0;
   std::uint64_t synchronizations = 0;

@@ -115,7 +115,7 @@ class Dropout : public Module {
   Generator gen;
 };
 
-// --- convolution and pooling (chapter XX, convolutions) ----------------------------------------
+// --- convolution and pooling (chapter 09, convolutions) ----------------------------------------
 // torch.nn.Conv2d's keyword arguments, with fluent setters as libtorch's options:
 //   nn::Conv2d(1, 16, 3, gen, nn::ConvOptions().padding(1))
 struct ConvOptions {

@@ -80,7 +80,7 @@ Tensor gelu_composed(const Tensor& x);  // from mul, add, tanh: autograd derives
 // LayerNorm over the last dim: (x - mean) / sqrt(var + eps) * weight + bias.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 Tensor layer_norm_composed(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
-// Fused forms (chapters 11, 12, 15; ops_fused.cpp): one kernel each way where the composed
+// Fused forms (chapters 12, 13, 16; ops_fused.cpp): one kernel each way where the composed
 // ops take several, with the same gradients.
 // gelu(x + bias), x (.., C), bias (C): the MLP's bias add and GELU in one pass.
 Tensor bias_gelu(const Tensor& x, const Tensor& bias);
@@ -101,7 +101,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
 // the (B, H, T, T) weights are kept for it.
 Tensor causal_attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, double dropout = 0.0,
                                  Generator* gen = nullptr);
-// The same with its own kernels (chapter 14): one forward kernel that never holds the (T, T)
+// The same with its own kernels (chapter 15): one forward kernel that never holds the (T, T)
 // scores (flash attention on the GPU) and one backward kernel. No dropout.
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v);
 // gelu(x @ weight^T + bias), the MLP's first half: x (.., in), weight (out, in), bias (out)
@@ -125,7 +125,7 @@ inline constexpr kernels::Op<attention_fn> causal_attention{"causal_attention", 
 template <class T>
 inline constexpr kernels::Op<linear_gelu_fn> linear_gelu{"linear_gelu", dtype_of<T>()};
 }  // namespace variants
-// --- convolution and pooling (chapter XX, convolutions; ops_conv.cpp) ----------------------------
+// --- convolution and pooling (chapter 09, convolutions; ops_conv.cpp) ----------------------------
 // A pair of sizes (height, width), or one size for both, as PyTorch's int-or-tuple arguments:
 // conv2d(x, w, b, 1, 1) or conv2d(x, w, b, {2, 1}, {1, 0}).
 struct Size2 {

@@ -1,7 +1,7 @@
 // brrr/plot.h: small PNG plots (loss curves, rooflines, decision boundaries, heat maps), with
 // no dependency beyond stb_image_write. Log axes are ticked in real units, as matplotlib does.
 // Chapter 05 (the first MLP) introduces it; chapter 08 plots loss curves and attention maps,
-// chapter 10 the roofline.
+// chapter 11 the roofline.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -93,7 +93,7 @@ struct RooflinePoint {
   double gflops;      // GFLOP/s reached
 };
 
-// The roofline model of chapter 10 on log-log axes: the roof min(peak, bandwidth x intensity),
+// The roofline model of chapter 11 on log-log axes: the roof min(peak, bandwidth x intensity),
 // the ridge point where the two meet (marked and labelled with its intensity), and each point
 // as a dot labelled with its kernel.
 Figure draw_roofline(double peak_gflops, double bandwidth_gbs, const std::vector<RooflinePoint>& points,
@@ -114,7 +114,7 @@ void heatmap(const std::string& path, const std::vector<double>& values, int row
 
 // Small images in a grid, each (rows x cols) values in row-major order, drawn in grey
 // (white = its lowest value, black = its highest: each image scaled on its own) with a caption
-// under it, e.g. misclassified digits ("7 as 1") or a conv layer's filters (chapter XX).
+// under it, e.g. misclassified digits ("7 as 1") or a conv layer's filters (chapter 09).
 void image_grid(const std::string& path, const std::vector<std::vector<double>>& images, int rows, int cols,
                 const std::vector<std::string>& captions, const std::string& title, int columns = 10);
 

@@ -1,5 +1,5 @@
 // brrr/profiler.h: where the time goes, op by op.
-// Chapter 08 (training) uses it to profile a training step; chapter 16 compares composed and
+// Chapter 08 (training) uses it to profile a training step; chapter 17 compares composed and
 // fused steps with it.
 //
 // When enabled, every op records its wall time under its name, and every backward closure

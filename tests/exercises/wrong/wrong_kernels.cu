@@ -1,5 +1,5 @@
 // tests/exercises/wrong/wrong_kernels.cu: complete but wrong answers to the CUDA exercises (ex04-ex11,
-// chapters 11-15), one planted mistake each; compiled twice like every .cu file (the GPU and the
+// chapters 12-16), one planted mistake each; compiled twice like every .cu file (the GPU and the
 // SIMT emulator), registered as variants "wrong_<mistake>" by register_wrong_cuda_kernels().
 // test_wrong_answers.cpp grades them: each grader must fail them and say where.
 // Plain kernels on purpose: one thread per element, row or output, except where the mistake

@@ -1,5 +1,5 @@
 // brrr/models/cnn.h: a LeNet-style convolutional network trained on real handwritten digits.
-// Chapter XX (convolutions). Read before: brrr/nn.h (Conv2d, MaxPool2d), brrr/models/mlp.h.
+// Chapter 09 (convolutions). Read before: brrr/nn.h (Conv2d, MaxPool2d), brrr/models/mlp.h.
 //
 // The data: the 1,797 handwritten 8x8 digits of UCI's "Optical Recognition of Handwritten
 // Digits" test set, as Debian's python3-sklearn ships them (sklearn/datasets/data/digits.csv.gz:

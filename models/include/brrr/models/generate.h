@@ -21,7 +21,7 @@ struct GenerateOptions {
   double top_p = 1.0;      // 1: no nucleus cut
   std::uint64_t seed = 1337;
   bool kv_cache = true;
-  bool kv_cache_int8 = false;  // keys and values kept in int8, a scale per head and position (chapter 17)
+  bool kv_cache_int8 = false;  // keys and values kept in int8, a scale per head and position (chapter 18)
 };
 
 // Continues `prompt` (token ids, at least one); on_token is called with each new token as it

@@ -94,7 +94,7 @@ class Block : public nn::Module {
   std::shared_ptr<FeedForward> mlp;
 };
 
-// One layer's keys (or values) in int8 (chapter 17): each row of hs numbers (one head at one
+// One layer's keys (or values) in int8 (chapter 18): each row of hs numbers (one head at one
 // position) is stored as round(x / scale) with scale = max |x| / 127, so q * scale is x to
 // within scale / 2. hs bytes and one float a row instead of 4 * hs bytes: 3.6x smaller at
 // hs = 32. Rows are appended position by position; kept on the host.
@@ -109,7 +109,7 @@ struct QuantizedKV {
 
 // The keys and values of every layer for the positions processed so far, so generating a
 // token costs one position's work instead of the whole context's (chapter 08). With int8
-// set (brrr sample --kv_cache int8, chapter 17) they are kept quantized instead.
+// set (brrr sample --kv_cache int8, chapter 18) they are kept quantized instead.
 struct KVCache {
   std::vector<Tensor> keys, values;  // per layer, (B, H, t, hs)
   bool int8 = false;
