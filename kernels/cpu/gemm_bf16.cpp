@@ -29,18 +29,14 @@
 // Reproducibility: as in gemm_blocked.cpp, each element of C is one chain of adds over k in a
 // fixed order (pair by pair), never split among threads, so the bits do not depend on the
 // thread count.
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <new>
 
 #include "brrr/bfloat16.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_grid.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 // GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593), as in gemm_blocked.cpp.
@@ -312,60 +308,18 @@ void gemm_block(const Path& path, float* c, const float* a, const float* b, cons
   }
 }
 
-struct Buffer {  // 64-byte aligned words, freed on scope exit
-  struct Free {
-    void operator()(u32* p) const { std::free(p); }
-  };
-  std::unique_ptr<u32, Free> data;
-  explicit Buffer(i64 words) {
-    const std::size_t bytes = (static_cast<std::size_t>(words) * sizeof(u32) + 63) / 64 * 64;
-    data.reset(static_cast<u32*>(std::aligned_alloc(64, bytes)));
-    if (!data) throw std::bad_alloc();
-  }
-  u32* get() const { return data.get(); }
-};
-
 void matmul_bf16(const Path& path, float* out, const float* a, const float* b, const MatmulShape& s) {
-  const i64 M = s.M, N = s.N, K = s.K;
-  if (M == 0 || N == 0 || s.batch == 0) return;
-  if (K == 0) {
-    if (!s.accumulate)
-      for (i64 bi = 0; bi < s.batch; ++bi) std::memset(out + bi * s.stride_out, 0, M * N * sizeof(float));
-    return;
-  }
+  if (gemm_trivial(out, s)) return;
   // The job grid, exactly as in gemm_blocked.cpp: it decides who computes a tile, never how.
-  const double flops = 2.0 * M * N * K * s.batch;
-  const int nth = flops < 1e6 || omp_in_parallel() ? 1 : omp_get_max_threads();
-  const i64 m_panels = (M + kMR - 1) / kMR, n_panels = (N + kNR - 1) / kNR;
-  i64 mb = 1, nb = (n_panels + kNC / kNR - 1) / (kNC / kNR);
-  auto balanced = [&] {
-    const i64 jobs = s.batch * mb * nb;
-    return jobs % nth == 0 || jobs >= 8 * nth;
-  };
-  while (!balanced()) {
-    if (M * nb >= N * mb && mb < m_panels) ++mb;
-    else if (nb < n_panels) ++nb;
-    else break;
-  }
-  const i64 jobs = s.batch * mb * nb;
-  const int team = static_cast<int>(std::min<i64>(nth, jobs));
-  const i64 kp = pairs(std::min(kKC, K)), width = (n_panels + nb - 1) / nb * kNR;
+  const GemmGrid grid(s, kMR, kNR, kNC);
+  const i64 kp = pairs(std::min(kKC, s.K)), width = grid.block_width();
   const i64 per_thread = (kp * width + kMR * kp + 15) / 16 * 16;
-  Buffer buffers(team * per_thread);
-  auto job = [&](i64 u, int tid) {
-    const i64 r = u % mb, q = (u / mb) % nb, bi = u / (mb * nb);
-    const i64 m0 = m_panels * r / mb * kMR, m1 = std::min(M, m_panels * (r + 1) / mb * kMR);
-    const i64 n0 = n_panels * q / nb * kNR, n1 = std::min(N, n_panels * (q + 1) / nb * kNR);
+  AlignedBuffer<u32> buffers(grid.team * per_thread);
+  grid.run([&](const GemmTile& t, int tid) {
     u32* bp = buffers.get() + tid * per_thread;
-    gemm_block(path, out + bi * s.stride_out, a + bi * s.stride_a, b + bi * s.stride_b, s, m0, m1, n0, n1, bp,
-               bp + kp * width);
-  };
-  if (team == 1) {
-    for (i64 u = 0; u < jobs; ++u) job(u, 0);
-    return;
-  }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(team)
-  for (i64 u = 0; u < jobs; ++u) job(u, omp_get_thread_num());
+    gemm_block(path, out + t.bi * s.stride_out, a + t.bi * s.stride_a, b + t.bi * s.stride_b, s, t.m0, t.m1, t.n0,
+               t.n1, bp, bp + kp * width);
+  });
 }
 
 }  // namespace

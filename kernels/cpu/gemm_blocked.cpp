@@ -51,16 +51,12 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <new>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_grid.h"
 
 #ifdef __AVX512F__
 
@@ -231,19 +227,6 @@ void gemm_block(float* c, const float* a, const float* b, const MatmulShape& s, 
   }
 }
 
-struct Buffer {  // 64-byte aligned floats, freed on scope exit
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float, Free> data;
-  explicit Buffer(i64 floats) {
-    const std::size_t bytes = (static_cast<std::size_t>(floats) * sizeof(float) + 63) / 64 * 64;
-    data.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    if (!data) throw std::bad_alloc();
-  }
-  float* get() const { return data.get(); }
-};
-
 }  // namespace
 
 // ----------------------------------------------------------------------------------------
@@ -259,53 +242,18 @@ struct Buffer {  // 64-byte aligned floats, freed on scope exit
 
 template <>
 void matmul_blocked<float>(float* out, const float* a, const float* b, const MatmulShape& s, Stream) {
-  const i64 M = s.M, N = s.N, K = s.K;
-  if (M == 0 || N == 0 || s.batch == 0) return;
-  if (K == 0) {  // an empty sum: zero, or nothing to add
-    if (!s.accumulate)
-      for (i64 bi = 0; bi < s.batch; ++bi) std::memset(out + bi * s.stride_out, 0, M * N * sizeof(float));
-    return;
-  }
-  // Under ~1 MFLOP (a 64^3 matmul is 0.5) waking threads costs more than it saves. Many small
-  // matrices (attention's (B*H, T, T) products) are simply many jobs, one matrix each.
-  const double flops = 2.0 * M * N * K * s.batch;
-  const int nth = flops < 1e6 || omp_in_parallel() ? 1 : omp_get_max_threads();
-  // The grid: column blocks of equal width up to NC; then, until the jobs share evenly among
-  // the threads (or are so many that the last round hardly matters), cut the longer side of
-  // the blocks once more. The grid decides who computes a tile, never how (see the top).
-  const i64 m_panels = (M + kMR - 1) / kMR, n_panels = (N + kNR - 1) / kNR;
-  i64 mb = 1, nb = (n_panels + kNC / kNR - 1) / (kNC / kNR);
-  auto balanced = [&] {
-    const i64 jobs = s.batch * mb * nb;
-    return jobs % nth == 0 || jobs >= 8 * nth;
-  };
-  while (!balanced()) {
-    if (M * nb >= N * mb && mb < m_panels) ++mb;
-    else if (nb < n_panels) ++nb;
-    else break;
-  }
-  const i64 jobs = s.batch * mb * nb;
-  const int team = static_cast<int>(std::min<i64>(nth, jobs));
+  if (gemm_trivial(out, s)) return;
+  // The grid of jobs (kernels/cpu/gemm_grid.h) decides who computes a tile, never how.
+  const GemmGrid grid(s, kMR, kNR, kNC);
   // Each thread's packing buffers: a B block and an A micro-panel, 64-byte aligned.
-  const i64 kc = std::min(kKC, K), width = (n_panels + nb - 1) / nb * kNR;
+  const i64 kc = std::min(kKC, s.K), width = grid.block_width();
   const i64 per_thread = (kc * width + kMR * kc + 15) / 16 * 16;
-  Buffer buffers(team * per_thread);
-  auto job = [&](i64 u, int tid) {
-    const i64 r = u % mb, q = (u / mb) % nb, bi = u / (mb * nb);
-    // Whole micro-panels per block: [first, last) MR-row panels, and as many NR columns.
-    const i64 m0 = m_panels * r / mb * kMR, m1 = std::min(M, m_panels * (r + 1) / mb * kMR);
-    const i64 n0 = n_panels * q / nb * kNR, n1 = std::min(N, n_panels * (q + 1) / nb * kNR);
+  AlignedBuffer<float> buffers(grid.team * per_thread);
+  grid.run([&](const GemmTile& t, int tid) {
     float* bp = buffers.get() + tid * per_thread;
-    gemm_block(out + bi * s.stride_out, a + bi * s.stride_a, b + bi * s.stride_b, s, m0, m1, n0, n1, bp,
-               bp + kc * width);
-  };
-  if (team == 1) {
-    for (i64 u = 0; u < jobs; ++u) job(u, 0);
-    return;
-  }
-  // Dynamic: a thread that starts late (woken late, or sharing its core) just takes fewer jobs.
-#pragma omp parallel for schedule(dynamic, 1) num_threads(team)
-  for (i64 u = 0; u < jobs; ++u) job(u, omp_get_thread_num());
+    gemm_block(out + t.bi * s.stride_out, a + t.bi * s.stride_a, b + t.bi * s.stride_b, s, t.m0, t.m1, t.n0, t.n1,
+               bp, bp + kc * width);
+  });
 }
 
 }  // namespace brrr::kernels::cpu
