@@ -30,25 +30,8 @@ namespace {
 brrr::gpu::Runtime& runtime() { return brrr::gpu::emulator_runtime(); }
 brrr::kernels::Stream stream() { return runtime().stream(); }
 
-// n values of device memory, freed at the end of the scope.
-template <class T>
-struct DeviceArray {
-  T* data;
-  std::size_t n;
-  explicit DeviceArray(std::size_t count) : data(static_cast<T*>(runtime().malloc(count * sizeof(T)))), n(count) {}
-  DeviceArray(const std::vector<T>& values) : DeviceArray(values.size()) {
-    runtime().copy(data, values.data(), n * sizeof(T), brrr::gpu::CopyKind::HostToDevice);
-  }
-  ~DeviceArray() { runtime().free(data); }
-  DeviceArray(const DeviceArray&) = delete;
-  std::vector<T> host() const {
-    std::vector<T> values(n);
-    runtime().copy(values.data(), data, n * sizeof(T), brrr::gpu::CopyKind::DeviceToHost);
-    return values;
-  }
-};
-
 using brrr::test::contains;
+using brrr::test::DeviceArray;
 using brrr::test::error_of;
 
 // The race detector is not in the AddressSanitizer build (it cannot be combined with it).

@@ -25,24 +25,8 @@ namespace {
 brrr::gpu::Runtime& runtime() { return brrr::gpu::emulator_runtime(); }
 brrr::kernels::Stream stream() { return runtime().stream(); }
 
-template <class T>
-struct DeviceArray {
-  T* data;
-  std::size_t n;
-  explicit DeviceArray(std::size_t count) : data(static_cast<T*>(runtime().malloc(count * sizeof(T)))), n(count) {}
-  DeviceArray(const std::vector<T>& values) : DeviceArray(values.size()) {
-    runtime().copy(data, values.data(), n * sizeof(T), brrr::gpu::CopyKind::HostToDevice);
-  }
-  ~DeviceArray() { runtime().free(data); }
-  DeviceArray(const DeviceArray&) = delete;
-  std::vector<T> host() const {
-    std::vector<T> values(n);
-    runtime().copy(values.data(), data, n * sizeof(T), brrr::gpu::CopyKind::DeviceToHost);
-    return values;
-  }
-};
-
 using brrr::test::contains;
+using brrr::test::DeviceArray;
 using brrr::test::error_of;
 
 // Random multiples of 1/4 in [-2, 2]: exact in bf16, f16 and tf32, and so are their sums here.
