@@ -59,6 +59,31 @@ std::vector<std::vector<float>> parameters_of(const std::string& checkpoint) {
   for (const auto& t : f.tensors()) out.push_back(f.tensor(t.name).to_vector<float>());
   return out;
 }
+
+// Runs `dtype` training for 8 steps whole, and again as 5 steps then --resume to 8, under
+// scratch folders named after `name`; checks that the resumed run's losses and final parameters
+// are the uninterrupted run's, bit for bit, and returns the uninterrupted run.
+train::TrainResult check_resume_is_bitwise(const std::string& dtype, const std::string& name) {
+  train::TrainConfig full = small_config(scratch(name + "-full"));
+  full.dtype = dtype;
+  const train::TrainResult whole = train::run_training(full);
+
+  train::TrainConfig first = small_config(scratch(name + "-split"));
+  first.dtype = dtype;
+  first.max_iters = 5;  // stop after 5 of the 8 steps (lr_decay_iters stays 8, so the schedule is the same)
+  const train::TrainResult part1 = train::run_training(first);
+  train::TrainConfig second = first;
+  second.max_iters = 8;
+  second.resume = true;
+  const train::TrainResult part2 = train::run_training(second);
+
+  std::vector<double> joined = part1.losses;
+  joined.insert(joined.end(), part2.losses.begin(), part2.losses.end());
+  CHECK(joined == whole.losses);
+  CHECK(parameters_of(part2.last_checkpoint) == parameters_of(whole.last_checkpoint));
+  return whole;
+}
+
 }  // namespace
 
 TEST_CASE("training config: presets, JSON, unknown keys and wrong types") {
@@ -101,39 +126,11 @@ TEST_CASE("the dataset caches its tokens and draws the same batches from the sam
 }
 
 TEST_CASE("a resumed run continues bitwise identically to an uninterrupted one") {
-  train::TrainConfig full = small_config(scratch("full"));
-  const train::TrainResult whole = train::run_training(full);
-
-  train::TrainConfig first = small_config(scratch("split"));
-  first.max_iters = 5;  // stop after 5 of the 8 steps (lr_decay_iters stays 8, so the schedule is the same)
-  const train::TrainResult part1 = train::run_training(first);
-  train::TrainConfig second = first;
-  second.max_iters = 8;
-  second.resume = true;
-  const train::TrainResult part2 = train::run_training(second);
-
-  std::vector<double> joined = part1.losses;
-  joined.insert(joined.end(), part2.losses.begin(), part2.losses.end());
-  CHECK(joined == whole.losses);
-  CHECK(parameters_of(part2.last_checkpoint) == parameters_of(whole.last_checkpoint));
+  check_resume_is_bitwise("float32", "resume");
 }
 
 TEST_CASE("a bf16 (mixed precision) run resumes bit for bit, and differs from float32 by rounding only") {
-  train::TrainConfig full = small_config(scratch("bf16-full"));
-  full.dtype = "bf16";
-  const train::TrainResult whole = train::run_training(full);
-  train::TrainConfig first = small_config(scratch("bf16-split"));
-  first.dtype = "bf16";
-  first.max_iters = 5;
-  const train::TrainResult part1 = train::run_training(first);
-  train::TrainConfig second = first;
-  second.max_iters = 8;
-  second.resume = true;
-  const train::TrainResult part2 = train::run_training(second);
-  std::vector<double> joined = part1.losses;
-  joined.insert(joined.end(), part2.losses.begin(), part2.losses.end());
-  CHECK(joined == whole.losses);
-  CHECK(parameters_of(part2.last_checkpoint) == parameters_of(whole.last_checkpoint));
+  const train::TrainResult whole = check_resume_is_bitwise("bf16", "bf16");
   // The same run in float32: other bits (the matmuls' operands were rounded), the same losses
   // to within the rounding. Checkpoints hold float32 either way.
   const train::TrainResult f32 = train::run_training(small_config(scratch("bf16-f32")));
