@@ -64,7 +64,7 @@ const Exercise& find(const std::string& id_or_name);
 // answers this way). Never throws: an error is the Result.
 Result grade(const Exercise& exercise, const std::string& variant = "student");
 
-// The graders of ex01 and ex03, whose answers are functions rather than registered kernels,
+// The graders of ex01, ex03 and ex13, whose answers are functions rather than registered kernels,
 // over any implementation: grade() hands them the student's or the solution's functions, the
 // course's tests (tests/exercises) planted wrong ones. Never throw, as grade().
 using DivFn = Tensor (*)(const Tensor& a, const Tensor& b);
@@ -73,6 +73,8 @@ using MostFrequentPairFn = std::pair<std::uint32_t, std::uint32_t> (*)(
     const std::vector<std::vector<std::uint32_t>>& words, const std::vector<std::uint64_t>& counts);
 using MergePairFn = void (*)(std::vector<std::uint32_t>& word, std::uint32_t a, std::uint32_t b, std::uint32_t id);
 Result grade_bpe_merge(MostFrequentPairFn most_frequent_pair, MergePairFn merge_pair);
+using Bf16RoundFn = std::uint16_t (*)(float x);
+Result grade_bf16_round(Bf16RoundFn rounding);  // ex13: the rounding alone (not the matmul it makes)
 // Whether this build has the reference solutions (variant "solution").
 bool solutions_built();
 

@@ -4,7 +4,7 @@
 // (chapter 04 introduces the registry; docs/teaching.md lists the exercises).
 #include "kernels/registry.h"
 #include "exercises/solutions/solutions.h"
-#include "exercises/student/student.h"  // conv2d_from_im2col, the given half of ex12
+#include "exercises/student/student.h"  // conv2d_from_im2col and matmul_bf16_rounding, the given halves of ex12 and ex13
 
 namespace brrr::kernels {
 
@@ -16,6 +16,8 @@ void register_solution_kernels() {
       &student::conv2d_from_im2col<float, &solution::im2col<float>>, -20, answer);
   add(op::conv2d_forward<double>, DeviceType::CPU, "solution",
       &student::conv2d_from_im2col<double, &solution::im2col<double>>, -20, answer);
+  add(op::matmul_bf16, DeviceType::CPU, "solution", &student::matmul_bf16_rounding<&solution::float_to_bf16>, -20,
+      answer);
 }
 
 }  // namespace brrr::kernels

@@ -11,6 +11,7 @@
 // (exercises/solutions, the teacher's copy) define the same functions in namespace
 // brrr::solution.
 #pragma once
+#include <bit>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -82,6 +83,34 @@ void conv2d_from_im2col(T* out, const T* x, const T* weight, const T* bias, cons
       for (std::int64_t c = 0; c < s.C_out; ++c)
         for (std::int64_t p = 0; p < P; ++p) o[c * P + p] += bias[c];
   }
+}
+
+// --- ex13, chapter 18: rounding float32 to bfloat16 (bf16_round.cpp) -------------------------
+// The 16 bits of the bfloat16 nearest to x, ties to even; a NaN stays a NaN.
+std::uint16_t float_to_bf16(float x);
+
+// A matmul_bf16 kernel built on a rounding function (given, not an exercise): a and b are
+// rounded to bfloat16 (and widened back, exactly) into copies, then multiplied by the
+// registry's float32 matmul: products of bf16 values are exact in float32, sums are float32,
+// which is matmul_bf16's contract (kernels/signatures.h). The student's rounding makes
+// matmul_bf16 variant "student" (register.cpp).
+using Bf16RoundFn = std::uint16_t (*)(float x);
+template <Bf16RoundFn rounding>
+void matmul_bf16_rounding(float* out, const float* a, const float* b, const kernels::MatmulShape& s,
+                          kernels::Stream stream) {
+  // The floats each operand spans: one matrix, or one per batch entry when its stride is not 0.
+  const auto span = [&](std::int64_t stride, std::int64_t matrix) {
+    return static_cast<std::size_t>(stride == 0 ? matrix : (s.batch - 1) * stride + matrix);
+  };
+  const auto rounded = [](const float* x, std::size_t n) {
+    std::vector<float> r(n);
+    for (std::size_t i = 0; i < n; ++i) r[i] = std::bit_cast<float>(std::uint32_t{rounding(x[i])} << 16);
+    return r;
+  };
+  if (s.batch == 0 || s.M == 0 || s.N == 0) return;
+  const std::vector<float> ra = rounded(a, span(s.stride_a, s.M * s.K)), rb = rounded(b, span(s.stride_b, s.K * s.N));
+  static kernels::Kernel<kernels::matmul_fn<float>> gemm(kernels::op::matmul<float>);
+  gemm(DeviceType::CPU)(out, ra.data(), rb.data(), s, stream);
 }
 
 }  // namespace brrr::student

@@ -52,6 +52,14 @@ TEST_CASE("ex12: an im2col that uses stride_h along W passes the lab's square ca
                  {"stride (2, 1), padding (1, 3), dilation (1, 2): out[", "an option of H used for W"});
 }
 
+TEST_CASE("ex13: truncating, rounding ties away from zero, and a NaN that becomes infinity all fail") {
+  check_rejected(exercises::grade_bf16_round(&wrong::bf16_truncated),
+                 {"float_to_bf16(", "the nearest bfloat16 is", "is over halfway, so round up"});
+  check_rejected(exercises::grade_bf16_round(&wrong::bf16_ties_away),
+                 {"float_to_bf16(", "a tie goes to the value whose last bit is 0"});
+  check_rejected(exercises::grade_bf16_round(&wrong::bf16_nan_unguarded), {"not a NaN: a NaN must stay a NaN"});
+}
+
 TEST_CASE("ex03: a tie to the larger pair, and merging overlapping pairs, both fail") {
 #if BRRR_EXERCISE_SOLUTIONS
   check_rejected(exercises::grade_bpe_merge(&wrong::most_frequent_pair_larger_tie, &solution::merge_pair),

@@ -1,8 +1,9 @@
-// tests/exercises/wrong/wrong_answers.cpp: the CPU wrong answers (ex01-ex03) of wrong_answers.h, and
-// the provider that registers every wrong kernel. Chapters 03, 04 and 06.
+// tests/exercises/wrong/wrong_answers.cpp: the CPU wrong answers (ex01-ex03, ex13) of wrong_answers.h, and
+// the provider that registers every wrong kernel. Chapters 03, 04, 06 and 18.
 #include "tests/exercises/wrong/wrong_answers.h"
 
 #include <algorithm>
+#include <bit>
 #include <map>
 
 #include "brrr/autograd.h"
@@ -134,5 +135,23 @@ void provide(DeviceType device, bool emulated) {
 }  // namespace
 
 void install_wrong_answers() { kernels::add_provider(&provide); }
+
+// ex13
+std::uint16_t bf16_truncated(float x) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0;
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+std::uint16_t bf16_ties_away(float x) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0;
+  return static_cast<std::uint16_t>((u + 0x8000u) >> 16);
+}
+
+std::uint16_t bf16_nan_unguarded(float x) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+  return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
 
 }  // namespace brrr::wrong

@@ -24,6 +24,13 @@ std::pair<std::uint32_t, std::uint32_t> most_frequent_pair_larger_tie(
 // ex03: merges overlapping pairs: "a a a" with (a, a) gives "aa aa" (the second a used twice).
 void merge_pair_overlapping(std::vector<std::uint32_t>& word, std::uint32_t a, std::uint32_t b, std::uint32_t id);
 
+// ex13: three roundings of float32 to bfloat16 that each miss one rule: dropping the low half
+// (truncation), ties rounded up (away from zero) instead of to even, and the round-up trick
+// applied to NaNs too (0x7F800001 becomes infinity).
+std::uint16_t bf16_truncated(float x);
+std::uint16_t bf16_ties_away(float x);
+std::uint16_t bf16_nan_unguarded(float x);
+
 // ex02: registers matmul variant "wrong_tile" on the CPU (float32, float64): a tiled matmul
 // whose edge tiles stop one column short; ex12: conv2d_forward variant "wrong_stride", an
 // im2col that uses stride_h along W too. ex04-ex11: the CUDA variants of wrong_kernels.cu.
