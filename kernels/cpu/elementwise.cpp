@@ -6,7 +6,13 @@
 // merged dims that can be walked as one, so most calls are a single flat loop.
 #include "kernels/cpu/cpu_kernels.h"
 
+#include <algorithm>
+#include <cstring>
 #include <type_traits>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "brrr/bfloat16.h"
 #include "brrr/error.h"
@@ -137,15 +143,89 @@ void normal(T* out, std::int64_t n, std::uint64_t seed, std::uint64_t counter, S
   });
 }
 
+// Philox for kLanes = 16 consecutive counters at once: the same words as philox4x32, bit for
+// bit (words[l][k] is word k of philox4x32(key, counter + l)). With AVX-512 the four state
+// words of the 16 counters live in four registers. Each round needs the full 64-bit products
+// kMul * c of 32-bit lanes; vpmuludq (_mm512_mul_epu32) forms them for the even lanes, so the
+// odd lanes are shifted down and multiplied too, and the low and high halves are put back in
+// their lanes with two blends. About 1 ns per element against 6 for one counter at a time.
+namespace {
+constexpr int kLanes = 16;
+
+#if defined(__AVX512F__)
+// lo[l], hi[l] = the low and high 32 bits of m * c[l], for 16 lanes.
+// (The maskz_ forms with every lane kept: GCC 12's plain forms warn inside its own headers,
+// GCC bug 105593, as kernels/cpu/gemm_blocked.cpp explains.)
+inline void mul_hi_lo(__m512i c, __m512i m, __m512i& hi, __m512i& lo) {
+  constexpr __mmask8 kAll = 0xFF;
+  constexpr __mmask16 kOdd = 0xAAAA;
+  const __m512i even = _mm512_maskz_mul_epu32(kAll, c, m);                               // lanes 0, 2, ...
+  const __m512i odd = _mm512_maskz_mul_epu32(kAll, _mm512_maskz_srli_epi64(kAll, c, 32), m);  // lanes 1, 3, ...
+  lo = _mm512_mask_blend_epi32(kOdd, even, _mm512_maskz_slli_epi64(kAll, odd, 32));
+  hi = _mm512_mask_blend_epi32(kOdd, _mm512_maskz_srli_epi64(kAll, even, 32), odd);
+}
+#endif
+
+void philox_lanes(std::uint32_t (&words)[kLanes][4], std::uint64_t key, std::uint64_t counter) {
+#if defined(__AVX512F__)
+  alignas(64) std::uint32_t lo[kLanes], hi[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    const std::uint64_t c = counter + static_cast<std::uint64_t>(l);
+    lo[l] = static_cast<std::uint32_t>(c), hi[l] = static_cast<std::uint32_t>(c >> 32);
+  }
+  __m512i c0 = _mm512_load_si512(lo), c1 = _mm512_load_si512(hi), c2 = _mm512_setzero_si512(),
+          c3 = _mm512_setzero_si512();
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(Philox::kMul0)),
+                m1 = _mm512_set1_epi32(static_cast<int>(Philox::kMul1));
+  std::uint32_t k0 = static_cast<std::uint32_t>(key), k1 = static_cast<std::uint32_t>(key >> 32);
+  for (int round = 0; round < Philox::kRounds; ++round) {
+    __m512i hi0, lo0, hi1, lo1;
+    mul_hi_lo(c0, m0, hi0, lo0);
+    mul_hi_lo(c2, m1, hi1, lo1);
+    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
+    c1 = lo1;
+    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
+    c3 = lo0;
+    k0 += Philox::kWeyl0;
+    k1 += Philox::kWeyl1;
+  }
+  // (4 words x 16 lanes) -> (16 lanes x 4 words): interleave 32-bit words (c0 c1, c2 c3), then
+  // 64-bit pairs, then put the 128-bit quarters in order.
+  const __m512i a = _mm512_maskz_unpacklo_epi32(0xFFFF, c0, c1), b = _mm512_maskz_unpackhi_epi32(0xFFFF, c0, c1);
+  const __m512i c = _mm512_maskz_unpacklo_epi32(0xFFFF, c2, c3), d = _mm512_maskz_unpackhi_epi32(0xFFFF, c2, c3);
+  const __m512i q0 = _mm512_maskz_unpacklo_epi64(0xFF, a, c), q1 = _mm512_maskz_unpackhi_epi64(0xFF, a, c);  // lanes 0,1 / 4,5 ...
+  const __m512i q2 = _mm512_maskz_unpacklo_epi64(0xFF, b, d), q3 = _mm512_maskz_unpackhi_epi64(0xFF, b, d);  // lanes 2,3 / 6,7 ...
+  // q0 holds lanes 0, 4, 8, 12 (one 128-bit quarter each), q1 lanes 1, 5, 9, 13, q2 2, 6, ...
+  alignas(64) std::uint32_t t[4][kLanes];
+  _mm512_store_si512(t[0], q0), _mm512_store_si512(t[1], q1), _mm512_store_si512(t[2], q2), _mm512_store_si512(t[3], q3);
+  for (int quarter = 0; quarter < 4; ++quarter)
+    for (int j = 0; j < 4; ++j)
+      std::memcpy(words[4 * quarter + j], &t[j][4 * quarter], 16);
+#else
+  for (int l = 0; l < kLanes; ++l) {
+    const PhiloxWords r = philox4x32(key, counter + static_cast<std::uint64_t>(l));
+    for (int k = 0; k < 4; ++k) words[l][k] = r.w[k];
+  }
+#endif
+}
+}  // namespace
+
 // mask = 0 with probability p, else 1 / (1 - p): multiplying by it is inverted dropout.
+// Element i takes word i % 4 of block i / 4, as uniform's floats do; threads take groups of
+// kLanes blocks (64 elements).
 template <class T>
 void dropout_mask(T* mask, std::int64_t n, T p, std::uint64_t seed, std::uint64_t counter, Stream) {
   const T scale = T(1) / (T(1) - p);
-  parallel_for((n + 3) / 4, 2048, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t block = b; block < e; ++block) {
-      const auto w = philox(seed, counter + block);
-      for (int k = 0; k < 4 && block * 4 + k < n; ++k)
-        mask[block * 4 + k] = uniform_from_bits(w[k]) < p ? T(0) : scale;
+  constexpr std::int64_t kGroup = 4 * kLanes;  // elements per group of blocks
+  parallel_for((n + kGroup - 1) / kGroup, 64, [=](std::int64_t b, std::int64_t e) {  // by value: in registers
+    std::uint32_t words[kLanes][4];
+    for (std::int64_t group = b; group < e; ++group) {
+      philox_lanes(words, seed, counter + static_cast<std::uint64_t>(group * kLanes));
+      const std::uint32_t* w = &words[0][0];
+      T* out = mask + group * kGroup;
+      const std::int64_t m = std::min(kGroup, n - group * kGroup);
+#pragma omp simd
+      for (std::int64_t i = 0; i < m; ++i) out[i] = uniform_from_bits(w[i]) < p ? T(0) : scale;
     }
   });
 }

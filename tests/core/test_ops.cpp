@@ -3,8 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "brrr/brrr.h"
+#include "kernels/registry.h"
+#include "kernels/signatures.h"
 
 using namespace brrr;
 
@@ -167,4 +170,34 @@ TEST_CASE("dropout is seeded, scales kept values and is the identity in eval") {
   CHECK(zeros_seen == doctest::Approx(2500).epsilon(0.1));
   CHECK(ops::dropout(x, 0.25, a, false).storage() == x.storage());
   CHECK_THROWS_WITH_AS(ops::dropout(x, 1.0, a), doctest::Contains("p must be in [0, 1)"), Error);
+}
+
+TEST_CASE("dropout masks are Philox's words bit for bit, at any length, counter and thread count") {
+  // The CPU kernel computes 16 counters at once (kernels/cpu/elementwise.cpp); element i must be
+  // word i % 4 of philox(seed, counter + i / 4), as the GPU's kernel and the scalar loop give.
+  kernels::Kernel<kernels::dropout_mask_fn<float>> mask_f(kernels::op::dropout_mask<float>);
+  kernels::Kernel<kernels::dropout_mask_fn<double>> mask_d(kernels::op::dropout_mask<double>);
+  const int before = get_num_threads();
+  const std::uint64_t seed = 0x123456789ABCDEFull;
+  for (const std::uint64_t counter : {std::uint64_t{0}, std::uint64_t{5}, std::uint64_t{0xFFFFFFFDull},
+                                      ~std::uint64_t{0} - 6})  // across a carry into the high word, and a wrap
+    for (const std::int64_t n : {1, 3, 63, 64, 65, 1000, 70001})
+      for (const int threads : {1, 2}) {
+        set_num_threads(threads);
+        std::vector<float> f(static_cast<std::size_t>(n));
+        std::vector<double> d(static_cast<std::size_t>(n));
+        mask_f(DeviceType::CPU)(f.data(), n, 0.3f, seed, counter, nullptr);
+        mask_d(DeviceType::CPU)(d.data(), n, 0.3, seed, counter, nullptr);
+        int wrong = 0;
+        for (std::int64_t i = 0; i < n; ++i) {
+          const float u = uniform_from_bits(philox(seed, counter + static_cast<std::uint64_t>(i / 4))[i % 4]);
+          wrong += f[i] != (u < 0.3f ? 0.0f : 1.0f / (1.0f - 0.3f));
+          wrong += d[i] != (u < 0.3 ? 0.0 : 1.0 / (1.0 - 0.3));
+        }
+        CAPTURE(counter);
+        CAPTURE(n);
+        CAPTURE(threads);
+        CHECK(wrong == 0);
+      }
+  set_num_threads(before);
 }

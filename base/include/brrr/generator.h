@@ -47,15 +47,21 @@ struct PhiloxWords {
   std::uint32_t w[4];
 };
 
+// Constants from the Philox paper: two multipliers and two Weyl increments for the key.
+struct Philox {
+  static constexpr std::uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  static constexpr std::uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  static constexpr int kRounds = 10;
+};
+
 // The Philox 4x32-10 bijection: four random words for (key, counter).
 BRRR_HOST_DEVICE inline PhiloxWords philox4x32(std::uint64_t key, std::uint64_t counter) {
-  // Constants from the Philox paper: two multipliers and two Weyl increments for the key.
-  constexpr std::uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr std::uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  constexpr std::uint32_t kMul0 = Philox::kMul0, kMul1 = Philox::kMul1;
+  constexpr std::uint32_t kWeyl0 = Philox::kWeyl0, kWeyl1 = Philox::kWeyl1;
   std::uint32_t c0 = static_cast<std::uint32_t>(counter), c1 = static_cast<std::uint32_t>(counter >> 32);
   std::uint32_t c2 = 0, c3 = 0;
   std::uint32_t k0 = static_cast<std::uint32_t>(key), k1 = static_cast<std::uint32_t>(key >> 32);
-  for (int round = 0; round < 10; ++round) {
+  for (int round = 0; round < Philox::kRounds; ++round) {
     const std::uint64_t p0 = static_cast<std::uint64_t>(kMul0) * c0;
     const std::uint64_t p1 = static_cast<std::uint64_t>(kMul1) * c2;
     const std::uint32_t hi0 = static_cast<std::uint32_t>(p0 >> 32), lo0 = static_cast<std::uint32_t>(p0);
