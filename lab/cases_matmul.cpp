@@ -133,6 +133,7 @@ Case matmul_bf16_case() {
                         .reference = &matmul_bf16_reference,
                         .call = call(op::matmul_bf16, &call_matmul_bf16, op::matmul_bf16, &call_matmul_bf16)});
   c.chapter = "18";
+  c.peak_op = "matmul_bf16";  // % of the best bf16 GEMM's FLOP/s, not of float32's
   c.cpu_size = {2048, 2048, 2048};
   // odd K (the last pair of k padded with a zero), ragged tiles in every direction
   c.shapes = {{1, 1, 1}, {67, 45, 33}, {17, 130, 66}};

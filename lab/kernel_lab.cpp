@@ -594,7 +594,8 @@ std::string size_string(const Case& c, const Dims& dims) {
 // Bandwidth: copy a buffer much larger than any cache, device to device, and count each byte
 // twice (read and written), as the ops' byte counts do. FLOP/s: float32 matmul at a size
 // large enough to run at full speed, by cuBLAS when the device has it, else the device's
-// default matmul (the registry's default is its fastest variant). On the emulator the numbers
+// default matmul (the registry's default is its fastest variant); for a case in bf16
+// arithmetic (Case::peak_op), the same with matmul_bf16, whose products come twice as fast. On the emulator the numbers
 // would describe the emulator, so no peak is measured there and no percentage is shown.
 
 namespace {
@@ -635,17 +636,17 @@ double bandwidth_peak(Target& target, bool gpu, std::string* how) {
   return 2.0 * static_cast<double>(bytes) / (t.median_ms * 1e-3) / 1e9;
 }
 
-double flops_peak(Target& target, bool gpu, std::string* how) {
-  const std::vector<Variant> matmuls = variants_of("matmul", target.type(), kFloat32);
+double flops_peak(Target& target, bool gpu, const std::string& op, std::string* how) {
+  const std::vector<Variant> matmuls = variants_of(op, target.type(), kFloat32);
   if (matmuls.empty()) {
-    *how = "no float32 matmul on this device";
+    *how = "no " + op + " on this device";
     return 0;
   }
   const Variant* best = &matmuls.front();  // highest priority
   for (const Variant& v : matmuls)
     if (v.name == "cublas") best = &v;
   const std::int64_t n = gpu ? 4096 : 2048;
-  const Case& c = find_case("matmul");
+  const Case& c = find_case(op);
   Problem p;
   p.dims = {n, n, n};
   Random random(1);
@@ -654,15 +655,16 @@ double flops_peak(Target& target, bool gpu, std::string* how) {
   device.upload(target, p);
   const Bound kernel = c.call.bind(target.type(), kFloat32, best->name);
   const Timing t = time_calls(target, [&] { kernel(device.args); }, 2, gpu ? 20 : 5, 0);
-  *how = format("matmul '%s', %lld^3 float32", best->name.c_str(), static_cast<long long>(n));
+  *how = format("%s '%s', %lld^3%s", op.c_str(), best->name.c_str(), static_cast<long long>(n),
+                op == "matmul" ? " float32" : "");
   return c.flops(p.dims) / (t.median_ms * 1e-3) / 1e12;
 }
 
 }  // namespace
 
-Peaks measure_peaks(LabDevice device, bool bandwidth, bool flops) {
-  // Measured once per process and device: several sizes of one op share them.
-  static std::map<std::pair<LabDevice, int>, std::pair<double, std::string>> measured;
+Peaks measure_peaks(LabDevice device, bool bandwidth, bool flops, const std::string& flops_op) {
+  // Measured once per process, device and op: several sizes of one op share them.
+  static std::map<std::pair<LabDevice, std::string>, std::pair<double, std::string>> measured;
   Peaks peaks;
   if (device == LabDevice::Emulator) {
     peaks.bandwidth_how = peaks.flops_how = "not measured on the emulator";
@@ -675,20 +677,20 @@ Peaks measure_peaks(LabDevice device, bool bandwidth, bool flops) {
   }
   const bool gpu = device == LabDevice::CUDA;
   if (bandwidth) {
-    auto it = measured.find({device, 0});
+    auto it = measured.find({device, ""});
     if (it == measured.end()) {
       std::string how;
       const double value = bandwidth_peak(target, gpu, &how);
-      it = measured.insert({{device, 0}, {value, how}}).first;
+      it = measured.insert({{device, ""}, {value, how}}).first;
     }
     std::tie(peaks.bandwidth_gbs, peaks.bandwidth_how) = it->second;
   }
   if (flops) {
-    auto it = measured.find({device, 1});
+    auto it = measured.find({device, flops_op});
     if (it == measured.end()) {
       std::string how;
-      const double value = flops_peak(target, gpu, &how);
-      it = measured.insert({{device, 1}, {value, how}}).first;
+      const double value = flops_peak(target, gpu, flops_op, &how);
+      it = measured.insert({{device, flops_op}, {value, how}}).first;
     }
     std::tie(peaks.tflops, peaks.flops_how) = it->second;
   }
@@ -1011,7 +1013,7 @@ Report run(const Case& c, const Options& options) {
   Peaks peaks;
   const bool timing = options.mode == Mode::Perf;
   if (timing) {
-    peaks = measure_peaks(options.device, !c.report_flops, c.report_flops);
+    peaks = measure_peaks(options.device, !c.report_flops, c.report_flops, c.peak_op);
     report.peak = c.report_flops ? peaks.tflops : peaks.bandwidth_gbs;
     print_peak(out, c, peaks);
   }

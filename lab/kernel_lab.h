@@ -168,6 +168,9 @@ struct Case {
   double tolerance = 1e-5;               // the largest relative error allowed in float32
   double tolerance64 = 1e-9;             // ... in float64
   bool report_flops = false;             // TFLOP/s (matmul, attention) rather than GB/s
+  // The matmul op whose best variant sets the FLOP/s peak: the float32 one, or "matmul_bf16"
+  // for bf16 arithmetic (AVX512-BF16 does twice the float32 FMA's products per instruction).
+  std::string peak_op = "matmul";
   // The least traffic the op needs (each input read once, each output written once, float32),
   // and its floating-point operations (nullptr where bandwidth is all that matters).
   double (*bytes)(const Dims&) = nullptr;
@@ -257,6 +260,7 @@ struct Peaks {
   double bandwidth_gbs = 0, tflops = 0;
   std::string bandwidth_how, flops_how;  // what was measured
 };
-Peaks measure_peaks(LabDevice device, bool bandwidth, bool flops);
+// flops_op: the matmul op whose best variant is the FLOP/s peak (Case::peak_op).
+Peaks measure_peaks(LabDevice device, bool bandwidth, bool flops, const std::string& flops_op = "matmul");
 
 }  // namespace brrr::lab
