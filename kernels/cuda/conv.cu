@@ -279,8 +279,11 @@ void conv2d_im2col_backward_weight(T* dw, T* dbias, const T* dout, const T* x, c
 constexpr int kTileW = 16, kTileH = 8, kTileC = 8;
 constexpr std::size_t kMaxDirectShared = 48 * 1024;  // what a block gets without opting in
 
+// __launch_bounds__: 8 running sums and the index arithmetic take 72 registers (82 in double),
+// too many for a 1024-thread block; the block is 128 threads, and saying so lets ptxas plan
+// for it (scripts/check_kernel_resources.py).
 template <class T>
-__global__ void conv2d_direct_kernel(T* out, const T* x, const T* w, const T* bias, ConvShape s, int patch_h,
+__global__ void __launch_bounds__(kTileW * kTileH) conv2d_direct_kernel(T* out, const T* x, const T* w, const T* bias, ConvShape s, int patch_h,
                                      int patch_w, i64 channel_tiles) {
   BRRR_DYNAMIC_SHARED(T, smem);
   const i64 taps = s.kH * s.kW, cin_g = s.C_in / s.groups, cout_g = s.C_out / s.groups;
