@@ -1,7 +1,7 @@
 // kernels/cuda/conv.cu: convolution and pooling on the GPU, forward and backward.
 // Chapter 09 (convolutions), its GPU section. Read before: kernels/cpu/conv_im2col.cpp (the
-// same lowering on the CPU), kernels/cuda/matmul.cu (the GEMMs it calls). Read next: the
-// chapter's exercise, exercises/ex12.
+// same lowering on the CPU), kernels/cuda/matmul.cu (the GEMMs it calls). Read next:
+// tests/emulator/test_conv_cuda.cpp (how it is checked).
 //
 // Two ways to convolve, as on the CPU:
 //   1. im2col + GEMM (the default): copy every window into a column of
@@ -49,11 +49,12 @@ constexpr int kMaxBlocks = 132 * 8;
 // col and the rearranged dout together hold at most this many elements (64 MiB of float32):
 // images go through the GEMMs in groups small enough to fit it. One image of the ResNet-like
 // layer (64 -> 64 channels, 56 x 56, 3 x 3) needs 2 M of them, so its groups are 8 images.
-constexpr i64 kWorkspaceBudget = i64{1} << 24;
+// (Tests lower it with set_conv_workspace_budget, so tiny shapes take the several-groups path.)
+i64 workspace_budget = i64{1} << 24;
 
 i64 images_per_group(const ConvShape& s) {
   const i64 per_image = (s.C_in * s.kH * s.kW + s.C_out) * s.H_out * s.W_out;
-  return std::max<i64>(1, std::min<i64>(s.N, kWorkspaceBudget / std::max<i64>(per_image, 1)));
+  return std::max<i64>(1, std::min<i64>(s.N, workspace_budget / std::max<i64>(per_image, 1)));
 }
 
 // Rounds an element count up to 64, so buffers carved one after another from the workspace
@@ -63,6 +64,12 @@ i64 padded(i64 n) { return (n + 63) / 64 * 64; }
 
 // std::min is not a device function without nvcc's --expt-relaxed-constexpr.
 __device__ inline i64 min_of(i64 a, i64 b) { return a < b ? a : b; }
+
+std::int64_t set_conv_workspace_budget(std::int64_t elements) {
+  const i64 old = workspace_budget;
+  workspace_budget = std::max<i64>(elements, 1);
+  return old;
+}
 
 // =============================================================================================
 // Variant 1: im2col + GEMM.

@@ -22,6 +22,9 @@
   /* Variant 2, direct and tiled: an output tile per block, input patch and weights in shared memory. */         \
   template <class T>                                                                                             \
   void conv2d_direct_forward(T* out, const T* x, const T* weight, const T* bias, const ConvShape& s, Stream);     \
+  /* The elements col and the reordered dout may hold at once (default 2^24); more images go in */             \
+  /* several groups. Returns the previous value. For tests: tiny shapes then take the groups' path. */           \
+  std::int64_t set_conv_workspace_budget(std::int64_t elements);                                                 \
   /* Pooling: a thread per output (forward), a thread per input gathering its windows (backward). */             \
   template <class T>                                                                                             \
   void max_pool2d_forward(T* out, std::int64_t* index, const T* x, const PoolShape& s, Stream);                  \

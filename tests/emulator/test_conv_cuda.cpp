@@ -143,6 +143,18 @@ TEST_CASE("conv and pooling backward on Device::cuda(): the same inputs give the
   }
 }
 
+TEST_CASE("conv2d im2col on Device::cuda(): images in several workspace groups (dweight summed over them) match the CPU") {
+  cuda::use_emulator();
+  // Case 1 (3 images, 7 x 6 outputs) needs (4 * 9 + 6) * 42 = 1764 elements of workspace an
+  // image: a budget of 3600 makes groups of 2 and 1 images, a budget of 1 three groups of one.
+  for (std::int64_t budget : {3600, 1}) {
+    CAPTURE(budget);
+    const std::int64_t old = kernels::emu::set_conv_workspace_budget(budget);
+    check_against_cpu(kCases[1], kFloat64, true, 1e-12);
+    kernels::emu::set_conv_workspace_budget(old);
+  }
+}
+
 TEST_CASE("the digits' CNN (models::CNN) on Device::cuda() gives the CPU's logits, loss and every gradient") {
   cuda::use_emulator();
   Generator init_cpu(3), init_dev(3), data(4);
