@@ -63,7 +63,7 @@ i64 padded(i64 n) { return (n + 63) / 64 * 64; }
 }  // namespace
 
 // std::min is not a device function without nvcc's --expt-relaxed-constexpr.
-__device__ inline i64 min_of(i64 a, i64 b) { return a < b ? a : b; }
+static __device__ inline i64 min_of(i64 a, i64 b) { return a < b ? a : b; }
 
 std::int64_t set_conv_workspace_budget(std::int64_t elements) {
   const i64 old = workspace_budget;
@@ -149,7 +149,7 @@ __global__ void bias_grad_kernel(T* dbias, const T* dout, i64 N, i64 C_out, i64 
 }
 
 template <class T>
-__global__ void zero_kernel(T* out, i64 n) {
+__global__ void conv_zero_kernel(T* out, i64 n) {
   const i64 step = static_cast<i64>(gridDim.x) * blockDim.x;
   for (i64 i = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) out[i] = T(0);
 }
@@ -186,7 +186,7 @@ void grouped_gemm(T* out, const T* a, const T* b, i64 G, i64 M, i64 N, i64 K, bo
 
 template <class T>
 void zero(T* out, i64 n, Stream stream) {
-  if (n > 0) BRRR_LAUNCH((zero_kernel<T>), grid_for(n, kBlockSize, kMaxBlocks), kBlockSize, 0, stream, out, n);
+  if (n > 0) BRRR_LAUNCH((conv_zero_kernel<T>), grid_for(n, kBlockSize, kMaxBlocks), kBlockSize, 0, stream, out, n);
 }
 
 int elementwise_grid(i64 n) { return grid_for(n, kBlockSize, kMaxBlocks); }
@@ -361,7 +361,7 @@ void conv2d_direct_forward(T* out, const T* x, const T* w, const T* bias, const 
 // outputs added in the CPU's order, so the results are the CPU's bit for bit.
 
 // The first output row (or column) whose window, `k` wide, covers input i.
-__device__ inline i64 first_covering(i64 i, i64 pad, i64 k, i64 stride) {
+static __device__ inline i64 first_covering(i64 i, i64 pad, i64 k, i64 stride) {
   const i64 t = i + pad - k + 1;
   return t <= 0 ? 0 : (t + stride - 1) / stride;
 }
