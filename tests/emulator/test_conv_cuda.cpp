@@ -12,6 +12,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -178,6 +181,37 @@ TEST_CASE("the digits' CNN (models::CNN) on Device::cuda() gives the CPU's logit
     REQUIRE(dev_params[i].second.grad().defined());
     CHECK(max_error(dev_params[i].second.grad(), cpu_params[i].second.grad()) < 1e-5);
   }
+}
+
+TEST_CASE("train_cnn (brrr cnn --device emulator) gives the CPU run's losses, step by step, and its accuracy") {
+  // 100 made-up digits (the loader's least): random pixels 0..16, labels 0..9 in turn; the
+  // fixed split makes 80 training and 20 test digits. One epoch of two steps.
+  const std::string path = std::string(BRRR_BINARY_DIR) + "/test-conv-cuda-digits.csv";
+  {
+    std::ofstream f(path);
+    std::mt19937 rng(12);
+    for (int i = 0; i < 100; ++i) {
+      for (int p = 0; p < 64; ++p) f << rng() % 17 << ',';
+      f << i % 10 << '\n';
+    }
+  }
+  models::CNNTrainOptions o;
+  o.c1 = 3, o.c2 = 4, o.hidden = 8, o.epochs = 1, o.batch = 40, o.lr = 1e-2, o.data = path, o.verbose = false;
+  const models::CNNTrainResult cpu = models::train_cnn(o);
+  cuda::use_emulator();
+  o.device = gpu();
+  const std::size_t blocks_before = cuda::memory_stats().allocations;
+  const models::CNNTrainResult dev = models::train_cnn(o);
+  // It ran on the device: every activation and gradient of the two steps was a device block.
+  CHECK(cuda::memory_stats().allocations - blocks_before > 100);
+  std::filesystem::remove(path);
+  REQUIRE(dev.losses.size() == 2);
+  REQUIRE(cpu.losses.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) CHECK(dev.losses[i] == doctest::Approx(cpu.losses[i]).epsilon(1e-5));
+  REQUIRE(dev.test_losses.size() == 1);
+  CHECK(dev.test_losses[0] == doctest::Approx(cpu.test_losses[0]).epsilon(1e-5));
+  CHECK(dev.test_accuracy == cpu.test_accuracy);
+  CHECK(dev.train_accuracy == cpu.train_accuracy);
 }
 
 TEST_CASE("conv2d direct (variant 2): a patch too large for shared memory is an error naming the variant") {
