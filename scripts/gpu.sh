@@ -314,6 +314,9 @@ lab_runs=(
   "attention_backward --size 384x1024x64 --size 384x256x64"
   "sum_dim"
   "embedding_forward"
+  "conv2d_forward --size 32x64x56x56x64x3x1x1x1x1 --size 32x64x56x56x64x3x1x1x1x64"
+  "conv2d_backward_input" "conv2d_backward_weight"
+  "max_pool2d_forward" "max_pool2d_backward" "avg_pool2d_forward" "avg_pool2d_backward"
 )
 step_lab() {
   local rc=0 run

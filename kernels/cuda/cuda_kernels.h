@@ -23,6 +23,7 @@
   void register_crossentropy_kernels(); /* crossentropy.cu */                                          \
   void register_adamw_kernels();        /* adamw.cu: adamw_step, sgd_step */                           \
   void register_attention_kernels();    /* attention.cu: flash attention */                            \
+  void register_conv_kernels();         /* conv.cu: convolution (im2col + GEMM, direct) and pooling */  \
   /* Scratch memory on the device for kernels that need it (per process, grows, never shrinks; */      \
   /* stream-ordered, so a kernel may use it until its launch returns). */                              \
   void* workspace(std::size_t bytes, Stream stream);                                                   \

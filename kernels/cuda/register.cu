@@ -17,6 +17,7 @@ void register_kernels() {
   register_crossentropy_kernels();
   register_adamw_kernels();
   register_attention_kernels();
+  register_conv_kernels();
 #if !BRRR_EMULATOR
   register_cublas_kernels();  // the default matmul on a GPU; the emulator has no cuBLAS
 #endif

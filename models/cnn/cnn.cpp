@@ -136,12 +136,13 @@ struct Eval {
   double loss, accuracy;
   std::vector<std::int64_t> predictions;
 };
-Eval evaluate(CNN& model, const Digits& d) {
+Eval evaluate(CNN& model, const Digits& d, Device device) {
   NoGradGuard no_grad;
   model.eval();
-  const Tensor logits = model(d.images);
+  const Tensor logits = model(d.images.to(device));
   model.train();
-  Eval e{ops::cross_entropy(logits, d.labels).item<double>(), 0.0, ops::argmax(logits, 1).to_vector<std::int64_t>()};
+  Eval e{ops::cross_entropy(logits, d.labels.to(device)).to(kCPU).item<double>(), 0.0,
+         ops::argmax(logits, 1).to(kCPU).to_vector<std::int64_t>()};
   const std::vector<std::int64_t> truth = d.labels.to_vector<std::int64_t>();
   std::int64_t right = 0;
   for (std::size_t i = 0; i < truth.size(); ++i) right += e.predictions[i] == truth[i];
@@ -155,7 +156,8 @@ CNNTrainResult train_cnn(const CNNTrainOptions& o) {
              "train_cnn: epochs, batch and the layer sizes must be positive");
   const DigitsSplit data = load_digits(o.data);
   Generator gen(o.seed);
-  CNN model(o.c1, o.c2, o.hidden, gen);
+  CNN model(o.c1, o.c2, o.hidden, gen);  // initialised on the CPU, then moved: same weights anywhere
+  model.to(o.device);
   optim::AdamW opt(model.parameters(), optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
   const std::int64_t n = data.train.size();
   if (o.verbose)
@@ -179,23 +181,23 @@ CNNTrainResult train_cnn(const CNNTrainOptions& o) {
       const std::vector<std::int64_t> idx(order.begin() + b0, order.begin() + std::min(n, b0 + o.batch));
       std::vector<std::int64_t> y(idx.size());
       for (std::size_t i = 0; i < idx.size(); ++i) y[i] = labels[idx[i]];
-      const Tensor loss = ops::cross_entropy(model(batch_of(pixels, idx, o.shift, gen)),
-                                             from_vector(y, {static_cast<std::int64_t>(y.size())}, kInt64));
+      const Tensor loss = ops::cross_entropy(model(batch_of(pixels, idx, o.shift, gen).to(o.device)),
+                                             from_vector(y, {static_cast<std::int64_t>(y.size())}, kInt64).to(o.device));
       opt.zero_grad();
       loss.backward();
       opt.step();
-      result.losses.push_back(loss.item<double>());
+      result.losses.push_back(loss.to(kCPU).item<double>());
     }
-    const Eval test = evaluate(model, data.test);
+    const Eval test = evaluate(model, data.test, o.device);
     result.test_losses.push_back(test.loss);
     if (o.verbose && (epoch % std::max(1, o.epochs / 10) == 0 || epoch == o.epochs - 1))
       std::printf("epoch %3d  train loss %.4f  test loss %.4f  test accuracy %.2f%%\n", epoch, result.losses.back(),
                   test.loss, 100.0 * test.accuracy);
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const Eval test = evaluate(model, data.test);
+  const Eval test = evaluate(model, data.test, o.device);
   result.test_accuracy = test.accuracy;
-  result.train_accuracy = evaluate(model, data.train).accuracy;
+  result.train_accuracy = evaluate(model, data.train, o.device).accuracy;
   if (o.verbose)
     std::printf("test accuracy: %.2f%% (%lld of %lld held-out digits), train accuracy %.2f%%, %.1f s of training\n",
                 100.0 * result.test_accuracy,
@@ -228,7 +230,7 @@ CNNTrainResult train_cnn(const CNNTrainOptions& o) {
     plot::image_grid(wrong_png, wrong, kSide, kSide, captions,
                      "misclassified test digits (" + std::to_string(wrong.size()) + ")");
     // What the first layer learned: each 3x3 filter, scaled on its own.
-    const std::vector<float> w = model.conv1->weight.to_vector<float>();
+    const std::vector<float> w = model.conv1->weight.to(kCPU).to_vector<float>();
     std::vector<std::vector<double>> filters;
     std::vector<std::string> names;
     for (int f = 0; f < o.c1; ++f) {

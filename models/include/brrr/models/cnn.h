@@ -57,6 +57,9 @@ struct CNNTrainOptions {
   // writers the network never saw (the harder split in docs/measurements.md), not on this one.
   int shift = 0;
   std::uint64_t seed = 1337;
+  // Where the model and the batches live: kCPU, or Device::cuda() (a GPU, or the emulator once
+  // cuda::use_emulator() was called; kernels/cuda/conv.cu). Same seed, same initial weights.
+  Device device = kCPU;
   std::string data;     // the digits file; empty: kDigitsPath
   std::string out_dir;  // PNGs go here when not empty
   bool verbose = true;
