@@ -22,6 +22,8 @@
 //   attention_forward   1 naive      one thread per query row, two passes over the keys
 //                       2 flash      tiles in shared memory, online softmax (default)
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 inputs (float32 only)
+//                       4 bf16_pipelined  bf16 in memory, cp.async double buffering (a plain
+//                                    launcher, attention.h: bf16 tensors are not in the registry yet)
 //   attention_backward  1 naive      one thread per query row (dq) and per key row (dk, dv)
 //                       2 flash      FlashAttention-2's loop order, deterministic (default)
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 operands (float32 only)
@@ -1104,6 +1106,193 @@ void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* d
     case 128: return launch_backward_bf16_mma<128>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
   }
   attention_backward_naive(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);  // hs > 128
+}
+
+// =============================================================================================
+// Variant 4 forward: bf16 in memory, K and V streamed through cp.async double buffering
+//
+// Variant 3 reads float32 and rounds every value on its way through registers into shared
+// memory, then waits at a barrier with nothing in flight. With q, k, v and out stored as
+// bfloat16 the tiles need no conversion, so they can travel as they are: a 16-byte cp.async
+// carries 8 values of a row from global to shared memory without registers, and the copy of
+// the next key tile runs while the tensor cores work on this one. Two stages of k and v:
+//
+//   prologue:     copy the query tile and key tile 0 (one commit group)
+//   key tile j:   start copying key tile j + 1 into the other stage (a group; an empty one
+//                 after the last), wait until at most that group is in flight (tile j has
+//                 landed), __syncthreads, compute on tile j, __syncthreads (everyone is done
+//                 with tile j's stage before step j + 1 refills it)
+//
+// The arithmetic is variant 3's: each warp's 16 query rows as A fragments in registers
+// (ldmatrix), s = q k^T on mma.sync (k by plain ldmatrix: keys are the rows of a B operand
+// stored (n, k)), the online softmax in float32 registers, p turned from accumulators into an
+// A operand in place, o += p v with v's B fragments by ldmatrix .trans. Rows of the tiles are
+// padded by 16 bytes (conflict-free ldmatrix, and cp.async's 16-byte destinations stay
+// aligned). Past the end of the sequence a copy reads nothing and zero-fills its 16 bytes;
+// the causal mask and j < T do the rest. out is rounded to bfloat16 once, at the store; lse
+// stays float32 (the backward's statistics).
+// Head sizes 64 and 128 (a row is 8 or 16 whole copies); the pointers must be 16-byte
+// aligned (a bf16 tensor from brrr's allocator is). Shared memory: 5 tiles of (64, HS + 8)
+// bf16, 45 KiB at hs = 64, 85 KiB at 128 (above the default 48 KiB: BRRR_LAUNCH asks for it).
+// Not measured yet (no GPU): the bar is within 1.2x of PyTorch's SDPA forward in bf16.
+
+template <int HS>
+constexpr std::size_t pipelined_shared_bytes() {
+  return 5 * kTile * (HS + 8) * sizeof(__nv_bfloat16);  // q, then k and v in two stages each
+}
+
+// Starts copying rows [r0, r0 + 64) of a (T_len, HS) bf16 matrix into tile (pitch HS + 8),
+// 16 bytes at a time; rows past T_len zero-filled.
+template <int HS>
+__device__ inline void copy_rows_async(__nv_bfloat16* tile, const __nv_bfloat16* matrix, int r0, int T_len) {
+  constexpr int kChunks = HS / 8;  // 16-byte copies a row
+  for (int e = threadIdx.x; e < kTile * kChunks; e += kMmaThreads) {
+    const int r = e / kChunks, c = 8 * (e % kChunks);
+    const bool inside = r0 + r < T_len;
+    const __nv_bfloat16* source = inside ? matrix + static_cast<std::int64_t>(r0 + r) * HS + c : matrix;
+    cp_async<16>(&tile[r * (HS + 8) + c], source, inside ? 16 : 0);
+  }
+}
+
+template <int HS>
+__global__ void __launch_bounds__(kMmaThreads)
+    attention_forward_bf16_pipelined_kernel(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q,
+                                            const __nv_bfloat16* k, const __nv_bfloat16* v, int T_len,
+                                            float scale_log2) {
+  constexpr int ld = HS + 8;
+  constexpr int kSteps = HS / 16, kOutTiles = HS / 8;
+  BRRR_DYNAMIC_SHARED(__nv_bfloat16, smem);
+  __nv_bfloat16* q_tile = smem;
+  __nv_bfloat16* k_stage[2] = {q_tile + kTile * ld, q_tile + 2 * kTile * ld};
+  __nv_bfloat16* v_stage[2] = {q_tile + 3 * kTile * ld, q_tile + 4 * kTile * ld};
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int piece = lane / 8, piece_row = lane % 8;  // as in variant 3
+  const int a_row = piece_row + 8 * (piece % 2), a_col = 8 * (piece / 2);  // q, v
+  const int k_row = piece_row + 8 * (piece / 2), k_col = 8 * (piece % 2);  // k
+  const int query_tile = gridDim.y - 1 - blockIdx.y;  // the longest rows first
+  const int q0 = query_tile * kTile;
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * HS;
+
+  copy_rows_async<HS>(q_tile, q + head, q0, T_len);
+  copy_rows_async<HS>(k_stage[0], k + head, 0, T_len);
+  copy_rows_async<HS>(v_stage[0], v + head, 0, T_len);
+  cp_async_commit_group();
+
+  const int r0 = warp * 16;  // this warp's rows of the tile
+  unsigned q_frag[kSteps][4];
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float o[kOutTiles][4] = {};
+  const int row[2] = {q0 + r0 + g, q0 + r0 + g + 8};
+
+  for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
+    const int k0 = key_tile * kTile, stage = key_tile % 2;
+    if (key_tile < query_tile) {  // the next tile, into the stage the previous step used
+      copy_rows_async<HS>(k_stage[1 - stage], k + head, k0 + kTile, T_len);
+      copy_rows_async<HS>(v_stage[1 - stage], v + head, k0 + kTile, T_len);
+    }
+    cp_async_commit_group();
+    cp_async_wait_group<1>();  // all but the group just started: tile key_tile (and q) landed
+    __syncthreads();
+    if (key_tile == 0)
+      for (int st = 0; st < kSteps; ++st) ldmatrix_x4(q_frag[st], &q_tile[(r0 + a_row) * ld + 16 * st + a_col]);
+    const __nv_bfloat16* k_tile = k_stage[stage];
+    const __nv_bfloat16* v_tile = v_stage[stage];
+
+    // s (16 x 64) = q k^T as 8 accumulator tiles of 16 x 8.
+    float s[8][4] = {};
+    for (int n = 0; n < 8; n += 2)
+      for (int st = 0; st < kSteps; ++st) {
+        unsigned r[4];
+        ldmatrix_x4(r, &k_tile[(8 * n + k_row) * ld + 16 * st + k_col]);
+        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        mma_bf16_m16n8k16(s[n], q_frag[st], b0);
+        mma_bf16_m16n8k16(s[n + 1], q_frag[st], b1);
+      }
+
+    // Online softmax in base 2, as variant 3.
+    for (int h = 0; h < 2; ++h) {
+      float tile_max = -INFINITY;
+      for (int n = 0; n < 8; ++n)
+        for (int e = 0; e < 2; ++e) {
+          const int j = k0 + 8 * n + 2 * t + e;
+          float& x = s[n][2 * h + e];
+          x = j <= row[h] && j < T_len ? x * scale_log2 : -INFINITY;
+          tile_max = fmaxf(tile_max, x);
+        }
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float m_new = fmaxf(m[h], tile_max);
+      const float correction = exp2f(m[h] - m_new);
+      m[h] = m_new;
+      l[h] *= correction;
+      for (int n = 0; n < kOutTiles; ++n) {
+        o[n][2 * h] *= correction;
+        o[n][2 * h + 1] *= correction;
+      }
+      for (int n = 0; n < 8; ++n)
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[n][2 * h + e];
+          x = exp2f(x - m_new);
+          l[h] += x;
+        }
+    }
+
+    // o += p v, p's accumulators as A operands, v's columns by ldmatrix .trans.
+    for (int kc = 0; kc < 4; ++kc) {
+      const unsigned a[4] = {pack_bf16(s[2 * kc][0], s[2 * kc][1]), pack_bf16(s[2 * kc][2], s[2 * kc][3]),
+                             pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]),
+                             pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+      for (int n = 0; n < kOutTiles; n += 2) {
+        unsigned r[4];
+        ldmatrix_x4_trans(r, &v_tile[(16 * kc + a_row) * ld + 8 * n + a_col]);
+        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        mma_bf16_m16n8k16(o[n], a, b0);
+        mma_bf16_m16n8k16(o[n + 1], a, b1);
+      }
+    }
+    __syncthreads();  // everyone is done with this stage before the next step refills it
+  }
+  cp_async_wait_group<0>();  // (only an empty group is left)
+
+  for (int h = 0; h < 2; ++h) {
+    float row_l = l[h];
+    row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
+    row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
+    if (row[h] >= T_len) continue;
+    __nv_bfloat16* out_row = out + head + static_cast<std::int64_t>(row[h]) * HS;
+    const float inverse = 1.0f / row_l;
+    for (int n = 0; n < kOutTiles; ++n)  // two neighbouring values, one 4-byte store
+      *reinterpret_cast<__nv_bfloat162*>(&out_row[8 * n + 2 * t]) =
+          __floats2bfloat162_rn(o[n][2 * h] * inverse, o[n][2 * h + 1] * inverse);
+    if (t == 0) lse[blockIdx.x * static_cast<std::int64_t>(T_len) + row[h]] = (m[h] + log2f(row_l)) * 0.69314718f;
+  }
+}
+
+void attention_forward_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::bf16* q, const brrr::bf16* k,
+                                      const brrr::bf16* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs,
+                                      float scale, Stream stream) {
+  const char* op = "attention_forward bf16_pipelined";
+  check_sizes(op, BH, T_len, hs);
+  BRRR_CHECK(hs == 64 || hs == 128, op, ": head size ", hs, "; this kernel is written for 64 and 128");
+  if (BH == 0 || T_len == 0) return;
+  BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, op, ": BH = ", BH, ", T = ", T_len,
+             " is more blocks than a grid holds");
+  for (const void* p : {static_cast<const void*>(out), static_cast<const void*>(q), static_cast<const void*>(k),
+                        static_cast<const void*>(v)})
+    BRRR_CHECK(aligned16(p), op, ": q, k, v and out must start 16-byte aligned (cp.async copies 16 bytes)");
+  auto* o = reinterpret_cast<__nv_bfloat16*>(out);
+  const auto* qq = reinterpret_cast<const __nv_bfloat16*>(q);
+  const auto* kk = reinterpret_cast<const __nv_bfloat16*>(k);
+  const auto* vv = reinterpret_cast<const __nv_bfloat16*>(v);
+  const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
+  const float scale_log2 = scale * 1.44269504f;
+  const int T = static_cast<int>(T_len);
+  if (hs == 64)
+    BRRR_LAUNCH(attention_forward_bf16_pipelined_kernel<64>, grid, kMmaThreads, pipelined_shared_bytes<64>(), stream,
+                o, lse, qq, kk, vv, T, scale_log2);
+  else
+    BRRR_LAUNCH(attention_forward_bf16_pipelined_kernel<128>, grid, kMmaThreads, pipelined_shared_bytes<128>(),
+                stream, o, lse, qq, kk, vv, T, scale_log2);
 }
 
 // =============================================================================================
