@@ -1208,6 +1208,11 @@ void matmul_bias_gelu_unfused(T* out, T* pre, const T* a, const T* b, const T* b
 //     are complete before the same barrier that publishes the cp.async copies). The pipeline
 //     is unchanged; only such operands lose the asynchronous copies, and a caller wanting the
 //     fast path pads K (and the leading dimensions) to multiples of 8.
+// What limits it (expected, untimed): the (64, 64) block tile of variants 9 and 10, kept so the
+// emulator tests stay small: a value of a is loaded again for every 64 columns of out, one of b
+// for every 64 rows, and a warp does 8 mma's per 4 ldmatrix. cuBLAS-class kernels use (128, 128) or
+// (128, 256) blocks of 8 warps, (64, 64) per warp, for twice to four times the reuse. That is
+// the first knob to turn on a GPU (ptxas gives this one 58-63 registers: there is room).
 // A plain launcher for now (matmul.h): the BFloat16 dtype on CUDA, and with it the registry op
 // for bf16 tensors, is the mixed-precision work's. Not measured yet (no GPU): the tensor-core
 // issue's bar is >= 50% of cuBLAS's bf16 GEMM at 4096^3 (`brrr kernel-lab matmul_bf16_memory`).
