@@ -82,7 +82,10 @@ int main(int argc, char** argv) {
   GemmFn gemm = &kernels::emu::matmul_bf16_pipelined;
   AttentionFn attention = &kernels::emu::attention_forward_bf16_pipelined;
 #if BRRR_WITH_CUDA
-  if (!emulated) gemm = &kernels::cuda::matmul_bf16_pipelined, attention = &kernels::cuda::attention_forward_bf16_pipelined;
+  if (!emulated) {
+    gemm = &kernels::cuda::matmul_bf16_pipelined;
+    attention = &kernels::cuda::attention_forward_bf16_pipelined;
+  }
 #endif
   if (!runtime || (!emulated && gemm == &kernels::emu::matmul_bf16_pipelined)) {
     std::fprintf(stderr, "bench_tensor_cores: brrr was built without CUDA (use --device emulator)\n");

@@ -24,6 +24,7 @@
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 inputs (float32 only)
 //                       4 bf16_pipelined  bf16 in memory, cp.async double buffering (a plain
 //                                    launcher, attention.h: bf16 tensors are not in the registry yet)
+//   attention_backward  4 bf16_memory  variant 3's kernels reading bf16 from memory (launcher)
 //   attention_backward  1 naive      one thread per query row (dq) and per key row (dk, dv)
 //                       2 flash      FlashAttention-2's loop order, deterministic (default)
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 operands (float32 only)
@@ -905,12 +906,16 @@ constexpr std::size_t bwd_mma_shared_bytes() {  // 64 rows + 32 rows + two trans
 namespace {
 // Rows row0 .. row0 + ROWS - 1 of x (T_len, hs) rounded to bf16, into tile (ROWS, HS + 8) and,
 // if transposed is not null, into transposed (HS, ROWS + 8); zeros past T_len and hs.
-template <int ROWS, int HS>
-__device__ inline void load_rows_bf16(unsigned short* tile, unsigned short* transposed, const float* x, int row0,
+// (In: float, rounded here, or __nv_bfloat16 from variant 4, for which the rounding is exact.)
+__device__ inline float as_float(float x) { return x; }
+__device__ inline float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <int ROWS, int HS, class In>
+__device__ inline void load_rows_bf16(unsigned short* tile, unsigned short* transposed, const In* x, int row0,
                                       int T_len, int hs) {
   for (int e = threadIdx.x; e < ROWS * HS; e += blockDim.x) {
     const int r = e / HS, d = e % HS;
-    const float value = row0 + r < T_len && d < hs ? x[static_cast<std::int64_t>(row0 + r) * hs + d] : 0.0f;
+    const float value = row0 + r < T_len && d < hs ? as_float(x[static_cast<std::int64_t>(row0 + r) * hs + d]) : 0.0f;
     const unsigned short bits = __bfloat16_as_ushort(__float2bfloat16_rn(value));
     tile[r * (HS + 8) + d] = bits;
     if (transposed) transposed[d * (ROWS + 8) + r] = bits;
@@ -920,13 +925,15 @@ __device__ inline void load_rows_bf16(unsigned short* tile, unsigned short* tran
 // D_i = dout_i . out_i for rows row0 .. row0 + rows - 1, into D (0 past T_len), from dout and
 // out rounded to bf16, as the tensor cores see dout (and as a bf16 forward would store out):
 // then dS = P (dP - D) is exactly 0 where it should be (a row with one key: dP = D).
-__device__ inline void load_D(float* D, const float* dout, const float* out, int row0, int rows, int T_len, int hs) {
+template <class In>
+__device__ inline void load_D(float* D, const In* dout, const In* out, int row0, int rows, int T_len, int hs) {
   for (int r = threadIdx.x; r < rows; r += blockDim.x) {
     float sum = 0.0f;
     if (row0 + r < T_len)
       for (int d = 0; d < hs; ++d) {
         const std::int64_t at = static_cast<std::int64_t>(row0 + r) * hs + d;
-        sum += __bfloat162float(__float2bfloat16_rn(dout[at])) * __bfloat162float(__float2bfloat16_rn(out[at]));
+        sum += __bfloat162float(__float2bfloat16_rn(as_float(dout[at]))) *
+               __bfloat162float(__float2bfloat16_rn(as_float(out[at])));
       }
     D[r] = sum;
   }
@@ -983,10 +990,10 @@ __device__ inline void store_rows(float* x, const float (&acc)[HS / 8][4], int r
 }
 }  // namespace
 
-template <int HS>
+template <int HS, class In>
 __global__ void __launch_bounds__(kMmaThreads)
-    attention_backward_dkdv_bf16_mma_kernel(float* dk, float* dv, const float* dout, const float* q, const float* k,
-                                            const float* v, const float* out, const float* lse, int T_len, int hs,
+    attention_backward_dkdv_bf16_mma_kernel(float* dk, float* dv, const In* dout, const In* q, const In* k,
+                                            const In* v, const In* out, const float* lse, int T_len, int hs,
                                             float scale) {
   constexpr int ld = HS + 8, ldt = kBwdQueries + 8, kQ = kBwdQueries;
   BRRR_DYNAMIC_SHARED(unsigned short, smem);
@@ -1031,11 +1038,10 @@ __global__ void __launch_bounds__(kMmaThreads)
   store_rows<HS>(dv + head, dv_acc, k0 + key0, T_len, hs, 1.0f, g, t);
 }
 
-template <int HS>
+template <int HS, class In>
 __global__ void __launch_bounds__(kMmaThreads)
-    attention_backward_dq_bf16_mma_kernel(float* dq, const float* dout, const float* q, const float* k,
-                                          const float* v, const float* out, const float* lse, int T_len, int hs,
-                                          float scale) {
+    attention_backward_dq_bf16_mma_kernel(float* dq, const In* dout, const In* q, const In* k, const In* v,
+                                          const In* out, const float* lse, int T_len, int hs, float scale) {
   constexpr int ld = HS + 8, ldt = kBwdQueries + 8, kK = kBwdQueries;
   BRRR_DYNAMIC_SHARED(unsigned short, smem);
   unsigned short* q_tile = smem;                 // (64, HS) queries
@@ -1081,16 +1087,16 @@ __global__ void __launch_bounds__(kMmaThreads)
   store_rows<HS>(dq + head, dq_acc, q0 + row0, T_len, hs, scale, g, t);
 }
 
-template <int HS>
-void launch_backward_bf16_mma(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                              const float* v, const float* out, const float* lse, std::int64_t BH, std::int64_t T_len,
-                              std::int64_t hs, float scale, Stream stream) {
+template <int HS, class In>
+void launch_backward_bf16_mma(float* dq, float* dk, float* dv, const In* dout, const In* q, const In* k, const In* v,
+                              const In* out, const float* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs,
+                              float scale, Stream stream) {
   const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
   const int T = static_cast<int>(T_len), h = static_cast<int>(hs);
-  BRRR_LAUNCH(attention_backward_dkdv_bf16_mma_kernel<HS>, grid, kMmaThreads, bwd_mma_shared_bytes<HS>(), stream, dk,
-              dv, dout, q, k, v, out, lse, T, h, scale);
-  BRRR_LAUNCH(attention_backward_dq_bf16_mma_kernel<HS>, grid, kMmaThreads, bwd_mma_shared_bytes<HS>(), stream, dq,
-              dout, q, k, v, out, lse, T, h, scale);
+  BRRR_LAUNCH((attention_backward_dkdv_bf16_mma_kernel<HS, In>), grid, kMmaThreads, bwd_mma_shared_bytes<HS>(), stream,
+              dk, dv, dout, q, k, v, out, lse, T, h, scale);
+  BRRR_LAUNCH((attention_backward_dq_bf16_mma_kernel<HS, In>), grid, kMmaThreads, bwd_mma_shared_bytes<HS>(), stream,
+              dq, dout, q, k, v, out, lse, T, h, scale);
 }
 
 void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
@@ -1293,6 +1299,39 @@ void attention_forward_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::b
   else
     BRRR_LAUNCH(attention_forward_bf16_pipelined_kernel<128>, grid, kMmaThreads, pipelined_shared_bytes<128>(),
                 stream, o, lse, qq, kk, vv, T, scale_log2);
+}
+
+// =============================================================================================
+// Variant 4 backward: variant 3's two backward kernels reading bf16 from memory
+//
+// The same kernels, instantiated for __nv_bfloat16 inputs (q, k, v, out, dout; lse float32):
+// half the bytes read, and the rounding on load becomes exact. dq, dk and dv are written in
+// float32 (the gradients a float32 master copy of the weights is updated from). What variant 4's
+// forward does and this does not, yet: cp.async double buffering and ldmatrix. Its tiles are
+// stored twice, once transposed, through registers (cp.async copies bytes, it cannot
+// transpose); ldmatrix .trans on a single row-major copy would remove both the transposed
+// stores and their bank conflicts, and free the loads to go asynchronous. Not measured (no GPU).
+
+void attention_backward_bf16_memory(float* dq, float* dk, float* dv, const brrr::bf16* dout, const brrr::bf16* q,
+                                       const brrr::bf16* k, const brrr::bf16* v, const brrr::bf16* out,
+                                       const float* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs,
+                                       float scale, Stream stream) {
+  const char* op = "attention_backward bf16_memory";
+  check_sizes(op, BH, T_len, hs);
+  BRRR_CHECK(hs == 64 || hs == 128, op, ": head size ", hs, "; this kernel is written for 64 and 128");
+  if (BH == 0 || T_len == 0) return;
+  BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, op, ": BH = ", BH, ", T = ", T_len,
+             " is more blocks than a grid holds");
+  using In = __nv_bfloat16;
+  const auto* d_out = reinterpret_cast<const In*>(dout);
+  const auto* qq = reinterpret_cast<const In*>(q);
+  const auto* kk = reinterpret_cast<const In*>(k);
+  const auto* vv = reinterpret_cast<const In*>(v);
+  const auto* oo = reinterpret_cast<const In*>(out);
+  if (hs == 64)
+    launch_backward_bf16_mma<64, In>(dq, dk, dv, d_out, qq, kk, vv, oo, lse, BH, T_len, hs, scale, stream);
+  else
+    launch_backward_bf16_mma<128, In>(dq, dk, dv, d_out, qq, kk, vv, oo, lse, BH, T_len, hs, scale, stream);
 }
 
 // =============================================================================================

@@ -1,7 +1,8 @@
-// tests/emulator/test_attention_bf16_memory.cpp: attention.cu's variant 4 forward (q, k, v and
-// out stored as bfloat16, key and value tiles streamed by cp.async with double buffering), run
-// on the SIMT emulator on device buffers of bf16, against the CPU reference in float64 on the
-// same bf16 values. Chapter 15. Read before: kernels/cuda/attention.cu (variant 4).
+// tests/emulator/test_attention_bf16_memory.cpp: attention.cu's variant 4 (q, k, v and out
+// stored as bfloat16; the forward streams key and value tiles by cp.async with double
+// buffering, the backward is variant 3's kernels reading bf16), run on the SIMT emulator on
+// device buffers of bf16, against the CPU reference in float64 on the same bf16 values.
+// Chapter 15. Read before: kernels/cuda/attention.cu (variant 4).
 //
 // T = 1, 67 and 130: one key tile, a ragged second one, and three tiles (the second stage
 // refilled while the first is read; the race detector, under the extra schedules of
@@ -75,11 +76,31 @@ void check_forward(const Shape& s, std::uint32_t seed) {
   // lse: float32 statistics of float32 scores, so much tighter.
   CHECK(max_error(out_device.host(), out_ref) < 3e-2);
   CHECK(max_error(lse_device.host(), lse_ref) < 1e-4);
+
+  // The backward (variant 4's: bf16 inputs, float32 gradients), from the forward's own bf16
+  // out and float32 lse, against the float64 backward on the same values.
+  const std::vector<bf16> dout = values(1.0);
+  const std::vector<bf16> out = out_device.host();
+  const std::vector<float> lse = lse_device.host();
+  const std::vector<double> lse64(lse.begin(), lse.end());
+  std::vector<double> dq_ref(n), dk_ref(n), dv_ref(n);
+  brrr::kernels::cpu::attention_backward<double>(dq_ref.data(), dk_ref.data(), dv_ref.data(), widened(dout).data(),
+                                                 widened(q).data(), widened(k).data(), widened(v).data(),
+                                                 widened(out).data(), lse64.data(), s.BH, s.T, s.hs, scale, nullptr);
+  const DeviceArray<bf16> dout_device(dout);
+  DeviceArray<float> dq(std::vector<float>(n, NAN)), dk(std::vector<float>(n, NAN)), dv(std::vector<float>(n, NAN));
+  emu::attention_backward_bf16_memory(dq.data, dk.data, dv.data, dout_device.data, q_device.data, k_device.data,
+                                      v_device.data, out_device.data, lse_device.data, s.BH, s.T, s.hs,
+                                      static_cast<float>(scale), brrr::gpu::emulator_runtime().stream());
+  CHECK(max_error(dq.host(), dq_ref) < 3e-2);
+  CHECK(max_error(dk.host(), dk_ref) < 3e-2);
+  CHECK(max_error(dv.host(), dv_ref) < 3e-2);
 }
 
 }  // namespace
 
-TEST_CASE("attention bf16_pipelined (variant 4): the forward matches the float64 reference on the same bf16 values") {
+TEST_CASE("attention bf16_pipelined (variant 4): forward and backward match the float64 reference on the same bf16 "
+          "values") {
   const Shape shapes[] = {{1, 1, 64}, {2, 67, 64}, {1, 130, 128}};
   std::uint32_t seed = 40;
   for (const Shape& s : shapes) check_forward(s, seed++);
@@ -97,4 +118,10 @@ TEST_CASE("attention bf16_pipelined (variant 4): head sizes other than 64 and 12
     emu::attention_forward_bf16_pipelined(x.data, lse.data, x.data + 1, x.data, x.data, 1, 2, 64, 0.1f, nullptr);
   });
   CHECK(brrr::test::contains(misaligned, "16-byte aligned"));
+  DeviceArray<float> d(3 * 2 * 40);
+  const std::string backward = brrr::test::error_of([&] {
+    emu::attention_backward_bf16_memory(d.data, d.data, d.data, x.data, x.data, x.data, x.data, x.data, lse.data, 1, 2,
+                                        40, 0.1f, nullptr);
+  });
+  CHECK(brrr::test::contains(backward, "head size 40"));
 }
