@@ -1,6 +1,6 @@
 // bench/bench_tensor_cores.cpp: the tensor-core kernels with bf16 in memory, timed on the GPU
 // (or the emulator, for a try): matmul.cu's variant 12 (bf16_pipelined) at N^3, and
-// attention.cu's variant 4 forward (bf16_pipelined), causal, at (BH, T, hs). Their bars are
+// attention.cu's variant 4, causal, at (BH, T, hs): its forward, and forward + backward. Their bars are
 // against cuBLAS's bf16 GEMM and PyTorch's bf16 SDPA, which bench/tensor_cores_peer.py times;
 // bench/tensor_cores.sh runs both. Chapters 14 and 15.
 // They are plain launchers until bf16 tensors reach the registry (then kernel-lab takes over):
@@ -54,6 +54,8 @@ struct DeviceValues {
 using GemmFn = void (*)(float*, const bf16*, const bf16*, const kernels::MatmulShape&, kernels::Stream);
 using AttentionFn = void (*)(bf16*, float*, const bf16*, const bf16*, const bf16*, std::int64_t, std::int64_t,
                              std::int64_t, float, kernels::Stream);
+using BackwardFn = void (*)(float*, float*, float*, const bf16*, const bf16*, const bf16*, const bf16*, const bf16*,
+                            const float*, std::int64_t, std::int64_t, std::int64_t, float, kernels::Stream);
 
 }  // namespace
 
@@ -81,10 +83,12 @@ int main(int argc, char** argv) {
   gpu::Runtime* runtime = emulated ? &gpu::emulator_runtime() : gpu::cuda_runtime();
   GemmFn gemm = &kernels::emu::matmul_bf16_pipelined;
   AttentionFn attention = &kernels::emu::attention_forward_bf16_pipelined;
+  BackwardFn backward = &kernels::emu::attention_backward_bf16_memory;
 #if BRRR_WITH_CUDA
   if (!emulated) {
     gemm = &kernels::cuda::matmul_bf16_pipelined;
     attention = &kernels::cuda::attention_forward_bf16_pipelined;
+    backward = &kernels::cuda::attention_backward_bf16_memory;
   }
 #endif
   if (!runtime || (!emulated && gemm == &kernels::emu::matmul_bf16_pipelined)) {
@@ -126,6 +130,16 @@ int main(int argc, char** argv) {
                 "%.2f TFLOP/s\n",
                 static_cast<long long>(BH), static_cast<long long>(T), static_cast<long long>(hs), ms,
                 flops / (ms * 1e-3) / 1e12);
+    // The backward from the forward's out and lse (dq, dk, dv in float32).
+    DeviceValues dout(*runtime, count, sizeof(bf16), 1.0f), dq(*runtime, count, sizeof(float)),
+        dk(*runtime, count, sizeof(float)), dv(*runtime, count, sizeof(float));
+    const double backward_ms = median_ms([&] {
+      backward(dq.as<float>(), dk.as<float>(), dv.as<float>(), dout.as<bf16>(), q.as<bf16>(), k.as<bf16>(),
+               v.as<bf16>(), out.as<bf16>(), lse.as<float>(), BH, T, hs, scale, runtime->stream());
+    });
+    std::printf("attention backward bf16_memory (variant 4) bf16 in, float32 gradients: %.4f ms; forward + "
+                "backward %.4f ms\n",
+                backward_ms, ms + backward_ms);
   }
   return 0;
 }

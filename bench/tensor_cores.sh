@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/tensor_cores.sh: the bf16-in-memory tensor-core kernels against their bars, on the GPU:
-# matmul variant 12 against cuBLAS's bf16 GEMM at 4096^3 (bar: >= 50%), attention variant 4's
-# forward against PyTorch's bf16 SDPA forward, causal, BH = 96, hs = 64, T = 1024 and 4096
-# (bar: <= 1.2x). Chapters 14 and 15. Run from the repo root after building with CUDA:
+# matmul variant 12 against cuBLAS's bf16 GEMM at 4096^3 (bar: >= 50%), attention variant 4
+# against PyTorch's bf16 SDPA, causal, BH = 96, hs = 64, T = 1024 and 4096 (bars: forward
+# <= 1.2x, forward + backward <= 1.3x). Chapters 14 and 15. Run from the repo root after building with CUDA:
 #   bench/tensor_cores.sh [build-dir]
 set -euo pipefail
 build=${1:-build}

@@ -1,7 +1,7 @@
 """bench/tensor_cores_peer.py [--gemm N] [--attention T BH HS] [--steps S]: the peers of
 bench_tensor_cores in bf16 on the GPU (chapters 14 and 15): torch.matmul (cuBLAS's bf16 GEMM,
-float32 accumulation) at N^3, and PyTorch's causal scaled_dot_product_attention forward (the
-flash backend) at (BH, T, HS). bench/tensor_cores.sh runs both programs.
+float32 accumulation) at N^3, and PyTorch's causal scaled_dot_product_attention (the flash
+backend), forward and forward + backward, at (BH, T, HS). bench/tensor_cores.sh runs both programs.
 """
 import argparse
 
@@ -42,6 +42,19 @@ def main():
         s = median_seconds(forward, a.steps, warmup=3)
         print(f"torch {torch.__version__} sdpa forward bf16 causal BH={BH} T={T} hs={hs} {name}: {s * 1e3:.4f} ms, "
               f"{2 * BH * T * T * hs / s / 1e12:.2f} TFLOP/s")
+        for x in (q, k, v):
+            x.requires_grad_()
+        dout = torch.randn(1, BH, T, hs, device="cuda", generator=g, dtype=torch.bfloat16)
+
+        def forward_backward():
+            for x in (q, k, v):
+                x.grad = None
+            F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(dout)
+            torch.cuda.synchronize()
+
+        s = median_seconds(forward_backward, a.steps, warmup=3)
+        print(f"torch {torch.__version__} sdpa forward + backward bf16 causal BH={BH} T={T} hs={hs} {name}: "
+              f"{s * 1e3:.4f} ms")
 
 
 if __name__ == "__main__":
