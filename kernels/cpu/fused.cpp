@@ -1,5 +1,6 @@
 // kernels/cpu/fused.cpp: the CPU references for the fused kernels of chapters 12 to 16:
-// bias + GELU, residual add + LayerNorm, the fused cross-entropy and multi-tensor AdamW.
+// bias + GELU, the GEMM with a bias + GELU epilogue (chapter 14), residual add + LayerNorm,
+// the fused cross-entropy and multi-tensor AdamW.
 // Each is the unfused CPU kernels of nn.cpp and optim.cpp run back to back, so the fused CUDA
 // kernels are checked against exactly what the unfused path computes.
 // Read before: nn.cpp, optim.cpp. Read next: kernels/cuda/gelu.cu.
