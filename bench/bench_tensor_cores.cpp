@@ -83,12 +83,12 @@ int main(int argc, char** argv) {
   gpu::Runtime* runtime = emulated ? &gpu::emulator_runtime() : gpu::cuda_runtime();
   GemmFn gemm = &kernels::emu::matmul_bf16_pipelined;
   AttentionFn attention = &kernels::emu::attention_forward_bf16_pipelined;
-  BackwardFn backward = &kernels::emu::attention_backward_bf16_memory;
+  BackwardFn backward = &kernels::emu::attention_backward_bf16_pipelined;
 #if BRRR_WITH_CUDA
   if (!emulated) {
     gemm = &kernels::cuda::matmul_bf16_pipelined;
     attention = &kernels::cuda::attention_forward_bf16_pipelined;
-    backward = &kernels::cuda::attention_backward_bf16_memory;
+    backward = &kernels::cuda::attention_backward_bf16_pipelined;
   }
 #endif
   if (!runtime || (!emulated && gemm == &kernels::emu::matmul_bf16_pipelined)) {
@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
       backward(dq.as<float>(), dk.as<float>(), dv.as<float>(), dout.as<bf16>(), q.as<bf16>(), k.as<bf16>(),
                v.as<bf16>(), out.as<bf16>(), lse.as<float>(), BH, T, hs, scale, runtime->stream());
     });
-    std::printf("attention backward bf16_memory (variant 4) bf16 in, float32 gradients: %.4f ms; forward + "
+    std::printf("attention backward bf16_pipelined (variant 4) bf16 in, float32 gradients: %.4f ms; forward + "
                 "backward %.4f ms\n",
                 backward_ms, ms + backward_ms);
   }

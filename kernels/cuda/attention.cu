@@ -24,7 +24,7 @@
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 inputs (float32 only)
 //                       4 bf16_pipelined  bf16 in memory, cp.async double buffering (a plain
 //                                    launcher, attention.h: bf16 tensors are not in the registry yet)
-//   attention_backward  4 bf16_memory  variant 3's kernels reading bf16 from memory (launcher)
+//   attention_backward  4 bf16_pipelined  variant 3's, bf16 in memory, cp.async, ldmatrix (launcher)
 //   attention_backward  1 naive      one thread per query row (dq) and per key row (dk, dv)
 //                       2 flash      FlashAttention-2's loop order, deterministic (default)
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 operands (float32 only)
@@ -906,16 +906,16 @@ constexpr std::size_t bwd_mma_shared_bytes() {  // 64 rows + 32 rows + two trans
 namespace {
 // Rows row0 .. row0 + ROWS - 1 of x (T_len, hs) rounded to bf16, into tile (ROWS, HS + 8) and,
 // if transposed is not null, into transposed (HS, ROWS + 8); zeros past T_len and hs.
-// (In: float, rounded here, or __nv_bfloat16 from variant 4, for which the rounding is exact.)
+// load_D's In: float, rounded here, or __nv_bfloat16 (variant 4), for which the rounding is exact.
 __device__ inline float as_float(float x) { return x; }
 __device__ inline float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 
-template <int ROWS, int HS, class In>
-__device__ inline void load_rows_bf16(unsigned short* tile, unsigned short* transposed, const In* x, int row0,
+template <int ROWS, int HS>
+__device__ inline void load_rows_bf16(unsigned short* tile, unsigned short* transposed, const float* x, int row0,
                                       int T_len, int hs) {
   for (int e = threadIdx.x; e < ROWS * HS; e += blockDim.x) {
     const int r = e / HS, d = e % HS;
-    const float value = row0 + r < T_len && d < hs ? as_float(x[static_cast<std::int64_t>(row0 + r) * hs + d]) : 0.0f;
+    const float value = row0 + r < T_len && d < hs ? x[static_cast<std::int64_t>(row0 + r) * hs + d] : 0.0f;
     const unsigned short bits = __bfloat16_as_ushort(__float2bfloat16_rn(value));
     tile[r * (HS + 8) + d] = bits;
     if (transposed) transposed[d * (ROWS + 8) + r] = bits;
@@ -990,10 +990,10 @@ __device__ inline void store_rows(float* x, const float (&acc)[HS / 8][4], int r
 }
 }  // namespace
 
-template <int HS, class In>
+template <int HS>
 __global__ void __launch_bounds__(kMmaThreads)
-    attention_backward_dkdv_bf16_mma_kernel(float* dk, float* dv, const In* dout, const In* q, const In* k,
-                                            const In* v, const In* out, const float* lse, int T_len, int hs,
+    attention_backward_dkdv_bf16_mma_kernel(float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                            const float* v, const float* out, const float* lse, int T_len, int hs,
                                             float scale) {
   constexpr int ld = HS + 8, ldt = kBwdQueries + 8, kQ = kBwdQueries;
   BRRR_DYNAMIC_SHARED(unsigned short, smem);
@@ -1038,10 +1038,11 @@ __global__ void __launch_bounds__(kMmaThreads)
   store_rows<HS>(dv + head, dv_acc, k0 + key0, T_len, hs, 1.0f, g, t);
 }
 
-template <int HS, class In>
+template <int HS>
 __global__ void __launch_bounds__(kMmaThreads)
-    attention_backward_dq_bf16_mma_kernel(float* dq, const In* dout, const In* q, const In* k, const In* v,
-                                          const In* out, const float* lse, int T_len, int hs, float scale) {
+    attention_backward_dq_bf16_mma_kernel(float* dq, const float* dout, const float* q, const float* k,
+                                          const float* v, const float* out, const float* lse, int T_len, int hs,
+                                          float scale) {
   constexpr int ld = HS + 8, ldt = kBwdQueries + 8, kK = kBwdQueries;
   BRRR_DYNAMIC_SHARED(unsigned short, smem);
   unsigned short* q_tile = smem;                 // (64, HS) queries
@@ -1087,16 +1088,16 @@ __global__ void __launch_bounds__(kMmaThreads)
   store_rows<HS>(dq + head, dq_acc, q0 + row0, T_len, hs, scale, g, t);
 }
 
-template <int HS, class In>
-void launch_backward_bf16_mma(float* dq, float* dk, float* dv, const In* dout, const In* q, const In* k, const In* v,
-                              const In* out, const float* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs,
-                              float scale, Stream stream) {
+template <int HS>
+void launch_backward_bf16_mma(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                              const float* v, const float* out, const float* lse, std::int64_t BH, std::int64_t T_len,
+                              std::int64_t hs, float scale, Stream stream) {
   const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
   const int T = static_cast<int>(T_len), h = static_cast<int>(hs);
-  BRRR_LAUNCH((attention_backward_dkdv_bf16_mma_kernel<HS, In>), grid, kMmaThreads, bwd_mma_shared_bytes<HS>(), stream,
-              dk, dv, dout, q, k, v, out, lse, T, h, scale);
-  BRRR_LAUNCH((attention_backward_dq_bf16_mma_kernel<HS, In>), grid, kMmaThreads, bwd_mma_shared_bytes<HS>(), stream,
-              dq, dout, q, k, v, out, lse, T, h, scale);
+  BRRR_LAUNCH(attention_backward_dkdv_bf16_mma_kernel<HS>, grid, kMmaThreads, bwd_mma_shared_bytes<HS>(), stream, dk,
+              dv, dout, q, k, v, out, lse, T, h, scale);
+  BRRR_LAUNCH(attention_backward_dq_bf16_mma_kernel<HS>, grid, kMmaThreads, bwd_mma_shared_bytes<HS>(), stream, dq,
+              dout, q, k, v, out, lse, T, h, scale);
 }
 
 void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
@@ -1147,12 +1148,12 @@ constexpr std::size_t pipelined_shared_bytes() {
   return 5 * kTile * (HS + 8) * sizeof(__nv_bfloat16);  // q, then k and v in two stages each
 }
 
-// Starts copying rows [r0, r0 + 64) of a (T_len, HS) bf16 matrix into tile (pitch HS + 8),
+// Starts copying rows [r0, r0 + ROWS) of a (T_len, HS) bf16 matrix into tile (pitch HS + 8),
 // 16 bytes at a time; rows past T_len zero-filled.
-template <int HS>
+template <int HS, int ROWS = kTile>
 __device__ inline void copy_rows_async(__nv_bfloat16* tile, const __nv_bfloat16* matrix, int r0, int T_len) {
   constexpr int kChunks = HS / 8;  // 16-byte copies a row
-  for (int e = threadIdx.x; e < kTile * kChunks; e += kMmaThreads) {
+  for (int e = threadIdx.x; e < ROWS * kChunks; e += kMmaThreads) {
     const int r = e / kChunks, c = 8 * (e % kChunks);
     const bool inside = r0 + r < T_len;
     const __nv_bfloat16* source = inside ? matrix + static_cast<std::int64_t>(r0 + r) * HS + c : matrix;
@@ -1302,26 +1303,210 @@ void attention_forward_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::b
 }
 
 // =============================================================================================
-// Variant 4 backward: variant 3's two backward kernels reading bf16 from memory
+// Variant 4 backward: variant 3's backward with bf16 in memory, cp.async double buffering and
+// ldmatrix
 //
-// The same kernels, instantiated for __nv_bfloat16 inputs (q, k, v, out, dout; lse float32):
-// half the bytes read, and the rounding on load becomes exact. dq, dk and dv are written in
-// float32 (the gradients a float32 master copy of the weights is updated from). What variant 4's
-// forward does and this does not, yet: cp.async double buffering and ldmatrix. Its tiles are
-// stored twice, once transposed, through registers (cp.async copies bytes, it cannot
-// transpose); ldmatrix .trans on a single row-major copy would remove both the transposed
-// stores and their bank conflicts, and free the loads to go asynchronous. Not measured (no GPU).
+// Variant 3's backward stores its tiles twice, once transposed, through registers, because its
+// fragment loads read two adjacent bf16 of a row. ldmatrix .trans hands out columns instead, so
+// one row-major copy of each tile serves every product: k q^T and v dout^T read q and dout as
+// B operands stored (n, k), ldmatrix without .trans; P^T dout and dS^T q (and dS k in the dq
+// kernel) read them as B operands stored (k, n), ldmatrix .trans, as the forward reads v. With
+// only row-major tiles, every load is a 16-byte cp.async, and the streamed tiles (queries in
+// the dk, dv kernel, keys in the dq kernel, 32 at a time) are double-buffered as in the
+// forward: the copy of tile j + 1 runs while tile j is computed. D = dout . out and lse are
+// read through registers (a few floats a row). The same two kernels and the same loop order
+// as variant 3 otherwise (deterministic: no atomics), dq, dk and dv written in float32.
+// Head sizes 64 and 128; 16-byte aligned pointers. Not measured (no GPU).
 
-void attention_backward_bf16_memory(float* dq, float* dk, float* dv, const brrr::bf16* dout, const brrr::bf16* q,
+template <int HS>
+constexpr std::size_t bwd_pipelined_shared_bytes() {  // 2 fixed (64, HS) tiles, 4 streamed (32, HS), D and L
+  return (2 * kTile + 4 * kBwdQueries) * (HS + 8) * sizeof(__nv_bfloat16) + 2 * kTile * sizeof(float);
+}
+
+namespace {
+// acc (16 x 8 NT) += A B: A = rows a_row0 .. a_row0 + 15 of a_tile (16, HS deep), B's n-th
+// column = row n of b_tile (stored (n, k)); fragments by ldmatrix, as the forward's q k^T.
+template <int HS, int NT>
+__device__ inline void mma_rows_ldmatrix(float (&acc)[NT][4], const __nv_bfloat16* a_tile, int a_row0,
+                                         const __nv_bfloat16* b_tile, int lane) {
+  constexpr int ld = HS + 8;
+  const int piece = lane / 8, piece_row = lane % 8;
+  const int a_row = piece_row + 8 * (piece % 2), a_col = 8 * (piece / 2);
+  const int b_row = piece_row + 8 * (piece / 2), b_col = 8 * (piece % 2);
+  for (int st = 0; st < HS / 16; ++st) {
+    unsigned a[4];
+    ldmatrix_x4(a, &a_tile[(a_row0 + a_row) * ld + 16 * st + a_col]);
+    for (int n = 0; n < NT; n += 2) {
+      unsigned r[4];
+      ldmatrix_x4(r, &b_tile[(8 * n + b_row) * ld + 16 * st + b_col]);
+      const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+      mma_bf16_m16n8k16(acc[n], a, b0);
+      mma_bf16_m16n8k16(acc[n + 1], a, b1);
+    }
+  }
+}
+
+// acc (16 x HS) += X B: X (16 x COLS) in accumulator tiles (the A operand, FA-2's trick), B
+// (COLS, HS) stored row-major in b_tile; its fragments by ldmatrix .trans, as the forward's p v.
+template <int COLS, int HS>
+__device__ inline void mma_accumulators_trans(float (&acc)[HS / 8][4], const float (&x)[COLS / 8][4],
+                                              const __nv_bfloat16* b_tile, int lane) {
+  constexpr int ld = HS + 8;
+  const int piece = lane / 8, piece_row = lane % 8;
+  const int b_row = piece_row + 8 * (piece % 2), b_col = 8 * (piece / 2);
+  for (int kc = 0; kc < COLS / 16; ++kc) {
+    const unsigned a[4] = {pack_bf16(x[2 * kc][0], x[2 * kc][1]), pack_bf16(x[2 * kc][2], x[2 * kc][3]),
+                           pack_bf16(x[2 * kc + 1][0], x[2 * kc + 1][1]),
+                           pack_bf16(x[2 * kc + 1][2], x[2 * kc + 1][3])};
+    for (int n = 0; n < HS / 8; n += 2) {
+      unsigned r[4];
+      ldmatrix_x4_trans(r, &b_tile[(16 * kc + b_row) * ld + 8 * n + b_col]);
+      const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+      mma_bf16_m16n8k16(acc[n], a, b0);
+      mma_bf16_m16n8k16(acc[n + 1], a, b1);
+    }
+  }
+}
+}  // namespace
+
+template <int HS>
+__global__ void __launch_bounds__(kMmaThreads)
+    attention_backward_dkdv_bf16_pipelined_kernel(float* dk, float* dv, const __nv_bfloat16* dout,
+                                                  const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                                  const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse,
+                                                  int T_len, float scale) {
+  constexpr int ld = HS + 8, kQ = kBwdQueries;
+  BRRR_DYNAMIC_SHARED(__nv_bfloat16, smem);
+  __nv_bfloat16* k_tile = smem;                 // (64, HS) this block's keys
+  __nv_bfloat16* v_tile = k_tile + kTile * ld;  // (64, HS)
+  __nv_bfloat16* streamed = v_tile + kTile * ld;
+  __nv_bfloat16* q_stage[2] = {streamed, streamed + kQ * ld};              // (32, HS) queries, two stages
+  __nv_bfloat16* do_stage[2] = {streamed + 2 * kQ * ld, streamed + 3 * kQ * ld};
+  float* D = reinterpret_cast<float*>(streamed + 4 * kQ * ld);  // (32)
+  float* L = D + kTile;                                           // (32): lse
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int k0 = blockIdx.y * kTile, key0 = warp * 16;
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * HS;
+  copy_rows_async<HS>(k_tile, k + head, k0, T_len);
+  copy_rows_async<HS>(v_tile, v + head, k0, T_len);
+  copy_rows_async<HS, kQ>(q_stage[0], q + head, k0, T_len);
+  copy_rows_async<HS, kQ>(do_stage[0], dout + head, k0, T_len);
+  cp_async_commit_group();
+  float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
+  const int key[2] = {k0 + key0 + g, k0 + key0 + g + 8};
+  for (int q0 = k0, j = 0; q0 < T_len; q0 += kQ, ++j) {  // the queries that see some of the block's keys
+    const int stage = j % 2;
+    if (q0 + kQ < T_len) {  // the next query tile, into the stage the previous step used
+      copy_rows_async<HS, kQ>(q_stage[1 - stage], q + head, q0 + kQ, T_len);
+      copy_rows_async<HS, kQ>(do_stage[1 - stage], dout + head, q0 + kQ, T_len);
+    }
+    cp_async_commit_group();
+    load_D(D, dout + head, out + head, q0, kQ, T_len, HS);
+    for (int r = threadIdx.x; r < kQ; r += blockDim.x)
+      L[r] = q0 + r < T_len ? lse[blockIdx.x * static_cast<std::int64_t>(T_len) + q0 + r] : 0.0f;
+    cp_async_wait_group<1>();  // this query tile (and k, v) have landed
+    __syncthreads();
+    float p[kQ / 8][4] = {}, ds[kQ / 8][4] = {};
+    mma_rows_ldmatrix<HS, kQ / 8>(p, k_tile, key0, q_stage[stage], lane);     // S^T = k q^T
+    mma_rows_ldmatrix<HS, kQ / 8>(ds, v_tile, key0, do_stage[stage], lane);   // dP^T = v dout^T
+    for (int n = 0; n < kQ / 8; ++n)
+      for (int i = 0; i < 4; ++i) {
+        const int query = 8 * n + 2 * t + i % 2, kk = key[i / 2];
+        const bool seen = kk <= q0 + query && q0 + query < T_len;
+        p[n][i] = seen ? __expf(p[n][i] * scale - L[query]) : 0.0f;
+        ds[n][i] = p[n][i] * (ds[n][i] - D[query]);
+      }
+    mma_accumulators_trans<kQ, HS>(dv_acc, p, do_stage[stage], lane);  // dv += P^T dout
+    mma_accumulators_trans<kQ, HS>(dk_acc, ds, q_stage[stage], lane);  // dk += dS^T q
+    __syncthreads();  // everyone is done with this stage, D and L before the next step refills them
+  }
+  cp_async_wait_group<0>();
+  store_rows<HS>(dk + head, dk_acc, k0 + key0, T_len, HS, scale, g, t);
+  store_rows<HS>(dv + head, dv_acc, k0 + key0, T_len, HS, 1.0f, g, t);
+}
+
+template <int HS>
+__global__ void __launch_bounds__(kMmaThreads)
+    attention_backward_dq_bf16_pipelined_kernel(float* dq, const __nv_bfloat16* dout, const __nv_bfloat16* q,
+                                                const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                                const __nv_bfloat16* out, const float* lse, int T_len, float scale) {
+  constexpr int ld = HS + 8, kK = kBwdQueries;
+  BRRR_DYNAMIC_SHARED(__nv_bfloat16, smem);
+  __nv_bfloat16* q_tile = smem;                  // (64, HS) this block's queries
+  __nv_bfloat16* do_tile = q_tile + kTile * ld;  // (64, HS)
+  __nv_bfloat16* streamed = do_tile + kTile * ld;
+  __nv_bfloat16* k_stage[2] = {streamed, streamed + kK * ld};  // (32, HS) keys, two stages
+  __nv_bfloat16* v_stage[2] = {streamed + 2 * kK * ld, streamed + 3 * kK * ld};
+  float* D = reinterpret_cast<float*>(streamed + 4 * kK * ld);  // (64)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int query_tile = gridDim.y - 1 - blockIdx.y;  // the longest rows first
+  const int q0 = query_tile * kTile, row0 = warp * 16;
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * HS;
+  copy_rows_async<HS>(q_tile, q + head, q0, T_len);
+  copy_rows_async<HS>(do_tile, dout + head, q0, T_len);
+  copy_rows_async<HS, kK>(k_stage[0], k + head, 0, T_len);
+  copy_rows_async<HS, kK>(v_stage[0], v + head, 0, T_len);
+  cp_async_commit_group();
+  load_D(D, dout + head, out + head, q0, kTile, T_len, HS);
+  const int row[2] = {q0 + row0 + g, q0 + row0 + g + 8};
+  float L[2], Drow[2] = {0.0f, 0.0f};
+  for (int h = 0; h < 2; ++h) L[h] = row[h] < T_len ? lse[blockIdx.x * static_cast<std::int64_t>(T_len) + row[h]] : 0.0f;
+  float dq_acc[HS / 8][4] = {};
+  const int key_end = min(T_len, q0 + kTile);  // keys up to the tile's last query
+  for (int kb = 0, j = 0; kb < key_end; kb += kK, ++j) {
+    const int stage = j % 2;
+    if (kb + kK < key_end) {
+      copy_rows_async<HS, kK>(k_stage[1 - stage], k + head, kb + kK, T_len);
+      copy_rows_async<HS, kK>(v_stage[1 - stage], v + head, kb + kK, T_len);
+    }
+    cp_async_commit_group();
+    cp_async_wait_group<1>();
+    __syncthreads();
+    if (j == 0)
+      for (int h = 0; h < 2; ++h) Drow[h] = D[row0 + g + 8 * h];
+    float p[kK / 8][4] = {}, ds[kK / 8][4] = {};
+    mma_rows_ldmatrix<HS, kK / 8>(p, q_tile, row0, k_stage[stage], lane);    // S = q k^T
+    mma_rows_ldmatrix<HS, kK / 8>(ds, do_tile, row0, v_stage[stage], lane);  // dP = dout v^T
+    for (int n = 0; n < kK / 8; ++n)
+      for (int i = 0; i < 4; ++i) {
+        const int key = kb + 8 * n + 2 * t + i % 2, h = i / 2;
+        const bool seen = key <= row[h] && row[h] < T_len;
+        p[n][i] = seen ? __expf(p[n][i] * scale - L[h]) : 0.0f;
+        ds[n][i] = p[n][i] * (ds[n][i] - Drow[h]);
+      }
+    mma_accumulators_trans<kK, HS>(dq_acc, ds, k_stage[stage], lane);  // dq += dS k
+    __syncthreads();  // everyone is done with this stage before the next step refills it
+  }
+  cp_async_wait_group<0>();
+  store_rows<HS>(dq + head, dq_acc, q0 + row0, T_len, HS, scale, g, t);
+}
+
+template <int HS>
+void launch_backward_bf16_pipelined(float* dq, float* dk, float* dv, const __nv_bfloat16* dout,
+                                    const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                    const __nv_bfloat16* out, const float* lse, std::int64_t BH, std::int64_t T_len,
+                                    float scale, Stream stream) {
+  const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
+  const int T = static_cast<int>(T_len);
+  BRRR_LAUNCH(attention_backward_dkdv_bf16_pipelined_kernel<HS>, grid, kMmaThreads, bwd_pipelined_shared_bytes<HS>(),
+              stream, dk, dv, dout, q, k, v, out, lse, T, scale);
+  BRRR_LAUNCH(attention_backward_dq_bf16_pipelined_kernel<HS>, grid, kMmaThreads, bwd_pipelined_shared_bytes<HS>(),
+              stream, dq, dout, q, k, v, out, lse, T, scale);
+}
+
+void attention_backward_bf16_pipelined(float* dq, float* dk, float* dv, const brrr::bf16* dout, const brrr::bf16* q,
                                        const brrr::bf16* k, const brrr::bf16* v, const brrr::bf16* out,
                                        const float* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs,
                                        float scale, Stream stream) {
-  const char* op = "attention_backward bf16_memory";
+  const char* op = "attention_backward bf16_pipelined";
   check_sizes(op, BH, T_len, hs);
   BRRR_CHECK(hs == 64 || hs == 128, op, ": head size ", hs, "; this kernel is written for 64 and 128");
   if (BH == 0 || T_len == 0) return;
   BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, op, ": BH = ", BH, ", T = ", T_len,
              " is more blocks than a grid holds");
+  for (const void* p : {static_cast<const void*>(dout), static_cast<const void*>(q), static_cast<const void*>(k),
+                        static_cast<const void*>(v)})
+    BRRR_CHECK(aligned16(p), op, ": q, k, v and dout must start 16-byte aligned (cp.async copies 16 bytes)");
   using In = __nv_bfloat16;
   const auto* d_out = reinterpret_cast<const In*>(dout);
   const auto* qq = reinterpret_cast<const In*>(q);
@@ -1329,9 +1514,9 @@ void attention_backward_bf16_memory(float* dq, float* dk, float* dv, const brrr:
   const auto* vv = reinterpret_cast<const In*>(v);
   const auto* oo = reinterpret_cast<const In*>(out);
   if (hs == 64)
-    launch_backward_bf16_mma<64, In>(dq, dk, dv, d_out, qq, kk, vv, oo, lse, BH, T_len, hs, scale, stream);
+    launch_backward_bf16_pipelined<64>(dq, dk, dv, d_out, qq, kk, vv, oo, lse, BH, T_len, scale, stream);
   else
-    launch_backward_bf16_mma<128, In>(dq, dk, dv, d_out, qq, kk, vv, oo, lse, BH, T_len, hs, scale, stream);
+    launch_backward_bf16_pipelined<128>(dq, dk, dv, d_out, qq, kk, vv, oo, lse, BH, T_len, scale, stream);
 }
 
 // =============================================================================================

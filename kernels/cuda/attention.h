@@ -54,8 +54,9 @@ namespace brrr::kernels {
   void attention_forward_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::bf16* q, const brrr::bf16* k,  \
                                         const brrr::bf16* v, std::int64_t BH, std::int64_t T_len,               \
                                         std::int64_t hs, float scale, Stream stream);               \
-  /* Variant 4 backward: variant 3's kernels reading q, k, v, out, dout as bf16; dq, dk, dv float32. */         \
-  void attention_backward_bf16_memory(float* dq, float* dk, float* dv, const brrr::bf16* dout,               \
+  /* Variant 4 backward: variant 3's loop order, q, k, v, out, dout bf16 by cp.async + ldmatrix; dq, dk, dv */ \
+  /* float32. hs 64 or 128, 16-byte aligned pointers. */                                                        \
+  void attention_backward_bf16_pipelined(float* dq, float* dk, float* dv, const brrr::bf16* dout,               \
                                          const brrr::bf16* q, const brrr::bf16* k, const brrr::bf16* v,         \
                                          const brrr::bf16* out, const float* lse, std::int64_t BH,              \
                                          std::int64_t T_len, std::int64_t hs, float scale, Stream stream);

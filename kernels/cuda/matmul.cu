@@ -1215,7 +1215,7 @@ void matmul_bias_gelu_unfused(T* out, T* pre, const T* a, const T* b, const T* b
 // the first knob to turn on a GPU (ptxas gives this one 58-63 registers: there is room).
 // A plain launcher for now (matmul.h): the BFloat16 dtype on CUDA, and with it the registry op
 // for bf16 tensors, is the mixed-precision work's. Not measured yet (no GPU): the tensor-core
-// issue's bar is >= 50% of cuBLAS's bf16 GEMM at 4096^3 (`brrr kernel-lab matmul_bf16_memory`).
+// issue's bar is >= 50% of cuBLAS's bf16 GEMM at 4096^3 (bench/tensor_cores.sh).
 
 constexpr int kBfBM = 64, kBfBN = 64, kBfBK = 32, kBfStages = 3;
 constexpr int kBfThreads = 128;  // 4 warps, 2 x 2, each (32, 32) of out, as in variants 9 and 10

@@ -1,7 +1,7 @@
-// tests/emulator/test_attention_bf16_memory.cpp: attention.cu's variant 4 (q, k, v and out
-// stored as bfloat16; the forward streams key and value tiles by cp.async with double
-// buffering, the backward is variant 3's kernels reading bf16), run on the SIMT emulator on
-// device buffers of bf16, against the CPU reference in float64 on the same bf16 values.
+// tests/emulator/test_attention_bf16_memory.cpp: attention.cu's variant 4 (q, k, v, out and
+// dout stored as bfloat16; forward and backward stream their tiles by cp.async with double
+// buffering and read fragments by ldmatrix), run on the SIMT emulator on device buffers of
+// bf16, against the CPU reference in float64 on the same bf16 values.
 // Chapter 15. Read before: kernels/cuda/attention.cu (variant 4).
 //
 // T = 1, 67 and 130: one key tile, a ragged second one, and three tiles (the second stage
@@ -77,7 +77,8 @@ void check_forward(const Shape& s, std::uint32_t seed) {
   CHECK(max_error(out_device.host(), out_ref) < 3e-2);
   CHECK(max_error(lse_device.host(), lse_ref) < 1e-4);
 
-  // The backward (variant 4's: bf16 inputs, float32 gradients), from the forward's own bf16
+  // The backward (bf16 inputs, float32 gradients; query and key tiles of 32, so T = 130 streams
+  // five through the two stages), from the forward's own bf16
   // out and float32 lse, against the float64 backward on the same values.
   const std::vector<bf16> dout = values(1.0);
   const std::vector<bf16> out = out_device.host();
@@ -89,7 +90,7 @@ void check_forward(const Shape& s, std::uint32_t seed) {
                                                  widened(out).data(), lse64.data(), s.BH, s.T, s.hs, scale, nullptr);
   const DeviceArray<bf16> dout_device(dout);
   DeviceArray<float> dq(std::vector<float>(n, NAN)), dk(std::vector<float>(n, NAN)), dv(std::vector<float>(n, NAN));
-  emu::attention_backward_bf16_memory(dq.data, dk.data, dv.data, dout_device.data, q_device.data, k_device.data,
+  emu::attention_backward_bf16_pipelined(dq.data, dk.data, dv.data, dout_device.data, q_device.data, k_device.data,
                                       v_device.data, out_device.data, lse_device.data, s.BH, s.T, s.hs,
                                       static_cast<float>(scale), brrr::gpu::emulator_runtime().stream());
   CHECK(max_error(dq.host(), dq_ref) < 3e-2);
@@ -120,8 +121,13 @@ TEST_CASE("attention bf16_pipelined (variant 4): head sizes other than 64 and 12
   CHECK(brrr::test::contains(misaligned, "16-byte aligned"));
   DeviceArray<float> d(3 * 2 * 40);
   const std::string backward = brrr::test::error_of([&] {
-    emu::attention_backward_bf16_memory(d.data, d.data, d.data, x.data, x.data, x.data, x.data, x.data, lse.data, 1, 2,
+    emu::attention_backward_bf16_pipelined(d.data, d.data, d.data, x.data, x.data, x.data, x.data, x.data, lse.data, 1, 2,
                                         40, 0.1f, nullptr);
   });
   CHECK(brrr::test::contains(backward, "head size 40"));
+  const std::string backward_misaligned = brrr::test::error_of([&] {
+    emu::attention_backward_bf16_pipelined(d.data, d.data, d.data, x.data, x.data + 1, x.data, x.data, x.data,
+                                           lse.data, 1, 2, 64, 0.1f, nullptr);
+  });
+  CHECK(brrr::test::contains(backward_misaligned, "16-byte aligned"));
 }
