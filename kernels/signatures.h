@@ -136,6 +136,11 @@ template <class T> using layernorm_backward_fn = void (*)(T* dx, T* dweight, T* 
 // dout * gelu'(x + bias) and dbias (C) = sum over N of dx (overwritten).
 template <class T> using bias_gelu_forward_fn = void (*)(T* out, const T* x, const T* bias, std::int64_t N, std::int64_t C, Stream);
 template <class T> using bias_gelu_backward_fn = void (*)(T* dx, T* dbias, const T* dout, const T* x, const T* bias, std::int64_t N, std::int64_t C, Stream);
+// matmul_bias_gelu (chapter 14, a GEMM with its epilogue fused): out (batch, M, N) =
+// gelu(a @ b + bias), bias (N) added to every row of every matrix; pre, unless nullptr, gets
+// a @ b before the bias (the x that bias_gelu_backward takes). shape as matmul's; accumulate
+// is refused.
+template <class T> using matmul_bias_gelu_fn = void (*)(T* out, T* pre, const T* a, const T* b, const T* bias, const MatmulShape& shape, Stream);
 // residual_layernorm_forward: sum (N, C) = x + residual, then out = layernorm(sum) with its
 // mean and rstd (N). The backward of the sum is the identity, so layernorm_backward serves.
 template <class T> using residual_layernorm_forward_fn = void (*)(T* sum, T* out, T* mean, T* rstd, const T* x, const T* residual, const T* weight, const T* bias, std::int64_t N, std::int64_t C, T eps, Stream);
@@ -227,6 +232,7 @@ template <class T> inline constexpr Op<layernorm_forward_fn<T>> layernorm_forwar
 template <class T> inline constexpr Op<layernorm_backward_fn<T>> layernorm_backward{"layernorm_backward", dtype_of<T>()};
 template <class T> inline constexpr Op<bias_gelu_forward_fn<T>> bias_gelu_forward{"bias_gelu_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<bias_gelu_backward_fn<T>> bias_gelu_backward{"bias_gelu_backward", dtype_of<T>()};
+template <class T> inline constexpr Op<matmul_bias_gelu_fn<T>> matmul_bias_gelu{"matmul_bias_gelu", dtype_of<T>()};
 template <class T> inline constexpr Op<residual_layernorm_forward_fn<T>> residual_layernorm_forward{"residual_layernorm_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<cross_entropy_fused_fn<T>> cross_entropy_fused{"cross_entropy_fused", dtype_of<T>()};
 template <class T> inline constexpr Op<attention_forward_fn<T>> attention_forward{"attention_forward", dtype_of<T>()};

@@ -141,6 +141,48 @@ Case matmul_bf16_case() {
   return c;
 }
 
+// --- matmul_bias_gelu: a GEMM with bias and GELU in its epilogue (chapter 14, variant 11) ----
+
+// pre (M, N) = a (M, K) @ b (K, N); out = gelu(pre + bias), bias (N) added to every row.
+void matmul_bias_gelu_reference(Problem& p) {
+  matmul_loop(p, 1, p.dims[0], p.dims[1], p.dims[2], false, false, false, false);
+  const std::int64_t M = p.dims[0], N = p.dims[1];
+  const std::vector<double>& bias = p.in("bias");
+  std::vector<double>&out = p.out("out"), &pre = p.out("pre");
+  for (std::int64_t e = 0; e < M * N; ++e) {
+    pre[e] = out[e];
+    out[e] = gelu(pre[e] + bias[e % N]);
+  }
+}
+
+template <class T>
+void call_matmul_bias_gelu(kernels::matmul_bias_gelu_fn<T> f, const Args& a) {
+  kernels::MatmulShape s;
+  s.M = a.dims[0], s.N = a.dims[1], s.K = a.dims[2];
+  f(a.f<T>("out"), a.f<T>("pre"), a.f<T>("a"), a.f<T>("b"), a.f<T>("bias"), s, a.stream);
+}
+
+Case matmul_bias_gelu_case() {
+  Case c = matmul_case({.name = "matmul_bias_gelu",
+                        .what = "out (M, N) = gelu(a (M, K) @ b (K, N) + bias (N)), pre = a @ b: a GEMM with its "
+                                "epilogue fused",
+                        .make = [](Problem& p, Random& r) {
+                          const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
+                          p.input("a", r.normal(M * K));
+                          p.input("b", r.normal(K * N, 0.0f, 0.3f));
+                          p.input("bias", r.normal(N, 0.0f, 0.5f));
+                          p.output("out", M * N);
+                          p.output("pre", M * N);
+                        },
+                        .reference = &matmul_bias_gelu_reference,
+                        .call = call(op::matmul_bias_gelu<float>, &call_matmul_bias_gelu<float>,
+                                     op::matmul_bias_gelu<double>, &call_matmul_bias_gelu<double>)});
+  // N odd (the epilogue's column pairs end half way), ragged tiles in every direction
+  c.shapes = {{1, 1, 1}, {67, 45, 33}, {17, 131, 65}};
+  c.bytes = [](const Dims& d) { return 4.0 * (d[0] * d[2] + d[2] * d[1] + d[1] + 2 * d[0] * d[1]); };
+  return c;
+}
+
 // --- linear_gelu: gelu(x @ weight^T + bias), variants built from ops -------------------------
 
 // x (N, in), weight (out, in), bias (out): as nn::Linear stores them.
@@ -203,6 +245,7 @@ std::vector<Case> matmul_cases() {
                                 &call_matmul_transposed<double>)}),
       matmul_batched_case(),
       matmul_bf16_case(),
+      matmul_bias_gelu_case(),
       Case{.name = "linear_gelu",
            .what = "out (N, out) = gelu(x (N, in) @ weight (out, in)^T + bias (out)), variants built from ops",
            .chapter = "14",

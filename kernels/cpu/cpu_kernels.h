@@ -72,6 +72,7 @@ template <class T> void sgd_step(T* param, const T* grad, T* buf, std::int64_t n
 // fused.cpp: the references for the fused kernels (chapters 12-16), from the kernels above
 template <class T> void bias_gelu_forward(T* out, const T* x, const T* bias, std::int64_t N, std::int64_t C, Stream);
 template <class T> void bias_gelu_backward(T* dx, T* dbias, const T* dout, const T* x, const T* bias, std::int64_t N, std::int64_t C, Stream);
+template <class T> void matmul_bias_gelu(T* out, T* pre, const T* a, const T* b, const T* bias, const MatmulShape& shape, Stream);
 template <class T> void residual_layernorm_forward(T* sum, T* out, T* mean, T* rstd, const T* x, const T* residual, const T* weight, const T* bias, std::int64_t N, std::int64_t C, T eps, Stream);
 template <class T> void cross_entropy_fused(T* losses, T* dlogits, const T* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, T dloss, Stream);
 template <class T> void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream);

@@ -1,12 +1,15 @@
 // kernels/cpu/fused.cpp: the CPU references for the fused kernels of chapters 12 to 16:
-// bias + GELU, residual add + LayerNorm, the fused cross-entropy and multi-tensor AdamW.
+// bias + GELU, the GEMM with a bias + GELU epilogue (chapter 14), residual add + LayerNorm,
+// the fused cross-entropy and multi-tensor AdamW.
 // Each is the unfused CPU kernels of nn.cpp and optim.cpp run back to back, so the fused CUDA
 // kernels are checked against exactly what the unfused path computes.
 // Read before: nn.cpp, optim.cpp. Read next: kernels/cuda/gelu.cu.
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/registry.h"
 
 namespace brrr::kernels::cpu {
 
@@ -17,6 +20,23 @@ void bias_gelu_forward(T* out, const T* x, const T* bias, std::int64_t N, std::i
     for (std::int64_t i = b; i < e; ++i) out[i] = x[i] + bias[i % C];
   });
   gelu_forward<T>(out, out, N * C, stream);
+}
+
+// out = gelu(a @ b + bias), pre = a @ b: the registry's CPU matmul into out (gemm_blocked.cpp
+// in float32 on AVX-512), a copy into pre, then bias_gelu_forward in place on each matrix.
+template <class T>
+void matmul_bias_gelu(T* out, T* pre, const T* a, const T* b, const T* bias, const MatmulShape& shape,
+                      Stream stream) {
+  BRRR_CHECK(!shape.accumulate, "matmul_bias_gelu: accumulate is not supported (out = gelu(a @ b + bias) overwrites)");
+  BRRR_CHECK(bias != nullptr || shape.N == 0, "matmul_bias_gelu: bias is null; it must hold N = ", shape.N, " values");
+  static Kernel<matmul_fn<T>> gemm(op::matmul<T>);
+  gemm(DeviceType::CPU)(out, a, b, shape, stream);
+  const std::int64_t size = shape.M * shape.N;
+  for (std::int64_t z = 0; z < shape.batch && size > 0; ++z) {
+    T* matrix = out + z * shape.stride_out;
+    if (pre) std::copy(matrix, matrix + size, pre + z * shape.stride_out);
+    bias_gelu_forward<T>(matrix, matrix, bias, shape.M, shape.N, stream);
+  }
 }
 
 // dx = dout * gelu'(x + bias) (nn.cpp's gelu_backward on the sum); dbias = the column sums
@@ -72,6 +92,7 @@ void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParam
 #define BRRR_INSTANTIATE(T)                                                                                        \
   template void bias_gelu_forward<T>(T*, const T*, const T*, std::int64_t, std::int64_t, Stream);                \
   template void bias_gelu_backward<T>(T*, T*, const T*, const T*, const T*, std::int64_t, std::int64_t, Stream); \
+  template void matmul_bias_gelu<T>(T*, T*, const T*, const T*, const T*, const MatmulShape&, Stream);             \
   template void residual_layernorm_forward<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*,            \
                                               std::int64_t, std::int64_t, T, Stream);                            \
   template void cross_entropy_fused<T>(T*, T*, const T*, const std::int32_t*, std::int64_t, std::int64_t,        \

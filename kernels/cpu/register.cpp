@@ -74,6 +74,7 @@ void register_floating() {
   // written from the formulas instead.
   add(op::bias_gelu_forward<T>, kCpu, "cpu", &cpu::bias_gelu_forward<T>, 0, about("unfused: x + bias, then gelu_forward"));
   add(op::bias_gelu_backward<T>, kCpu, "cpu", &cpu::bias_gelu_backward<T>, 0, about("unfused: x + bias, gelu_backward, then the column sums"));
+  add(op::matmul_bias_gelu<T>, kCpu, "cpu", &cpu::matmul_bias_gelu<T>, 0, about("unfused: the registry's matmul, then bias_gelu_forward"));
   add(op::residual_layernorm_forward<T>, kCpu, "cpu", &cpu::residual_layernorm_forward<T>, 0, about("unfused: x + residual, then layernorm_forward"));
   add(op::cross_entropy_fused<T>, kCpu, "cpu", &cpu::cross_entropy_fused<T>, 0, about("unfused: cross_entropy_forward, then cross_entropy_backward"));
   add(op::adamw_multi_step<T>, kCpu, "cpu", &cpu::adamw_multi_step<T>, 0, about("unfused: adamw_step on each tensor in turn"));

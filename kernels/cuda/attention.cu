@@ -22,6 +22,9 @@
 //   attention_forward   1 naive      one thread per query row, two passes over the keys
 //                       2 flash      tiles in shared memory, online softmax (default)
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 inputs (float32 only)
+//                       4 bf16_pipelined  bf16 in memory, cp.async double buffering (a plain
+//                                    launcher, attention.h: bf16 tensors are not in the registry yet)
+//   attention_backward  4 bf16_pipelined  variant 3's, bf16 in memory, cp.async, ldmatrix (launcher)
 //   attention_backward  1 naive      one thread per query row (dq) and per key row (dk, dv)
 //                       2 flash      FlashAttention-2's loop order, deterministic (default)
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 operands (float32 only)
@@ -903,6 +906,10 @@ constexpr std::size_t bwd_mma_shared_bytes() {  // 64 rows + 32 rows + two trans
 namespace {
 // Rows row0 .. row0 + ROWS - 1 of x (T_len, hs) rounded to bf16, into tile (ROWS, HS + 8) and,
 // if transposed is not null, into transposed (HS, ROWS + 8); zeros past T_len and hs.
+// load_D's In: float, rounded here, or __nv_bfloat16 (variant 4), for which the rounding is exact.
+__device__ inline float as_float(float x) { return x; }
+__device__ inline float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
 template <int ROWS, int HS>
 __device__ inline void load_rows_bf16(unsigned short* tile, unsigned short* transposed, const float* x, int row0,
                                       int T_len, int hs) {
@@ -918,13 +925,15 @@ __device__ inline void load_rows_bf16(unsigned short* tile, unsigned short* tran
 // D_i = dout_i . out_i for rows row0 .. row0 + rows - 1, into D (0 past T_len), from dout and
 // out rounded to bf16, as the tensor cores see dout (and as a bf16 forward would store out):
 // then dS = P (dP - D) is exactly 0 where it should be (a row with one key: dP = D).
-__device__ inline void load_D(float* D, const float* dout, const float* out, int row0, int rows, int T_len, int hs) {
+template <class In>
+__device__ inline void load_D(float* D, const In* dout, const In* out, int row0, int rows, int T_len, int hs) {
   for (int r = threadIdx.x; r < rows; r += blockDim.x) {
     float sum = 0.0f;
     if (row0 + r < T_len)
       for (int d = 0; d < hs; ++d) {
         const std::int64_t at = static_cast<std::int64_t>(row0 + r) * hs + d;
-        sum += __bfloat162float(__float2bfloat16_rn(dout[at])) * __bfloat162float(__float2bfloat16_rn(out[at]));
+        sum += __bfloat162float(__float2bfloat16_rn(as_float(dout[at]))) *
+               __bfloat162float(__float2bfloat16_rn(as_float(out[at])));
       }
     D[r] = sum;
   }
@@ -1104,6 +1113,410 @@ void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* d
     case 128: return launch_backward_bf16_mma<128>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
   }
   attention_backward_naive(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);  // hs > 128
+}
+
+// =============================================================================================
+// Variant 4 forward: bf16 in memory, K and V streamed through cp.async double buffering
+//
+// Variant 3 reads float32 and rounds every value on its way through registers into shared
+// memory, then waits at a barrier with nothing in flight. With q, k, v and out stored as
+// bfloat16 the tiles need no conversion, so they can travel as they are: a 16-byte cp.async
+// carries 8 values of a row from global to shared memory without registers, and the copy of
+// the next key tile runs while the tensor cores work on this one. Two stages of k and v:
+//
+//   prologue:     copy the query tile and key tile 0 (one commit group)
+//   key tile j:   start copying key tile j + 1 into the other stage (a group; an empty one
+//                 after the last), wait until at most that group is in flight (tile j has
+//                 landed), __syncthreads, compute on tile j, __syncthreads (everyone is done
+//                 with tile j's stage before step j + 1 refills it)
+//
+// The arithmetic is variant 3's: each warp's 16 query rows as A fragments in registers
+// (ldmatrix), s = q k^T on mma.sync (k by plain ldmatrix: keys are the rows of a B operand
+// stored (n, k)), the online softmax in float32 registers, p turned from accumulators into an
+// A operand in place, o += p v with v's B fragments by ldmatrix .trans. Rows of the tiles are
+// padded by 16 bytes (conflict-free ldmatrix, and cp.async's 16-byte destinations stay
+// aligned). Past the end of the sequence a copy reads nothing and zero-fills its 16 bytes;
+// the causal mask and j < T do the rest. out is rounded to bfloat16 once, at the store; lse
+// stays float32 (the backward's statistics).
+// Head sizes 64 and 128 (a row is 8 or 16 whole copies); the pointers must be 16-byte
+// aligned (a bf16 tensor from brrr's allocator is). Shared memory: 5 tiles of (64, HS + 8)
+// bf16, 45 KiB at hs = 64, 85 KiB at 128 (above the default 48 KiB: BRRR_LAUNCH asks for it).
+// Not measured yet (no GPU): the bar is within 1.2x of PyTorch's SDPA forward in bf16.
+
+template <int HS>
+constexpr std::size_t pipelined_shared_bytes() {
+  return 5 * kTile * (HS + 8) * sizeof(__nv_bfloat16);  // q, then k and v in two stages each
+}
+
+// Starts copying rows [r0, r0 + ROWS) of a (T_len, HS) bf16 matrix into tile (pitch HS + 8),
+// 16 bytes at a time; rows past T_len zero-filled.
+template <int HS, int ROWS = kTile>
+__device__ inline void copy_rows_async(__nv_bfloat16* tile, const __nv_bfloat16* matrix, int r0, int T_len) {
+  constexpr int kChunks = HS / 8;  // 16-byte copies a row
+  for (int e = threadIdx.x; e < ROWS * kChunks; e += kMmaThreads) {
+    const int r = e / kChunks, c = 8 * (e % kChunks);
+    const bool inside = r0 + r < T_len;
+    const __nv_bfloat16* source = inside ? matrix + static_cast<std::int64_t>(r0 + r) * HS + c : matrix;
+    cp_async<16>(&tile[r * (HS + 8) + c], source, inside ? 16 : 0);
+  }
+}
+
+template <int HS>
+__global__ void __launch_bounds__(kMmaThreads)
+    attention_forward_bf16_pipelined_kernel(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q,
+                                            const __nv_bfloat16* k, const __nv_bfloat16* v, int T_len,
+                                            float scale_log2) {
+  constexpr int ld = HS + 8;
+  constexpr int kSteps = HS / 16, kOutTiles = HS / 8;
+  BRRR_DYNAMIC_SHARED(__nv_bfloat16, smem);
+  __nv_bfloat16* q_tile = smem;
+  __nv_bfloat16* k_stage[2] = {q_tile + kTile * ld, q_tile + 2 * kTile * ld};
+  __nv_bfloat16* v_stage[2] = {q_tile + 3 * kTile * ld, q_tile + 4 * kTile * ld};
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int piece = lane / 8, piece_row = lane % 8;  // as in variant 3
+  const int a_row = piece_row + 8 * (piece % 2), a_col = 8 * (piece / 2);  // q, v
+  const int k_row = piece_row + 8 * (piece / 2), k_col = 8 * (piece % 2);  // k
+  const int query_tile = gridDim.y - 1 - blockIdx.y;  // the longest rows first
+  const int q0 = query_tile * kTile;
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * HS;
+
+  copy_rows_async<HS>(q_tile, q + head, q0, T_len);
+  copy_rows_async<HS>(k_stage[0], k + head, 0, T_len);
+  copy_rows_async<HS>(v_stage[0], v + head, 0, T_len);
+  cp_async_commit_group();
+
+  const int r0 = warp * 16;  // this warp's rows of the tile
+  unsigned q_frag[kSteps][4];
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float o[kOutTiles][4] = {};
+  const int row[2] = {q0 + r0 + g, q0 + r0 + g + 8};
+
+  for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
+    const int k0 = key_tile * kTile, stage = key_tile % 2;
+    if (key_tile < query_tile) {  // the next tile, into the stage the previous step used
+      copy_rows_async<HS>(k_stage[1 - stage], k + head, k0 + kTile, T_len);
+      copy_rows_async<HS>(v_stage[1 - stage], v + head, k0 + kTile, T_len);
+    }
+    cp_async_commit_group();
+    cp_async_wait_group<1>();  // all but the group just started: tile key_tile (and q) landed
+    __syncthreads();
+    if (key_tile == 0)
+      for (int st = 0; st < kSteps; ++st) ldmatrix_x4(q_frag[st], &q_tile[(r0 + a_row) * ld + 16 * st + a_col]);
+    const __nv_bfloat16* k_tile = k_stage[stage];
+    const __nv_bfloat16* v_tile = v_stage[stage];
+
+    // s (16 x 64) = q k^T as 8 accumulator tiles of 16 x 8.
+    float s[8][4] = {};
+    for (int n = 0; n < 8; n += 2)
+      for (int st = 0; st < kSteps; ++st) {
+        unsigned r[4];
+        ldmatrix_x4(r, &k_tile[(8 * n + k_row) * ld + 16 * st + k_col]);
+        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        mma_bf16_m16n8k16(s[n], q_frag[st], b0);
+        mma_bf16_m16n8k16(s[n + 1], q_frag[st], b1);
+      }
+
+    // Online softmax in base 2, as variant 3.
+    for (int h = 0; h < 2; ++h) {
+      float tile_max = -INFINITY;
+      for (int n = 0; n < 8; ++n)
+        for (int e = 0; e < 2; ++e) {
+          const int j = k0 + 8 * n + 2 * t + e;
+          float& x = s[n][2 * h + e];
+          x = j <= row[h] && j < T_len ? x * scale_log2 : -INFINITY;
+          tile_max = fmaxf(tile_max, x);
+        }
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float m_new = fmaxf(m[h], tile_max);
+      const float correction = exp2f(m[h] - m_new);
+      m[h] = m_new;
+      l[h] *= correction;
+      for (int n = 0; n < kOutTiles; ++n) {
+        o[n][2 * h] *= correction;
+        o[n][2 * h + 1] *= correction;
+      }
+      for (int n = 0; n < 8; ++n)
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[n][2 * h + e];
+          x = exp2f(x - m_new);
+          l[h] += x;
+        }
+    }
+
+    // o += p v, p's accumulators as A operands, v's columns by ldmatrix .trans.
+    for (int kc = 0; kc < 4; ++kc) {
+      const unsigned a[4] = {pack_bf16(s[2 * kc][0], s[2 * kc][1]), pack_bf16(s[2 * kc][2], s[2 * kc][3]),
+                             pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]),
+                             pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+      for (int n = 0; n < kOutTiles; n += 2) {
+        unsigned r[4];
+        ldmatrix_x4_trans(r, &v_tile[(16 * kc + a_row) * ld + 8 * n + a_col]);
+        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        mma_bf16_m16n8k16(o[n], a, b0);
+        mma_bf16_m16n8k16(o[n + 1], a, b1);
+      }
+    }
+    __syncthreads();  // everyone is done with this stage before the next step refills it
+  }
+  cp_async_wait_group<0>();  // (only an empty group is left)
+
+  for (int h = 0; h < 2; ++h) {
+    float row_l = l[h];
+    row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
+    row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
+    if (row[h] >= T_len) continue;
+    __nv_bfloat16* out_row = out + head + static_cast<std::int64_t>(row[h]) * HS;
+    const float inverse = 1.0f / row_l;
+    for (int n = 0; n < kOutTiles; ++n)  // two neighbouring values, one 4-byte store
+      *reinterpret_cast<__nv_bfloat162*>(&out_row[8 * n + 2 * t]) =
+          __floats2bfloat162_rn(o[n][2 * h] * inverse, o[n][2 * h + 1] * inverse);
+    if (t == 0) lse[blockIdx.x * static_cast<std::int64_t>(T_len) + row[h]] = (m[h] + log2f(row_l)) * 0.69314718f;
+  }
+}
+
+void attention_forward_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::bf16* q, const brrr::bf16* k,
+                                      const brrr::bf16* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs,
+                                      float scale, Stream stream) {
+  const char* op = "attention_forward bf16_pipelined";
+  check_sizes(op, BH, T_len, hs);
+  BRRR_CHECK(hs == 64 || hs == 128, op, ": head size ", hs, "; this kernel is written for 64 and 128");
+  if (BH == 0 || T_len == 0) return;
+  BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, op, ": BH = ", BH, ", T = ", T_len,
+             " is more blocks than a grid holds");
+  for (const void* p : {static_cast<const void*>(out), static_cast<const void*>(q), static_cast<const void*>(k),
+                        static_cast<const void*>(v)})
+    BRRR_CHECK(aligned16(p), op, ": q, k, v and out must start 16-byte aligned (cp.async copies 16 bytes)");
+  auto* o = reinterpret_cast<__nv_bfloat16*>(out);
+  const auto* qq = reinterpret_cast<const __nv_bfloat16*>(q);
+  const auto* kk = reinterpret_cast<const __nv_bfloat16*>(k);
+  const auto* vv = reinterpret_cast<const __nv_bfloat16*>(v);
+  const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
+  const float scale_log2 = scale * 1.44269504f;
+  const int T = static_cast<int>(T_len);
+  if (hs == 64)
+    BRRR_LAUNCH(attention_forward_bf16_pipelined_kernel<64>, grid, kMmaThreads, pipelined_shared_bytes<64>(), stream,
+                o, lse, qq, kk, vv, T, scale_log2);
+  else
+    BRRR_LAUNCH(attention_forward_bf16_pipelined_kernel<128>, grid, kMmaThreads, pipelined_shared_bytes<128>(),
+                stream, o, lse, qq, kk, vv, T, scale_log2);
+}
+
+// =============================================================================================
+// Variant 4 backward: variant 3's backward with bf16 in memory, cp.async double buffering and
+// ldmatrix
+//
+// Variant 3's backward stores its tiles twice, once transposed, through registers, because its
+// fragment loads read two adjacent bf16 of a row. ldmatrix .trans hands out columns instead, so
+// one row-major copy of each tile serves every product: k q^T and v dout^T read q and dout as
+// B operands stored (n, k), ldmatrix without .trans; P^T dout and dS^T q (and dS k in the dq
+// kernel) read them as B operands stored (k, n), ldmatrix .trans, as the forward reads v. With
+// only row-major tiles, every load is a 16-byte cp.async, and the streamed tiles (queries in
+// the dk, dv kernel, keys in the dq kernel, 32 at a time) are double-buffered as in the
+// forward: the copy of tile j + 1 runs while tile j is computed. D = dout . out and lse are
+// read through registers (a few floats a row). The same two kernels and the same loop order
+// as variant 3 otherwise (deterministic: no atomics), dq, dk and dv written in float32.
+// Head sizes 64 and 128; 16-byte aligned pointers. Not measured (no GPU).
+
+template <int HS>
+constexpr std::size_t bwd_pipelined_shared_bytes() {  // 2 fixed (64, HS) tiles, 4 streamed (32, HS), D and L
+  return (2 * kTile + 4 * kBwdQueries) * (HS + 8) * sizeof(__nv_bfloat16) + 2 * kTile * sizeof(float);
+}
+
+namespace {
+// acc (16 x 8 NT) += A B: A = rows a_row0 .. a_row0 + 15 of a_tile (16, HS deep), B's n-th
+// column = row n of b_tile (stored (n, k)); fragments by ldmatrix, as the forward's q k^T.
+template <int HS, int NT>
+__device__ inline void mma_rows_ldmatrix(float (&acc)[NT][4], const __nv_bfloat16* a_tile, int a_row0,
+                                         const __nv_bfloat16* b_tile, int lane) {
+  constexpr int ld = HS + 8;
+  const int piece = lane / 8, piece_row = lane % 8;
+  const int a_row = piece_row + 8 * (piece % 2), a_col = 8 * (piece / 2);
+  const int b_row = piece_row + 8 * (piece / 2), b_col = 8 * (piece % 2);
+  for (int st = 0; st < HS / 16; ++st) {
+    unsigned a[4];
+    ldmatrix_x4(a, &a_tile[(a_row0 + a_row) * ld + 16 * st + a_col]);
+    for (int n = 0; n < NT; n += 2) {
+      unsigned r[4];
+      ldmatrix_x4(r, &b_tile[(8 * n + b_row) * ld + 16 * st + b_col]);
+      const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+      mma_bf16_m16n8k16(acc[n], a, b0);
+      mma_bf16_m16n8k16(acc[n + 1], a, b1);
+    }
+  }
+}
+
+// acc (16 x HS) += X B: X (16 x COLS) in accumulator tiles (the A operand, FA-2's trick), B
+// (COLS, HS) stored row-major in b_tile; its fragments by ldmatrix .trans, as the forward's p v.
+template <int COLS, int HS>
+__device__ inline void mma_accumulators_trans(float (&acc)[HS / 8][4], const float (&x)[COLS / 8][4],
+                                              const __nv_bfloat16* b_tile, int lane) {
+  constexpr int ld = HS + 8;
+  const int piece = lane / 8, piece_row = lane % 8;
+  const int b_row = piece_row + 8 * (piece % 2), b_col = 8 * (piece / 2);
+  for (int kc = 0; kc < COLS / 16; ++kc) {
+    const unsigned a[4] = {pack_bf16(x[2 * kc][0], x[2 * kc][1]), pack_bf16(x[2 * kc][2], x[2 * kc][3]),
+                           pack_bf16(x[2 * kc + 1][0], x[2 * kc + 1][1]),
+                           pack_bf16(x[2 * kc + 1][2], x[2 * kc + 1][3])};
+    for (int n = 0; n < HS / 8; n += 2) {
+      unsigned r[4];
+      ldmatrix_x4_trans(r, &b_tile[(16 * kc + b_row) * ld + 8 * n + b_col]);
+      const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+      mma_bf16_m16n8k16(acc[n], a, b0);
+      mma_bf16_m16n8k16(acc[n + 1], a, b1);
+    }
+  }
+}
+}  // namespace
+
+template <int HS>
+__global__ void __launch_bounds__(kMmaThreads)
+    attention_backward_dkdv_bf16_pipelined_kernel(float* dk, float* dv, const __nv_bfloat16* dout,
+                                                  const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                                  const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse,
+                                                  int T_len, float scale) {
+  constexpr int ld = HS + 8, kQ = kBwdQueries;
+  BRRR_DYNAMIC_SHARED(__nv_bfloat16, smem);
+  __nv_bfloat16* k_tile = smem;                 // (64, HS) this block's keys
+  __nv_bfloat16* v_tile = k_tile + kTile * ld;  // (64, HS)
+  __nv_bfloat16* streamed = v_tile + kTile * ld;
+  __nv_bfloat16* q_stage[2] = {streamed, streamed + kQ * ld};              // (32, HS) queries, two stages
+  __nv_bfloat16* do_stage[2] = {streamed + 2 * kQ * ld, streamed + 3 * kQ * ld};
+  float* D = reinterpret_cast<float*>(streamed + 4 * kQ * ld);  // (32)
+  float* L = D + kTile;                                           // (32): lse
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int k0 = blockIdx.y * kTile, key0 = warp * 16;
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * HS;
+  copy_rows_async<HS>(k_tile, k + head, k0, T_len);
+  copy_rows_async<HS>(v_tile, v + head, k0, T_len);
+  copy_rows_async<HS, kQ>(q_stage[0], q + head, k0, T_len);
+  copy_rows_async<HS, kQ>(do_stage[0], dout + head, k0, T_len);
+  cp_async_commit_group();
+  float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
+  const int key[2] = {k0 + key0 + g, k0 + key0 + g + 8};
+  for (int q0 = k0, j = 0; q0 < T_len; q0 += kQ, ++j) {  // the queries that see some of the block's keys
+    const int stage = j % 2;
+    if (q0 + kQ < T_len) {  // the next query tile, into the stage the previous step used
+      copy_rows_async<HS, kQ>(q_stage[1 - stage], q + head, q0 + kQ, T_len);
+      copy_rows_async<HS, kQ>(do_stage[1 - stage], dout + head, q0 + kQ, T_len);
+    }
+    cp_async_commit_group();
+    load_D(D, dout + head, out + head, q0, kQ, T_len, HS);
+    for (int r = threadIdx.x; r < kQ; r += blockDim.x)
+      L[r] = q0 + r < T_len ? lse[blockIdx.x * static_cast<std::int64_t>(T_len) + q0 + r] : 0.0f;
+    cp_async_wait_group<1>();  // this query tile (and k, v) have landed
+    __syncthreads();
+    float p[kQ / 8][4] = {}, ds[kQ / 8][4] = {};
+    mma_rows_ldmatrix<HS, kQ / 8>(p, k_tile, key0, q_stage[stage], lane);     // S^T = k q^T
+    mma_rows_ldmatrix<HS, kQ / 8>(ds, v_tile, key0, do_stage[stage], lane);   // dP^T = v dout^T
+    for (int n = 0; n < kQ / 8; ++n)
+      for (int i = 0; i < 4; ++i) {
+        const int query = 8 * n + 2 * t + i % 2, kk = key[i / 2];
+        const bool seen = kk <= q0 + query && q0 + query < T_len;
+        p[n][i] = seen ? __expf(p[n][i] * scale - L[query]) : 0.0f;
+        ds[n][i] = p[n][i] * (ds[n][i] - D[query]);
+      }
+    mma_accumulators_trans<kQ, HS>(dv_acc, p, do_stage[stage], lane);  // dv += P^T dout
+    mma_accumulators_trans<kQ, HS>(dk_acc, ds, q_stage[stage], lane);  // dk += dS^T q
+    __syncthreads();  // everyone is done with this stage, D and L before the next step refills them
+  }
+  cp_async_wait_group<0>();
+  store_rows<HS>(dk + head, dk_acc, k0 + key0, T_len, HS, scale, g, t);
+  store_rows<HS>(dv + head, dv_acc, k0 + key0, T_len, HS, 1.0f, g, t);
+}
+
+template <int HS>
+__global__ void __launch_bounds__(kMmaThreads)
+    attention_backward_dq_bf16_pipelined_kernel(float* dq, const __nv_bfloat16* dout, const __nv_bfloat16* q,
+                                                const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                                const __nv_bfloat16* out, const float* lse, int T_len, float scale) {
+  constexpr int ld = HS + 8, kK = kBwdQueries;
+  BRRR_DYNAMIC_SHARED(__nv_bfloat16, smem);
+  __nv_bfloat16* q_tile = smem;                  // (64, HS) this block's queries
+  __nv_bfloat16* do_tile = q_tile + kTile * ld;  // (64, HS)
+  __nv_bfloat16* streamed = do_tile + kTile * ld;
+  __nv_bfloat16* k_stage[2] = {streamed, streamed + kK * ld};  // (32, HS) keys, two stages
+  __nv_bfloat16* v_stage[2] = {streamed + 2 * kK * ld, streamed + 3 * kK * ld};
+  float* D = reinterpret_cast<float*>(streamed + 4 * kK * ld);  // (64)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int query_tile = gridDim.y - 1 - blockIdx.y;  // the longest rows first
+  const int q0 = query_tile * kTile, row0 = warp * 16;
+  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * HS;
+  copy_rows_async<HS>(q_tile, q + head, q0, T_len);
+  copy_rows_async<HS>(do_tile, dout + head, q0, T_len);
+  copy_rows_async<HS, kK>(k_stage[0], k + head, 0, T_len);
+  copy_rows_async<HS, kK>(v_stage[0], v + head, 0, T_len);
+  cp_async_commit_group();
+  load_D(D, dout + head, out + head, q0, kTile, T_len, HS);
+  const int row[2] = {q0 + row0 + g, q0 + row0 + g + 8};
+  float L[2], Drow[2] = {0.0f, 0.0f};
+  for (int h = 0; h < 2; ++h) L[h] = row[h] < T_len ? lse[blockIdx.x * static_cast<std::int64_t>(T_len) + row[h]] : 0.0f;
+  float dq_acc[HS / 8][4] = {};
+  const int key_end = min(T_len, q0 + kTile);  // keys up to the tile's last query
+  for (int kb = 0, j = 0; kb < key_end; kb += kK, ++j) {
+    const int stage = j % 2;
+    if (kb + kK < key_end) {
+      copy_rows_async<HS, kK>(k_stage[1 - stage], k + head, kb + kK, T_len);
+      copy_rows_async<HS, kK>(v_stage[1 - stage], v + head, kb + kK, T_len);
+    }
+    cp_async_commit_group();
+    cp_async_wait_group<1>();
+    __syncthreads();
+    if (j == 0)
+      for (int h = 0; h < 2; ++h) Drow[h] = D[row0 + g + 8 * h];
+    float p[kK / 8][4] = {}, ds[kK / 8][4] = {};
+    mma_rows_ldmatrix<HS, kK / 8>(p, q_tile, row0, k_stage[stage], lane);    // S = q k^T
+    mma_rows_ldmatrix<HS, kK / 8>(ds, do_tile, row0, v_stage[stage], lane);  // dP = dout v^T
+    for (int n = 0; n < kK / 8; ++n)
+      for (int i = 0; i < 4; ++i) {
+        const int key = kb + 8 * n + 2 * t + i % 2, h = i / 2;
+        const bool seen = key <= row[h] && row[h] < T_len;
+        p[n][i] = seen ? __expf(p[n][i] * scale - L[h]) : 0.0f;
+        ds[n][i] = p[n][i] * (ds[n][i] - Drow[h]);
+      }
+    mma_accumulators_trans<kK, HS>(dq_acc, ds, k_stage[stage], lane);  // dq += dS k
+    __syncthreads();  // everyone is done with this stage before the next step refills it
+  }
+  cp_async_wait_group<0>();
+  store_rows<HS>(dq + head, dq_acc, q0 + row0, T_len, HS, scale, g, t);
+}
+
+template <int HS>
+void launch_backward_bf16_pipelined(float* dq, float* dk, float* dv, const __nv_bfloat16* dout,
+                                    const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                    const __nv_bfloat16* out, const float* lse, std::int64_t BH, std::int64_t T_len,
+                                    float scale, Stream stream) {
+  const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
+  const int T = static_cast<int>(T_len);
+  BRRR_LAUNCH(attention_backward_dkdv_bf16_pipelined_kernel<HS>, grid, kMmaThreads, bwd_pipelined_shared_bytes<HS>(),
+              stream, dk, dv, dout, q, k, v, out, lse, T, scale);
+  BRRR_LAUNCH(attention_backward_dq_bf16_pipelined_kernel<HS>, grid, kMmaThreads, bwd_pipelined_shared_bytes<HS>(),
+              stream, dq, dout, q, k, v, out, lse, T, scale);
+}
+
+void attention_backward_bf16_pipelined(float* dq, float* dk, float* dv, const brrr::bf16* dout, const brrr::bf16* q,
+                                       const brrr::bf16* k, const brrr::bf16* v, const brrr::bf16* out,
+                                       const float* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs,
+                                       float scale, Stream stream) {
+  const char* op = "attention_backward bf16_pipelined";
+  check_sizes(op, BH, T_len, hs);
+  BRRR_CHECK(hs == 64 || hs == 128, op, ": head size ", hs, "; this kernel is written for 64 and 128");
+  if (BH == 0 || T_len == 0) return;
+  BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, op, ": BH = ", BH, ", T = ", T_len,
+             " is more blocks than a grid holds");
+  for (const void* p : {static_cast<const void*>(dout), static_cast<const void*>(q), static_cast<const void*>(k),
+                        static_cast<const void*>(v)})
+    BRRR_CHECK(aligned16(p), op, ": q, k, v and dout must start 16-byte aligned (cp.async copies 16 bytes)");
+  using In = __nv_bfloat16;
+  const auto* d_out = reinterpret_cast<const In*>(dout);
+  const auto* qq = reinterpret_cast<const In*>(q);
+  const auto* kk = reinterpret_cast<const In*>(k);
+  const auto* vv = reinterpret_cast<const In*>(v);
+  const auto* oo = reinterpret_cast<const In*>(out);
+  if (hs == 64)
+    launch_backward_bf16_pipelined<64>(dq, dk, dv, d_out, qq, kk, vv, oo, lse, BH, T_len, scale, stream);
+  else
+    launch_backward_bf16_pipelined<128>(dq, dk, dv, d_out, qq, kk, vv, oo, lse, BH, T_len, scale, stream);
 }
 
 // =============================================================================================

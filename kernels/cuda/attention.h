@@ -12,6 +12,12 @@
 
 #include "kernels/signatures.h"
 
+// brrr::bf16 (brrr/bfloat16.h, C++20) by name only: nvcc compiles this header too, and a
+// pointer needs no definition.
+namespace brrr {
+struct bf16;
+}
+
 #define BRRR_ATTENTION_KERNELS                                                                                   \
   /* Variant 1: one thread per query row, two passes over the keys. */                                          \
   template <class T>                                                                                             \
@@ -42,7 +48,18 @@ namespace brrr::kernels {
   /* Variant 3 backward: FlashAttention-2's backward on tensor cores, bf16 operands, dq in a second pass. */     \
   void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* dout, const float* q,          \
                                    const float* k, const float* v, const float* out, const float* lse,          \
-                                   std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream);
+                                   std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream); \
+  /* Variant 4 forward: q, k, v, out stored as bfloat16 (brrr::bf16, the bits of __nv_bfloat16), lse float32; */ \
+  /* k and v tiles streamed by cp.async with double buffering. hs 64 or 128, 16-byte aligned pointers. */       \
+  void attention_forward_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::bf16* q, const brrr::bf16* k,  \
+                                        const brrr::bf16* v, std::int64_t BH, std::int64_t T_len,               \
+                                        std::int64_t hs, float scale, Stream stream);               \
+  /* Variant 4 backward: variant 3's loop order, q, k, v, out, dout bf16 by cp.async + ldmatrix; dq, dk, dv */ \
+  /* float32. hs 64 or 128, 16-byte aligned pointers. */                                                        \
+  void attention_backward_bf16_pipelined(float* dq, float* dk, float* dv, const brrr::bf16* dout,               \
+                                         const brrr::bf16* q, const brrr::bf16* k, const brrr::bf16* v,         \
+                                         const brrr::bf16* out, const float* lse, std::int64_t BH,              \
+                                         std::int64_t T_len, std::int64_t hs, float scale, Stream stream);
 
 namespace emu {
 BRRR_ATTENTION_KERNELS

@@ -1,5 +1,5 @@
 // kernels/cuda/matmul.cu: matmul on the GPU, from one thread per output to tensor cores, in
-// ten numbered variants. Each one changes one thing about the one before it, says why that
+// twelve numbered variants. Each one changes one thing about the one before it, says why that
 // should be faster on an H100, and what still limits it.
 // Chapter 14 (matmul from naive to tensor cores). Read before: kernels/cpu/matmul.cpp (the
 // reference), kernels/cuda/examples.cu (a first CUDA file), kernels/cuda/matmul.h.
@@ -8,9 +8,12 @@
 // The order follows Simon Boehm's "How to optimize a CUDA matmul kernel for cuBLAS-like
 // performance": naive, coalesced, shared-memory tiles, 1-D then 2-D register blocking,
 // vectorized loads; then tensor cores; and last, back on the float32 units, warp tiles and
-// double buffering (variant 8, his kernels 10 and 11). Variants 9 and 10 return to the
+// double buffering (variant 8, his kernels 10 and 11). Variants 9 to 12 return to the
 // tensor cores through their own instructions (mma.sync, ldmatrix, cp.async; simt.h), which
-// the emulator runs too. `brrr kernel-lab matmul` checks and times them all.
+// the emulator runs too: bf16 from padded tiles, a tf32 cp.async pipeline, that pipeline with
+// a fused epilogue (bias, GELU), and bf16 in memory through a pipeline. `brrr kernel-lab
+// matmul` checks and times them all (variant 11 under matmul_bias_gelu; 12, a plain launcher
+// until bf16 tensors reach the registry, under neither yet).
 //
 // Measured on an H100 80GB HBM3, 2026-11-23, with `scripts/gpu.sh` (see docs/measurements.md):
 // at 4096^3 in float32, as a share of cuBLAS's SGEMM (2.659 ms, 51.69 TFLOP/s, TF32 off), naive
@@ -1016,51 +1019,65 @@ __device__ inline void copy_tile_async(float* tile, int pitch, const float* base
 }
 }  // namespace
 
-__global__ void __launch_bounds__(kPipeThreads) matmul_tf32_pipelined_kernel(Gemm<float> g) {
-  BRRR_DYNAMIC_SHARED(float, stages);  // per stage: a (64, 16) a[i][k], then b (16, 64) b[k][j]
+namespace {
+// The main loop of variant 10, shared with variant 11: matrix z's (64, 64) tile at (i0, j0),
+// summed into this warp's (32, 32) accumulators acc (zeroed first). Leaves no copy in flight
+// and every thread past its last read of the stages.
+__device__ inline void tf32_pipelined_tile(const Gemm<float>& g, std::int64_t z, float* stages, int i0, int j0,
+                                           float (&acc)[2][4][4]) {
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int warp_i = (warp / 2) * 32, warp_j = (warp % 2) * 32, group = lane / 4, in_group = lane % 4;
-  const int i0 = static_cast<int>(blockIdx.y) * kPipeBM, j0 = static_cast<int>(blockIdx.x) * kPipeBN;
   const int k_tiles = static_cast<int>(ceil_div(g.K, kPipeBK));
-  for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
-    const float* a = matrix(g.a, z);
-    const float* b = matrix(g.b, z);
-    const auto copy_k_tile = [&](int t) {  // k-tile t into stage t % 3 (if there is one), as a group
-      if (t < k_tiles) {
-        float* stage = stages + (t % kPipeStages) * kPipeStageFloats;
-        copy_tile_async<kPipeBM, kPipeBK, kPipeThreads>(stage, kPipePitchA, a, g.a, i0, t * kPipeBK, tid);
-        copy_tile_async<kPipeBK, kPipeBN, kPipeThreads>(stage + kPipeBM * kPipePitchA, kPipePitchB, b, g.b,
-                                                        t * kPipeBK, j0, tid);
-      }
-      cp_async_commit_group();  // an empty group past the end keeps the count of groups regular
-    };
-    copy_k_tile(0);
-    copy_k_tile(1);
-    float acc[2][4][4] = {};
-    for (int t = 0; t < k_tiles; ++t) {
-      cp_async_wait_group<kPipeStages - 2>();
-      __syncthreads();
-      copy_k_tile(t + kPipeStages - 1);
-      const float* a_tile = stages + (t % kPipeStages) * kPipeStageFloats;
-      const float* b_tile = a_tile + kPipeBM * kPipePitchA;
-      for (int k = 0; k < kPipeBK; k += 8) {
-        // Fragments (m16n8k8 tf32): a value r at row g + 8 (r % 2), column t + 4 (r / 2);
-        // b value r at row (k) t + 4 r, column (n) g.
-        unsigned a_frag[2][4], b_frag[4][2];
-        for (int mi = 0; mi < 2; ++mi)
-          for (int r = 0; r < 4; ++r)
-            a_frag[mi][r] = float_to_tf32(
-                a_tile[(warp_i + 16 * mi + group + 8 * (r % 2)) * kPipePitchA + k + in_group + 4 * (r / 2)]);
-        for (int nj = 0; nj < 4; ++nj)
-          for (int r = 0; r < 2; ++r)
-            b_frag[nj][r] = float_to_tf32(b_tile[(k + in_group + 4 * r) * kPipePitchB + warp_j + 8 * nj + group]);
-        for (int mi = 0; mi < 2; ++mi)
-          for (int nj = 0; nj < 4; ++nj) mma_m16n8k8_tf32(acc[mi][nj], a_frag[mi], b_frag[nj], acc[mi][nj]);
-      }
+  const float* a = matrix(g.a, z);
+  const float* b = matrix(g.b, z);
+  const auto copy_k_tile = [&](int t) {  // k-tile t into stage t % 3 (if there is one), as a group
+    if (t < k_tiles) {
+      float* stage = stages + (t % kPipeStages) * kPipeStageFloats;
+      copy_tile_async<kPipeBM, kPipeBK, kPipeThreads>(stage, kPipePitchA, a, g.a, i0, t * kPipeBK, tid);
+      copy_tile_async<kPipeBK, kPipeBN, kPipeThreads>(stage + kPipeBM * kPipePitchA, kPipePitchB, b, g.b,
+                                                      t * kPipeBK, j0, tid);
     }
-    cp_async_wait_group<0>();  // (only empty groups are left)
-    __syncthreads();           // everyone is done with the stages before the next matrix's copies
-    store_warp_tile(g, g.out + z * g.stride_out, i0 + warp_i, j0 + warp_j, acc, lane);
+    cp_async_commit_group();  // an empty group past the end keeps the count of groups regular
+  };
+  copy_k_tile(0);
+  copy_k_tile(1);
+  for (int mi = 0; mi < 2; ++mi)
+    for (int nj = 0; nj < 4; ++nj)
+      for (int i = 0; i < 4; ++i) acc[mi][nj][i] = 0.0f;
+  for (int t = 0; t < k_tiles; ++t) {
+    cp_async_wait_group<kPipeStages - 2>();
+    __syncthreads();
+    copy_k_tile(t + kPipeStages - 1);
+    const float* a_tile = stages + (t % kPipeStages) * kPipeStageFloats;
+    const float* b_tile = a_tile + kPipeBM * kPipePitchA;
+    for (int k = 0; k < kPipeBK; k += 8) {
+      // Fragments (m16n8k8 tf32): a value r at row g + 8 (r % 2), column t + 4 (r / 2);
+      // b value r at row (k) t + 4 r, column (n) g.
+      unsigned a_frag[2][4], b_frag[4][2];
+      for (int mi = 0; mi < 2; ++mi)
+        for (int r = 0; r < 4; ++r)
+          a_frag[mi][r] = float_to_tf32(
+              a_tile[(warp_i + 16 * mi + group + 8 * (r % 2)) * kPipePitchA + k + in_group + 4 * (r / 2)]);
+      for (int nj = 0; nj < 4; ++nj)
+        for (int r = 0; r < 2; ++r)
+          b_frag[nj][r] = float_to_tf32(b_tile[(k + in_group + 4 * r) * kPipePitchB + warp_j + 8 * nj + group]);
+      for (int mi = 0; mi < 2; ++mi)
+        for (int nj = 0; nj < 4; ++nj) mma_m16n8k8_tf32(acc[mi][nj], a_frag[mi], b_frag[nj], acc[mi][nj]);
+    }
+  }
+  cp_async_wait_group<0>();  // (only empty groups are left)
+  __syncthreads();           // everyone is done with the stages before the next matrix's copies
+}
+}  // namespace
+
+__global__ void __launch_bounds__(kPipeThreads) matmul_tf32_pipelined_kernel(Gemm<float> g) {
+  BRRR_DYNAMIC_SHARED(float, stages);  // per stage: a (64, 16) a[i][k], then b (16, 64) b[k][j]
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int i0 = static_cast<int>(blockIdx.y) * kPipeBM, j0 = static_cast<int>(blockIdx.x) * kPipeBN;
+  for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
+    float acc[2][4][4];
+    tf32_pipelined_tile(g, z, stages, i0, j0, acc);
+    store_warp_tile(g, g.out + z * g.stride_out, i0 + (warp / 2) * 32, j0 + (warp % 2) * 32, acc, lane);
   }
 }
 
@@ -1069,6 +1086,286 @@ void matmul_tf32_pipelined(float* out, const float* a, const float* b, const Mat
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
   const dim3 grid = grid_of("matmul tf32_pipelined", ceil_div(g.N, kPipeBN), ceil_div(g.M, kPipeBM), g.batch);
   BRRR_LAUNCH(matmul_tf32_pipelined_kernel, grid, kPipeThreads, kPipeSharedBytes, stream, g);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 11. bias_gelu: variant 10 with a fused epilogue, out = gelu(a @ b + bias)
+//
+// A transformer is a series of GEMMs, each followed by something cheap: a bias, a GELU, a
+// residual add. Done as separate kernels, the GEMM writes its (M, N) result to memory and the
+// next kernel reads it back, once per elementwise step; for the MLP's first layer, (B T, 4C)
+// floats each way, as many bytes as the GEMM's own inputs. The epilogue does the cheap part
+// while the sums are still in registers: each lane adds the bias of its columns to its
+// accumulators, applies GELU (brrr's tanh form, gelu.cu's formula) and stores out once.
+// The backward needs the GELU's input; a non-null `pre` receives a @ b before the bias (what
+// bias_gelu_backward takes as its x, with the bias beside it), one more store from the same
+// registers, where the unfused path would have written it anyway.
+// The main loop is variant 10's (tf32_pipelined_tile above), so the product has tf32's ~1e-3
+// relative error; the epilogue itself is float32. Not measured yet (no GPU): the saving to
+// expect is the elementwise pass, one read and one write of (M, N) float32, which for
+// (8192, 768) @ (768, 3072) is ~200 MB, ~0.07 ms on an H100, beside a GEMM of ~0.3 ms.
+
+namespace {
+// gelu(x) = 0.5 x (1 + tanh u) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), as
+// kernels/cpu/nn.cpp and gelu.cu compute it.
+__device__ inline float gelu_tanh(float x) {
+  return x / (1.0f + exp_of(-2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+struct BiasGelu {
+  float* pre;         // (batch, M, N), or nullptr
+  const float* bias;  // (N)
+};
+
+// The epilogue: this warp's (32, 32) tile of accumulators, value i of mma tile (mi, nj) at row
+// 16 mi + g + 8 (i / 2), column 8 nj + 2 t + i % 2 (lane = 4 g + t), as in store_warp_tile.
+__device__ inline void store_warp_tile_bias_gelu(const Gemm<float>& g, const BiasGelu& e, std::int64_t z, int i0,
+                                                 int j0, const float (&acc)[2][4][4], int lane) {
+  float* out = g.out + z * g.stride_out;
+  float* pre = e.pre ? e.pre + z * g.stride_out : nullptr;
+  for (int nj = 0; nj < 4; ++nj)
+    for (int c = 0; c < 2; ++c) {
+      const int j = j0 + 8 * nj + 2 * (lane % 4) + c;
+      if (j >= g.N) continue;
+      const float bias = e.bias[j];  // read once for the 4 values of this column
+      for (int mi = 0; mi < 2; ++mi)
+        for (int h = 0; h < 2; ++h) {
+          const int i = i0 + 16 * mi + lane / 4 + 8 * h;
+          if (i >= g.M) continue;
+          const float sum = acc[mi][nj][2 * h + c];
+          const std::int64_t at = static_cast<std::int64_t>(i) * g.N + j;
+          if (pre) pre[at] = sum;
+          out[at] = gelu_tanh(sum + bias);
+        }
+    }
+}
+}  // namespace
+
+__global__ void __launch_bounds__(kPipeThreads) matmul_bias_gelu_kernel(Gemm<float> g, BiasGelu e) {
+  BRRR_DYNAMIC_SHARED(float, stages);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int i0 = static_cast<int>(blockIdx.y) * kPipeBM, j0 = static_cast<int>(blockIdx.x) * kPipeBN;
+  for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
+    float acc[2][4][4];
+    tf32_pipelined_tile(g, z, stages, i0, j0, acc);
+    store_warp_tile_bias_gelu(g, e, z, i0 + (warp / 2) * 32, j0 + (warp % 2) * 32, acc, lane);
+  }
+}
+
+void matmul_bias_gelu(float* out, float* pre, const float* a, const float* b, const float* bias,
+                      const MatmulShape& s, Stream stream) {
+  BRRR_CHECK(!s.accumulate, "matmul_bias_gelu: accumulate is not supported (out = gelu(a @ b + bias) overwrites)");
+  BRRR_CHECK(bias != nullptr || s.N == 0, "matmul_bias_gelu: bias is null; it must hold N = ", s.N, " values");
+  const Gemm<float> g = describe("matmul_bias_gelu", out, a, b, s);
+  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+  const dim3 grid = grid_of("matmul_bias_gelu", ceil_div(g.N, kPipeBN), ceil_div(g.M, kPipeBM), g.batch);
+  BRRR_LAUNCH(matmul_bias_gelu_kernel, grid, kPipeThreads, kPipeSharedBytes, stream, g, BiasGelu{pre, bias});
+}
+
+// The same op unfused, the baseline variant 11 is measured against (and the float64 variant):
+// the registry's matmul into pre (or out), then the registry's bias_gelu_forward, matrix by matrix.
+template <class T>
+void matmul_bias_gelu_unfused(T* out, T* pre, const T* a, const T* b, const T* bias, const MatmulShape& s,
+                              Stream stream) {
+  BRRR_CHECK(!s.accumulate, "matmul_bias_gelu: accumulate is not supported (out = gelu(a @ b + bias) overwrites)");
+  BRRR_CHECK(bias != nullptr || s.N == 0, "matmul_bias_gelu: bias is null; it must hold N = ", s.N, " values");
+  static Kernel<matmul_fn<T>> gemm(op::matmul<T>);
+  static Kernel<bias_gelu_forward_fn<T>> epilogue(op::bias_gelu_forward<T>);
+  T* product = pre ? pre : out;
+  gemm(DeviceType::CUDA)(product, a, b, s, stream);
+  if (s.M == 0 || s.N == 0) return;
+  for (std::int64_t z = 0; z < s.batch; ++z)
+    epilogue(DeviceType::CUDA)(out + z * s.stride_out, product + z * s.stride_out, bias, s.M, s.N, stream);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 12. bf16_pipelined: bfloat16 in memory, 16-byte cp.async copies, a three-stage pipeline,
+//     ldmatrix fragments, mma.sync (the bf16 GEMM of mixed-precision training)
+//
+// Variant 9 has the right instructions and the wrong plumbing: float32 in memory, rounded on
+// its way through registers, and no copy in flight while the tensor cores work. Variant 10
+// has the plumbing for float32. This one stores a and b as bfloat16 (out stays float32, the
+// sums too), and that changes the budget: an m16n8k16 needs 2 bytes an operand value instead
+// of 4, so every byte moved from L2 or DRAM feeds twice the FLOPs, and one 16-byte cp.async
+// carries 8 values of a row, straight into shared memory. With three stages in flight the
+// copies of k-tiles t + 1 and t + 2 overlap the mma's on k-tile t: the loop is paced by the
+// tensor cores, not by the latency of global memory, which is how cuBLAS-class kernels reach
+// most of the tensor cores' peak.
+//   - The shared tiles keep the operands' storage order (8 contiguous values are one copy):
+//     a stored (M, K) gives a tile a[i][k], read by ldmatrix as a fragment; a stored
+//     transposed, (K, M), a tile [k][i], read with ldmatrix .trans, which hands lane (g, t)
+//     column g, rows 2t and 2t + 1 of each 8 x 8 matrix: again (row i = g, k = 2t, 2t + 1), the
+//     fragment. b likewise, the other way round ([k][n] with .trans, as variant 9; [n][k]
+//     without). Kernels for the four layouts are one template.
+//   - Row pitches of 40 and 72 bf16 (80 and 144 bytes, multiples of 16 for cp.async's
+//     destination) put the 8 rows an ldmatrix reads on 8 different 16-byte bank groups.
+//   - Edges. A copy of 8 values whose row lies outside the matrix reads no bytes and zero-fills
+//     its 16 (src_bytes 0). One that straddles the end of a row (the last k's when K is not a
+//     multiple of 8) reads only its 2 x inside bytes and zero-fills the rest, so nothing past
+//     the row is read. But cp.async wants a 16-byte aligned source, and when the row length is
+//     not a multiple of 8 most rows start mid-way through 16 bytes: those copies go through
+//     registers instead, value by value with zeros past the edge (plain shared stores; they
+//     are complete before the same barrier that publishes the cp.async copies). The pipeline
+//     is unchanged; only such operands lose the asynchronous copies, and a caller wanting the
+//     fast path pads K (and the leading dimensions) to multiples of 8.
+// What limits it (expected, untimed): the (64, 64) block tile of variants 9 and 10, kept so the
+// emulator tests stay small: a value of a is loaded again for every 64 columns of out, one of b
+// for every 64 rows, and a warp does 8 mma's per 4 ldmatrix. cuBLAS-class kernels use (128, 128) or
+// (128, 256) blocks of 8 warps, (64, 64) per warp, for twice to four times the reuse. That is
+// the first knob to turn on a GPU (ptxas gives this one 58-63 registers: there is room).
+// A plain launcher for now (matmul.h): the BFloat16 dtype on CUDA, and with it the registry op
+// for bf16 tensors, is the mixed-precision work's. Not measured yet (no GPU): the tensor-core
+// issue's bar is >= 50% of cuBLAS's bf16 GEMM at 4096^3 (bench/tensor_cores.sh).
+
+constexpr int kBfBM = 64, kBfBN = 64, kBfBK = 32, kBfStages = 3;
+constexpr int kBfThreads = 128;  // 4 warps, 2 x 2, each (32, 32) of out, as in variants 9 and 10
+constexpr int kBfPitchK = kBfBK + 8, kBfPitchMN = kBfBM + 8;  // bf16: rows along k, rows along m or n
+constexpr int kBfTileValues = kBfBM * kBfPitchK;               // >= kBfBK * kBfPitchMN: either layout fits
+constexpr int kBfStageValues = 2 * kBfTileValues;              // a's tile, then b's
+constexpr std::size_t kBfSharedBytes = sizeof(__nv_bfloat16) * kBfStages * kBfStageValues;  // 30720
+static_assert(kBfBK * kBfPitchMN <= kBfTileValues, "a tile stored the other way round must fit its stage");
+
+namespace {
+// The operands in the storage order of the shared tiles: element (r, c) of matrix z at
+// data[z * batch_stride + r * leading + c], c along the contiguous dimension.
+struct Bf16Matrix {
+  const __nv_bfloat16* data;
+  std::int64_t batch_stride, leading;
+  int rows, cols;
+};
+
+// a stored (M, K) or (K, M), b stored (K, N) or (N, K): the matrix as stored.
+Bf16Matrix stored_bf16(const __nv_bfloat16* data, std::int64_t batch_stride, std::int64_t rows, std::int64_t cols,
+                       bool transposed) {
+  Bf16Matrix m;
+  m.data = data;
+  m.batch_stride = batch_stride;
+  m.rows = static_cast<int>(transposed ? cols : rows);
+  m.cols = static_cast<int>(transposed ? rows : cols);
+  m.leading = m.cols;
+  return m;
+}
+
+// Starts copying the (ROWS, COLS) tile of m's matrix `base` at (r0, c0) into tile[r * pitch + c],
+// zeros past the edges: 16-byte cp.async copies where the source is aligned, values through
+// registers where it is not (see above).
+template <int ROWS, int COLS>
+__device__ inline void copy_tile_bf16(__nv_bfloat16* tile, int pitch, const __nv_bfloat16* base, const Bf16Matrix& m,
+                                      int r0, int c0, int tid) {
+  for (int e = tid; e < ROWS * COLS / 8; e += kBfThreads) {
+    const int r = e / (COLS / 8), c = 8 * (e % (COLS / 8)), row = r0 + r, col = c0 + c;
+    __nv_bfloat16* destination = &tile[r * pitch + c];
+    const int inside = row < m.rows ? max(0, min(8, m.cols - col)) : 0;  // values of the 8 in the matrix
+    if (inside == 0) {
+      cp_async<16>(destination, base, 0);
+      continue;
+    }
+    const __nv_bfloat16* source = base + static_cast<std::int64_t>(row) * m.leading + col;
+    if (reinterpret_cast<std::uintptr_t>(source) % 16 == 0) {
+      cp_async<16>(destination, source, 2 * inside);
+    } else {
+      for (int x = 0; x < 8; ++x) destination[x] = x < inside ? source[x] : __ushort_as_bfloat16(0);
+    }
+  }
+}
+
+// Matrix z's (64, 64) tile of out at (i0, j0) into this warp's accumulators. TRANS_A: a is
+// stored (K, M); TRANS_B: b is stored (N, K).
+template <bool TRANS_A, bool TRANS_B>
+__device__ inline void bf16_pipelined_tile(const Gemm<float>& g, const Bf16Matrix& ma, const Bf16Matrix& mb,
+                                           std::int64_t z, __nv_bfloat16* stages, int i0, int j0,
+                                           float (&acc)[2][4][4]) {
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  const int warp_i = (warp / 2) * 32, warp_j = (warp % 2) * 32;
+  const int piece = lane / 8, row = lane % 8;  // the row this lane names to ldmatrix, of matrix `piece`
+  const int k_tiles = static_cast<int>(ceil_div(g.K, kBfBK));
+  const __nv_bfloat16* a = ma.data + z * ma.batch_stride;
+  const __nv_bfloat16* b = mb.data + z * mb.batch_stride;
+  constexpr int kPitchA = TRANS_A ? kBfPitchMN : kBfPitchK, kPitchB = TRANS_B ? kBfPitchK : kBfPitchMN;
+  const auto copy_k_tile = [&](int t) {
+    if (t < k_tiles) {
+      __nv_bfloat16* stage = stages + (t % kBfStages) * kBfStageValues;
+      if (TRANS_A)
+        copy_tile_bf16<kBfBK, kBfBM>(stage, kPitchA, a, ma, t * kBfBK, i0, tid);
+      else
+        copy_tile_bf16<kBfBM, kBfBK>(stage, kPitchA, a, ma, i0, t * kBfBK, tid);
+      if (TRANS_B)
+        copy_tile_bf16<kBfBN, kBfBK>(stage + kBfTileValues, kPitchB, b, mb, j0, t * kBfBK, tid);
+      else
+        copy_tile_bf16<kBfBK, kBfBN>(stage + kBfTileValues, kPitchB, b, mb, t * kBfBK, j0, tid);
+    }
+    cp_async_commit_group();
+  };
+  for (int t = 0; t < kBfStages - 1; ++t) copy_k_tile(t);
+  for (int mi = 0; mi < 2; ++mi)
+    for (int nj = 0; nj < 4; ++nj)
+      for (int i = 0; i < 4; ++i) acc[mi][nj][i] = 0.0f;
+  for (int t = 0; t < k_tiles; ++t) {
+    cp_async_wait_group<kBfStages - 2>();
+    __syncthreads();
+    copy_k_tile(t + kBfStages - 1);
+    const __nv_bfloat16* a_tile = stages + (t % kBfStages) * kBfStageValues;
+    const __nv_bfloat16* b_tile = a_tile + kBfTileValues;
+    for (int k = 0; k < kBfBK; k += 16) {
+      // a's four 8 x 8 matrices: (i 0-7, k 0-7), (i 8-15, k 0-7), (i 0-7, k 8-15), (i 8-15, k 8-15).
+      unsigned a_frag[2][4], b_frag[4][2];
+      for (int mi = 0; mi < 2; ++mi) {
+        const int i = warp_i + 16 * mi + 8 * (piece % 2), kk = k + 8 * (piece / 2);
+        if (TRANS_A)
+          ldmatrix_x4_trans(a_frag[mi], &a_tile[(kk + row) * kPitchA + i]);
+        else
+          ldmatrix_x4(a_frag[mi], &a_tile[(i + row) * kPitchA + kk]);
+      }
+      // b's: (k 0-7, n-tile nj), (k 8-15, nj), (k 0-7, nj + 1), (k 8-15, nj + 1).
+      for (int nj = 0; nj < 4; nj += 2) {
+        const int j = warp_j + 8 * nj + 8 * (piece / 2), kk = k + 8 * (piece % 2);
+        unsigned r[4];
+        if (TRANS_B)
+          ldmatrix_x4(r, &b_tile[(j + row) * kPitchB + kk]);
+        else
+          ldmatrix_x4_trans(r, &b_tile[(kk + row) * kPitchB + j]);
+        b_frag[nj][0] = r[0], b_frag[nj][1] = r[1], b_frag[nj + 1][0] = r[2], b_frag[nj + 1][1] = r[3];
+      }
+      for (int mi = 0; mi < 2; ++mi)
+        for (int nj = 0; nj < 4; ++nj) mma_m16n8k16_bf16(acc[mi][nj], a_frag[mi], b_frag[nj], acc[mi][nj]);
+    }
+  }
+  cp_async_wait_group<0>();
+  __syncthreads();
+}
+}  // namespace
+
+template <bool TRANS_A, bool TRANS_B>
+__global__ void __launch_bounds__(kBfThreads) matmul_bf16_pipelined_kernel(Gemm<float> g, Bf16Matrix a, Bf16Matrix b) {
+  BRRR_DYNAMIC_SHARED(__nv_bfloat16, stages);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int i0 = static_cast<int>(blockIdx.y) * kBfBM, j0 = static_cast<int>(blockIdx.x) * kBfBN;
+  for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
+    float acc[2][4][4];
+    bf16_pipelined_tile<TRANS_A, TRANS_B>(g, a, b, z, stages, i0, j0, acc);
+    store_warp_tile(g, g.out + z * g.stride_out, i0 + (warp / 2) * 32, j0 + (warp % 2) * 32, acc, lane);
+  }
+}
+
+void matmul_bf16_pipelined(float* out, const brrr::bf16* a_bf16, const brrr::bf16* b_bf16, const MatmulShape& s,
+                           Stream stream) {
+  const char* op = "matmul bf16_pipelined";
+  // The output side (sizes, out, accumulate) is every variant's; the operands are bf16.
+  const Gemm<float> g = describe<float>(op, out, nullptr, nullptr, s);
+  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+  const auto* a = reinterpret_cast<const __nv_bfloat16*>(a_bf16);
+  const auto* b = reinterpret_cast<const __nv_bfloat16*>(b_bf16);
+  const Bf16Matrix ma = stored_bf16(a, s.stride_a, s.M, s.K, s.trans_a);
+  const Bf16Matrix mb = stored_bf16(b, s.stride_b, s.K, s.N, s.trans_b);
+  const dim3 grid = grid_of(op, ceil_div(g.N, kBfBN), ceil_div(g.M, kBfBM), g.batch);
+  if (!s.trans_a && !s.trans_b)
+    BRRR_LAUNCH((matmul_bf16_pipelined_kernel<false, false>), grid, kBfThreads, kBfSharedBytes, stream, g, ma, mb);
+  else if (!s.trans_a)
+    BRRR_LAUNCH((matmul_bf16_pipelined_kernel<false, true>), grid, kBfThreads, kBfSharedBytes, stream, g, ma, mb);
+  else if (!s.trans_b)
+    BRRR_LAUNCH((matmul_bf16_pipelined_kernel<true, false>), grid, kBfThreads, kBfSharedBytes, stream, g, ma, mb);
+  else
+    BRRR_LAUNCH((matmul_bf16_pipelined_kernel<true, true>), grid, kBfThreads, kBfSharedBytes, stream, g, ma, mb);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1111,6 +1408,14 @@ void register_matmul_kernels() {
   VariantMeta tf32 = about("variant 10: tf32 mma.sync fed by a three-stage cp.async pipeline");
   tf32.tolerance = 5e-3;  // tf32 keeps 10 mantissa bits: ~5e-4 a product, more on cancelling sums
   add(op::matmul<float>, cuda, "tf32_pipelined", &matmul_tf32_pipelined, 9, tf32);
+  VariantMeta bias_gelu = about("variant 11: variant 10 with bias and GELU fused into its epilogue");
+  bias_gelu.tolerance = 5e-3;  // variant 10's tf32 products
+  add(op::matmul_bias_gelu<float>, cuda, "tf32_epilogue", &matmul_bias_gelu, 5, bias_gelu);
+  // The unfused pair ranks above it: float32 products, as every default.
+  const VariantMeta unfused =
+      about("the registry's matmul, then bias_gelu_forward: two kernels, (M, N) written and read back");
+  add(op::matmul_bias_gelu<float>, cuda, "unfused", &matmul_bias_gelu_unfused<float>, 10, unfused);
+  add(op::matmul_bias_gelu<double>, cuda, "unfused", &matmul_bias_gelu_unfused<double>, 10, unfused);
 #if !BRRR_EMULATOR
   VariantMeta tensor_cores;
   tensor_cores.gpu_only = true;

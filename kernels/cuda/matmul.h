@@ -10,6 +10,12 @@
 #pragma once
 #include "kernels/signatures.h"
 
+// brrr::bf16 (brrr/bfloat16.h, C++20) by name only: nvcc compiles this header too, and a
+// pointer needs no definition.
+namespace brrr {
+struct bf16;
+}
+
 namespace brrr::kernels {
 
 namespace emu {
@@ -27,6 +33,10 @@ void matmul_warptiling(float* out, const float* a, const float* b, const MatmulS
 void matmul_bf16_mma(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);    // 9
 void matmul_tf32_pipelined(float* out, const float* a, const float* b, const MatmulShape& shape,
                            Stream stream);  // 10
+void matmul_bias_gelu(float* out, float* pre, const float* a, const float* b, const float* bias,
+                      const MatmulShape& shape, Stream stream);  // 11
+void matmul_bf16_pipelined(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& shape,
+                           Stream stream);  // 12
 }  // namespace emu
 
 namespace cuda {
@@ -48,6 +58,16 @@ void matmul_warptiling(float* out, const float* a, const float* b, const MatmulS
 void matmul_bf16_mma(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);
 // 10: tf32 mma.sync fed by a three-stage cp.async pipeline (~1e-3 relative error).
 void matmul_tf32_pipelined(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);
+// 11: variant 10 with a fused epilogue: out = gelu(a @ b + bias), and pre = a @ b unless pre is
+// nullptr (the op matmul_bias_gelu of kernels/signatures.h; accumulate is refused).
+void matmul_bias_gelu(float* out, float* pre, const float* a, const float* b, const float* bias,
+                      const MatmulShape& shape, Stream stream);
+// 12: a and b stored as bfloat16 (brrr::bf16, the bits of __nv_bfloat16), out float32: 16-byte
+// cp.async copies, a three-stage pipeline, ldmatrix, mma.sync, float32 sums. Every MatmulShape
+// (transposes, batches, accumulate, any M, N, K). Not in the registry: the op for bf16 tensors
+// comes with the BFloat16 dtype on CUDA.
+void matmul_bf16_pipelined(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& shape,
+                           Stream stream);
 }  // namespace cuda
 
 }  // namespace brrr::kernels

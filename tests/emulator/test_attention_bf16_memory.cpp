@@ -1,0 +1,133 @@
+// tests/emulator/test_attention_bf16_memory.cpp: attention.cu's variant 4 (q, k, v, out and
+// dout stored as bfloat16; forward and backward stream their tiles by cp.async with double
+// buffering and read fragments by ldmatrix), run on the SIMT emulator on device buffers of
+// bf16, against the CPU reference in float64 on the same bf16 values.
+// Chapter 15. Read before: kernels/cuda/attention.cu (variant 4).
+//
+// T = 1, 67 and 130: one key tile, a ragged second one, and three tiles (the second stage
+// refilled while the first is read; the race detector, under the extra schedules of
+// tests/emulator/CMakeLists.txt, reports a copy that lands on a tile still being read).
+// Head sizes 64 and 128, the sizes the kernel is written for; others are refused.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "brrr/bfloat16.h"
+#include "emulator_test_util.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cuda/attention.h"
+
+namespace emu = brrr::kernels::emu;
+using brrr::bf16;
+using brrr::test::DeviceArray;
+
+namespace {
+
+struct Shape {
+  std::int64_t BH, T, hs;
+};
+
+// The largest |got - want| / (1 + |want|).
+template <class F>
+double max_error(const std::vector<F>& got, const std::vector<double>& want) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double e = std::abs(static_cast<double>(static_cast<float>(got[i])) - want[i]) / (1.0 + std::abs(want[i]));
+    worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+  }
+  return worst;
+}
+
+void check_forward(const Shape& s, std::uint32_t seed) {
+  CAPTURE(s.BH);
+  CAPTURE(s.T);
+  CAPTURE(s.hs);
+  std::mt19937 rng(seed);
+  const std::size_t n = static_cast<std::size_t>(s.BH * s.T * s.hs), rows = static_cast<std::size_t>(s.BH * s.T);
+  auto values = [&](double scale) {  // scores of a few units: the softmax neither flat nor one-hot
+    std::normal_distribution<float> normal(0.0f, static_cast<float>(scale));
+    std::vector<bf16> v(n);
+    for (bf16& x : v) x = bf16(normal(rng));
+    return v;
+  };
+  const std::vector<bf16> q = values(1.5), k = values(1.5), v = values(1.0);
+  auto widened = [](const std::vector<bf16>& x) {
+    std::vector<double> w(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) w[i] = static_cast<float>(x[i]);
+    return w;
+  };
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.hs));
+  std::vector<double> out_ref(n), lse_ref(rows);
+  brrr::kernels::cpu::attention_forward<double>(out_ref.data(), lse_ref.data(), widened(q).data(), widened(k).data(),
+                                                widened(v).data(), s.BH, s.T, s.hs, scale, nullptr);
+
+  const DeviceArray<bf16> q_device(q), k_device(k), v_device(v);
+  DeviceArray<bf16> out_device(std::vector<bf16>(n, bf16::from_bits(0x7FFF)));  // NaN: unwritten shows
+  DeviceArray<float> lse_device(std::vector<float>(rows, NAN));
+  emu::attention_forward_bf16_pipelined(out_device.data, lse_device.data, q_device.data, k_device.data, v_device.data,
+                                        s.BH, s.T, s.hs, static_cast<float>(scale),
+                                        brrr::gpu::emulator_runtime().stream());
+  // out: the lab's bf16 tolerance (the kernel rounds the softmax weights and out to bf16);
+  // lse: float32 statistics of float32 scores, so much tighter.
+  CHECK(max_error(out_device.host(), out_ref) < 3e-2);
+  CHECK(max_error(lse_device.host(), lse_ref) < 1e-4);
+
+  // The backward (bf16 inputs, float32 gradients; query and key tiles of 32, so T = 130 streams
+  // five through the two stages), from the forward's own bf16
+  // out and float32 lse, against the float64 backward on the same values.
+  const std::vector<bf16> dout = values(1.0);
+  const std::vector<bf16> out = out_device.host();
+  const std::vector<float> lse = lse_device.host();
+  const std::vector<double> lse64(lse.begin(), lse.end());
+  std::vector<double> dq_ref(n), dk_ref(n), dv_ref(n);
+  brrr::kernels::cpu::attention_backward<double>(dq_ref.data(), dk_ref.data(), dv_ref.data(), widened(dout).data(),
+                                                 widened(q).data(), widened(k).data(), widened(v).data(),
+                                                 widened(out).data(), lse64.data(), s.BH, s.T, s.hs, scale, nullptr);
+  const DeviceArray<bf16> dout_device(dout);
+  DeviceArray<float> dq(std::vector<float>(n, NAN)), dk(std::vector<float>(n, NAN)), dv(std::vector<float>(n, NAN));
+  emu::attention_backward_bf16_pipelined(dq.data, dk.data, dv.data, dout_device.data, q_device.data, k_device.data,
+                                      v_device.data, out_device.data, lse_device.data, s.BH, s.T, s.hs,
+                                      static_cast<float>(scale), brrr::gpu::emulator_runtime().stream());
+  CHECK(max_error(dq.host(), dq_ref) < 3e-2);
+  CHECK(max_error(dk.host(), dk_ref) < 3e-2);
+  CHECK(max_error(dv.host(), dv_ref) < 3e-2);
+}
+
+}  // namespace
+
+TEST_CASE("attention bf16_pipelined (variant 4): forward and backward match the float64 reference on the same bf16 "
+          "values") {
+  const Shape shapes[] = {{1, 1, 64}, {2, 67, 64}, {1, 130, 128}};
+  std::uint32_t seed = 40;
+  for (const Shape& s : shapes) check_forward(s, seed++);
+}
+
+TEST_CASE("attention bf16_pipelined (variant 4): head sizes other than 64 and 128, and misaligned pointers, are "
+          "refused") {
+  DeviceArray<bf16> x(2 * 64 + 8);
+  DeviceArray<float> lse(2);
+  const std::string head_size = brrr::test::error_of([&] {
+    emu::attention_forward_bf16_pipelined(x.data, lse.data, x.data, x.data, x.data, 1, 2, 40, 0.1f, nullptr);
+  });
+  CHECK(brrr::test::contains(head_size, "head size 40"));
+  const std::string misaligned = brrr::test::error_of([&] {
+    emu::attention_forward_bf16_pipelined(x.data, lse.data, x.data + 1, x.data, x.data, 1, 2, 64, 0.1f, nullptr);
+  });
+  CHECK(brrr::test::contains(misaligned, "16-byte aligned"));
+  DeviceArray<float> d(3 * 2 * 40);
+  const std::string backward = brrr::test::error_of([&] {
+    emu::attention_backward_bf16_pipelined(d.data, d.data, d.data, x.data, x.data, x.data, x.data, x.data, lse.data, 1, 2,
+                                        40, 0.1f, nullptr);
+  });
+  CHECK(brrr::test::contains(backward, "head size 40"));
+  const std::string backward_misaligned = brrr::test::error_of([&] {
+    emu::attention_backward_bf16_pipelined(d.data, d.data, d.data, x.data, x.data + 1, x.data, x.data, x.data,
+                                           lse.data, 1, 2, 64, 0.1f, nullptr);
+  });
+  CHECK(brrr::test::contains(backward_misaligned, "16-byte aligned"));
+}
