@@ -173,3 +173,31 @@ TEST_CASE("autocast on cuda: matmul and linear take bf16 operands with float32 s
   CHECK(c.dtype() == kBFloat16);
   CHECK(within_bf16_step(c, ops::matmul(a16, b16)));
 }
+
+TEST_CASE("bfloat16 on cuda: GELU, bias + GELU, LayerNorm and cross-entropy run their bf16 kernels, as the CPU's") {
+  cuda::use_emulator();
+  Generator g(44);
+  // Ragged sizes: 5 rows of 37 (no multiple of a warp or a pack).
+  const Tensor x = randn({5, 37}, g).to(kBFloat16), w = randn({37}, g).to(kBFloat16), b = randn({37}, g).to(kBFloat16);
+  const Tensor targets = from_vector(std::vector<std::int64_t>{3, 0, 36, 5, 5}, {5}, kInt64);
+  // Each op forward and backward on one device: the outputs and the gradients of x (and w, b).
+  auto run = [&](Device device) {
+    Tensor xd = x.to(device).detach().requires_grad_(true), wd = w.to(device).detach().requires_grad_(true);
+    Tensor bd = b.to(device).detach().requires_grad_(true);
+    const Tensor y1 = ops::gelu(xd), y2 = ops::bias_gelu(xd, bd), y3 = ops::layer_norm(xd, wd, bd, 1e-5);
+    const Tensor loss = ops::cross_entropy(y3, targets.to(device));
+    (ops::sum(y1 * y2) + loss).backward();
+    return std::vector<Tensor>{y1, y2, y3, loss, xd.grad(), wd.grad(), bd.grad()};
+  };
+  const std::vector<Tensor> cpu = run(Device::cpu()), dev = run(kCuda);
+  const char* names[] = {"gelu", "bias_gelu", "layer_norm", "cross_entropy", "dx", "dweight", "dbias"};
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    INFO(names[i]);
+    CHECK(dev[i].dtype() == kBFloat16);
+    CHECK(dev[i].device() == kCuda);
+    // float32 math in another order, then one rounding each: within a bf16 step of the CPU
+    // (two for the gradients, which pass through several rounded ops).
+    CHECK(max_abs_diff(dev[i], cpu[i]) <= (i < 4 ? 0x1p-7 : 0x1p-6) * std::max(1.0, max_abs(cpu[i])));
+  }
+  CHECK(within_bf16_step(dev[0], cpu[0]));  // gelu: elementwise, so each element on its own
+}
