@@ -7,6 +7,7 @@
 // give grad mode a loss, sum(dout * f(x)), whose finite differences their outputs must match.
 #include <algorithm>
 
+#include "brrr/bfloat16.h"
 #include "lab/cases.h"
 
 namespace brrr::lab {
@@ -305,18 +306,18 @@ std::vector<Case> elementwise_cases() {
             .tolerance = 1e-4,  // tanhf is ~1e-7; the tanh.approx.f32 instruction (~5e-4) is not
             .bytes = &bytes_unary, .make = &make_unary, .reference = &unary_reference<gelu>,
             .call = call(op::gelu_forward<float>, &call_unary<float>, op::gelu_forward<double>,
-                         &call_unary<double>)}),
+                         &call_unary<double>, op::gelu_forward<bf16>, &call_unary<bf16>)}),
       flat({.name = "gelu_backward", .what = "dx (n) = dout (n) * gelu'(x (n))", .chapter = "12", .tolerance = 1e-4,
             .bytes = &bytes_binary, .make = &make_unary_backward, .reference = &unary_backward_reference<gelu_grad>,
             .call = call(op::gelu_backward<float>, &call_unary_backward<float>, op::gelu_backward<double>,
-                         &call_unary_backward<double>),
+                         &call_unary_backward<double>, op::gelu_backward<bf16>, &call_unary_backward<bf16>),
             .grads = {{.output = "dx", .input = "x"}}, .loss = &unary_loss<gelu>}),
       rows({.name = "bias_gelu_forward", .what = "out (N, C) = gelu(x (N, C) + bias (C)), fused", .chapter = "12",
             .tolerance = 1e-4,
             .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1] + 4.0 * d[1]; },  // x, out; bias once
             .make = &make_bias_gelu, .reference = &bias_gelu_reference,
             .call = call(op::bias_gelu_forward<float>, &call_bias_gelu_forward<float>, op::bias_gelu_forward<double>,
-                         &call_bias_gelu_forward<double>)}),
+                         &call_bias_gelu_forward<double>, op::bias_gelu_forward<bf16>, &call_bias_gelu_forward<bf16>)}),
       rows({.name = "bias_gelu_backward",
             .what = "dx (N, C) = dout * gelu'(x + bias), dbias (C) = the column sums of dx, fused",
             .chapter = "12",
@@ -325,7 +326,8 @@ std::vector<Case> elementwise_cases() {
             .bytes = [](const Dims& d) { return 12.0 * d[0] * d[1] + 8.0 * d[1]; },
             .make = &make_bias_gelu_backward, .reference = &bias_gelu_backward_reference,
             .call = call(op::bias_gelu_backward<float>, &call_bias_gelu_backward<float>,
-                         op::bias_gelu_backward<double>, &call_bias_gelu_backward<double>),
+                         op::bias_gelu_backward<double>, &call_bias_gelu_backward<double>,
+                         op::bias_gelu_backward<bf16>, &call_bias_gelu_backward<bf16>),
             .grads = {{.output = "dx", .input = "x"}, {.output = "dbias", .input = "bias"}},
             .loss = &bias_gelu_loss}),
   };

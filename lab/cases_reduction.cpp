@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "brrr/bfloat16.h"
 #include "lab/cases.h"
 
 namespace brrr::lab {
@@ -244,7 +245,11 @@ void make_cross_entropy_backward(Problem& p, Random& r) {
 }
 
 void cross_entropy_backward_reference(Problem& p) {
-  cross_entropy_gradient(p, p.in("lse"), p.in("dlosses"), &p.out("dlogits"));
+  // The bf16 kernels recompute lse from the logits rather than read the saved one, which is
+  // rounded to bf16 (kernels/cpu/nn_bf16.cpp): in bfloat16, so does the reference.
+  std::vector<double> lse = p.in("lse");
+  if (p.dtype == kBFloat16) cross_entropy(p.in("logits"), p.in("targets"), p.dims[0], p.dims[1], nullptr, &lse);
+  cross_entropy_gradient(p, lse, p.in("dlosses"), &p.out("dlogits"));
 }
 
 double cross_entropy_backward_loss(const Problem& p) {  // sum(dlosses * losses)
@@ -325,8 +330,15 @@ void make_layernorm_backward(Problem& p, Random& r) {
 //   dx = rstd (g - mean(g) - xhat mean(g xhat)),  dweight = sum_n dout xhat,  dbias = sum_n dout.
 void layernorm_backward_reference(Problem& p) {
   const std::int64_t N = p.dims[0], C = p.dims[1];
-  const std::vector<double>&dout = p.in("dout"), &x = p.in("x"), &weight = p.in("weight"), &mean = p.in("mean"),
-                            &rstd = p.in("rstd");
+  const std::vector<double>&dout = p.in("dout"), &x = p.in("x"), &weight = p.in("weight"), &rstd = p.in("rstd");
+  // The bf16 kernels recompute the mean from x rather than read the saved one, which is
+  // rounded to bf16 (kernels/cpu/nn_bf16.cpp): in bfloat16, so does the reference.
+  std::vector<double> mean = p.in("mean");
+  if (p.dtype == kBFloat16)
+    for (std::int64_t n = 0; n < N; ++n) {
+      mean[n] = 0;
+      for (std::int64_t c = 0; c < C; ++c) mean[n] += x[n * C + c] / static_cast<double>(C);
+    }
   std::vector<double>&dx = p.out("dx"), &dweight = p.out("dweight"), &dbias = p.out("dbias");
   std::fill(dweight.begin(), dweight.end(), 0.0);
   std::fill(dbias.begin(), dbias.end(), 0.0);
@@ -492,7 +504,8 @@ std::vector<Case> reduction_cases() {
              },
              .reference = &cross_entropy_forward_reference,
              .call = call(op::cross_entropy_forward<float>, &call_cross_entropy_forward<float>,
-                          op::cross_entropy_forward<double>, &call_cross_entropy_forward<double>)}),
+                          op::cross_entropy_forward<double>, &call_cross_entropy_forward<double>,
+                          op::cross_entropy_forward<bf16>, &call_cross_entropy_forward<bf16>)}),
       vocab({.name = "cross_entropy_backward",
              .what = "dlogits (N, V) from dlosses (N), logits (N, V), the forward's lse (N), targets",
              .tolerance = 1e-4,
@@ -500,7 +513,8 @@ std::vector<Case> reduction_cases() {
              .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1] + 12.0 * d[0]; },
              .make = &make_cross_entropy_backward, .reference = &cross_entropy_backward_reference,
              .call = call(op::cross_entropy_backward<float>, &call_cross_entropy_backward<float>,
-                          op::cross_entropy_backward<double>, &call_cross_entropy_backward<double>),
+                          op::cross_entropy_backward<double>, &call_cross_entropy_backward<double>,
+                          op::cross_entropy_backward<bf16>, &call_cross_entropy_backward<bf16>),
              .grads = {{.output = "dlogits", .input = "logits"}}, .loss = &cross_entropy_backward_loss}),
       vocab({.name = "cross_entropy_fused",
              .what = "losses (N) and dlogits (N, V) in one pass over logits (N, V), dloss = 1/N",
@@ -522,7 +536,7 @@ std::vector<Case> reduction_cases() {
             .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1] + 8.0 * d[1] + 8.0 * d[0]; },
             .make = &make_layernorm, .reference = &layernorm_forward_reference,
             .call = call(op::layernorm_forward<float>, &call_layernorm_forward<float>, op::layernorm_forward<double>,
-                         &call_layernorm_forward<double>)}),
+                         &call_layernorm_forward<double>, op::layernorm_forward<bf16>, &call_layernorm_forward<bf16>)}),
       rows({.name = "layernorm_backward",
             .what = "dx (N, C), dweight (C), dbias (C) from dout, x, weight and the forward's mean, rstd",
             .tolerance = 1e-3,  // dweight and dbias are sums over all N rows
@@ -530,7 +544,8 @@ std::vector<Case> reduction_cases() {
             .bytes = [](const Dims& d) { return 12.0 * d[0] * d[1] + 12.0 * d[1] + 8.0 * d[0]; },
             .make = &make_layernorm_backward, .reference = &layernorm_backward_reference,
             .call = call(op::layernorm_backward<float>, &call_layernorm_backward<float>,
-                         op::layernorm_backward<double>, &call_layernorm_backward<double>),
+                         op::layernorm_backward<double>, &call_layernorm_backward<double>,
+                         op::layernorm_backward<bf16>, &call_layernorm_backward<bf16>),
             .grads = {{.output = "dx", .input = "x"},
                       {.output = "dweight", .input = "weight"},
                       {.output = "dbias", .input = "bias"}},

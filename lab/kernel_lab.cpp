@@ -22,6 +22,7 @@
 #include <set>
 #include <tuple>
 
+#include "brrr/bfloat16.h"
 #include "brrr/cuda.h"
 #include "brrr/error.h"
 #include "brrr/kernels.h"
@@ -418,6 +419,7 @@ struct DeviceProblem {
       if (a.type == Array::kInt32) put(bytes, j, static_cast<std::int32_t>(v));
       else if (a.type == Array::kInt64) put(bytes, j, static_cast<std::int64_t>(v));
       else if (dtype == kFloat64) put(bytes, j, v);
+      else if (dtype == kBFloat16) put(bytes, j, bf16(static_cast<float>(v)));
       else put(bytes, j, static_cast<float>(v));
     }
     return bytes;
@@ -428,6 +430,7 @@ struct DeviceProblem {
       if (a.type == Array::kInt32) values[j] = get<std::int32_t>(bytes, j);
       else if (a.type == Array::kInt64) values[j] = static_cast<double>(get<std::int64_t>(bytes, j));
       else if (dtype == kFloat64) values[j] = get<double>(bytes, j);
+      else if (dtype == kBFloat16) values[j] = static_cast<float>(get<bf16>(bytes, j));
       else values[j] = get<float>(bytes, j);
     }
     return values;
@@ -775,7 +778,7 @@ void print_table(std::FILE* out, const Case& c, const Report& report, bool timed
     say(out, "%-*s | %9s | %9s | %9s | %9s | %s\n", w, name.c_str(), time.c_str(), min.c_str(), rate.c_str(),
         percent.c_str(), check.c_str());
   }
-  say(out, "* the default variant (what the registry selects for float32)\n");
+  say(out, "* the default variant (what the registry selects in this dtype)\n");
 }
 
 // Runs one variant on the problem: upload, call, download the compared outputs. An exercise
@@ -892,14 +895,7 @@ void print_peak(std::FILE* out, const Case& c, const Peaks& peaks) {
 // bf16 intermediates, float32 sums). Against the float32 inputs' reference, bf16_mma attention
 // failed 3e-2 at T = 1024 on an H100 on a few thousand of 25 million outputs: scores of q.k
 // with bf16 inputs move by ~0.4%, which moves the softmax weights of a long row by as much.
-static float round_to_bf16(float x) {  // round to nearest even, as __float2bfloat16 does
-  std::uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  if ((bits & 0x7f800000u) == 0x7f800000u) return x;  // inf and NaN as they are
-  bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
-  std::memcpy(&x, &bits, 4);
-  return x;
-}
+// The rounding is brrr::round_to_bf16 (brrr/bfloat16.h): to nearest even, as __float2bfloat16_rn.
 
 Report run(const Case& c, const Options& options) {
   std::FILE* out = options.out;
@@ -918,8 +914,8 @@ Report run(const Case& c, const Options& options) {
   report.size = size_string(c, dims);
   report.dims = dims;
   report.unit = c.report_flops ? "TFLOP/s" : "GB/s";
-  const bool f64 = options.dtype == kFloat64;
-  const double case_tolerance = f64 ? c.tolerance64 : c.tolerance;
+  const bool f64 = options.dtype == kFloat64, in_bf16 = options.dtype == kBFloat16;
+  const double case_tolerance = f64 ? c.tolerance64 : in_bf16 ? c.tolerance_bf16 : c.tolerance;
   // Finite differences are good to about 1e-9 (see above): a float64 gradient is held to 1e-6.
   const double tolerance = options.tolerance >= 0 ? options.tolerance
                            : grad                 ? std::max(case_tolerance, 1e-6)
@@ -927,6 +923,11 @@ Report run(const Case& c, const Options& options) {
   say(out, "kernel-lab %s: %s\n", c.name.c_str(), c.what.c_str());
   say(out, "device: %s\n", target.describe().c_str());
 
+  if (grad && in_bf16) {
+    report.note = "grad mode checks float32 and float64 kernels (finite differences need the precision)";
+    say(out, "mode grad: %s\n", report.note.c_str());
+    return report;
+  }
   if (grad && !c.has_grad()) {
     report.note = c.name + " has no backward of its own to check";
     say(out, "mode grad: %s (check mode checks its outputs)\n", report.note.c_str());
@@ -986,10 +987,14 @@ Report run(const Case& c, const Options& options) {
   problem.dtype = options.dtype;
   Random random(options.seed);
   c.make(problem, random);
+  if (in_bf16)  // the data are bf16: the kernels and the reference see the inputs rounded to it
+    for (Array& a : problem.arrays)
+      if (a.type == Array::kFloat)
+        for (double& x : a.values) x = round_to_bf16(static_cast<float>(x));
   say(out, "size: %s, seed %llu, %s moved per call", report.size.c_str(),
       static_cast<unsigned long long>(options.seed), bytes_text(c.bytes(dims)).c_str());
   if (c.flops) say(out, ", %.3g GFLOP", c.flops(dims) / 1e9);
-  say(out, "%s%s\n", f64 ? ", float64" : "", options.misaligned ? ", misaligned (every array one element off)" : "");
+  say(out, "%s%s\n", f64 ? ", float64" : in_bf16 ? ", bfloat16" : "", options.misaligned ? ", misaligned (every array one element off)" : "");
   std::vector<std::vector<double>> expected, expected_bf16;
   Problem rounded;  // the inputs rounded to bf16: what a bf16 variant is given (below)
   std::vector<std::string> which;  // the outputs compared (grad mode: the gradients only)

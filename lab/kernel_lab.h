@@ -146,6 +146,21 @@ Call call(kernels::Op<F32> op32, void (*call32)(F32, const Args&), kernels::Op<F
           }};
 }
 
+// The same for an op with kernels on bfloat16 data as well (chapter 18): --dtype bfloat16
+// checks those against the reference on the inputs rounded to bf16.
+template <class F32, class F64, class F16>
+Call call(kernels::Op<F32> op32, void (*call32)(F32, const Args&), kernels::Op<F64> op64,
+          void (*call64)(F64, const Args&), kernels::Op<F16> op16, void (*call16)(F16, const Args&)) {
+  Call c = call(op32, call32, op64, call64);
+  c.bind = [=, wider = c.bind](DeviceType device, DType dtype, const std::string& variant) -> Bound {
+    if (dtype != op16.dtype) return wider(device, dtype, variant);
+    const F16 fn = kernels::lookup_variant(op16, device, variant);
+    if (fn) return [=](const Args& args) { call16(fn, args); };
+    return {};
+  };
+  return c;
+}
+
 // grad mode for a backward kernel: output `output` is d loss / d `input`, where loss is the
 // case's loss(problem), sum(dout * forward(inputs)) from the forward's float64 reference.
 // accumulates: the kernel adds the gradient to what output held (embedding_backward).
@@ -167,6 +182,9 @@ struct Case {
                                          // run aligned and misaligned by the tests)
   double tolerance = 1e-5;               // the largest relative error allowed in float32
   double tolerance64 = 1e-9;             // ... in float64
+  // ... in bfloat16 (ops with bf16 kernels, chapter 18): one bf16 step, 2^-7 of a value. An
+  // output computed in float32 and rounded once is within half of it.
+  double tolerance_bf16 = 0x1p-7;
   bool report_flops = false;             // TFLOP/s (matmul, attention) rather than GB/s
   // The matmul op whose best variant sets the FLOP/s peak: the float32 one, or "matmul_bf16"
   // for bf16 arithmetic (AVX512-BF16 does twice the float32 FMA's products per instruction).

@@ -117,8 +117,8 @@ void add_kernel_lab_commands(CLI::App& app) {
   cmd->add_option("--device", args->device, "cuda (the GPU), emulator (the CUDA kernels on the CPU) or cpu")
       ->check(CLI::IsMember({"cuda", "emulator", "cpu"}))
       ->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "The kernels checked: float32 or float64")
-      ->check(CLI::IsMember({"float32", "float64"}))
+  cmd->add_option("--dtype", args->dtype, "The kernels checked: float32, float64 or bfloat16 (bf16 data, chapter 18)")
+      ->check(CLI::IsMember({"float32", "float64", "bfloat16"}))
       ->capture_default_str();
   cmd->add_flag("--misaligned", args->misaligned, "Start every array one element past an aligned address (as a view x[1:] does)");
   cmd->add_option("--repeat", args->repeat,
@@ -141,7 +141,7 @@ void add_kernel_lab_commands(CLI::App& app) {
     lab::Options options;
     options.device = lab::parse_device(args->device);
     options.mode = args->check_only ? lab::Mode::Check : lab::parse_mode(args->mode);
-    options.dtype = args->dtype == "float64" ? kFloat64 : kFloat32;
+    options.dtype = args->dtype == "float64" ? kFloat64 : args->dtype == "bfloat16" ? kBFloat16 : kFloat32;
     options.misaligned = args->misaligned;
     options.variant = args->variant;
     options.repeat = args->repeat;

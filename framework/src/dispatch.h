@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "brrr/autograd.h"
+#include "brrr/bfloat16.h"
 #include "brrr/ops.h"
 #include "brrr/tensor.h"
 #include "kernels/signatures.h"
@@ -62,23 +63,26 @@ void binary_into(const char* op, const Tensor& out, const Tensor& a, const Tenso
 // out = copy of in (broadcast to out's shape; dtypes must match). No autograd.
 void copy_into(const Tensor& out, const Tensor& in);
 
-// A lookup cached per call site for a family of kernels over float and double:
+// A lookup cached per call site for a family of kernels over float and double (and bf16, for
+// the ops with kernels on bf16 data: dispatch_floating_or_bf16 below):
 //   static KernelFamily<kernels::unary_fn> k("exp");  k.get<T>(device)(...)
 // By name, for brevity: the registry checks the signature (Fn<T>) against the registration's
 // at the first lookup, and throws if they differ.
 template <template <class> class Fn>
 class KernelFamily {
  public:
-  explicit KernelFamily(const char* op) : f32_({op, kFloat32}), f64_({op, kFloat64}) {}
+  explicit KernelFamily(const char* op) : f32_({op, kFloat32}), f64_({op, kFloat64}), bf16_({op, kBFloat16}) {}
   template <class T>
   Fn<T> get(Device device) {
     if constexpr (std::is_same_v<T, float>) return f32_(device.type, kFloat32);
+    else if constexpr (std::is_same_v<T, bf16>) return bf16_(device.type, kBFloat16);
     else return f64_(device.type, kFloat64);
   }
 
  private:
   kernels::Kernel<Fn<float>> f32_;
   kernels::Kernel<Fn<double>> f64_;
+  kernels::Kernel<Fn<bf16>> bf16_;
 };
 
 // The variants of an op built from ops (op_variants.cpp), looked up like kernels and cached
@@ -105,6 +109,18 @@ void dispatch_floating(DType dtype, const char* op, Body&& body) {
     case DType::Float32: body.template operator()<float>(); return;
     case DType::Float64: body.template operator()<double>(); return;
     default: fail(op, ": expected a floating-point tensor (float32 or float64), got ", dtype_name(dtype));
+  }
+}
+
+// The same with T = bf16 as well, for the ops that have kernels on bf16 data (chapter 18:
+// GELU, bias + GELU, LayerNorm and cross-entropy; bf16 in memory, float32 math inside).
+template <class Body>
+void dispatch_floating_or_bf16(DType dtype, const char* op, Body&& body) {
+  if (dtype == DType::BFloat16) return body.template operator()<bf16>();
+  switch (dtype) {
+    case DType::Float32: body.template operator()<float>(); return;
+    case DType::Float64: body.template operator()<double>(); return;
+    default: fail(op, ": expected a floating-point tensor (float32, float64 or bfloat16), got ", dtype_name(dtype));
   }
 }
 

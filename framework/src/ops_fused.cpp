@@ -34,7 +34,7 @@ Tensor bias_gelu(const Tensor& x, const Tensor& bias) {
   const Tensor in = x.contiguous(), b = bias.contiguous();
   Tensor out = detail::new_like(in);
   static detail::KernelFamily<kernels::bias_gelu_forward_fn> k("bias_gelu_forward");
-  detail::dispatch_floating(in.dtype(), "bias_gelu", [&]<class T>() {
+  detail::dispatch_floating_or_bf16(in.dtype(), "bias_gelu", [&]<class T>() {
     k.get<T>(in.device())(out.data_ptr<T>(), in.data_ptr<T>(), b.data_ptr<T>(), N, C, detail::stream(in.device()));
   });
   if (autograd::needs_grad({&x, &bias}))
@@ -42,7 +42,7 @@ Tensor bias_gelu(const Tensor& x, const Tensor& bias) {
       static detail::KernelFamily<kernels::bias_gelu_backward_fn> kb("bias_gelu_backward");
       const Tensor g = g_in.contiguous();
       Tensor dx = detail::new_like(g), db = detail::new_like(b);
-      detail::dispatch_floating(g.dtype(), "bias_gelu", [&]<class T>() {
+      detail::dispatch_floating_or_bf16(g.dtype(), "bias_gelu", [&]<class T>() {
         kb.get<T>(g.device())(dx.data_ptr<T>(), db.data_ptr<T>(), g.data_ptr<T>(), in.data_ptr<T>(), b.data_ptr<T>(),
                               N, C, detail::stream(g.device()));
       });

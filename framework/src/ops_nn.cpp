@@ -197,7 +197,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   Tensor losses = detail::new_tensor({N}, x.dtype(), x.device());
   Tensor lse = detail::new_tensor({N}, x.dtype(), x.device());
   static detail::KernelFamily<kernels::cross_entropy_forward_fn> k("cross_entropy_forward");
-  detail::dispatch_floating(x.dtype(), "cross_entropy", [&]<class T>() {
+  detail::dispatch_floating_or_bf16(x.dtype(), "cross_entropy", [&]<class T>() {
     k.get<T>(x.device())(losses.data_ptr<T>(), lse.data_ptr<T>(), x.data_ptr<T>(), t.data_ptr<std::int32_t>(), N, V,
                          ignore_index, detail::stream(x.device()));
   });
@@ -218,7 +218,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
                                                    TensorOptions().dtype(g.dtype()).device(g.device()))
                                             : div(g, static_cast<double>(counted)).reshape({1}).expand({N}).contiguous();
                        Tensor dx = detail::new_like(x);
-                       detail::dispatch_floating(x.dtype(), "cross_entropy", [&]<class T>() {
+                       detail::dispatch_floating_or_bf16(x.dtype(), "cross_entropy", [&]<class T>() {
                          kb.get<T>(x.device())(dx.data_ptr<T>(), dlosses.data_ptr<T>(), x.data_ptr<T>(), lse.data_ptr<T>(),
                                                t.data_ptr<std::int32_t>(), N, V, ignore_index, detail::stream(x.device()));
                        });
@@ -252,7 +252,7 @@ Tensor gelu(const Tensor& x) {
   const Tensor in = x.contiguous();
   Tensor out = detail::new_like(in);
   static detail::KernelFamily<kernels::unary_fn> k("gelu_forward");
-  detail::dispatch_floating(in.dtype(), "gelu", [&]<class T>() {
+  detail::dispatch_floating_or_bf16(in.dtype(), "gelu", [&]<class T>() {
     k.get<T>(in.device())(out.data_ptr<T>(), in.data_ptr<T>(), in.numel(), detail::stream(in.device()));
   });
   if (autograd::needs_grad({&x}))
@@ -260,7 +260,7 @@ Tensor gelu(const Tensor& x) {
       static detail::KernelFamily<kernels::unary_backward_fn> kb("gelu_backward");
       const Tensor g = g_in.contiguous();
       Tensor dx = detail::new_like(g);
-      detail::dispatch_floating(g.dtype(), "gelu", [&]<class T>() {
+      detail::dispatch_floating_or_bf16(g.dtype(), "gelu", [&]<class T>() {
         kb.get<T>(g.device())(dx.data_ptr<T>(), g.data_ptr<T>(), x.data_ptr<T>(), g.numel(), detail::stream(g.device()));
       });
       return TensorList{dx};
@@ -301,7 +301,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor mean = detail::new_tensor({N}, x.dtype(), x.device());
   Tensor rstd = detail::new_tensor({N}, x.dtype(), x.device());
   static detail::KernelFamily<kernels::layernorm_forward_fn> k("layernorm_forward");
-  detail::dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
+  detail::dispatch_floating_or_bf16(x.dtype(), "layer_norm", [&]<class T>() {
     k.get<T>(in.device())(out.data_ptr<T>(), mean.data_ptr<T>(), rstd.data_ptr<T>(), in.data_ptr<T>(), w.data_ptr<T>(),
                           b.defined() ? b.data_ptr<T>() : nullptr, N, C, static_cast<T>(eps), detail::stream(in.device()));
   });
@@ -313,7 +313,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                        Tensor dx = detail::new_like(g);
                        Tensor dw = detail::new_like(w);
                        Tensor db = has_bias ? detail::new_like(w) : Tensor();
-                       detail::dispatch_floating(g.dtype(), "layer_norm", [&]<class T>() {
+                       detail::dispatch_floating_or_bf16(g.dtype(), "layer_norm", [&]<class T>() {
                          kb.get<T>(g.device())(dx.data_ptr<T>(), dw.data_ptr<T>(), has_bias ? db.data_ptr<T>() : nullptr,
                                                g.data_ptr<T>(), in.data_ptr<T>(), w.data_ptr<T>(), mean.data_ptr<T>(),
                                                rstd.data_ptr<T>(), N, C, detail::stream(g.device()));

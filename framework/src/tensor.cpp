@@ -610,6 +610,11 @@ Tensor arange(std::int64_t end, TensorOptions options) { return arange(0.0, stat
 
 Tensor rand(Shape shape, Generator& gen, TensorOptions options) {
   BRRR_CHECK(is_floating_point(options.dtype_), "rand: dtype must be floating point, got ", dtype_name(options.dtype_));
+  if (options.dtype_ == kBFloat16) {  // drawn in float32, rounded once (chapter 18): the same on every device
+    Tensor t = rand(std::move(shape), gen, TensorOptions(options).dtype(kFloat32).requires_grad(false)).to(kBFloat16);
+    if (options.requires_grad_) t.requires_grad_(true);
+    return t;
+  }
   Tensor t = detail::new_tensor(shape, options.dtype_, options.device_);
   draw_into(t, "uniform", gen);
   if (options.requires_grad_) t.requires_grad_(true);
@@ -618,6 +623,11 @@ Tensor rand(Shape shape, Generator& gen, TensorOptions options) {
 
 Tensor randn(Shape shape, Generator& gen, TensorOptions options) {
   BRRR_CHECK(is_floating_point(options.dtype_), "randn: dtype must be floating point, got ", dtype_name(options.dtype_));
+  if (options.dtype_ == kBFloat16) {  // drawn in float32, rounded once (chapter 18): the same on every device
+    Tensor t = randn(std::move(shape), gen, TensorOptions(options).dtype(kFloat32).requires_grad(false)).to(kBFloat16);
+    if (options.requires_grad_) t.requires_grad_(true);
+    return t;
+  }
   Tensor t = detail::new_tensor(shape, options.dtype_, options.device_);
   draw_into(t, "normal", gen);
   if (options.requires_grad_) t.requires_grad_(true);

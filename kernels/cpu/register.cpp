@@ -1,4 +1,5 @@
-// kernels/cpu/register.cpp: every CPU kernel into the registry, for float32 and float64.
+// kernels/cpu/register.cpp: every CPU kernel into the registry, for float32 and float64 (and
+// bfloat16 where a kernel takes bf16 data, chapter 18).
 // Chapter 04 (matmul and the CPU backend). The registry calls this once, on first use.
 #include <type_traits>
 
@@ -112,6 +113,18 @@ void register_cpu_kernels() {
   // bfloat16 (chapter 18): storage and conversion only; ops on bf16 tensors compute in float32.
   add(op::fill<bf16>, kCpu, "cpu", &cpu::fill<bf16>, 0, about("std::fill over chunks"));
   add(op::copy<bf16>, kCpu, "cpu", &cpu::copy<bf16>, 0, about("memcpy when contiguous, else a strided loop"));
+  // ... and GELU, bias + GELU, LayerNorm and cross-entropy on bf16 data (nn_bf16.cpp).
+  const char* const widened = "widened to float32, the float32 kernel, each output rounded once";
+  add(op::gelu_forward<bf16>, kCpu, "cpu", &cpu::gelu_forward_bf16, 0, about(widened));
+  add(op::gelu_backward<bf16>, kCpu, "cpu", &cpu::gelu_backward_bf16, 0, about(widened));
+  add(op::bias_gelu_forward<bf16>, kCpu, "cpu", &cpu::bias_gelu_forward_bf16, 0, about(widened));
+  add(op::bias_gelu_backward<bf16>, kCpu, "cpu", &cpu::bias_gelu_backward_bf16, 0, about(widened));
+  add(op::layernorm_forward<bf16>, kCpu, "cpu", &cpu::layernorm_forward_bf16, 0, about(widened));
+  add(op::layernorm_backward<bf16>, kCpu, "cpu", &cpu::layernorm_backward_bf16, 0,
+      about("widened to float32, the mean recomputed from x, the float32 kernel, each output rounded once"));
+  add(op::cross_entropy_forward<bf16>, kCpu, "cpu", &cpu::cross_entropy_forward_bf16, 0, about(widened));
+  add(op::cross_entropy_backward<bf16>, kCpu, "cpu", &cpu::cross_entropy_backward_bf16, 0,
+      about("widened to float32, lse recomputed from the logits, the float32 kernel, each output rounded once"));
   add(op::check_indices, kCpu, "cpu", &cpu::check_indices, 0,
       about("one pass: a bad index becomes 0 and the first bad position is kept"));
   register_cast<float>();

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "brrr/bfloat16.h"
 #include "kernels/cuda/simt.h"
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
@@ -43,6 +44,16 @@ __device__ inline double pow_of(double x, double y) { return ::pow(x, y); }
 // the code around it, so two kernels with the same formula can differ in the last bit.
 __device__ inline float fma_of(float a, float b, float c) { return ::fmaf(a, b, c); }
 __device__ inline double fma_of(double a, double b, double c) { return ::fma(a, b, c); }
+// brrr::bf16, the element of a BFloat16 tensor (chapter 18), in a kernel: widened exactly (its
+// 16 bits on top of 16 zeros), narrowed to nearest even by CUDA's own conversion (which the
+// emulator spells with brrr::bf16, bit for bit the same: NaN canonical, infinities kept).
+__device__ inline float float_of(brrr::bf16 x) { return __uint_as_float(static_cast<unsigned>(x.bits) << 16); }
+__device__ inline brrr::bf16 bf16_of(float x) {
+  brrr::bf16 out;
+  out.bits = __bfloat16_as_ushort(__float2bfloat16_rn(x));
+  return out;
+}
+
 template <class T>
 __device__ inline T minus_infinity() {
   return -static_cast<T>(INFINITY);

@@ -11,6 +11,15 @@
 // TF32: Ampere and later can run float32 matmuls on tensor cores with 10-bit mantissas, ~7x
 // faster and ~1e-3 relative error. brrr keeps full float32 unless asked
 // (brrr::cuda::set_allow_tf32(true), which the op passes in MatmulShape::allow_tf32), as PyTorch does for matmuls by default.
+//
+// Mixed precision (chapter 18): matmul_bf16 is the op autocast calls, float32 in memory with the
+// operands rounded to bf16. cuBLAS multiplies bf16 matrices (CUDA_R_16BF) on the tensor cores
+// with float32 sums (CUBLAS_COMPUTE_32F) into a float32 out, so a and b are first rounded into
+// bf16 copies in scratch memory by the BFloat16 dtype's conversion kernel (elementwise.cu's
+// cast: round to nearest even, as brrr::bf16): a pass over the operands at 6 bytes an element,
+// small beside the GEMM's K-fold reuse of them. (This file is host code, built for the GPU
+// only: it launches no kernel of its own, which would need simt.h and the emulator's copy.)
+#include <cstdint>
 #include <mutex>
 
 #include "kernels/cuda/check.h"
@@ -59,12 +68,49 @@ void matmul_cublas(T* out, const T* a, const T* b, const MatmulShape& s, Stream 
   }
 }
 
+// The elements a batched operand spans: one matrix when its batch stride is 0 (broadcast),
+// else batch matrices `stride` apart.
+std::int64_t operand_span(std::int64_t batch, std::int64_t stride, std::int64_t matrix) {
+  return stride == 0 ? matrix : (batch - 1) * stride + matrix;
+}
+
+// matmul_bf16 on cuBLAS: a and b rounded into bf16 scratch copies (same layout, same strides),
+// then one strided-batched GEMM, bf16 in, float32 sums and out. Shapes as matmul_cublas.
+void matmul_bf16_cublas(float* out, const float* a, const float* b, const MatmulShape& s, Stream stream) {
+  if (s.M == 0 || s.N == 0 || s.batch == 0) return;
+  if (s.K == 0) return matmul_cublas<float>(out, a, b, s, stream);  // an empty sum: no operand is read
+  const std::int64_t na = operand_span(s.batch, s.stride_a, s.M * s.K);
+  const std::int64_t nb = operand_span(s.batch, s.stride_b, s.K * s.N);
+  // One workspace holds both copies; b's starts 256 bytes aligned, as cuBLAS likes its operands.
+  const std::int64_t b_offset = (na + 127) / 128 * 128;
+  auto* scratch = static_cast<std::uint16_t*>(workspace(static_cast<std::size_t>(b_offset + nb) * 2, stream));
+  std::uint16_t *a16 = scratch, *b16 = scratch + b_offset;  // bf16 bits
+  static Kernel to_bf16(op::cast<brrr::bf16>);
+  to_bf16(DeviceType::CUDA)(a16, DType::BFloat16, a, DType::Float32, na, stream);
+  to_bf16(DeviceType::CUDA)(b16, DType::BFloat16, b, DType::Float32, nb, stream);
+  // bf16 products are exact in float32 and the tensor cores add them in float32 whatever the
+  // math mode, so allow_tf32 changes nothing here.
+  cublasHandle_t handle = handle_for(stream, false);
+  const float alpha = 1, beta = s.accumulate ? 1 : 0;
+  const int ldb = static_cast<int>(s.trans_b ? s.K : s.N);
+  const int lda = static_cast<int>(s.trans_a ? s.M : s.K);
+  const cublasOperation_t op_b = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int m = static_cast<int>(s.N), n = static_cast<int>(s.M), k = static_cast<int>(s.K);
+  BRRR_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_b, op_a, m, n, k, &alpha, b16, CUDA_R_16BF, ldb, s.stride_b,
+                                               a16, CUDA_R_16BF, lda, s.stride_a, &beta, out, CUDA_R_32F, m,
+                                               s.stride_out, static_cast<int>(s.batch), CUBLAS_COMPUTE_32F,
+                                               CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace
 
 void register_cublas_kernels() {
   const VariantMeta cublas = about("NVIDIA's cuBLAS GEMM: the bar every hand-written variant is measured against");
   add(op::matmul<float>, DeviceType::CUDA, "cublas", &matmul_cublas<float>, 100, cublas);
   add(op::matmul<double>, DeviceType::CUDA, "cublas", &matmul_cublas<double>, 100, cublas);
+  add(op::matmul_bf16, DeviceType::CUDA, "cublas", &matmul_bf16_cublas, 100,
+      about("cuBLAS's bf16 GEMM (cublasGemmStridedBatchedEx, float32 sums) on bf16 copies of a and b"));
 }
 
 }  // namespace brrr::kernels::cuda

@@ -22,6 +22,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include "brrr/generator.h"
 #include "kernels/cuda/common.h"
@@ -268,9 +269,22 @@ void binary_loop(const char* op, T* out, const T* a, const T* b, const Loop& loo
 // toward zero). Candid note: out-of-range and NaN floats have no defined int value in C++;
 // the GPU saturates (NaN gives 0) where x86 gives INT_MIN, so they may differ from the CPU.
 
+// bfloat16 goes through float32 both ways, as on the CPU: a double or an integer is first
+// made a float, then rounded to nearest even (bf16_of, common.h); a bf16 widens exactly.
+template <class Out, class In>
+__device__ inline Out convert(In x) {
+  if constexpr (std::is_same_v<Out, brrr::bf16>) return bf16_of(static_cast<float>(x));
+  else return static_cast<Out>(x);
+}
+template <class Out>
+__device__ inline Out convert(brrr::bf16 x) {
+  if constexpr (std::is_same_v<Out, brrr::bf16>) return x;
+  else return static_cast<Out>(float_of(x));
+}
+
 template <class Out, class In>
 __global__ void cast_kernel(Out* out, const In* in, std::int64_t n) {
-  for (std::int64_t i = first_index(); i < n; i += grid_stride()) out[i] = static_cast<Out>(in[i]);
+  for (std::int64_t i = first_index(); i < n; i += grid_stride()) out[i] = convert<Out>(in[i]);
 }
 
 template <class Out, class In>
@@ -285,6 +299,7 @@ void cast_to(Out* out, const void* in, DType in_dtype, std::int64_t n, Stream st
     case DType::Float64: return cast_typed(out, static_cast<const double*>(in), n, stream);
     case DType::Int32: return cast_typed(out, static_cast<const std::int32_t*>(in), n, stream);
     case DType::Int64: return cast_typed(out, static_cast<const std::int64_t*>(in), n, stream);
+    case DType::BFloat16: return cast_typed(out, static_cast<const brrr::bf16*>(in), n, stream);
     default: ::brrr::detail::fail("cast: unsupported source dtype ", dtype_name(in_dtype), " on cuda");
   }
 }
@@ -371,6 +386,7 @@ void cast_simple(void* out, DType out_dtype, const void* in, DType in_dtype, std
     case DType::Float64: return cast_to(static_cast<double*>(out), in, in_dtype, n, stream);
     case DType::Int32: return cast_to(static_cast<std::int32_t*>(out), in, in_dtype, n, stream);
     case DType::Int64: return cast_to(static_cast<std::int64_t*>(out), in, in_dtype, n, stream);
+    case DType::BFloat16: return cast_to(static_cast<brrr::bf16*>(out), in, in_dtype, n, stream);
     default: ::brrr::detail::fail("cast: unsupported target dtype ", dtype_name(out_dtype), " on cuda");
   }
 }
@@ -459,6 +475,8 @@ template void fill_simple<std::int32_t>(std::int32_t*, std::int32_t, std::int64_
 template void fill_simple<std::int64_t>(std::int64_t*, std::int64_t, std::int64_t, Stream);
 template void copy_simple<std::int32_t>(std::int32_t*, const std::int32_t*, const Loop&, Stream);
 template void copy_simple<std::int64_t>(std::int64_t*, const std::int64_t*, const Loop&, Stream);
+template void fill_simple<brrr::bf16>(brrr::bf16*, brrr::bf16, std::int64_t, Stream);
+template void copy_simple<brrr::bf16>(brrr::bf16*, const brrr::bf16*, const Loop&, Stream);
 
 namespace {
 constexpr int kSimple = 10;
@@ -510,10 +528,14 @@ void register_elementwise_kernels() {
   register_floating<double>();
   register_common<std::int32_t>();
   register_common<std::int64_t>();
+  // bfloat16 (chapter 18): storage and conversion, as on the CPU; ops on bf16 tensors compute
+  // in float32 (framework/src) or in the bf16 variants of gelu.cu, layernorm.cu, crossentropy.cu.
+  register_common<brrr::bf16>();
   register_cast<float>();
   register_cast<double>();
   register_cast<std::int32_t>();
   register_cast<std::int64_t>();
+  register_cast<brrr::bf16>();
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

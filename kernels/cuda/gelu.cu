@@ -306,6 +306,90 @@ void bias_gelu_backward2(T* dx, T* dbias, const T* dout, const T* x, const T* bi
   column_sum_launch(dbias, static_cast<const T*>(partial), chunks, C, C, stream);
 }
 
+// =============================================================================================
+// Variant 3 (chapter 18): bfloat16 in memory, float32 inside, for GELU, its backward and
+// bias + GELU forward and backward on bf16 tensors.
+//
+// A bf16 element is 2 bytes where a float is 4, so a memory-bound kernel on bf16 data moves
+// half the bytes and, at the same bandwidth, takes half the time. Each kernel is variant 1's
+// with a grid-stride loop, a widening load (float_of, common.h: the 16 bits over 16 zero bits,
+// exact) and a rounding store (bf16_of: to nearest even, once). The math in between is
+// gelu_value / gelu_grad in float32, so an output is the float32 result on the bf16 inputs,
+// rounded once: within half a bf16 step (2^-9 relative) of it. Not done: loading pairs
+// (__nv_bfloat162, 4 bytes) or 8 at a time (16 bytes), which would cut the load instructions
+// as float4 did in variant 2; not measured yet (no GPU while it was written).
+// dbias of the backward is the column sums of the float32 dx, in row order, one thread per
+// column (variant 1's walk: deterministic, slow for large N), rounded once; the CPU kernel
+// (kernels/cpu/nn_bf16.cpp) does the same.
+
+__global__ void gelu_forward_bf16_kernel(brrr::bf16* out, const brrr::bf16* x, std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = bf16_of(gelu_value(float_of(x[i])));
+}
+
+__global__ void gelu_backward_bf16_kernel(brrr::bf16* dx, const brrr::bf16* dout, const brrr::bf16* x,
+                                          std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    dx[i] = bf16_of(float_of(dout[i]) * gelu_grad(float_of(x[i])));
+}
+
+__global__ void bias_gelu_forward_bf16_kernel(brrr::bf16* out, const brrr::bf16* x, const brrr::bf16* bias,
+                                              std::int64_t n, std::int64_t C) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = bf16_of(gelu_value(float_of(x[i]) + float_of(bias[i % C])));
+}
+
+__global__ void bias_gelu_backward_dx_bf16_kernel(brrr::bf16* dx, const brrr::bf16* dout, const brrr::bf16* x,
+                                                  const brrr::bf16* bias, std::int64_t n, std::int64_t C) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    dx[i] = bf16_of(float_of(dout[i]) * gelu_grad(float_of(x[i]) + float_of(bias[i % C])));
+}
+
+__global__ void bias_gelu_backward_dbias_bf16_kernel(brrr::bf16* dbias, const brrr::bf16* dout, const brrr::bf16* x,
+                                                     const brrr::bf16* bias, std::int64_t N, std::int64_t C) {
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const float b = float_of(bias[c]);
+  float sum = 0;
+  for (std::int64_t r = 0; r < N; ++r) sum += float_of(dout[r * C + c]) * gelu_grad(float_of(x[r * C + c]) + b);
+  dbias[c] = bf16_of(sum);
+}
+
+void gelu_forward_bf16(brrr::bf16* out, const brrr::bf16* x, std::int64_t n, Stream stream) {
+  if (n == 0) return;
+  BRRR_LAUNCH(gelu_forward_bf16_kernel, grid_for(n, kBlockSize, kMaxBlocks), kBlockSize, 0, stream, out, x, n);
+}
+
+void gelu_backward_bf16(brrr::bf16* dx, const brrr::bf16* dout, const brrr::bf16* x, std::int64_t n, Stream stream) {
+  if (n == 0) return;
+  BRRR_LAUNCH(gelu_backward_bf16_kernel, grid_for(n, kBlockSize, kMaxBlocks), kBlockSize, 0, stream, dx, dout, x, n);
+}
+
+void bias_gelu_forward_bf16(brrr::bf16* out, const brrr::bf16* x, const brrr::bf16* bias, std::int64_t N,
+                            std::int64_t C, Stream stream) {
+  const std::int64_t n = N * C;
+  if (n == 0) return;
+  BRRR_LAUNCH(bias_gelu_forward_bf16_kernel, grid_for(n, kBlockSize, kMaxBlocks), kBlockSize, 0, stream, out, x,
+              bias, n, C);
+}
+
+void bias_gelu_backward_bf16(brrr::bf16* dx, brrr::bf16* dbias, const brrr::bf16* dout, const brrr::bf16* x,
+                             const brrr::bf16* bias, std::int64_t N, std::int64_t C, Stream stream) {
+  const std::int64_t n = N * C;
+  if (C == 0) return;
+  if (n > 0)
+    BRRR_LAUNCH(bias_gelu_backward_dx_bf16_kernel, grid_for(n, kBlockSize, kMaxBlocks), kBlockSize, 0, stream, dx,
+                dout, x, bias, n, C);
+  // With N == 0 the sum is empty and dbias comes out 0, as on the CPU.
+  if (dbias)
+    BRRR_LAUNCH(bias_gelu_backward_dbias_bf16_kernel, grid_for(C, kBlockSize), kBlockSize, 0, stream, dbias, dout, x,
+                bias, N, C);
+}
+
 // ---------------------------------------------------------------------------------------------
 
 template void gelu_forward1<float>(float*, const float*, std::int64_t, Stream);
@@ -347,6 +431,13 @@ void register_gelu_kernels() {
   add(op::bias_gelu_backward<float>, cuda, "tiled", &bias_gelu_backward2<float>, 10, backward_tiled);
   add(op::bias_gelu_backward<double>, cuda, "naive", &bias_gelu_backward1<double>, 0, backward_naive);
   add(op::bias_gelu_backward<double>, cuda, "tiled", &bias_gelu_backward2<double>, 10, backward_tiled);
+  // bf16 tensors (chapter 18): variant 3, their only one.
+  const VariantMeta in_bf16 = about("variant 3: bf16 in memory, float32 math, each output rounded once");
+  add(op::gelu_forward<brrr::bf16>, cuda, "bf16", &gelu_forward_bf16, 10, in_bf16);
+  add(op::gelu_backward<brrr::bf16>, cuda, "bf16", &gelu_backward_bf16, 10, in_bf16);
+  add(op::bias_gelu_forward<brrr::bf16>, cuda, "bf16", &bias_gelu_forward_bf16, 10, in_bf16);
+  add(op::bias_gelu_backward<brrr::bf16>, cuda, "bf16", &bias_gelu_backward_bf16, 10,
+      about("variant 3: bf16 in memory, float32 math; dbias one thread a column, from the float32 dx"));
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -556,6 +556,112 @@ void layernorm_backward3(float* dx, float* dweight, float* dbias, const float* d
   column_sum_pair_launch(dweight, dbias, static_cast<const float*>(partial), blocks, C, 2 * C, stream);
 }
 
+// =============================================================================================
+// Variant 5 (chapter 18): bfloat16 in memory, float32 inside, forward and backward.
+//
+// For bf16 tensors: a warp a row, as variant 2, with widening loads (float_of) and rounding
+// stores (bf16_of) around float32 math. The forward's statistics are float32 sums (the mean,
+// then the biased variance around it: two passes over the row, which a warp re-reads from L1);
+// only the stored mean and rstd are rounded, because the op's signature stores them in the
+// tensor's dtype. The backward does not trust the saved mean: rounded to bf16 it is off by up
+// to 2^-9 of itself, which is much of x - mean when |mean| is large beside the row's spread, so
+// each warp recomputes it from x in float32 (and keeps it in the workspace for the second
+// kernel). rstd is taken as saved (its 2^-9 is a relative error of dx of the size of dx's own
+// rounding). dweight and dbias are column sums over rows, one thread a column, in row order
+// (deterministic; variant 1's walk, slow for large N). Not measured yet (no GPU while written).
+
+constexpr int kBf16RowsPerBlock = 8;  // blocks of 8 warps, a row each
+
+__global__ void layernorm_forward_bf16_kernel(brrr::bf16* out, brrr::bf16* mean, brrr::bf16* rstd,
+                                              const brrr::bf16* x, const brrr::bf16* weight, const brrr::bf16* bias,
+                                              std::int64_t N, std::int64_t C, float eps) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kBf16RowsPerBlock + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (row >= N) return;  // the whole warp: its 32 lanes share the row
+  const brrr::bf16* xr = x + row * C;
+  float sum = 0;
+  for (std::int64_t c = lane; c < C; c += 32) sum += float_of(xr[c]);
+  const float m = warp_sum(sum) / static_cast<float>(C);
+  float squares = 0;
+  for (std::int64_t c = lane; c < C; c += 32) {
+    const float d = float_of(xr[c]) - m;
+    squares += d * d;
+  }
+  const float s = 1.0f / sqrt_of(warp_sum(squares) / static_cast<float>(C) + eps);
+  brrr::bf16* o = out + row * C;
+  for (std::int64_t c = lane; c < C; c += 32) {
+    const float norm = (float_of(xr[c]) - m) * s;
+    o[c] = bf16_of(norm * float_of(weight[c]) + (bias ? float_of(bias[c]) : 0.0f));
+  }
+  if (lane == 0) {
+    mean[row] = bf16_of(m);
+    rstd[row] = bf16_of(s);
+  }
+}
+
+// dx of a row (see variant 1 for the formula), and the row's float32 mean into row_mean.
+__global__ void layernorm_backward_dx_bf16_kernel(brrr::bf16* dx, float* row_mean, const brrr::bf16* dout,
+                                                  const brrr::bf16* x, const brrr::bf16* weight,
+                                                  const brrr::bf16* rstd, std::int64_t N, std::int64_t C) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kBf16RowsPerBlock + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (row >= N) return;
+  const brrr::bf16 *xr = x + row * C, *g = dout + row * C;
+  float sum = 0;
+  for (std::int64_t c = lane; c < C; c += 32) sum += float_of(xr[c]);
+  const float m = warp_sum(sum) / static_cast<float>(C), s = float_of(rstd[row]);
+  float mean_g = 0, mean_gn = 0;
+  for (std::int64_t c = lane; c < C; c += 32) {
+    const float gw = float_of(g[c]) * float_of(weight[c]);
+    mean_g += gw;
+    mean_gn += gw * (float_of(xr[c]) - m) * s;
+  }
+  mean_g = warp_sum(mean_g) / static_cast<float>(C);
+  mean_gn = warp_sum(mean_gn) / static_cast<float>(C);
+  for (std::int64_t c = lane; c < C; c += 32) {
+    const float norm = (float_of(xr[c]) - m) * s;
+    dx[row * C + c] = bf16_of(s * (float_of(g[c]) * float_of(weight[c]) - mean_g - norm * mean_gn));
+  }
+  if (lane == 0) row_mean[row] = m;
+}
+
+__global__ void layernorm_backward_params_bf16_kernel(brrr::bf16* dweight, brrr::bf16* dbias, const brrr::bf16* dout,
+                                                      const brrr::bf16* x, const float* row_mean,
+                                                      const brrr::bf16* rstd, std::int64_t N, std::int64_t C) {
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float w = 0, b = 0;
+  for (std::int64_t r = 0; r < N; ++r) {
+    const float g = float_of(dout[r * C + c]);
+    w += g * (float_of(x[r * C + c]) - row_mean[r]) * float_of(rstd[r]);
+    b += g;
+  }
+  dweight[c] = bf16_of(w);
+  if (dbias) dbias[c] = bf16_of(b);
+}
+
+void layernorm_forward_bf16(brrr::bf16* out, brrr::bf16* mean, brrr::bf16* rstd, const brrr::bf16* x,
+                            const brrr::bf16* weight, const brrr::bf16* bias, std::int64_t N, std::int64_t C,
+                            brrr::bf16 eps, Stream stream) {
+  if (N == 0) return;
+  BRRR_LAUNCH(layernorm_forward_bf16_kernel, grid_for(N, kBf16RowsPerBlock), 32 * kBf16RowsPerBlock, 0, stream, out,
+              mean, rstd, x, weight, bias, N, C, static_cast<float>(eps));
+}
+
+void layernorm_backward_bf16(brrr::bf16* dx, brrr::bf16* dweight, brrr::bf16* dbias, const brrr::bf16* dout,
+                             const brrr::bf16* x, const brrr::bf16* weight, const brrr::bf16* mean,
+                             const brrr::bf16* rstd, std::int64_t N, std::int64_t C, Stream stream) {
+  (void)mean;  // recomputed from x (above)
+  if (C == 0) return;
+  const std::size_t bytes = static_cast<std::size_t>(std::max<std::int64_t>(N, 1)) * sizeof(float);
+  float* row_mean = static_cast<float*>(workspace(bytes, stream));
+  if (N > 0)
+    BRRR_LAUNCH(layernorm_backward_dx_bf16_kernel, grid_for(N, kBf16RowsPerBlock), 32 * kBf16RowsPerBlock, 0, stream,
+                dx, row_mean, dout, x, weight, rstd, N, C);
+  BRRR_LAUNCH(layernorm_backward_params_bf16_kernel, grid_for(C, 256), 256, 0, stream, dweight, dbias, dout, x,
+              row_mean, rstd, N, C);
+}
+
 // ---------------------------------------------------------------------------------------------
 
 #define BRRR_INSTANTIATE(T)                                                                                         \
@@ -600,6 +706,11 @@ void register_layernorm_kernels() {
   add(op::residual_layernorm_forward<float>, kCuda, "warp-float4", &residual_layernorm_forward3, 20, warp4);
   add(op::residual_layernorm_forward<double>, kCuda, "naive", &residual_layernorm_forward1<double>, 0, naive);
   add(op::residual_layernorm_forward<double>, kCuda, "warp", &residual_layernorm_forward2<double>, 10, warp);
+  // bf16 tensors (chapter 18): variant 4, their only one.
+  add(op::layernorm_forward<brrr::bf16>, kCuda, "bf16", &layernorm_forward_bf16, 10,
+      about("variant 4: one warp per row, bf16 in memory, float32 statistics and math"));
+  add(op::layernorm_backward<brrr::bf16>, kCuda, "bf16", &layernorm_backward_bf16, 10,
+      about("variant 4: a warp per row for dx (the mean recomputed in float32), a thread per column for dweight, dbias"));
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -154,3 +154,27 @@ TEST_CASE("bfloat16 safetensors: brrr writes BF16 that PyTorch reads as bfloat16
   CHECK(t.tensor("y").to_vector<float>() ==
         std::vector<float>{1.0f, -2.5f, 3.140625f, round_to_bf16(1e-3f), 65536.0f, -0.0f});
 }
+
+TEST_CASE("bfloat16 GELU, bias + GELU, LayerNorm and cross-entropy: float32 math, each output rounded once") {
+  Generator g(43);
+  const Tensor x = randn({6, 37}, g).to(kBFloat16), w = randn({37}, g).to(kBFloat16), b = randn({37}, g).to(kBFloat16);
+  const Tensor xf = x.to(kFloat32), wf = w.to(kFloat32), bf = b.to(kFloat32);
+  auto same = [](const char* what, const Tensor& got, const Tensor& want32) {
+    INFO(std::string(what));
+    CHECK(got.dtype() == kBFloat16);
+    CHECK(got.to_vector<float>() == rounded(want32.to_vector<float>()));
+  };
+  same("gelu", ops::gelu(x), ops::gelu(xf));
+  same("bias_gelu", ops::bias_gelu(x, b), ops::bias_gelu(xf, bf));
+  same("layer_norm", ops::layer_norm(x, w, b, 1e-5), ops::layer_norm(xf, wf, bf, 1e-5));
+  const Tensor targets = from_vector(std::vector<std::int64_t>{3, 0, 36, 5, 5, 1}, {6}, kInt64);
+  const Tensor loss = ops::cross_entropy(x, targets);
+  CHECK(loss.dtype() == kBFloat16);
+  CHECK(std::abs(loss.item<double>() - ops::cross_entropy(xf, targets).item<double>()) <= 0x1p-7 * loss.item<double>());
+  // Gradients flow through them in bf16: gelu's is dout * gelu'(x), rounded once.
+  Tensor leaf = x.clone().requires_grad_(true);
+  ops::sum(ops::gelu(leaf)).backward();
+  Tensor leaf32 = xf.clone().requires_grad_(true);
+  ops::sum(ops::gelu(leaf32)).backward();
+  same("gelu backward", leaf.grad(), leaf32.grad());
+}

@@ -17,11 +17,26 @@
 // finite floats round up to infinity). A NaN would lose its payload, and a NaN whose payload
 // sits only in the low bits would become infinity, so NaN is handled first: it becomes the
 // canonical NaN 0x7FFF, as CUDA does. Infinities and zeros (with their sign) pass through.
+//
+// nvcc reads this header as C++17 (the CUDA files store bf16 tensors' elements as brrr::bf16,
+// kernels/cuda/elementwise.cu), where std::bit_cast is missing: bit_cast below is the
+// compilers' builtin there, constexpr as well.
 #pragma once
 #include <bit>
 #include <cstdint>
 
 namespace brrr {
+
+namespace bf16_detail {
+template <class To, class From>
+constexpr To bit_cast(const From& from) {
+#if defined(__cpp_lib_bit_cast)
+  return std::bit_cast<To>(from);
+#else
+  return __builtin_bit_cast(To, from);
+#endif
+}
+}  // namespace bf16_detail
 
 struct bf16 {
   std::uint16_t bits = 0;
@@ -30,7 +45,7 @@ struct bf16 {
   // Rounds to nearest, ties to even (the only rounding brrr uses, as __float2bfloat16_rn).
   explicit constexpr bf16(float x) : bits(round_bits(x)) {}
   // Exact.
-  explicit constexpr operator float() const { return std::bit_cast<float>(std::uint32_t{bits} << 16); }
+  explicit constexpr operator float() const { return bf16_detail::bit_cast<float>(std::uint32_t{bits} << 16); }
 
   static constexpr bf16 from_bits(std::uint16_t bits) {
     bf16 value;
@@ -38,7 +53,7 @@ struct bf16 {
     return value;
   }
   static constexpr std::uint16_t round_bits(float x) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+    const std::uint32_t u = bf16_detail::bit_cast<std::uint32_t>(x);
     if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FFF;  // NaN: the canonical one
     const std::uint32_t last_kept = (u >> 16) & 1u;
     return static_cast<std::uint16_t>((u + 0x7FFFu + last_kept) >> 16);
@@ -60,7 +75,7 @@ inline constexpr float round_to_bf16(float x) { return to_float(bf16(x)); }
 inline constexpr std::uint32_t pack_bf16(float lo, float hi) {
   return std::uint32_t{bf16::round_bits(lo)} | (std::uint32_t{bf16::round_bits(hi)} << 16);
 }
-inline constexpr float low_bf16(std::uint32_t word) { return std::bit_cast<float>(word << 16); }
-inline constexpr float high_bf16(std::uint32_t word) { return std::bit_cast<float>(word & 0xFFFF0000u); }
+inline constexpr float low_bf16(std::uint32_t word) { return bf16_detail::bit_cast<float>(word << 16); }
+inline constexpr float high_bf16(std::uint32_t word) { return bf16_detail::bit_cast<float>(word & 0xFFFF0000u); }
 
 }  // namespace brrr

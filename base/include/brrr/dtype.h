@@ -8,7 +8,7 @@
 
 namespace brrr {
 
-struct bf16;  // brrr/bfloat16.h (C++20; this header is also read by nvcc's C++17)
+struct bf16;  // brrr/bfloat16.h
 
 // float32 everywhere, float64 on the CPU (for gradient checks), int32/int64 for indices.
 // bfloat16 (brrr::bf16, brrr/bfloat16.h) for mixed precision (chapter 18): stored in 2 bytes,

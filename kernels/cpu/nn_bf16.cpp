@@ -1,0 +1,113 @@
+// kernels/cpu/nn_bf16.cpp: GELU, bias + GELU, LayerNorm and cross-entropy on bfloat16 data
+// (chapter 18): the CPU kernels of ops on bf16 tensors, and the references of the bf16
+// variants in kernels/cuda (gelu.cu, layernorm.cu, crossentropy.cu).
+// Read before: kernels/cpu/nn.cpp, kernels/cpu/fused.cpp (the float32 kernels these run).
+//
+// bf16 in memory, float32 inside: every input is widened to float32 (exact), the float32
+// kernel runs, and each output is rounded to bf16 once, at the end (round to nearest even,
+// brrr::bf16). Two statistics a backward needs are not taken from bf16: layernorm_backward
+// recomputes the mean from x in float32, cross_entropy_backward the log-sum-exp from the
+// logits. Saved in bf16 they are off by up to 2^-9 of themselves: an lse near 5 off by 0.01,
+// which is a 1% error in every probability of the row.
+#include <cstdint>
+#include <vector>
+
+#include "brrr/bfloat16.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace brrr::kernels::cpu {
+
+namespace {
+
+std::vector<float> widen(const bf16* x, std::int64_t n) {
+  std::vector<float> out(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i]);
+  return out;
+}
+
+void narrow(bf16* out, const std::vector<float>& x) {
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = bf16(x[i]);
+}
+
+}  // namespace
+
+void gelu_forward_bf16(bf16* out, const bf16* x, std::int64_t n, Stream s) {
+  std::vector<float> y(static_cast<std::size_t>(n));
+  gelu_forward<float>(y.data(), widen(x, n).data(), n, s);
+  narrow(out, y);
+}
+
+void gelu_backward_bf16(bf16* dx, const bf16* dout, const bf16* x, std::int64_t n, Stream s) {
+  std::vector<float> d(static_cast<std::size_t>(n));
+  gelu_backward<float>(d.data(), widen(dout, n).data(), widen(x, n).data(), n, s);
+  narrow(dx, d);
+}
+
+void bias_gelu_forward_bf16(bf16* out, const bf16* x, const bf16* bias, std::int64_t N, std::int64_t C, Stream s) {
+  std::vector<float> y(static_cast<std::size_t>(N * C));
+  bias_gelu_forward<float>(y.data(), widen(x, N * C).data(), widen(bias, C).data(), N, C, s);
+  narrow(out, y);
+}
+
+// dbias is the column sums of the float32 dx, rounded once (not a sum of the rounded dx).
+void bias_gelu_backward_bf16(bf16* dx, bf16* dbias, const bf16* dout, const bf16* x, const bf16* bias, std::int64_t N,
+                             std::int64_t C, Stream s) {
+  std::vector<float> d(static_cast<std::size_t>(N * C)), db(static_cast<std::size_t>(C));
+  bias_gelu_backward<float>(d.data(), db.data(), widen(dout, N * C).data(), widen(x, N * C).data(),
+                            widen(bias, C).data(), N, C, s);
+  narrow(dx, d);
+  if (dbias) narrow(dbias, db);
+}
+
+void layernorm_forward_bf16(bf16* out, bf16* mean, bf16* rstd, const bf16* x, const bf16* weight, const bf16* bias,
+                            std::int64_t N, std::int64_t C, bf16 eps, Stream s) {
+  std::vector<float> y(static_cast<std::size_t>(N * C)), m(static_cast<std::size_t>(N)), r(static_cast<std::size_t>(N));
+  const std::vector<float> b = bias ? widen(bias, C) : std::vector<float>();
+  layernorm_forward<float>(y.data(), m.data(), r.data(), widen(x, N * C).data(), widen(weight, C).data(),
+                           bias ? b.data() : nullptr, N, C, static_cast<float>(eps), s);
+  narrow(out, y);
+  narrow(mean, m);
+  narrow(rstd, r);
+}
+
+// The mean comes again from x, in float32: saved in bf16 it is off by up to 2^-9 of itself,
+// which is much of x - mean where |mean| is large beside the spread of the row. rstd is taken
+// as saved: its 2^-9 is a relative error of dx of the same size, as the rounding of dx itself.
+void layernorm_backward_bf16(bf16* dx, bf16* dweight, bf16* dbias, const bf16* dout, const bf16* x, const bf16* weight,
+                             const bf16*, const bf16* rstd, std::int64_t N, std::int64_t C, Stream s) {
+  const std::vector<float> x32 = widen(x, N * C), w32 = widen(weight, C), r = widen(rstd, N);
+  std::vector<float> m(static_cast<std::size_t>(N));
+  for (std::int64_t n = 0; n < N; ++n) {
+    double sum = 0;  // as the float32 forward sums (nn.cpp)
+    for (std::int64_t c = 0; c < C; ++c) sum += x32[n * C + c];
+    m[n] = C ? static_cast<float>(sum / static_cast<double>(C)) : 0.0f;
+  }
+  std::vector<float> d(static_cast<std::size_t>(N * C)), dw(static_cast<std::size_t>(C)), db(static_cast<std::size_t>(C));
+  layernorm_backward<float>(d.data(), dw.data(), dbias ? db.data() : nullptr, widen(dout, N * C).data(), x32.data(),
+                            w32.data(), m.data(), r.data(), N, C, s);
+  narrow(dx, d);
+  narrow(dweight, dw);
+  if (dbias) narrow(dbias, db);
+}
+
+void cross_entropy_forward_bf16(bf16* losses, bf16* lse, const bf16* logits, const std::int32_t* targets,
+                                std::int64_t N, std::int64_t V, std::int64_t ignore_index, Stream s) {
+  std::vector<float> l(static_cast<std::size_t>(N)), e(static_cast<std::size_t>(N));
+  cross_entropy_forward<float>(l.data(), e.data(), widen(logits, N * V).data(), targets, N, V, ignore_index, s);
+  narrow(losses, l);
+  narrow(lse, e);
+}
+
+// The saved lse (bf16) is not used: it comes again from the logits, in float32.
+void cross_entropy_backward_bf16(bf16* dlogits, const bf16* dlosses, const bf16* logits, const bf16*,
+                                 const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index,
+                                 Stream s) {
+  const std::vector<float> x = widen(logits, N * V);
+  std::vector<float> l(static_cast<std::size_t>(N)), e(static_cast<std::size_t>(N));
+  cross_entropy_forward<float>(l.data(), e.data(), x.data(), targets, N, V, ignore_index, s);
+  std::vector<float> d(static_cast<std::size_t>(N * V));
+  cross_entropy_backward<float>(d.data(), widen(dlosses, N).data(), x.data(), e.data(), targets, N, V, ignore_index, s);
+  narrow(dlogits, d);
+}
+
+}  // namespace brrr::kernels::cpu
