@@ -167,10 +167,11 @@ TEST_CASE("a rank that throws or dies stops the others within seconds, and no ch
   }
 }
 
-TEST_CASE("CUDA tensors on the emulator: 2 ranks, with and without ZeRO, train as 1 process with grad_accum 2") {
+TEST_CASE("CUDA tensors on the emulator: 2 ranks, with and without ZeRO or overlap, train as 1 process with grad_accum 2") {
   if (const std::string why = cannot_run(); !why.empty()) return test::skip(why);
   // Without NCCL (or on the emulator) a CUDA tensor's gradients go through the host to MPI.
-  const std::string steps = "--device emulator --max_iters 2 --eval_interval 100 --eval_iters 1 --log_interval 1";
+  const std::string steps =
+      "--device emulator --max_iters 2 --eval_interval 100 --eval_iters 1 --log_interval 1 --bucket_mb 0.01";
   const std::string one = scratch("emulator-one"), two = scratch("emulator-two"), zero = scratch("emulator-zero");
   const Run a = run(cli() + " " + train_args(one, steps + " --grad_accum 2"), one, 300);
   REQUIRE_MESSAGE(a.status == 0, a.output);
@@ -182,6 +183,13 @@ TEST_CASE("CUDA tensors on the emulator: 2 ranks, with and without ZeRO, train a
   CHECK(losses(one)[0] == losses(two)[0]);
   CHECK(std::abs(losses(one)[1] - losses(two)[1]) < 1e-5 * losses(one)[1]);
   CHECK(losses(two) == losses(zero));
+  // The buckets summed after the backward instead of during it: the same bits.
+  const std::string after = scratch("emulator-after");
+  const Run d = run(mpirun() + " -np 2 " + cli() + " " + train_args(after, steps + " --overlap_comm false"), after, 300);
+  REQUIRE_MESSAGE(d.status == 0, d.output);
+  CHECK(data_parallel_event(two)["buckets_sent_during_backward"].get<int>() > 3);
+  CHECK(data_parallel_event(after)["buckets_sent_during_backward"] == 0);
+  check_same_checkpoints(ckpt(two, 2), ckpt(after, 2));
 }
 
 TEST_CASE("Ctrl-C on one rank stops every rank after the same step, with a checkpoint that resumes bit for bit") {
