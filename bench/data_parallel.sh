@@ -30,7 +30,8 @@ steps = [json.loads(l) for l in open(sys.argv[1] + "/log.jsonl") if '"step"' in 
 ms = [s["ms"] for s in steps[2:]]
 tokens = int(sys.argv[2])
 share = [json.loads(l) for l in open(sys.argv[1] + "/log.jsonl") if '"data_parallel"' in l]
-extra = (f", {100 * share[-1]['communication_share']:.2f}% of the step in collectives, "
+extra = (f", {100 * share[-1]['communication_share']:.2f}% of the step in collectives "
+         f"({100 * share[-1]['communication_in_backward_share']:.2f}% inside the backward), "
          f"{100 * share[-1]['waiting_share']:.2f}% waiting for the other rank, "
          f"{share[-1]['buckets_sent_during_backward']} of {share[-1]['buckets']} buckets sent during the backward"
          if share else "")

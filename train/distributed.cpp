@@ -43,6 +43,7 @@ bool initialized = false;
 bool forced = false;  // BRRR_FORCE_COLLECTIVES=1: the collectives' path with one rank too
 int my_rank = 0, ranks = 1;
 double communicating = 0;  // seconds
+double communicating_in_backward = 0;  // seconds, the part of it inside the backward's hooks
 double waiting = 0;        // seconds, in wait_for_all
 std::uint64_t sent = 0;    // bytes
 
@@ -611,7 +612,7 @@ autograd::BackwardHooks GradientReducer::hooks() {
     const auto found = s->bucket_of.find(leaf.impl());
     if (found == s->bucket_of.end()) return;  // a leaf that is not one of the parameters
     BRRR_PROFILE("allreduce");
-    Timed timed;
+    Timed timed, in_backward{&communicating_in_backward};
     State::Bucket& b = s->buckets[found->second];
     BRRR_CHECK(b.not_ready > 0, "GradientReducer: a parameter's gradient was reported final twice in one backward");
     if (--b.not_ready == 0) s->send_ready();
@@ -619,7 +620,7 @@ autograd::BackwardHooks GradientReducer::hooks() {
   };
   h.node_done = [s] {
     if (s->next_to_finish == s->next_to_send) return;  // nothing in flight
-    Timed timed;
+    Timed timed, in_backward{&communicating_in_backward};
     s->progress(false);
   };
   return h;
@@ -656,6 +657,7 @@ std::size_t GradientReducer::buckets() const { return state_->buckets.size(); }
 std::size_t GradientReducer::buckets_sent_during_backward() const { return state_->sent_early_last_step; }
 
 double seconds_communicating() { return communicating; }
+double seconds_communicating_in_backward() { return communicating_in_backward; }
 double seconds_waiting() { return waiting; }
 std::uint64_t bytes_sent() { return sent; }
 

@@ -108,6 +108,10 @@ std::vector<std::size_t> balanced_split(const std::vector<Tensor>& tensors);
 // Seconds spent inside the collectives above since init, and the bytes this rank sent in them:
 // the share of a training step spent communicating (chapter 19's measurement).
 double seconds_communicating();
+// The part of seconds_communicating spent inside the backward (GradientReducer's hooks: packing
+// buckets, starting their collectives, summing slices, MPI_Test): on a CPU that work takes the
+// core from the backward, so it is exposed too.
+double seconds_communicating_in_backward();
 double seconds_waiting();
 std::uint64_t bytes_sent();
 

@@ -310,6 +310,7 @@ TrainResult train_this_rank(TrainConfig c) {
   // Inside the training steps: their time, and how much of it went to collectives and to
   // waiting for the other ranks (chapter 19's measurement).
   double step_seconds = 0, step_communicating = 0, step_waiting = 0;
+  const double in_backward_at_start = dist::seconds_communicating_in_backward();
 
   // A step leaves its loss and gradient norm where they were computed; they are read (one
   // copy for all of them) only when the loop logs, evaluates or saves. On a GPU every read
@@ -474,7 +475,9 @@ TrainResult train_this_rank(TrainConfig c) {
     log << Json{{"event", "data_parallel"}, {"ranks", ranks}, {"zero", c.zero}, {"communication_share", result.communication_share},
                 {"overlap_comm", c.overlap_comm && !zero}, {"buckets", zero ? std::size_t{0} : reducer.buckets()},
                 {"buckets_sent_during_backward", reducer.buckets_sent_during_backward()},
-                {"waiting_share", step_waiting / step_seconds}, {"step_ms", step_seconds * per},
+                {"waiting_share", step_waiting / step_seconds},
+                {"communication_in_backward_share",
+                 (dist::seconds_communicating_in_backward() - in_backward_at_start) / step_seconds}, {"step_ms", step_seconds * per},
                 {"optimizer_state_bytes", result.optimizer_state_bytes}}.dump()
         << "\n";
   }
