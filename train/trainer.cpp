@@ -403,7 +403,9 @@ TrainResult train_this_rank(TrainConfig c) {
     }
     data.skip_batches(c.grad_accum * (ranks - 1 - rank), c.batch_size, data_gen);
     const double waiting_at_start = dist::seconds_waiting();
-    dist::wait_for_all();  // so that what follows times the collectives, not a slower rank
+    // So that what follows times the collectives, not a slower rank. With overlap, buckets may
+    // still be in flight: MPI moves them on inside this barrier too (counted as waiting).
+    dist::wait_for_all();
     if (zero) {
       // ZeRO stage 1: each rank receives the summed gradients of its own parameters only, clips
       // them with the global norm (summed from every rank's share, in the parameters' order, as
