@@ -54,7 +54,7 @@ void for_each_field(TrainConfig& c, F&& f) {
   f("log_interval", c.log_interval), f("checkpoint_interval", c.checkpoint_interval);
   f("keep_checkpoints", c.keep_checkpoints), f("sample_tokens", c.sample_tokens), f("out_dir", c.out_dir);
   f("device", c.device), f("dtype", c.dtype), f("seed", c.seed), f("threads", c.threads), f("profile", c.profile);
-  f("zero", c.zero), f("bucket_mb", c.bucket_mb);
+  f("zero", c.zero), f("bucket_mb", c.bucket_mb), f("overlap_comm", c.overlap_comm);
 }
 }  // namespace
 
@@ -143,6 +143,7 @@ constexpr KeyHelp kKeyHelp[] = {
     {"profile", "Device", "print where the time went, op by op, at the end"},
     {"zero", "Distributed", "under mpirun: 1 shards AdamW's moments over the ranks (ZeRO stage 1), 0 keeps them whole"},
     {"bucket_mb", "Distributed", "under mpirun: gradients are summed over the ranks in buckets of this many MB"},
+    {"overlap_comm", "Distributed", "under mpirun: sum each bucket while the backward goes on (false: after it; same bits)"},
 };
 }  // namespace
 

@@ -15,9 +15,11 @@
 // every collective returns at once.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "brrr/autograd.h"
 #include "brrr/tensor.h"
 
 namespace brrr::train::dist {
@@ -25,13 +27,17 @@ namespace brrr::train::dist {
 bool built_with_mpi();   // this brrr was built with MPI (find_package(MPI) found it)
 bool built_with_nccl();  // ... and with NCCL, for CUDA tensors
 
-// Joins the run mpirun started (OpenMPI's OMPI_COMM_WORLD_SIZE, or PMI_SIZE, says there is one)
+// Joins the run mpirun started (with BRRR_FORCE_COLLECTIVES=1, also a run of one rank, so that
+// its gradients take the collectives' path: a 1-rank NCCL or MPI run to compare bit for bit
+// with a plain one) (OpenMPI's OMPI_COMM_WORLD_SIZE, or PMI_SIZE, says there is one)
 // and returns the number of ranks; without mpirun, 1 and no MPI. Ranks other than 0 stop
 // writing to stdout (rank 0 speaks for the run); every rank keeps stderr, for its errors.
 // Throws when launched with several ranks by a brrr built without MPI. Safe to call again.
 int init();
 int rank();
 int world_size();
+// Whether gradients are summed through the collectives: several ranks, or BRRR_FORCE_COLLECTIVES.
+bool collectives_active();
 inline bool is_main() { return rank() == 0; }
 
 // Prints "rank R: error: message" on stderr and makes mpirun stop every rank (MPI_Abort), so
@@ -55,6 +61,41 @@ void wait_for_all();
 // 2 (N - 1) / N times the bucket's bytes in and out of each rank.
 void allreduce_sum(const std::vector<Tensor>& tensors, std::int64_t bucket_bytes);
 
+// The trainer's way to sum the gradients of a model's parameters over the ranks, bucket by
+// bucket, and, with overlap, while the backward still runs (chapter 19, "Overlap"):
+//
+//   GradientReducer reducer(model.parameters(), bucket_bytes, overlap);
+//   { autograd::BackwardHooksGuard hooks(reducer.hooks()); loss.backward(); }  // the last micro-step
+//   reducer.finish();  // every .grad now holds the sum over the ranks; then clip and step
+//
+// The buckets are the parameters in reverse order (about the order in which the backward
+// finishes their gradients, as in PyTorch's DDP), cut at about bucket_bytes, fixed for the run
+// and sent in that order by every rank. With overlap, a bucket leaves as soon as its last
+// gradient is final (autograd's grad_ready hook) and the ones before it have left; on CPU
+// tensors as a nonblocking reduce-scatter (MPI_Ialltoallv) then allgather (MPI_Iallgatherv),
+// which the hooks push on between autograd nodes (MPI_Test); on CUDA tensors with NCCL as an
+// allreduce on the runtime's side stream, after the backward's kernels that made the bucket.
+// Without overlap, finish() sends them all. Every element is summed in rank order, so overlap
+// on and off give the same bits.
+class GradientReducer {
+ public:
+  GradientReducer(std::vector<Tensor> params, std::int64_t bucket_bytes, bool overlap);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+  // The hooks for the step's last backward (earlier micro-steps only accumulate); empty
+  // without overlap.
+  autograd::BackwardHooks hooks();
+  // Sends what has not left yet and waits for every bucket; then every .grad is the sum.
+  void finish();
+  std::size_t buckets() const;
+  std::size_t buckets_sent_during_backward() const;  // in the last step, for the tests
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 // ZeRO stage 1 (chapter 19): the tensors are split into N runs, rank r owning tensors
 // [first[r], first[r + 1]) (first has N + 1 entries; first[0] = 0, first[N] = tensors.size()).
 // reduce_scatter_sum leaves on each rank the rank-order sum of the tensors it owns (the others
@@ -67,6 +108,10 @@ std::vector<std::size_t> balanced_split(const std::vector<Tensor>& tensors);
 // Seconds spent inside the collectives above since init, and the bytes this rank sent in them:
 // the share of a training step spent communicating (chapter 19's measurement).
 double seconds_communicating();
+// The part of seconds_communicating spent inside the backward (GradientReducer's hooks: packing
+// buckets, starting their collectives, summing slices, MPI_Test): on a CPU that work takes the
+// core from the backward, so it is exposed too.
+double seconds_communicating_in_backward();
 double seconds_waiting();
 std::uint64_t bytes_sent();
 

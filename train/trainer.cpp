@@ -194,6 +194,10 @@ TrainResult train_this_rank(TrainConfig c) {
                                                                params.begin() + static_cast<std::ptrdiff_t>(split[rank + 1]))
                                          : params;
   optim::AdamW opt(optim::decay_groups(owned, adamw_options));
+  // Without ZeRO, the gradients are summed bucket by bucket, each while the backward of the
+  // step's last micro-batch goes on (--overlap_comm, chapter 19); ZeRO's reduce-scatter does
+  // not overlap yet: it runs after the backward.
+  dist::GradientReducer reducer(params, static_cast<std::int64_t>(c.bucket_mb * 1e6), c.overlap_comm);
   Generator data_gen(c.seed + 1);
   TrainingState state{c, model, opt, data_gen, 0};
   const std::string tokenizer_copy = c.out_dir + "/tokenizer";
@@ -306,6 +310,7 @@ TrainResult train_this_rank(TrainConfig c) {
   // Inside the training steps: their time, and how much of it went to collectives and to
   // waiting for the other ranks (chapter 19's measurement).
   double step_seconds = 0, step_communicating = 0, step_waiting = 0;
+  const double in_backward_at_start = dist::seconds_communicating_in_backward();
 
   // A step leaves its loss and gradient norm where they were computed; they are read (one
   // copy for all of them) only when the loop logs, evaluates or saves. On a GPU every read
@@ -391,12 +396,16 @@ TrainResult train_this_rank(TrainConfig c) {
       x = x.to(device), y = y.to(device);
       Tensor loss = model.loss(model.forward(x), y);
       if (micro_steps > 1) loss = loss / static_cast<double>(micro_steps);
+      const bool last_micro = micro == c.grad_accum - 1;
+      const autograd::BackwardHooksGuard hooks(last_micro && !zero ? reducer.hooks() : autograd::BackwardHooks{});
       loss.backward();
       done.losses.push_back(loss.detach());
     }
     data.skip_batches(c.grad_accum * (ranks - 1 - rank), c.batch_size, data_gen);
     const double waiting_at_start = dist::seconds_waiting();
-    dist::wait_for_all();  // so that what follows times the collectives, not a slower rank
+    // So that what follows times the collectives, not a slower rank. With overlap, buckets may
+    // still be in flight: MPI moves them on inside this barrier too (counted as waiting).
+    dist::wait_for_all();
     if (zero) {
       // ZeRO stage 1: each rank receives the summed gradients of its own parameters only, clips
       // them with the global norm (summed from every rank's share, in the parameters' order, as
@@ -409,11 +418,7 @@ TrainResult train_this_rank(TrainConfig c) {
       NoGradGuard no_grad;
       dist::allgather_owned(params, split);
     } else {
-      if (ranks > 1) {
-        std::vector<Tensor> grads;
-        for (const Tensor& p : params) grads.push_back(p.grad());
-        dist::allreduce_sum(grads, static_cast<std::int64_t>(c.bucket_mb * 1e6));
-      }
+      reducer.finish();  // the buckets not yet sent, and the wait for all of them
       if (c.grad_clip > 0) done.grad_norm = optim::clip_grad_norm(model.parameters(), c.grad_clip);
       opt.step();
     }
@@ -461,15 +466,20 @@ TrainResult train_this_rank(TrainConfig c) {
                   static_cast<unsigned long long>(result.step_waits));
   }
   result.steps_done = state.step;
-  if (ranks > 1 && step_seconds > 0) {
+  if (dist::collectives_active() && step_seconds > 0) {  // several ranks, or BRRR_FORCE_COLLECTIVES
     result.communication_share = step_communicating / step_seconds;
     const double per = 1e3 / static_cast<double>(std::max<std::int64_t>(steps_this_run, 1));  // ms a step
     std::printf("data parallel: rank 0 spent %.1f%% of the training steps in collectives (%.2f ms a step of %.2f ms) "
-                "and %.1f%% waiting for the other ranks; %.1f MB sent\n",
+                "and %.1f%% waiting for the other ranks; %.1f MB sent; %zu of %zu buckets sent during the backward\n",
                 100.0 * result.communication_share, step_communicating * per, step_seconds * per,
-                100.0 * step_waiting / step_seconds, static_cast<double>(dist::bytes_sent()) / 1e6);
+                100.0 * step_waiting / step_seconds, static_cast<double>(dist::bytes_sent()) / 1e6,
+                reducer.buckets_sent_during_backward(), zero ? std::size_t{0} : reducer.buckets());
     log << Json{{"event", "data_parallel"}, {"ranks", ranks}, {"zero", c.zero}, {"communication_share", result.communication_share},
-                {"waiting_share", step_waiting / step_seconds}, {"step_ms", step_seconds * per},
+                {"overlap_comm", c.overlap_comm && !zero}, {"buckets", zero ? std::size_t{0} : reducer.buckets()},
+                {"buckets_sent_during_backward", reducer.buckets_sent_during_backward()},
+                {"waiting_share", step_waiting / step_seconds},
+                {"communication_in_backward_share",
+                 (dist::seconds_communicating_in_backward() - in_backward_at_start) / step_seconds}, {"step_ms", step_seconds * per},
                 {"optimizer_state_bytes", result.optimizer_state_bytes}}.dump()
         << "\n";
   }

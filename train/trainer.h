@@ -46,6 +46,7 @@ struct TrainConfig {
   // data parallel (chapter 19; used only under mpirun with several ranks)
   int zero = 0;            // 1: ZeRO stage 1, each rank keeps AdamW's moments of its share of the parameters
   double bucket_mb = 25;   // gradients are summed across ranks in buckets of this size (PyTorch DDP's default)
+  bool overlap_comm = true;  // a bucket is summed as soon as its gradients are final, while the backward goes on
 
   static TrainConfig from_preset(const std::string& name);  // throws on an unknown name
   static std::vector<std::string> preset_names();

@@ -18,7 +18,11 @@ namespace brrr::autograd {
 
 namespace {
 thread_local bool grad_mode = true;
+thread_local BackwardHooks hooks;
 }
+
+BackwardHooksGuard::BackwardHooksGuard(BackwardHooks h) : previous_(std::move(hooks)) { hooks = std::move(h); }
+BackwardHooksGuard::~BackwardHooksGuard() { hooks = std::move(previous_); }
 
 bool grad_mode_enabled() { return grad_mode; }
 
@@ -116,6 +120,7 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
 
   if (!root.grad_fn()) {  // a leaf: its gradient is grad itself
     accumulate_leaf(*root.impl(), grad);
+    if (hooks.grad_ready) hooks.grad_ready(root);
     return;
   }
 
@@ -136,12 +141,28 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
     }
   }
 
+  // For hooks.grad_ready: how many edges of the graph lead to each leaf. Each node, once run
+  // (or passed over), has given its leaves all it will; the leaf whose count reaches 0 is final.
+  std::unordered_map<TensorImpl*, int> edges_to_leaf;
+  if (hooks.grad_ready)
+    for (Node* node : order)
+      for (const Edge& e : node->inputs)
+        if (e.leaf) ++edges_to_leaf[e.leaf.get()];
+  auto leaves_done = [&](Node* node) {
+    if (!hooks.grad_ready) return;
+    for (const Edge& e : node->inputs)
+      if (e.leaf && --edges_to_leaf[e.leaf.get()] == 0) hooks.grad_ready(Tensor(e.leaf));
+  };
+
   std::unordered_map<Node*, Tensor> grads;
   grads[root.grad_fn().get()] = grad;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node* node = *it;
     auto found = grads.find(node);
-    if (found == grads.end()) continue;  // no gradient flowed here
+    if (found == grads.end()) {  // no gradient flowed here
+      leaves_done(node);
+      continue;
+    }
     const Tensor g = std::move(found->second);
     grads.erase(found);
     BRRR_CHECK(!node->freed, "backward: the graph through '", node->name,
@@ -175,6 +196,8 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
       node->backward = nullptr;  // frees what the closure saved
       node->freed = true;
     }
+    leaves_done(node);
+    if (hooks.node_done) hooks.node_done();
   }
 }
 

@@ -54,6 +54,13 @@ class Runtime {
   virtual std::size_t free_bytes() = 0;
   virtual std::size_t total_bytes() = 0;
   virtual kernels::Stream stream() = 0;  // the one stream every brrr kernel runs on
+  // A second stream, for work that may run beside the kernels on stream(): NCCL's sums of the
+  // gradients while the backward goes on (chapter 19). The two are ordered only by wait_for.
+  // The emulator runs everything in launch order, so there its side stream is stream().
+  virtual kernels::Stream side_stream() = 0;
+  // What is enqueued on `waiter` from now on starts after all that `producer` has so far: a
+  // CUDA event recorded on producer, which waiter waits on (the host does not wait).
+  virtual void wait_for(kernels::Stream waiter, kernels::Stream producer) = 0;
   // Milliseconds that `work` (launches on the stream) takes on the device: CUDA events around
   // it on a GPU, the wall clock in the emulator.
   virtual double time_ms(const std::function<void()>& work) = 0;

@@ -40,6 +40,7 @@ class CudaRuntime final : public Runtime {
     l2_ = static_cast<std::size_t>(prop.l2CacheSize);
     BRRR_CUDA_CHECK(cudaSetDevice(0));
     BRRR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    BRRR_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
   }
   std::string name() const override { return name_; }
   bool emulated() const override { return false; }
@@ -88,6 +89,16 @@ class CudaRuntime final : public Runtime {
     return total;
   }
   kernels::Stream stream() override { return stream_; }
+  kernels::Stream side_stream() override { return side_stream_; }
+  void wait_for(kernels::Stream waiter, kernels::Stream producer) override {
+    // The wait is enqueued on waiter at once, so the event may be destroyed right after (CUDA
+    // frees it when the wait is done).
+    cudaEvent_t done;
+    BRRR_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    BRRR_CUDA_CHECK(cudaEventRecord(done, static_cast<cudaStream_t>(producer)));
+    BRRR_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(waiter), done, 0));
+    BRRR_CUDA_CHECK(cudaEventDestroy(done));
+  }
   double time_ms(const std::function<void()>& work) override {
     cudaEvent_t start, stop;
     BRRR_CUDA_CHECK(cudaEventCreate(&start));
@@ -132,6 +143,7 @@ class CudaRuntime final : public Runtime {
   std::string name_;
   std::size_t l2_ = 0;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t side_stream_ = nullptr;  // NCCL's reductions beside the backward (chapter 19)
   std::mutex staging_mutex_;
   std::array<Staging, 8> staging_{};
   std::size_t next_staging_ = 0;

@@ -97,6 +97,8 @@ class EmulatorRuntime final : public Runtime {
   }
   std::size_t total_bytes() override { return limit_ ? limit_ : std::size_t{16} << 30; }
   kernels::Stream stream() override { return simt::memory::stream(); }
+  kernels::Stream side_stream() override { return simt::memory::stream(); }
+  void wait_for(kernels::Stream, kernels::Stream) override {}  // launches run in order already
   double time_ms(const std::function<void()>& work) override {
     const auto start = std::chrono::steady_clock::now();
     work();

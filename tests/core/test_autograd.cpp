@@ -235,6 +235,37 @@ TEST_CASE("a gradient used by two inputs is not shared between their .grad") {
   CHECK(b.grad().to_vector<float>() == std::vector<float>{1, 1});
 }
 
+TEST_CASE("grad_ready: once per leaf, when its gradient is final, the last-used leaves first") {
+  // w is used twice, at the start and at the end (a tied embedding); b only at the end; a only
+  // at the start. loss = sum((w * a) * b + w).
+  Tensor w = param({3}, 1), a = param({3}, 2), b = param({3}, 3);
+  std::vector<std::string> order;
+  std::vector<Tensor> grad_when_ready;
+  int nodes = 0;
+  autograd::BackwardHooks hooks;
+  hooks.grad_ready = [&](const Tensor& leaf) {
+    order.push_back(leaf.impl() == w.impl() ? "w" : leaf.impl() == a.impl() ? "a" : leaf.impl() == b.impl() ? "b" : "?");
+    grad_when_ready.push_back(leaf.grad().clone());
+  };
+  hooks.node_done = [&] { ++nodes; };
+  {
+    const autograd::BackwardHooksGuard guard(hooks);
+    ops::sum(ops::add(ops::mul(ops::mul(w, a), b), w)).backward();
+  }
+  REQUIRE(order.size() == 3);
+  CHECK(order.back() != "b");  // b's gradient is final before the first multiplication runs
+  CHECK(nodes == 4);           // sum, add, mul, mul
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    CAPTURE(order[i]);
+    const Tensor& expected = order[i] == "w" ? w.grad() : order[i] == "a" ? a.grad() : b.grad();
+    CHECK(max_abs_diff(grad_when_ready[i], expected) == 0.0);  // nothing was added after the hook
+  }
+  // Out of the guard's scope, no hook.
+  order.clear();
+  ops::sum(ops::mul(w, a)).backward();
+  CHECK(order.empty());
+}
+
 TEST_CASE("NoGradGuard, detach and requires_grad") {
   Tensor w = ones({2}, TensorOptions().requires_grad(true));
   {

@@ -5,146 +5,14 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
-#include <sys/wait.h>
 
-#include <chrono>
-#include <cmath>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
-#include <utility>
-#include <nlohmann/json.hpp>
-#include <unistd.h>
 
-#include "brrr/brrr.h"
-#include "brrr/io.h"
-#include "brrr/safetensors.h"
+#include "tests/distributed/distributed_test_util.h"
 #include "tests/skip.h"
-#include "train/distributed.h"
 
 using namespace brrr;
-namespace fs = std::filesystem;
-
-namespace {
-
-std::string scratch(const std::string& name) {
-  const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-distributed/" + name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string small_text() {
-  const std::string path = std::string(BRRR_BINARY_DIR) + "/test-distributed/small.txt";
-  if (!fs::exists(path)) {
-    fs::create_directories(fs::path(path).parent_path());
-    write_file_atomic(path, read_file(std::string(BRRR_SHARED_DIR) + "/data/tinyshakespeare.txt").substr(0, 40000));
-  }
-  return path;
-}
-
-// Why these tests cannot run here, or "" when they can.
-std::string cannot_run() {
-  if (!train::dist::built_with_mpi()) return "brrr was built without MPI (install libopenmpi-dev: scripts/setup.sh)";
-  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) return "no mpirun on the PATH (Debian: openmpi-bin)";
-  return "";
-}
-
-// mpirun's flags for tests: two ranks on however many cores there are, as root too (CI's
-// containers), and no binding (ctest runs other tests beside these). -x passes the fault
-// drill's variable on to the ranks.
-std::string mpirun(bool fault_drill = false) {
-  std::string m = "mpirun --oversubscribe --bind-to none";
-  if (fault_drill) m += " -x BRRR_FAULT";
-  if (::getuid() == 0) m += " --allow-run-as-root";
-  return m;
-}
-
-// A small run: a 1-layer model on 40 KB of Shakespeare, one thread per rank. `changes` are
-// "--key value" pairs that replace or add to these settings (brrr train takes a flag once).
-std::string train_args(const std::string& out, const std::string& changes = "") {
-  std::vector<std::pair<std::string, std::string>> settings = {
-      {"--preset", "cpu-tiny"}, {"--data", small_text()}, {"--out_dir", out}, {"--n_layer", "1"}, {"--n_head", "2"},
-      {"--n_embd", "32"}, {"--block_size", "16"}, {"--batch_size", "4"}, {"--max_iters", "6"}, {"--warmup_iters", "2"},
-      {"--lr_decay_iters", "6"}, {"--eval_interval", "3"}, {"--eval_iters", "2"}, {"--log_interval", "100"},
-      {"--sample_tokens", "0"}, {"--threads", "1"}, {"--dropout", "0"}};
-  std::istringstream in(changes);
-  std::string key, value;
-  while (in >> key >> value) {
-    bool replaced = false;
-    for (auto& [k, v] : settings)
-      if (k == key) v = value, replaced = true;
-    if (!replaced) settings.emplace_back(key, value);
-  }
-  std::string args = "train";
-  for (const auto& [k, v] : settings) args += " " + k + " " + v;
-  return args;
-}
-
-struct Run {
-  int status = -1;  // the exit status, or 124 when `timeout` stopped it
-  double seconds = 0;
-  std::string output;
-};
-
-// Runs a shell command (with its stdout and stderr in a file) under a time limit.
-Run run(const std::string& command, const std::string& out, int limit_seconds = 120) {
-  const std::string log = out + "/console.txt";
-  const auto start = std::chrono::steady_clock::now();
-  const int raw = std::system(("timeout " + std::to_string(limit_seconds) + " " + command + " > " + log + " 2>&1").c_str());
-  Run r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.output = fs::exists(log) ? read_file(log) : "";
-  return r;
-}
-
-std::string cli() { return std::string(BRRR_CLI); }
-
-std::vector<double> losses(const std::string& out) {
-  std::ifstream log(out + "/log.jsonl");
-  std::vector<double> found;
-  std::string line;
-  while (std::getline(log, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["event"] == "step") found.push_back(j["loss"].get<double>());
-  }
-  return found;
-}
-
-nlohmann::json data_parallel_event(const std::string& out) {
-  std::ifstream log(out + "/log.jsonl");
-  std::string line;
-  nlohmann::json found;
-  while (std::getline(log, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["event"] == "data_parallel") found = j;
-  }
-  return found;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw_data(), b.raw_data(), static_cast<std::size_t>(a.numel()) * dtype_size(a.dtype())) == 0;
-}
-
-double max_abs_difference(const Tensor& a, const Tensor& b) {
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double worst = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
-  return worst;
-}
-
-std::string ckpt(const std::string& out, int step) {
-  char name[64];
-  std::snprintf(name, sizeof name, "/ckpt-%08d.safetensors", step);
-  return out + name;
-}
-
-}  // namespace
+using namespace brrr::test;
 
 TEST_CASE("2 ranks x batch B train as 1 process with batch B and grad_accum 2 over the same samples") {
   if (const std::string why = cannot_run(); !why.empty()) return test::skip(why);
@@ -299,10 +167,11 @@ TEST_CASE("a rank that throws or dies stops the others within seconds, and no ch
   }
 }
 
-TEST_CASE("CUDA tensors on the emulator: 2 ranks, with and without ZeRO, train as 1 process with grad_accum 2") {
+TEST_CASE("CUDA tensors on the emulator: 2 ranks, with and without ZeRO or overlap, train as 1 process with grad_accum 2") {
   if (const std::string why = cannot_run(); !why.empty()) return test::skip(why);
   // Without NCCL (or on the emulator) a CUDA tensor's gradients go through the host to MPI.
-  const std::string steps = "--device emulator --max_iters 2 --eval_interval 100 --eval_iters 1 --log_interval 1";
+  const std::string steps =
+      "--device emulator --max_iters 2 --eval_interval 100 --eval_iters 1 --log_interval 1 --bucket_mb 0.01";
   const std::string one = scratch("emulator-one"), two = scratch("emulator-two"), zero = scratch("emulator-zero");
   const Run a = run(cli() + " " + train_args(one, steps + " --grad_accum 2"), one, 300);
   REQUIRE_MESSAGE(a.status == 0, a.output);
@@ -314,6 +183,13 @@ TEST_CASE("CUDA tensors on the emulator: 2 ranks, with and without ZeRO, train a
   CHECK(losses(one)[0] == losses(two)[0]);
   CHECK(std::abs(losses(one)[1] - losses(two)[1]) < 1e-5 * losses(one)[1]);
   CHECK(losses(two) == losses(zero));
+  // The buckets summed after the backward instead of during it: the same bits.
+  const std::string after = scratch("emulator-after");
+  const Run d = run(mpirun() + " -np 2 " + cli() + " " + train_args(after, steps + " --overlap_comm false"), after, 300);
+  REQUIRE_MESSAGE(d.status == 0, d.output);
+  CHECK(data_parallel_event(two)["buckets_sent_during_backward"].get<int>() > 3);
+  CHECK(data_parallel_event(after)["buckets_sent_during_backward"] == 0);
+  check_same_checkpoints(ckpt(two, 2), ckpt(after, 2));
 }
 
 TEST_CASE("Ctrl-C on one rank stops every rank after the same step, with a checkpoint that resumes bit for bit") {
@@ -367,5 +243,47 @@ TEST_CASE("Ctrl-C on one rank stops every rank after the same step, with a check
   for (const auto& info : x.tensors()) {
     CAPTURE(info.name);
     CHECK(same_bits(x.tensor(info.name), y.tensor(info.name)));
+  }
+}
+
+TEST_CASE("overlapping the gradient sums with the backward changes no bit") {
+  if (const std::string why = cannot_run(); !why.empty()) return test::skip(why);
+  // Buckets of 10 kB: the 1-layer model's gradients make several, and with --overlap_comm each
+  // leaves from inside the backward of the step's last micro-batch (grad_accum 2: the first
+  // micro-batch's backward only accumulates).
+  const std::string args = "--max_iters 3 --grad_accum 2 --bucket_mb 0.01";
+  const std::string on = scratch("overlap-on"), off = scratch("overlap-off");
+  const Run a = run(mpirun() + " -np 2 " + cli() + " " + train_args(on, args), on);
+  REQUIRE_MESSAGE(a.status == 0, a.output);
+  const Run b = run(mpirun() + " -np 2 " + cli() + " " + train_args(off, args + " --overlap_comm false"), off);
+  REQUIRE_MESSAGE(b.status == 0, b.output);
+  const nlohmann::json overlapped = data_parallel_event(on), after = data_parallel_event(off);
+  MESSAGE(overlapped.dump());
+  CHECK(overlapped["buckets"].get<int>() > 3);
+  CHECK(overlapped["buckets_sent_during_backward"] == overlapped["buckets"]);
+  CHECK(after["buckets"] == overlapped["buckets"]);
+  CHECK(after["buckets_sent_during_backward"] == 0);
+  CHECK(losses(on) == losses(off));
+  check_same_checkpoints(ckpt(on, 3), ckpt(off, 3));
+}
+
+TEST_CASE("one rank forced through the collectives (BRRR_FORCE_COLLECTIVES=1) gives the plain run's bits") {
+  if (const std::string why = cannot_run(); !why.empty()) return test::skip(why);
+  // The check that awaits a GPU (test_distributed_gpu.cpp, NCCL) on the CPU and on the emulator,
+  // where the forced path is MPI's: a sum over one rank must change nothing.
+  for (const std::string device : {"cpu", "emulator"}) {
+    CAPTURE(device);
+    const std::string args = "--device " + device + " --max_iters 2 --eval_interval 100 --eval_iters 1 --bucket_mb 0.01";
+    const std::string plain = scratch("force-plain-" + device), forced = scratch("force-" + device);
+    const Run a = run(cli() + " " + train_args(plain, args), plain, 300);
+    REQUIRE_MESSAGE(a.status == 0, a.output);
+    const Run b = run("env BRRR_FORCE_COLLECTIVES=1 " + mpirun() + " -x BRRR_FORCE_COLLECTIVES -np 1 " + cli() + " " +
+                          train_args(forced, args),
+                      forced, 300);
+    REQUIRE_MESSAGE(b.status == 0, b.output);
+    CHECK(data_parallel_event(plain).is_null());  // a plain run never reaches the collectives
+    CHECK(data_parallel_event(forced)["buckets_sent_during_backward"].get<int>() > 3);
+    CHECK(losses(plain) == losses(forced));
+    check_same_checkpoints(ckpt(plain, 2), ckpt(forced, 2));
   }
 }

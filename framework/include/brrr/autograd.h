@@ -65,6 +65,27 @@ inline Tensor saved(const Tensor& t) { return t.defined() ? t.detach() : t; }
 
 void backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 
+// Hooks into backward(), for work that should start while the backward goes on: data
+// parallelism (chapter 19) sends each bucket of gradients to the other ranks as soon as the
+// bucket is complete. grad_ready(leaf) is called once per backward for each leaf that requires
+// grad, when its .grad is final for this backward: after the last of the edges that lead to it
+// has added its part (a leaf used twice, like GPT's tied token embedding, gets two). node_done()
+// is called after each node's backward, a place to poll for progress. Set for a scope, per
+// thread, by BackwardHooksGuard; either may be empty.
+struct BackwardHooks {
+  std::function<void(const Tensor& leaf)> grad_ready;
+  std::function<void()> node_done;
+};
+class BackwardHooksGuard {
+ public:
+  explicit BackwardHooksGuard(BackwardHooks hooks);
+  ~BackwardHooksGuard();
+  BackwardHooksGuard(const BackwardHooksGuard&) = delete;
+  BackwardHooksGuard& operator=(const BackwardHooksGuard&) = delete;
+ private:
+  BackwardHooks previous_;
+};
+
 // Sum a gradient over the dims that broadcasting expanded, back to `shape`.
 Tensor sum_to(const Tensor& grad, const Shape& shape);
 
