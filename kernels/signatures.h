@@ -42,6 +42,17 @@ struct MatmulShape {
   // (brrr::cuda::set_allow_tf32, as PyTorch's allow_tf32); cuBLAS and the tensorcore variant
   // read it here, so no kernel reads a setting of the framework's.
   bool allow_tf32 = false;
+
+  // G independent (M, K) @ (K, N) products whose operands and results are packed one group
+  // after the other (a convolution's groups: chapter 09's im2col + GEMM, on every device).
+  static MatmulShape grouped(std::int64_t G, std::int64_t M, std::int64_t N, std::int64_t K, bool trans_a,
+                             bool trans_b, bool accumulate) {
+    MatmulShape m;
+    m.batch = G, m.M = M, m.N = N, m.K = K;
+    m.trans_a = trans_a, m.trans_b = trans_b, m.accumulate = accumulate;
+    m.stride_a = M * K, m.stride_b = K * N, m.stride_out = M * N;
+    return m;
+  }
 };
 
 // A 2-D convolution over NCHW images (conv1d is the case H = kH = 1): input (N, C_in, H, W),

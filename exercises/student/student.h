@@ -72,9 +72,7 @@ void conv2d_from_im2col(T* out, const T* x, const T* weight, const T* bias, cons
   const std::int64_t P = s.H_out * s.W_out, G = s.groups, cout_g = s.C_out / G, kg = s.C_in / G * s.kH * s.kW;
   std::vector<T> col(static_cast<std::size_t>(s.C_in * s.kH * s.kW * P));
   static kernels::Kernel<kernels::matmul_fn<T>> gemm(kernels::op::matmul<T>);
-  kernels::MatmulShape m;
-  m.batch = G, m.M = cout_g, m.N = P, m.K = kg;
-  m.stride_a = cout_g * kg, m.stride_b = kg * P, m.stride_out = cout_g * P;
+  const kernels::MatmulShape m = kernels::MatmulShape::grouped(G, cout_g, P, kg, false, false, false);
   for (std::int64_t n = 0; n < s.N; ++n) {
     im2col_of(col.data(), x + n * s.C_in * s.H * s.W, s);
     T* o = out + n * s.C_out * P;

@@ -123,18 +123,7 @@ matmul_fn<T> gemm() {
 template <class T>
 void grouped_gemm(T* out, const T* a, const T* b, i64 G, i64 M, i64 N, i64 K, bool trans_a, bool trans_b,
                   bool accumulate) {
-  MatmulShape m;
-  m.batch = G;
-  m.M = M;
-  m.N = N;
-  m.K = K;
-  m.trans_a = trans_a;
-  m.trans_b = trans_b;
-  m.stride_a = M * K;
-  m.stride_b = K * N;
-  m.stride_out = M * N;
-  m.accumulate = accumulate;
-  gemm<T>()(out, a, b, m, nullptr);
+  gemm<T>()(out, a, b, MatmulShape::grouped(G, M, N, K, trans_a, trans_b, accumulate), nullptr);
 }
 
 // dout of images [n0, n0 + nb) as (C_out, nb P): for one image it is dout itself; for more,
