@@ -154,4 +154,21 @@ inline void check_same_checkpoints(const std::string& a, const std::string& b) {
   }
 }
 
+// One training run of `args` as one plain process, and again as one MPI rank with
+// BRRR_FORCE_COLLECTIVES=1, which sends its gradients through the collectives all the same; both
+// must exit 0. Their output folders (scratch(name + "-plain"), scratch(name + "-forced")).
+struct PlainAndForced {
+  std::string plain, forced;
+};
+inline PlainAndForced run_plain_and_forced(const std::string& name, const std::string& args) {
+  const PlainAndForced out{scratch(name + "-plain"), scratch(name + "-forced")};
+  const Run a = run(cli() + " " + train_args(out.plain, args), out.plain, 300);
+  REQUIRE_MESSAGE(a.status == 0, a.output);
+  const Run b = run("env BRRR_FORCE_COLLECTIVES=1 " + mpirun() + " -x BRRR_FORCE_COLLECTIVES -np 1 " + cli() + " " +
+                        train_args(out.forced, args),
+                    out.forced, 300);
+  REQUIRE_MESSAGE(b.status == 0, b.output);
+  return out;
+}
+
 }  // namespace brrr::test

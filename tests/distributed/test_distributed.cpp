@@ -274,13 +274,7 @@ TEST_CASE("one rank forced through the collectives (BRRR_FORCE_COLLECTIVES=1) gi
   for (const std::string device : {"cpu", "emulator"}) {
     CAPTURE(device);
     const std::string args = "--device " + device + " --max_iters 2 --eval_interval 100 --eval_iters 1 --bucket_mb 0.01";
-    const std::string plain = scratch("force-plain-" + device), forced = scratch("force-" + device);
-    const Run a = run(cli() + " " + train_args(plain, args), plain, 300);
-    REQUIRE_MESSAGE(a.status == 0, a.output);
-    const Run b = run("env BRRR_FORCE_COLLECTIVES=1 " + mpirun() + " -x BRRR_FORCE_COLLECTIVES -np 1 " + cli() + " " +
-                          train_args(forced, args),
-                      forced, 300);
-    REQUIRE_MESSAGE(b.status == 0, b.output);
+    const auto [plain, forced] = run_plain_and_forced("force-" + device, args);
     CHECK(data_parallel_event(plain).is_null());  // a plain run never reaches the collectives
     CHECK(data_parallel_event(forced)["buckets_sent_during_backward"].get<int>() > 3);
     CHECK(losses(plain) == losses(forced));

@@ -21,13 +21,7 @@ TEST_CASE("one rank forced through NCCL gives the plain GPU run's bits") {
     CAPTURE(overlap);
     const std::string args = "--device cuda --max_iters 3 --eval_interval 100 --eval_iters 1 --bucket_mb 0.01 "
                              "--overlap_comm " + overlap;
-    const std::string plain = scratch("gpu-plain-" + overlap), forced = scratch("gpu-nccl-" + overlap);
-    const Run a = run(cli() + " " + train_args(plain, args), plain, 300);
-    REQUIRE_MESSAGE(a.status == 0, a.output);
-    const Run b = run("env BRRR_FORCE_COLLECTIVES=1 " + mpirun() + " -x BRRR_FORCE_COLLECTIVES -np 1 " + cli() + " " +
-                          train_args(forced, args),
-                      forced, 300);
-    REQUIRE_MESSAGE(b.status == 0, b.output);
+    const auto [plain, forced] = run_plain_and_forced("gpu-nccl-" + overlap, args);
     CHECK(data_parallel_event(forced)["buckets"].get<int>() > 3);
     CHECK(losses(plain) == losses(forced));
     check_same_checkpoints(ckpt(plain, 3), ckpt(forced, 3));
