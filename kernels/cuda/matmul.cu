@@ -49,8 +49,7 @@
 #include "kernels/registry.h"
 
 #if !BRRR_EMULATOR
-#include <mma.h>
-
+#include <mma.h>  // WMMA (variant 7); the emulator's is in simt.h
 #endif
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
@@ -549,7 +548,7 @@ void matmul_vectorized(float* out, const float* a, const float* b, const MatmulS
 }
 
 // ---------------------------------------------------------------------------------------------
-// 7. tensorcore: TF32 tensor cores through WMMA (GPU only)
+// 7. tensorcore: TF32 tensor cores through WMMA
 //
 // An H100's float32 units are a small part of its arithmetic: its tensor cores multiply
 // small matrices, a warp at a time, several times faster in TF32 (float32's 8-bit exponent
@@ -591,7 +590,6 @@ void matmul_vectorized(float* out, const float* a, const float* b, const MatmulS
 // (52.7%) and far behind variant 8 (85.4%), paying for everything the paragraph above lists.
 // With TF32 allowed (one product) it was not measured.
 
-#if !BRRR_EMULATOR
 namespace wmma = nvcuda::wmma;
 
 constexpr int kTcBM = 128, kTcBN = 128, kTcBK = 16;
@@ -626,29 +624,29 @@ __global__ void __launch_bounds__(kTcThreads) matmul_tensorcore_kernel(Gemm<floa
     const float* b = matrix(g.b, z);
     // Fragment f = 2 * fi + fj covers rows warp_i + 16 fi.., columns warp_j + 16 fj.. (fi < 4, fj < 2).
     wmma::fragment<wmma::accumulator, 16, 16, 8, float> sum[8], tile_sum[8];
-#pragma unroll
+BRRR_UNROLL
     for (int f = 0; f < 8; ++f) wmma::fill_fragment(sum[f], 0.0f);
     for (int k0 = 0; k0 < g.K; k0 += kTcBK) {
       load_tile4<kTcBK, kTcBM, kTcThreads>(a_tile, kPitchA, a, a_t, k0, i0, tid);
       load_tile4<kTcBK, kTcBN, kTcThreads>(b_tile, kPitchB, b, g.b, k0, j0, tid);
       __syncthreads();
-#pragma unroll
+BRRR_UNROLL
       for (int f = 0; f < 8; ++f) wmma::fill_fragment(tile_sum[f], 0.0f);
-#pragma unroll
+BRRR_UNROLL
       for (int k = 0; k < kTcBK; k += 8) {
         wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major> a_big[4], a_small[4];
         wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b_big[2], b_small[2];
-#pragma unroll
+BRRR_UNROLL
         for (int fi = 0; fi < 4; ++fi) {
           wmma::load_matrix_sync(a_big[fi], &a_tile[k * kPitchA + warp_i + 16 * fi], kPitchA);
           split_tf32<precise>(a_big[fi], a_small[fi]);
         }
-#pragma unroll
+BRRR_UNROLL
         for (int fj = 0; fj < 2; ++fj) {
           wmma::load_matrix_sync(b_big[fj], &b_tile[k * kPitchB + warp_j + 16 * fj], kPitchB);
           split_tf32<precise>(b_big[fj], b_small[fj]);
         }
-#pragma unroll
+BRRR_UNROLL
         for (int f = 0; f < 8; ++f) {
           const int fi = f / 2, fj = f % 2;
           if constexpr (precise) {  // the small terms first, while the sum is small too
@@ -661,15 +659,15 @@ __global__ void __launch_bounds__(kTcThreads) matmul_tensorcore_kernel(Gemm<floa
       // Promotion: the tile's partial joins the running sum with rounded float32 adds (an
       // accumulator fragment's elements may be read and written directly; both fragments
       // have the same layout).
-#pragma unroll
+BRRR_UNROLL
       for (int f = 0; f < 8; ++f)
-#pragma unroll
+BRRR_UNROLL
         for (int t = 0; t < sum[f].num_elements; ++t) sum[f].x[t] += tile_sum[f].x[t];
       __syncthreads();
     }
     float* out = g.out + z * g.stride_out;
     float* stage = staging[warp];
-#pragma unroll  // (a loop over fragments that is not unrolled would put sum in local memory)
+BRRR_UNROLL  // (a loop over fragments that is not unrolled would put sum in local memory)
     for (int f = 0; f < 8; ++f) {
       wmma::store_matrix_sync(stage, sum[f], 16, wmma::mem_row_major);
       __syncwarp();  // the fragment is in the staging area
@@ -689,7 +687,6 @@ void matmul_tensorcore(float* out, const float* a, const float* b, const MatmulS
   else
     BRRR_LAUNCH(matmul_tensorcore_kernel<true>, grid, kTcThreads, 0, stream, g);
 }
-#endif  // !BRRR_EMULATOR
 
 // ---------------------------------------------------------------------------------------------
 // 8. warptiling: warp tiles, conflict-free reads of shared memory, and the next tile's loads
@@ -1379,10 +1376,9 @@ template void matmul_smem<float>(float*, const float*, const float*, const Matmu
 template void matmul_smem<double>(double*, const double*, const double*, const MatmulShape&, Stream);
 
 // Priorities rise with speed, all below cuBLAS's 100 (cublas.cu), the default on a GPU:
-// variant 8, the fastest on the float32 units, ranks above 6 and below the tensor cores of 7.
-// (That order is the design's, not the H100's: there, variant 7 in its accurate 3xTF32 mode
-// ran at 32.6% of cuBLAS and variant 8 at 85.4%. cuBLAS is the default on a GPU either way.)
-// In the emulator, which has neither cuBLAS nor tensor cores, "warptiling" is the default.
+// variant 8, the fastest on the float32 units (85.4% of cuBLAS on the H100), ranks above 6.
+// The tensor-core variants (7, 9, 10) change the numerics and rank below every float32 one, so
+// they run only when named. In the emulator, which has no cuBLAS, "warptiling" is the default.
 void register_matmul_kernels() {
   const DeviceType cuda = DeviceType::CUDA;
   const VariantMeta naive = about("variant 1: one thread per output element, reads from global memory");
@@ -1421,12 +1417,10 @@ void register_matmul_kernels() {
       about("the registry's matmul, then bias_gelu_forward: two kernels, (M, N) written and read back");
   add(op::matmul_bias_gelu<float>, cuda, "unfused", &matmul_bias_gelu_unfused<float>, 10, unfused);
   add(op::matmul_bias_gelu<double>, cuda, "unfused", &matmul_bias_gelu_unfused<double>, 10, unfused);
-#if !BRRR_EMULATOR
-  VariantMeta tensor_cores;
-  tensor_cores.gpu_only = true;
-  tensor_cores.about = "3xTF32 on the tensor cores through WMMA, near float32 accuracy";
-  add(op::matmul<float>, cuda, "tensorcore", &matmul_tensorcore, 70, tensor_cores);
-#endif
+  // Variant 7's 3xTF32 is near float32 accuracy, not float32's own sums: it too ranks below the
+  // float32 variants (and on the H100 it was slower than variants 6 and 8 anyway).
+  add(op::matmul<float>, cuda, "tensorcore", &matmul_tensorcore, 7,
+      about("variant 7: 3xTF32 on the tensor cores through WMMA, near float32 accuracy"));
   // float64 (gradient checks on the device): the first three are templates.
   add(op::matmul<double>, cuda, "naive", &matmul_naive<double>, 10, naive);
   add(op::matmul<double>, cuda, "coalesced", &matmul_coalesced<double>, 20, coalesced);

@@ -28,7 +28,7 @@ void matmul_smem(T* out, const T* a, const T* b, const MatmulShape& shape, Strea
 void matmul_blocking1d(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);  // 4
 void matmul_blocking2d(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);  // 5
 void matmul_vectorized(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);  // 6
-// (7, tensorcore, needs the GPU's tensor cores: there is no emulated copy.)
+void matmul_tensorcore(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);  // 7
 void matmul_warptiling(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);  // 8
 void matmul_bf16_mma(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);    // 9
 void matmul_tf32_pipelined(float* out, const float* a, const float* b, const MatmulShape& shape,

@@ -74,7 +74,9 @@
 //     (mma.sync, ldmatrix, cp.async) are modelled: brrr spells them as functions
 //     (mma_m16n8k16_bf16, ldmatrix_x4, cp_async<16>, ...; see the end of each half of this
 //     file), inline PTX under nvcc, warp-collective operations here (simt_tensor_cores.cpp),
-//     with cp.async's destination reported as in flight until its wait_group.
+//     with cp.async's destination reported as in flight until its wait_group; so is WMMA
+//     (nvcuda::wmma, its m16n16k8 tf32 shape). Their sums are cut toward zero, as the tensor
+//     cores cut them; the last bit may still differ from a given GPU's.
 //   - Register and static shared memory budgets: the emulator counts the static __shared__
 //     bytes a block touches (over 48 KiB is an error) but not registers: tests/cuda's resource
 //     check compiles every kernel with ptxas for that. A fiber's stack is 64 KiB (a GPU thread
@@ -763,5 +765,118 @@ __attribute__((noinline)) void cp_async_wait_group() {
   brrr::simt::detail::cp_async_wait_group(N, __builtin_return_address(0));
   brrr::simt::detail::compiler_barrier();
 }
+
+// --- WMMA (nvcuda::wmma) ------------------------------------------------------------------------
+// CUDA's portable tensor-core API (<mma.h>), for matmul.cu's variant 7; the emulator has the one
+// shape that variant uses, m16n16k8 on tf32 with float32 accumulators. Unlike mma.sync, WMMA does
+// not say which lane holds which element of a fragment: a kernel may read and write a
+// fragment's x[] only element by element, the same thing on each (as split_tf32 does). The
+// emulator therefore picks its own layout, not the GPU's (element e of lane l is element
+// l + 32 e of the tile in row-major order): a kernel that assumed a layout computes wrong
+// numbers here too. load_matrix_sync, store_matrix_sync and mma_sync are warp-collective: all
+// 32 lanes must call them with the same pointer and stride (checked), and the GPU's rules on
+// those, undefined behaviour there, are errors here: a 32-byte aligned pointer, a stride that
+// is a multiple of 16 bytes. Each lane loads and stores its own elements, so the race detector
+// sees them as that lane's accesses; mma_sync exchanges the a and b fragments across the warp
+// and adds the products as the tensor cores do (simt_tensor_cores.cpp: truncating, not rounding).
+namespace brrr::simt::detail {
+// The warp's collective checks: same pointer, stride and layout in every lane; alignment.
+void wmma_collective(const char* name, const void* pointer, unsigned stride, int layout, int element_bytes,
+                     const std::source_location& at);
+// d (this lane's 8 accumulators) = c + a b for one 16 x 16 x 8 tile: a_own and b_own are this
+// lane's 4 tf32 values of each operand in the emulator's layout.
+void wmma_mma_m16n16k8_tf32(float* d, const float* a_own, const float* b_own, const float* c,
+                            const std::source_location& at);
+}  // namespace brrr::simt::detail
+
+namespace nvcuda::wmma {
+struct matrix_a;
+struct matrix_b;
+struct accumulator;
+struct row_major;
+struct col_major;
+namespace precision {
+struct tf32;
+}
+enum layout_t { mem_row_major, mem_col_major };
+
+inline float __float_to_tf32(float x) { return std::bit_cast<float>(brrr::simt::detail::float_to_tf32(x)); }
+
+template <class Use, int M, int N, int K, class T, class Layout = void>
+struct fragment {
+  static_assert(M == 16 && N == 16 && K == 8,
+                "the emulator runs WMMA's m16n16k8 (tf32) shape only, the one variant 7 uses; add others in simt.h");
+  static_assert(std::is_same_v<Use, accumulator> ? std::is_same_v<T, float> : std::is_same_v<T, precision::tf32>,
+                "m16n16k8 takes precision::tf32 operands and float accumulators");
+  static constexpr int rows = std::is_same_v<Use, matrix_b> ? K : M;
+  static constexpr int columns = std::is_same_v<Use, matrix_a> ? K : N;
+  static constexpr int num_elements = rows * columns / 32;
+  float x[num_elements];
+};
+
+template <class Use, int M, int N, int K, class T, class Layout>
+inline void fill_fragment(fragment<Use, M, N, K, T, Layout>& f, float value) {
+  for (float& element : f.x) element = value;
+}
+
+namespace detail {
+// Element e of this lane: its (row, column) in the emulator's layout.
+template <class Fragment>
+inline int row_of(int e) { return (brrr::simt::detail::lane_id() + 32 * e) / Fragment::columns; }
+template <class Fragment>
+inline int column_of(int e) { return (brrr::simt::detail::lane_id() + 32 * e) % Fragment::columns; }
+}  // namespace detail
+
+// a or b from memory laid out as the fragment's Layout says; ldm in elements.
+template <class Use, int M, int N, int K, class T, class Layout>
+inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const float* p, unsigned ldm,
+                             const std::source_location& at = std::source_location::current()) {
+  static_assert(!std::is_same_v<Use, accumulator>, "an accumulator's load names its layout (mem_row_major, ...)");
+  constexpr bool row = std::is_same_v<Layout, row_major>;
+  brrr::simt::detail::wmma_collective("wmma::load_matrix_sync", p, ldm, row, sizeof(float), at);
+  using F = fragment<Use, M, N, K, T, Layout>;
+  for (int e = 0; e < F::num_elements; ++e) {
+    const int r = detail::row_of<F>(e), c = detail::column_of<F>(e);
+    f.x[e] = row ? p[r * ldm + c] : p[c * ldm + r];
+  }
+  brrr::simt::detail::compiler_barrier();
+}
+
+template <int M, int N, int K>
+inline void load_matrix_sync(fragment<accumulator, M, N, K, float>& f, const float* p, unsigned ldm, layout_t layout,
+                             const std::source_location& at = std::source_location::current()) {
+  const bool row = layout == mem_row_major;
+  brrr::simt::detail::wmma_collective("wmma::load_matrix_sync", p, ldm, row, sizeof(float), at);
+  using F = fragment<accumulator, M, N, K, float>;
+  for (int e = 0; e < F::num_elements; ++e) {
+    const int r = detail::row_of<F>(e), c = detail::column_of<F>(e);
+    f.x[e] = row ? p[r * ldm + c] : p[c * ldm + r];
+  }
+  brrr::simt::detail::compiler_barrier();
+}
+
+template <int M, int N, int K>
+inline void store_matrix_sync(float* p, const fragment<accumulator, M, N, K, float>& f, unsigned ldm, layout_t layout,
+                              const std::source_location& at = std::source_location::current()) {
+  const bool row = layout == mem_row_major;
+  brrr::simt::detail::wmma_collective("wmma::store_matrix_sync", p, ldm, row, sizeof(float), at);
+  using F = fragment<accumulator, M, N, K, float>;
+  for (int e = 0; e < F::num_elements; ++e) {
+    const int r = detail::row_of<F>(e), c = detail::column_of<F>(e);
+    (row ? p[r * ldm + c] : p[c * ldm + r]) = f.x[e];
+  }
+  brrr::simt::detail::compiler_barrier();
+}
+
+// d = a b + c; d may be c.
+template <class LayoutA, class LayoutB>
+inline void mma_sync(fragment<accumulator, 16, 16, 8, float>& d,
+                     const fragment<matrix_a, 16, 16, 8, precision::tf32, LayoutA>& a,
+                     const fragment<matrix_b, 16, 16, 8, precision::tf32, LayoutB>& b,
+                     const fragment<accumulator, 16, 16, 8, float>& c,
+                     const std::source_location& at = std::source_location::current()) {
+  brrr::simt::detail::wmma_mma_m16n16k8_tf32(d.x, a.x, b.x, c.x, at);
+}
+}  // namespace nvcuda::wmma
 
 #endif  // __CUDACC__

@@ -15,17 +15,25 @@
 //   m16n8k8 tf32, b (8 x 8),  register r:  row (k) t + 4 r, column (n) g
 //   c and d (16 x 8 float32), value i:     row g + 8 (i / 2), column 2 t + i % 2
 //
-// Products of bf16, f16 or tf32 values are exact in float32; they are summed in float32, in
-// k order, onto c. (A tensor core adds them in a tree and with its own rounding, so the GPU's
-// last bit may differ; tests allow for that.) tf32 operands are float32 bits of which the
-// tensor core reads the top 19 (sign, exponent, 10 mantissa bits): the low 13 are ignored, so
-// kernels round to tf32 first (float_to_tf32, cvt.rna: to nearest, ties away from zero).
+// Products of bf16, f16 or tf32 values are exact. They are added to c the way tensor cores add,
+// which is not float32's way (tensor_core_sum below): a block of products and the accumulator
+// are aligned to the largest of them and summed with the bits below float32's 24 of that
+// largest cut off, toward zero, and so is the result. Each cut is under one unit in the last
+// place, like a rounding, but always in the same direction: an accumulator carried through
+// thousands of mma instructions drifts toward zero, as it does on the GPU (the first H100 run
+// of matmul variant 7 failed its accuracy check that way; chapter 14). tf32 operands are
+// float32 bits of which the tensor core reads the top 19 (sign, exponent, 10 mantissa bits):
+// the low 13 are ignored, so kernels round to tf32 first (float_to_tf32, cvt.rna: to nearest,
+// ties away from zero).
+//
+// WMMA (nvcuda::wmma, simt.h) runs on the same sums, with the emulator's own fragment layout.
 //
 // cp.async is a thread's own queue: the copy is noted at issue, the destination filled with
 // 0xFF bytes (NaN) and marked in flight for the race detector, and copied when the issuing
 // thread's cp_async_wait_group lets it complete. So a missing wait is never hidden by a copy
 // that happened to arrive early: it reads NaN, and with the detector on it is an error naming
 // both lines.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -53,6 +61,45 @@ float operand16(std::uint32_t word, int half, bool is_bf16) {
 }
 
 float operand_tf32(std::uint32_t word) { return std::bit_cast<float>(word & 0xFFFFE000u); }
+
+// x toward zero to float32 (the float nearest x is one step too far half of the time).
+float float_toward_zero(double x) {
+  float f = static_cast<float>(x);
+  if (std::fabs(static_cast<double>(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+  return f;
+}
+
+// c + the sum of `count` exact products, as a tensor core adds them. The model is the one that
+// Fasi, Higham, Mikaitis and Pranesh measured on the V100, T4 and A100 ("Numerical behavior of
+// NVIDIA tensor cores", PeerJ Computer Science 7:e330, 2021): the products are exact; they and
+// c are aligned to the exponent of the largest in magnitude, and whatever falls below the 24
+// significant bits of that one is dropped (no guard bits: truncation toward zero); the aligned
+// values are summed exactly and the sum is cut to float32, again toward zero. The products
+// enter in blocks (8 for 16-bit operands, 4 for tf32, the A100's widths), each block's sum
+// becoming the accumulator of the next. Other GPUs (the H100 among them) differ in the widths
+// and in the last bits; what they share, and what matters to a kernel, is the direction: every
+// cut is toward zero. Infinities and NaN are summed as IEEE floats.
+float tensor_core_sum(float c, const double* products, int count, int block) {
+  double accumulator = c;
+  for (int first = 0; first < count; first += block) {
+    const int last = std::min(count, first + block);
+    double largest = std::fabs(accumulator), exact = accumulator;
+    for (int k = first; k < last; ++k) {
+      largest = std::max(largest, std::fabs(products[k]));
+      exact += products[k];
+    }
+    if (!std::isfinite(exact) || largest == 0.0) {  // inf, NaN, or all zeros (keeps the sign rules)
+      accumulator = static_cast<float>(exact);
+      continue;
+    }
+    // The unit of the last of 24 bits of the largest; every addend cut to a multiple of it.
+    const double unit = std::ldexp(1.0, std::ilogb(largest) - 23);
+    double sum = std::trunc(accumulator / unit) * unit;  // exact: at most 24 + 5 bits in all
+    for (int k = first; k < last; ++k) sum += std::trunc(products[k] / unit) * unit;
+    accumulator = float_toward_zero(sum);
+  }
+  return static_cast<float>(accumulator);
+}
 
 // The words of an mma in the warp's table: a[0..3], b[0..1], c[0..3].
 constexpr int kA = 0, kB = 4, kC = 6;
@@ -88,7 +135,7 @@ void mma(MmaShape shape, float* d, const unsigned* a, const unsigned* b, const f
   const auto word = [&](int lane, int index) { return table[lane * kExchangeWords + index]; };
 
   // Assemble a (16 x K) and b (K x 8) from every lane's registers.
-  const int K = shape == MmaShape::kM16N8K8Tf32 ? 8 : 16;
+  const int K = shape == MmaShape::kM16N8K8Tf32 ? 8 : 16, block = shape == MmaShape::kM16N8K8Tf32 ? 4 : 8;
   float A[16][16], B[16][8];
   for (int lane = 0; lane < warpSize; ++lane) {
     const int g = lane / 4, t = lane % 4;
@@ -108,10 +155,52 @@ void mma(MmaShape shape, float* d, const unsigned* a, const unsigned* b, const f
   const int lane = lane_id(), g = lane / 4, t = lane % 4;
   for (int i = 0; i < 4; ++i) {
     const int row = g + 8 * (i / 2), column = 2 * t + i % 2;
-    float sum = std::bit_cast<float>(word(lane, kC + i));
-    for (int k = 0; k < K; ++k) sum += A[row][k] * B[k][column];
-    d[i] = sum;
+    double products[16];
+    for (int k = 0; k < K; ++k) products[k] = static_cast<double>(A[row][k]) * B[k][column];
+    d[i] = tensor_core_sum(std::bit_cast<float>(word(lane, kC + i)), products, K, block);
   }
+  compiler_barrier();
+}
+
+void wmma_collective(const char* name, const void* pointer, unsigned stride, int layout, int element_bytes,
+                     const std::source_location& at) {
+  const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+  const std::uint32_t words[4] = {static_cast<std::uint32_t>(address), static_cast<std::uint32_t>(address >> 32),
+                                  stride, static_cast<std::uint32_t>(layout)};
+  const std::uint32_t* table = warp_exchange(name, words, 4, at);
+  for (int lane = 0; lane < warpSize; ++lane)
+    if (!std::equal(words, words + 4, table + lane * kExchangeWords))
+      ::brrr::detail::fail(where_in_kernel(&at), ": ", name, " is given another pointer, stride or layout by lane ",
+                           lane, "; the warp loads or stores one matrix together, so all 32 lanes must give the same");
+  if (address % 32 != 0)
+    ::brrr::detail::fail(where_in_kernel(&at), ": ", name, " pointer ", pointer,
+                         " is not 32-byte aligned (WMMA needs a 256-bit aligned pointer; on a GPU, undefined)");
+  if (stride * static_cast<unsigned>(element_bytes) % 16 != 0)
+    ::brrr::detail::fail(where_in_kernel(&at), ": ", name, " stride ", stride, " elements of ", element_bytes,
+                         " bytes is not a multiple of 16 bytes (WMMA's rule for ldm; on a GPU, undefined)");
+}
+
+void wmma_mma_m16n16k8_tf32(float* d, const float* a_own, const float* b_own, const float* c,
+                            const std::source_location& at) {
+  // Element e of lane l is element l + 32 e of its tile, row major: a is 16 x 8, b 8 x 16.
+  std::uint32_t words[8];
+  for (int e = 0; e < 4; ++e) {
+    words[e] = std::bit_cast<std::uint32_t>(a_own[e]);
+    words[4 + e] = std::bit_cast<std::uint32_t>(b_own[e]);
+  }
+  const std::uint32_t* table = warp_exchange("wmma::mma_sync", words, 8, at);
+  const auto element = [&](int operand, int index) {  // index in the tile, row major
+    return operand_tf32(table[(index % 32) * kExchangeWords + 4 * operand + index / 32]);
+  };
+  const int lane = lane_id();
+  float result[8];
+  for (int e = 0; e < 8; ++e) {
+    const int row = (lane + 32 * e) / 16, column = (lane + 32 * e) % 16;
+    double products[8];
+    for (int k = 0; k < 8; ++k) products[k] = static_cast<double>(element(0, row * 8 + k)) * element(1, k * 16 + column);
+    result[e] = tensor_core_sum(c[e], products, 8, 4);
+  }
+  std::copy(result, result + 8, d);  // d may be c
   compiler_barrier();
 }
 

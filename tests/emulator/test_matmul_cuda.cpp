@@ -4,8 +4,8 @@
 // then end to end through ops::matmul on Device::cuda() with each variant selected.
 // Chapter 14 (matmul from naive to tensor cores). Read before: kernels/cuda/matmul.cu.
 //
-// The WMMA tensor-core variant (7) is GPU-only and not here; kernel-lab checks it on a GPU.
-// The mma.sync variants (9, 10) run here, on inputs rounded as they round them. The sizes
+// The tensor-core variants run here too: 7 through the emulator's WMMA, 9 and 10 through its
+// mma.sync, on inputs rounded as they round them where they round. The sizes
 // below give variant 8 (warptiling, 16-deep k-tiles in two stages) and 10 (three stages) one
 // k-tile, an odd and an even number of them, and a ragged last one; M, N and K are mostly not
 // multiples of 16.
@@ -170,11 +170,14 @@ struct OneCpuThread {
 };
 
 // One test case per variant (each runs ~110 problems, a few hundred thousand emulated threads).
-void check_float_variant(const char* name, MatmulFn<float> fn, float (*round_input)(float) = nullptr) {
+// `every`: only every n-th problem (for a second mode of a variant already checked on all).
+void check_float_variant(const char* name, MatmulFn<float> fn, float (*round_input)(float) = nullptr, int every = 1) {
   const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   const OneCpuThread one_thread;
   std::mt19937 rng(13);
-  for (const Problem& p : problems()) {
+  const std::vector<Problem> list = problems();
+  for (std::size_t i = 0; i < list.size(); i += static_cast<std::size_t>(every)) {
+    const Problem& p = list[i];
     INFO("variant " << name);
     INFO(describe(p));
     CHECK(wrong_elements<float>(fn, p, rng, 1e-5, round_input) == 0);
@@ -209,8 +212,24 @@ TEST_CASE("matmul_cuda: 8 warptiling matches the CPU reference") {
   check_float_variant("warptiling", &emu::matmul_warptiling);
 }
 
-// The tensor-core variants round their inputs (bf16: 8 significant bits, tf32: 11); on inputs
-// already rounded so, only their float32 sums differ from the reference.
+// Variant 7 (WMMA) splits each input into two tf32 numbers (3xTF32): float32's tolerance on any
+// input. With TF32 allowed it multiplies the rounded inputs once: on inputs already tf32, the
+// same tolerance (every third problem: the kernel is the same but for the split).
+TEST_CASE("matmul_cuda: 7 tensorcore (WMMA, 3xTF32) matches the CPU reference") {
+  check_float_variant("tensorcore", &emu::matmul_tensorcore);
+}
+TEST_CASE("matmul_cuda: 7 tensorcore with TF32 allowed matches the CPU reference on inputs rounded to tf32") {
+  const MatmulFn<float> one_product = [](float* out, const float* a, const float* b, const MatmulShape& shape,
+                                         brrr::kernels::Stream stream) {
+    MatmulShape tf32 = shape;
+    tf32.allow_tf32 = true;
+    emu::matmul_tensorcore(out, a, b, tf32, stream);
+  };
+  check_float_variant("tensorcore (allow_tf32)", one_product, tf32_rounded, 3);
+}
+
+// The other tensor-core variants round their inputs (bf16: 8 significant bits, tf32: 11); on
+// inputs already rounded so, only their float32 sums differ from the reference.
 TEST_CASE("matmul_cuda: 9 bf16_mma matches the CPU reference on inputs rounded to bf16") {
   check_float_variant("bf16_mma", &emu::matmul_bf16_mma, bf16_rounded);
 }

@@ -7,6 +7,7 @@
 // sum is exact and the checks are equalities.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -353,4 +354,137 @@ TEST_CASE("planted: an mma in a warp of fewer than 32 threads is an error, not a
   const std::string message = error_of([&] { BRRR_LAUNCH(mma_in_a_partial_warp, 1, 48, 0, stream(), d.data); });
   CAPTURE(message);
   CHECK(contains(message, "need all 32 lanes"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// How the tensor cores add: toward zero (simt_tensor_cores.cpp, tensor_core_sum)
+
+namespace {
+__global__ void one_tf32_mma(float* d, float a00, float b00, float c00) {
+  const int lane = static_cast<int>(threadIdx.x);
+  // Only a[0][0] (lane 0, register 0), b[0][0] (lane 0, register 0) and c[0][0] (lane 0, c0).
+  unsigned a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+  float c[4] = {0, 0, 0, 0};
+  if (lane == 0) a[0] = float_to_tf32(a00), b[0] = float_to_tf32(b00), c[0] = c00;
+  mma_m16n8k8_tf32(c, a, b, c);
+  d[lane] = c[0];
+}
+}  // namespace
+
+TEST_CASE("tensor cores: a sum that float32 would round up is cut toward zero") {
+  // 1 + 3 2^-24 lies between 1 + 2^-23 and 1 + 2^-22, nearer the second: float32 adds give
+  // 1 + 2^-22, a tensor core 1 + 2^-23 (and the mirror image for negative numbers).
+  DeviceArray<float> d(32);
+  BRRR_LAUNCH(one_tf32_mma, 1, 32, 0, stream(), d.data, 3 * 0x1p-12f, 0x1p-12f, 1.0f);
+  CHECK(1.0f + 3 * 0x1p-24f == 1.0f + 0x1p-22f);  // what float32 does
+  CHECK(d.host()[0] == 1.0f + 0x1p-23f);
+  BRRR_LAUNCH(one_tf32_mma, 1, 32, 0, stream(), d.data, -3 * 0x1p-12f, 0x1p-12f, -1.0f);
+  CHECK(d.host()[0] == -(1.0f + 0x1p-23f));
+  BRRR_LAUNCH(one_tf32_mma, 1, 32, 0, stream(), d.data, 2.0f, 0.25f, 1.0f);  // exact sums stay exact
+  CHECK(d.host()[0] == 1.5f);
+  BRRR_LAUNCH(one_tf32_mma, 1, 32, 0, stream(), d.data, INFINITY, 1.0f, 1.0f);
+  CHECK(std::isinf(d.host()[0]));
+}
+
+namespace {
+// One warp, out (16 x 8) = a (16 x K) @ b (K x 8) with m16n8k8 tf32 mma, a and b already tf32.
+// `promote`: each 16-deep slice of k into a fresh accumulator, added to the running sum with
+// float32 adds (what matmul variant 7 does); otherwise one accumulator carried over all of K.
+template <bool promote>
+__global__ void long_sum_kernel(float* out, const float* a, const float* b, int K) {
+  const int lane = static_cast<int>(threadIdx.x), g = lane / 4, t = lane % 4;
+  float sum[4] = {0, 0, 0, 0}, slice[4] = {0, 0, 0, 0};
+  for (int k0 = 0; k0 < K; k0 += 8) {
+    unsigned ra[4], rb[2];
+    for (int r = 0; r < 4; ++r) ra[r] = __float_as_uint(a[(g + 8 * (r % 2)) * K + k0 + t + 4 * (r / 2)]);
+    for (int r = 0; r < 2; ++r) rb[r] = __float_as_uint(b[(k0 + t + 4 * r) * 8 + g]);
+    if (promote) mma_m16n8k8_tf32(slice, ra, rb, slice);
+    else mma_m16n8k8_tf32(sum, ra, rb, sum);
+    if (promote && (k0 + 8) % 16 == 0)
+      for (int i = 0; i < 4; ++i) sum[i] += slice[i], slice[i] = 0.0f;
+  }
+  for (int i = 0; i < 4; ++i) out[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = sum[i];
+}
+}  // namespace
+
+TEST_CASE("tensor cores: an accumulator carried over a long K drifts toward zero; promotion stops it") {
+  // What the first H100 run of matmul variant 7 found (chapter 14), now seen in the emulator:
+  // every tensor-core sum is cut toward zero, so one accumulator carried over K = 4096 of
+  // positive products loses a little at each of its 1024 blocks, all in one direction.
+  constexpr int K = 4096;
+  std::mt19937 random(7);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  std::vector<float> a(16 * K), b(K * 8);
+  for (auto& v : a) v = std::bit_cast<float>(float_to_tf32(uniform(random)));
+  for (auto& v : b) v = std::bit_cast<float>(float_to_tf32(uniform(random)));
+  const DeviceArray<float> da(a), db(b);
+  DeviceArray<float> out(16 * 8);
+  const auto worst_error = [&](auto kernel) {
+    BRRR_LAUNCH(kernel, 1, 32, 0, stream(), out.data, da.data, db.data, K);
+    const std::vector<float> got = out.host();
+    double worst = 0.0;
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < 8; ++j) {
+        double want = 0.0;
+        for (int k = 0; k < K; ++k) want += static_cast<double>(a[i * K + k]) * b[k * 8 + j];
+        worst = std::max(worst, std::fabs(got[i * 8 + j] - want) / want);
+        CHECK(got[i * 8 + j] <= want * (1.0 + 1e-6));  // never above: every cut is toward zero
+      }
+    return worst;
+  };
+  const double carried = worst_error(long_sum_kernel<false>), promoted = worst_error(long_sum_kernel<true>);
+  CAPTURE(carried);
+  CAPTURE(promoted);
+  CHECK(carried > 1e-5);   // a rounding float32 accumulator would be near 1e-6
+  CHECK(promoted < 3e-6);  // float32's rounded adds, on 16-product slices
+}
+
+// ---------------------------------------------------------------------------------------------
+// WMMA (nvcuda::wmma in simt.h): the layout is the emulator's own, the arithmetic the tensor cores'
+
+namespace {
+namespace wmma = nvcuda::wmma;
+
+// d (16 x 16) = a (16 x 8) @ b (8 x 16) + c, a column major (ld 16), b row major (ld 16), c and d
+// row major (ld 16). `offset` moves the pointer of a, `divergent` gives lane 5 another stride.
+__global__ void wmma_tile(float* d, const float* a, const float* b, const float* c, int offset, bool divergent) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 8, float> fc;
+  const unsigned stride = divergent && threadIdx.x == 5 ? 32 : 16;
+  wmma::load_matrix_sync(fa, a + offset, stride);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::load_matrix_sync(fc, c, 16, wmma::mem_row_major);
+  for (float& x : fa.x) x = wmma::__float_to_tf32(x);
+  for (float& x : fb.x) x = wmma::__float_to_tf32(x);
+  wmma::mma_sync(fc, fa, fb, fc);
+  wmma::store_matrix_sync(d, fc, 16, wmma::mem_row_major);
+}
+}  // namespace
+
+TEST_CASE("wmma: a 16 x 16 x 8 tf32 product with column- and row-major operands") {
+  const std::vector<float> a = quarters(16 * 16, 31), b = quarters(8 * 16, 32), c = quarters(16 * 16, 33);
+  const DeviceArray<float> da(a), db(b), dc(c);
+  DeviceArray<float> d(16 * 16);
+  BRRR_LAUNCH(wmma_tile, 1, 32, 0, stream(), d.data, da.data, db.data, dc.data, 0, false);
+  const std::vector<float> got = d.host();
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      double want = c[i * 16 + j];
+      for (int k = 0; k < 8; ++k) want += static_cast<double>(a[k * 16 + i]) * b[k * 16 + j];  // a col major
+      REQUIRE(got[i * 16 + j] == want);
+    }
+}
+
+TEST_CASE("planted: WMMA from a misaligned pointer, or with lanes that disagree, is an error") {
+  const std::vector<float> values = quarters(16 * 17, 34);
+  const DeviceArray<float> a(values), b(values), c(values);
+  DeviceArray<float> d(16 * 16);
+  std::string message =
+      error_of([&] { BRRR_LAUNCH(wmma_tile, 1, 32, 0, stream(), d.data, a.data, b.data, c.data, 4, false); });
+  CAPTURE(message);
+  CHECK(contains(message, "wmma::load_matrix_sync"));
+  CHECK(contains(message, "not 32-byte aligned"));
+  message = error_of([&] { BRRR_LAUNCH(wmma_tile, 1, 32, 0, stream(), d.data, a.data, b.data, c.data, 0, true); });
+  CHECK(contains(message, "all 32 lanes must give the same"));
 }
