@@ -863,6 +863,15 @@ std::vector<std::vector<double>> gradient_outputs(const Case& c, const Problem& 
   return expected;
 }
 
+}  // namespace
+
+double traffic_bytes(const Case& c, const Dims& dims, DType dtype) {
+  const DType data = c.call.one_dtype ? c.call.dtype : dtype;
+  return c.bytes(dims) * static_cast<double>(dtype_size(data)) / 4.0;
+}
+
+namespace {
+
 // The timing of one variant that passed: warm-up, then repeats with the cache flushed.
 void time_variant(VariantResult& r, Target& target, const Case& c, DeviceProblem& device, const Bound& kernel,
                   const Peaks& peaks, int repeats, double budget_seconds, std::FILE* out) {
@@ -872,7 +881,8 @@ void time_variant(VariantResult& r, Target& target, const Case& c, DeviceProblem
   r.median_ms = t.median_ms;
   r.min_ms = t.min_ms;
   const double seconds = t.median_ms * 1e-3;
-  r.rate = c.report_flops ? c.flops(device.args.dims) / seconds / 1e12 : c.bytes(device.args.dims) / seconds / 1e9;
+  r.rate = c.report_flops ? c.flops(device.args.dims) / seconds / 1e12
+                          : traffic_bytes(c, device.args.dims, device.args.dtype) / seconds / 1e9;
   const double peak = c.report_flops ? peaks.tflops : peaks.bandwidth_gbs;
   if (peak > 0) r.percent_of_peak = 100.0 * r.rate / peak;
   say(out, "  %.4f ms median, %.4f ms min over %d runs\n", t.median_ms, t.min_ms, t.runs);
@@ -992,7 +1002,7 @@ Report run(const Case& c, const Options& options) {
       if (a.type == Array::kFloat)
         for (double& x : a.values) x = round_to_bf16(static_cast<float>(x));
   say(out, "size: %s, seed %llu, %s moved per call", report.size.c_str(),
-      static_cast<unsigned long long>(options.seed), bytes_text(c.bytes(dims)).c_str());
+      static_cast<unsigned long long>(options.seed), bytes_text(traffic_bytes(c, dims, options.dtype)).c_str());
   if (c.flops) say(out, ", %.3g GFLOP", c.flops(dims) / 1e9);
   say(out, "%s%s\n", f64 ? ", float64" : in_bf16 ? ", bfloat16" : "", options.misaligned ? ", misaligned (every array one element off)" : "");
   std::vector<std::vector<double>> expected, expected_bf16;
