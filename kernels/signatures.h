@@ -164,6 +164,10 @@ template <class T> using cross_entropy_fused_fn = void (*)(T* losses, T* dlogits
 // besides q, k, v, out). scale is usually 1 / sqrt(hs). The backward overwrites dq, dk, dv.
 template <class T> using attention_forward_fn = void (*)(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
 template <class T> using attention_backward_fn = void (*)(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
+// attention_forward_bf16, attention_backward_bf16 (chapter 18, mixed precision): attention's
+// float32 signatures, but q, k, v (in the backward also dout) are rounded to bfloat16 (round to
+// nearest even) before they are multiplied; products are added, and the softmax statistics
+// (lse, D = dout . out), outputs and gradients kept, in float32.
 
 // Convolution and pooling (chapter 09, convolutions): bias may be nullptr. The
 // backward is two ops: dx (overwritten) from dout and weight; dweight and dbias (overwritten;
@@ -227,6 +231,8 @@ template <class T> inline constexpr Op<max_dim_backward_fn<T>> max_dim_backward{
 template <class T> inline constexpr Op<matmul_fn<T>> matmul{"matmul", dtype_of<T>()};
 // float32 in memory, bfloat16 operands inside: one descriptor, in the dtype of its data.
 inline constexpr Op<matmul_fn<float>> matmul_bf16{"matmul_bf16", kFloat32};
+inline constexpr Op<attention_forward_fn<float>> attention_forward_bf16{"attention_forward_bf16", kFloat32};
+inline constexpr Op<attention_backward_fn<float>> attention_backward_bf16{"attention_backward_bf16", kFloat32};
 // check_indices works on int32 indices whatever the table's dtype: one descriptor, kInt32.
 inline constexpr Op<check_indices_fn> check_indices{"check_indices", kInt32};
 template <class T> inline constexpr Op<embedding_forward_fn<T>> embedding_forward{"embedding_forward", dtype_of<T>()};

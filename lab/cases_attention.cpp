@@ -1,6 +1,7 @@
 // lab/cases_attention.cpp: the kernel lab's cases for causal attention (chapter 15, flash
 // attention): the forward and backward kernels, and causal_attention, the op whose variants
-// (composed from matmul and softmax, or the flash kernels) the registry picks per device.
+// (composed from matmul and softmax, or the flash kernels) the registry picks per device; and
+// the kernels' bf16 versions that autocast calls (chapter 18, mixed precision).
 // Read before: cases.h. Read next: cases_optim.cpp.
 //
 // For each of BH = batch * heads independent (T, hs) problems, with scale = 1 / sqrt(hs):
@@ -11,6 +12,7 @@
 //   dq[i] = scale sum_j ds[i, j] k[j], dk[j] = scale sum_i ds[i, j] q[i].
 #include <algorithm>
 
+#include "brrr/bfloat16.h"
 #include "brrr/generator.h"
 #include "brrr/ops.h"
 #include "brrr/tensor.h"
@@ -123,6 +125,45 @@ double attention_loss(const Problem& p) {
   return dot(p.in("dout"), out);
 }
 
+// --- attention_forward_bf16, attention_backward_bf16 (chapter 18) ----------------------------
+// The float32 formulas on q, k, v (and dout) rounded to the nearest bf16, ties to even: what is
+// left to a kernel's error is its own arithmetic (float32 sums; the tensor-core variant's bf16
+// softmax weights). out and lse are the forward's float32 results and are not rounded.
+
+Problem with_inputs_rounded(const Problem& p) {
+  Problem r = p;
+  for (Array& a : r.arrays)
+    if (a.role == Array::kInput && a.name != "lse" && a.name != "out")
+      for (double& x : a.values) x = round_to_bf16(static_cast<float>(x));
+  return r;
+}
+
+void attention_forward_bf16_reference(Problem& p) {
+  Problem r = with_inputs_rounded(p);
+  attention_forward_reference(r);
+  p.out("out") = r.out("out");
+  p.out("lse") = r.out("lse");
+}
+
+void attention_backward_bf16_reference(Problem& p) {
+  Problem r = with_inputs_rounded(p);
+  attention_backward_reference(r);
+  for (const char* name : {"dq", "dk", "dv"}) p.out(name) = r.out(name);
+}
+
+// The backward's inputs as a bf16 forward leaves them: out and lse from the rounded q, k, v.
+void make_attention_backward_bf16(Problem& p, Random& r) {
+  make_attention_backward(p, r);
+  const Problem rounded = with_inputs_rounded(p);
+  std::vector<double> out(p.in("q").size()), lse(p.in("lse").size());
+  attention(rounded.in("q"), rounded.in("k"), rounded.in("v"), p.dims[0], p.dims[1], p.dims[2], scale_for(p.dims),
+            &out, &lse);
+  p.array("out").values = out;
+  p.array("lse").values = lse;
+  for (double& x : p.array("out").values) x = static_cast<float>(x);  // float32, as the lab's inputs are
+  for (double& x : p.array("lse").values) x = static_cast<float>(x);
+}
+
 // causal_attention on (B, H, T, hs) tensors: the forward above with BH = B * H.
 void causal_attention_reference(Problem& p) {
   const std::int64_t B = p.dims[0], H = p.dims[1], T = p.dims[2], hs = p.dims[3];
@@ -161,6 +202,18 @@ Case attention_case(Case c) {
   return c;
 }
 
+// The bf16 ops: float32 data only (one descriptor twice: the call is "one dtype"), timed against
+// the best bf16 GEMM's FLOP/s. Checked at T = 1, a T past one 64-row tile and not a multiple of
+// it, and head sizes 16, 32, 17 (padded inside the tensor-core tiles) and 128 (the largest
+// variant 3 runs on the tensor cores).
+Case attention_bf16_case(Case c) {
+  c = attention_case(c);
+  c.chapter = "18";
+  c.peak_op = "matmul_bf16";
+  c.shapes = {{1, 1, 16}, {2, 37, 32}, {1, 70, 17}, {1, 67, 128}};
+  return c;
+}
+
 }  // namespace
 
 std::vector<Case> attention_cases() {
@@ -194,6 +247,31 @@ std::vector<Case> attention_cases() {
                       .grads = {{.output = "dq", .input = "q"}, {.output = "dk", .input = "k"},
                                 {.output = "dv", .input = "v"}},
                       .loss = &attention_loss}),
+      attention_bf16_case({.name = "attention_forward_bf16",
+                           .what = "attention_forward on q, k, v rounded to bf16: float32 in memory, sums and lse",
+                           .tolerance = 1e-4,
+                           .bytes = [](const Dims& d) { return 16.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },
+                           .flops = &attention_flops,
+                           .make = [](Problem& p, Random& r) {
+                             const std::int64_t n = p.dims[0] * p.dims[1] * p.dims[2];
+                             p.input("q", r.normal(n));
+                             p.input("k", r.normal(n));
+                             p.input("v", r.normal(n));
+                             p.output("out", n);
+                             p.output("lse", p.dims[0] * p.dims[1]);
+                           },
+                           .reference = &attention_forward_bf16_reference,
+                           .call = call(op::attention_forward_bf16, &call_attention_forward<float>,
+                                        op::attention_forward_bf16, &call_attention_forward<float>)}),
+      attention_bf16_case({.name = "attention_backward_bf16",
+                           .what = "attention_backward on dout, q, k, v, out rounded to bf16: float32 lse and gradients",
+                           .tolerance = 1e-3,
+                           .bytes = [](const Dims& d) { return 32.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },
+                           .flops = [](const Dims& d) { return 2.5 * attention_flops(d); },
+                           .make = &make_attention_backward_bf16,
+                           .reference = &attention_backward_bf16_reference,
+                           .call = call(op::attention_backward_bf16, &call_attention_backward<float>,
+                                        op::attention_backward_bf16, &call_attention_backward<float>)}),
       Case{.name = "causal_attention",
            .what = "out (B, H, T, hs) from q, k, v (B, H, T, hs): composed or flash, as the registry picks",
            .chapter = "15",

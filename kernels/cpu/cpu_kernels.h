@@ -64,6 +64,9 @@ template <class T> void layernorm_backward(T* dx, T* dweight, T* dbias, const T*
 // attention.cpp
 template <class T> void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
 template <class T> void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
+// ... and in mixed precision (chapter 18): the same loops on q, k, v (and dout) rounded to bf16 as they are read
+void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream);
+void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v, const float* out, const float* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream);
 
 // optim.cpp
 template <class T> void adamw_step(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamWParams& hp, Stream);
