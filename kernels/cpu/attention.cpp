@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "brrr/bfloat16.h"
+#include "brrr/error.h"
 #include "kernels/cpu/cpu.h"
 
 namespace brrr::kernels::cpu {
@@ -252,6 +253,43 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
                              const float* v, const float* out, const float* lse, std::int64_t BH, std::int64_t T_len,
                              std::int64_t hs, float scale, Stream) {
   backward<true>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale);
+}
+
+// ---------------------------------------------------------------------------------------------
+// On bf16 data (the CPU variants of attention_*_bf16_memory, the ops of chapter 15's variant 4):
+// the inputs widened to float32, which is exact, the float32 loops, and out rounded once.
+
+namespace {
+std::vector<float> widened(const bf16* x, std::int64_t n) {
+  std::vector<float> w(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) w[static_cast<std::size_t>(i)] = static_cast<float>(x[i]);
+  return w;
+}
+
+void check_sizes(const char* op, std::int64_t BH, std::int64_t T_len, std::int64_t hs) {
+  BRRR_CHECK(BH >= 0 && T_len >= 0 && hs >= 0, op, ": sizes must not be negative, got BH = ", BH, ", T = ", T_len,
+             ", hs = ", hs);
+}
+}  // namespace
+
+void attention_forward_bf16_memory(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, std::int64_t BH,
+                                   std::int64_t T_len, std::int64_t hs, float scale, Stream) {
+  check_sizes("attention_forward_bf16_memory", BH, T_len, hs);
+  const std::int64_t n = BH * T_len * hs;
+  const std::vector<float> qf = widened(q, n), kf = widened(k, n), vf = widened(v, n);
+  std::vector<float> o(static_cast<std::size_t>(n));
+  forward<false>(o.data(), lse, qf.data(), kf.data(), vf.data(), BH, T_len, hs, scale);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = bf16(o[static_cast<std::size_t>(i)]);
+}
+
+void attention_backward_bf16_memory(float* dq, float* dk, float* dv, const bf16* dout, const bf16* q, const bf16* k,
+                                    const bf16* v, const bf16* out, const float* lse, std::int64_t BH,
+                                    std::int64_t T_len, std::int64_t hs, float scale, Stream) {
+  check_sizes("attention_backward_bf16_memory", BH, T_len, hs);
+  const std::int64_t n = BH * T_len * hs;
+  const std::vector<float> gf = widened(dout, n), qf = widened(q, n), kf = widened(k, n), vf = widened(v, n),
+                           of = widened(out, n);
+  backward<false>(dq, dk, dv, gf.data(), qf.data(), kf.data(), vf.data(), of.data(), lse, BH, T_len, hs, scale);
 }
 
 #define BRRR_INSTANTIATE(T)                                                                                         \

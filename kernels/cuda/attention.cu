@@ -25,6 +25,8 @@
 //                       4 bf16_pipelined  bf16 in memory, cp.async double buffering (a plain
 //                                    launcher, attention.h: bf16 tensors are not in the registry yet)
 //   attention_backward  4 bf16_pipelined  variant 3's, bf16 in memory, cp.async, ldmatrix (launcher)
+//   (variant 4 is registered under attention_forward_bf16_memory / attention_backward_bf16_memory,
+//   the ops on bf16 data that the kernel lab checks and times with --dtype bfloat16)
 //   attention_backward  1 naive      one thread per query row (dq) and per key row (dk, dv)
 //                       2 flash      FlashAttention-2's loop order, deterministic (default)
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 operands (float32 only)
@@ -1615,6 +1617,16 @@ void register_attention_kernels() {
   add(op::attention_forward_bf16, DeviceType::CUDA, "naive", &attention_forward_naive_bf16, 0, rounded);
   rounded.about = "variant 1, every q, k, v and dout it reads rounded to bf16";
   add(op::attention_backward_bf16, DeviceType::CUDA, "naive", &attention_backward_naive_bf16, 0, rounded);
+  // Variant 4 on bf16 data (`brrr kernel-lab attention_forward_bf16_memory --dtype bfloat16`):
+  // head sizes 64 and 128 only, 16-byte aligned pointers; other calls are refused with a message.
+  VariantMeta pipelined;
+  pipelined.tolerance = 3e-2;  // variant 3's arithmetic: the softmax weights rounded to bf16 too
+  pipelined.about = "variant 4: bf16 tiles by cp.async, double buffered, ldmatrix, mma.sync (hs 64 or 128)";
+  add(op::attention_forward_bf16_memory, DeviceType::CUDA, "bf16_pipelined", &attention_forward_bf16_pipelined, 10,
+      pipelined);
+  pipelined.about = "variant 4: variant 3's backward on bf16 tiles by cp.async and ldmatrix (hs 64 or 128)";
+  add(op::attention_backward_bf16_memory, DeviceType::CUDA, "bf16_pipelined", &attention_backward_bf16_pipelined, 10,
+      pipelined);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE
