@@ -164,6 +164,21 @@ template <class T> using cross_entropy_fused_fn = void (*)(T* losses, T* dlogits
 // besides q, k, v, out). scale is usually 1 / sqrt(hs). The backward overwrites dq, dk, dv.
 template <class T> using attention_forward_fn = void (*)(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
 template <class T> using attention_backward_fn = void (*)(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
+// attention_forward_bf16, attention_backward_bf16 (chapter 18, mixed precision): attention's
+// float32 signatures, but q, k, v (in the backward also dout) are rounded to bfloat16 (round to
+// nearest even) before they are multiplied; products are added, and the softmax statistics
+// (lse, D = dout . out), outputs and gradients kept, in float32.
+
+// bf16 in memory (chapter 18; the tensor-core kernels of chapter 14's variant 12 and chapter 15's
+// variant 4, which copy bf16 tiles straight from memory with 16-byte cp.async): operands in
+// bfloat16, sums and statistics in float32.
+// matmul_bf16_memory: out (batch, M, N) float32 = a @ b with a, b bfloat16, shape as matmul's.
+using matmul_bf16_memory_fn = void (*)(float* out, const bf16* a, const bf16* b, const MatmulShape& shape, Stream);
+// attention_forward_bf16_memory: q, k, v, out bfloat16 (BH, T, hs), lse float32 (BH, T).
+// attention_backward_bf16_memory: from dout, q, k, v, out bfloat16 and the float32 lse, dq, dk,
+// dv float32 (BH, T, hs), overwritten.
+using attention_forward_bf16_memory_fn = void (*)(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream);
+using attention_backward_bf16_memory_fn = void (*)(float* dq, float* dk, float* dv, const bf16* dout, const bf16* q, const bf16* k, const bf16* v, const bf16* out, const float* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream);
 
 // Convolution and pooling (chapter 09, convolutions): bias may be nullptr. The
 // backward is two ops: dx (overwritten) from dout and weight; dweight and dbias (overwritten;
@@ -227,6 +242,12 @@ template <class T> inline constexpr Op<max_dim_backward_fn<T>> max_dim_backward{
 template <class T> inline constexpr Op<matmul_fn<T>> matmul{"matmul", dtype_of<T>()};
 // float32 in memory, bfloat16 operands inside: one descriptor, in the dtype of its data.
 inline constexpr Op<matmul_fn<float>> matmul_bf16{"matmul_bf16", kFloat32};
+inline constexpr Op<attention_forward_fn<float>> attention_forward_bf16{"attention_forward_bf16", kFloat32};
+inline constexpr Op<attention_backward_fn<float>> attention_backward_bf16{"attention_backward_bf16", kFloat32};
+// bf16 data with float32 results: one descriptor each, in the dtype of the data, kBFloat16.
+inline constexpr Op<matmul_bf16_memory_fn> matmul_bf16_memory{"matmul_bf16_memory", kBFloat16};
+inline constexpr Op<attention_forward_bf16_memory_fn> attention_forward_bf16_memory{"attention_forward_bf16_memory", kBFloat16};
+inline constexpr Op<attention_backward_bf16_memory_fn> attention_backward_bf16_memory{"attention_backward_bf16_memory", kBFloat16};
 // check_indices works on int32 indices whatever the table's dtype: one descriptor, kInt32.
 inline constexpr Op<check_indices_fn> check_indices{"check_indices", kInt32};
 template <class T> inline constexpr Op<embedding_forward_fn<T>> embedding_forward{"embedding_forward", dtype_of<T>()};

@@ -1,6 +1,7 @@
 // lab/cases_attention.cpp: the kernel lab's cases for causal attention (chapter 15, flash
 // attention): the forward and backward kernels, and causal_attention, the op whose variants
-// (composed from matmul and softmax, or the flash kernels) the registry picks per device.
+// (composed from matmul and softmax, or the flash kernels) the registry picks per device; and
+// the kernels' bf16 versions that autocast calls (chapter 18, mixed precision).
 // Read before: cases.h. Read next: cases_optim.cpp.
 //
 // For each of BH = batch * heads independent (T, hs) problems, with scale = 1 / sqrt(hs):
@@ -11,6 +12,7 @@
 //   dq[i] = scale sum_j ds[i, j] k[j], dk[j] = scale sum_i ds[i, j] q[i].
 #include <algorithm>
 
+#include "brrr/bfloat16.h"
 #include "brrr/generator.h"
 #include "brrr/ops.h"
 #include "brrr/tensor.h"
@@ -123,6 +125,60 @@ double attention_loss(const Problem& p) {
   return dot(p.in("dout"), out);
 }
 
+// --- attention_forward_bf16, attention_backward_bf16 (chapter 18) ----------------------------
+// The float32 formulas on q, k, v (and dout) rounded to the nearest bf16, ties to even: what is
+// left to a kernel's error is its own arithmetic (float32 sums; the tensor-core variant's bf16
+// softmax weights). out and lse are the forward's float32 results and are not rounded.
+
+Problem with_inputs_rounded(const Problem& p) {
+  Problem r = p;
+  for (Array& a : r.arrays)
+    if (a.role == Array::kInput && a.name != "lse" && a.name != "out")
+      for (double& x : a.values) x = round_to_bf16(static_cast<float>(x));
+  return r;
+}
+
+void attention_forward_bf16_reference(Problem& p) {
+  Problem r = with_inputs_rounded(p);
+  attention_forward_reference(r);
+  p.out("out") = r.out("out");
+  p.out("lse") = r.out("lse");
+}
+
+void attention_backward_bf16_reference(Problem& p) {
+  Problem r = with_inputs_rounded(p);
+  attention_backward_reference(r);
+  for (const char* name : {"dq", "dk", "dv"}) p.out(name) = r.out(name);
+}
+
+// The backward's inputs as a bf16 forward leaves them: out and lse from the rounded q, k, v.
+void make_attention_backward_bf16(Problem& p, Random& r) {
+  make_attention_backward(p, r);
+  const Problem rounded = with_inputs_rounded(p);
+  std::vector<double> out(p.in("q").size()), lse(p.in("lse").size());
+  attention(rounded.in("q"), rounded.in("k"), rounded.in("v"), p.dims[0], p.dims[1], p.dims[2], scale_for(p.dims),
+            &out, &lse);
+  p.array("out").values = out;
+  p.array("lse").values = lse;
+  for (double& x : p.array("out").values) x = static_cast<float>(x);  // float32, as the lab's inputs are
+  for (double& x : p.array("lse").values) x = static_cast<float>(x);
+}
+
+// --- attention_forward_bf16_memory, attention_backward_bf16_memory (chapter 15's variant 4) -----
+// bf16 in memory: run with --dtype bfloat16, which uploads q, k, v, dout, out as bf16 and rounds
+// them for the reference; lse and the gradients are float32 (Array::kFloat32). The reference is
+// the float32 op's, on those values.
+
+void call_attention_forward_bf16_memory(kernels::attention_forward_bf16_memory_fn f, const Args& a) {
+  f(a.f<bf16>("out"), a.f<float>("lse"), a.f<bf16>("q"), a.f<bf16>("k"), a.f<bf16>("v"), a.dims[0], a.dims[1],
+    a.dims[2], static_cast<float>(scale_for(a.dims)), a.stream);
+}
+void call_attention_backward_bf16_memory(kernels::attention_backward_bf16_memory_fn f, const Args& a) {
+  f(a.f<float>("dq"), a.f<float>("dk"), a.f<float>("dv"), a.f<bf16>("dout"), a.f<bf16>("q"), a.f<bf16>("k"),
+    a.f<bf16>("v"), a.f<bf16>("out"), a.f<float>("lse"), a.dims[0], a.dims[1], a.dims[2],
+    static_cast<float>(scale_for(a.dims)), a.stream);
+}
+
 // causal_attention on (B, H, T, hs) tensors: the forward above with BH = B * H.
 void causal_attention_reference(Problem& p) {
   const std::int64_t B = p.dims[0], H = p.dims[1], T = p.dims[2], hs = p.dims[3];
@@ -161,6 +217,33 @@ Case attention_case(Case c) {
   return c;
 }
 
+// The bf16 ops: float32 data only (one descriptor twice: the call is "one dtype"), timed against
+// the best bf16 GEMM's FLOP/s. Checked at T = 1, a T past one 64-row tile and not a multiple of
+// it, and head sizes 16, 32 and 17 (padded inside the tensor-core tiles); head sizes 64, 128 and
+// 136 (past variant 3's tiles) are checked by tests/emulator/test_attention.cpp, through the op.
+Case attention_bf16_case(Case c) {
+  c = attention_case(c);
+  c.chapter = "18";
+  c.peak_op = "matmul_bf16";
+  c.shapes = {{1, 1, 16}, {2, 37, 32}, {1, 70, 17}};
+  return c;
+}
+
+// Variant 4 takes head sizes 64 and 128 and 16-byte aligned pointers (cp.async), so the check
+// shapes keep to head size 64 (T = 1, a ragged second tile; hs = 128 and T = 130 are
+// tests/emulator/test_attention_bf16_memory.cpp's) and the lab runs it aligned only. The bar
+// sizes: B*H = 96, T = 1024 (and 4096 by --size), hs = 64.
+Case attention_bf16_memory_case(Case c) {
+  c = attention_case(c);
+  c.chapter = "18";
+  c.peak_op = "matmul_bf16";
+  c.gpu_size = {96, 1024, 64}, c.emulator_size = {2, 64, 64};
+  c.shapes = {{1, 1, 64}, {2, 37, 64}};
+  c.aligned_only = true;
+  c.grad_shape = {};
+  return c;
+}
+
 }  // namespace
 
 std::vector<Case> attention_cases() {
@@ -194,6 +277,60 @@ std::vector<Case> attention_cases() {
                       .grads = {{.output = "dq", .input = "q"}, {.output = "dk", .input = "k"},
                                 {.output = "dv", .input = "v"}},
                       .loss = &attention_loss}),
+      attention_bf16_case({.name = "attention_forward_bf16",
+                           .what = "attention_forward on q, k, v rounded to bf16: float32 in memory, sums and lse",
+                           .tolerance = 1e-4,
+                           .bytes = [](const Dims& d) { return 16.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },
+                           .flops = &attention_flops,
+                           .make = [](Problem& p, Random& r) {
+                             const std::int64_t n = p.dims[0] * p.dims[1] * p.dims[2];
+                             p.input("q", r.normal(n));
+                             p.input("k", r.normal(n));
+                             p.input("v", r.normal(n));
+                             p.output("out", n);
+                             p.output("lse", p.dims[0] * p.dims[1]);
+                           },
+                           .reference = &attention_forward_bf16_reference,
+                           .call = call(op::attention_forward_bf16, &call_attention_forward<float>,
+                                        op::attention_forward_bf16, &call_attention_forward<float>)}),
+      attention_bf16_case({.name = "attention_backward_bf16",
+                           .what = "attention_backward on dout, q, k, v, out rounded to bf16: float32 lse and gradients",
+                           .tolerance = 1e-3,
+                           .bytes = [](const Dims& d) { return 32.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },
+                           .flops = [](const Dims& d) { return 2.5 * attention_flops(d); },
+                           .make = &make_attention_backward_bf16,
+                           .reference = &attention_backward_bf16_reference,
+                           .call = call(op::attention_backward_bf16, &call_attention_backward<float>,
+                                        op::attention_backward_bf16, &call_attention_backward<float>)}),
+      attention_bf16_memory_case(
+          {.name = "attention_forward_bf16_memory",
+           .what = "out (BH, T, hs) bf16, lse (BH, T) float32 from q, k, v bf16 in memory",
+           .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },
+           .flops = &attention_flops,
+           .make = [](Problem& p, Random& r) {
+             const std::int64_t n = p.dims[0] * p.dims[1] * p.dims[2];
+             p.input("q", r.normal(n));
+             p.input("k", r.normal(n));
+             p.input("v", r.normal(n));
+             p.output("out", n);
+             p.output("lse", p.dims[0] * p.dims[1], Array::kFloat32);
+           },
+           .reference = &attention_forward_reference,
+           .call = call(op::attention_forward_bf16_memory, &call_attention_forward_bf16_memory,
+                        op::attention_forward_bf16_memory, &call_attention_forward_bf16_memory)}),
+      attention_bf16_memory_case(
+          {.name = "attention_backward_bf16_memory",
+           .what = "dq, dk, dv (BH, T, hs) float32 from dout, q, k, v, out bf16 and lse float32",
+           // read dout q k v out (bf16), lse; write dq dk dv (float32)
+           .bytes = [](const Dims& d) { return 22.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },
+           .flops = [](const Dims& d) { return 2.5 * attention_flops(d); },
+           .make = [](Problem& p, Random& r) {
+             make_attention_backward_bf16(p, r);  // out and lse from the rounded q, k, v
+             for (const char* name : {"lse", "dq", "dk", "dv"}) p.array(name).type = Array::kFloat32;
+           },
+           .reference = &attention_backward_reference,
+           .call = call(op::attention_backward_bf16_memory, &call_attention_backward_bf16_memory,
+                        op::attention_backward_bf16_memory, &call_attention_backward_bf16_memory)}),
       Case{.name = "causal_attention",
            .what = "out (B, H, T, hs) from q, k, v (B, H, T, hs): composed or flash, as the registry picks",
            .chapter = "15",

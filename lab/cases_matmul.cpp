@@ -120,6 +120,37 @@ void call_matmul_bf16(kernels::matmul_fn<float> f, const Args& a) {
   f(a.f<float>("out"), a.f<float>("a"), a.f<float>("b"), s, a.stream);
 }
 
+// --- matmul_bf16_memory: bf16 operands in memory, float32 out (chapter 18; matmul.cu variant 12) --
+
+void call_matmul_bf16_memory(kernels::matmul_bf16_memory_fn f, const Args& a) {
+  kernels::MatmulShape s;
+  s.M = a.dims[0], s.N = a.dims[1], s.K = a.dims[2];
+  f(a.f<float>("out"), a.f<bf16>("a"), a.f<bf16>("b"), s, a.stream);
+}
+
+// Run with --dtype bfloat16 (its data is bf16 only): a and b are uploaded as bf16, out stays
+// float32 (Array::kFloat32), and the reference is matmul_bf16's on the same rounded values, so
+// only the float32 sums are left to differ: held to matmul's 1e-4, not to one bf16 step.
+Case matmul_bf16_memory_case() {
+  Case c = matmul_case({.name = "matmul_bf16_memory",
+                        .what = "out (M, N) float32 = a (M, K) @ b (K, N), a and b bfloat16 in memory",
+                        .make = [](Problem& p, Random& r) {
+                          const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
+                          p.input("a", r.normal(M * K));
+                          p.input("b", r.normal(K * N));
+                          p.output("out", M * N, Array::kFloat32);
+                        },
+                        .reference = &matmul_bf16_reference,
+                        .call = call(op::matmul_bf16_memory, &call_matmul_bf16_memory, op::matmul_bf16_memory,
+                                     &call_matmul_bf16_memory)});
+  c.chapter = "18";
+  c.peak_op = "matmul_bf16";  // % of the best bf16 GEMM's FLOP/s (cuBLAS's on a GPU)
+  c.tolerance_bf16 = c.tolerance;
+  c.shapes = {{1, 1, 1}, {67, 45, 33}, {17, 130, 66}};
+  c.bytes = [](const Dims& d) { return 2.0 * (d[0] * d[2] + d[2] * d[1]) + 4.0 * d[0] * d[1]; };
+  return c;
+}
+
 Case matmul_bf16_case() {
   // float32 data only: the same descriptor twice makes the call "one dtype" (lab/kernel_lab.h).
   Case c = matmul_case({.name = "matmul_bf16",
@@ -245,6 +276,7 @@ std::vector<Case> matmul_cases() {
                                 &call_matmul_transposed<double>)}),
       matmul_batched_case(),
       matmul_bf16_case(),
+      matmul_bf16_memory_case(),
       matmul_bias_gelu_case(),
       Case{.name = "linear_gelu",
            .what = "out (N, out) = gelu(x (N, in) @ weight (out, in)^T + bias (out)), variants built from ops",

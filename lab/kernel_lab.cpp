@@ -92,9 +92,10 @@ const char* mode_name(Mode mode) {
   return mode == Mode::Check ? "check" : mode == Mode::Grad ? "grad" : "perf";
 }
 
-void Problem::input(const std::string& name, const std::vector<float>& values) {
+void Problem::input(const std::string& name, const std::vector<float>& values, Array::Type type) {
   Array a;
   a.name = name;
+  a.type = type;
   a.values.assign(values.begin(), values.end());
   arrays.push_back(std::move(a));
 }
@@ -117,7 +118,8 @@ void Problem::output(const std::string& name, std::int64_t count, Array::Type ty
   a.name = name;
   a.role = Array::kOutput;
   a.type = type;
-  const double poison = type == Array::kFloat ? std::numeric_limits<double>::quiet_NaN() : -1.0;
+  const bool floating = type == Array::kFloat || type == Array::kFloat32;
+  const double poison = floating ? std::numeric_limits<double>::quiet_NaN() : -1.0;
   a.values.assign(static_cast<std::size_t>(count), poison);
   arrays.push_back(std::move(a));
 }
@@ -381,7 +383,7 @@ struct DeviceProblem {
   Args args;
 
   static std::size_t bytes_of(const Array& a, DType dtype) {
-    return a.type == Array::kInt32 ? 4 : a.type == Array::kInt64 ? 8 : dtype_size(dtype);
+    return a.type == Array::kInt32 || a.type == Array::kFloat32 ? 4 : a.type == Array::kInt64 ? 8 : dtype_size(dtype);
   }
   DeviceProblem(Target& target, const Problem& p, bool misaligned) {
     args.dims = p.dims;
@@ -418,6 +420,7 @@ struct DeviceProblem {
       const double v = a.values[j];
       if (a.type == Array::kInt32) put(bytes, j, static_cast<std::int32_t>(v));
       else if (a.type == Array::kInt64) put(bytes, j, static_cast<std::int64_t>(v));
+      else if (a.type == Array::kFloat32) put(bytes, j, static_cast<float>(v));
       else if (dtype == kFloat64) put(bytes, j, v);
       else if (dtype == kBFloat16) put(bytes, j, bf16(static_cast<float>(v)));
       else put(bytes, j, static_cast<float>(v));
@@ -429,6 +432,7 @@ struct DeviceProblem {
     for (std::size_t j = 0; j < values.size(); ++j) {
       if (a.type == Array::kInt32) values[j] = get<std::int32_t>(bytes, j);
       else if (a.type == Array::kInt64) values[j] = static_cast<double>(get<std::int64_t>(bytes, j));
+      else if (a.type == Array::kFloat32) values[j] = get<float>(bytes, j);
       else if (dtype == kFloat64) values[j] = get<double>(bytes, j);
       else if (dtype == kBFloat16) values[j] = static_cast<float>(get<bf16>(bytes, j));
       else values[j] = get<float>(bytes, j);
@@ -824,7 +828,8 @@ void compare_outputs(VariantResult& r, const Problem& problem, const std::vector
         say(out, "  %s[%zu]  %s %14.8f  %s %14.8f\n", a.name.c_str(), k, "ref", expected[i][k],
             on_gpu ? "gpu" : "cpu", got[i][k]);
     }
-    const Comparison cmp = compare(a.name, got[i], expected[i], a.type == Array::kFloat ? tolerance : 0.0);
+    const bool floating = a.type == Array::kFloat || a.type == Array::kFloat32;
+    const Comparison cmp = compare(a.name, got[i], expected[i], floating ? tolerance : 0.0);
     r.max_abs_error = std::max(r.max_abs_error, cmp.max_abs);
     r.max_rel_error = std::max(r.max_rel_error, cmp.max_rel);
     if (cmp.bad && r.passed) {
@@ -1093,7 +1098,8 @@ std::vector<std::string> run_shapes(const Case& c, LabDevice device, Mode mode, 
     once(c.grad_shape.empty() ? Dims{} : c.grad_shape, false);
   } else {
     for (const Dims& size : c.shapes)
-      for (bool misaligned : {false, true}) once(size, misaligned);
+      for (bool misaligned : {false, true})
+        if (!misaligned || !c.aligned_only) once(size, misaligned);
   }
   return failures;
 }

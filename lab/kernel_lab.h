@@ -60,7 +60,9 @@ using Dims = std::vector<std::int64_t>;
 // kernel forgets to write fails the check.
 struct Array {
   enum Role { kInput, kOutput, kInOut };  // InOut: updated in place (AdamW's param, m, v)
-  enum Type { kFloat, kInt32, kInt64 };   // kFloat: the dtype under test; indices otherwise
+  // kFloat: the dtype under test; kFloat32: float32 whatever it is (the float32 results and
+  // statistics of a kernel on bf16 data, chapter 18); indices otherwise.
+  enum Type { kFloat, kFloat32, kInt32, kInt64 };
   std::string name;                       // as in kernels/signatures.h: "x", "out", "dlogits"
   Role role = kInput;
   Type type = kFloat;
@@ -74,7 +76,7 @@ struct Problem {
   Dims dims;
   DType dtype = kFloat32;  // the dtype of the kernels under test (the random ops need it)
   std::vector<Array> arrays;
-  void input(const std::string& name, const std::vector<float>& values);
+  void input(const std::string& name, const std::vector<float>& values, Array::Type type = Array::kFloat);
   void inout(const std::string& name, const std::vector<float>& values);
   void indices(const std::string& name, const std::vector<std::int32_t>& values);
   void output(const std::string& name, std::int64_t count, Array::Type type = Array::kFloat);
@@ -186,6 +188,9 @@ struct Case {
   // output computed in float32 and rounded once is within half of it.
   double tolerance_bf16 = 0x1p-7;
   bool report_flops = false;             // TFLOP/s (matmul, attention) rather than GB/s
+  // Its kernels copy 16 bytes at a time (cp.async): checked at aligned pointers only, never one
+  // element off (they refuse a misaligned pointer with a message; tests check that apart).
+  bool aligned_only = false;
   // The matmul op whose best variant sets the FLOP/s peak: the float32 one, or "matmul_bf16"
   // for bf16 arithmetic (AVX512-BF16 does twice the float32 FMA's products per instruction).
   std::string peak_op = "matmul";

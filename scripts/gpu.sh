@@ -26,6 +26,8 @@
 #   lab          brrr kernel-lab, every op and variant at the bar sizes (and L2-resident ones)
 #   step         bench/gpu_step.sh: the 12.3M GPT's training step beside PyTorch
 #   attention    bench/attention.sh: flash attention beside composed and PyTorch's SDPA
+#   tensor_cores bench/tensor_cores.sh: the bf16-in-memory kernels (matmul variant 12, attention
+#                variant 4) beside cuBLAS and PyTorch's bf16 SDPA at T = 1024 and 4096
 #
 # It expects the CUDA toolkit (nvcc), CMake, ninja, a C++ compiler, compute-sanitizer and a
 # python3 with PyTorch; no network. --dry-run checks the bundle and prints the plan without a
@@ -81,7 +83,7 @@ root=$PWD
 # ---------------------------------------------------------------------------------------------
 # Arguments
 
-all_steps=(env build tests sanitize reference train determinism lab step attention)
+all_steps=(env build tests sanitize reference train determinism lab step attention tensor_cores)
 script_args=("$@")  # run_step runs each step as this script again, under `timeout`
 out="" only="" skip="" build=build-gpu shared="" jobs=$(nproc) dry_run=0 budget=590
 while (($#)); do
@@ -312,6 +314,13 @@ lab_runs=(
   "matmul --size 4096x4096x4096"
   "attention_forward --size 384x1024x64 --size 384x256x64"
   "attention_backward --size 384x1024x64 --size 384x256x64"
+  # mixed precision (chapter 18): what autocast runs, and the kernels on bf16 data, at the
+  # tensor-core bars' sizes (T = 4096 is the tensor_cores step's: its float64 check here is long)
+  "matmul_bf16 --size 4096x4096x4096"
+  "matmul_bf16_memory --dtype bfloat16 --size 4096x4096x4096"
+  "attention_forward_bf16 --size 96x1024x64" "attention_backward_bf16 --size 96x1024x64"
+  "attention_forward_bf16_memory --dtype bfloat16 --size 96x1024x64"
+  "attention_backward_bf16_memory --dtype bfloat16 --size 96x1024x64"
   "sum_dim"
   "embedding_forward"
   "conv2d_forward --size 32x64x56x56x64x3x1x1x1x1 --size 32x64x56x56x64x3x1x1x1x64"
@@ -337,6 +346,10 @@ step_step() {
 
 step_attention() {
   "$root/bench/attention.sh" "$build"
+}
+
+step_tensor_cores() {
+  "$root/bench/tensor_cores.sh" "$build"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -388,6 +401,7 @@ else
   wanted lab && run_step lab 400 step_lab
   wanted step && run_step step 300 step_step
   wanted attention && run_step attention 120 step_attention
+  wanted tensor_cores && run_step tensor_cores 120 step_tensor_cores
 fi
 echo "gpu.sh: done in $(($(date +%s) - started)) s"
 "$python" "$root/scripts/gpu_report.py" "$out" || failed=1

@@ -11,6 +11,7 @@
 
 #include "brrr/error.h"
 #include "brrr/kernels.h"
+#include "brrr/ops.h"
 #include "brrr/strings.h"
 #include "commands.h"
 #include "exercises/grader.h"
@@ -140,6 +141,9 @@ std::string version_text() {
 int main(int argc, char** argv) {
   // Line by line into a file or a pipe too: `brrr train > log` shows each step as it happens.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  // The framework's op variants (causal_attention, linear_gelu) join the registry before its
+  // first use, which applies BRRR_KERNELS: so BRRR_KERNELS=causal_attention=flash can name them.
+  brrr::ops::register_op_variants();
   brrr::exercises::install();  // the exercises' "student" and "solution" variants, for --kernels
   CLI::App app{"brrr: a deep learning framework written to be read as a course"};
   app.require_subcommand(1);

@@ -7,8 +7,14 @@
 // the masked scores and the softmax for the backward): memory grows as T^2. This op keeps
 // only out and one log-sum-exp per row, lse (B, H, T); the backward kernel rebuilds the
 // attention weights from q, k and lse.
+//
+// Under brrr::Autocast(kBFloat16) (chapter 18) float32 q, k, v go to the attention_*_bf16
+// kernels instead: inputs rounded to bfloat16, sums and softmax statistics in float32, as
+// matmul does with matmul_bf16 (ops_matmul.cpp). The backward closure remembers the scope.
+// bf16 tensors go the same way, through float32 copies, the output rounded once.
 #include <cmath>
 
+#include "brrr/autocast.h"
 #include "brrr/ops.h"
 #include "brrr/profiler.h"
 #include "dispatch.h"
@@ -28,24 +34,44 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   detail::check_same_dtype("flash_attention", q, v);
   detail::check_same_device("flash_attention", q, k);
   detail::check_same_device("flash_attention", q, v);
+  if (q.dtype() == kBFloat16) {  // as matmul: through float32 copies, under autocast
+    const Autocast autocast(kBFloat16);
+    return flash_attention(q.to(kFloat32), k.to(kFloat32), v.to(kFloat32)).to(kBFloat16);
+  }
   const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), hs = q.size(3), BH = B * H;
   const double scale = hs > 0 ? 1.0 / std::sqrt(static_cast<double>(hs)) : 1.0;
   // The kernels take (BH, T, hs) contiguous: the GPT's q, k, v are transposed views.
   const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   Tensor out = detail::new_like(qc);
   Tensor lse = detail::new_tensor({B, H, T}, q.dtype(), q.device());
-  static detail::KernelFamily<kernels::attention_forward_fn> forward("attention_forward");
-  detail::dispatch_floating(q.dtype(), "flash_attention", [&]<class F>() {
-    forward.get<F>(q.device())(out.data_ptr<F>(), lse.data_ptr<F>(), qc.data_ptr<F>(), kc.data_ptr<F>(),
-                               vc.data_ptr<F>(), BH, T, hs, static_cast<F>(scale), detail::stream(q.device()));
-  });
+  const DType precision = autocast_dtype();
+  if (q.dtype() == kFloat32 && precision == kBFloat16) {
+    static kernels::Kernel<kernels::attention_forward_fn<float>> bf16(kernels::op::attention_forward_bf16);
+    bf16(q.device().type)(out.data_ptr<float>(), lse.data_ptr<float>(), qc.data_ptr<float>(), kc.data_ptr<float>(),
+                          vc.data_ptr<float>(), BH, T, hs, static_cast<float>(scale), detail::stream(q.device()));
+  } else {
+    static detail::KernelFamily<kernels::attention_forward_fn> forward("attention_forward");
+    detail::dispatch_floating(q.dtype(), "flash_attention", [&]<class F>() {
+      forward.get<F>(q.device())(out.data_ptr<F>(), lse.data_ptr<F>(), qc.data_ptr<F>(), kc.data_ptr<F>(),
+                                 vc.data_ptr<F>(), BH, T, hs, static_cast<F>(scale), detail::stream(q.device()));
+    });
+  }
   if (autograd::needs_grad({&q, &k, &v}))
     autograd::record("flash_attention", {q, k, v}, out,
-                     [qc = saved(qc), kc = saved(kc), vc = saved(vc), o = saved(out), lse, BH, T, hs,
-                      scale](const Tensor& g_in) {
-                       static detail::KernelFamily<kernels::attention_backward_fn> backward("attention_backward");
+                     [qc = saved(qc), kc = saved(kc), vc = saved(vc), o = saved(out), lse, BH, T, hs, scale,
+                      precision](const Tensor& g_in) {
                        const Tensor g = g_in.contiguous();
                        Tensor dq = detail::new_like(qc), dk = detail::new_like(kc), dv = detail::new_like(vc);
+                       if (g.dtype() == kFloat32 && precision == kBFloat16) {  // as in the forward
+                         static kernels::Kernel<kernels::attention_backward_fn<float>> bf16(
+                             kernels::op::attention_backward_bf16);
+                         bf16(g.device().type)(dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>(),
+                                               g.data_ptr<float>(), qc.data_ptr<float>(), kc.data_ptr<float>(),
+                                               vc.data_ptr<float>(), o.data_ptr<float>(), lse.data_ptr<float>(),
+                                               BH, T, hs, static_cast<float>(scale), detail::stream(g.device()));
+                         return TensorList{dq, dk, dv};
+                       }
+                       static detail::KernelFamily<kernels::attention_backward_fn> backward("attention_backward");
                        detail::dispatch_floating(g.dtype(), "flash_attention", [&]<class F>() {
                          backward.get<F>(g.device())(dq.data_ptr<F>(), dk.data_ptr<F>(), dv.data_ptr<F>(),
                                                      g.data_ptr<F>(), qc.data_ptr<F>(), kc.data_ptr<F>(),

@@ -23,12 +23,20 @@
 // 16 running sums in registers (helpers below). At cpu-tiny's shapes (12 x 4 heads, T = 64,
 // hs = 32, one core) the forward then takes about 0.6 times the composed op's time and the
 // backward about twice its time (which runs on Eigen's float32 matmuls).
+//
+// Mixed precision (chapter 18): attention_forward_bf16 and attention_backward_bf16 are the same
+// loops with q, k, v (and dout) rounded to bfloat16 where they are read: at the copies of k
+// and v, and of the rows of q and dout. Those copies are made anyway, so rounding costs no extra
+// pass over memory, and the bf16 variants take the float32 ones' time. Sums, softmax
+// statistics and outputs stay as in float32.
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "brrr/bfloat16.h"
+#include "brrr/error.h"
 #include "kernels/cpu/cpu.h"
 
 namespace brrr::kernels::cpu {
@@ -39,35 +47,48 @@ namespace {
 constexpr std::int64_t kChunk = 16;
 inline std::int64_t round_up(std::int64_t n) { return (n + kChunk - 1) / kChunk * kChunk; }
 
+// An input as the loops read it: as it is, or (BF16, the mixed-precision ops) rounded to the
+// nearest bfloat16, ties to even.
+template <bool BF16, class T>
+inline double input(T x) {
+  if constexpr (BF16) return static_cast<double>(round_to_bf16(static_cast<float>(x)));
+  else return static_cast<double>(x);
+}
+
 // x (T, hs) -> x_t (hs, round_up(T)) in double, zero padded.
-template <class T>
+template <bool BF16, class T>
 void transpose_padded(std::vector<double>& x_t, const T* x, std::int64_t T_len, std::int64_t hs) {
   const std::int64_t ld = round_up(T_len);
   x_t.assign(static_cast<std::size_t>(hs * ld), 0.0);
   for (std::int64_t j = 0; j < T_len; ++j)
-    for (std::int64_t d = 0; d < hs; ++d) x_t[d * ld + j] = x[j * hs + d];
+    for (std::int64_t d = 0; d < hs; ++d) x_t[d * ld + j] = input<BF16>(x[j * hs + d]);
 }
 
 // x (T, hs) -> x_p (T, round_up(hs)) in double, zero padded.
-template <class T>
+template <bool BF16, class T>
 void copy_padded(std::vector<double>& x_p, const T* x, std::int64_t T_len, std::int64_t hs) {
   const std::int64_t ld = round_up(hs);
   x_p.assign(static_cast<std::size_t>(T_len * ld), 0.0);
   for (std::int64_t j = 0; j < T_len; ++j)
-    for (std::int64_t d = 0; d < hs; ++d) x_p[j * ld + d] = x[j * hs + d];
+    for (std::int64_t d = 0; d < hs; ++d) x_p[j * ld + d] = input<BF16>(x[j * hs + d]);
+}
+
+// One row x (hs) -> row (hs) in double.
+template <bool BF16, class T>
+void copy_row(std::vector<double>& row, const T* x, std::int64_t hs) {
+  for (std::int64_t d = 0; d < hs; ++d) row[d] = input<BF16>(x[d]);
 }
 
 // s[j] = scale * x . y[j] for j < n, with the rows y[j] stored as the columns of y_t (hs, ld).
 // Sixteen scores are summed at a time, in registers, while d runs over the head: one load per
 // multiply-add. (The plain loop "for d: for j: s[j] += x[d] y_t[d, j]" vectorizes too, but
 // stores and reloads s[j] at every d, and ran at a third of the speed.)
-template <class T>
-void row_scores(double* s, const T* x, const std::vector<double>& y_t, std::int64_t n, std::int64_t ld,
+void row_scores(double* s, const double* x, const std::vector<double>& y_t, std::int64_t n, std::int64_t ld,
                 std::int64_t hs, double scale) {
   for (std::int64_t j0 = 0; j0 < n; j0 += kChunk) {
     double acc[kChunk] = {};
     for (std::int64_t d = 0; d < hs; ++d) {
-      const double xd = static_cast<double>(x[d]) * scale;
+      const double xd = x[d] * scale;
       const double* y = y_t.data() + d * ld + j0;
 #pragma omp simd
       for (std::int64_t c = 0; c < kChunk; ++c) acc[c] += xd * y[c];
@@ -110,19 +131,22 @@ inline std::int64_t heads_per_block(std::int64_t T_len, std::int64_t hs) {
 // ---------------------------------------------------------------------------------------------
 // forward: out (BH, T, hs), lse (BH, T)
 
-template <class T>
-void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len,
-                       std::int64_t hs, T scale, Stream) {
+namespace {
+
+template <bool BF16, class T>
+void forward(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs,
+             T scale) {
   parallel_for(BH, heads_per_block(T_len, hs), [&](std::int64_t begin, std::int64_t end) {
     std::vector<double> k_t, v_p, s(static_cast<std::size_t>(T_len)), p(static_cast<std::size_t>(T_len));
-    std::vector<double> acc(static_cast<std::size_t>(hs));
+    std::vector<double> acc(static_cast<std::size_t>(hs)), q_row(static_cast<std::size_t>(hs));
     for (std::int64_t bh = begin; bh < end; ++bh) {
       const std::int64_t base = bh * T_len * hs;
-      transpose_padded(k_t, k + base, T_len, hs);
-      copy_padded(v_p, v + base, T_len, hs);
+      transpose_padded<BF16>(k_t, k + base, T_len, hs);
+      copy_padded<BF16>(v_p, v + base, T_len, hs);
       for (std::int64_t i = 0; i < T_len; ++i) {
         const std::int64_t n = i + 1;  // keys 0..i are visible
-        row_scores(s.data(), q + base + i * hs, k_t, n, round_up(T_len), hs, static_cast<double>(scale));
+        copy_row<BF16>(q_row, q + base + i * hs, hs);
+        row_scores(s.data(), q_row.data(), k_t, n, round_up(T_len), hs, static_cast<double>(scale));
         // Numerically stable: exp(s - max) never overflows, and lse = max + log(sum).
         double m = s[0];
         for (std::int64_t j = 1; j < n; ++j) m = std::max(m, s[j]);
@@ -136,6 +160,19 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, std::
       }
     }
   });
+}
+
+}  // namespace
+
+template <class T>
+void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len,
+                       std::int64_t hs, T scale, Stream) {
+  forward<false>(out, lse, q, k, v, BH, T_len, hs, scale);
+}
+
+void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t BH,
+                            std::int64_t T_len, std::int64_t hs, float scale, Stream) {
+  forward<true>(out, lse, q, k, v, BH, T_len, hs, scale);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -152,10 +189,14 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, std::
 // Row by row again: dq[i] is finished with its row; each row adds its share into every dk[j]
 // and dv[j] with j <= i (kept in double until the last row). (Taking dk and dv key by key
 // instead, with one head's p and ds kept transposed, was a third slower here at T = 64 and 256.)
+// In bf16, q, k, v and dout are rounded; out, like lse, is the forward's float32 result and is
+// read as it is (rounding it in D = dout . out would move dq and dk by about 1e-2 for nothing).
 
-template <class T>
-void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
-                        const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream) {
+namespace {
+
+template <bool BF16, class T>
+void backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse,
+              std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale) {
   const double sc = static_cast<double>(scale);
   const std::int64_t ld = round_up(T_len), ld_hs = round_up(hs);
   parallel_for(BH, heads_per_block(T_len, hs), [&](std::int64_t begin, std::int64_t end) {
@@ -164,9 +205,9 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
     std::vector<double> q_row(row), do_row(row), dq_row(row), dk_acc(rows), dv_acc(rows);
     for (std::int64_t bh = begin; bh < end; ++bh) {
       const std::int64_t base = bh * T_len * hs;
-      transpose_padded(k_t, k + base, T_len, hs);
-      transpose_padded(v_t, v + base, T_len, hs);
-      copy_padded(k_p, k + base, T_len, hs);
+      transpose_padded<BF16>(k_t, k + base, T_len, hs);
+      transpose_padded<BF16>(v_t, v + base, T_len, hs);
+      copy_padded<BF16>(k_p, k + base, T_len, hs);
       std::fill(dk_acc.begin(), dk_acc.end(), 0.0);
       std::fill(dv_acc.begin(), dv_acc.end(), 0.0);
       for (std::int64_t i = 0; i < T_len; ++i) {
@@ -174,14 +215,14 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
         const T *qi = q + base + i * hs, *doi = dout + base + i * hs, *oi = out + base + i * hs;
         double D = 0.0;
         for (std::int64_t d = 0; d < hs; ++d) {
-          q_row[d] = qi[d];
-          do_row[d] = doi[d];
+          q_row[d] = input<BF16>(qi[d]);
+          do_row[d] = input<BF16>(doi[d]);
           D += do_row[d] * static_cast<double>(oi[d]);
         }
         // p[j] from the saved lse; ds[j] first holds dp[j] = dout[i] . v[j].
-        row_scores(p.data(), qi, k_t, n, ld, hs, sc);
+        row_scores(p.data(), q_row.data(), k_t, n, ld, hs, sc);
         exp_shifted<T>(p.data(), p.data(), n, static_cast<double>(lse[bh * T_len + i]));
-        row_scores(ds.data(), doi, v_t, n, ld, hs, 1.0);
+        row_scores(ds.data(), do_row.data(), v_t, n, ld, hs, 1.0);
         for (std::int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - D);
         weighted_rows(dq_row.data(), ds.data(), k_p.data(), n, ld_hs, hs);  // sum of ds[j] k[j]
         for (std::int64_t d = 0; d < hs; ++d) dq[base + i * hs + d] = static_cast<T>(sc * dq_row[d]);
@@ -198,6 +239,57 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
       }
     }
   });
+}
+
+}  // namespace
+
+template <class T>
+void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
+                        const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream) {
+  backward<false>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale);
+}
+
+void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                             const float* v, const float* out, const float* lse, std::int64_t BH, std::int64_t T_len,
+                             std::int64_t hs, float scale, Stream) {
+  backward<true>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale);
+}
+
+// ---------------------------------------------------------------------------------------------
+// On bf16 data (the CPU variants of attention_*_bf16_memory, the ops of chapter 15's variant 4):
+// the inputs widened to float32, which is exact, the float32 loops, and out rounded once.
+
+namespace {
+std::vector<float> widened(const bf16* x, std::int64_t n) {
+  std::vector<float> w(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) w[static_cast<std::size_t>(i)] = static_cast<float>(x[i]);
+  return w;
+}
+
+void check_sizes(const char* op, std::int64_t BH, std::int64_t T_len, std::int64_t hs) {
+  BRRR_CHECK(BH >= 0 && T_len >= 0 && hs >= 0, op, ": sizes must not be negative, got BH = ", BH, ", T = ", T_len,
+             ", hs = ", hs);
+}
+}  // namespace
+
+void attention_forward_bf16_memory(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, std::int64_t BH,
+                                   std::int64_t T_len, std::int64_t hs, float scale, Stream) {
+  check_sizes("attention_forward_bf16_memory", BH, T_len, hs);
+  const std::int64_t n = BH * T_len * hs;
+  const std::vector<float> qf = widened(q, n), kf = widened(k, n), vf = widened(v, n);
+  std::vector<float> o(static_cast<std::size_t>(n));
+  forward<false>(o.data(), lse, qf.data(), kf.data(), vf.data(), BH, T_len, hs, scale);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = bf16(o[static_cast<std::size_t>(i)]);
+}
+
+void attention_backward_bf16_memory(float* dq, float* dk, float* dv, const bf16* dout, const bf16* q, const bf16* k,
+                                    const bf16* v, const bf16* out, const float* lse, std::int64_t BH,
+                                    std::int64_t T_len, std::int64_t hs, float scale, Stream) {
+  check_sizes("attention_backward_bf16_memory", BH, T_len, hs);
+  const std::int64_t n = BH * T_len * hs;
+  const std::vector<float> gf = widened(dout, n), qf = widened(q, n), kf = widened(k, n), vf = widened(v, n),
+                           of = widened(out, n);
+  backward<false>(dq, dk, dv, gf.data(), qf.data(), kf.data(), vf.data(), of.data(), lse, BH, T_len, hs, scale);
 }
 
 #define BRRR_INSTANTIATE(T)                                                                                         \

@@ -108,6 +108,21 @@ void register_cpu_kernels() {
   if (cpu::cpu_has_avx512_bf16())
     add(op::matmul_bf16, kCpu, "avx512bf16", &cpu::matmul_bf16_avx512, 20,
         about("pairs of bf16 packed into 32-bit words, a 12 x 32 tile of vdpbf16ps (gemm_bf16.cpp)"));
+  // ... and attention under autocast: the float32 loops on inputs rounded where they are copied.
+  VariantMeta rounded;
+  rounded.bf16_inputs = true;  // checked against the reference on the rounded inputs
+  rounded.about = "attention_forward's loops, q, k, v rounded to bf16 where they are copied (no extra pass)";
+  add(op::attention_forward_bf16, kCpu, "cpu", &cpu::attention_forward_bf16, 0, rounded);
+  rounded.about = "attention_backward's loops, q, k, v and dout rounded to bf16 where they are read";
+  add(op::attention_backward_bf16, kCpu, "cpu", &cpu::attention_backward_bf16, 0, rounded);
+  // ... and the ops on bf16 data of the tensor-core kernels that read bf16 from memory (chapters
+  // 14 and 15): here the float32 kernels on widened copies, the references the lab runs them beside.
+  add(op::matmul_bf16_memory, kCpu, "cpu", &cpu::matmul_bf16_memory, 0,
+      about("a and b widened to float32 (exact), then the bf16 GEMM"));
+  add(op::attention_forward_bf16_memory, kCpu, "cpu", &cpu::attention_forward_bf16_memory, 0,
+      about("widened to float32 (exact), attention_forward's loops, out rounded once"));
+  add(op::attention_backward_bf16_memory, kCpu, "cpu", &cpu::attention_backward_bf16_memory, 0,
+      about("widened to float32 (exact), attention_backward's loops"));
   register_integer<std::int32_t>();
   register_integer<std::int64_t>();
   // bfloat16 (chapter 18): storage and conversion only; ops on bf16 tensors compute in float32.

@@ -25,9 +25,15 @@
 //                       4 bf16_pipelined  bf16 in memory, cp.async double buffering (a plain
 //                                    launcher, attention.h: bf16 tensors are not in the registry yet)
 //   attention_backward  4 bf16_pipelined  variant 3's, bf16 in memory, cp.async, ldmatrix (launcher)
+//   (variant 4 is registered under attention_forward_bf16_memory / attention_backward_bf16_memory,
+//   the ops on bf16 data that the kernel lab checks and times with --dtype bfloat16)
 //   attention_backward  1 naive      one thread per query row (dq) and per key row (dk, dv)
 //                       2 flash      FlashAttention-2's loop order, deterministic (default)
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 operands (float32 only)
+//   attention_forward_bf16, attention_backward_bf16 (chapter 18: what ops::flash_attention calls
+//   under Autocast(kBFloat16); float32 in memory, inputs rounded to bf16)
+//                       3 bf16_mma   the default; above hs = 128 it runs variant 1 rounding its inputs
+//                       1 naive      variant 1, every input rounded to bf16 as it is read
 //
 // Measured on an H100 80GB HBM3, 2026-11-23, with `scripts/gpu.sh` (see docs/measurements.md),
 // at (BH, T, hs) = (384, 1024, 64), as a share of the lab's float32 matmul peak (cuBLAS's
@@ -57,6 +63,14 @@ __device__ inline double fast_exp(double x) { return ::exp(x); }
 __device__ inline float fast_log(float x) { return __logf(x); }
 __device__ inline double fast_log(double x) { return ::log(x); }
 
+// An input as a kernel reads it: as it is, or (BF16, the mixed-precision ops of chapter 18)
+// rounded to the nearest bfloat16, ties to even, as the tensor-core variants round what they load.
+template <bool BF16, class T>
+__device__ inline T as_input(T x) {
+  if constexpr (BF16) return __bfloat162float(__float2bfloat16_rn(x));
+  else return x;
+}
+
 void check_sizes(const char* op, std::int64_t BH, std::int64_t T_len, std::int64_t hs) {
   BRRR_CHECK(BH >= 0 && T_len >= 0 && hs >= 0, op, ": sizes must not be negative, got BH = ", BH, ", T = ", T_len,
              ", hs = ", hs);
@@ -78,8 +92,9 @@ void check_sizes(const char* op, std::int64_t BH, std::int64_t T_len, std::int64
 // different amounts of work (row i has i + 1 keys). It is here as the plain statement of the
 // math. Measured on the H100 at (384, 1024, 64): 305.874 ms, 0.1685 TFLOP/s, 0.3% of the
 // float32 matmul peak, 96 times slower than variant 2.
+// With BF16 (attention_forward_bf16, chapter 18) every q, k, v it reads is rounded to bf16 first.
 
-template <class T>
+template <class T, bool BF16 = false>
 __global__ void attention_forward_naive_kernel(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH,
                                                int T_len, int hs, T scale) {
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // bh * T + i
@@ -91,30 +106,43 @@ __global__ void attention_forward_naive_kernel(T* out, T* lse, const T* q, const
   T m = -INFINITY;
   for (int j = 0; j <= i; ++j) {
     T s = 0;
-    for (int d = 0; d < hs; ++d) s += qi[d] * k[head + static_cast<std::int64_t>(j) * hs + d];
+    for (int d = 0; d < hs; ++d)
+      s += as_input<BF16>(qi[d]) * as_input<BF16>(k[head + static_cast<std::int64_t>(j) * hs + d]);
     m = max(m, s * scale);
   }
   for (int d = 0; d < hs; ++d) o[d] = 0;
   T l = 0;
   for (int j = 0; j <= i; ++j) {
     T s = 0;
-    for (int d = 0; d < hs; ++d) s += qi[d] * k[head + static_cast<std::int64_t>(j) * hs + d];
+    for (int d = 0; d < hs; ++d)
+      s += as_input<BF16>(qi[d]) * as_input<BF16>(k[head + static_cast<std::int64_t>(j) * hs + d]);
     const T p = fast_exp(s * scale - m);
     l += p;
-    for (int d = 0; d < hs; ++d) o[d] += p * v[head + static_cast<std::int64_t>(j) * hs + d];
+    for (int d = 0; d < hs; ++d) o[d] += p * as_input<BF16>(v[head + static_cast<std::int64_t>(j) * hs + d]);
   }
   for (int d = 0; d < hs; ++d) o[d] /= l;
   lse[row] = m + fast_log(l);
 }
 
-template <class T>
-void attention_forward_naive(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len,
-                             std::int64_t hs, T scale, Stream stream) {
+template <class T, bool BF16>
+void launch_forward_naive(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len,
+                          std::int64_t hs, T scale, Stream stream) {
   check_sizes("attention_forward", BH, T_len, hs);
   if (BH == 0 || T_len == 0) return;
   const int block = 128;
-  BRRR_LAUNCH(attention_forward_naive_kernel<T>, grid_for(BH * T_len, block), block, 0, stream, out, lse, q, k, v, BH,
+  BRRR_LAUNCH((attention_forward_naive_kernel<T, BF16>), grid_for(BH * T_len, block), block, 0, stream, out, lse, q, k, v, BH,
               static_cast<int>(T_len), static_cast<int>(hs), scale);
+}
+
+template <class T>
+void attention_forward_naive(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len,
+                             std::int64_t hs, T scale, Stream stream) {
+  launch_forward_naive<T, false>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
+}
+
+void attention_forward_naive_bf16(float* out, float* lse, const float* q, const float* k, const float* v,
+                                  std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream) {
+  launch_forward_naive<float, true>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
 }
 
 // =============================================================================================
@@ -319,21 +347,22 @@ void attention_forward_flash(T* out, T* lse, const T* q, const T* k, const T* v,
 // dout[i] . out[i] (chapter 15). Both variants need it for every (query, key) pair, so it is
 // computed once, by a warp per row, into scratch memory.
 
-template <class T>
+template <class T, bool BF16 = false>
 __global__ void attention_row_dot_kernel(T* D, const T* dout, const T* out, std::int64_t rows, int hs) {
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;  // the whole warp leaves together: the shuffles below stay full
   T sum = 0;
-  for (int d = threadIdx.x % 32; d < hs; d += 32) sum += dout[row * hs + d] * out[row * hs + d];
+  for (int d = threadIdx.x % 32; d < hs; d += 32)
+    sum += as_input<BF16>(dout[row * hs + d]) * out[row * hs + d];  // out: the forward's float32
   sum = warp_sum(sum);
   if (threadIdx.x % 32 == 0) D[row] = sum;
 }
 
-template <class T>
+template <class T, bool BF16 = false>
 T* row_dots(const T* dout, const T* out, std::int64_t rows, std::int64_t hs, Stream stream) {
   T* D = static_cast<T*>(workspace(static_cast<std::size_t>(rows) * sizeof(T), stream));
   const int block = 256;
-  BRRR_LAUNCH(attention_row_dot_kernel<T>, grid_for(rows, block / 32), block, 0, stream, D, dout, out, rows,
+  BRRR_LAUNCH((attention_row_dot_kernel<T, BF16>), grid_for(rows, block / 32), block, 0, stream, D, dout, out, rows,
               static_cast<int>(hs));
   return D;
 }
@@ -346,8 +375,10 @@ T* row_dots(const T* dout, const T* out, std::int64_t rows, std::int64_t hs, Str
 // query row owns it; dk[j] and dv[j] sum over the queries i >= j that see key j, so one
 // thread per key row owns those. Each thread accumulates straight into its own row of global
 // memory: no atomics, no races, and every p and dp is computed twice (once by each kernel).
+// With BF16 (chapter 18) every q, k, v and dout it reads is rounded to bf16 first (out, like lse,
+// is the forward's float32 result: variant 3 rounds it in D too, within its tolerance).
 
-template <class T>
+template <class T, bool BF16 = false>
 __global__ void attention_backward_dq_naive_kernel(T* dq, const T* dout, const T* q, const T* k, const T* v,
                                                    const T* lse, const T* D, std::int64_t BH, int T_len, int hs,
                                                    T scale) {
@@ -362,15 +393,15 @@ __global__ void attention_backward_dq_naive_kernel(T* dq, const T* dout, const T
     const T *kj = k + head + static_cast<std::int64_t>(j) * hs, *vj = v + head + static_cast<std::int64_t>(j) * hs;
     T s = 0, dp = 0;
     for (int d = 0; d < hs; ++d) {
-      s += qi[d] * kj[d];
-      dp += doi[d] * vj[d];
+      s += as_input<BF16>(qi[d]) * as_input<BF16>(kj[d]);
+      dp += as_input<BF16>(doi[d]) * as_input<BF16>(vj[d]);
     }
     const T ds = fast_exp(s * scale - lse[row]) * (dp - D[row]);
-    for (int d = 0; d < hs; ++d) dqi[d] += scale * ds * kj[d];
+    for (int d = 0; d < hs; ++d) dqi[d] += scale * ds * as_input<BF16>(kj[d]);
   }
 }
 
-template <class T>
+template <class T, bool BF16 = false>
 __global__ void attention_backward_dkdv_naive_kernel(T* dk, T* dv, const T* dout, const T* q, const T* k,
                                                      const T* v, const T* lse, const T* D, std::int64_t BH,
                                                      int T_len, int hs, T scale) {
@@ -385,30 +416,42 @@ __global__ void attention_backward_dkdv_naive_kernel(T* dk, T* dv, const T* dout
     const T *qi = q + (first + i) * hs, *doi = dout + (first + i) * hs;
     T s = 0, dp = 0;
     for (int d = 0; d < hs; ++d) {
-      s += qi[d] * kj[d];
-      dp += doi[d] * vj[d];
+      s += as_input<BF16>(qi[d]) * as_input<BF16>(kj[d]);
+      dp += as_input<BF16>(doi[d]) * as_input<BF16>(vj[d]);
     }
     const T p = fast_exp(s * scale - lse[first + i]);
     const T ds = p * (dp - D[first + i]);
     for (int d = 0; d < hs; ++d) {
-      dvj[d] += p * doi[d];
-      dkj[d] += scale * ds * qi[d];
+      dvj[d] += p * as_input<BF16>(doi[d]);
+      dkj[d] += scale * ds * as_input<BF16>(qi[d]);
     }
   }
+}
+
+template <class T, bool BF16>
+void launch_backward_naive(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
+                           const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream stream) {
+  check_sizes("attention_backward", BH, T_len, hs);
+  if (BH == 0 || T_len == 0) return;
+  const T* D = row_dots<T, BF16>(dout, out, BH * T_len, hs, stream);
+  const int block = 128, blocks = grid_for(BH * T_len, block);
+  BRRR_LAUNCH((attention_backward_dq_naive_kernel<T, BF16>), blocks, block, 0, stream, dq, dout, q, k, v, lse, D, BH,
+              static_cast<int>(T_len), static_cast<int>(hs), scale);
+  BRRR_LAUNCH((attention_backward_dkdv_naive_kernel<T, BF16>), blocks, block, 0, stream, dk, dv, dout, q, k, v, lse, D, BH,
+              static_cast<int>(T_len), static_cast<int>(hs), scale);
 }
 
 template <class T>
 void attention_backward_naive(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
                               const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale,
                               Stream stream) {
-  check_sizes("attention_backward", BH, T_len, hs);
-  if (BH == 0 || T_len == 0) return;
-  const T* D = row_dots(dout, out, BH * T_len, hs, stream);
-  const int block = 128, blocks = grid_for(BH * T_len, block);
-  BRRR_LAUNCH(attention_backward_dq_naive_kernel<T>, blocks, block, 0, stream, dq, dout, q, k, v, lse, D, BH,
-              static_cast<int>(T_len), static_cast<int>(hs), scale);
-  BRRR_LAUNCH(attention_backward_dkdv_naive_kernel<T>, blocks, block, 0, stream, dk, dv, dout, q, k, v, lse, D, BH,
-              static_cast<int>(T_len), static_cast<int>(hs), scale);
+  launch_backward_naive<T, false>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
+}
+
+void attention_backward_naive_bf16(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                   const float* v, const float* out, const float* lse, std::int64_t BH,
+                                   std::int64_t T_len, std::int64_t hs, float scale, Stream stream) {
+  launch_backward_naive<float, true>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
 }
 
 // =============================================================================================
@@ -865,7 +908,8 @@ void attention_forward_bf16_mma(float* out, float* lse, const float* q, const fl
     case 64: return launch_forward_bf16_mma<64>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
     case 128: return launch_forward_bf16_mma<128>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
   }
-  attention_forward_naive(out, lse, q, k, v, BH, T_len, hs, scale, stream);  // hs > 128
+  // hs > 128: variant 1, rounding its inputs to bf16 as this kernel does (the same contract).
+  attention_forward_naive_bf16(out, lse, q, k, v, BH, T_len, hs, scale, stream);
 }
 
 // =============================================================================================
@@ -1112,7 +1156,8 @@ void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* d
     case 64: return launch_backward_bf16_mma<64>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
     case 128: return launch_backward_bf16_mma<128>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
   }
-  attention_backward_naive(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);  // hs > 128
+  // hs > 128: variant 1, rounding its inputs to bf16 as this kernel does (the same contract).
+  attention_backward_naive_bf16(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
 }
 
 // =============================================================================================
@@ -1559,6 +1604,29 @@ void register_attention_kernels() {
   add(op::attention_forward<float>, DeviceType::CUDA, "bf16_mma", &attention_forward_bf16_mma, 10, bf16);
   bf16.about = "variant 3: FlashAttention-2's backward in bfloat16 on the tensor cores, dq in a second pass";
   add(op::attention_backward<float>, DeviceType::CUDA, "bf16_mma", &attention_backward_bf16_mma, 10, bf16);
+  // Mixed precision (chapter 18): the ops that ops::flash_attention calls under
+  // Autocast(kBFloat16). Variant 3 is their default (head sizes up to 128 on the tensor cores,
+  // above that variant 1 rounding its inputs); variant 1 rounding its inputs is the plain one.
+  bf16.about = "variant 3: q, k, v rounded to bf16 as loaded, mma.sync, float32 softmax (variant 1 above hs 128)";
+  add(op::attention_forward_bf16, DeviceType::CUDA, "bf16_mma", &attention_forward_bf16_mma, 10, bf16);
+  bf16.about = "variant 3's backward on the tensor cores, dq in a second pass (variant 1 above hs 128)";
+  add(op::attention_backward_bf16, DeviceType::CUDA, "bf16_mma", &attention_backward_bf16_mma, 10, bf16);
+  VariantMeta rounded;  // float32 arithmetic on rounded inputs: held to the op's own tolerance
+  rounded.bf16_inputs = true;
+  rounded.about = "variant 1, every q, k, v it reads rounded to bf16";
+  add(op::attention_forward_bf16, DeviceType::CUDA, "naive", &attention_forward_naive_bf16, 0, rounded);
+  rounded.about = "variant 1, every q, k, v and dout it reads rounded to bf16";
+  add(op::attention_backward_bf16, DeviceType::CUDA, "naive", &attention_backward_naive_bf16, 0, rounded);
+  // Variant 4 on bf16 data (`brrr kernel-lab attention_forward_bf16_memory --dtype bfloat16`):
+  // head sizes 64 and 128 only, 16-byte aligned pointers; other calls are refused with a message.
+  VariantMeta pipelined;
+  pipelined.tolerance = 3e-2;  // variant 3's arithmetic: the softmax weights rounded to bf16 too
+  pipelined.about = "variant 4: bf16 tiles by cp.async, double buffered, ldmatrix, mma.sync (hs 64 or 128)";
+  add(op::attention_forward_bf16_memory, DeviceType::CUDA, "bf16_pipelined", &attention_forward_bf16_pipelined, 10,
+      pipelined);
+  pipelined.about = "variant 4: variant 3's backward on bf16 tiles by cp.async and ldmatrix (hs 64 or 128)";
+  add(op::attention_backward_bf16_memory, DeviceType::CUDA, "bf16_pipelined", &attention_backward_bf16_pipelined, 10,
+      pipelined);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -41,6 +41,12 @@ struct bf16;
 namespace brrr::kernels {
 
 #define BRRR_ATTENTION_TENSOR_CORE_KERNELS                                                                     \
+  /* Variant 1 for the bf16 ops (chapter 18): every q, k, v (and dout) rounded to bfloat16 as it is read. */  \
+  void attention_forward_naive_bf16(float* out, float* lse, const float* q, const float* k, const float* v,     \
+                                    std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream); \
+  void attention_backward_naive_bf16(float* dq, float* dk, float* dv, const float* dout, const float* q,        \
+                                     const float* k, const float* v, const float* out, const float* lse,        \
+                                     std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream); \
   /* Variant 3: the flash forward on tensor cores, mma.sync m16n8k16 with q, k, v rounded to bfloat16 on load */ \
   /* and float32 accumulation (relative error about 1e-2, not 1e-6). */                                         \
   void attention_forward_bf16_mma(float* out, float* lse, const float* q, const float* k, const float* v,       \

@@ -17,7 +17,8 @@
 // with float32 sums (CUBLAS_COMPUTE_32F) into a float32 out, so a and b are first rounded into
 // bf16 copies in scratch memory by the BFloat16 dtype's conversion kernel (elementwise.cu's
 // cast: round to nearest even, as brrr::bf16): a pass over the operands at 6 bytes an element,
-// small beside the GEMM's K-fold reuse of them. (This file is host code, built for the GPU
+// small beside the GEMM's K-fold reuse of them. matmul_bf16_memory takes bf16 a and b as they
+// are: the same GEMM without the copies, the peer of matmul.cu's variant 12. (This file is host code, built for the GPU
 // only: it launches no kernel of its own, which would need simt.h and the emulator's copy.)
 #include <cstdint>
 #include <mutex>
@@ -74,20 +75,9 @@ std::int64_t operand_span(std::int64_t batch, std::int64_t stride, std::int64_t 
   return stride == 0 ? matrix : (batch - 1) * stride + matrix;
 }
 
-// matmul_bf16 on cuBLAS: a and b rounded into bf16 scratch copies (same layout, same strides),
-// then one strided-batched GEMM, bf16 in, float32 sums and out. Shapes as matmul_cublas.
-void matmul_bf16_cublas(float* out, const float* a, const float* b, const MatmulShape& s, Stream stream) {
-  if (s.M == 0 || s.N == 0 || s.batch == 0) return;
-  if (s.K == 0) return matmul_cublas<float>(out, a, b, s, stream);  // an empty sum: no operand is read
-  const std::int64_t na = operand_span(s.batch, s.stride_a, s.M * s.K);
-  const std::int64_t nb = operand_span(s.batch, s.stride_b, s.K * s.N);
-  // One workspace holds both copies; b's starts 256 bytes aligned, as cuBLAS likes its operands.
-  const std::int64_t b_offset = (na + 127) / 128 * 128;
-  auto* scratch = static_cast<std::uint16_t*>(workspace(static_cast<std::size_t>(b_offset + nb) * 2, stream));
-  std::uint16_t *a16 = scratch, *b16 = scratch + b_offset;  // bf16 bits
-  static Kernel to_bf16(op::cast<brrr::bf16>);
-  to_bf16(DeviceType::CUDA)(a16, DType::BFloat16, a, DType::Float32, na, stream);
-  to_bf16(DeviceType::CUDA)(b16, DType::BFloat16, b, DType::Float32, nb, stream);
+// One strided-batched GEMM on bf16 operands already in device memory (bf16 bits), float32 sums
+// and out; shapes as matmul_cublas, K > 0.
+void gemm_bf16(float* out, const void* a16, const void* b16, const MatmulShape& s, Stream stream) {
   // bf16 products are exact in float32 and the tensor cores add them in float32 whatever the
   // math mode, so allow_tf32 changes nothing here.
   cublasHandle_t handle = handle_for(stream, false);
@@ -103,6 +93,32 @@ void matmul_bf16_cublas(float* out, const float* a, const float* b, const Matmul
                                                CUBLAS_GEMM_DEFAULT));
 }
 
+// matmul_bf16 on cuBLAS: a and b rounded into bf16 scratch copies (same layout, same strides),
+// then one strided-batched GEMM, bf16 in, float32 sums and out. Shapes as matmul_cublas.
+void matmul_bf16_cublas(float* out, const float* a, const float* b, const MatmulShape& s, Stream stream) {
+  if (s.M == 0 || s.N == 0 || s.batch == 0) return;
+  if (s.K == 0) return matmul_cublas<float>(out, a, b, s, stream);  // an empty sum: no operand is read
+  const std::int64_t na = operand_span(s.batch, s.stride_a, s.M * s.K);
+  const std::int64_t nb = operand_span(s.batch, s.stride_b, s.K * s.N);
+  // One workspace holds both copies; b's starts 256 bytes aligned, as cuBLAS likes its operands.
+  const std::int64_t b_offset = (na + 127) / 128 * 128;
+  auto* scratch = static_cast<std::uint16_t*>(workspace(static_cast<std::size_t>(b_offset + nb) * 2, stream));
+  std::uint16_t *a16 = scratch, *b16 = scratch + b_offset;  // bf16 bits
+  static Kernel to_bf16(op::cast<brrr::bf16>);
+  to_bf16(DeviceType::CUDA)(a16, DType::BFloat16, a, DType::Float32, na, stream);
+  to_bf16(DeviceType::CUDA)(b16, DType::BFloat16, b, DType::Float32, nb, stream);
+  gemm_bf16(out, a16, b16, s, stream);
+}
+
+// matmul_bf16_memory on cuBLAS: a and b are bf16 in memory already, so the GEMM alone: the peer
+// the kernel lab times matmul.cu's variant 12 beside (the bar: at least 50% of it at 4096^3).
+void matmul_bf16_memory_cublas(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& s,
+                               Stream stream) {
+  if (s.M == 0 || s.N == 0 || s.batch == 0) return;
+  if (s.K == 0) return matmul_cublas<float>(out, nullptr, nullptr, s, stream);  // an empty sum: nothing is read
+  gemm_bf16(out, a, b, s, stream);
+}
+
 }  // namespace
 
 void register_cublas_kernels() {
@@ -111,6 +127,8 @@ void register_cublas_kernels() {
   add(op::matmul<double>, DeviceType::CUDA, "cublas", &matmul_cublas<double>, 100, cublas);
   add(op::matmul_bf16, DeviceType::CUDA, "cublas", &matmul_bf16_cublas, 100,
       about("cuBLAS's bf16 GEMM (cublasGemmStridedBatchedEx, float32 sums) on bf16 copies of a and b"));
+  add(op::matmul_bf16_memory, DeviceType::CUDA, "cublas", &matmul_bf16_memory_cublas, 100,
+      about("cuBLAS's bf16 GEMM (cublasGemmStridedBatchedEx, float32 sums) on a and b as they are"));
 }
 
 }  // namespace brrr::kernels::cuda

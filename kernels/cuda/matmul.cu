@@ -1406,6 +1406,10 @@ void register_matmul_kernels() {
   // cuBLAS); on a GPU cuBLAS's bf16 GEMM outranks it (cublas.cu).
   add(op::matmul_bf16, cuda, "bf16_mma", &matmul_bf16_mma, 10,
       about("variant 9: operands rounded to bf16 as the tiles load, mma.sync, float32 sums"));
+  // Variant 12 takes bf16 from memory: the op on bf16 data, matmul_bf16_memory (`brrr kernel-lab
+  // matmul_bf16_memory --dtype bfloat16`); float32 sums and out, as variant 9.
+  add(op::matmul_bf16_memory, cuda, "bf16_pipelined", &matmul_bf16_pipelined, 10,
+      about("variant 12: bf16 tiles by a three-stage cp.async pipeline, ldmatrix, mma.sync, float32 out"));
   VariantMeta tf32 = about("variant 10: tf32 mma.sync fed by a three-stage cp.async pipeline");
   tf32.tolerance = 5e-3;  // tf32 keeps 10 mantissa bits: ~5e-4 a product, more on cancelling sums
   add(op::matmul<float>, cuda, "tf32_pipelined", &matmul_tf32_pipelined, 9, tf32);

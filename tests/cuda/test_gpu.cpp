@@ -71,13 +71,15 @@ TEST_CASE("out of memory: an error with the bytes, and the device still works af
 }
 
 // The kernel lab's table, as tests/train and tests/emulator run it: every case's shapes,
-// aligned and misaligned, float32 and float64, then grad mode where the op has a backward.
+// aligned and misaligned, float32 and float64 (an op on bf16 data only, such as
+// matmul_bf16_memory, in bf16), then grad mode where the op has a backward.
 TEST_CASE("every CUDA kernel variant passes the kernel lab's check and grad modes") {
   if (!have_gpu()) return;
   int runs = 0;
   for (const lab::Case& c : lab::cases()) {
     std::vector<std::string> failures;
-    for (DType dtype : {kFloat32, kFloat64}) {
+    const bool bf16_only = c.call.one_dtype && c.call.dtype == kBFloat16;
+    for (DType dtype : bf16_only ? std::vector<DType>{kBFloat16} : std::vector<DType>{kFloat32, kFloat64}) {
       for (const std::string& f : lab::run_shapes(c, lab::LabDevice::CUDA, lab::Mode::Check, dtype, nullptr, &runs))
         failures.push_back(f);
       if (c.has_grad())

@@ -285,6 +285,49 @@ TEST_CASE("flash_attention on Device::cuda() (emulated) matches the CPU, forward
   CHECK(kernels::selected("attention_backward", DeviceType::CUDA, kFloat32) == "flash");
 }
 
+// Under Autocast(kBFloat16) the op calls attention_forward_bf16 / attention_backward_bf16
+// (chapter 18). Each CUDA variant, forward and backward, against float64 attention composed from
+// matmul and softmax on the CPU, on the same bf16-rounded q, k, v and dout: variant 3 within
+// the lab's bf16 tolerance (its softmax weights, and out in D, go through bf16 too), variant 1
+// within the lab case's 1e-4 (it only rounds its inputs). hs = 136 is above variant 3's
+// tiles: there it runs variant 1 with rounding, so the tighter bound holds there.
+TEST_CASE("flash_attention under Autocast(kBFloat16) on Device::cuda() (emulated): every bf16 variant") {
+  using namespace brrr;
+  cuda::use_emulator();
+  auto rounded = [](const Tensor& t) { return from_vector(rounded_to_bf16(t.to_vector<float>()), t.shape()); };
+  auto error = [](const Tensor& got, const Tensor& want) {
+    return max_error(got.to(kCPU).to_vector<float>(), want.to_vector<double>());
+  };
+  Generator gen(9);
+  for (const Shape& shape : {Shape{1, 2, 1, 16}, Shape{1, 1, 37, 64}, Shape{1, 1, 67, 128}, Shape{1, 1, 9, 136}}) {
+    CAPTURE(shape[2]);
+    CAPTURE(shape[3]);
+    const Tensor q = randn(shape, gen) * 1.5, k = randn(shape, gen) * 1.5, v = randn(shape, gen), g = randn(shape, gen);
+    std::vector<Tensor> ref = {rounded(q).to(kFloat64).requires_grad_(true), rounded(k).to(kFloat64).requires_grad_(true),
+                               rounded(v).to(kFloat64).requires_grad_(true)};
+    const Tensor ref_out = ops::causal_attention_composed(ref[0], ref[1], ref[2]);
+    ref_out.backward(rounded(g).to(kFloat64));
+    for (const std::string variant : {"bf16_mma", "naive"}) {
+      CAPTURE(variant);
+      kernels::select("attention_forward_bf16", variant, DeviceType::CUDA);
+      kernels::select("attention_backward_bf16", variant, DeviceType::CUDA);
+      const double tol = variant == "naive" || shape[3] > 128 ? 1e-4 : kBf16Tolerance;
+      std::vector<Tensor> in = {q.to(Device::cuda()).requires_grad_(true), k.to(Device::cuda()).requires_grad_(true),
+                                v.to(Device::cuda()).requires_grad_(true)};
+      const Autocast autocast(kBFloat16);
+      const Tensor out = ops::flash_attention(in[0], in[1], in[2]);
+      out.backward(g.to(Device::cuda()));
+      CHECK(error(out, ref_out.detach()) < tol);
+      for (int i = 0; i < 3; ++i) {
+        CAPTURE(i);
+        CHECK(error(in[i].grad(), ref[i].grad()) < tol);
+      }
+    }
+  }
+  kernels::reset_selection();
+  CHECK(kernels::selected("attention_forward_bf16", DeviceType::CUDA, kFloat32) == "bf16_mma");
+}
+
 // ---------------------------------------------------------------------------------------------
 // On a real GPU (skipped here unless one backs Device::cuda()): every variant, the tensor-core
 // one included, at sizes past one tile.

@@ -63,13 +63,15 @@ std::vector<std::vector<float>> parameters_of(const std::string& checkpoint) {
 // Runs `dtype` training for 8 steps whole, and again as 5 steps then --resume to 8, under
 // scratch folders named after `name`; checks that the resumed run's losses and final parameters
 // are the uninterrupted run's, bit for bit, and returns the uninterrupted run.
-train::TrainResult check_resume_is_bitwise(const std::string& dtype, const std::string& name) {
+train::TrainResult check_resume_is_bitwise(const std::string& dtype, const std::string& name, double dropout = 0.1) {
   train::TrainConfig full = small_config(scratch(name + "-full"));
   full.dtype = dtype;
+  full.dropout = dropout;
   const train::TrainResult whole = train::run_training(full);
 
   train::TrainConfig first = small_config(scratch(name + "-split"));
   first.dtype = dtype;
+  first.dropout = dropout;
   first.max_iters = 5;  // stop after 5 of the 8 steps (lr_decay_iters stays 8, so the schedule is the same)
   const train::TrainResult part1 = train::run_training(first);
   train::TrainConfig second = first;
@@ -141,6 +143,30 @@ TEST_CASE("a bf16 (mixed precision) run resumes bit for bit, and differs from fl
   train::TrainConfig bad = small_config(scratch("bf16-bad"));
   bad.dtype = "fp16";
   CHECK_THROWS_WITH_AS(train::run_training(bad), doctest::Contains("dtype must be float32 or bf16, got 'fp16'"), Error);
+}
+
+// Without dropout, and with causal_attention=flash, attention runs through the fused kernels,
+// which under bf16 are attention_forward_bf16 / attention_backward_bf16 (chapter 18): the run
+// still resumes bit for bit, and a run on 1 thread gives the bits of a run on 2.
+TEST_CASE("a bf16 run through the fused attention kernels resumes bit for bit and gives the same bits on 1 and 2 threads") {
+  struct Reset {
+    int threads = get_num_threads();
+    ~Reset() {
+      kernels::reset_selection();
+      set_num_threads(threads);
+    }
+  } reset;
+  ops::register_op_variants();  // the framework's op variants (causal_attention) are in the registry
+  kernels::select("causal_attention", "flash", DeviceType::CPU);
+  const train::TrainResult whole = check_resume_is_bitwise("bf16", "bf16-flash", 0.0);
+  train::TrainConfig one = small_config(scratch("bf16-flash-1-thread"));
+  one.dtype = "bf16", one.dropout = 0.0, one.threads = 1;
+  train::TrainConfig two = small_config(scratch("bf16-flash-2-threads"));
+  two.dtype = "bf16", two.dropout = 0.0, two.threads = 2;
+  const train::TrainResult a = train::run_training(one), b = train::run_training(two);
+  CHECK(a.losses == b.losses);
+  CHECK(a.losses == whole.losses);
+  CHECK(parameters_of(a.last_checkpoint) == parameters_of(b.last_checkpoint));
 }
 
 TEST_CASE("a NaN loss stops training, naming the step and the last good checkpoint") {
