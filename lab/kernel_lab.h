@@ -219,7 +219,8 @@ const std::vector<Case>& cases();  // every case of the lab, in course order
 const Case& find_case(const std::string& name);
 // A call's traffic in the run's dtype: Case::bytes counts float32 data, so bf16 data move half
 // of it and float64 twice. (The int32 indices of a few ops, under 0.1% of their bytes at the
-// lab's sizes, scale with it.) Ops of one fixed dtype (matmul_bf16: float32 data) keep theirs.
+// lab's sizes, scale with it; the cases with Array::kFloat32 arrays report FLOP/s, not GB/s.)
+// Ops of one fixed dtype (matmul_bf16: float32 data) keep theirs.
 double traffic_bytes(const Case& c, const Dims& dims, DType dtype);
 // "1024x768", "1024,768", "C=1024" (the other sizes from `defaults`), or "4096" for every size.
 Dims parse_size(const Case& c, const std::string& text, const Dims& defaults);
