@@ -407,7 +407,7 @@ __global__ void long_sum_kernel(float* out, const float* a, const float* b, int 
 }
 }  // namespace
 
-TEST_CASE("tensor cores: an accumulator carried over a long K drifts toward zero; promotion stops it") {
+TEST_CASE("tensor cores: an accumulator carried over a long K drifts toward zero, and promotion stops it") {
   // What the first H100 run of matmul variant 7 found (chapter 14), now seen in the emulator:
   // every tensor-core sum is cut toward zero, so one accumulator carried over K = 4096 of
   // positive products loses a little at each of its 1024 blocks, all in one direction.
