@@ -32,9 +32,11 @@
 // thread count.
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <thread>
 
 #include "brrr/bfloat16.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -271,23 +273,29 @@ BRRR_TARGET_BF16 void pack_b_avx512(u32* bp, const float* b, i64 N, i64 K, bool 
 // 5. Loops 5 to 1. The float32 GEMM packs inside each job: a thread packs its block of B, then
 // each A micro-panel just before using it. Then an A micro-panel is packed once per column
 // block of C (N / NC times: 8 times for gpt-12m's vocabulary projection, 4096 wide) and a B
-// block once per row block, and here, where packing also rounds, that was 15-20% of the time
-// of a bf16 training step. So this GEMM packs each operand once per call, for one KC block of
-// k at a time (loop 4 outermost), all threads together:
+// block once per row block, and here, where packing also rounds, the packing was 15-20% of a
+// bf16 training step. So here every micro-panel of A and B (of one KC block) is packed once
+// per call, into memory all threads share, by whichever thread needs it first:
 //
-//   loop 4  for pc in K, step KC:
-//             pack A[:, pc:pc+KC] and B[pc:pc+KC, :], every micro-panel once (threads share
-//             the panels); wait for all of them
-//             loop 5  for each job (block of C) of the grid, threads share them:
-//               loop 3  for each A micro-panel of the block   (12 x KC, from L1/L2)
-//                 loop 2  for each B micro-panel of the block (the block's B, <= 512 KiB: L2)
-//                   loop 1  the micro-kernel
+//   loop 5  for each job (block of C) of the grid, threads share them:
+//     loop 4  for pc in K, step KC:
+//               make sure the block's B micro-panels are packed (<= 512 KiB: L2)
+//       loop 3  for each A micro-panel of the block: make sure it is packed (12 x KC: L1)
+//         loop 2  for each B micro-panel of the block
+//           loop 1  the micro-kernel
 //
-// The packed panels of one KC block, (M + N) x KC bf16 for each matrix of a batch (2 MiB for
-// a 1024 x 1024 product), live in a buffer that each calling thread keeps between calls, so
-// the GEMMs of a training step reuse the same memory rather than faulting fresh pages in.
-// Each element of C is still one chain of adds in k order: block pc of it is computed by one
-// thread, from the C that block pc - KC left, whichever thread that was.
+// "Make sure" is a small state per micro-panel (not packed, being packed, ready): the first
+// thread to need a panel packs it, a thread that finds it being packed waits (a few
+// microseconds), and one that finds it ready just reads it. The order of work is the float32
+// GEMM's, so what is packed is still used while it is in the cache, and no thread ever waits
+// for all the others: packing everything first, or each KC block first, with the threads
+// waiting for each other in between, measured the same on an idle machine, but on a loaded
+// one a thread the OS delays stalls the other at every wait, and some GEMMs of the step took
+// 2x longer. The packed operands, (M + N) x K bf16 for each matrix of a batch (half the bytes
+// of the float32 inputs), go into a buffer that each calling thread keeps between calls (up
+// to kKeptWords), so the GEMMs of a training step reuse the same memory instead of faulting
+// fresh pages in. Packing is exact and its result the same whoever does it, and each element
+// of C is still one chain of adds in k order computed by one thread: the bits do not change.
 
 struct Path {  // the variant's three pieces
   void (*pack_a)(u32*, const float*, i64, i64, bool, i64, i64, i64, i64);
@@ -295,38 +303,51 @@ struct Path {  // the variant's three pieces
   void (*micro_kernel)(i64, const u32*, const u32*, float*, i64, bool);
 };
 
-// The calling thread's packing buffer, at least `words` long; it only grows.
-u32* packing_buffer(i64 words) {
-  thread_local std::unique_ptr<AlignedBuffer<u32>> buffer;
+constexpr i64 kKeptWords = i64{32} << 20;  // 128 MiB; a larger buffer is freed after its call
+
+// A packing buffer of at least `words`: the calling thread's own, which only grows, or for a
+// very large product one of its own, freed with the returned holder.
+u32* packing_buffer(i64 words, std::unique_ptr<AlignedBuffer<u32>>& holder) {
+  if (words > kKeptWords) {
+    holder = std::make_unique<AlignedBuffer<u32>>(words);
+    return holder->get();
+  }
+  thread_local std::unique_ptr<AlignedBuffer<u32>> kept;
   thread_local i64 capacity = 0;
   if (words > capacity) {
-    buffer = std::make_unique<AlignedBuffer<u32>>(words);
+    kept = std::make_unique<AlignedBuffer<u32>>(words);
     capacity = words;
   }
-  return buffer->get();
+  return kept->get();
 }
 
-// One block of C, rows [m0, m1) and columns [n0, n1), for the KC block of k that `ap` (the
-// matrix's packed A panels) and `bp` (its packed B panels) hold: kp pairs each.
-void compute_block(const Path& path, float* c, i64 N, const u32* ap, const u32* bp, i64 kp, bool load_c, i64 m0,
-                   i64 m1, i64 n0, i64 n1) {
-  for (i64 i0 = m0; i0 < m1; i0 += kMR) {  // loop 3
-    const i64 rows = std::min(kMR, m1 - i0);
-    const u32* a_panel = ap + i0 / kMR * kp * kMR;
-    for (i64 j0 = n0; j0 < n1; j0 += kNR) {  // loop 2
-      const i64 cols = std::min(kNR, n1 - j0);
-      const u32* b_panel = bp + j0 / kNR * kp * kNR;
-      float* tile = c + i0 * N + j0;
-      if (rows == kMR && cols == kNR) {
-        path.micro_kernel(kp, a_panel, b_panel, tile, N, load_c);
-        continue;
-      }
-      alignas(64) float edge[kMR * kNR] = {};  // a ragged tile: through a padded temporary
-      if (load_c)
-        for (i64 i = 0; i < rows; ++i) std::memcpy(edge + i * kNR, tile + i * N, cols * sizeof(float));
-      path.micro_kernel(kp, a_panel, b_panel, edge, kNR, load_c);
-      for (i64 i = 0; i < rows; ++i) std::memcpy(tile + i * N, edge + i * kNR, cols * sizeof(float));
+// Where one operand's packed micro-panels are: for each matrix, KC block by KC block, panel by
+// panel; micro-panel p of KC block q holds kp(q) pairs of k, `width` words each.
+struct PackedOperand {
+  u32* data;
+  i64 panels, width, K;
+  i64 matrix_words() const { return (panels * width * pairs(K) + 15) / 16 * 16; }  // whole cache lines
+  u32* block(i64 matrix, i64 q) const { return data + matrix * matrix_words() + q * (kKC / 2) * panels * width; }
+  u32* panel(i64 matrix, i64 q, i64 p) const { return block(matrix, q) + p * pairs(std::min(kKC, K - q * kKC)) * width; }
+};
+
+// Loop 2 and loop 1: rows [i0, i0 + rows) of C, columns [n0, n1), from one packed A
+// micro-panel and the packed B panels of one KC block (the whole matrix's: `bp`), kp pairs.
+void compute_row(const Path& path, float* c, i64 N, const u32* a_panel, const u32* bp, i64 kp, bool load_c, i64 i0,
+                 i64 rows, i64 n0, i64 n1) {
+  for (i64 j0 = n0; j0 < n1; j0 += kNR) {  // loop 2
+    const i64 cols = std::min(kNR, n1 - j0);
+    const u32* b_panel = bp + j0 / kNR * kp * kNR;
+    float* tile = c + i0 * N + j0;
+    if (rows == kMR && cols == kNR) {
+      path.micro_kernel(kp, a_panel, b_panel, tile, N, load_c);
+      continue;
     }
+    alignas(64) float edge[kMR * kNR] = {};  // a ragged tile: through a padded temporary
+    if (load_c)
+      for (i64 i = 0; i < rows; ++i) std::memcpy(edge + i * kNR, tile + i * N, cols * sizeof(float));
+    path.micro_kernel(kp, a_panel, b_panel, edge, kNR, load_c);
+    for (i64 i = 0; i < rows; ++i) std::memcpy(tile + i * N, edge + i * kNR, cols * sizeof(float));
   }
 }
 
@@ -334,56 +355,54 @@ void matmul_bf16(const Path& path, float* out, const float* a, const float* b, c
   if (gemm_trivial(out, s)) return;
   // The job grid, exactly as in gemm_blocked.cpp: it decides who computes a tile, never how.
   const GemmGrid grid(s, kMR, kNR, kNC);
-  const i64 M = s.M, N = s.N, K = s.K;
+  const i64 M = s.M, N = s.N, K = s.K, k_blocks = (K + kKC - 1) / kKC;
   // A batch operand with stride 0 is one matrix shared by all: packed once.
   const i64 a_mats = s.stride_a == 0 ? 1 : s.batch, b_mats = s.stride_b == 0 ? 1 : s.batch;
-  const i64 a_units = a_mats * grid.m_panels, pack_units = a_units + b_mats * grid.n_panels;
-  const i64 kp_max = pairs(std::min(kKC, K));
-  // Per matrix, rounded up to whole cache lines: B's panels are read with aligned loads.
-  const i64 a_words = (grid.m_panels * kMR * kp_max + 15) / 16 * 16, b_words = grid.n_panels * kNR * kp_max;
-  u32* const packed_a = packing_buffer(a_mats * a_words + b_mats * b_words);
-  u32* const packed_b = packed_a + a_mats * a_words;
+  std::unique_ptr<AlignedBuffer<u32>> holder;
+  PackedOperand pa{nullptr, grid.m_panels, kMR, K}, pb{nullptr, grid.n_panels, kNR, K};
+  pa.data = packing_buffer(a_mats * pa.matrix_words() + b_mats * pb.matrix_words(), holder);
+  pb.data = pa.data + a_mats * pa.matrix_words();
 
-  // Micro-panel u of the pack_units (A's first, then B's), for the KC block at pc.
-  auto pack = [&](i64 u, i64 pc, i64 kc) {
-    const i64 kp = pairs(kc);
-    if (u < a_units) {
-      const i64 mat = u / grid.m_panels, i0 = u % grid.m_panels * kMR;
-      path.pack_a(packed_a + mat * a_words + i0 * kp, a + mat * s.stride_a, M, K, s.trans_a, i0,
-                  std::min(kMR, M - i0), pc, kc);
-    } else {
-      const i64 mat = (u - a_units) / grid.n_panels, j0 = (u - a_units) % grid.n_panels * kNR;
-      path.pack_b(packed_b + mat * b_words + j0 * kp, b + mat * s.stride_b, N, K, s.trans_b, j0,
-                  std::min(kNR, N - j0), pc, kc);
+  // Packing unit: one micro-panel of one KC block, A's first, then B's. Its state: 0 not
+  // packed, 1 being packed, 2 ready.
+  const i64 a_units = a_mats * grid.m_panels * k_blocks, units = a_units + b_mats * grid.n_panels * k_blocks;
+  const std::unique_ptr<std::atomic<std::uint8_t>[]> state(new std::atomic<std::uint8_t>[units]());
+  // Makes sure unit (matrix, panel, q) of A or B is packed: packs it, or waits for the thread
+  // that is packing it.
+  auto ready = [&](bool is_a, i64 mat, i64 panel, i64 q) {
+    const i64 u = (is_a ? 0 : a_units) + ((mat * (is_a ? grid.m_panels : grid.n_panels)) + panel) * k_blocks + q;
+    if (state[u].load(std::memory_order_acquire) == 2) return;
+    std::uint8_t expected = 0;
+    if (state[u].compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
+      const i64 pc = q * kKC, kc = std::min(kKC, K - pc);
+      if (is_a) {
+        const i64 i0 = panel * kMR;
+        path.pack_a(pa.panel(mat, q, panel), a + mat * s.stride_a, M, K, s.trans_a, i0, std::min(kMR, M - i0), pc, kc);
+      } else {
+        const i64 j0 = panel * kNR;
+        path.pack_b(pb.panel(mat, q, panel), b + mat * s.stride_b, N, K, s.trans_b, j0, std::min(kNR, N - j0), pc,
+                    kc);
+      }
+      state[u].store(2, std::memory_order_release);
+      return;
     }
-  };
-  auto compute = [&](i64 job, i64 pc, i64 kc) {
-    const GemmTile t = grid.tile(job);
-    const u32* ap = packed_a + (s.stride_a == 0 ? 0 : t.bi) * a_words;
-    const u32* bp = packed_b + (s.stride_b == 0 ? 0 : t.bi) * b_words;
-    compute_block(path, out + t.bi * s.stride_out, N, ap, bp, pairs(kc), s.accumulate || pc > 0, t.m0, t.m1, t.n0,
-                  t.n1);
+    while (state[u].load(std::memory_order_acquire) != 2) std::this_thread::yield();
   };
 
-  if (grid.team == 1) {
-    for (i64 pc = 0; pc < K; pc += kKC) {  // loop 4
-      const i64 kc = std::min(kKC, K - pc);
-      for (i64 u = 0; u < pack_units; ++u) pack(u, pc, kc);
-      for (i64 job = 0; job < grid.jobs; ++job) compute(job, pc, kc);
+  grid.run([&](const GemmTile& t, int) {
+    const i64 a_mat = s.stride_a == 0 ? 0 : t.bi, b_mat = s.stride_b == 0 ? 0 : t.bi;
+    float* c = out + t.bi * s.stride_out;
+    for (i64 q = 0; q < k_blocks; ++q) {  // loop 4
+      const i64 kp = pairs(std::min(kKC, K - q * kKC));
+      const bool load_c = s.accumulate || q > 0;
+      for (i64 j0 = t.n0; j0 < t.n1; j0 += kNR) ready(false, b_mat, j0 / kNR, q);  // the block's B
+      for (i64 i0 = t.m0; i0 < t.m1; i0 += kMR) {  // loop 3
+        ready(true, a_mat, i0 / kMR, q);
+        compute_row(path, c, N, pa.panel(a_mat, q, i0 / kMR), pb.block(b_mat, q), kp, load_c, i0,
+                    std::min(kMR, t.m1 - i0), t.n0, t.n1);
+      }
     }
-    return;
-  }
-#pragma omp parallel num_threads(grid.team)
-  for (i64 pc = 0; pc < K; pc += kKC) {  // loop 4, in every thread of the team
-    const i64 kc = std::min(kKC, K - pc);
-    // Dynamic, as GemmGrid::run: a thread that starts late, or shares its core, does less.
-    // The implied barrier at the end of each loop: every panel is packed before any block
-    // uses it, and every block is done before its panels are packed over.
-#pragma omp for schedule(dynamic, 4)
-    for (i64 u = 0; u < pack_units; ++u) pack(u, pc, kc);
-#pragma omp for schedule(dynamic, 1)
-    for (i64 job = 0; job < grid.jobs; ++job) compute(job, pc, kc);
-  }
+  });
 }
 
 }  // namespace
