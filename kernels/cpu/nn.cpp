@@ -210,6 +210,8 @@ void gelu_backward(T* dx, const T* dout, const T* x, std::int64_t n, Stream) {
 // LayerNorm over rows of (N, C): out = (x - mean) * rstd * weight + bias,
 // rstd = 1 / sqrt(var + eps) with the biased variance. mean and rstd are saved for backward.
 
+// The row sums are omp simd reductions: vectorized, in double, in an order fixed by the code
+// (as a chain of scalar double adds, one every 4 cycles, LayerNorm was 3.5% of a gpt-12m step).
 template <class T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, std::int64_t N,
                        std::int64_t C, T eps, Stream) {
@@ -217,13 +219,16 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, co
     for (std::int64_t n = b; n < e; ++n) {
       const T* row = x + n * C;
       double m = 0.0;
+#pragma omp simd reduction(+ : m)
       for (std::int64_t c = 0; c < C; ++c) m += row[c];
       m /= static_cast<double>(C);
       double v = 0.0;
+#pragma omp simd reduction(+ : v)
       for (std::int64_t c = 0; c < C; ++c) v += (row[c] - m) * (row[c] - m);
       v /= static_cast<double>(C);
       const double s = 1.0 / std::sqrt(v + static_cast<double>(eps));
       T* o = out + n * C;
+#pragma omp simd
       for (std::int64_t c = 0; c < C; ++c) {
         const T norm = static_cast<T>((row[c] - m) * s);
         o[c] = norm * weight[c] + (bias ? bias[c] : T(0));
@@ -253,6 +258,7 @@ void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, 
         const T* g = dout + n * C;
         const double m = mean[n], s = rstd[n];
         double mean_g = 0.0, mean_gn = 0.0;
+#pragma omp simd reduction(+ : mean_g, mean_gn)
         for (std::int64_t c = 0; c < C; ++c) {
           const double norm = (row[c] - m) * s;
           const double gw = static_cast<double>(g[c]) * weight[c];
@@ -263,6 +269,7 @@ void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, 
         }
         mean_g /= static_cast<double>(C);
         mean_gn /= static_cast<double>(C);
+#pragma omp simd
         for (std::int64_t c = 0; c < C; ++c) {
           const double norm = (row[c] - m) * s;
           const double gw = static_cast<double>(g[c]) * weight[c];
