@@ -211,7 +211,8 @@ void gelu_backward(T* dx, const T* dout, const T* x, std::int64_t n, Stream) {
 // rstd = 1 / sqrt(var + eps) with the biased variance. mean and rstd are saved for backward.
 
 // The row sums are omp simd reductions: vectorized, in double, in an order fixed by the code
-// (as a chain of scalar double adds, one every 4 cycles, LayerNorm was 3.5% of a gpt-12m step).
+// (as chains of scalar double adds, one add every 4 cycles, the forward was 1.7% of a one-thread
+// gpt-12m bf16 step; with them, 0.5%).
 template <class T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, std::int64_t N,
                        std::int64_t C, T eps, Stream) {
