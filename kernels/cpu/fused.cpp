@@ -87,7 +87,8 @@ void cross_entropy_fused(T* losses, T* dlogits, const T* logits, const std::int3
 // unfused pair above was 5% of a bf16 training step). The same formulas, one row at a time:
 // the row is read from memory once and stays in L1 (16 KiB at V = 4096) for its three passes
 // (the max, the sum of exponentials, the gradient), where the pair above reads all N rows
-// twice, and the exponentials are exp_vec (cpu.h: about 1 ulp, and it vectorizes) where the
+// twice, and the exponentials are exp_vec_or_zero (cpu.h: about 1 ulp, it vectorizes, and a
+// -inf logit gets a gradient of exactly 0) where the
 // pair calls std::exp one element at a time, in double for the loss. The sum is still added
 // in double, in an order fixed by the code, so the bits never depend on the thread count.
 void cross_entropy_fused_rowwise(float* losses, float* dlogits, const float* logits, const std::int32_t* targets,
@@ -108,13 +109,13 @@ void cross_entropy_fused_rowwise(float* losses, float* dlogits, const float* log
       if (maxv != -std::numeric_limits<float>::infinity()) {
         double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
-        for (std::int64_t v = 0; v < V; ++v) sum += exp_vec(row[v] - maxv);
+        for (std::int64_t v = 0; v < V; ++v) sum += exp_vec_or_zero(row[v] - maxv);
         lse = maxv + std::log(sum);
       }
       losses[n] = static_cast<float>(lse - row[targets[n]]);
       const float l = static_cast<float>(lse);
 #pragma omp simd
-      for (std::int64_t v = 0; v < V; ++v) d[v] = exp_vec(row[v] - l) * dloss;
+      for (std::int64_t v = 0; v < V; ++v) d[v] = exp_vec_or_zero(row[v] - l) * dloss;
       d[targets[n]] -= dloss;
     }
   });
