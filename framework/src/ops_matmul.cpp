@@ -119,10 +119,18 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   out_shape.push_back(M);
   out_shape.push_back(N);
   Tensor out = detail::new_tensor(out_shape, a_in.dtype(), a_in.device());
-  gemm(out, as_operand(a_in, batch), as_operand(b_in, batch), batch_count, M, N, K, false);
+  const Operand a_op = as_operand(a_in, batch), b_op = as_operand(b_in, batch);
+  gemm(out, a_op, b_op, batch_count, M, N, K, false);
+  // The backward reads the operands again. Where as_operand had to copy one (a view whose
+  // batch dims are not dense, as attention's heads are), the copy holds the same values as
+  // the view, and saving it spares the backward a second copy.
+  auto for_backward = [](const Tensor& t, const Operand& op) {
+    return op.data.impl() != t.impl() && op.data.shape() == t.shape() ? op.data : t;
+  };
   if (autograd::needs_grad({&a_in, &b_in}))
     autograd::record("matmul", {a_in, b_in}, out,
-                     [a = autograd::saved(a_in), b = autograd::saved(b_in), need_a = a_in.requires_grad(),
+                     [a = autograd::saved(for_backward(a_in, a_op)), b = autograd::saved(for_backward(b_in, b_op)),
+                      need_a = a_in.requires_grad(),
                       need_b = b_in.requires_grad(), precision = autocast_dtype()](const Tensor& g) {
                        const Autocast autocast(precision);  // as in the forward
                        return TensorList{need_a ? sum_to(matmul(g, b.transpose(-1, -2)), a.shape()) : Tensor(),

@@ -56,6 +56,12 @@ inline float exp_vec(float x) {
 }
 inline double exp_vec(double x) { return std::exp(x); }
 
+// exp_vec, but exactly 0 where exp(x) is below float's normal range (x < -87, -inf included),
+// where exp_vec clamps to about 1e-38: for weights that must vanish, a masked attention score
+// or a -inf logit. float64 keeps std::exp.
+inline float exp_vec_or_zero(float x) { return x < -87.0f ? 0.0f : exp_vec(x); }
+inline double exp_vec_or_zero(double x) { return std::exp(x); }
+
 // tanh(u) = 1 - 2 / (exp(2u) + 1): saturates cleanly to +-1 for large |u|.
 inline float tanh_vec(float u) { return 1.0f - 2.0f / (exp_vec(2.0f * u) + 1.0f); }
 inline double tanh_vec(double u) { return std::tanh(u); }

@@ -85,6 +85,7 @@ template <class T> void bias_gelu_backward(T* dx, T* dbias, const T* dout, const
 template <class T> void matmul_bias_gelu(T* out, T* pre, const T* a, const T* b, const T* bias, const MatmulShape& shape, Stream);
 template <class T> void residual_layernorm_forward(T* sum, T* out, T* mean, T* rstd, const T* x, const T* residual, const T* weight, const T* bias, std::int64_t N, std::int64_t C, T eps, Stream);
 template <class T> void cross_entropy_fused(T* losses, T* dlogits, const T* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, T dloss, Stream);
+void cross_entropy_fused_rowwise(float* losses, float* dlogits, const float* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, float dloss, Stream);
 
 // nn_bf16.cpp (chapter 18): bf16 in memory, the float32 kernels above inside, one rounding per output
 void gelu_forward_bf16(bf16* out, const bf16* x, std::int64_t n, Stream);

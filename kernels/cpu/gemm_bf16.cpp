@@ -1,7 +1,7 @@
 // kernels/cpu/gemm_bf16.cpp: matmul with bfloat16 operands and float32 accumulation, the CPU
 // side of mixed precision. Chapter 18 (mixed precision). Read before: gemm_blocked.cpp (this
-// file is its twin: the same five loops, the same packing idea, the same reproducibility
-// argument, so only what differs is explained here). Read next: docs/chapters/18-mixed-precision.md.
+// file is its twin: the same five loops, though in another order (section 5), the same
+// packing idea, the same reproducibility argument, so only what differs is explained here). Read next: docs/chapters/18-mixed-precision.md.
 //
 // C (M, N) (+)= bf16(A) (M, K) @ bf16(B) (K, N): A, B and C are float32 in memory; the packing
 // rounds A and B to bfloat16 (round to nearest, ties to even) on the way into the packed
@@ -22,8 +22,9 @@
 //   "plain"       the same loops in portable C++, for every other CPU: the same packed words and
 //                 the same chain of float32 FMAs in the same order (odd k of a pair, then even),
 //                 so on this machine the two agree bit for bit (tests/core/test_matmul_bf16.cpp)
-//                 except where a number is subnormal: vdpbf16ps treats subnormal inputs and
-//                 results as zero, the plain variant keeps them.
+//                 except where a number is subnormal: vdpbf16ps and vcvtne2ps2bf16 treat
+//                 subnormal inputs and results as zero, the plain variant keeps them (and a
+//                 NaN, a NaN in both, may carry another payload).
 // BRRR_KERNELS=matmul_bf16=plain forces the fallback on any machine.
 //
 // Reproducibility: as in gemm_blocked.cpp, each element of C is one chain of adds over k in a
@@ -31,8 +32,11 @@
 // thread count.
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <thread>
 
 #include "brrr/bfloat16.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -60,7 +64,7 @@ using u32 = std::uint32_t;
 // 1. float32 -> bfloat16 is brrr/bfloat16.h's: round to nearest, ties to even, on the bits
 // ("add 0x7FFF plus the last kept bit, drop the low 16"), a NaN becomes the canonical 0x7FFF.
 // pack_bf16(x[k], x[k + 1]) is the packed word of two consecutive k, low_bf16 / high_bf16
-// widen its halves back (exactly). Section 4 does the same rounding 16 floats at a time.
+// widen its halves back (exactly). Section 4 rounds 32 floats at a time with one instruction.
 
 // ----------------------------------------------------------------------------------------
 // 2. Blocking: gemm_blocked.cpp's, counted in k pairs. KC = 512 values of k is 256 packed
@@ -140,8 +144,9 @@ BRRR_TARGET_BF16 void micro_kernel_dpbf16(i64 kp, const u32* __restrict ap, cons
 
 // ----------------------------------------------------------------------------------------
 // 4. Packing, rounding to bf16 on the way. The plain version reads element by element; the
-// AVX-512 one does what bf16::round_bits does on 16 floats at once, in integer registers, and
-// moves the halves into pairs with no float conversion at all.
+// AVX-512 one rounds 32 floats per instruction (vcvtne2ps2bf16) and moves the halves into
+// pairs with word shuffles. It used to round as round_bits is written, with integer adds and
+// masks on 16 floats (7 instructions) and a permute to gather the halves.
 
 // rows x kc of A from row i0 and column p0 (zeros beyond), into ap[p * MR + i].
 void pack_a_plain(u32* ap, const float* a, i64 M, i64 K, bool trans_a, i64 i0, i64 rows, i64 p0, i64 kc) {
@@ -166,29 +171,30 @@ void pack_b_plain(u32* bp, const float* b, i64 N, i64 K, bool trans_b, i64 j0, i
 }
 
 #ifdef BRRR_HAVE_X86
-// bf16::round_bits on 16 lanes: the bf16 in the high half of each 32-bit lane, zeros below.
-BRRR_TARGET_BF16 inline __m512i round_to_bf16(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-  const __m512i kept = _mm512_and_si512(rounded, _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
-  return _mm512_mask_blend_epi32(nan, kept, _mm512_set1_epi32(0x7fff0000));  // NaN: the canonical one
-}
+// vcvtne2ps2bf16 (_mm512_cvtne2ps_pbh(hi, lo)) rounds 32 floats, 16 from each of two
+// registers, to 32 bf16 in one instruction: lo's 16 in the low half of the result, hi's in the
+// high half. Its rounding is round_bits's, to nearest with ties to even, for every number that
+// is neither subnormal nor NaN (an exhaustive check over all 2^32 floats agreed; the test
+// "avx512bf16 and plain agree bit for bit" checks it through the GEMM): it flushes subnormal
+// inputs to zero, as vdpbf16ps would treat them anyway, and keeps a NaN's sign and payload
+// (quieted) where round_bits makes the canonical 0x7FFF; a NaN is a NaN either way.
 
-// Consecutive k in two rows of the source (B not transposed, A transposed): 16 columns j of
-// rows k and k + 1 give 16 words (low half from row k) with a shift and an or.
-// dst[p * ld + j] for j < width (up to 16; the rest of the 16 are stored as zeros when
-// width_store says so), from src[k * src_ld + j], kc rows.
+// Consecutive k in two rows of the source (B not transposed, A transposed): 16 columns of rows
+// k and k + 1 round into one register (row k's 16 bf16 low, row k + 1's high), and one word
+// permute interleaves them into 16 pairs. dst[p * ld + j] for j < width (up to 16; lanes
+// beyond `width` are zeros, stored where `store` says), from src[k * src_ld + j], kc rows.
 BRRR_TARGET_BF16 void pack_pairs_across(u32* dst, i64 ld, __mmask16 store, i64 width, const float* src,
                                         i64 src_ld, i64 kc) {
+  alignas(64) static constexpr std::uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
+                                                                21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
+                                                                11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i interleave = _mm512_load_si512(kInterleave);
   const __mmask16 load = static_cast<__mmask16>((1u << width) - 1);
   for (i64 p = 0; p < pairs(kc); ++p) {
-    const __m512i even = round_to_bf16(_mm512_maskz_loadu_ps(load, src + 2 * p * src_ld));
-    const __m512i odd = 2 * p + 1 < kc ? round_to_bf16(_mm512_maskz_loadu_ps(load, src + (2 * p + 1) * src_ld))
-                                       : _mm512_setzero_si512();
-    _mm512_mask_storeu_epi32(dst + p * ld, store, _mm512_or_si512(_mm512_srli_epi32(even, 16), odd));
+    const __m512 even = _mm512_maskz_loadu_ps(load, src + 2 * p * src_ld);
+    const __m512 odd = 2 * p + 1 < kc ? _mm512_maskz_loadu_ps(load, src + (2 * p + 1) * src_ld) : _mm512_setzero_ps();
+    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);
+    _mm512_mask_storeu_epi32(dst + p * ld, store, _mm512_permutexvar_epi16(interleave, both));
   }
 }
 
@@ -218,16 +224,12 @@ BRRR_TARGET_BF16 void transpose16x16(__m512i r[16]) {
 }
 
 // Consecutive k along each row of the source (A not transposed, B transposed): 32 floats of
-// a row round to 32 bf16 whose high halves, taken in order by one word permute, are the row's
-// 16 pairs; a 16 x 16 transpose of 16 rows then puts pair p of every row into r[p].
-// dst[p * ld + i] for i < 16 (stored where `store` says; rows >= `rows` are zeros), from
-// src[i * src_ld + k], kc values of k.
+// a row round, in one vcvtne2ps2bf16, to 32 bf16 in k order, which read as 32-bit words are
+// already the row's 16 pairs; a 16 x 16 transpose of 16 rows then puts pair p of every row
+// into r[p]. dst[p * ld + i] for i < 16 (stored where `store` says; rows >= `rows` are zeros),
+// from src[i * src_ld + k], kc values of k.
 BRRR_TARGET_BF16 void pack_pairs_along(u32* dst, i64 ld, __mmask16 store, const float* src, i64 src_ld, i64 rows,
                                        i64 kc) {
-  alignas(64) static constexpr std::uint16_t kHighHalves[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
-                                                                23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
-                                                                45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
-  const __m512i high_halves = _mm512_load_si512(kHighHalves);
   for (i64 k0 = 0; k0 < kc; k0 += 32) {
     const i64 n = std::min<i64>(32, kc - k0);
     const std::uint32_t bits = n >= 32 ? 0xffffffffu : (1u << n) - 1;
@@ -239,9 +241,7 @@ BRRR_TARGET_BF16 void pack_pairs_along(u32* dst, i64 ld, __mmask16 store, const 
         continue;
       }
       const float* row = src + i * src_ld + k0;
-      const __m512i x0 = round_to_bf16(_mm512_maskz_loadu_ps(lo, row));
-      const __m512i x1 = round_to_bf16(_mm512_maskz_loadu_ps(hi, row + 16));
-      r[i] = _mm512_permutex2var_epi16(x0, high_halves, x1);
+      r[i] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, row + 16), _mm512_maskz_loadu_ps(lo, row));
     }
     transpose16x16(r);
     for (i64 p = 0; p < pairs(n); ++p) _mm512_mask_storeu_epi32(dst + (k0 / 2 + p) * ld, store, r[p]);
@@ -270,8 +270,32 @@ BRRR_TARGET_BF16 void pack_b_avx512(u32* bp, const float* b, i64 N, i64 K, bool 
 #endif
 
 // ----------------------------------------------------------------------------------------
-// 5. Loops 4 to 1 for one block of C, and loop 5 over the threads: gemm_blocked.cpp's, with
-// the packing and the micro-kernel of the chosen variant.
+// 5. Loops 5 to 1. The float32 GEMM packs inside each job: a thread packs its block of B, then
+// each A micro-panel just before using it. Then an A micro-panel is packed once per column
+// block of C (N / NC times: 8 times for gpt-12m's vocabulary projection, 4096 wide) and a B
+// block once per row block, and here, where packing also rounds, the packing was 15-20% of a
+// bf16 training step. So here every micro-panel of A and B (of one KC block) is packed once
+// per call, into memory all threads share, by whichever thread needs it first:
+//
+//   loop 5  for each job (block of C) of the grid, threads share them:
+//     loop 4  for pc in K, step KC:
+//               make sure the block's B micro-panels are packed (<= 512 KiB: L2)
+//       loop 3  for each A micro-panel of the block: make sure it is packed (12 x KC: L1)
+//         loop 2  for each B micro-panel of the block
+//           loop 1  the micro-kernel
+//
+// "Make sure" is a small state per micro-panel (not packed, being packed, ready): the first
+// thread to need a panel packs it, a thread that finds it being packed waits (a few
+// microseconds), and one that finds it ready just reads it. The order of work is the float32
+// GEMM's, so what is packed is still used while it is in the cache, and no thread ever waits
+// for all the others: packing everything first, or each KC block first, with the threads
+// waiting for each other in between, measured the same on an idle machine, but on a loaded
+// one a thread the OS delays stalls the other at every wait, and some GEMMs of the step took
+// 2x longer. The packed operands, (M + N) x K bf16 for each matrix of a batch (half the bytes
+// of the float32 inputs), go into a buffer that each calling thread keeps between calls (up
+// to kKeptWords), so the GEMMs of a training step reuse the same memory instead of faulting
+// fresh pages in. Packing is exact and its result the same whoever does it, and each element
+// of C is still one chain of adds in k order computed by one thread: the bits do not change.
 
 struct Path {  // the variant's three pieces
   void (*pack_a)(u32*, const float*, i64, i64, bool, i64, i64, i64, i64);
@@ -279,32 +303,51 @@ struct Path {  // the variant's three pieces
   void (*micro_kernel)(i64, const u32*, const u32*, float*, i64, bool);
 };
 
-void gemm_block(const Path& path, float* c, const float* a, const float* b, const MatmulShape& s, i64 m0, i64 m1,
-                i64 n0, i64 n1, u32* bp, u32* ap) {
-  const i64 M = s.M, N = s.N, K = s.K;
-  const i64 n_panels = (n1 - n0 + kNR - 1) / kNR;
-  for (i64 pc = 0; pc < K; pc += kKC) {  // loop 4
-    const i64 kc = std::min(kKC, K - pc), kp = pairs(kc);
-    const bool load_c = s.accumulate || pc > 0;
-    for (i64 p = 0; p < n_panels; ++p)
-      path.pack_b(bp + p * kp * kNR, b, N, K, s.trans_b, n0 + p * kNR, std::min(kNR, n1 - n0 - p * kNR), pc, kc);
-    for (i64 i0 = m0; i0 < m1; i0 += kMR) {  // loop 3
-      const i64 rows = std::min(kMR, m1 - i0);
-      path.pack_a(ap, a, M, K, s.trans_a, i0, rows, pc, kc);
-      for (i64 p = 0; p < n_panels; ++p) {  // loop 2
-        const i64 j0 = n0 + p * kNR, cols = std::min(kNR, n1 - j0);
-        float* tile = c + i0 * N + j0;
-        if (rows == kMR && cols == kNR) {
-          path.micro_kernel(kp, ap, bp + p * kp * kNR, tile, N, load_c);
-          continue;
-        }
-        alignas(64) float edge[kMR * kNR] = {};  // a ragged tile: through a padded temporary
-        if (load_c)
-          for (i64 i = 0; i < rows; ++i) std::memcpy(edge + i * kNR, tile + i * N, cols * sizeof(float));
-        path.micro_kernel(kp, ap, bp + p * kp * kNR, edge, kNR, load_c);
-        for (i64 i = 0; i < rows; ++i) std::memcpy(tile + i * N, edge + i * kNR, cols * sizeof(float));
-      }
+constexpr i64 kKeptWords = i64{32} << 20;  // 128 MiB; a larger buffer is freed after its call
+
+// A packing buffer of at least `words`: the calling thread's own, which only grows, or for a
+// very large product one of its own, freed with the returned holder.
+u32* packing_buffer(i64 words, std::unique_ptr<AlignedBuffer<u32>>& holder) {
+  if (words > kKeptWords) {
+    holder = std::make_unique<AlignedBuffer<u32>>(words);
+    return holder->get();
+  }
+  thread_local std::unique_ptr<AlignedBuffer<u32>> kept;
+  thread_local i64 capacity = 0;
+  if (words > capacity) {
+    kept = std::make_unique<AlignedBuffer<u32>>(words);
+    capacity = words;
+  }
+  return kept->get();
+}
+
+// Where one operand's packed micro-panels are: for each matrix, KC block by KC block, panel by
+// panel; micro-panel p of KC block q holds kp(q) pairs of k, `width` words each.
+struct PackedOperand {
+  u32* data;
+  i64 panels, width, K;
+  i64 matrix_words() const { return (panels * width * pairs(K) + 15) / 16 * 16; }  // whole cache lines
+  u32* block(i64 matrix, i64 q) const { return data + matrix * matrix_words() + q * (kKC / 2) * panels * width; }
+  u32* panel(i64 matrix, i64 q, i64 p) const { return block(matrix, q) + p * pairs(std::min(kKC, K - q * kKC)) * width; }
+};
+
+// Loop 2 and loop 1: rows [i0, i0 + rows) of C, columns [n0, n1), from one packed A
+// micro-panel and the packed B panels of one KC block (the whole matrix's: `bp`), kp pairs.
+void compute_row(const Path& path, float* c, i64 N, const u32* a_panel, const u32* bp, i64 kp, bool load_c, i64 i0,
+                 i64 rows, i64 n0, i64 n1) {
+  for (i64 j0 = n0; j0 < n1; j0 += kNR) {  // loop 2
+    const i64 cols = std::min(kNR, n1 - j0);
+    const u32* b_panel = bp + j0 / kNR * kp * kNR;
+    float* tile = c + i0 * N + j0;
+    if (rows == kMR && cols == kNR) {
+      path.micro_kernel(kp, a_panel, b_panel, tile, N, load_c);
+      continue;
     }
+    alignas(64) float edge[kMR * kNR] = {};  // a ragged tile: through a padded temporary
+    if (load_c)
+      for (i64 i = 0; i < rows; ++i) std::memcpy(edge + i * kNR, tile + i * N, cols * sizeof(float));
+    path.micro_kernel(kp, a_panel, b_panel, edge, kNR, load_c);
+    for (i64 i = 0; i < rows; ++i) std::memcpy(tile + i * N, edge + i * kNR, cols * sizeof(float));
   }
 }
 
@@ -312,13 +355,53 @@ void matmul_bf16(const Path& path, float* out, const float* a, const float* b, c
   if (gemm_trivial(out, s)) return;
   // The job grid, exactly as in gemm_blocked.cpp: it decides who computes a tile, never how.
   const GemmGrid grid(s, kMR, kNR, kNC);
-  const i64 kp = pairs(std::min(kKC, s.K)), width = grid.block_width();
-  const i64 per_thread = (kp * width + kMR * kp + 15) / 16 * 16;
-  AlignedBuffer<u32> buffers(grid.team * per_thread);
-  grid.run([&](const GemmTile& t, int tid) {
-    u32* bp = buffers.get() + tid * per_thread;
-    gemm_block(path, out + t.bi * s.stride_out, a + t.bi * s.stride_a, b + t.bi * s.stride_b, s, t.m0, t.m1, t.n0,
-               t.n1, bp, bp + kp * width);
+  const i64 M = s.M, N = s.N, K = s.K, k_blocks = (K + kKC - 1) / kKC;
+  // A batch operand with stride 0 is one matrix shared by all: packed once.
+  const i64 a_mats = s.stride_a == 0 ? 1 : s.batch, b_mats = s.stride_b == 0 ? 1 : s.batch;
+  std::unique_ptr<AlignedBuffer<u32>> holder;
+  PackedOperand pa{nullptr, grid.m_panels, kMR, K}, pb{nullptr, grid.n_panels, kNR, K};
+  pa.data = packing_buffer(a_mats * pa.matrix_words() + b_mats * pb.matrix_words(), holder);
+  pb.data = pa.data + a_mats * pa.matrix_words();
+
+  // Packing unit: one micro-panel of one KC block, A's first, then B's. Its state: 0 not
+  // packed, 1 being packed, 2 ready.
+  const i64 a_units = a_mats * grid.m_panels * k_blocks, units = a_units + b_mats * grid.n_panels * k_blocks;
+  const std::unique_ptr<std::atomic<std::uint8_t>[]> state(new std::atomic<std::uint8_t>[units]());
+  // Makes sure unit (matrix, panel, q) of A or B is packed: packs it, or waits for the thread
+  // that is packing it.
+  auto ready = [&](bool is_a, i64 mat, i64 panel, i64 q) {
+    const i64 u = (is_a ? 0 : a_units) + ((mat * (is_a ? grid.m_panels : grid.n_panels)) + panel) * k_blocks + q;
+    if (state[u].load(std::memory_order_acquire) == 2) return;
+    std::uint8_t expected = 0;
+    if (state[u].compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
+      const i64 pc = q * kKC, kc = std::min(kKC, K - pc);
+      if (is_a) {
+        const i64 i0 = panel * kMR;
+        path.pack_a(pa.panel(mat, q, panel), a + mat * s.stride_a, M, K, s.trans_a, i0, std::min(kMR, M - i0), pc, kc);
+      } else {
+        const i64 j0 = panel * kNR;
+        path.pack_b(pb.panel(mat, q, panel), b + mat * s.stride_b, N, K, s.trans_b, j0, std::min(kNR, N - j0), pc,
+                    kc);
+      }
+      state[u].store(2, std::memory_order_release);
+      return;
+    }
+    while (state[u].load(std::memory_order_acquire) != 2) std::this_thread::yield();
+  };
+
+  grid.run([&](const GemmTile& t, int) {
+    const i64 a_mat = s.stride_a == 0 ? 0 : t.bi, b_mat = s.stride_b == 0 ? 0 : t.bi;
+    float* c = out + t.bi * s.stride_out;
+    for (i64 q = 0; q < k_blocks; ++q) {  // loop 4
+      const i64 kp = pairs(std::min(kKC, K - q * kKC));
+      const bool load_c = s.accumulate || q > 0;
+      for (i64 j0 = t.n0; j0 < t.n1; j0 += kNR) ready(false, b_mat, j0 / kNR, q);  // the block's B
+      for (i64 i0 = t.m0; i0 < t.m1; i0 += kMR) {  // loop 3
+        ready(true, a_mat, i0 / kMR, q);
+        compute_row(path, c, N, pa.panel(a_mat, q, i0 / kMR), pb.block(b_mat, q), kp, load_c, i0,
+                    std::min(kMR, t.m1 - i0), t.n0, t.n1);
+      }
+    }
   });
 }
 

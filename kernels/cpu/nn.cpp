@@ -54,6 +54,11 @@ void embedding_backward(T* dweight, const T* dout, const std::int32_t* idx, std:
 
 inline std::int64_t row_grain(std::int64_t C) { return std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(C, 1)); }
 
+// Each pass over a row is a loop the compiler vectorizes (omp simd), with exp_vec_or_zero
+// (cpu.h: a masked score, -inf, still weighs exactly 0), and the sum in double, in an
+// order fixed by the code, so the bits do not depend on the thread count. (One element at a
+// time, with std::exp and a chain of double adds, it was 8.6% of a one-thread gpt-12m bf16
+// training step, in attention's softmax over (T, T) scores; vectorized, 2.4%.)
 template <class T>
 void softmax_forward(T* out, const T* x, std::int64_t N, std::int64_t C, Stream) {
   parallel_for(N, row_grain(C), [&](std::int64_t b, std::int64_t e) {
@@ -66,11 +71,13 @@ void softmax_forward(T* out, const T* x, std::int64_t N, std::int64_t C, Stream)
       // then comes out NaN (0 / 0), as in PyTorch. Causal attention never masks a whole row.
       if (maxv == -std::numeric_limits<T>::infinity()) maxv = 0;
       double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
       for (std::int64_t c = 0; c < C; ++c) {
-        o[c] = std::exp(row[c] - maxv);
+        o[c] = exp_vec_or_zero(row[c] - maxv);
         sum += o[c];
       }
       const T inv = static_cast<T>(1.0 / sum);
+#pragma omp simd
       for (std::int64_t c = 0; c < C; ++c) o[c] *= inv;
     }
   });
@@ -84,8 +91,10 @@ void softmax_backward(T* dx, const T* dout, const T* out, std::int64_t N, std::i
       const T* g = dout + n * C;
       const T* y = out + n * C;
       double dot = 0.0;
+#pragma omp simd reduction(+ : dot)
       for (std::int64_t c = 0; c < C; ++c) dot += static_cast<double>(g[c]) * y[c];
       const T d = static_cast<T>(dot);
+#pragma omp simd
       for (std::int64_t c = 0; c < C; ++c) dx[n * C + c] = y[c] * (g[c] - d);
     }
   });
@@ -196,6 +205,9 @@ void gelu_backward(T* dx, const T* dout, const T* x, std::int64_t n, Stream) {
 // LayerNorm over rows of (N, C): out = (x - mean) * rstd * weight + bias,
 // rstd = 1 / sqrt(var + eps) with the biased variance. mean and rstd are saved for backward.
 
+// The row sums are omp simd reductions: vectorized, in double, in an order fixed by the code
+// (as chains of scalar double adds, one add every 4 cycles, the forward was 1.7% of a one-thread
+// gpt-12m bf16 step; with them, 0.5%).
 template <class T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, std::int64_t N,
                        std::int64_t C, T eps, Stream) {
@@ -203,13 +215,16 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, co
     for (std::int64_t n = b; n < e; ++n) {
       const T* row = x + n * C;
       double m = 0.0;
+#pragma omp simd reduction(+ : m)
       for (std::int64_t c = 0; c < C; ++c) m += row[c];
       m /= static_cast<double>(C);
       double v = 0.0;
+#pragma omp simd reduction(+ : v)
       for (std::int64_t c = 0; c < C; ++c) v += (row[c] - m) * (row[c] - m);
       v /= static_cast<double>(C);
       const double s = 1.0 / std::sqrt(v + static_cast<double>(eps));
       T* o = out + n * C;
+#pragma omp simd
       for (std::int64_t c = 0; c < C; ++c) {
         const T norm = static_cast<T>((row[c] - m) * s);
         o[c] = norm * weight[c] + (bias ? bias[c] : T(0));
@@ -239,6 +254,7 @@ void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, 
         const T* g = dout + n * C;
         const double m = mean[n], s = rstd[n];
         double mean_g = 0.0, mean_gn = 0.0;
+#pragma omp simd reduction(+ : mean_g, mean_gn)
         for (std::int64_t c = 0; c < C; ++c) {
           const double norm = (row[c] - m) * s;
           const double gw = static_cast<double>(g[c]) * weight[c];
@@ -249,6 +265,7 @@ void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, 
         }
         mean_g /= static_cast<double>(C);
         mean_gn /= static_cast<double>(C);
+#pragma omp simd
         for (std::int64_t c = 0; c < C; ++c) {
           const double norm = (row[c] - m) * s;
           const double gw = static_cast<double>(g[c]) * weight[c];

@@ -101,6 +101,8 @@ void register_cpu_kernels() {
   add(op::matmul<float>, kCpu, "blocked", &cpu::matmul_blocked<float>, 20,
       about("packed panels and an AVX-512 micro-kernel in registers (gemm_blocked.cpp)"));
 #endif
+  add(op::cross_entropy_fused<float>, kCpu, "rowwise", &cpu::cross_entropy_fused_rowwise, 10,
+      about("one pass per row, kept in L1: max, exp_vec sums (in double), the gradient (fused.cpp)"));
   // Mixed precision (chapter 18): the AVX512-BF16 kernel where this CPU has the instruction
   // (asked at run time, so one binary runs on any x86 CPU), the plain loops everywhere.
   add(op::matmul_bf16, kCpu, "plain", &cpu::matmul_bf16_plain, 0,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "brrr/brrr.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/registry.h"
 #include "kernels/signatures.h"
 
@@ -117,6 +118,68 @@ TEST_CASE("results are bitwise identical with 1 and 2 threads") {
   set_num_threads(before);
   CHECK(one.first == two.first);
   CHECK(one.second == two.second);
+}
+
+TEST_CASE("softmax on the CPU: a masked (-inf) score weighs exactly 0, rows of ragged length sum to 1") {
+  for (int C : {1, 7, 16, 33, 300}) {
+    Generator g(C);
+    Tensor x = randn({5, C}, g) * 4.0;
+    std::vector<float> v = x.to_vector<float>();
+    for (int c = 1; c < C; c += 3) v[2 * C + c] = -INFINITY;  // row 2: every third score masked
+    const std::vector<float> y = ops::softmax(from_vector(v, {5, C}), -1).to_vector<float>();
+    for (int n = 0; n < 5; ++n) {
+      double sum = 0;
+      for (int c = 0; c < C; ++c) {
+        sum += y[n * C + c];
+        if (std::isinf(v[n * C + c])) CHECK(y[n * C + c] == 0.0f);
+        else CHECK(y[n * C + c] == doctest::Approx(std::exp(static_cast<double>(v[n * C + c])) /
+                                                   [&] {
+                                                     double z = 0;
+                                                     for (int k = 0; k < C; ++k) z += std::exp(static_cast<double>(v[n * C + k]));
+                                                     return z;
+                                                   }())
+                                          .epsilon(1e-5));
+      }
+      CHECK(sum == doctest::Approx(1.0).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE("cross_entropy_fused: the CPU's rowwise variant matches the unfused pair, and not the thread count") {
+  // Ragged V (not a multiple of the vector width), ignored rows, and a row with every fifth
+  // logit -inf (its gradient there exactly 0) but a finite target.
+  const std::int64_t N = 37, V = 1003, ignore = -100;
+  Generator g(5);
+  std::vector<float> logits = (randn({N, V}, g) * 3.0).to_vector<float>();
+  std::vector<std::int32_t> targets(N);
+  for (std::int64_t n = 0; n < N; ++n) targets[n] = static_cast<std::int32_t>((n * 131) % V);
+  for (std::int64_t n = 3; n < N; n += 7) targets[n] = ignore;
+  for (std::int64_t v = 0; v < V; v += 5) logits[4 * V + v] = -INFINITY;
+  logits[4 * V + targets[4]] = 1.0f;
+  const float dloss = 1.0f / 31;
+  std::vector<float> ref_loss(N), ref_d(N * V);
+  kernels::cpu::cross_entropy_fused<float>(ref_loss.data(), ref_d.data(), logits.data(), targets.data(), N, V, ignore,
+                                           dloss, nullptr);
+  const int before = get_num_threads();
+  auto run = [&](int threads) {
+    set_num_threads(threads);
+    std::vector<float> loss(N, 7.0f), d(N * V, 7.0f);
+    kernels::cpu::cross_entropy_fused_rowwise(loss.data(), d.data(), logits.data(), targets.data(), N, V, ignore,
+                                              dloss, nullptr);
+    return std::make_pair(loss, d);
+  };
+  const auto one = run(1), two = run(2);
+  set_num_threads(before);
+  CHECK(one == two);
+  const auto& [loss, d] = one;
+  for (std::int64_t n = 0; n < N; ++n) {
+    INFO("row ", n);
+    CHECK(loss[n] == doctest::Approx(ref_loss[n]).epsilon(1e-6));
+    for (std::int64_t v = 0; v < V; ++v) {
+      REQUIRE(std::fabs(d[n * V + v] - ref_d[n * V + v]) <= 1e-6f * dloss);
+      if (targets[n] == ignore || std::isinf(logits[n * V + v])) REQUIRE(d[n * V + v] == 0.0f);
+    }
+  }
 }
 
 TEST_CASE("softmax, log_softmax and cross_entropy values") {
