@@ -204,6 +204,23 @@ GradcheckResult causal_attention_gradcheck(const std::string& variant, Device de
 
 // q @ k^T and p @ v, 2 T T hs flops each, over the causal half.
 double attention_flops(const Dims& d) { return 4.0 * d[0] * d[1] * d[1] * d[2] / 2; }
+// Recomputing the scores and four more matmuls: 2.5x the forward's.
+double attention_backward_flops(const Dims& d) { return 2.5 * attention_flops(d); }
+
+// The ideal traffic, in float32 bytes as every case counts it (the lab scales bf16 arrays):
+// the forward reads q, k, v and writes out and lse; the backward reads dout, q, k, v, out and
+// lse and writes dq, dk, dv.
+double attention_forward_bytes(const Dims& d) { return 16.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; }
+double attention_backward_bytes(const Dims& d) { return 32.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; }
+
+void make_attention_forward(Problem& p, Random& r) {
+  const std::int64_t n = p.dims[0] * p.dims[1] * p.dims[2];
+  p.input("q", r.normal(n));
+  p.input("k", r.normal(n));
+  p.input("v", r.normal(n));
+  p.output("out", n);
+  p.output("lse", p.dims[0] * p.dims[1]);
+}
 
 Case attention_case(Case c) {
   c.chapter = "15";
@@ -251,26 +268,17 @@ std::vector<Case> attention_cases() {
       attention_case({.name = "attention_forward",
                       .what = "causal attention: out (BH, T, hs), lse (BH, T) from q, k, v (BH, T, hs)",
                       .tolerance = 1e-4,
-                      .bytes = [](const Dims& d) { return 16.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },
+                      .bytes = &attention_forward_bytes,
                       .flops = &attention_flops,
-                      .make = [](Problem& p, Random& r) {
-                        const std::int64_t n = p.dims[0] * p.dims[1] * p.dims[2];
-                        p.input("q", r.normal(n));
-                        p.input("k", r.normal(n));
-                        p.input("v", r.normal(n));
-                        p.output("out", n);
-                        p.output("lse", p.dims[0] * p.dims[1]);
-                      },
+                      .make = &make_attention_forward,
                       .reference = &attention_forward_reference,
                       .call = call(op::attention_forward<float>, &call_attention_forward<float>,
                                    op::attention_forward<double>, &call_attention_forward<double>)}),
       attention_case({.name = "attention_backward",
                       .what = "dq, dk, dv (BH, T, hs) from dout, q, k, v and the forward's out, lse",
                       .tolerance = 1e-3,  // dk and dv are sums over every query that sees the key
-                      // read dout q k v out, lse; write dq dk dv
-                      .bytes = [](const Dims& d) { return 32.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },
-                      // recomputing the scores and four more matmuls: 2.5x the forward's
-                      .flops = [](const Dims& d) { return 2.5 * attention_flops(d); },
+                      .bytes = &attention_backward_bytes,
+                      .flops = &attention_backward_flops,
                       .make = &make_attention_backward, .reference = &attention_backward_reference,
                       .call = call(op::attention_backward<float>, &call_attention_backward<float>,
                                    op::attention_backward<double>, &call_attention_backward<double>),
@@ -280,24 +288,17 @@ std::vector<Case> attention_cases() {
       attention_bf16_case({.name = "attention_forward_bf16",
                            .what = "attention_forward on q, k, v rounded to bf16: float32 in memory, sums and lse",
                            .tolerance = 1e-4,
-                           .bytes = [](const Dims& d) { return 16.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },
+                           .bytes = &attention_forward_bytes,
                            .flops = &attention_flops,
-                           .make = [](Problem& p, Random& r) {
-                             const std::int64_t n = p.dims[0] * p.dims[1] * p.dims[2];
-                             p.input("q", r.normal(n));
-                             p.input("k", r.normal(n));
-                             p.input("v", r.normal(n));
-                             p.output("out", n);
-                             p.output("lse", p.dims[0] * p.dims[1]);
-                           },
+                           .make = &make_attention_forward,
                            .reference = &attention_forward_bf16_reference,
                            .call = call(op::attention_forward_bf16, &call_attention_forward<float>,
                                         op::attention_forward_bf16, &call_attention_forward<float>)}),
       attention_bf16_case({.name = "attention_backward_bf16",
                            .what = "attention_backward on dout, q, k, v, out rounded to bf16: float32 lse and gradients",
                            .tolerance = 1e-3,
-                           .bytes = [](const Dims& d) { return 32.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },
-                           .flops = [](const Dims& d) { return 2.5 * attention_flops(d); },
+                           .bytes = &attention_backward_bytes,
+                           .flops = &attention_backward_flops,
                            .make = &make_attention_backward_bf16,
                            .reference = &attention_backward_bf16_reference,
                            .call = call(op::attention_backward_bf16, &call_attention_backward<float>,
@@ -305,15 +306,11 @@ std::vector<Case> attention_cases() {
       attention_bf16_memory_case(
           {.name = "attention_forward_bf16_memory",
            .what = "out (BH, T, hs) bf16, lse (BH, T) float32 from q, k, v bf16 in memory",
-           .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },
+           .bytes = &attention_forward_bytes,
            .flops = &attention_flops,
            .make = [](Problem& p, Random& r) {
-             const std::int64_t n = p.dims[0] * p.dims[1] * p.dims[2];
-             p.input("q", r.normal(n));
-             p.input("k", r.normal(n));
-             p.input("v", r.normal(n));
-             p.output("out", n);
-             p.output("lse", p.dims[0] * p.dims[1], Array::kFloat32);
+             make_attention_forward(p, r);
+             p.array("lse").type = Array::kFloat32;
            },
            .reference = &attention_forward_reference,
            .call = call(op::attention_forward_bf16_memory, &call_attention_forward_bf16_memory,
@@ -321,9 +318,8 @@ std::vector<Case> attention_cases() {
       attention_bf16_memory_case(
           {.name = "attention_backward_bf16_memory",
            .what = "dq, dk, dv (BH, T, hs) float32 from dout, q, k, v, out bf16 and lse float32",
-           // read dout q k v out (bf16), lse; write dq dk dv (float32)
-           .bytes = [](const Dims& d) { return 22.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[1]; },
-           .flops = [](const Dims& d) { return 2.5 * attention_flops(d); },
+           .bytes = &attention_backward_bytes,
+           .flops = &attention_backward_flops,
            .make = [](Problem& p, Random& r) {
              make_attention_backward_bf16(p, r);  // out and lse from the rounded q, k, v
              for (const char* name : {"lse", "dq", "dk", "dv"}) p.array(name).type = Array::kFloat32;

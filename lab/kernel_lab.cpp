@@ -890,24 +890,30 @@ std::vector<std::vector<double>> gradient_outputs(const Case& c, const Problem& 
 
 }  // namespace
 
-double traffic_bytes(const Case& c, const Dims& dims, DType dtype) {
-  const DType data = c.call.one_dtype ? c.call.dtype : dtype;
-  return c.bytes(dims) * static_cast<double>(dtype_size(data)) / 4.0;
+double traffic_bytes(const Case& c, const Problem& problem) {
+  double stored = 0.0, as_float32 = 0.0;
+  for (const Array& a : problem.arrays) {
+    const auto n = static_cast<double>(a.values.size());
+    stored += n * static_cast<double>(DeviceProblem::bytes_of(a, problem.dtype));
+    as_float32 += n * static_cast<double>(DeviceProblem::bytes_of(a, kFloat32));
+  }
+  const double bytes = c.bytes(problem.dims);
+  return as_float32 > 0.0 ? bytes * stored / as_float32 : bytes;
 }
 
 namespace {
 
 // The timing of one variant that passed: warm-up, then repeats with the cache flushed.
-void time_variant(VariantResult& r, Target& target, const Case& c, DeviceProblem& device, const Bound& kernel,
-                  const Peaks& peaks, int repeats, double budget_seconds, std::FILE* out) {
+// `traffic`: the bytes of one call (traffic_bytes).
+void time_variant(VariantResult& r, Target& target, const Case& c, double traffic, DeviceProblem& device,
+                  const Bound& kernel, const Peaks& peaks, int repeats, double budget_seconds, std::FILE* out) {
   const bool gpu = target.type() == DeviceType::CUDA && !target.emulated();
   const Timing t = time_calls(target, [&] { kernel(device.args); }, gpu ? 2 : 0, repeats, budget_seconds);
   r.timed = true;
   r.median_ms = t.median_ms;
   r.min_ms = t.min_ms;
   const double seconds = t.median_ms * 1e-3;
-  r.rate = c.report_flops ? c.flops(device.args.dims) / seconds / 1e12
-                          : traffic_bytes(c, device.args.dims, device.args.dtype) / seconds / 1e9;
+  r.rate = c.report_flops ? c.flops(device.args.dims) / seconds / 1e12 : traffic / seconds / 1e9;
   const double peak = c.report_flops ? peaks.tflops : peaks.bandwidth_gbs;
   if (peak > 0) r.percent_of_peak = 100.0 * r.rate / peak;
   say(out, "  %.4f ms median, %.4f ms min over %d runs\n", t.median_ms, t.min_ms, t.runs);
@@ -1026,8 +1032,9 @@ Report run(const Case& c, const Options& options) {
     for (Array& a : problem.arrays)
       if (a.type == Array::kFloat)
         for (double& x : a.values) x = round_to_bf16(static_cast<float>(x));
+  const double traffic = traffic_bytes(c, problem);
   say(out, "size: %s, seed %llu, %s moved per call", report.size.c_str(),
-      static_cast<unsigned long long>(options.seed), bytes_text(traffic_bytes(c, dims, options.dtype)).c_str());
+      static_cast<unsigned long long>(options.seed), bytes_text(traffic).c_str());
   if (c.flops) say(out, ", %.3g GFLOP", c.flops(dims) / 1e9);
   say(out, "%s%s\n", f64 ? ", float64" : in_bf16 ? ", bfloat16" : "", options.misaligned ? ", misaligned (every array one element off)" : "");
   std::vector<std::vector<double>> expected, expected_bf16;
@@ -1084,7 +1091,7 @@ Report run(const Case& c, const Options& options) {
       const double allowed = options.tolerance >= 0 ? tolerance : std::max(tolerance, v.meta.tolerance);
       compare_outputs(r, problem, got, v.meta.bf16_inputs && !grad ? expected_bf16 : expected, allowed, which, on_gpu,
                       out);
-      if (timing && r.passed) time_variant(r, target, c, arrays, kernel, peaks, repeats, budget_seconds, out);
+      if (timing && r.passed) time_variant(r, target, c, traffic, arrays, kernel, peaks, repeats, budget_seconds, out);
     }
     report.results.push_back(r);
   }

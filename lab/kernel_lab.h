@@ -195,7 +195,7 @@ struct Case {
   // for bf16 arithmetic (AVX512-BF16 does twice the float32 FMA's products per instruction).
   std::string peak_op = "matmul";
   // The least traffic the op needs (each input read once, each output written once), counted in
-  // float32 bytes (traffic_bytes scales it to the run's dtype), and its floating-point
+  // float32 bytes (traffic_bytes scales it to how the arrays are stored), and its floating-point
   // operations (nullptr where bandwidth is all that matters).
   double (*bytes)(const Dims&) = nullptr;
   double (*flops)(const Dims&) = nullptr;
@@ -217,11 +217,10 @@ struct Case {
 const std::vector<Case>& cases();  // every case of the lab, in course order
 // The case named `name` (an op's name finds its first case); throws brrr::Error listing them.
 const Case& find_case(const std::string& name);
-// A call's traffic in the run's dtype: Case::bytes counts float32 data, so bf16 data move half
-// of it and float64 twice. (The int32 indices of a few ops, under 0.1% of their bytes at the
-// lab's sizes, scale with it; the cases with Array::kFloat32 arrays report FLOP/s, not GB/s.)
-// Ops of one fixed dtype (matmul_bf16: float32 data) keep theirs.
-double traffic_bytes(const Case& c, const Dims& dims, DType dtype);
+// A call's traffic as the problem stores its arrays: Case::bytes counts them as float32, and
+// the arrays' bytes in the run's dtype (bf16 data, float32 results and statistics, int32
+// indices) over the same arrays in float32 scale it: half for bf16 data, twice for float64.
+double traffic_bytes(const Case& c, const Problem& problem);
 // "1024x768", "1024,768", "C=1024" (the other sizes from `defaults`), or "4096" for every size.
 Dims parse_size(const Case& c, const std::string& text, const Dims& defaults);
 std::string size_string(const Case& c, const Dims& dims);  // "N=1024 C=768"

@@ -174,12 +174,23 @@ TEST_CASE("kernel lab: every registered op has a case, and every case is complet
   CHECK(lab::find_case("gelu_forward").bytes({1000}) == 8000.0);
   CHECK(lab::find_case("adamw_step").bytes({1000}) == 28000.0);
   CHECK(lab::find_case("cross_entropy_fused").bytes({10, 100}) == 8.0 * 10 * 100 + 8.0 * 10);
-  // ... in float32 bytes: a bf16 run moves half of them, a float64 run twice (GB/s and "% of
-  // copy bandwidth" of the bf16 kernels were once twice the truth).
-  CHECK(lab::traffic_bytes(lab::find_case("gelu_forward"), {1000}, kBFloat16) == 4000.0);
-  CHECK(lab::traffic_bytes(lab::find_case("gelu_forward"), {1000}, kFloat64) == 16000.0);
-  CHECK(lab::traffic_bytes(lab::find_case("layernorm_forward"), {10, 100}, kFloat32) ==
-        lab::find_case("layernorm_forward").bytes({10, 100}));
+  // ... in float32 bytes: a bf16 run moves half of them, a float64 run twice, and an op on bf16
+  // data with float32 results moves each array at its own size (GB/s and "% of copy bandwidth"
+  // of the bf16 kernels were once twice the truth).
+  const auto traffic = [](const char* name, const lab::Dims& dims, DType dtype) {
+    const lab::Case& c = lab::find_case(name);
+    lab::Problem problem;
+    problem.dims = dims;
+    problem.dtype = dtype;
+    lab::Random random(1);
+    c.make(problem, random);
+    return lab::traffic_bytes(c, problem);
+  };
+  CHECK(traffic("gelu_forward", {1000}, kBFloat16) == 4000.0);
+  CHECK(traffic("gelu_forward", {1000}, kFloat64) == 16000.0);
+  CHECK(traffic("layernorm_forward", {10, 100}, kFloat32) == lab::find_case("layernorm_forward").bytes({10, 100}));
+  CHECK(traffic("matmul_bf16_memory", {3, 5, 7}, kBFloat16) == 2.0 * (3 * 7 + 7 * 5) + 4.0 * 3 * 5);
+  CHECK(traffic("attention_forward_bf16_memory", {2, 8, 64}, kBFloat16) == 2.0 * 4 * (2 * 8 * 64) + 4.0 * 2 * 8);
   CHECK(lab::find_case("attention_backward").flops({1, 8, 4}) == 2.5 * lab::find_case("attention_forward").flops({1, 8, 4}));
   CHECK(lab::find_case("matmul/transposed").op_name() == "matmul");
   CHECK_THROWS_WITH_AS(lab::find_case("gelu"), doctest::Contains("unknown op 'gelu' (ops: fill, copy, cast"), Error);
