@@ -13,6 +13,7 @@
 // matmul does with matmul_bf16 (ops_matmul.cpp). The backward closure remembers the scope.
 // bf16 tensors go the same way, through float32 copies, the output rounded once.
 #include <cmath>
+#include <type_traits>
 
 #include "brrr/autocast.h"
 #include "brrr/ops.h"
@@ -45,38 +46,31 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   Tensor out = detail::new_like(qc);
   Tensor lse = detail::new_tensor({B, H, T}, q.dtype(), q.device());
   const DType precision = autocast_dtype();
-  if (q.dtype() == kFloat32 && precision == kBFloat16) {
-    static kernels::Kernel<kernels::attention_forward_fn<float>> bf16(kernels::op::attention_forward_bf16);
-    bf16(q.device().type)(out.data_ptr<float>(), lse.data_ptr<float>(), qc.data_ptr<float>(), kc.data_ptr<float>(),
-                          vc.data_ptr<float>(), BH, T, hs, static_cast<float>(scale), detail::stream(q.device()));
-  } else {
-    static detail::KernelFamily<kernels::attention_forward_fn> forward("attention_forward");
-    detail::dispatch_floating(q.dtype(), "flash_attention", [&]<class F>() {
-      forward.get<F>(q.device())(out.data_ptr<F>(), lse.data_ptr<F>(), qc.data_ptr<F>(), kc.data_ptr<F>(),
-                                 vc.data_ptr<F>(), BH, T, hs, static_cast<F>(scale), detail::stream(q.device()));
-    });
-  }
+  static detail::KernelFamily<kernels::attention_forward_fn> forward("attention_forward");
+  static kernels::Kernel<kernels::attention_forward_fn<float>> forward_bf16(kernels::op::attention_forward_bf16);
+  detail::dispatch_floating(q.dtype(), "flash_attention", [&]<class F>() {
+    auto kernel = forward.get<F>(q.device());
+    if constexpr (std::is_same_v<F, float>)
+      if (precision == kBFloat16) kernel = forward_bf16(q.device().type);
+    kernel(out.data_ptr<F>(), lse.data_ptr<F>(), qc.data_ptr<F>(), kc.data_ptr<F>(), vc.data_ptr<F>(), BH, T, hs,
+           static_cast<F>(scale), detail::stream(q.device()));
+  });
   if (autograd::needs_grad({&q, &k, &v}))
     autograd::record("flash_attention", {q, k, v}, out,
                      [qc = saved(qc), kc = saved(kc), vc = saved(vc), o = saved(out), lse, BH, T, hs, scale,
                       precision](const Tensor& g_in) {
+                       static detail::KernelFamily<kernels::attention_backward_fn> backward("attention_backward");
+                       static kernels::Kernel<kernels::attention_backward_fn<float>> backward_bf16(
+                           kernels::op::attention_backward_bf16);
                        const Tensor g = g_in.contiguous();
                        Tensor dq = detail::new_like(qc), dk = detail::new_like(kc), dv = detail::new_like(vc);
-                       if (g.dtype() == kFloat32 && precision == kBFloat16) {  // as in the forward
-                         static kernels::Kernel<kernels::attention_backward_fn<float>> bf16(
-                             kernels::op::attention_backward_bf16);
-                         bf16(g.device().type)(dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>(),
-                                               g.data_ptr<float>(), qc.data_ptr<float>(), kc.data_ptr<float>(),
-                                               vc.data_ptr<float>(), o.data_ptr<float>(), lse.data_ptr<float>(),
-                                               BH, T, hs, static_cast<float>(scale), detail::stream(g.device()));
-                         return TensorList{dq, dk, dv};
-                       }
-                       static detail::KernelFamily<kernels::attention_backward_fn> backward("attention_backward");
                        detail::dispatch_floating(g.dtype(), "flash_attention", [&]<class F>() {
-                         backward.get<F>(g.device())(dq.data_ptr<F>(), dk.data_ptr<F>(), dv.data_ptr<F>(),
-                                                     g.data_ptr<F>(), qc.data_ptr<F>(), kc.data_ptr<F>(),
-                                                     vc.data_ptr<F>(), o.data_ptr<F>(), lse.data_ptr<F>(), BH, T,
-                                                     hs, static_cast<F>(scale), detail::stream(g.device()));
+                         auto kernel = backward.get<F>(g.device());
+                         if constexpr (std::is_same_v<F, float>)
+                           if (precision == kBFloat16) kernel = backward_bf16(g.device().type);  // as the forward
+                         kernel(dq.data_ptr<F>(), dk.data_ptr<F>(), dv.data_ptr<F>(), g.data_ptr<F>(),
+                                qc.data_ptr<F>(), kc.data_ptr<F>(), vc.data_ptr<F>(), o.data_ptr<F>(),
+                                lse.data_ptr<F>(), BH, T, hs, static_cast<F>(scale), detail::stream(g.device()));
                        });
                        return TensorList{dq, dk, dv};
                      });
