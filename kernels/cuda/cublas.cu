@@ -41,18 +41,25 @@ cublasHandle_t handle_for(Stream stream, bool allow_tf32) {
   return handle;
 }
 
+// cuBLAS's arguments for a row-major out = a @ b, computed as the column-major out^T = b^T a^T
+// (the comment at the top of this file): b first, m = N, n = M.
+struct ColumnMajor {
+  explicit ColumnMajor(const MatmulShape& s)
+      : op_b(s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N), op_a(s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N),
+        m(static_cast<int>(s.N)), n(static_cast<int>(s.M)), k(static_cast<int>(s.K)),
+        // Leading dimensions of the row-major storage: b is (K, N) or, transposed, (N, K).
+        ldb(static_cast<int>(s.trans_b ? s.K : s.N)), lda(static_cast<int>(s.trans_a ? s.M : s.K)),
+        batch(static_cast<int>(s.batch)) {}
+  cublasOperation_t op_b, op_a;
+  int m, n, k, ldb, lda, batch;
+};
+
 template <class T>
 void matmul_cublas(T* out, const T* a, const T* b, const MatmulShape& s, Stream stream) {
   if (s.M == 0 || s.N == 0 || s.batch == 0) return;
   cublasHandle_t handle = handle_for(stream, s.allow_tf32);
   const T alpha = 1, beta = s.accumulate ? 1 : 0;
-  // Leading dimensions of the row-major storage: b is (K, N) or, transposed, (N, K).
-  const int ldb = static_cast<int>(s.trans_b ? s.K : s.N);
-  const int lda = static_cast<int>(s.trans_a ? s.M : s.K);
-  const cublasOperation_t op_b = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_a = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int m = static_cast<int>(s.N), n = static_cast<int>(s.M), k = static_cast<int>(s.K);
-  const int batch = static_cast<int>(s.batch);
+  const ColumnMajor g(s);
   if (s.K == 0) {  // an empty sum: out = 0 (or unchanged when accumulating)
     if (!s.accumulate)
       for (std::int64_t i = 0; i < s.batch; ++i)
@@ -61,11 +68,11 @@ void matmul_cublas(T* out, const T* a, const T* b, const MatmulShape& s, Stream 
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    BRRR_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, op_b, op_a, m, n, k, &alpha, b, ldb, s.stride_b, a, lda,
-                                                s.stride_a, &beta, out, m, s.stride_out, batch));
+    BRRR_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, g.op_b, g.op_a, g.m, g.n, g.k, &alpha, b, g.ldb, s.stride_b, a,
+                                                g.lda, s.stride_a, &beta, out, g.m, s.stride_out, g.batch));
   } else {
-    BRRR_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, op_b, op_a, m, n, k, &alpha, b, ldb, s.stride_b, a, lda,
-                                                s.stride_a, &beta, out, m, s.stride_out, batch));
+    BRRR_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, g.op_b, g.op_a, g.m, g.n, g.k, &alpha, b, g.ldb, s.stride_b, a,
+                                                g.lda, s.stride_a, &beta, out, g.m, s.stride_out, g.batch));
   }
 }
 
@@ -82,15 +89,10 @@ void gemm_bf16(float* out, const void* a16, const void* b16, const MatmulShape& 
   // math mode, so allow_tf32 changes nothing here.
   cublasHandle_t handle = handle_for(stream, false);
   const float alpha = 1, beta = s.accumulate ? 1 : 0;
-  const int ldb = static_cast<int>(s.trans_b ? s.K : s.N);
-  const int lda = static_cast<int>(s.trans_a ? s.M : s.K);
-  const cublasOperation_t op_b = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_a = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int m = static_cast<int>(s.N), n = static_cast<int>(s.M), k = static_cast<int>(s.K);
-  BRRR_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_b, op_a, m, n, k, &alpha, b16, CUDA_R_16BF, ldb, s.stride_b,
-                                               a16, CUDA_R_16BF, lda, s.stride_a, &beta, out, CUDA_R_32F, m,
-                                               s.stride_out, static_cast<int>(s.batch), CUBLAS_COMPUTE_32F,
-                                               CUBLAS_GEMM_DEFAULT));
+  const ColumnMajor g(s);
+  BRRR_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, g.op_b, g.op_a, g.m, g.n, g.k, &alpha, b16, CUDA_R_16BF, g.ldb,
+                                               s.stride_b, a16, CUDA_R_16BF, g.lda, s.stride_a, &beta, out, CUDA_R_32F,
+                                               g.m, s.stride_out, g.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 // matmul_bf16 on cuBLAS: a and b rounded into bf16 scratch copies (same layout, same strides),
