@@ -3,7 +3,9 @@
 // bench/gpt_step_peer.py (PyTorch, the same model, batch and threads or GPU);
 // bench/gpt_step.sh (CPU) and bench/gpu_step.sh (GPU) run both.
 //   build/bench/bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile] [--device cpu|cuda|emulator]
-//                              [--dtype float32|bf16]
+//                              [--dtype float32|bf16] [--cuda_graph]
+// --cuda_graph (a CUDA device) replays the forward and backward as one CUDA graph, captured
+// after one plain step, with AdamW outside it, as brrr train --cuda_graph does (chapter 17).
 // --dtype bf16 runs the step under brrr::Autocast(kBFloat16), as brrr train --dtype bf16 does
 // (chapter 18); the peer's --dtype bf16 is torch.autocast in bfloat16.
 // PRESET is cpu-tiny, shakespeare-char or gpt-12m (brrr/models/gpt.h); data are random
@@ -21,17 +23,18 @@ using namespace brrr;
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile] [--device cpu|cuda|emulator] "
-                         "[--dtype float32|bf16]\n");
+                         "[--dtype float32|bf16] [--cuda_graph]\n");
     return 2;
   }
   models::GPTConfig c = models::gpt_preset(argv[1]);
   const std::int64_t B = std::atoll(argv[2]);
   int steps = 10;
-  bool profile = false;
+  bool profile = false, use_graph = false;
   std::string device_name = "cpu", dtype = "float32";
   for (int i = 3; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--composed")) c.composed = true;
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
+    else if (!std::strcmp(argv[i], "--cuda_graph")) use_graph = true;
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device_name = argv[++i];
     else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
     else steps = std::atoi(argv[i]);
@@ -44,6 +47,10 @@ int main(int argc, char** argv) {
   const std::optional<Device> chosen = bench::bench_device(device_name, "bench_gpt_step");
   if (!chosen) return 1;
   const Device device = *chosen;
+  if (use_graph && !device.is_cuda()) {
+    std::fprintf(stderr, "bench_gpt_step: --cuda_graph needs --device cuda or emulator\n");
+    return 2;
+  }
   Generator gen(1337);
   models::GPT model(c, gen);
   model.to(device);
@@ -57,7 +64,24 @@ int main(int argc, char** argv) {
     opt.step();
     if (device.is_cuda()) cuda::synchronize();  // the step is done when the GPU is done
   };
-  const double s = bench::median_seconds(step, steps, 2);
+  cuda::Graph graph;
+  Tensor graph_idx, graph_targets;  // the graph's input: each step's batch is copied into them
+  auto graph_step = [&] {
+    if (!graph.defined()) {
+      step();  // sets up cuBLAS, the workspace and the cached blocks
+      graph_idx = randint(0, c.vocab_size, {B, T}, gen).to(device);
+      graph_targets = randint(0, c.vocab_size, {B, T}, gen).to(device);
+      opt.zero_grad();  // the captured backward makes the gradients, and writes them at every replay
+      graph = cuda::Graph::capture([&] { model.loss(model.forward(graph_idx), graph_targets).backward(); });
+    } else {
+      graph_idx.copy_(randint(0, c.vocab_size, {B, T}, gen));
+      graph_targets.copy_(randint(0, c.vocab_size, {B, T}, gen));
+    }
+    graph.replay();
+    opt.step();
+    cuda::synchronize();
+  };
+  const double s = use_graph ? bench::median_seconds(graph_step, steps, 2) : bench::median_seconds(step, steps, 2);
   // Forward + backward FLOPs, as in the PaLM/nanoGPT estimate: 6 per parameter per token
   // (counting every parameter, wpe and LayerNorm too, as that estimate does), plus attention:
   // 2 * 2 * T * C per token per layer forward (scores and weighted sum), times 3 with the
@@ -66,11 +90,12 @@ int main(int argc, char** argv) {
   const double flops = 6.0 * c.num_parameters() * tokens + 3.0 * 4.0 * T * c.n_embd * c.n_layer * tokens / 2;
   const std::string where = device.is_cuda() ? cuda::device_name() : "threads=" + std::to_string(get_num_threads());
   std::printf("brrr %s (%s%s) B=%lld T=%lld %s: %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s\n", argv[1],
-              c.composed ? "composed" : "kernels", dtype == "bf16" ? ", bf16 autocast" : "", static_cast<long long>(B), static_cast<long long>(T), where.c_str(),
+              c.composed ? "composed" : "kernels",
+              (std::string(dtype == "bf16" ? ", bf16 autocast" : "") + (use_graph ? ", CUDA graph" : "")).c_str(), static_cast<long long>(B), static_cast<long long>(T), where.c_str(),
               s * 1e3, tokens / s, flops / s / 1e9);
   if (profile) {
     profiler::enable();
-    for (int i = 0; i < 3; ++i) step();
+    for (int i = 0; i < 3; ++i) use_graph ? graph_step() : step();
     profiler::enable(false);
     std::printf("%s", profiler::report(3).c_str());
   }

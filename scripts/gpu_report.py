@@ -136,7 +136,17 @@ def main():
                  ratio >= 0.6, f"'{best['variant']}' {best['rate']:.1f} vs {cublas['rate']:.1f} TFLOP/s")
     else:
         bars.add("matmul 4096^3, best float32 CUDA-core / cuBLAS SGEMM", "-", ">= 60%", None)
-    bars.add("bf16 mma.sync GEMM 4096^3 / cuBLAS bf16", "-", ">= 50%", None, "no bf16 GEMM yet (tensor-core issue)")
+
+    # --- tensor cores: bench/tensor_cores.sh (brrr's bf16-in-memory kernels, then PyTorch's)
+    tc = read(os.path.join(logs, "tensor_cores.log"))
+    gemm = re.search(r"^matmul bf16_pipelined .*?4096\^3: ([\d.]+) ms, ([\d.]+) TFLOP/s", tc, re.M)
+    peer = re.search(r"^torch \S+ matmul bf16 4096\^3 .*?: ([\d.]+) ms, ([\d.]+) TFLOP/s", tc, re.M)
+    if gemm and peer:
+        ratio = float(gemm.group(2)) / float(peer.group(2))
+        bars.add("bf16 mma.sync GEMM 4096^3 / cuBLAS bf16", f"{100 * ratio:.0f}%", ">= 50%", ratio >= 0.5,
+                 f"variant 12 {float(gemm.group(2)):.1f} vs PyTorch (cuBLAS) {float(peer.group(2)):.1f} TFLOP/s")
+    else:
+        bars.add("bf16 mma.sync GEMM 4096^3 / cuBLAS bf16", "-", ">= 50%", None)
 
     # --- attention: bench/attention.sh
     att = read(os.path.join(logs, "attention.log"))
@@ -150,14 +160,31 @@ def main():
                  composed / flash >= 3, note)
     if not re.search(r"composed [\d.]+ ms, flash", att):
         bars.add("flash attention f32 fwd+bwd vs composed", "-", ">= 3x", None)
-    bars.add("bf16 flash attention fwd+bwd / PyTorch SDPA bf16", "-", "<= 1.3x", None,
-             "no bf16 backward yet (tensor-core issue)")
+    measured = False
+    for m in re.finditer(r"^attention forward bf16_pipelined .*?BH=(\d+) T=(\d+) hs=(\d+): ([\d.]+) ms.*\n"
+                         r"attention backward .*?forward \+ backward ([\d.]+) ms", tc, re.M):
+        BH, T, hs, fwd, both = m.group(1), m.group(2), m.group(3), float(m.group(4)), float(m.group(5))
+        key = f"causal BH={BH} T={T} hs={hs}"
+        sdpa_fwd = re.search(rf"^torch \S+ sdpa forward bf16 {key} .*?: ([\d.]+) ms", tc, re.M)
+        sdpa_both = re.search(rf"^torch \S+ sdpa forward \+ backward bf16 {key} .*?: ([\d.]+) ms", tc, re.M)
+        if not (sdpa_fwd and sdpa_both):
+            continue
+        measured = True
+        f_ratio, b_ratio = fwd / float(sdpa_fwd.group(1)), both / float(sdpa_both.group(1))
+        bars.add(f"bf16 flash attention forward / SDPA bf16, T = {T}", f"{f_ratio:.2f}x", "<= 1.2x", f_ratio <= 1.2,
+                 f"variant 4 {fwd:.3f} ms, SDPA {float(sdpa_fwd.group(1)):.3f} ms")
+        bars.add(f"bf16 flash attention fwd+bwd / SDPA bf16, T = {T}", f"{b_ratio:.2f}x", "<= 1.3x", b_ratio <= 1.3,
+                 f"variant 4 {both:.3f} ms, SDPA {float(sdpa_both.group(1)):.3f} ms")
+    if not measured:
+        bars.add("bf16 flash attention fwd+bwd / PyTorch SDPA bf16", "-", "<= 1.3x", None)
 
     # --- the 12.3M GPT: bench/gpu_step.sh
     step = read(os.path.join(logs, "step.log"))
     tok = {}
-    for m in re.finditer(r"^brrr gpt-12m \((\w+)[^)]*\).*?([\d.]+) tokens/s", step, re.M):
-        tok["brrr " + m.group(1)] = float(m.group(2))
+    ms = {}
+    for m in re.finditer(r"^brrr gpt-12m \(([^)]*)\).*?([\d.]+) ms/step, ([\d.]+) tokens/s", step, re.M):
+        tok["brrr " + m.group(1)] = float(m.group(3))
+        ms["brrr " + m.group(1)] = float(m.group(2))
     for m in re.finditer(r"^torch \S+ gpt-12m \(([^)]*)\).*?([\d.]+) tokens/s", step, re.M):
         tok["torch " + m.group(1)] = float(m.group(2))
     # brrr's own kernels ("kernels"; runs before the rename say "fused") against the composed ops
@@ -174,13 +201,25 @@ def main():
                  f"{fused:.0f} vs {best:.0f} tokens/s (faster of eager and eager+SDPA)")
     else:
         bars.add("GPT 12.3M step, brrr f32 / PyTorch eager f32", "-", ">= 1x", None)
-    bars.add("GPT 12.3M step, brrr bf16 / torch.compile bf16", "-", ">= 1x", None, "no bf16 training yet")
+    bf16 = tok.get("brrr kernels, bf16 autocast")
+    compiled = [v for k, v in tok.items() if k.startswith("torch compile") and "bf16" in k]
+    if bf16 and compiled:
+        best = max(compiled)
+        bars.add("GPT 12.3M step, brrr bf16 / torch.compile bf16", f"{bf16 / best:.2f}x", ">= 1x", bf16 >= best,
+                 f"{bf16:.0f} vs {best:.0f} tokens/s")
+    else:
+        bars.add("GPT 12.3M step, brrr bf16 / torch.compile bf16", "-", ">= 1x", None)
 
     # --- determinism and graphs
     det = verdict.get("determinism")
     bars.add("training step deterministic on the GPU", det or "-", "identical bits",
              None if det is None else det == "PASS")
-    bars.add("training step as a CUDA graph", "-", "captured and replayed", None, "needs a sync-free step")
+    graph, plain = ms.get("brrr kernels, CUDA graph"), ms.get("brrr kernels", ms.get("brrr fused"))
+    if graph and plain:
+        bars.add("training step as a CUDA graph", f"{graph:.1f} ms", "captured and replayed", True,
+                 f"{plain:.1f} ms/step without the graph ({plain / graph:.2f}x)")
+    else:
+        bars.add("training step as a CUDA graph", "-", "captured and replayed", None)
 
     # --- the report
     env = read(os.path.join(logs, "env.log")).strip()

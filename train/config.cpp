@@ -54,6 +54,7 @@ void for_each_field(TrainConfig& c, F&& f) {
   f("log_interval", c.log_interval), f("checkpoint_interval", c.checkpoint_interval);
   f("keep_checkpoints", c.keep_checkpoints), f("sample_tokens", c.sample_tokens), f("out_dir", c.out_dir);
   f("device", c.device), f("dtype", c.dtype), f("seed", c.seed), f("threads", c.threads), f("profile", c.profile);
+  f("cuda_graph", c.cuda_graph);
   f("zero", c.zero), f("bucket_mb", c.bucket_mb), f("overlap_comm", c.overlap_comm);
 }
 }  // namespace
@@ -141,6 +142,7 @@ constexpr KeyHelp kKeyHelp[] = {
     {"seed", "Device", "seed of the initial weights, the data order and dropout"},
     {"threads", "Device", "CPU threads (0: all cores)"},
     {"profile", "Device", "print where the time went, op by op, at the end"},
+    {"cuda_graph", "Device", "on a CUDA device: replay the step's forward and backward as one CUDA graph (needs dropout 0)"},
     {"zero", "Distributed", "under mpirun: 1 shards AdamW's moments over the ranks (ZeRO stage 1), 0 keeps them whole"},
     {"bucket_mb", "Distributed", "under mpirun: gradients are summed over the ranks in buckets of this many MB"},
     {"overlap_comm", "Distributed", "under mpirun: sum each bucket while the backward goes on (false: after it; same bits)"},
@@ -184,6 +186,12 @@ void TrainConfig::validate() const {
   BRRR_CHECK(threads >= 0, "config: threads must be 0 (all cores) or positive");
   BRRR_CHECK(zero == 0 || zero == 1, "config: zero must be 0 (no sharding) or 1 (AdamW's state sharded), got ", zero);
   BRRR_CHECK(bucket_mb > 0, "config: bucket_mb must be positive, got ", bucket_mb);
+  if (cuda_graph) {
+    BRRR_CHECK(device != "cpu", "config: cuda_graph needs a CUDA device (--device cuda, emulator or auto), got cpu");
+    BRRR_CHECK(dropout == 0.0, "config: cuda_graph needs dropout 0 (got ", dropout, "): a CUDA graph would replay "
+               "the dropout masks' random offsets, the same mask every step");
+    BRRR_CHECK(grad_accum == 1, "config: cuda_graph needs grad_accum 1 (got ", grad_accum, ")");
+  }
 }
 
 }  // namespace brrr::train

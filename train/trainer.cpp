@@ -198,6 +198,20 @@ TrainResult train_this_rank(TrainConfig c) {
   // step's last micro-batch goes on (--overlap_comm, chapter 19); ZeRO's reduce-scatter does
   // not overlap yet: it runs after the backward.
   dist::GradientReducer reducer(params, static_cast<std::int64_t>(c.bucket_mb * 1e6), c.overlap_comm);
+  // --cuda_graph (chapter 17): the first step of the run runs as usual (it sets up cuBLAS, the
+  // kernels' workspace and the caching allocator's blocks); the second is captured: its
+  // forward, backward and clipping, on a batch in two tensors made for the graph, with the
+  // gradients the captured backward makes, which the parameters keep from then on (no
+  // zero_grad between replays: the graph writes them). Every step from the second on copies
+  // its batch into those tensors, replays the graph, and takes the AdamW step outside it
+  // (its learning rate and step count change every step, and a graph would freeze them).
+  if (c.cuda_graph) {
+    BRRR_CHECK(device.is_cuda(), "cuda_graph: the run is on the CPU (--device ", c.device,
+               "); a CUDA graph needs a CUDA device (cuda or emulator)");
+    BRRR_CHECK(ranks == 1, "cuda_graph: runs on one rank only (this run has ", ranks, ")");
+  }
+  cuda::Graph step_graph;
+  Tensor graph_x, graph_y, graph_loss, graph_norm;
   Generator data_gen(c.seed + 1);
   TrainingState state{c, model, opt, data_gen, 0};
   const std::string tokenizer_copy = c.out_dir + "/tokenizer";
@@ -379,7 +393,8 @@ TrainResult train_this_rank(TrainConfig c) {
     const cuda::Waits waits_before = cuda::waits();
     const double lr = schedule.lr(step);
     opt.set_lr(lr);
-    opt.zero_grad();
+    const bool replay = c.cuda_graph && steps_this_run > 0;
+    if (!step_graph.defined()) opt.zero_grad();  // a captured step writes the gradients it made
     if (zero) model.zero_grad();  // the parameters this rank's AdamW does not hold
     fault_drill(step);
     const auto step_start = std::chrono::steady_clock::now();
@@ -390,7 +405,25 @@ TrainResult train_this_rank(TrainConfig c) {
     // skips the draws of the others. One rank draws them all, as before.
     const std::int64_t micro_steps = c.grad_accum * ranks;
     data.skip_batches(c.grad_accum * rank, c.batch_size, data_gen);
-    for (std::int64_t micro = 0; micro < c.grad_accum; ++micro) {
+    for (std::int64_t micro = 0; micro < c.grad_accum && replay; ++micro) {  // one micro-step, one rank
+      Tensor x, y;
+      data.batch(Split::Train, c.batch_size, c.block_size, data_gen, x, y);
+      if (step_graph.defined()) {
+        graph_x.copy_(x), graph_y.copy_(y);
+      } else {
+        graph_x = x.to(device), graph_y = y.to(device);
+        step_graph = cuda::Graph::capture([&] {
+          const Tensor loss = model.loss(model.forward(graph_x), graph_y);
+          loss.backward();
+          graph_loss = loss.detach();
+          if (c.grad_clip > 0) graph_norm = optim::clip_grad_norm(model.parameters(), c.grad_clip);
+        });
+      }
+      step_graph.replay();
+      done.losses.push_back(graph_loss.clone());  // the graph overwrites its own at the next replay
+      if (graph_norm.defined()) done.grad_norm = graph_norm.clone();
+    }
+    for (std::int64_t micro = 0; micro < c.grad_accum && !replay; ++micro) {
       Tensor x, y;
       data.batch(Split::Train, c.batch_size, c.block_size, data_gen, x, y);
       x = x.to(device), y = y.to(device);
@@ -417,6 +450,8 @@ TrainResult train_this_rank(TrainConfig c) {
       opt.step();
       NoGradGuard no_grad;
       dist::allgather_owned(params, split);
+    } else if (replay) {
+      opt.step();
     } else {
       reducer.finish();  // the buckets not yet sent, and the wait for all of them
       if (c.grad_clip > 0) done.grad_norm = optim::clip_grad_norm(model.parameters(), c.grad_clip);

@@ -6,10 +6,13 @@
 #include <cstdio>
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "brrr/error.h"
@@ -36,6 +39,14 @@ std::string mib(std::size_t bytes) {
 // without asking the device. A training step allocates the same sizes every step, so after
 // the first step every allocation is a cache hit. If the device is out of memory the cache is
 // emptied and the allocation tried once more before it fails.
+//
+// CUDA graphs (chapter 17). A graph replays its kernels with the pointers they had when it
+// was captured, so the blocks the captured work used must stay the graph's: a pool of their
+// own. While a capture is under way every allocation comes from that pool (pool ids count
+// from 1; 0 is everything else), and a block of a pool goes back to that pool's free lists
+// when it is freed, then or later, never to another's. Inside the capture a freed block may
+// serve a later allocation of the same capture (the replay runs the work in the same order,
+// so the two uses never overlap). When the graph is destroyed its pool joins pool 0.
 
 class CachingAllocator final : public Allocator {
  public:
@@ -64,14 +75,14 @@ class CachingAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.allocations;
     void* p = nullptr;
-    auto& list = free_[size];
+    auto& list = free_[{capture_pool_, size}];
     if (!list.empty()) {
       p = list.back();
       list.pop_back();
       ++stats_.cache_hits;
     } else {
       p = runtime_->malloc(size);
-      if (!p) {
+      if (!p && capture_pool_ == 0) {  // inside a capture, freeing cached blocks would wait for the device
         release_cached();
         p = runtime_->malloc(size);
       }
@@ -83,7 +94,7 @@ class CachingAllocator final : public Allocator {
       stats_.reserved += size;
       ++stats_.device_allocations;
     }
-    live_[p] = size;
+    live_[p] = {size, capture_pool_};
     runtime_->tensor_allocated(p, nbytes);  // the emulator poisons it and learns the tensor's exact size
     stats_.allocated += size;
     stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
@@ -94,10 +105,43 @@ class CachingAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = live_.find(ptr);
     BRRR_CHECK(it != live_.end(), "CUDA allocator: freeing a pointer it did not allocate");
-    stats_.allocated -= it->second;
+    const Block block = it->second;
+    stats_.allocated -= block.size;
     runtime_->tensor_freed(ptr);
-    free_[it->second].push_back(ptr);
+    free_[{block.pool, block.size}].push_back(ptr);
     live_.erase(it);
+  }
+
+  // From now on, allocations come from a new pool, whose id this returns.
+  int begin_pool() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    BRRR_CHECK(capture_pool_ == 0, "CUDA allocator: a graph's pool is already in use");
+    capture_pool_ = ++pools_;
+    return capture_pool_;
+  }
+  void end_pool() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capture_pool_ = 0;
+  }
+  // The graph that owned `pool` is gone: its blocks, free or held, are pool 0's.
+  void release_pool(int pool) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->first.first != pool) continue;
+      auto& general = free_[{0, it->first.second}];
+      general.insert(general.end(), it->second.begin(), it->second.end());
+      it->second.clear();
+    }
+    for (auto& [p, block] : live_)
+      if (block.pool == pool) block.pool = 0;
+  }
+  // Bytes of free blocks that belong to graphs' pools.
+  std::size_t pooled_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t bytes = 0;
+    for (const auto& [key, list] : free_)
+      if (key.first != 0) bytes += key.second * list.size();
+    return bytes;
   }
 
   void empty_cache() {
@@ -119,19 +163,27 @@ class CachingAllocator final : public Allocator {
   }
 
  private:
-  void release_cached() {  // mutex_ held
+  struct Block {
+    std::size_t size;  // its size class
+    int pool;          // 0, or the graph whose pool it is in
+  };
+
+  void release_cached() {  // mutex_ held; a graph's pool keeps its blocks
     if (!runtime_) return;
-    for (auto& [size, list] : free_) {
+    for (auto& [key, list] : free_) {
+      if (key.first != 0) continue;
       for (void* p : list) runtime_->free(p);
-      stats_.reserved -= size * list.size();
+      stats_.reserved -= key.second * list.size();
       list.clear();
     }
   }
 
   std::mutex mutex_;
   gpu::Runtime* runtime_ = nullptr;
-  std::map<std::size_t, std::vector<void*>> free_;  // size class -> free blocks
-  std::unordered_map<void*, std::size_t> live_;     // block -> size class
+  std::map<std::pair<int, std::size_t>, std::vector<void*>> free_;  // (pool, size class) -> free blocks
+  std::unordered_map<void*, Block> live_;                          // blocks tensors hold
+  int capture_pool_ = 0;                                           // where allocations come from now
+  int pools_ = 0;                                                  // pools made so far
   cuda::MemoryStats stats_;
 };
 
@@ -172,6 +224,13 @@ kernels::Stream stream(Device device) {
 void synchronize_cuda_if_in_use() {
   if (!kernels::cuda_backend_chosen()) return;
   if (gpu::Runtime* runtime = kernels::cuda_runtime()) runtime->synchronize();
+}
+
+void refuse_random_in_capture(const char* op, Device device) {
+  if (device.is_cpu()) return;
+  BRRR_CHECK(!cuda::capturing(), op, " inside a CUDA graph capture: the random numbers' Philox offset is a kernel "
+             "argument, so every replay would draw the same numbers (train with dropout 0 to use a CUDA graph; "
+             "chapter 17)");
 }
 
 gpu::Runtime& cuda_runtime_for(const char* what) {
@@ -227,6 +286,61 @@ Waits waits() {
   return {w.device_to_host_copies, w.synchronizations};
 }
 void empty_cache() { state().allocator.empty_cache(); }
+
+// ---------------------------------------------------------------------------------------------
+// Graphs
+
+struct Graph::State {
+  std::unique_ptr<gpu::Graph> graph;
+  int pool = 0;
+  ~State() {
+    graph.reset();
+    detail::drop_graph_checks(pool);
+    brrr::state().allocator.release_pool(pool);
+  }
+};
+
+Graph Graph::capture(const std::function<void()>& work) {
+  gpu::Runtime& runtime = detail::cuda_runtime_for("cuda::Graph::capture");
+  CachingAllocator& allocator = brrr::state().allocator;
+  auto state = std::make_shared<State>();
+  // The device's index checks from before are read before the capture (begin_graph_checks),
+  // where reading may still wait.
+  state->pool = allocator.begin_pool();
+  detail::begin_graph_checks(state->pool);
+  const auto end = [&] {
+    detail::end_graph_checks();
+    allocator.end_pool();
+  };
+  try {
+    runtime.begin_capture();
+    work();
+  } catch (...) {
+    runtime.abort_capture();
+    end();
+    throw;  // state's destructor hands the pool back
+  }
+  end();
+  state->graph = runtime.end_capture();
+  Graph g;
+  g.state_ = std::move(state);
+  return g;
+}
+
+void Graph::replay() const {
+  BRRR_CHECK(state_, "cuda::Graph::replay: this graph is empty (make one with cuda::Graph::capture)");
+  state_->graph->replay();
+}
+
+std::size_t Graph::nodes() const { return state_ ? state_->graph->nodes() : 0; }
+
+bool capturing() {
+  if (!kernels::cuda_backend_chosen()) return false;
+  gpu::Runtime* runtime = kernels::cuda_runtime();
+  return runtime && runtime->capturing();
+}
+
+std::size_t graph_pool_free_bytes() { return brrr::state().allocator.pooled_bytes(); }
 
 void set_allow_tf32(bool allow) { tf32 = allow; }
 bool allow_tf32() { return tf32; }

@@ -48,6 +48,14 @@ Tensor checked_on_device(const char* op, const Tensor& idx, std::int64_t limit, 
 // Throws brrr::Error for a bad index the device checks found since the last call. Called
 // where the host reads from the device anyway (Tensor::to, cuda::synchronize).
 void raise_device_errors();
+// Around a CUDA graph's capture (cuda.cpp): checks made inside it are the graph's, listed
+// until drop_graph_checks, and read at every read back after a replay (device_checks.cpp).
+void begin_graph_checks(int graph);
+// Random numbers on the device inside a CUDA graph capture throw (cuda.cpp): the generator's
+// offset is a kernel argument, which every replay would repeat (the same mask every step).
+void refuse_random_in_capture(const char* op, Device device);
+void end_graph_checks();
+void drop_graph_checks(int graph);
 
 void check_defined(const char* op, const Tensor& t);
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);

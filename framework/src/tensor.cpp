@@ -531,6 +531,7 @@ namespace {
 // words per number, everything else one).
 void draw_into(Tensor& t, const char* kernel_name, Generator& gen) {
   BRRR_CHECK(t.is_contiguous(), kernel_name, "_: tensor must be contiguous");
+  detail::refuse_random_in_capture(kernel_name, t.device());
   const std::int64_t n = t.numel();
   detail::dispatch_floating(t.dtype(), kernel_name, [&]<class T>() {
     const int per_block = std::string(kernel_name) == "uniform" && sizeof(T) == 8 ? 2 : 4;

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "kernels/signatures.h"  // Stream
@@ -31,6 +32,17 @@ constexpr std::size_t kStagedCopyBytes = std::size_t{4} << 20;
 struct Waits {
   std::uint64_t device_to_host_copies = 0;  // the host needs the bytes, so it waits for them
   std::uint64_t synchronizations = 0;       // synchronize(), and host-to-device copies too large to stage
+};
+
+// A CUDA graph (chapter 17): the work one stretch of host code enqueued on the stream,
+// recorded once by stream capture and then enqueued again, all of it, by one call. A graph
+// remembers every kernel's arguments, pointers included: a replay reads and writes the same
+// addresses with the same scalars as the capture did.
+class Graph {
+ public:
+  virtual ~Graph() = default;
+  virtual void replay() = 0;  // enqueues the recorded work on the stream; the host does not wait
+  virtual std::size_t nodes() const = 0;  // kernels, copies and memsets recorded
 };
 
 class Runtime {
@@ -67,15 +79,37 @@ class Runtime {
   // The device's L2 cache in bytes (0 if unknown), so timings can flush it.
   virtual std::size_t l2_bytes() = 0;
 
+  // Stream capture. Between begin_capture() and end_capture(), what is enqueued on stream()
+  // (kernels, device-to-device copies, memsets) is recorded, not run: nothing it writes is
+  // there until the graph is replayed. Anything that would make the host wait for the device
+  // is an error inside a capture, in both runtimes with the same message: synchronize(), a
+  // copy to the host, a copy from the host (a replay would read its source again, long after
+  // the host has reused it), growing the kernels' workspace. On a GPU the capture runs in
+  // cudaStreamCaptureModeRelaxed, so the caching allocator may still call cudaMalloc.
+  // abort_capture() ends a capture that failed, dropping what it recorded.
+  virtual void begin_capture() = 0;
+  virtual std::unique_ptr<Graph> end_capture() = 0;
+  virtual void abort_capture() = 0;
+  bool capturing() const { return capturing_.load(); }
+  // How many graphs exist. While one does, the workspace keeps every buffer it ever handed
+  // out (a replay still uses the old address after the workspace has grown).
+  static int live_graphs();
+  static void graph_created();  // each runtime's Graph calls these from its constructor and destructor
+  static void graph_destroyed();
+
   // Every implementation counts the same events, so the emulator's counts are a GPU's.
   Waits waits() const { return {device_to_host_.load(), synchronizations_.load()}; }
 
  protected:
+  void set_capturing(bool on) { capturing_ = on; }
+  // Fails, naming `what`, when a capture is under way (see begin_capture).
+  void refuse_in_capture(const char* what) const;
   void count_device_to_host_copy() { ++device_to_host_; }
   void count_synchronization() { ++synchronizations_; }
 
  private:
   std::atomic<std::uint64_t> device_to_host_{0}, synchronizations_{0};
+  std::atomic<bool> capturing_{false};
 };
 
 // The GPU's runtime, or nullptr when there is no GPU or driver, or brrr was built without

@@ -3,6 +3,7 @@
 // Read before: kernels/cuda/runtime.h.
 #include <array>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -31,6 +32,25 @@ void cublas_failed(cublasStatus_t status, const char* call, const char* file, in
 
 namespace {
 
+// An instantiated graph: one cudaGraphLaunch replays it on the stream it was captured from.
+class CudaGraph final : public Graph {
+ public:
+  CudaGraph(cudaGraphExec_t exec, cudaStream_t stream, std::size_t nodes) : exec_(exec), stream_(stream), nodes_(nodes) {
+    Runtime::graph_created();
+  }
+  ~CudaGraph() override {
+    cudaGraphExecDestroy(exec_);  // not checked: a destructor must not throw
+    Runtime::graph_destroyed();
+  }
+  void replay() override { BRRR_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+  std::size_t nodes() const override { return nodes_; }
+
+ private:
+  cudaGraphExec_t exec_;
+  cudaStream_t stream_;
+  std::size_t nodes_;
+};
+
 class CudaRuntime final : public Runtime {
  public:
   CudaRuntime() {
@@ -58,6 +78,8 @@ class CudaRuntime final : public Runtime {
   void free(void* ptr) override { BRRR_CUDA_CHECK(cudaFree(ptr)); }
   void copy(void* dst, const void* src, std::size_t nbytes, CopyKind kind) override {
     if (nbytes == 0) return;
+    if (kind == CopyKind::HostToDevice) refuse_in_capture("a copy from the host to the device");
+    if (kind == CopyKind::DeviceToHost) refuse_in_capture("a copy from the device to the host");
     if (kind == CopyKind::HostToDevice && nbytes <= kStagedCopyBytes) {
       copy_staged(dst, src, nbytes);
       return;
@@ -75,6 +97,7 @@ class CudaRuntime final : public Runtime {
     BRRR_CUDA_CHECK(cudaMemsetAsync(dst, value, nbytes, stream_));
   }
   void synchronize() override {
+    refuse_in_capture("synchronize()");
     count_synchronization();
     BRRR_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
@@ -100,6 +123,7 @@ class CudaRuntime final : public Runtime {
     BRRR_CUDA_CHECK(cudaEventDestroy(done));
   }
   double time_ms(const std::function<void()>& work) override {
+    refuse_in_capture("timing work on the device");
     cudaEvent_t start, stop;
     BRRR_CUDA_CHECK(cudaEventCreate(&start));
     BRRR_CUDA_CHECK(cudaEventCreate(&stop));
@@ -114,6 +138,36 @@ class CudaRuntime final : public Runtime {
     return ms;
   }
   std::size_t l2_bytes() override { return l2_; }
+
+  // Relaxed: the caching allocator may call cudaMalloc while the step is captured (the first
+  // capture of a step allocates its graph's private pool); brrr's own checks refuse what
+  // would break a capture (refuse_in_capture).
+  void begin_capture() override {
+    BRRR_CHECK(!capturing(), "begin_capture: a CUDA graph capture is already under way");
+    BRRR_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+    set_capturing(true);
+  }
+  std::unique_ptr<Graph> end_capture() override {
+    BRRR_CHECK(capturing(), "end_capture: no CUDA graph capture is under way");
+    set_capturing(false);
+    cudaGraph_t graph = nullptr;
+    BRRR_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    std::size_t nodes = 0;
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t counted = cudaGraphGetNodes(graph, nullptr, &nodes);
+    const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);  // the executable graph is a copy
+    BRRR_CUDA_CHECK(counted);
+    BRRR_CUDA_CHECK(instantiated);
+    return std::make_unique<CudaGraph>(exec, stream_, nodes);
+  }
+  void abort_capture() override {
+    if (!capturing()) return;
+    set_capturing(false);
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+    cudaGetLastError();  // an invalidated capture's error is not sticky; the caller reports the cause
+  }
 
  private:
   // A small host-to-device copy (a batch of token ids) without a wait: the bytes go into a
@@ -175,8 +229,12 @@ void* workspace(std::size_t bytes, Stream stream) {
   static std::size_t size = 0;
   std::lock_guard<std::mutex> lock(mutex);
   if (bytes > size) {
+    BRRR_CHECK(!gpu::cuda_runtime()->capturing(), "the kernels' workspace must grow from ", size, " to ", bytes,
+               " bytes inside a CUDA graph capture, which cannot wait for the device to free the old one; run the "
+               "work once before capturing it");
     BRRR_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
-    if (buffer) BRRR_CUDA_CHECK(cudaFree(buffer));
+    // A graph's kernels keep the old address: while one exists, the old buffer stays.
+    if (buffer && gpu::Runtime::live_graphs() == 0) BRRR_CUDA_CHECK(cudaFree(buffer));
     size = (bytes + 255) / 256 * 256;
     BRRR_CUDA_CHECK(cudaMalloc(&buffer, size));
   }

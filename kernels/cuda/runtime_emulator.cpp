@@ -5,8 +5,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "brrr/error.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -14,6 +17,19 @@
 #include "kernels/cuda/runtime.h"
 
 namespace brrr::gpu {
+
+// What both runtimes share (this file is built in every configuration).
+namespace {
+std::atomic<int> graphs{0};
+}  // namespace
+int Runtime::live_graphs() { return graphs.load(); }
+void Runtime::graph_created() { ++graphs; }
+void Runtime::graph_destroyed() { --graphs; }
+void Runtime::refuse_in_capture(const char* what) const {
+  BRRR_CHECK(!capturing(), what, " inside a CUDA graph capture: a graph replays work on the device without the host, "
+             "so nothing in it may make the host wait for the device or read host memory (chapter 17)");
+}
+
 namespace {
 
 const char* kind_name(CopyKind kind) {
@@ -42,6 +58,28 @@ void check_side(const char* what, const void* p, std::size_t nbytes, bool device
              "copy (", kind_name(kind), ") of ", nbytes, " bytes: the ", what, " is ", memory::describe(p),
              ", and the copy does not fit in a live allocation");
 }
+
+// The emulator's graph: what the capture enqueued, as closures run again in the same order.
+// It also replays the allocator's hand-outs and returns (tensor_allocated, tensor_freed) of
+// the capture, in their places: a block a captured kernel used and the capture then freed is
+// a live tensor again while the replay's kernels use it, as the graph's private pool keeps it
+// for them on a GPU; and the checks of every replayed kernel and copy run again.
+class EmulatorGraph final : public Graph {
+ public:
+  EmulatorGraph(std::vector<std::function<void()>> work, std::size_t nodes) : work_(std::move(work)), nodes_(nodes) {
+    Runtime::graph_created();
+  }
+  ~EmulatorGraph() override { Runtime::graph_destroyed(); }
+  void replay() override {
+    for (const auto& w : work_) w();
+  }
+  std::size_t nodes() const override { return nodes_; }
+
+ private:
+  friend class EmulatorRuntime;
+  std::vector<std::function<void()>> work_;
+  std::size_t nodes_;
+};
 
 class EmulatorRuntime final : public Runtime {
  public:
@@ -72,12 +110,24 @@ class EmulatorRuntime final : public Runtime {
     }
     simt::memory::release(ptr);
   }
-  void tensor_allocated(void* block, std::size_t nbytes) override { simt::memory::set_in_use(block, nbytes); }
-  void tensor_freed(void* block) override { simt::memory::set_cached(block); }
+  void tensor_allocated(void* block, std::size_t nbytes) override {
+    simt::memory::set_in_use(block, nbytes);
+    if (capturing()) record([block, nbytes] { simt::memory::set_in_use(block, nbytes); }, false);
+  }
+  void tensor_freed(void* block) override {
+    simt::memory::set_cached(block);
+    if (capturing()) record([block] { simt::memory::set_cached(block); }, false);
+  }
   void copy(void* dst, const void* src, std::size_t nbytes, CopyKind kind) override {
     if (nbytes == 0) return;
+    if (kind == CopyKind::HostToDevice) refuse_in_capture("a copy from the host to the device");
+    if (kind == CopyKind::DeviceToHost) refuse_in_capture("a copy from the device to the host");
     check_side("destination", dst, nbytes, kind != CopyKind::DeviceToHost, kind);
     check_side("source", src, nbytes, kind != CopyKind::HostToDevice, kind);
+    if (capturing()) {
+      record([this, dst, src, nbytes, kind] { copy(dst, src, nbytes, kind); }, true);
+      return;
+    }
     // The waits a GPU's runtime would count for this copy (runtime.h).
     if (kind == CopyKind::DeviceToHost) count_device_to_host_copy();
     if (kind == CopyKind::HostToDevice && nbytes > kStagedCopyBytes) count_synchronization();
@@ -87,10 +137,17 @@ class EmulatorRuntime final : public Runtime {
   void memset(void* dst, int value, std::size_t nbytes) override {
     if (nbytes == 0) return;
     check_side("destination", dst, nbytes, true, CopyKind::HostToDevice);
+    if (capturing()) {
+      record([this, dst, value, nbytes] { memset(dst, value, nbytes); }, true);
+      return;
+    }
     const simt::memory::Open open;
     std::memset(dst, value, nbytes);
   }
-  void synchronize() override { count_synchronization(); }
+  void synchronize() override {
+    refuse_in_capture("synchronize()");
+    count_synchronization();
+  }
   std::size_t free_bytes() override {
     std::lock_guard<std::mutex> lock(mutex_);
     return limit_ ? limit_ - used_ : total_bytes();
@@ -100,11 +157,35 @@ class EmulatorRuntime final : public Runtime {
   kernels::Stream side_stream() override { return simt::memory::stream(); }
   void wait_for(kernels::Stream, kernels::Stream) override {}  // launches run in order already
   double time_ms(const std::function<void()>& work) override {
+    refuse_in_capture("timing work on the device");
     const auto start = std::chrono::steady_clock::now();
     work();
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
   std::size_t l2_bytes() override { return 0; }
+
+  void begin_capture() override {
+    BRRR_CHECK(!capturing(), "begin_capture: a CUDA graph capture is already under way");
+    recording_.clear();
+    recorded_nodes_ = 0;
+    set_capturing(true);
+  }
+  std::unique_ptr<Graph> end_capture() override {
+    BRRR_CHECK(capturing(), "end_capture: no CUDA graph capture is under way");
+    set_capturing(false);
+    auto graph = std::make_unique<EmulatorGraph>(std::move(recording_), recorded_nodes_);
+    recording_.clear();
+    return graph;
+  }
+  void abort_capture() override {
+    set_capturing(false);
+    recording_.clear();
+  }
+  // A kernel launch, a copy or a memset (node), or an allocator event, in capture order.
+  void record(std::function<void()> work, bool node) {
+    recording_.push_back(std::move(work));
+    if (node) ++recorded_nodes_;
+  }
 
   void set_limit(std::size_t nbytes) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -112,6 +193,8 @@ class EmulatorRuntime final : public Runtime {
   }
 
  private:
+  std::vector<std::function<void()>> recording_;
+  std::size_t recorded_nodes_ = 0;
   std::mutex mutex_;
   std::unordered_map<void*, std::size_t> sizes_;
   std::size_t used_ = 0, limit_ = 0;
@@ -125,6 +208,19 @@ EmulatorRuntime& emulator() {
 }  // namespace
 
 Runtime& emulator_runtime() { return emulator(); }
+
+}  // namespace brrr::gpu
+
+// simt.h's launch() asks these before it runs a kernel: under a capture it records it instead
+// (declared in simt.h).
+namespace brrr::simt::detail {
+bool capturing();
+void record_launch(std::function<void()> run);
+bool capturing() { return gpu::emulator_runtime().capturing(); }
+void record_launch(std::function<void()> run) { gpu::emulator().record(std::move(run), true); }
+}  // namespace brrr::simt::detail
+
+namespace brrr::gpu {
 void set_emulator_memory_limit(std::size_t nbytes) { emulator().set_limit(nbytes); }
 
 #ifndef BRRR_WITH_CUDA
@@ -142,7 +238,11 @@ void* workspace(std::size_t bytes, Stream) {
   static std::size_t size = 0;
   std::lock_guard<std::mutex> lock(mutex);
   if (bytes > size) {
-    simt::memory::release(buffer);
+    BRRR_CHECK(!gpu::emulator_runtime().capturing(), "the kernels' workspace must grow from ", size, " to ", bytes,
+               " bytes inside a CUDA graph capture, which cannot wait for the device to free the old one; run the "
+               "work once before capturing it");
+    // A graph's kernels keep the old address: while one exists, the old buffer stays.
+    if (gpu::Runtime::live_graphs() == 0) simt::memory::release(buffer);
     size = (bytes + 255) / 256 * 256;
     buffer = simt::memory::allocate(size);
     BRRR_CHECK(buffer != nullptr, "emulator workspace: out of device memory for ", bytes, " bytes");

@@ -329,6 +329,7 @@ __device__ __forceinline__ void cp_async_wait_group() {
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <source_location>
 #include <tuple>
 #include <type_traits>
@@ -432,6 +433,10 @@ void check_stream(const LaunchSite& site, kernels::Stream stream);
 void check_pointer_argument(const LaunchSite& site, int index, const void* pointer);
 void allow_dynamic_shared(const LaunchSite& site, const void* kernel, std::size_t bytes);
 void* dynamic_shared_memory();
+// Stream capture (runtime.h): while the runtime captures, launch() records the launch, to run
+// it (checks and all) when the graph is replayed, instead of running it now.
+bool capturing();
+void record_launch(std::function<void()> run);
 void sync_block(const char* name, const std::source_location& at);
 void sync_warp(const char* name, unsigned mask, const std::source_location& at);
 enum class Shuffle { kIndex, kUp, kDown, kXor };
@@ -487,6 +492,13 @@ void launch(const LaunchSite& site, void (*kernel)(Params...), dim3 grid, dim3 b
   const void* id = reinterpret_cast<const void*>(kernel);
   if (shared_bytes > kDefaultDynamicSharedBytes && detail::raise_shared_limit(id, shared_bytes))
     detail::allow_dynamic_shared(site, id, shared_bytes);
+  if (detail::capturing()) {
+    detail::record_launch([=] {
+      std::apply([&](const auto&... argument) { launch(site, kernel, grid, block, shared_bytes, stream, argument...); },
+                 arguments);
+    });
+    return;
+  }
   const auto run_thread = [&] { std::apply(kernel, arguments); };
   detail::run_launch(
       site, id, grid, block, shared_bytes,

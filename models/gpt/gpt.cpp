@@ -218,13 +218,19 @@ GPT::GPT(const GPTConfig& c, Generator& gen) : config_(c) {
   }
 }
 
+Tensor GPT::positions(std::int64_t T, Device device) {
+  if (!positions_.defined() || positions_.device() != device)
+    positions_ = arange(config_.block_size, TensorOptions().dtype(kInt64).device(device));
+  return positions_.narrow(0, 0, T);
+}
+
 Tensor GPT::hidden(const Tensor& input) {
   const Tensor idx = input.to(wte->weight.device());  // token ids may come from the host
   BRRR_CHECK(idx.dim() == 2, "GPT: idx must be (B, T), got ", shape_str(idx.shape()));
   const std::int64_t T = idx.size(1);
   BRRR_CHECK(T >= 1 && T <= config_.block_size, "GPT: sequence length ", T, " is outside 1..block_size (",
              config_.block_size, ")");
-  const Tensor pos = arange(T, TensorOptions().dtype(kInt64).device(idx.device()));
+  const Tensor pos = positions(T, idx.device());
   Tensor x = drop_->forward(wte->forward(idx) + wpe->forward(pos));  // (B, T, C) + (T, C)
   for (std::size_t l = 0; l < h->size(); ++l) x = h->at<Block>(l)->forward(x);
   return ln_f->forward(x);
@@ -308,7 +314,7 @@ Tensor GPT::attention_weights(const Tensor& input, std::int64_t layer, std::int6
   const std::int64_t T = idx.size(1);
   const bool was_training = is_training();
   eval();
-  const Tensor pos = arange(T, TensorOptions().dtype(kInt64).device(idx.device()));
+  const Tensor pos = positions(T, idx.device());
   Tensor x = wte->forward(idx) + wpe->forward(pos);
   Tensor weights;
   for (std::int64_t l = 0; l < layer; ++l) x = h->at<Block>(static_cast<std::size_t>(l))->forward(x);

@@ -4,6 +4,9 @@
 scripts/gpu.sh runs only where a GPU is; what can be checked here is checked here:
 - gpu_report.py turns a real H100 run (tests/scripts/h100-run: the kernel lab's JSON lines
   and the benchmarks' logs of 2026-11-23) into the bar table with the right verdicts;
+- the bars that run had no figures for yet (bf16 GEMM and attention against PyTorch, the bf16
+  step against torch.compile, the step as a CUDA graph) are read from log lines in the
+  benchmarks' own formats, with the verdicts their bars give;
 - gpu.sh refuses bad arguments with a message and exit status 2, and --dry-run prints the
   plan and checks the shared files;
 - brrr kernel-lab --json writes one parsable object per variant.
@@ -107,8 +110,50 @@ def test_lab_json(cli):
               f"--json naming a folder is an error: {r.stderr.strip()}")
 
 
+# Lines as bench/bench_tensor_cores, bench/tensor_cores_peer.py, bench_gpt_step and
+# gpt_step_peer.py print them (the figures are made up: the parsing and the verdicts are tested).
+TENSOR_CORES_LOG = """device: NVIDIA H100 80GB HBM3
+matmul bf16_pipelined (variant 12) bf16 in, float32 out, 4096^3: 0.3000 ms, 458.13 TFLOP/s
+attention forward bf16_pipelined (variant 4) bf16, causal, BH=96 T=1024 hs=64: 0.2500 ms, 77.31 TFLOP/s
+attention backward bf16_pipelined (variant 4) bf16 in, float32 gradients: 0.9000 ms; forward + backward 1.1500 ms
+torch 2.11.0 matmul bf16 4096^3 NVIDIA H100 80GB HBM3: 0.2000 ms, 687.19 TFLOP/s
+torch 2.11.0 sdpa forward bf16 causal BH=96 T=1024 hs=64 NVIDIA H100 80GB HBM3: 0.2200 ms, 87.85 TFLOP/s
+torch 2.11.0 sdpa forward + backward bf16 causal BH=96 T=1024 hs=64 NVIDIA H100 80GB HBM3: 0.8000 ms
+"""
+STEP_LINES = """brrr gpt-12m (kernels, CUDA graph) B=64 T=256 NVIDIA H100 80GB HBM3: 40.0 ms/step, 409600 tokens/s, 31000.0 GFLOP/s
+brrr gpt-12m (kernels, bf16 autocast) B=64 T=256 NVIDIA H100 80GB HBM3: 20.0 ms/step, 819200 tokens/s, 62000.0 GFLOP/s
+torch 2.11.0 gpt-12m (compile, sdpa, bf16 autocast) B=64 T=256 NVIDIA H100 80GB HBM3: 25.0 ms/step, 655360 tokens/s
+"""
+
+
+def test_report_new_bars():
+    with tempfile.TemporaryDirectory() as out:
+        shutil.copytree(os.path.join(HERE, "h100-run"), out, dirs_exist_ok=True)
+        with open(os.path.join(out, "logs", "tensor_cores.log"), "w", encoding="utf-8") as f:
+            f.write(TENSOR_CORES_LOG)
+        with open(os.path.join(out, "logs", "step.log"), "a", encoding="utf-8") as f:
+            f.write(STEP_LINES)
+        r = run([sys.executable, os.path.join(ROOT, "scripts", "gpu_report.py"), out])
+        check(r.returncode == 0, f"gpu_report.py exits 0 (got {r.returncode}: {r.stderr})")
+        lines = {line.split("  ")[0].strip(): line for line in r.stdout.splitlines() if "  " in line}
+        expected = [
+            ("bf16 mma.sync GEMM 4096^3 / cuBLAS bf16", "67%", "met"),
+            ("bf16 flash attention forward / SDPA bf16, T = 1024", "1.14x", "met"),
+            ("bf16 flash attention fwd+bwd / SDPA bf16, T = 1024", "1.44x", "NOT met"),
+            ("GPT 12.3M step, brrr bf16 / torch.compile bf16", "1.25x", "met"),
+            ("training step as a CUDA graph", "40.0 ms", "met"),
+            # the new step lines leave the float32 bars as they were
+            ("GPT 12.3M step, kernels / composed tokens/s", "1.54x", "NOT met"),
+        ]
+        for bar, figure, verdict in expected:
+            line = lines.get(bar, "")
+            check(figure in line and line.rstrip().endswith(verdict),
+                  f"bar '{bar}': expected {figure} and '{verdict}', got '{line.strip()}'")
+
+
 if __name__ == "__main__":
     test_report()
+    test_report_new_bars()
     test_gpu_sh()
     if len(sys.argv) > 1:
         test_lab_json(sys.argv[1])

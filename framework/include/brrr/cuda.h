@@ -17,6 +17,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 namespace brrr::cuda {
@@ -57,6 +59,34 @@ struct Waits {
   std::uint64_t total() const { return device_to_host_copies + synchronizations; }
 };
 Waits waits();
+
+// A CUDA graph (chapter 17): Graph::capture(work) runs `work` with the device's stream
+// captured. Its kernels, device-to-device copies and memsets are recorded, not run (what they
+// write is not there yet), and the tensors it allocates come from a memory pool of the graph's
+// own, so that no other tensor ever gets a block a replay writes. replay() enqueues all of it
+// again with one call, on the same addresses with the same arguments: inputs that change go
+// into tensors made before the capture (copy_ into them between replays), and outputs are
+// read from the tensors the captured work made. Inside `work`, anything that would make the
+// host wait for the device or read host memory (a copy to or from the host, synchronize,
+// item()) throws brrr::Error, on a GPU and in the emulator alike. Run the work once before
+// capturing it, so that the kernels' workspace and cuBLAS are set up. A graph may be moved
+// and copied (copies share it); the last copy's destruction gives its pool back.
+class Graph {
+ public:
+  Graph() = default;
+  static Graph capture(const std::function<void()>& work);
+  void replay() const;
+  std::size_t nodes() const;  // kernels, copies and memsets recorded (0 for an empty graph)
+  bool defined() const { return state_ != nullptr; }
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+// Whether a capture is under way (for code that must act differently inside one).
+bool capturing();
+// Bytes of the free blocks held in graphs' private pools (for tests and the profiler).
+std::size_t graph_pool_free_bytes();
 
 // Whether float32 matmuls may use TF32 tensor cores (faster, ~1e-3 relative error). Off by
 // default, as in PyTorch.

@@ -145,8 +145,13 @@ class GPT : public nn::Module {
   std::shared_ptr<nn::LayerNorm> ln_f;
 
  private:
+  // Positions 0 .. T-1 on idx's device: the first T of 0 .. block_size-1, made there once (not
+  // a host-to-device copy every forward, which a CUDA graph could not capture).
+  Tensor positions(std::int64_t T, Device device);
+
   GPTConfig config_;
   std::shared_ptr<nn::Dropout> drop_;
+  Tensor positions_;
 };
 
 }  // namespace brrr::models

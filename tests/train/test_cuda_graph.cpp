@@ -1,0 +1,183 @@
+// tests/train/test_cuda_graph.cpp: CUDA graphs (chapter 17): capture records without running,
+// each replay runs the work again on the same tensors, what would break a graph is refused in
+// the capture, the graph's memory pool keeps its blocks from other tensors, and a training
+// run that replays its step as a graph gives the plain run's losses and weights bit for bit.
+// On the SIMT emulator, whose runtime records and replays as a GPU's does (and refuses the
+// same things with the same messages), so CI holds the GPU's graphs to it without a GPU.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "brrr/brrr.h"
+#include "brrr/safetensors.h"
+#include "train/trainer.h"
+
+using namespace brrr;
+namespace fs = std::filesystem;
+
+namespace {
+const TensorOptions kOnDevice = TensorOptions().device(Device::cuda());
+
+std::vector<float> host(const Tensor& t) { return t.to(kCPU).to_vector<float>(); }
+
+std::string scratch(const std::string& name) {
+  const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-graph/" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string small_text() {
+  const std::string path = std::string(BRRR_BINARY_DIR) + "/test-graph/small.txt";
+  if (!fs::exists(path)) {
+    fs::create_directories(fs::path(path).parent_path());
+    write_file_atomic(path, read_file(std::string(BRRR_SHARED_DIR) + "/data/tinyshakespeare.txt").substr(0, 20000));
+  }
+  return path;
+}
+
+std::vector<std::vector<float>> tensors_of(const std::string& checkpoint) {
+  safetensors::File f(checkpoint);
+  std::vector<std::vector<float>> out;
+  for (const auto& t : f.tensors()) out.push_back(f.tensor(t.name).to_vector<float>());
+  return out;
+}
+
+train::TrainConfig tiny(const std::string& out_dir) {
+  train::TrainConfig c = train::TrainConfig::from_preset("cpu-tiny");
+  c.data = small_text();
+  c.out_dir = out_dir;
+  c.device = "emulator";
+  c.n_layer = 1, c.n_head = 2, c.n_embd = 32, c.block_size = 16, c.batch_size = 2;
+  c.max_iters = 7, c.warmup_iters = 2, c.lr_decay_iters = 7, c.eval_interval = 4, c.eval_iters = 1;
+  c.log_interval = 2, c.grad_clip = 0.5, c.sample_tokens = 0;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("a captured graph runs nothing until it is replayed, and each replay runs all of it again") {
+  cuda::use_emulator();
+  Tensor counter = zeros({5}, kOnDevice);
+  Tensor doubled;
+  const cuda::Graph graph = cuda::Graph::capture([&] {
+    counter.add_(ones({5}, kOnDevice));        // a tensor made inside the capture, and a kernel on it
+    doubled = ops::mul(counter, 2.0);          // a result the graph makes: read it after a replay
+  });
+  CHECK(graph.nodes() >= 3);                    // the fill of ones, the add, the multiply
+  CHECK(host(counter) == std::vector<float>(5, 0.0f));  // captured, not run
+  graph.replay();
+  CHECK(host(counter) == std::vector<float>(5, 1.0f));
+  CHECK(host(doubled) == std::vector<float>(5, 2.0f));
+  // The inputs of a replay are what the graph's tensors hold then: change them between replays.
+  counter.copy_(full({5}, 10.0));
+  graph.replay();
+  graph.replay();
+  CHECK(host(counter) == std::vector<float>(5, 12.0f));
+  CHECK(host(doubled) == std::vector<float>(5, 24.0f));
+  CHECK_THROWS_WITH_AS(cuda::Graph().replay(), doctest::Contains("this graph is empty"), Error);
+}
+
+TEST_CASE("inside a capture, whatever would make the host wait or read host memory is refused") {
+  cuda::use_emulator();
+  const Tensor x = ones({4}, kOnDevice);
+  const char* refused = "inside a CUDA graph capture";
+  CHECK_THROWS_WITH_AS(cuda::Graph::capture([&] { (void)ops::sum(x).item<double>(); }), doctest::Contains(refused), Error);
+  CHECK_THROWS_WITH_AS(cuda::Graph::capture([&] { (void)full({4}, 2.0).to(Device::cuda()); }),
+                       doctest::Contains("a copy from the host to the device inside a CUDA graph capture"), Error);
+  CHECK_THROWS_WITH_AS(cuda::Graph::capture([] { cuda::synchronize(); }), doctest::Contains(refused), Error);
+  Generator gen(1);
+  CHECK_THROWS_WITH_AS(cuda::Graph::capture([&] { (void)ops::dropout(x, 0.5, gen, true); }),
+                       doctest::Contains("dropout inside a CUDA graph capture"), Error);
+  CHECK_THROWS_WITH_AS(cuda::Graph::capture([&] { (void)randn({4}, gen, kOnDevice); }), doctest::Contains(refused),
+                       Error);
+  CHECK_FALSE(cuda::capturing());  // each failed capture was ended
+  // and the next one works
+  Tensor y = zeros({4}, kOnDevice);
+  const cuda::Graph graph = cuda::Graph::capture([&] { y.add_(x); });
+  graph.replay();
+  CHECK(host(y) == std::vector<float>(4, 1.0f));
+  CHECK_THROWS_WITH_AS(cuda::Graph::capture([&] { (void)cuda::Graph::capture([] {}); }),
+                       doctest::Contains("already"), Error);
+}
+
+TEST_CASE("a graph's memory pool: its blocks go to no other tensor while the graph lives") {
+  cuda::use_emulator();
+  cuda::empty_cache();
+  const Tensor x = full({1000}, 3.0, kOnDevice);
+  Tensor out;
+  const void* temporary = nullptr;
+  std::optional<cuda::Graph> graph = cuda::Graph::capture([&] {
+    const Tensor t = ops::mul(x, 2.0);  // freed inside the capture: the replay still writes it
+    temporary = t.raw_data();
+    out = ops::add(t, 1.0);
+  });
+  CHECK(cuda::graph_pool_free_bytes() > 0);
+  for (int i = 0; i < 4; ++i) {  // tensors of the same size made outside never get that block
+    const Tensor other = zeros({1000}, kOnDevice);
+    CHECK(other.raw_data() != temporary);
+  }
+  graph->replay();
+  CHECK(host(out) == std::vector<float>(1000, 7.0f));
+  graph.reset();  // the pool joins the cache: the block serves tensors made outside now
+  CHECK(cuda::graph_pool_free_bytes() == 0);
+  bool reused = false;
+  std::vector<Tensor> keep;
+  for (int i = 0; i < 4 && !reused; ++i) {
+    keep.push_back(zeros({1000}, kOnDevice));
+    reused = keep.back().raw_data() == temporary;
+  }
+  CHECK(reused);
+}
+
+TEST_CASE("an index checked on the device inside a graph is reported at the read back after the replay") {
+  cuda::use_emulator();
+  const Tensor weight = ones({5, 3}, kOnDevice);
+  Tensor idx = from_vector(std::vector<std::int32_t>{0, 1, 2, 3}, {4}, kInt32).to(Device::cuda());
+  Tensor rows;
+  const cuda::Graph graph = cuda::Graph::capture([&] { rows = ops::embedding(weight, idx); });
+  graph.replay();
+  CHECK(host(rows) == std::vector<float>(12, 1.0f));
+  idx.copy_(from_vector(std::vector<std::int32_t>{0, 1, 9, 3}, {4}, kInt32));
+  graph.replay();
+  CHECK_THROWS_WITH_AS((void)rows.to(kCPU), doctest::Contains("index 9 at position 2 is out of range for 5"), Error);
+  idx.copy_(from_vector(std::vector<std::int32_t>{4, 4, 4, 4}, {4}, kInt32));
+  graph.replay();  // each replay starts from a clean table
+  CHECK(host(rows) == std::vector<float>(12, 1.0f));
+}
+
+TEST_CASE("brrr train --cuda_graph: the replayed steps give the plain steps' losses and weights bit for bit") {
+  train::TrainConfig plain = tiny(scratch("plain"));
+  train::TrainConfig graph = tiny(scratch("graph"));
+  graph.cuda_graph = true;
+  const train::TrainResult a = train::run_training(plain);
+  const train::TrainResult b = train::run_training(graph);
+  REQUIRE(b.losses.size() == 7);
+  CHECK(a.losses == b.losses);
+  CHECK(a.last_val_loss == b.last_val_loss);
+  CHECK(b.step_waits == 0);  // replays, clones of the loss and AdamW never wait for the device
+  CHECK(tensors_of(a.last_checkpoint) == tensors_of(b.last_checkpoint));  // weights, moments, generators
+  // The clipping inside the graph was at work: the logged norms (the graph's) exceed 0.5.
+  std::ifstream log(graph.out_dir + "/log.jsonl");
+  int clipped = 0;
+  for (std::string line; std::getline(log, line);) {
+    const auto event = nlohmann::json::parse(line);
+    if (event["event"] == "step" && event["step"].get<int>() > 0 && event["grad_norm"].get<double>() > 0.5) ++clipped;
+  }
+  CHECK(clipped >= 3);
+}
+
+TEST_CASE("cuda_graph: the settings it cannot honour are refused with the reason") {
+  train::TrainConfig c = tiny(scratch("refused"));
+  c.cuda_graph = true;
+  c.dropout = 0.1;
+  CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("cuda_graph needs dropout 0"), Error);
+  c.dropout = 0.0, c.grad_accum = 2;
+  CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("cuda_graph needs grad_accum 1"), Error);
+  c.grad_accum = 1, c.device = "cpu";
+  CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("cuda_graph needs a CUDA device"), Error);
+}
