@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "brrr/error.h"
+#include "brrr/profiler.h"
 #include "brrr/storage.h"
 #include "dispatch.h"
 #include "kernels/backend.h"
@@ -329,6 +330,7 @@ Graph Graph::capture(const std::function<void()>& work) {
 
 void Graph::replay() const {
   BRRR_CHECK(state_, "cuda::Graph::replay: this graph is empty (make one with cuda::Graph::capture)");
+  BRRR_PROFILE("cuda graph replay");
   state_->graph->replay();
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <vector>
 
+#include "brrr/cuda.h"
 #include "dispatch.h"
 
 namespace brrr::profiler {
@@ -33,8 +34,9 @@ void reset() { table().clear(); }
 
 // On a GPU an op returns once its kernels are queued: the profiler waits for the device at
 // both ends of an op, so each row is the op's device time (plus its launches), and the step
-// runs slower while profiled.
-Scope::Scope(const char* name) : name_(name), start_ns_(0), active_(on && depth == 0) {
+// runs slower while profiled. Inside a CUDA graph's capture nothing runs and nothing may wait:
+// ops are not timed there; a replay is timed as one row, "cuda graph replay" (cuda.cpp).
+Scope::Scope(const char* name) : name_(name), start_ns_(0), active_(on && depth == 0 && !cuda::capturing()) {
   ++depth;
   if (!active_) return;
   detail::synchronize_cuda_if_in_use();
