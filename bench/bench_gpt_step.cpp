@@ -4,8 +4,8 @@
 // bench/gpt_step.sh (CPU) and bench/gpu_step.sh (GPU) run both.
 //   build/bench/bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile] [--device cpu|cuda|emulator]
 //                              [--dtype float32|bf16] [--cuda_graph]
-// --cuda_graph (a CUDA device) replays the forward and backward as one CUDA graph, captured
-// after one plain step, with AdamW outside it, as brrr train --cuda_graph does (chapter 17).
+// --cuda_graph (a CUDA device) replays the whole step (forward, backward, AdamW) as one CUDA
+// graph, captured after one plain step, as brrr train --cuda_graph does (chapter 17).
 // --dtype bf16 runs the step under brrr::Autocast(kBFloat16), as brrr train --dtype bf16 does
 // (chapter 18); the peer's --dtype bf16 is torch.autocast in bfloat16.
 // PRESET is cpu-tiny, shakespeare-char or gpt-12m (brrr/models/gpt.h); data are random
@@ -72,13 +72,17 @@ int main(int argc, char** argv) {
       graph_idx = randint(0, c.vocab_size, {B, T}, gen).to(device);
       graph_targets = randint(0, c.vocab_size, {B, T}, gen).to(device);
       opt.zero_grad();  // the captured backward makes the gradients, and writes them at every replay
-      graph = cuda::Graph::capture([&] { model.loss(model.forward(graph_idx), graph_targets).backward(); });
+      opt.prepare_graph_step();
+      graph = cuda::Graph::capture([&] {
+        model.loss(model.forward(graph_idx), graph_targets).backward();
+        opt.step();
+      });
     } else {
       graph_idx.copy_(randint(0, c.vocab_size, {B, T}, gen));
       graph_targets.copy_(randint(0, c.vocab_size, {B, T}, gen));
+      opt.prepare_graph_step();  // this step's learning rate and step count, where the graph reads them
     }
     graph.replay();
-    opt.step();
     cuda::synchronize();
   };
   const double s = use_graph ? bench::median_seconds(graph_step, steps, 2) : bench::median_seconds(step, steps, 2);

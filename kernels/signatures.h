@@ -7,6 +7,7 @@
 // registry. Shapes are written as in llm.c: (N, C) means N rows of C contiguous values.
 // `stream` is the CUDA stream for GPU kernels; CPU kernels ignore it.
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "brrr/dtype.h"
@@ -79,7 +80,33 @@ struct PoolShape {
 struct AdamWParams {
   double lr, beta1, beta2, eps, weight_decay;
   std::int64_t step;  // 1 for the first step (bias correction)
+  // A CUDA graph's AdamW (chapter 17): device memory holding this step's AdamWConstants<T>
+  // (below), which the CUDA multi-tensor kernel reads instead of taking the constants made
+  // from the fields above as arguments: a graph replays its arguments, so what changes from
+  // step to step must come through memory. Every tensor then takes weight_decay. nullptr
+  // everywhere else (and always on the CPU).
+  const void* constants = nullptr;
 };
+
+// AdamW's numbers for one step, made on the host in double and rounded once to T, as
+// kernels/cpu/optim.cpp makes them; decay is 1 - lr * weight_decay.
+template <class T>
+struct AdamWConstants {
+  T beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bias_correction2_sqrt, eps, decay;
+};
+template <class T>
+AdamWConstants<T> adamw_constants(const AdamWParams& hp, double weight_decay) {
+  const double bias_correction1 = 1.0 - std::pow(hp.beta1, static_cast<double>(hp.step));
+  const double bias_correction2 = 1.0 - std::pow(hp.beta2, static_cast<double>(hp.step));
+  return {static_cast<T>(hp.beta1),
+          static_cast<T>(1.0 - hp.beta1),
+          static_cast<T>(hp.beta2),
+          static_cast<T>(1.0 - hp.beta2),
+          static_cast<T>(hp.lr / bias_correction1),
+          static_cast<T>(std::sqrt(bias_correction2)),
+          static_cast<T>(hp.eps),
+          static_cast<T>(1.0 - hp.lr * weight_decay)};
+}
 
 struct SGDParams {
   double lr, momentum, dampening, weight_decay;

@@ -142,7 +142,7 @@ constexpr KeyHelp kKeyHelp[] = {
     {"seed", "Device", "seed of the initial weights, the data order and dropout"},
     {"threads", "Device", "CPU threads (0: all cores)"},
     {"profile", "Device", "print where the time went, op by op, at the end"},
-    {"cuda_graph", "Device", "on a CUDA device: replay the step's forward and backward as one CUDA graph (needs dropout 0)"},
+    {"cuda_graph", "Device", "on a CUDA device: replay the whole training step as one CUDA graph (needs dropout 0)"},
     {"zero", "Distributed", "under mpirun: 1 shards AdamW's moments over the ranks (ZeRO stage 1), 0 keeps them whole"},
     {"bucket_mb", "Distributed", "under mpirun: gradients are summed over the ranks in buckets of this many MB"},
     {"overlap_comm", "Distributed", "under mpirun: sum each bucket while the backward goes on (false: after it; same bits)"},

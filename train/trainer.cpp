@@ -199,12 +199,13 @@ TrainResult train_this_rank(TrainConfig c) {
   // not overlap yet: it runs after the backward.
   dist::GradientReducer reducer(params, static_cast<std::int64_t>(c.bucket_mb * 1e6), c.overlap_comm);
   // --cuda_graph (chapter 17): the first step of the run runs as usual (it sets up cuBLAS, the
-  // kernels' workspace and the caching allocator's blocks); the second is captured: its
-  // forward, backward and clipping, on a batch in two tensors made for the graph, with the
-  // gradients the captured backward makes, which the parameters keep from then on (no
-  // zero_grad between replays: the graph writes them). Every step from the second on copies
-  // its batch into those tensors, replays the graph, and takes the AdamW step outside it
-  // (its learning rate and step count change every step, and a graph would freeze them).
+  // kernels' workspace, AdamW's moments and the caching allocator's blocks); the second is
+  // captured whole: forward, backward, clipping and AdamW, on a batch in two tensors made for
+  // the graph, with the gradients the captured backward makes, which the parameters keep from
+  // then on (no zero_grad between replays: the graph writes them). Every step from the second
+  // on copies its batch into those tensors and AdamW's learning rate and step count into
+  // device memory (prepare_graph_step: a graph would freeze them as kernel arguments), and
+  // replays the graph.
   if (c.cuda_graph) {
     BRRR_CHECK(device.is_cuda(), "cuda_graph: the run is on the CPU (--device ", c.device,
                "); a CUDA graph needs a CUDA device (cuda or emulator)");
@@ -408,6 +409,7 @@ TrainResult train_this_rank(TrainConfig c) {
     for (std::int64_t micro = 0; micro < c.grad_accum && replay; ++micro) {  // one micro-step, one rank
       Tensor x, y;
       data.batch(Split::Train, c.batch_size, c.block_size, data_gen, x, y);
+      opt.prepare_graph_step();
       if (step_graph.defined()) {
         graph_x.copy_(x), graph_y.copy_(y);
       } else {
@@ -417,6 +419,7 @@ TrainResult train_this_rank(TrainConfig c) {
           loss.backward();
           graph_loss = loss.detach();
           if (c.grad_clip > 0) graph_norm = optim::clip_grad_norm(model.parameters(), c.grad_clip);
+          opt.step();
         });
       }
       step_graph.replay();
@@ -450,9 +453,7 @@ TrainResult train_this_rank(TrainConfig c) {
       opt.step();
       NoGradGuard no_grad;
       dist::allgather_owned(params, split);
-    } else if (replay) {
-      opt.step();
-    } else {
+    } else if (!replay) {  // a replayed step did all of this in its graph
       reducer.finish();  // the buckets not yet sent, and the wait for all of them
       if (c.grad_clip > 0) done.grad_norm = optim::clip_grad_norm(model.parameters(), c.grad_clip);
       opt.step();

@@ -42,8 +42,8 @@ struct TrainConfig {
   std::uint64_t seed = 1337;
   bool resume = false;
   bool profile = false;  // print where the time went, op by op, at the end
-  // On a CUDA device: capture the step's forward, backward and clipping once as a CUDA graph
-  // and replay it every step after (chapter 17). Needs dropout 0, grad_accum 1, one rank.
+  // On a CUDA device: capture the step (forward, backward, clipping, AdamW) once as a CUDA
+  // graph and replay it every step after (chapter 17). Needs dropout 0, grad_accum 1, one rank.
   bool cuda_graph = false;
   int threads = 0;  // 0: all cores
   // data parallel (chapter 19; used only under mpirun with several ranks)

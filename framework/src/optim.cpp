@@ -6,9 +6,11 @@
 #include <cmath>
 
 #include "brrr/autograd.h"
+#include "brrr/cuda.h"
 #include "brrr/ops.h"
 #include "brrr/profiler.h"
 #include "dispatch.h"
+#include "kernels/cuda/runtime.h"
 
 namespace brrr::optim {
 
@@ -82,13 +84,22 @@ void multi_tensor_step(const std::vector<Tensor>& params, const std::vector<Tens
 
 void AdamW::step() {
   BRRR_PROFILE("adamw step");
-  ensure_state();
-  ++step_;
+  const bool in_graph = cuda::capturing();
+  if (in_graph) {
+    BRRR_CHECK(!m_.empty() && graph_constants_.size() == groups_.size(),
+               "AdamW::step inside a CUDA graph capture: take one step outside the graph first (it makes the "
+               "moments), then call prepare_graph_step() before the capture and before every replay");
+  } else {
+    ensure_state();
+    ++step_;
+  }
   static detail::KernelFamily<kernels::adamw_step_fn> k("adamw_step");
   std::size_t i = 0;
-  for (const auto& group : groups_) {
-    const kernels::AdamWParams hp{group.options.lr_, group.options.betas_.first, group.options.betas_.second,
-                                  group.options.eps_, group.options.weight_decay_, step_};
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const auto& group = groups_[g];
+    kernels::AdamWParams hp{group.options.lr_, group.options.betas_.first, group.options.betas_.second,
+                            group.options.eps_, group.options.weight_decay_, step_};
+    if (in_graph) hp.constants = graph_constants_[g].raw_data();  // written by prepare_graph_step
     if (on_one_device(group.params)) {  // one call for the group
       multi_tensor_step(group.params, m_, v_, i, hp);
       i += group.params.size();
@@ -116,6 +127,29 @@ std::vector<Tensor> AdamW::state() const {
     out.push_back(v_[i]);
   }
   return out;
+}
+
+void AdamW::prepare_graph_step() {
+  BRRR_CHECK(!cuda::capturing(), "AdamW::prepare_graph_step: call it before the capture and before each replay, "
+             "not inside the capture (it copies from the host)");
+  ensure_state();
+  ++step_;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const auto& group = groups_[g];
+    BRRR_CHECK(on_one_device(group.params) && group.params.front().device().is_cuda(),
+               "AdamW::prepare_graph_step: group ", g, "'s parameters must all be on one CUDA device, in one dtype");
+    const Device device = group.params.front().device();
+    const DType dtype = group.params.front().dtype();
+    const kernels::AdamWParams hp{group.options.lr_, group.options.betas_.first, group.options.betas_.second,
+                                  group.options.eps_, group.options.weight_decay_, step_};
+    if (graph_constants_.size() <= g) graph_constants_.push_back(empty({8}, TensorOptions().dtype(dtype).device(device)));
+    detail::dispatch_floating(dtype, "AdamW", [&]<class T>() {
+      static_assert(sizeof(kernels::AdamWConstants<T>) == 8 * sizeof(T), "AdamWConstants is eight T's");
+      const kernels::AdamWConstants<T> constants = kernels::adamw_constants<T>(hp, hp.weight_decay);
+      detail::cuda_runtime_for("AdamW::prepare_graph_step")
+          .copy(graph_constants_[g].raw_data(), &constants, sizeof constants, gpu::CopyKind::HostToDevice);
+    });
+  }
 }
 
 void AdamW::load_state(const std::vector<Tensor>& state, std::int64_t step) {

@@ -124,6 +124,8 @@ void cross_entropy_fused_rowwise(float* losses, float* dlogits, const float* log
 // adamw_step on each tensor in turn, with the tensor's own weight decay.
 template <class T>
 void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream stream) {
+  BRRR_CHECK(hp.constants == nullptr, "adamw_multi_step: constants in device memory are for a CUDA graph's step, "
+             "not the CPU");
   for (int i = 0; i < count; ++i) {
     AdamWParams own = hp;
     own.weight_decay = tensors[i].weight_decay;

@@ -46,20 +46,11 @@
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 
-// The step's constants, rounded to T on the host exactly as kernels/cpu/optim.cpp rounds them.
-template <class T>
-struct AdamWConstants {
-  T beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bias_correction2_sqrt, eps;
-};
-
+// The step's constants (AdamWConstants, signatures.h) are made on the host exactly as
+// kernels/cpu/optim.cpp makes them, and passed by value; decay per tensor.
 template <class T>
 static AdamWConstants<T> adamw_constants(const AdamWParams& hp) {
-  const double bias_correction1 = 1.0 - std::pow(hp.beta1, static_cast<double>(hp.step));
-  const double bias_correction2 = 1.0 - std::pow(hp.beta2, static_cast<double>(hp.step));
-  return {static_cast<T>(hp.beta1),         static_cast<T>(1.0 - hp.beta1),
-          static_cast<T>(hp.beta2),         static_cast<T>(1.0 - hp.beta2),
-          static_cast<T>(hp.lr / bias_correction1), static_cast<T>(std::sqrt(bias_correction2)),
-          static_cast<T>(hp.eps)};
+  return kernels::adamw_constants<T>(hp, hp.weight_decay);
 }
 
 template <class T>
@@ -104,6 +95,7 @@ __global__ void adamw_kernel1(T* param, const T* grad, T* m, T* v, std::int64_t 
 
 template <class T>
 void adamw_step1(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamWParams& hp, Stream stream) {
+  BRRR_CHECK(hp.constants == nullptr, "adamw_step: constants in device memory are read by adamw_multi_step only");
   if (n == 0) return;
   BRRR_CHECK(ceil_div(n, kBlockSize) <= INT_MAX, "adamw_step: ", n, " parameters need more than 2^31 - 1 blocks");
   BRRR_LAUNCH((adamw_kernel1<T>), grid_for(n, kBlockSize), kBlockSize, 0, stream, param, grad, m, v, n,
@@ -156,6 +148,7 @@ __global__ void adamw_kernel2(float* param, const float* grad, float* m, float* 
 
 void adamw_step2(float* param, const float* grad, float* m, float* v, std::int64_t n, const AdamWParams& hp,
                  Stream stream) {
+  BRRR_CHECK(hp.constants == nullptr, "adamw_step: constants in device memory are read by adamw_multi_step only");
   if (n == 0) return;
   const bool vector = aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v);
   const std::int64_t n4 = vector ? n / 4 : 0;
@@ -207,8 +200,12 @@ struct AdamWChunks {
   int count;
 };
 
+// from_memory: a CUDA graph's step (AdamWParams::constants): the constants, decay included,
+// are read from device memory, which the host rewrites before each replay.
 template <class T>
-__global__ void adamw_multi_kernel(AdamWChunks<T> list, AdamWConstants<T> k) {
+__global__ void adamw_multi_kernel(AdamWChunks<T> list, AdamWConstants<T> arguments,
+                                   const AdamWConstants<T>* from_memory) {
+  const AdamWConstants<T> k = from_memory ? *from_memory : arguments;
   // The tensor t with first_block[t] <= blockIdx.x < first_block[t + 1].
   int lo = 0, hi = list.count - 1;
   while (lo < hi) {
@@ -221,7 +218,7 @@ __global__ void adamw_multi_kernel(AdamWChunks<T> list, AdamWConstants<T> k) {
   const T* grad = list.grad[t];
   T* m = list.m[t];
   T* v = list.v[t];
-  const T decay = list.decay[t];
+  const T decay = from_memory ? k.decay : list.decay[t];
   const std::int64_t begin = (static_cast<std::int64_t>(blockIdx.x) - list.first_block[t]) * kChunk;
   const std::int64_t end = begin + kChunk < list.n[t] ? begin + kChunk : list.n[t];
   std::int64_t scalar_begin = begin;
@@ -251,20 +248,25 @@ __global__ void adamw_multi_kernel(AdamWChunks<T> list, AdamWConstants<T> k) {
 
 template <class T>
 void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream stream) {
-  static_assert(sizeof(AdamWChunks<T>) + sizeof(AdamWConstants<T>) <= 4096, "kernel arguments are limited to 4 KiB");
+  static_assert(sizeof(AdamWChunks<T>) + sizeof(AdamWConstants<T>) + sizeof(void*) <= 4096,
+                "kernel arguments are limited to 4 KiB");
   const AdamWConstants<T> k = adamw_constants<T>(hp);
+  const auto* from_memory = static_cast<const AdamWConstants<T>*>(hp.constants);
   AdamWChunks<T> list{};
   std::int64_t blocks = 0;
   const auto launch = [&] {
     if (list.count == 0) return;
     list.first_block[list.count] = static_cast<int>(blocks);
-    BRRR_LAUNCH((adamw_multi_kernel<T>), static_cast<int>(blocks), kBlockSize, 0, stream, list, k);
+    BRRR_LAUNCH((adamw_multi_kernel<T>), static_cast<int>(blocks), kBlockSize, 0, stream, list, k, from_memory);
     list = AdamWChunks<T>{};
     blocks = 0;
   };
   for (int i = 0; i < count; ++i) {
     const AdamWTensor<T>& tensor = tensors[i];
     BRRR_CHECK(tensor.n >= 0, "adamw_multi_step: tensor ", i, " has ", tensor.n, " parameters");
+    BRRR_CHECK(!from_memory || tensor.weight_decay == hp.weight_decay, "adamw_multi_step: tensor ", i,
+               " has weight decay ", tensor.weight_decay, ", but constants read from memory hold one decay, ",
+               hp.weight_decay);
     if (tensor.n == 0) continue;
     const std::int64_t chunks = ceil_div(tensor.n, kChunk);
     BRRR_CHECK(chunks <= INT_MAX, "adamw_multi_step: tensor ", i, " of ", tensor.n, " parameters is too large");

@@ -76,7 +76,6 @@ class EmulatorGraph final : public Graph {
   std::size_t nodes() const override { return nodes_; }
 
  private:
-  friend class EmulatorRuntime;
   std::vector<std::function<void()>> work_;
   std::size_t nodes_;
 };

@@ -1,7 +1,8 @@
 // tests/train/test_cuda_graph.cpp: CUDA graphs (chapter 17): capture records without running,
 // each replay runs the work again on the same tensors, what would break a graph is refused in
-// the capture, the graph's memory pool keeps its blocks from other tensors, and a training
-// run that replays its step as a graph gives the plain run's losses and weights bit for bit.
+// the capture, the graph's memory pool keeps its blocks from other tensors, AdamW in a graph
+// reads its per-step numbers from memory, and a training run that replays its whole step as a
+// graph gives the plain run's losses and weights bit for bit.
 // On the SIMT emulator, whose runtime records and replays as a GPU's does (and refuses the
 // same things with the same messages), so CI holds the GPU's graphs to it without a GPU.
 #include <doctest/doctest.h>
@@ -150,6 +151,53 @@ TEST_CASE("an index checked on the device inside a graph is reported at the read
   CHECK(host(rows) == std::vector<float>(12, 1.0f));
 }
 
+TEST_CASE("AdamW in a graph: its learning rate and step count come through memory, and the bits are step()'s") {
+  cuda::use_emulator();
+  // Two groups (weight decay 0.1 and 0), a learning rate that changes every step.
+  auto make = [](std::vector<Tensor>& params) {
+    Generator gen(7);
+    params = {randn({37, 5}, gen).to(Device::cuda()), randn({37}, gen).to(Device::cuda())};
+    for (Tensor& p : params) p.requires_grad_(true);
+    return optim::AdamW({{{params[0]}, optim::AdamWOptions(1e-2).weight_decay(0.1)},
+                         {{params[1]}, optim::AdamWOptions(1e-2).weight_decay(0.0)}});
+  };
+  auto set_grads = [](std::vector<Tensor>& params, int step) {  // in place: the graph keeps the tensors
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      Generator gen(100 + static_cast<std::uint64_t>(step) * 10 + i);
+      if (!params[i].grad().defined()) params[i].set_grad(zeros_like(params[i]));
+      Tensor g = params[i].grad();
+      g.copy_(randn(params[i].shape(), gen));
+    }
+  };
+  std::vector<Tensor> plain_params, graph_params;
+  optim::AdamW plain = make(plain_params), replayed = make(graph_params);
+  cuda::Graph graph;
+  for (int step = 0; step < 5; ++step) {
+    const double lr = 1e-2 / (step + 1);
+    plain.set_lr(lr), replayed.set_lr(lr);
+    set_grads(plain_params, step), set_grads(graph_params, step);
+    plain.step();
+    if (step == 0) {
+      replayed.step();  // makes the moments
+      continue;
+    }
+    replayed.prepare_graph_step();
+    if (!graph.defined()) graph = cuda::Graph::capture([&] { replayed.step(); });
+    graph.replay();
+  }
+  CHECK(replayed.step_count() == 5);
+  for (std::size_t i = 0; i < plain_params.size(); ++i) CHECK(host(graph_params[i]) == host(plain_params[i]));
+  const std::vector<Tensor> a = plain.state(), b = replayed.state();
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(host(a[i]) == host(b[i]));
+  // Without its numbers in memory, or inside the capture, it says what to do.
+  std::vector<Tensor> fresh_params;
+  optim::AdamW fresh = make(fresh_params);
+  CHECK_THROWS_WITH_AS(cuda::Graph::capture([&] { fresh.step(); }), doctest::Contains("take one step outside the graph"),
+                       Error);
+  CHECK_THROWS_WITH_AS(cuda::Graph::capture([&] { replayed.prepare_graph_step(); }),
+                       doctest::Contains("not inside the capture"), Error);
+}
+
 TEST_CASE("brrr train --cuda_graph: the replayed steps give the plain steps' losses and weights bit for bit") {
   train::TrainConfig plain = tiny(scratch("plain"));
   train::TrainConfig graph = tiny(scratch("graph"));
@@ -159,7 +207,7 @@ TEST_CASE("brrr train --cuda_graph: the replayed steps give the plain steps' los
   REQUIRE(b.losses.size() == 7);
   CHECK(a.losses == b.losses);
   CHECK(a.last_val_loss == b.last_val_loss);
-  CHECK(b.step_waits == 0);  // replays, clones of the loss and AdamW never wait for the device
+  CHECK(b.step_waits == 0);  // replays, their inputs' copies and the loss's clone never wait for the device
   CHECK(tensors_of(a.last_checkpoint) == tensors_of(b.last_checkpoint));  // weights, moments, generators
   // The clipping inside the graph was at work: the logged norms (the graph's) exceed 0.5.
   std::ifstream log(graph.out_dir + "/log.jsonl");

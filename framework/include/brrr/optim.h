@@ -71,11 +71,21 @@ class AdamW : public Optimizer {
   std::vector<Tensor> state() const;
   void load_state(const std::vector<Tensor>& state, std::int64_t step);
 
+  // CUDA graphs (chapter 17). A graph replays its kernels' arguments, and AdamW's learning
+  // rate and step count change every step, so inside a capture step() records an update that
+  // reads them from device memory (one small buffer a group), and counts no step. Before the
+  // capture and before every replay, prepare_graph_step() counts the step and writes its
+  // numbers there (a copy that does not make the host wait), as step() would have made them:
+  // the replayed update gives step()'s bits. Needs the state made (one step() outside the
+  // graph first) and each group's parameters on one CUDA device in one dtype.
+  void prepare_graph_step();
+
  private:
   void ensure_state();
   std::vector<ParamGroup<AdamWOptions>> groups_;
   std::vector<Tensor> m_, v_;
   std::int64_t step_ = 0;
+  std::vector<Tensor> graph_constants_;  // per group, on the device: this step's AdamWConstants
 };
 
 class SGD : public Optimizer {
