@@ -39,7 +39,8 @@ void synchronize_cuda_if_in_use();
 kernels::Loop make_loop(const char* op, const Shape& shape, std::initializer_list<const Shape*> strides);
 
 // BRRR_DEVICE_CHECKS=1: ops check device indices at once, by reading them back (a wait for
-// the device each time), instead of on the device (below). For debugging. Read once.
+// the device each time), instead of on the device (below). For debugging. Read at each check
+// (a getenv beside a kernel launch), so a test can turn it on and off again.
 bool device_checks();
 // Indices idx (int32, contiguous, on the CUDA device) checked on the device against
 // [0, limit) or allowed, without a wait (device_checks.cpp): returns them with any bad one

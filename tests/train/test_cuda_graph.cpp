@@ -16,6 +16,7 @@
 
 #include "brrr/brrr.h"
 #include "brrr/safetensors.h"
+#include "tests/train/train_helpers.h"
 #include "train/trainer.h"
 
 using namespace brrr;
@@ -26,28 +27,10 @@ const TensorOptions kOnDevice = TensorOptions().device(Device::cuda());
 
 std::vector<float> host(const Tensor& t) { return t.to(kCPU).to_vector<float>(); }
 
-std::string scratch(const std::string& name) {
-  const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-graph/" + name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+std::string scratch(const std::string& name) { return train_test::scratch("test-graph", name); }
+std::string small_text() { return train_test::small_text("test-graph", 20000); }
 
-std::string small_text() {
-  const std::string path = std::string(BRRR_BINARY_DIR) + "/test-graph/small.txt";
-  if (!fs::exists(path)) {
-    fs::create_directories(fs::path(path).parent_path());
-    write_file_atomic(path, read_file(std::string(BRRR_SHARED_DIR) + "/data/tinyshakespeare.txt").substr(0, 20000));
-  }
-  return path;
-}
-
-std::vector<std::vector<float>> tensors_of(const std::string& checkpoint) {
-  safetensors::File f(checkpoint);
-  std::vector<std::vector<float>> out;
-  for (const auto& t : f.tensors()) out.push_back(f.tensor(t.name).to_vector<float>());
-  return out;
-}
+using train_test::tensors_of;
 
 train::TrainConfig tiny(const std::string& out_dir) {
   train::TrainConfig c = train::TrainConfig::from_preset("cpu-tiny");

@@ -13,6 +13,7 @@
 #include "brrr/brrr.h"
 #include "brrr/models/gpt.h"
 #include "brrr/tokenizer/token_file.h"
+#include "tests/train/train_helpers.h"
 #include "train/data.h"
 #include "train/trainer.h"
 
@@ -20,21 +21,8 @@ using namespace brrr;
 namespace fs = std::filesystem;
 
 namespace {
-std::string scratch(const std::string& name) {
-  const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-waits/" + name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string small_text() {
-  const std::string path = std::string(BRRR_BINARY_DIR) + "/test-waits/small.txt";
-  if (!fs::exists(path)) {
-    fs::create_directories(fs::path(path).parent_path());
-    write_file_atomic(path, read_file(std::string(BRRR_SHARED_DIR) + "/data/tinyshakespeare.txt").substr(0, 20000));
-  }
-  return path;
-}
+std::string scratch(const std::string& name) { return train_test::scratch("test-waits", name); }
+std::string small_text() { return train_test::small_text("test-waits", 20000); }
 }  // namespace
 
 TEST_CASE("the waits are counted: a loss read back is a device-to-host copy, synchronize() a synchronisation") {
@@ -93,7 +81,10 @@ TEST_CASE("a bad device index is found on the device, without a wait, and report
 }
 
 TEST_CASE("with BRRR_DEVICE_CHECKS=1 device indices are checked at once, naming the bad one") {
-  ::setenv("BRRR_DEVICE_CHECKS", "1", 1);  // read once, at the first check of this process
+  ::setenv("BRRR_DEVICE_CHECKS", "1", 1);  // read at each check
+  struct Unset {  // the tests after this one, in the same process, check on the device again
+    ~Unset() { ::unsetenv("BRRR_DEVICE_CHECKS"); }
+  } unset;
   cuda::use_emulator();
   const Tensor weight = ones({5, 3}, TensorOptions().device(Device::cuda()));
   const Tensor idx = from_vector(std::vector<std::int32_t>{0, 4, 7}, {3}, kInt32).to(Device::cuda());

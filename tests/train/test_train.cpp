@@ -18,6 +18,7 @@
 #include "brrr/models/checkpoint.h"
 #include "brrr/models/generate.h"
 #include "brrr/safetensors.h"
+#include "tests/train/train_helpers.h"
 #include "train/data.h"
 #include "train/trainer.h"
 
@@ -26,21 +27,8 @@ namespace fs = std::filesystem;
 
 namespace {
 // A small run: 40 KB of Shakespeare, a 1-layer model, 4 x 16 batches.
-std::string scratch(const std::string& name) {
-  const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-train/" + name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string small_text() {
-  const std::string path = std::string(BRRR_BINARY_DIR) + "/test-train/small.txt";
-  if (!fs::exists(path)) {
-    fs::create_directories(fs::path(path).parent_path());
-    write_file_atomic(path, read_file(std::string(BRRR_SHARED_DIR) + "/data/tinyshakespeare.txt").substr(0, 40000));
-  }
-  return path;
-}
+std::string scratch(const std::string& name) { return train_test::scratch("test-train", name); }
+std::string small_text() { return train_test::small_text("test-train", 40000); }
 
 train::TrainConfig small_config(const std::string& out) {
   train::TrainConfig c = train::TrainConfig::from_preset("cpu-tiny");
@@ -53,12 +41,7 @@ train::TrainConfig small_config(const std::string& out) {
   return c;
 }
 
-std::vector<std::vector<float>> parameters_of(const std::string& checkpoint) {
-  safetensors::File f(checkpoint);
-  std::vector<std::vector<float>> out;
-  for (const auto& t : f.tensors()) out.push_back(f.tensor(t.name).to_vector<float>());
-  return out;
-}
+std::vector<std::vector<float>> parameters_of(const std::string& checkpoint) { return train_test::tensors_of(checkpoint); }
 
 // Runs `dtype` training for 8 steps whole, and again as 5 steps then --resume to 8, under
 // scratch folders named after `name`; checks that the resumed run's losses and final parameters
