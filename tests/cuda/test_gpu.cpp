@@ -142,3 +142,56 @@ TEST_CASE("training steps are deterministic: the same seed gives the same bits")
   const std::vector<double> first = losses(), second = losses();
   CHECK(first == second);
 }
+
+TEST_CASE("the training step replayed as a CUDA graph gives the plain step's bits") {
+  if (!have_gpu()) return;
+  // Chapter 17: the whole step (forward, backward, clipping, AdamW) captured at the second
+  // step and replayed after, against the same steps run plainly. On the emulator this is
+  // tests/train/test_cuda_graph.cpp; here the real capture meets cuBLAS and the driver.
+  auto run = [](bool use_graph) {
+    models::GPTConfig c = models::gpt_preset("cpu-tiny");
+    Generator init(11), data(12);
+    models::GPT model(c, init);
+    model.to(kCuda);
+    optim::AdamW opt(optim::decay_groups(model.parameters(), optim::AdamWOptions(1e-3)));
+    cuda::Graph graph;
+    Tensor graph_idx, graph_tgt, graph_loss;
+    std::vector<double> losses;
+    for (int step = 0; step < 6; ++step) {
+      opt.set_lr(1e-3 / (step + 1));
+      const Tensor idx = randint(0, c.vocab_size, {8, c.block_size}, data);
+      const Tensor tgt = randint(0, c.vocab_size, {8, c.block_size}, data);
+      if (!use_graph || step == 0) {
+        opt.zero_grad();
+        Tensor loss = model.loss(model.forward(idx.to(kCuda)), tgt.to(kCuda));
+        loss.backward();
+        optim::clip_grad_norm(model.parameters(), 1.0);
+        opt.step();
+        losses.push_back(loss.item<double>());
+        continue;
+      }
+      opt.prepare_graph_step();
+      if (!graph.defined()) {
+        graph_idx = idx.to(kCuda), graph_tgt = tgt.to(kCuda);
+        opt.zero_grad();
+        graph = cuda::Graph::capture([&] {
+          Tensor loss = model.loss(model.forward(graph_idx), graph_tgt);
+          loss.backward();
+          optim::clip_grad_norm(model.parameters(), 1.0);
+          opt.step();
+          graph_loss = loss.detach();
+        });
+      } else {
+        graph_idx.copy_(idx), graph_tgt.copy_(tgt);
+      }
+      graph.replay();
+      losses.push_back(graph_loss.item<double>());
+    }
+    std::vector<std::vector<float>> params;
+    for (const Tensor& p : model.parameters()) params.push_back(p.to(kCPU).to_vector<float>());
+    return std::make_pair(losses, params);
+  };
+  const auto plain = run(false), replayed = run(true);
+  CHECK(plain.first == replayed.first);
+  CHECK(plain.second == replayed.second);
+}
