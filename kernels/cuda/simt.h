@@ -832,11 +832,14 @@ inline void fill_fragment(fragment<Use, M, N, K, T, Layout>& f, float value) {
 }
 
 namespace detail {
-// Element e of this lane: its (row, column) in the emulator's layout.
+// Where element e of this lane lies in memory of leading dimension ldm, row- or column-major:
+// element e is (row, column) = divmod(lane + 32 e, columns) in the emulator's layout.
 template <class Fragment>
-inline int row_of(int e) { return (brrr::simt::detail::lane_id() + 32 * e) / Fragment::columns; }
-template <class Fragment>
-inline int column_of(int e) { return (brrr::simt::detail::lane_id() + 32 * e) % Fragment::columns; }
+inline unsigned offset_of(int e, unsigned ldm, bool row_major_memory) {
+  const unsigned at = static_cast<unsigned>(brrr::simt::detail::lane_id() + 32 * e);
+  const unsigned r = at / Fragment::columns, c = at % Fragment::columns;
+  return row_major_memory ? r * ldm + c : c * ldm + r;
+}
 }  // namespace detail
 
 // a or b from memory laid out as the fragment's Layout says; ldm in elements.
@@ -847,10 +850,7 @@ inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const float* 
   constexpr bool row = std::is_same_v<Layout, row_major>;
   brrr::simt::detail::wmma_collective("wmma::load_matrix_sync", p, ldm, row, sizeof(float), at);
   using F = fragment<Use, M, N, K, T, Layout>;
-  for (int e = 0; e < F::num_elements; ++e) {
-    const int r = detail::row_of<F>(e), c = detail::column_of<F>(e);
-    f.x[e] = row ? p[r * ldm + c] : p[c * ldm + r];
-  }
+  for (int e = 0; e < F::num_elements; ++e) f.x[e] = p[detail::offset_of<F>(e, ldm, row)];
   brrr::simt::detail::compiler_barrier();
 }
 
@@ -860,10 +860,7 @@ inline void load_matrix_sync(fragment<accumulator, M, N, K, float>& f, const flo
   const bool row = layout == mem_row_major;
   brrr::simt::detail::wmma_collective("wmma::load_matrix_sync", p, ldm, row, sizeof(float), at);
   using F = fragment<accumulator, M, N, K, float>;
-  for (int e = 0; e < F::num_elements; ++e) {
-    const int r = detail::row_of<F>(e), c = detail::column_of<F>(e);
-    f.x[e] = row ? p[r * ldm + c] : p[c * ldm + r];
-  }
+  for (int e = 0; e < F::num_elements; ++e) f.x[e] = p[detail::offset_of<F>(e, ldm, row)];
   brrr::simt::detail::compiler_barrier();
 }
 
@@ -873,10 +870,7 @@ inline void store_matrix_sync(float* p, const fragment<accumulator, M, N, K, flo
   const bool row = layout == mem_row_major;
   brrr::simt::detail::wmma_collective("wmma::store_matrix_sync", p, ldm, row, sizeof(float), at);
   using F = fragment<accumulator, M, N, K, float>;
-  for (int e = 0; e < F::num_elements; ++e) {
-    const int r = detail::row_of<F>(e), c = detail::column_of<F>(e);
-    (row ? p[r * ldm + c] : p[c * ldm + r]) = f.x[e];
-  }
+  for (int e = 0; e < F::num_elements; ++e) p[detail::offset_of<F>(e, ldm, row)] = f.x[e];
   brrr::simt::detail::compiler_barrier();
 }
 
