@@ -305,15 +305,15 @@ Graph Graph::capture(const std::function<void()>& work) {
   gpu::Runtime& runtime = detail::cuda_runtime_for("cuda::Graph::capture");
   CachingAllocator& allocator = brrr::state().allocator;
   auto state = std::make_shared<State>();
-  // The device's index checks from before are read before the capture (begin_graph_checks),
-  // where reading may still wait.
   state->pool = allocator.begin_pool();
-  detail::begin_graph_checks(state->pool);
   const auto end = [&] {
     detail::end_graph_checks();
     allocator.end_pool();
   };
   try {
+    // The device's index checks from before are read first (and may throw), while reading may
+    // still wait.
+    detail::begin_graph_checks(state->pool);
     runtime.begin_capture();
     work();
   } catch (...) {
