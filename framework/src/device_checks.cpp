@@ -77,14 +77,14 @@ void raise_first(const std::vector<Check>& checks, const std::int32_t* first_bad
 // found a bad index. s.mutex held.
 void raise_locked(DeviceChecks& s) {
   if (s.capturing) return;  // nothing captured has run yet, and nothing may wait now
+  if (s.graphs.empty() && s.pending.empty()) return;
+  gpu::Runtime& runtime = cuda_runtime_for("index check");
   std::int32_t first_bad[kSlots];
   for (const GraphChecks& g : s.graphs) {
-    gpu::Runtime& runtime = cuda_runtime_for("index check");
     runtime.copy(first_bad, g.table.raw_data(), sizeof first_bad, gpu::CopyKind::DeviceToHost);
     raise_first(g.checks, first_bad, runtime);
   }
   if (s.pending.empty()) return;
-  gpu::Runtime& runtime = cuda_runtime_for("index check");
   runtime.copy(first_bad, s.table.raw_data(), sizeof first_bad, gpu::CopyKind::DeviceToHost);
   runtime.memset(s.table.raw_data(), kNone, sizeof first_bad);
   const std::vector<Check> done = std::move(s.pending);
