@@ -95,6 +95,10 @@ struct AdamWConstants {
   T beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bias_correction2_sqrt, eps, decay;
 };
 template <class T>
+T adamw_decay(double lr, double weight_decay) {
+  return static_cast<T>(1.0 - lr * weight_decay);
+}
+template <class T>
 AdamWConstants<T> adamw_constants(const AdamWParams& hp, double weight_decay) {
   const double bias_correction1 = 1.0 - std::pow(hp.beta1, static_cast<double>(hp.step));
   const double bias_correction2 = 1.0 - std::pow(hp.beta2, static_cast<double>(hp.step));
@@ -105,7 +109,7 @@ AdamWConstants<T> adamw_constants(const AdamWParams& hp, double weight_decay) {
           static_cast<T>(hp.lr / bias_correction1),
           static_cast<T>(std::sqrt(bias_correction2)),
           static_cast<T>(hp.eps),
-          static_cast<T>(1.0 - hp.lr * weight_decay)};
+          adamw_decay<T>(hp.lr, weight_decay)};
 }
 
 struct SGDParams {

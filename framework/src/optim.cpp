@@ -60,6 +60,12 @@ bool on_one_device(const std::vector<Tensor>& params) {
   return true;
 }
 
+// What a group's kernels are given at step `step`.
+kernels::AdamWParams hyperparameters(const ParamGroup<AdamWOptions>& group, std::int64_t step) {
+  const AdamWOptions& o = group.options;
+  return {o.lr_, o.betas_.first, o.betas_.second, o.eps_, o.weight_decay_, step};
+}
+
 // The same update as adamw_step on each tensor (bit for bit), as one kernel launch per 64
 // tensors. m[first + j] and v[first + j] are the moments of params[j].
 void multi_tensor_step(const std::vector<Tensor>& params, const std::vector<Tensor>& m, const std::vector<Tensor>& v,
@@ -97,8 +103,7 @@ void AdamW::step() {
   std::size_t i = 0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     const auto& group = groups_[g];
-    kernels::AdamWParams hp{group.options.lr_, group.options.betas_.first, group.options.betas_.second,
-                            group.options.eps_, group.options.weight_decay_, step_};
+    kernels::AdamWParams hp = hyperparameters(group, step_);
     if (in_graph) hp.constants = graph_constants_[g].raw_data();  // written by prepare_graph_step
     if (on_one_device(group.params)) {  // one call for the group
       multi_tensor_step(group.params, m_, v_, i, hp);
@@ -140,8 +145,7 @@ void AdamW::prepare_graph_step() {
                "AdamW::prepare_graph_step: group ", g, "'s parameters must all be on one CUDA device, in one dtype");
     const Device device = group.params.front().device();
     const DType dtype = group.params.front().dtype();
-    const kernels::AdamWParams hp{group.options.lr_, group.options.betas_.first, group.options.betas_.second,
-                                  group.options.eps_, group.options.weight_decay_, step_};
+    const kernels::AdamWParams hp = hyperparameters(group, step_);
     if (graph_constants_.size() <= g) graph_constants_.push_back(empty({8}, TensorOptions().dtype(dtype).device(device)));
     detail::dispatch_floating(dtype, "AdamW", [&]<class T>() {
       static_assert(sizeof(kernels::AdamWConstants<T>) == 8 * sizeof(T), "AdamWConstants is eight T's");

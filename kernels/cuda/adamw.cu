@@ -46,17 +46,8 @@
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 
-// The step's constants (AdamWConstants, signatures.h) are made on the host exactly as
-// kernels/cpu/optim.cpp makes them, and passed by value; decay per tensor.
-template <class T>
-static AdamWConstants<T> adamw_constants(const AdamWParams& hp) {
-  return kernels::adamw_constants<T>(hp, hp.weight_decay);
-}
-
-template <class T>
-static T adamw_decay(double lr, double weight_decay) {
-  return static_cast<T>(1.0 - lr * weight_decay);
-}
+// The step's constants (AdamWConstants and adamw_decay, signatures.h) are made on the host
+// exactly as kernels/cpu/optim.cpp makes them, and passed by value; the decay per tensor.
 
 // One parameter's update, in the CPU kernel's order of operations. Each product that meets an
 // add is an explicit fma: otherwise the compiler decides where to fuse, and it decided
@@ -99,7 +90,7 @@ void adamw_step1(T* param, const T* grad, T* m, T* v, std::int64_t n, const Adam
   if (n == 0) return;
   BRRR_CHECK(ceil_div(n, kBlockSize) <= INT_MAX, "adamw_step: ", n, " parameters need more than 2^31 - 1 blocks");
   BRRR_LAUNCH((adamw_kernel1<T>), grid_for(n, kBlockSize), kBlockSize, 0, stream, param, grad, m, v, n,
-              adamw_decay<T>(hp.lr, hp.weight_decay), adamw_constants<T>(hp));
+              adamw_decay<T>(hp.lr, hp.weight_decay), adamw_constants<T>(hp, hp.weight_decay));
 }
 
 // =============================================================================================
@@ -154,7 +145,7 @@ void adamw_step2(float* param, const float* grad, float* m, float* v, std::int64
   const std::int64_t n4 = vector ? n / 4 : 0;
   const int blocks = grid_for(std::max(n4, n - 4 * n4), kBlockSize);
   BRRR_LAUNCH(adamw_kernel2, blocks, kBlockSize, 0, stream, param, grad, m, v, n, n4,
-              adamw_decay<float>(hp.lr, hp.weight_decay), adamw_constants<float>(hp));
+              adamw_decay<float>(hp.lr, hp.weight_decay), adamw_constants<float>(hp, hp.weight_decay));
 }
 
 // =============================================================================================
@@ -250,7 +241,7 @@ template <class T>
 void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream stream) {
   static_assert(sizeof(AdamWChunks<T>) + sizeof(AdamWConstants<T>) + sizeof(void*) <= 4096,
                 "kernel arguments are limited to 4 KiB");
-  const AdamWConstants<T> k = adamw_constants<T>(hp);
+  const AdamWConstants<T> k = adamw_constants<T>(hp, hp.weight_decay);
   const auto* from_memory = static_cast<const AdamWConstants<T>*>(hp.constants);
   AdamWChunks<T> list{};
   std::int64_t blocks = 0;
