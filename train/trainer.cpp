@@ -406,7 +406,7 @@ TrainResult train_this_rank(TrainConfig c) {
     // skips the draws of the others. One rank draws them all, as before.
     const std::int64_t micro_steps = c.grad_accum * ranks;
     data.skip_batches(c.grad_accum * rank, c.batch_size, data_gen);
-    for (std::int64_t micro = 0; micro < c.grad_accum && replay; ++micro) {  // one micro-step, one rank
+    if (replay) {  // one micro-step on one rank (validate() and the checks above)
       Tensor x, y;
       data.batch(Split::Train, c.batch_size, c.block_size, data_gen, x, y);
       opt.prepare_graph_step();
@@ -425,17 +425,18 @@ TrainResult train_this_rank(TrainConfig c) {
       step_graph.replay();
       done.losses.push_back(graph_loss.clone());  // the graph overwrites its own at the next replay
       if (graph_norm.defined()) done.grad_norm = graph_norm.clone();
-    }
-    for (std::int64_t micro = 0; micro < c.grad_accum && !replay; ++micro) {
-      Tensor x, y;
-      data.batch(Split::Train, c.batch_size, c.block_size, data_gen, x, y);
-      x = x.to(device), y = y.to(device);
-      Tensor loss = model.loss(model.forward(x), y);
-      if (micro_steps > 1) loss = loss / static_cast<double>(micro_steps);
-      const bool last_micro = micro == c.grad_accum - 1;
-      const autograd::BackwardHooksGuard hooks(last_micro && !zero ? reducer.hooks() : autograd::BackwardHooks{});
-      loss.backward();
-      done.losses.push_back(loss.detach());
+    } else {
+      for (std::int64_t micro = 0; micro < c.grad_accum; ++micro) {
+        Tensor x, y;
+        data.batch(Split::Train, c.batch_size, c.block_size, data_gen, x, y);
+        x = x.to(device), y = y.to(device);
+        Tensor loss = model.loss(model.forward(x), y);
+        if (micro_steps > 1) loss = loss / static_cast<double>(micro_steps);
+        const bool last_micro = micro == c.grad_accum - 1;
+        const autograd::BackwardHooksGuard hooks(last_micro && !zero ? reducer.hooks() : autograd::BackwardHooks{});
+        loss.backward();
+        done.losses.push_back(loss.detach());
+      }
     }
     data.skip_batches(c.grad_accum * (ranks - 1 - rank), c.batch_size, data_gen);
     const double waiting_at_start = dist::seconds_waiting();
