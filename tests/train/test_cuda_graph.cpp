@@ -89,6 +89,17 @@ TEST_CASE("inside a capture, whatever would make the host wait or read host memo
                        doctest::Contains("already"), Error);
 }
 
+TEST_CASE("a bad index from before a capture is reported when the capture starts, and leaves no pool behind") {
+  cuda::use_emulator();
+  const Tensor weight = ones({5, 3}, kOnDevice);
+  const Tensor idx = from_vector(std::vector<std::int32_t>{0, 9}, {2}, kInt32).to(Device::cuda());
+  (void)ops::embedding(weight, idx);  // checked on the device, reported at the next read back
+  CHECK_THROWS_WITH_AS(cuda::Graph::capture([] {}), doctest::Contains("index 9 at position 1"), Error);
+  CHECK_FALSE(cuda::capturing());
+  { const Tensor after = zeros({100}, kOnDevice); }  // made and freed outside any graph
+  CHECK(cuda::graph_pool_free_bytes() == 0);
+}
+
 TEST_CASE("a graph's memory pool: its blocks go to no other tensor while the graph lives") {
   cuda::use_emulator();
   cuda::empty_cache();
