@@ -1,5 +1,6 @@
-// tests/train/train_helpers.h: what the training tests share: an empty folder of their own
-// under the build tree, a slice of tinyshakespeare to train on, and a checkpoint's tensors.
+// tests/train/train_helpers.h: what the training tests (chapters 08 and 17) share: an empty
+// folder of their own under the build tree, a slice of tinyshakespeare to train on, and a
+// checkpoint's tensors.
 #pragma once
 #include <cstddef>
 #include <filesystem>
