@@ -8,7 +8,7 @@
 // graph, captured after one plain step, as brrr train --cuda_graph does (chapter 17).
 // --dtype bf16 runs the step under brrr::Autocast(kBFloat16), as brrr train --dtype bf16 does
 // (chapter 18); the peer's --dtype bf16 is torch.autocast in bfloat16.
-// PRESET is cpu-tiny, shakespeare-char or gpt-12m (brrr/models/gpt.h); data are random
+// PRESET is cpu-tiny, shakespeare-char, gpt-12m, gpt2 or gpt2-124m (brrr/models/gpt.h); data are random
 // tokens drawn on the host and copied to the device each step, as brrr train does.
 #include <cstring>
 #include <string>

@@ -25,6 +25,7 @@ PRESETS = {  # vocab, block, layers, heads, embd, dropout
     "cpu-tiny": (65, 64, 4, 4, 128, 0.0),
     "shakespeare-char": (65, 256, 6, 6, 384, 0.2),
     "gpt-12m": (4096, 256, 6, 6, 384, 0.0),
+    "gpt2-124m": (50304, 1024, 12, 12, 768, 0.0),  # GPT-2 124M, vocabulary padded as llm.c does
 }
 
 

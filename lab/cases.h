@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/cpu.h"
 #include "kernels/signatures.h"
 #include "lab/kernel_lab.h"
 
@@ -24,6 +25,17 @@ std::vector<Case> nn_cases();           // cases_nn.cpp: chapters 07 and 17 (emb
 std::vector<Case> conv_cases();         // cases_conv.cpp: chapter 09 (convolution, pooling)
 std::vector<Case> attention_cases();    // cases_attention.cpp: chapter 15 (attention, causal_attention)
 std::vector<Case> optim_cases();        // cases_optim.cpp: chapter 16 (AdamW, SGD)
+
+// body(i) for i in [0, n), spread over the CPU's cores: a reference's independent rows (or batch
+// entries, or heads). Each i writes outputs of its own and sums them in its own fixed order, so
+// the reference does not depend on the thread count. At the GPU bars' sizes a reference is
+// billions of multiply-adds in double: one core took minutes (matmul at 4096^3: about 760 s).
+template <class Body>
+void parallel_rows(std::int64_t n, Body body) {
+  kernels::cpu::parallel_for(n, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) body(i);
+  });
+}
 
 // One dim, contiguous operands: no broadcasting (the elementwise ops' simplest Loop).
 inline kernels::Loop flat_loop(std::int64_t n) {

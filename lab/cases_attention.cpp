@@ -37,12 +37,14 @@ void call_attention_backward(kernels::attention_backward_fn<T> f, const Args& a)
     a.f<T>("lse"), a.dims[0], a.dims[1], a.dims[2], static_cast<T>(scale_for(a.dims)), a.stream);
 }
 
-// out (BH, T, hs) and lse (BH, T) from q, k, v, as in the formulas above.
+// out (BH, T, hs) and lse (BH, T) from q, k, v, as in the formulas above; the BH problems spread
+// over the cores. Each row's weights p[j] = exp(s[j] - lse) are computed once, then out[i] is
+// accumulated along v's rows (contiguous).
 void attention(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
                std::int64_t BH, std::int64_t T, std::int64_t hs, double scale, std::vector<double>* out,
                std::vector<double>* lse) {
-  std::vector<double> s(T);
-  for (std::int64_t b = 0; b < BH; ++b)
+  parallel_rows(BH, [&](std::int64_t b) {
+    std::vector<double> s(T), o(hs);
     for (std::int64_t i = 0; i < T; ++i) {
       const double* qi = q.data() + (b * T + i) * hs;
       double max = -1e300;
@@ -57,13 +59,16 @@ void attention(const std::vector<double>& q, const std::vector<double>& k, const
       for (std::int64_t j = 0; j <= i; ++j) sum += std::exp(s[j] - max);
       const double l = max + std::log(sum);
       if (lse) (*lse)[b * T + i] = l;
-      if (out)
-        for (std::int64_t c = 0; c < hs; ++c) {
-          double o = 0;
-          for (std::int64_t j = 0; j <= i; ++j) o += std::exp(s[j] - l) * v[(b * T + j) * hs + c];
-          (*out)[(b * T + i) * hs + c] = o;
-        }
+      if (!out) continue;
+      std::fill(o.begin(), o.end(), 0.0);
+      for (std::int64_t j = 0; j <= i; ++j) {
+        const double pj = std::exp(s[j] - l);
+        const double* vj = v.data() + (b * T + j) * hs;
+        for (std::int64_t c = 0; c < hs; ++c) o[c] += pj * vj[c];
+      }
+      std::copy(o.begin(), o.end(), out->begin() + (b * T + i) * hs);
     }
+  });
 }
 
 void attention_forward_reference(Problem& p) {
@@ -96,7 +101,7 @@ void attention_backward_reference(Problem& p) {
   std::fill(dq.begin(), dq.end(), 0.0);
   std::fill(dk.begin(), dk.end(), 0.0);
   std::fill(dv.begin(), dv.end(), 0.0);
-  for (std::int64_t b = 0; b < BH; ++b)
+  parallel_rows(BH, [&](std::int64_t b) {  // each of the BH problems writes its own rows
     for (std::int64_t i = 0; i < T; ++i) {
       const std::int64_t row = (b * T + i) * hs;
       double D = 0;
@@ -117,6 +122,7 @@ void attention_backward_reference(Problem& p) {
         }
       }
     }
+  });
 }
 
 double attention_loss(const Problem& p) {

@@ -49,7 +49,7 @@ std::vector<double> conv_reference(const kernels::ConvShape& s, const std::vecto
                                    const std::vector<double>& w, const std::vector<double>& bias) {
   const i64 cin_g = s.C_in / s.groups, cout_g = s.C_out / s.groups;
   std::vector<double> out(out_size(s));
-  for (i64 n = 0; n < s.N; ++n)
+  parallel_rows(s.N, [&](i64 n) {  // each image's outputs are its own
     for (i64 co = 0; co < s.C_out; ++co)
       for (i64 oh = 0; oh < s.H_out; ++oh)
         for (i64 ow = 0; ow < s.W_out; ++ow) {
@@ -64,6 +64,7 @@ std::vector<double> conv_reference(const kernels::ConvShape& s, const std::vecto
               }
           out[((n * s.C_out + co) * s.H_out + oh) * s.W_out + ow] = acc;
         }
+  });
   return out;
 }
 
@@ -104,7 +105,7 @@ void conv_backward_input_reference(Problem& p) {
   const std::vector<double>&dout = p.in("dout"), &w = p.in("weight");
   std::vector<double>& dx = p.out("dx");
   std::fill(dx.begin(), dx.end(), 0.0);
-  for (i64 n = 0; n < s.N; ++n)
+  parallel_rows(s.N, [&](i64 n) {  // each image's dx is its own
     for (i64 co = 0; co < s.C_out; ++co)
       for (i64 oh = 0; oh < s.H_out; ++oh)
         for (i64 ow = 0; ow < s.W_out; ++ow)
@@ -116,6 +117,7 @@ void conv_backward_input_reference(Problem& p) {
                 dx[((n * s.C_in + co / cout_g * cin_g + c) * s.H + ih) * s.W + iw] +=
                     dout[((n * s.C_out + co) * s.H_out + oh) * s.W_out + ow] * w[((co * cin_g + c) * s.kH + kh) * s.kW + kw];
               }
+  });
 }
 void conv_backward_weight_reference(Problem& p) {
   const kernels::ConvShape s = conv_shape(p.dims);
@@ -124,8 +126,9 @@ void conv_backward_weight_reference(Problem& p) {
   std::vector<double>&dw = p.out("dweight"), &db = p.out("dbias");
   std::fill(dw.begin(), dw.end(), 0.0);
   std::fill(db.begin(), db.end(), 0.0);
-  for (i64 n = 0; n < s.N; ++n)
-    for (i64 co = 0; co < s.C_out; ++co)
+  // Each output channel's dweight and dbias are its own; the images are summed in order.
+  parallel_rows(s.C_out, [&](i64 co) {
+    for (i64 n = 0; n < s.N; ++n)
       for (i64 oh = 0; oh < s.H_out; ++oh)
         for (i64 ow = 0; ow < s.W_out; ++ow) {
           const double d = dout[((n * s.C_out + co) * s.H_out + oh) * s.W_out + ow];
@@ -138,6 +141,7 @@ void conv_backward_weight_reference(Problem& p) {
                 dw[((co * cin_g + c) * s.kH + kh) * s.kW + kw] += d * x[((n * s.C_in + co / cout_g * cin_g + c) * s.H + ih) * s.W + iw];
               }
         }
+  });
 }
 
 double conv_flops(const Dims& d) {

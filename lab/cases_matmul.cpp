@@ -14,25 +14,43 @@ namespace op = kernels::op;
 
 namespace {
 
-// --- matmul: the textbook triple loop, in double ---------------------------------------------
+// --- matmul: the textbook loop, in double ----------------------------------------------------
 
-// out[b] (M, N) (+)= A (M, K) @ B (K, N), where A = a[b] or a[b]^T (stored (K, M)), B = b[b] or
-// b[b]^T (stored (N, K)); b is shared by the batch when shared_b.
-void matmul_loop(Problem& p, std::int64_t batch, std::int64_t M, std::int64_t N, std::int64_t K, bool trans_a,
-                 bool trans_b, bool shared_b, bool accumulate) {
-  const std::vector<double>&a = p.in("a"), &b = p.in("b");
-  std::vector<double>& out = p.out("out");
-  for (std::int64_t z = 0; z < batch; ++z) {
+// out[b] (M, N) (+)= A (M, K) @ B (K, N), where A = a[b] or a[b]^T (a stored (K, M)), B = b[b]
+// or b[b]^T (b stored (N, K)); b is shared by the batch when shared_b. Each row of out is
+// out[i, :] = sum_k A[i, k] B[k, :], the loops ordered i, k, j so that the inner loop runs along
+// a row of B and of out (contiguous, vectorized), and the rows spread over the cores. With B
+// transposed, B's columns are its stored rows: out[i, j] is a dot product of two contiguous
+// vectors instead. A's row i is gathered first where A is transposed.
+void matmul_loop(const std::vector<double>& a, const std::vector<double>& b, std::vector<double>& out,
+                 std::int64_t batch, std::int64_t M, std::int64_t N, std::int64_t K, bool trans_a, bool trans_b,
+                 bool shared_b, bool accumulate) {
+  parallel_rows(batch * M, [&](std::int64_t row) {
+    const std::int64_t z = row / M, i = row % M;
     const double* A = a.data() + z * M * K;
     const double* B = b.data() + (shared_b ? 0 : z * K * N);
-    for (std::int64_t i = 0; i < M; ++i)
+    std::vector<double> a_row(static_cast<std::size_t>(K)), sum(static_cast<std::size_t>(N), 0.0);
+    for (std::int64_t k = 0; k < K; ++k) a_row[k] = trans_a ? A[k * M + i] : A[i * K + k];
+    if (trans_b) {
       for (std::int64_t j = 0; j < N; ++j) {
         double s = 0;
-        for (std::int64_t k = 0; k < K; ++k) s += (trans_a ? A[k * M + i] : A[i * K + k]) * (trans_b ? B[j * K + k] : B[k * N + j]);
-        double& o = out[(z * M + i) * N + j];
-        o = accumulate ? o + s : s;
+        for (std::int64_t k = 0; k < K; ++k) s += a_row[k] * B[j * K + k];
+        sum[j] = s;
       }
-  }
+    } else {
+      for (std::int64_t k = 0; k < K; ++k) {
+        const double aik = a_row[k];
+        const double* Bk = B + k * N;
+        for (std::int64_t j = 0; j < N; ++j) sum[j] += aik * Bk[j];
+      }
+    }
+    double* o = out.data() + (z * M + i) * N;
+    for (std::int64_t j = 0; j < N; ++j) o[j] = accumulate ? o[j] + sum[j] : sum[j];
+  });
+}
+void matmul_loop(Problem& p, std::int64_t batch, std::int64_t M, std::int64_t N, std::int64_t K, bool trans_a,
+                 bool trans_b, bool shared_b, bool accumulate) {
+  matmul_loop(p.in("a"), p.in("b"), p.out("out"), batch, M, N, K, trans_a, trans_b, shared_b, accumulate);
 }
 
 template <class T>
@@ -99,19 +117,15 @@ Case matmul_batched_case() {
 // --- matmul_bf16: the product of the operands rounded to bfloat16 (chapter 18) ----------------
 
 // out (M, N) = bf16(a) (M, K) @ bf16(b) (K, N): each operand rounded to the nearest bf16 (ties
-// to even, brrr/bfloat16.h), then the triple loop in double. What is left to the kernel's
+// to even, brrr/bfloat16.h), once, then matmul's loop in double. What is left to the kernel's
 // error is its float32 sum; a kernel that skipped the rounding would be off by about 2^-9.
+std::vector<double> rounded_to_bf16(std::vector<double> v) {
+  for (double& x : v) x = round_to_bf16(static_cast<float>(x));
+  return v;
+}
 void matmul_bf16_reference(Problem& p) {
-  const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
-  const std::vector<double>&a = p.in("a"), &b = p.in("b");
-  std::vector<double>& out = p.out("out");
-  auto bf16 = [](double x) { return static_cast<double>(round_to_bf16(static_cast<float>(x))); };
-  for (std::int64_t i = 0; i < M; ++i)
-    for (std::int64_t j = 0; j < N; ++j) {
-      double s = 0;
-      for (std::int64_t k = 0; k < K; ++k) s += bf16(a[i * K + k]) * bf16(b[k * N + j]);
-      out[i * N + j] = s;
-    }
+  matmul_loop(rounded_to_bf16(p.in("a")), rounded_to_bf16(p.in("b")), p.out("out"), 1, p.dims[0], p.dims[1],
+              p.dims[2], false, false, false, false);
 }
 
 void call_matmul_bf16(kernels::matmul_fn<float> f, const Args& a) {
@@ -222,12 +236,13 @@ void linear_gelu_reference(Problem& p) {
   const std::int64_t N = p.dims[0], in = p.dims[1], out_features = p.dims[2];
   const std::vector<double>&x = p.in("x"), &w = p.in("weight"), &bias = p.in("bias");
   std::vector<double>& out = p.out("out");
-  for (std::int64_t n = 0; n < N; ++n)
+  parallel_rows(N, [&](std::int64_t n) {
     for (std::int64_t o = 0; o < out_features; ++o) {
       double s = bias[o];
       for (std::int64_t i = 0; i < in; ++i) s += x[n * in + i] * w[o * in + i];
       out[n * out_features + o] = gelu(s);
     }
+  });
 }
 
 void call_linear_gelu(ops::variants::linear_gelu_fn f, const Args& a) {

@@ -3,8 +3,8 @@
 // against the device's measured peaks. Chapter 11 (the roofline and the kernel lab).
 // Read before: kernels/signatures.h (the signatures and the ops' descriptors), brrr/kernels.h
 // (the registry), kernels/cuda/runtime.h (device memory and timing). Read next:
-// kernel_lab.cpp (the machinery), then a table file such as cases_nn.cpp, then
-// cli_kernel_lab.cpp (`brrr kernel-lab`).
+// kernel_lab.cpp (run), device.h and the steps (check.cpp, timing.cpp, report.cpp), then a
+// table file such as cases_nn.cpp, then cli_kernel_lab.cpp (`brrr kernel-lab`).
 //
 // After ggml's test-backend-ops and llm.c's dev/cuda: one table with a case per op (the
 // files cases_*.cpp, one per chapter) says how to make inputs of a given size, how to
@@ -18,7 +18,10 @@
 //          finite differences, in float64, of its forward's reference (a kernel-level
 //          backward), or the op through brrr's gradcheck (an op built from ops);
 //   perf   check, then time: warm-up, repeats with the device's cache flushed before each,
-//          the median as GB/s or TFLOP/s and a percentage of the device's measured peak.
+//          the median as GB/s or TFLOP/s and a percentage of the device's measured peak. A size
+//          whose reference would take long is checked at a smaller size of the same shape
+//          (Case::check_size) and timed at the size asked for;
+//   reference  no kernel: the reference alone, timed (what a check at that size costs).
 //
 // The tests loop over the same table (tests/train/test_kernel_lab.cpp on the CPU,
 // tests/emulator/test_lab_table.cpp, tests/cuda/test_gpu.cpp), so what the lab calls correct
@@ -47,8 +50,8 @@ namespace brrr::lab {
 enum class LabDevice { CPU, CUDA, Emulator };
 LabDevice parse_device(const std::string& name);  // "cpu", "cuda", "emulator"
 
-enum class Mode { Check, Grad, Perf };
-Mode parse_mode(const std::string& name);  // "check", "grad", "perf"
+enum class Mode { Check, Grad, Perf, Reference };
+Mode parse_mode(const std::string& name);  // "check", "grad", "perf", "reference"
 const char* mode_name(Mode mode);
 
 // An op's sizes, in the order its case names them (matmul: M, N, K).
@@ -211,6 +214,9 @@ struct Case {
 
   const std::string& op_name() const { return op.empty() ? name : op; }
   const Dims& default_size(LabDevice device) const;
+  // The size perf mode checks `dims` at: dims, or, where the op's FLOPs exceed 2^32, dims with
+  // the first size (independent rows, heads or images) halved until they do not.
+  Dims check_size(const Dims& dims) const;
   bool has_grad() const { return !grads.empty() || gradcheck != nullptr; }
 };
 
@@ -258,6 +264,8 @@ struct Report {
   std::string op, device, size, reference;  // reference: what the outputs were compared with
   Mode mode = Mode::Perf;
   Dims dims;                                // the size, as numbers
+  std::string check_size;                   // the size checked, where not `size` (perf mode)
+  double reference_seconds = 0;             // what making the inputs and the reference took
   std::uint64_t seed = 0;
   std::string unit;                         // "GB/s" or "TFLOP/s": what rate and peak count
   double peak = 0;                          // the device's measured peak in that unit (0: none)

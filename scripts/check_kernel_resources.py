@@ -21,7 +21,7 @@ Findings that are known and explained are listed in scripts/kernel_resources_kno
 "kernel name prefix | reason" a line): they are printed, not failed, so the check fails only
 on what is new.
 
-ctest runs it (label `cuda-build`) when the build has CUDA.
+ctest runs it (label `ptxas`) when the build has CUDA.
 """
 import argparse
 import concurrent.futures

@@ -1,40 +1,53 @@
 #!/usr/bin/env bash
-# scripts/gpu.sh: every GPU check of brrr in one command, on a machine with an NVIDIA GPU.
+# scripts/gpu.sh: every GPU check of brrr, in two commands that each fit a lent GPU's 10-minute
+# limit, on a machine with an NVIDIA GPU.
 #
-#   scripts/gpu.sh OUT_DIR [--only STEP,...] [--skip STEP,...] [--build DIR] [--shared DIR]
-#                  [--jobs N] [--budget SECONDS] [--dry-run]
+#   scripts/gpu.sh OUT_DIR [--part 1|2] [--only STEP,...] [--skip STEP,...] [--build DIR]
+#                  [--shared DIR] [--jobs N] [--budget SECONDS] [--dry-run]
 #
-# It builds brrr for this GPU's architecture only, runs the GPU tests, the sanitizers, the
-# reference check, a short training run, the determinism check, the kernel lab at the bar
-# sizes and the benchmarks beside PyTorch, and writes into OUT_DIR:
-#   report.md    the device, driver and CUDA versions, each step's verdict, the lab's tables,
-#                each bar with its figure and met / not met (scripts/gpu_report.py)
-#   logs/        every step's full output; lab.jsonl, the kernel lab's figures
-# and prints the bar table last. Exit status: 0 when every step passed (a bar not met is
-# reported, not a failure).
+# Part 1 (correctness): env, build, tests, sanitize, reference, train, determinism, lab.
+# Part 2 (speed beside PyTorch): env, build, peers, step, attention, tensor_cores, lab_bf16.
+# Without --part, every step of both, in that order. Each part builds first (a fresh machine has
+# no build; on a warm one the build is a no-op).
 #
-# Steps, in order (--only and --skip take a comma-separated list of these):
+# What comes back from a lent machine is at most 8 files, so OUT_DIR holds three, refreshed
+# after every step and every measurement (a command killed at its limit still returns what ran):
+#   report.md    the device, driver and CUDA versions, each step's and each measurement's
+#                verdict, the bars with their figures (scripts/gpu_report.py), the lab's tables
+#   steps.tsv    step (or step/measurement), verdict, seconds, exit status
+#   logs.tgz     every step's full output (logs/STEP.log) and the kernel lab's logs/lab.jsonl
+# The logs themselves are kept in BUILD/gpu-part1 (or -part2, -all). Exit status: 0 when every
+# step passed (a bar not met is reported, not a failure).
+#
+# Steps (--only and --skip take a comma-separated list of these):
 #   env          what the machine is: GPU, driver, CUDA, compilers, PyTorch
 #   build        configure and build (all cores); uses .gpu-bundle (scripts/gpu_bundle.sh) for
 #                any library the system lacks
-#   tests        ctest -L cuda (the GPU tests); the emulator tests run beside the next steps
+#   tests        ctest -L '^cuda$' (the GPU tests); ctest -L '^emulator$' runs beside the
+#                rest of part 1 on half the cores
 #   sanitize     compute-sanitizer memcheck, racecheck, synccheck and initcheck over the GPU
 #                test program (every kernel variant checked at small, ragged sizes; the GPT)
 #   reference    brrr verify-reference on the shared reference file, fused and composed
 #   train        a short brrr train --device cuda, then brrr sample
 #   determinism  the same run twice: bitwise-identical losses and checkpoints
-#   lab          brrr kernel-lab, every op and variant at the bar sizes (and L2-resident ones)
-#   step         bench/gpu_step.sh: the 12.3M GPT's training step beside PyTorch
-#   attention    bench/attention.sh: flash attention beside composed and PyTorch's SDPA
-#   tensor_cores bench/tensor_cores.sh: the bf16-in-memory kernels (matmul variant 12, attention
-#                variant 4) beside cuBLAS and PyTorch's bf16 SDPA at T = 1024 and 4096
+#   lab          brrr kernel-lab, the float32 ops and variants at the bar sizes (and L2-resident
+#                ones); large sizes are checked at a smaller size and timed at the bar size
+#   peers        PyTorch first: the GPT step (eager, SDPA, torch.compile; float32 and bf16; the
+#                12.3M GPT and GPT-2 124M), SDPA attention, cuBLAS bf16 and SDPA bf16
+#   step         brrr's GPT step: kernels, composed, CUDA graph (batch 64 and 8), bf16; GPT-2 124M
+#   attention    brrr's flash attention beside composed (float32, T = 256 and 1024)
+#   tensor_cores brrr's bf16-in-memory GEMM and flash attention (T = 1024 and 4096)
+#   lab_bf16     brrr kernel-lab, the bf16 ops and the convolutions
+# Each measurement of peers, step, attention and tensor_cores runs on its own (a failure of one
+# is its own row in steps.tsv, and the next one still runs).
 #
 # It expects the CUDA toolkit (nvcc), CMake, ninja, a C++ compiler, compute-sanitizer and a
-# python3 with PyTorch; no network. --dry-run checks the bundle and prints the plan without a
-# GPU. --build reuses a build folder (default build-gpu). --shared names the folder with
-# reference/ and data/ (default ../shared, else .gpu-bundle/shared). --budget (default 590)
-# is the whole run's time: a step gets at most what is left, and one that cannot start is
-# reported as not run, so the report is always written.
+# python3 with PyTorch; no network. --dry-run checks the bundle and the shared files and prints
+# the plan and, for each part, the device call that runs it (command, carry, files back),
+# without a GPU. --build reuses a build folder (default build-gpu). --shared names the folder
+# with reference/ and data/ (default ../shared, else .gpu-bundle/shared). --budget (default 530:
+# under 9 minutes) is the whole run's time: a step gets at most what is left, and one that
+# cannot start is reported as not run.
 set -uo pipefail
 
 # ---------------------------------------------------------------------------------------------
@@ -63,6 +76,15 @@ unpack_bundle() {
       rm -rf "$tmp"
     fi
   done
+  # A link to an absolute path (zlib1g-dev's libz.so -> /lib/x86_64-linux-gnu/libz.so.1.2.13)
+  # would leave the prefix for the system's file, which a GPU machine may not have: point it at
+  # the prefix's copy.
+  local link target
+  while IFS= read -r link; do
+    target=$(readlink "$link")
+    [[ $target == /* && -e $prefix$target ]] && ln -sfn "$(realpath "$prefix$target")" "$link"
+  done < <(find "$prefix" -type l)
+  return 0
 }
 
 # The libraries the build needs, each with a file that shows the system has it.
@@ -73,9 +95,48 @@ declare -A system_has=(
   [doctest-dev]=/usr/include/doctest/doctest.h
   [libstb-dev]=/usr/include/stb/stb_image_write.h
   [libpcre2-dev]=/usr/include/pcre2.h
+  [zlib1g-dev]=/usr/include/zlib.h
 )
 
-if [[ ${BRRR_GPU_SH_SOURCED:-0} == 1 ]]; then return 0; fi  # gpu_bundle.sh --check
+# The kernel lab: every op at the bar sizes (issue text), plus an L2-resident size where the
+# bar size misses L2. Each run appends to lab.jsonl. A size whose float64 reference would take
+# long (matmul at 4096^3, attention at T = 1024) is checked at a smaller size of the same shape
+# and timed at the bar size (the case's check_size, lab/cases.h).
+lab_runs=(
+  "copy --size 2^26" "copy --size 2^20"
+  "add --size 2^26"
+  "gelu_forward --size 2^26" "gelu_forward --size 2^20"
+  "gelu_backward --size 2^26" "gelu_backward --size 2^20"
+  "bias_gelu_forward" "bias_gelu_backward"
+  "layernorm_forward --size 65536x384 --size 65536x768 --size 4096x768"
+  "layernorm_backward --size 65536x384 --size 65536x768 --size 4096x768"
+  "residual_layernorm_forward --size 65536x768"
+  "softmax_forward"
+  "cross_entropy_fused --size 8192x50304 --size 65536x4096 --size 1024x4096"
+  "cross_entropy_forward --size 8192x50304"
+  "cross_entropy_backward --size 8192x50304"
+  "adamw_step --size 2^26 --size 2^20"
+  "adamw_multi_step --size 2^26 --size 2^20"
+  "matmul --size 4096x4096x4096"
+  "attention_forward --size 384x1024x64 --size 384x256x64"
+  "attention_backward --size 384x1024x64 --size 384x256x64"
+  "sum_dim"
+  "embedding_forward"
+)
+# Part 2's: mixed precision (chapter 18), what autocast runs and the kernels on bf16 data, at the
+# tensor-core bars' sizes; and the convolutions (chapter 21).
+lab_bf16_runs=(
+  "matmul_bf16 --size 4096x4096x4096"
+  "matmul_bf16_memory --dtype bfloat16 --size 4096x4096x4096"
+  "attention_forward_bf16 --size 96x1024x64" "attention_backward_bf16 --size 96x1024x64"
+  "attention_forward_bf16_memory --dtype bfloat16 --size 96x1024x64"
+  "attention_backward_bf16_memory --dtype bfloat16 --size 96x1024x64"
+  "conv2d_forward --size 32x64x56x56x64x3x1x1x1x1 --size 32x64x56x56x64x3x1x1x1x64"
+  "conv2d_backward_input" "conv2d_backward_weight"
+  "max_pool2d_forward" "max_pool2d_backward" "avg_pool2d_forward" "avg_pool2d_backward"
+)
+# Sourced (gpu_bundle.sh --check, bench/lab_references.sh): the functions and lists above only.
+if [[ ${BRRR_GPU_SH_SOURCED:-0} == 1 ]]; then return 0; fi
 
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -83,52 +144,81 @@ root=$PWD
 # ---------------------------------------------------------------------------------------------
 # Arguments
 
-all_steps=(env build tests sanitize reference train determinism lab step attention tensor_cores)
+part1_steps=(env build tests sanitize reference train determinism lab)
+part2_steps=(env build peers step attention tensor_cores lab_bf16)
+all_steps=(env build tests sanitize reference train determinism lab peers step attention tensor_cores lab_bf16)
 script_args=("$@")  # run_step runs each step as this script again, under `timeout`
-out="" only="" skip="" build=build-gpu shared="" jobs=$(nproc) dry_run=0 budget=590
+out="" part="" only="" skip="" build=build-gpu shared="" jobs=$(nproc) dry_run=0 budget=530
 while (($#)); do
   case $1 in
-    --only) only=$2; shift ;;
-    --skip) skip=$2; shift ;;
-    --build) build=$2; shift ;;
-    --shared) shared=$2; shift ;;
-    --jobs) jobs=$2; shift ;;
-    --budget) budget=$2; shift ;;
+    --part) part=${2:-}; shift ;;
+    --only) only=${2:-}; shift ;;
+    --skip) skip=${2:-}; shift ;;
+    --build) build=${2:-}; shift ;;
+    --shared) shared=${2:-}; shift ;;
+    --jobs) jobs=${2:-}; shift ;;
+    --budget) budget=${2:-}; shift ;;
     --dry-run) dry_run=1 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,50p' "$0"; exit 0 ;;
     -*) echo "gpu.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     *) [[ -z $out ]] || { echo "gpu.sh: one output folder, not '$out' and '$1'" >&2; exit 2; }; out=$1 ;;
   esac
   shift
 done
 [[ -n $out ]] || { echo "gpu.sh: name the output folder: scripts/gpu.sh OUT_DIR (try --help)" >&2; exit 2; }
+[[ -z $part || $part == 1 || $part == 2 ]] || { echo "gpu.sh: --part is 1 or 2, not '$part'" >&2; exit 2; }
+[[ $budget =~ ^[0-9]+$ ]] || { echo "gpu.sh: --budget is a number of seconds, not '$budget'" >&2; exit 2; }
 for list in "$only" "$skip"; do
   for s in ${list//,/ }; do
     [[ " ${all_steps[*]} " == *" $s "* ]] || { echo "gpu.sh: unknown step '$s' (steps: ${all_steps[*]})" >&2; exit 2; }
   done
 done
-wanted() {  # wanted STEP: in --only (when given) and not in --skip
-  [[ -z $only || ",$only," == *",$1,"* ]] && [[ ",$skip," != *",$1,"* ]]
+case $part in
+  1) steps=("${part1_steps[@]}") ;;
+  2) steps=("${part2_steps[@]}") ;;
+  *) steps=("${all_steps[@]}") ;;
+esac
+wanted() {  # wanted STEP: in this part, in --only (when given) and not in --skip
+  [[ " ${steps[*]} " == *" $1 "* ]] && [[ -z $only || ",$only," == *",$1,"* ]] && [[ ",$skip," != *",$1,"* ]]
 }
 if [[ -z $shared ]]; then
   if [[ -f ../shared/reference/gpt2_tiny.safetensors ]]; then shared=$(cd ../shared && pwd)
   else shared=$root/.gpu-bundle/shared; fi
 fi
 shared=$(cd "$shared" 2>/dev/null && pwd) || { echo "gpu.sh: no shared folder '$shared'" >&2; exit 2; }
-mkdir -p "$out/logs" || exit 2
+mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
-logs=$out/logs
+# The logs live in the build folder, not in OUT_DIR: OUT_DIR gets the three files above.
+work=$root/$build/gpu-part${part:-s}
+[[ $build == /* ]] && work=$build/gpu-part${part:-s}
+logs=$work/logs
 python=$(command -v python3 || true)
 export PYTHON=$python PYTHONUNBUFFERED=1
 # A leftover BRRR_CUDA_EMULATOR=1 would turn every --device cuda below into the emulator.
 unset BRRR_CUDA_EMULATOR BRRR_KERNELS
 
 # ---------------------------------------------------------------------------------------------
+# What comes back: OUT_DIR/report.md, steps.tsv and logs.tgz, refreshed after every step and
+# measurement. Each is written beside its final name and renamed, so a kill leaves the last
+# complete copy.
+
+publish() {
+  [[ -d $logs ]] || return 0
+  "$python" "$root/scripts/gpu_report.py" "$work" >/dev/null 2>&1 || echo "gpu.sh: gpu_report.py failed" >&2
+  [[ -f $work/report.md ]] && cp "$work/report.md" "$work/.report.md.copy" && mv -f "$work/.report.md.copy" "$out/report.md"
+  cp "$work/steps.tsv" "$out/.steps.tsv.tmp" && mv -f "$out/.steps.tsv.tmp" "$out/steps.tsv"
+  tar -czf "$work/.logs.tgz" -C "$work" logs && mv -f "$work/.logs.tgz" "$out/logs.tgz"
+}
+
+# ---------------------------------------------------------------------------------------------
 # Steps: each runs under a time limit, its output in logs/STEP.log, its verdict in steps.tsv
 
 failed=0
 started=$(date +%s)
-# run_step NAME SECONDS COMMAND...: PASS (exit 0), FAIL, TIMEOUT or SKIP (exit 77); the limit
+verdict_of() {  # verdict_of EXIT_STATUS
+  case $1 in 0) echo PASS ;; 77) echo SKIP ;; 124|137) echo TIMEOUT ;; *) echo FAIL ;; esac
+}
+# run_step NAME SECONDS FUNCTION: PASS (exit 0), FAIL, TIMEOUT or SKIP (exit 77); the limit
 # is cut to what is left of the budget (less 10 s for the report).
 run_step() {
   local name=$1 limit=$2
@@ -137,28 +227,52 @@ run_step() {
   t0=$(date +%s)
   left=$((budget - 10 - (t0 - started)))
   if ((left < 15)); then
-    printf '%s\t%s\t%s\t%s\n' "$name" "NOT RUN" 0 "-" >>"$out/steps.tsv"
+    printf '%s\t%s\t%s\t%s\n' "$name" "NOT RUN" 0 "-" >>"$work/steps.tsv"
     printf '== %-12s not run: the budget of %ss is spent\n' "$name" "$budget"
     failed=1
+    publish
     return
   fi
   ((limit > left)) && limit=$left
   printf '== %-12s (limit %ss, at +%ss)\n' "$name" "$limit" $((t0 - started))
   # `timeout` runs programs, not shell functions: the step runs as this script again, which
   # calls the function named in BRRR_GPU_STEP (see below) with the same settings.
-  timeout --kill-after=10 "$limit" env BRRR_GPU_STEP="$1" bash "$root/scripts/gpu.sh" "${script_args[@]}" \
-    >"$logs/$name.log" 2>&1
+  timeout --kill-after=10 "$limit" env BRRR_GPU_STEP="$1" BRRR_GPU_STARTED="$started" \
+    bash "$root/scripts/gpu.sh" "${script_args[@]}" >"$logs/$name.log" 2>&1
   rc=$?
-  case $rc in
-    0) verdict=PASS ;;
-    77) verdict=SKIP ;;
-    124|137) verdict=TIMEOUT ;;
-    *) verdict=FAIL ;;
-  esac
+  verdict=$(verdict_of $rc)
   [[ $verdict == PASS || $verdict == SKIP ]] || failed=1
-  printf '%s\t%s\t%s\t%s\n' "$name" "$verdict" $(($(date +%s) - t0)) "$rc" >>"$out/steps.tsv"
+  printf '%s\t%s\t%s\t%s\n' "$name" "$verdict" $(($(date +%s) - t0)) "$rc" >>"$work/steps.tsv"
   printf '   %s in %ss%s\n' "$verdict" $(($(date +%s) - t0)) "$([[ $verdict == FAIL ]] && echo " (exit $rc): $(tail -n 3 "$logs/$name.log" | tr '\n' ' ' | cut -c1-300)")"
+  publish
 }
+
+# measure NAME SECONDS COMMAND...: one measurement inside a step, on its own: its output goes to
+# the step's log, its verdict is a row "STEP/NAME" of steps.tsv, and a failure or a timeout
+# does not stop the step (it returns 1 at the end, measure_status). The limit is cut to what is
+# left of the budget.
+measure_failed=0
+measure() {
+  local name=$1 limit=$2
+  shift 2
+  local t0 rc left
+  t0=$(date +%s)
+  left=$((budget - 15 - (t0 - ${BRRR_GPU_STARTED:-$started})))
+  ((limit > left)) && limit=$left
+  if ((limit < 5)); then
+    printf '%s/%s\t%s\t%s\t%s\n' "$BRRR_GPU_STEP_NAME" "$name" "NOT RUN" 0 "-" >>"$work/steps.tsv"
+    measure_failed=1
+    return
+  fi
+  echo "\$ $* (limit ${limit}s)"
+  timeout --kill-after=5 "$limit" "$@" 2>&1
+  rc=$?
+  printf '%s/%s\t%s\t%s\t%s\n' "$BRRR_GPU_STEP_NAME" "$name" "$(verdict_of $rc)" $(($(date +%s) - t0)) "$rc" \
+    >>"$work/steps.tsv"
+  ((rc == 0)) || measure_failed=1
+  publish
+}
+measure_status() { return $measure_failed; }
 
 brrr=$build/brrr
 reference=$shared/reference/gpt2_tiny.safetensors
@@ -184,6 +298,7 @@ step_env() {
   echo "python: $python $("$python" --version 2>&1)"
   "$python" -c 'import torch; print("torch:", torch.__version__, "cuda", torch.version.cuda, "|", torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU")' 2>&1
   echo "brrr: $(git -C "$root" rev-parse --short HEAD 2>/dev/null)$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo ' (with local changes)')"
+  echo "part: ${part:-all}, budget ${budget}s"
 }
 
 cuda_arch() {  # "90" for compute capability 9.0
@@ -198,8 +313,9 @@ step_build() {
     [[ -f ${system_has[$p]} ]] || from_bundle+=("$p")
   done
   if ((${#from_bundle[@]})); then
-    # PCRE2's -dev package links to the runtime library of its own package.
+    # PCRE2's -dev package links to the runtime library of its own package, zlib's likewise.
     [[ " ${from_bundle[*]} " == *" libpcre2-dev "* ]] && from_bundle+=(libpcre2-8-0)
+    [[ " ${from_bundle[*]} " == *" zlib1g-dev "* ]] && from_bundle+=(zlib1g)
     echo "from .gpu-bundle (the system lacks them): ${from_bundle[*]}"
     unpack_bundle "$root/.gpu-bundle" "$build/prefix" "${from_bundle[@]}" || return 1
     prefix_args=(-DCMAKE_PREFIX_PATH="$(realpath "$build/prefix/usr")")
@@ -213,14 +329,18 @@ step_build() {
 }
 
 step_tests() {
-  (cd "$build" && ctest -L cuda --output-on-failure --timeout 300)
+  # Exact labels: -L takes a regular expression, and `cuda` alone would also match others.
+  (cd "$build" && ctest -L '^cuda$' --output-on-failure --timeout 240)
 }
 
-# The emulator tests need no GPU: they run on the CPU cores beside the GPU steps that are not
-# timed (sanitize, reference, train), and are waited for before the timed ones.
+# The emulator tests need no GPU: they run at low priority on half the cores, beside the rest of
+# part 1 (the lab times the GPU's kernels with CUDA events, which CPU load does not move), and are
+# waited for at its end, within the budget.
 emulator_pid=""
 start_emulator_tests() {
-  (cd "$build" && timeout 420 ctest -L emulator --output-on-failure -j $((jobs > 4 ? jobs - 4 : 1))) \
+  local left=$((budget - 30 - ($(date +%s) - started)))
+  ((left > 60)) || return 0
+  (cd "$build" && timeout "$left" nice ctest -L '^emulator$' --output-on-failure -j $((jobs > 2 ? jobs / 2 : 1))) \
     >"$logs/emulator.log" 2>&1 &
   emulator_pid=$!
 }
@@ -229,11 +349,12 @@ finish_emulator_tests() {
   local t0=$(date +%s) rc verdict
   wait "$emulator_pid"
   rc=$?
-  case $rc in 0) verdict=PASS ;; 124|137) verdict=TIMEOUT ;; *) verdict=FAIL ;; esac
+  verdict=$(verdict_of $rc)
   [[ $verdict == PASS ]] || failed=1
-  printf '%s\t%s\t%s\t%s\n' emulator "$verdict" "(waited $(($(date +%s) - t0)))" "$rc" >>"$out/steps.tsv"
-  printf '== emulator     %s (ctest -L emulator, beside the steps above)\n' "$verdict"
+  printf '%s\t%s\t%s\t%s\n' emulator "$verdict" "(waited $(($(date +%s) - t0)))" "$rc" >>"$work/steps.tsv"
+  printf '== emulator     %s (ctest -L ^emulator$, beside the steps above)\n' "$verdict"
   emulator_pid=""
+  publish
 }
 
 step_sanitize() {
@@ -278,7 +399,7 @@ step_determinism() {
   # The GPU test (losses of five steps, twice), then the same short training run twice, in the
   # same folder (the checkpoint records its out_dir): the logged losses and the checkpoints
   # (parameters, AdamW's moments, the step, the random states) must be the same bytes.
-  (cd "$build" && ctest -R "deterministic" -L cuda --output-on-failure) || return 1
+  (cd "$build" && ctest -R "deterministic" -L '^cuda$' --output-on-failure) || return 1
   local run=$build/gpu-det
   for copy in a b; do
     rm -rf "$run"
@@ -294,74 +415,82 @@ step_determinism() {
   cmp "$run-a.safetensors" "$run-b.safetensors" && echo "checkpoints identical" || { echo "checkpoints DIFFER"; return 1; }
 }
 
-# The kernel lab: every op at the bar sizes (issue text), plus an L2-resident size where the
-# bar size misses L2. Each run appends to lab.jsonl.
-lab_runs=(
-  "copy --size 2^26" "copy --size 2^20"
-  "add --size 2^26"
-  "gelu_forward --size 2^26" "gelu_forward --size 2^20"
-  "gelu_backward --size 2^26" "gelu_backward --size 2^20"
-  "bias_gelu_forward" "bias_gelu_backward"
-  "layernorm_forward --size 65536x384 --size 65536x768 --size 4096x768"
-  "layernorm_backward --size 65536x384 --size 65536x768 --size 4096x768"
-  "residual_layernorm_forward --size 65536x768"
-  "softmax_forward"
-  "cross_entropy_fused --size 8192x50304 --size 65536x4096 --size 1024x4096"
-  "cross_entropy_forward --size 8192x50304"
-  "cross_entropy_backward --size 8192x50304"
-  "adamw_step --size 2^26 --size 2^20"
-  "adamw_multi_step --size 2^26 --size 2^20"
-  "matmul --size 4096x4096x4096"
-  "attention_forward --size 384x1024x64 --size 384x256x64"
-  "attention_backward --size 384x1024x64 --size 384x256x64"
-  # mixed precision (chapter 18): what autocast runs, and the kernels on bf16 data, at the
-  # tensor-core bars' sizes (T = 4096 is the tensor_cores step's: its float64 check here is long)
-  "matmul_bf16 --size 4096x4096x4096"
-  "matmul_bf16_memory --dtype bfloat16 --size 4096x4096x4096"
-  "attention_forward_bf16 --size 96x1024x64" "attention_backward_bf16 --size 96x1024x64"
-  "attention_forward_bf16_memory --dtype bfloat16 --size 96x1024x64"
-  "attention_backward_bf16_memory --dtype bfloat16 --size 96x1024x64"
-  "sum_dim"
-  "embedding_forward"
-  "conv2d_forward --size 32x64x56x56x64x3x1x1x1x1 --size 32x64x56x56x64x3x1x1x1x64"
-  "conv2d_backward_input" "conv2d_backward_weight"
-  "max_pool2d_forward" "max_pool2d_backward" "avg_pool2d_forward" "avg_pool2d_backward"
-)
-step_lab() {
-  local rc=0 run
-  rm -f "$logs/lab.jsonl"
-  for run in "${lab_runs[@]}"; do
+run_lab() {  # run_lab RUN...: each run on its own (one op's failure does not stop the others)
+  local run
+  for run in "$@"; do
     # shellcheck disable=SC2086  # the options are words
-    "$brrr" kernel-lab $run --device cuda --seed 1 --json "$logs/lab.jsonl" || rc=1
+    measure "${run%% *}" 150 "$brrr" kernel-lab $run --device cuda --seed 1 --json "$logs/lab.jsonl"
     echo
   done
-  return $rc
+  measure_status
+}
+step_lab() {
+  rm -f "$logs/lab.jsonl"
+  run_lab "${lab_runs[@]}"
+}
+step_lab_bf16() {
+  run_lab "${lab_bf16_runs[@]}"
 }
 
+# The benchmarks beside PyTorch (chapter 17): the peers first, so that a failing brrr kernel
+# cannot cost the comparison its other half. The same commands as bench/gpu_step.sh,
+# bench/attention.sh and bench/tensor_cores.sh, each on its own.
+step_peers() {
+  local peer=bench/gpt_step_peer.py
+  measure "eager f32" 120 "$python" $peer gpt-12m 64 20 --device cuda
+  measure "eager sdpa f32" 120 "$python" $peer gpt-12m 64 20 --device cuda --sdpa
+  measure "compile f32" 180 "$python" $peer gpt-12m 64 20 --device cuda --sdpa --compile
+  measure "compile bf16" 180 "$python" $peer gpt-12m 64 20 --device cuda --sdpa --compile --dtype bf16
+  measure "compile bf16 gpt2-124m" 180 "$python" $peer gpt2-124m 16 10 --device cuda --sdpa --compile --dtype bf16
+  measure "sdpa T=256 T=1024" 120 bash -c "'$python' bench/attention_peer.py 256 384 64 20 &&
+    '$python' bench/attention_peer.py 1024 384 64 20"
+  measure "cublas bf16, sdpa bf16" 120 "$python" bench/tensor_cores_peer.py --gemm 4096 --attention 1024 96 64 \
+    --attention 4096 96 64
+  measure_status
+}
 step_step() {
-  "$root/bench/gpu_step.sh" "$build" 20 || return 1
+  local b=$build/bench/bench_gpt_step
+  measure "kernels" 90 "$b" gpt-12m 64 20 --device cuda
+  measure "composed" 90 "$b" gpt-12m 64 20 --device cuda --composed
+  measure "CUDA graph" 90 "$b" gpt-12m 64 20 --device cuda --cuda_graph
+  measure "bf16" 90 "$b" gpt-12m 64 20 --device cuda --dtype bf16
+  measure "B=8" 60 "$b" gpt-12m 8 20 --device cuda
+  measure "B=8 CUDA graph" 60 "$b" gpt-12m 8 20 --device cuda --cuda_graph
+  measure "gpt2-124m bf16" 120 "$b" gpt2-124m 16 10 --device cuda --dtype bf16
   # Where brrr's step spends its time, op by op (the profiler synchronizes after each op).
-  "$build/bench/bench_gpt_step" gpt-12m 64 5 --device cuda --profile
+  measure "profile" 60 "$b" gpt-12m 64 5 --device cuda --profile
+  measure_status
 }
-
 step_attention() {
-  "$root/bench/attention.sh" "$build"
+  measure "T=256" 60 "$build/bench/bench_attention" 256 384 64 20
+  measure "T=1024" 90 "$build/bench/bench_attention" 1024 384 64 20
+  measure_status
 }
-
 step_tensor_cores() {
-  "$root/bench/tensor_cores.sh" "$build"
+  measure "gemm, attention" 150 "$build/bench/bench_tensor_cores" --gemm 4096 --attention 1024 96 64 \
+    --attention 4096 96 64
+  measure_status
 }
 
 # ---------------------------------------------------------------------------------------------
 # One step, as run_step runs it; the plan; or the run
 
 if [[ -n ${BRRR_GPU_STEP:-} ]]; then
+  BRRR_GPU_STEP_NAME=${BRRR_GPU_STEP#step_}
   "$BRRR_GPU_STEP"
   exit
 fi
 
+# The device call for one part, as the device tool takes it (its README): the command runs in
+# the checkout's root, $OUT is the folder whose files come back, .gpu-bundle is git-ignored and
+# travels only when carried.
+print_device_call() {  # print_device_call PART
+  echo "part $1: run(command=\"scripts/gpu.sh \\\"\$OUT\\\" --part $1 --budget $budget\", carry=[\".gpu-bundle\"], timeout_s=600)"
+  echo "  files back: \$OUT/report.md, \$OUT/steps.tsv, \$OUT/logs.tgz"
+}
+
 if ((dry_run)); then
-  echo "gpu.sh --dry-run: the plan (output in $out)"
+  echo "gpu.sh --dry-run: the plan (part ${part:-1 and 2}; output in $out)"
   for s in "${all_steps[@]}"; do wanted "$s" && echo "  $s"; done
   echo "shared folder: $shared"
   for f in "$reference" "$corpus"; do
@@ -377,32 +506,47 @@ if ((dry_run)); then
   else
     echo "bundle: none (scripts/gpu_bundle.sh makes it); the system must have every library"
   fi
-  echo "the kernel lab's runs:"
-  printf '  brrr kernel-lab %s\n' "${lab_runs[@]}"
+  if wanted lab; then
+    echo "the kernel lab's runs (part 1):"
+    printf '  brrr kernel-lab %s\n' "${lab_runs[@]}"
+  fi
+  if wanted lab_bf16; then
+    echo "the kernel lab's runs (part 2):"
+    printf '  brrr kernel-lab %s\n' "${lab_bf16_runs[@]}"
+  fi
+  echo "the device calls (one per part, each under its 600 s limit):"
+  if [[ -n $part ]]; then print_device_call "$part"; else print_device_call 1; print_device_call 2; fi
   command -v nvidia-smi >/dev/null && echo "GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" ||
     echo "GPU: none here (the run needs one)"
   exit 0
 fi
 
-echo "gpu.sh: output in $out"
-: >"$out/steps.tsv"
-wanted env && { step_env | tee "$logs/env.log"; }
-wanted build && run_step build 420 step_build
+echo "gpu.sh: part ${part:-1 and 2}, output in $out (logs in $work)"
+rm -rf "$work"
+mkdir -p "$logs" || exit 2
+: >"$work/steps.tsv"
+rm -f "$out/report.md" "$out/steps.tsv" "$out/logs.tgz"
+wanted env && { step_env | tee "$logs/env.log"; publish; }
+wanted build && run_step build 300 step_build
 if [[ ! -x $brrr ]]; then
   echo "gpu.sh: no $brrr (the build failed or was skipped); stopping"
   failed=1
 else
-  wanted tests && start_emulator_tests && run_step tests 300 step_tests
+  wanted tests && start_emulator_tests
+  wanted tests && run_step tests 240 step_tests
   wanted sanitize && run_step sanitize 150 step_sanitize
-  wanted reference && run_step reference 120 step_reference
-  wanted train && run_step train 180 step_train
-  wanted determinism && run_step determinism 180 step_determinism
-  finish_emulator_tests
+  wanted reference && run_step reference 90 step_reference
+  wanted train && run_step train 150 step_train
+  wanted determinism && run_step determinism 150 step_determinism
   wanted lab && run_step lab 400 step_lab
+  finish_emulator_tests
+  wanted peers && run_step peers 400 step_peers
   wanted step && run_step step 300 step_step
-  wanted attention && run_step attention 120 step_attention
-  wanted tensor_cores && run_step tensor_cores 120 step_tensor_cores
+  wanted attention && run_step attention 150 step_attention
+  wanted tensor_cores && run_step tensor_cores 150 step_tensor_cores
+  wanted lab_bf16 && run_step lab_bf16 300 step_lab_bf16
 fi
 echo "gpu.sh: done in $(($(date +%s) - started)) s"
-"$python" "$root/scripts/gpu_report.py" "$out" || failed=1
+publish
+"$python" "$root/scripts/gpu_report.py" "$work" | tail -n 40 || failed=1
 exit $failed

@@ -2,7 +2,8 @@
 """scripts/gpu_report.py OUT_DIR: the report of a scripts/gpu.sh run.
 
 Reads what gpu.sh left in OUT_DIR (steps.tsv, logs/env.log, logs/lab.jsonl and the logs of
-the benchmarks), writes OUT_DIR/report.md (the device, each step's verdict, the kernel lab's
+the benchmarks: peers.log holds PyTorch's lines, step.log, attention.log and tensor_cores.log
+brrr's), writes OUT_DIR/report.md (the device, each step's verdict, the kernel lab's
 tables, the bars of the GPU issue with their figures) and prints the bar table last.
 Standard library only: it runs on the GPU machine's Python and on the development machine.
 """
@@ -137,8 +138,12 @@ def main():
     else:
         bars.add("matmul 4096^3, best float32 CUDA-core / cuBLAS SGEMM", "-", ">= 60%", None)
 
+    # PyTorch's figures: in peers.log (gpu.sh runs the peers first, in a step of their own), or
+    # beside brrr's in each benchmark's log (an older run, or bench/*.sh by hand).
+    peers = read(os.path.join(logs, "peers.log"))
+
     # --- tensor cores: bench/tensor_cores.sh (brrr's bf16-in-memory kernels, then PyTorch's)
-    tc = read(os.path.join(logs, "tensor_cores.log"))
+    tc = read(os.path.join(logs, "tensor_cores.log")) + "\n" + peers
     gemm = re.search(r"^matmul bf16_pipelined .*?4096\^3: ([\d.]+) ms, ([\d.]+) TFLOP/s", tc, re.M)
     peer = re.search(r"^torch \S+ matmul bf16 4096\^3 .*?: ([\d.]+) ms, ([\d.]+) TFLOP/s", tc, re.M)
     if gemm and peer:
@@ -149,7 +154,7 @@ def main():
         bars.add("bf16 mma.sync GEMM 4096^3 / cuBLAS bf16", "-", ">= 50%", None)
 
     # --- attention: bench/attention.sh
-    att = read(os.path.join(logs, "attention.log"))
+    att = read(os.path.join(logs, "attention.log")) + "\n" + peers
     for m in re.finditer(r"T=(\d+) .*?composed ([\d.]+) ms, flash ([\d.]+) ms", att):
         T, composed, flash = m.group(1), float(m.group(2)), float(m.group(3))
         sdpa = re.search(rf"sdpa float32 BH=\d+ T={T} .*?([\d.]+) ms", att)
@@ -180,13 +185,19 @@ def main():
 
     # --- the 12.3M GPT: bench/gpu_step.sh
     step = read(os.path.join(logs, "step.log"))
-    tok = {}
-    ms = {}
-    for m in re.finditer(r"^brrr gpt-12m \(([^)]*)\).*?([\d.]+) ms/step, ([\d.]+) tokens/s", step, re.M):
-        tok["brrr " + m.group(1)] = float(m.group(3))
-        ms["brrr " + m.group(1)] = float(m.group(2))
-    for m in re.finditer(r"^torch \S+ gpt-12m \(([^)]*)\).*?([\d.]+) tokens/s", step, re.M):
-        tok["torch " + m.group(1)] = float(m.group(2))
+    step_all = step + "\n" + peers
+    # Keyed by who and mode ("brrr kernels, bf16 autocast"), for gpt-12m at B = 64; other presets
+    # and batches get their own keys ("brrr gpt2-124m B=16 kernels, bf16 autocast").
+    tok, ms, gflops = {}, {}, {}
+    for m in re.finditer(r"^brrr (\S+) \(([^)]*)\) B=(\d+) .*?([\d.]+) ms/step, ([\d.]+) tokens/s, ([\d.]+) GFLOP/s",
+                         step_all, re.M):
+        preset, mode, B = m.group(1), m.group(2), m.group(3)
+        key = "brrr " + mode if (preset, B) == ("gpt-12m", "64") else f"brrr {preset} B={B} {mode}"
+        tok[key], ms[key], gflops[key] = float(m.group(5)), float(m.group(4)), float(m.group(6))
+    for m in re.finditer(r"^torch \S+ (\S+) \(([^)]*)\) B=(\d+) .*?([\d.]+) tokens/s", step_all, re.M):
+        preset, mode, B = m.group(1), m.group(2), m.group(3)
+        key = "torch " + mode if (preset, B) == ("gpt-12m", "64") else f"torch {preset} B={B} {mode}"
+        tok[key] = float(m.group(4))
     # brrr's own kernels ("kernels"; runs before the rename say "fused") against the composed ops
     fused, composed = tok.get("brrr kernels", tok.get("brrr fused")), tok.get("brrr composed")
     if fused and composed:
@@ -203,14 +214,33 @@ def main():
 
     at_least_peer("GPT 12.3M step, brrr f32 / PyTorch eager f32", fused,
                   [v for k, v in tok.items() if k.startswith("torch eager")], " (faster of eager and eager+SDPA)")
-    at_least_peer("GPT 12.3M step, brrr bf16 / torch.compile bf16", tok.get("brrr kernels, bf16 autocast"),
+    bf16 = tok.get("brrr kernels, bf16 autocast")
+    at_least_peer("GPT 12.3M step, brrr bf16 / torch.compile bf16", bf16,
                   [v for k, v in tok.items() if k.startswith("torch compile") and "bf16" in k])
+    if bf16 and composed:
+        bars.add("GPT 12.3M step, brrr bf16 / brrr f32 composed", f"{bf16 / composed:.2f}x", ">= 3x",
+                 bf16 / composed >= 3, f"{bf16:.0f} vs {composed:.0f} tokens/s")
+    else:
+        bars.add("GPT 12.3M step, brrr bf16 / brrr f32 composed", "-", ">= 3x", None)
+    big = "brrr gpt2-124m B=16 kernels, bf16 autocast"
+    cublas_bf16 = re.search(r"^torch \S+ matmul bf16 4096\^3 .*?: [\d.]+ ms, ([\d.]+) TFLOP/s", tc, re.M)
+    mfu = ""
+    if big in gflops and cublas_bf16:
+        mfu = f"; {gflops[big] / 1e3:.0f} TFLOP/s model FLOPs, {100 * gflops[big] / 1e3 / float(cublas_bf16.group(1)):.0f}% of cuBLAS bf16 at 4096^3"
+    at_least_peer("GPT-2 124M step (B = 16), brrr bf16 / torch.compile bf16", tok.get(big),
+                  [v for k, v in tok.items() if k.startswith("torch gpt2-124m B=16 compile") and "bf16" in k], mfu)
 
     # --- determinism and graphs
     det = verdict.get("determinism")
     bars.add("training step deterministic on the GPU", det or "-", "identical bits",
              None if det is None else det == "PASS")
     graph, plain = ms.get("brrr kernels, CUDA graph"), ms.get("brrr kernels", ms.get("brrr fused"))
+    graph8, plain8 = ms.get("brrr gpt-12m B=8 kernels, CUDA graph"), ms.get("brrr gpt-12m B=8 kernels")
+    if graph8 and plain8:
+        bars.add("CUDA graph step at B = 8 (launch-bound), plain / graph", f"{plain8 / graph8:.2f}x", "> 1x",
+                 plain8 > graph8, f"{graph8:.2f} vs {plain8:.2f} ms/step")
+    else:
+        bars.add("CUDA graph step at B = 8 (launch-bound), plain / graph", "-", "> 1x", None)
     if graph and plain:
         bars.add("training step as a CUDA graph", f"{graph:.1f} ms", "captured and replayed", True,
                  f"{plain:.1f} ms/step without the graph ({plain / graph:.2f}x)")
@@ -224,8 +254,11 @@ def main():
     md += [f"| {s[0]} | {s[1]} | {s[2]} |" for s in steps]
     md += ["", "## Bars", "", bars.markdown(), "", "## The kernel lab", "",
            "Median of timed runs with L2 flushed before each; * marks the registry's default variant.",
-           lab_tables(rows), "", "## The training step (bench/gpu_step.sh)", "", "```", step.strip(), "```", "",
-           "## Attention (bench/attention.sh)", "", "```", att.strip(), "```", ""]
+           lab_tables(rows), "", "## PyTorch (the peers)", "", "```", peers.strip(), "```", "",
+           "## The training step (bench/gpu_step.sh)", "", "```", step.strip(), "```", "",
+           "## Attention (bench/attention.sh)", "", "```", read(os.path.join(logs, "attention.log")).strip(), "```", "",
+           "## Tensor cores (bench/tensor_cores.sh)", "", "```", read(os.path.join(logs, "tensor_cores.log")).strip(),
+           "```", ""]
     with open(os.path.join(out, "report.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(md))
     print("\nsteps: " + ", ".join(f"{s[0]} {s[1]}" for s in steps))

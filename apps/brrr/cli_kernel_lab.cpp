@@ -106,9 +106,10 @@ void add_kernel_lab_commands(CLI::App& app) {
   cmd->add_option("op", args->op, "The op, e.g. matmul or layernorm_forward (listed below)");
   cmd->add_flag("--list", args->list, "List the lab's cases (one or more per registered op) and exit");
   cmd->add_option("--mode", args->mode,
-                  "check (against the float64 reference), grad (backward against finite differences) or perf "
-                  "(check, then time)")
-      ->check(CLI::IsMember({"check", "grad", "perf"}))
+                  "check (against the float64 reference), grad (backward against finite differences), perf "
+                  "(check, then time; a size whose reference would take long is checked at a smaller size of "
+                  "the same shape) or reference (the reference alone, timed)")
+      ->check(CLI::IsMember({"check", "grad", "perf", "reference"}))
       ->capture_default_str();
   cmd->add_option("--variant", args->variant, "One variant's name, or all")->capture_default_str();
   cmd->add_option("--size", args->sizes,

@@ -240,7 +240,9 @@ void async_copies_begin_block(int threads) {
 void cp_async(void* destination, const void* source, int bytes, int src_bytes, const void* pc) {
   const auto where = [&] { return where_in_kernel(nullptr) + ": cp.async"; };
   const auto d = reinterpret_cast<std::uintptr_t>(destination), s = reinterpret_cast<std::uintptr_t>(source);
-  if (d % static_cast<unsigned>(bytes) != 0 || (src_bytes > 0 && s % static_cast<unsigned>(bytes) != 0))
+  // Both addresses, even for a copy of 0 source bytes (a zero fill): the PTX ISA requires them
+  // aligned to the copy's size, and a GPU may fault on a misaligned source it never reads.
+  if (d % static_cast<unsigned>(bytes) != 0 || s % static_cast<unsigned>(bytes) != 0)
     ::brrr::detail::fail(where(), " of ", bytes, " bytes from ", source, " to ", destination,
                          ": both addresses must be multiples of the copy's size (on a GPU, a misaligned address)");
   if (src_bytes < 0 || src_bytes > bytes)

@@ -82,13 +82,15 @@ GPTConfig gpt_preset(const std::string& name) {
     c.vocab_size = 4096, c.block_size = 256, c.n_layer = 6, c.n_head = 6, c.n_embd = 384, c.dropout = 0.0;
   } else if (name == "gpt2") {
     c.vocab_size = 50257, c.block_size = 1024, c.n_layer = 12, c.n_head = 12, c.n_embd = 768, c.dropout = 0.0;
+  } else if (name == "gpt2-124m") {  // gpt2 with the vocabulary padded to 50,304 (a multiple of 128), as llm.c trains it
+    c.vocab_size = 50304, c.block_size = 1024, c.n_layer = 12, c.n_head = 12, c.n_embd = 768, c.dropout = 0.0;
   } else {
     detail::fail("unknown GPT preset '", name, "' (presets: ", join(gpt_preset_names()), ")");
   }
   return c;
 }
 
-std::vector<std::string> gpt_preset_names() { return {"cpu-tiny", "shakespeare-char", "gpt-12m", "gpt2"}; }
+std::vector<std::string> gpt_preset_names() { return {"cpu-tiny", "shakespeare-char", "gpt-12m", "gpt2", "gpt2-124m"}; }
 
 // ---------------------------------------------------------------------------------------------
 // modules

@@ -274,7 +274,28 @@ __global__ void pipelined_sum(float* out, const float* in, int tiles) {
   out[t] = sum;
 }
 
+// A zero fill of 16 bytes whose source pointer is one float past an aligned one: it reads no byte,
+// but the PTX ISA still requires the address aligned, and a GPU may fault on it.
+__global__ void zero_fill_from_misaligned(float* out, const float* in) {
+  BRRR_DYNAMIC_SHARED(float, tile);
+  const int t = static_cast<int>(threadIdx.x);
+  cp_async<16>(&tile[4 * t], in + 1, 0);
+  cp_async_commit_group();
+  cp_async_wait_group<0>();
+  __syncthreads();
+  out[t] = tile[4 * t];
+}
+
 }  // namespace
+
+TEST_CASE("planted: a cp.async of 0 source bytes from a misaligned address is refused, as on a GPU") {
+  DeviceArray<float> in(quarters(64, 3)), out(32);
+  const std::string message =
+      error_of([&] { BRRR_LAUNCH(zero_fill_from_misaligned, 1, 32, 128 * sizeof(float), stream(), out.data, in.data); });
+  CAPTURE(message);
+  CHECK(contains(message, "cp.async of 16 bytes"));
+  CHECK(contains(message, "must be multiples of the copy's size"));
+}
 
 TEST_CASE("tensor cores: cp.async copies at its wait_group, in commit groups, zero-filling past the source") {
   const int n = kHalf + 50;  // the second group is ragged: 50 floats, then zeros

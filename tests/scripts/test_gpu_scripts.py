@@ -8,7 +8,10 @@ scripts/gpu.sh runs only where a GPU is; what can be checked here is checked her
   step against torch.compile, the step as a CUDA graph) are read from log lines in the
   benchmarks' own formats, with the verdicts their bars give;
 - gpu.sh refuses bad arguments with a message and exit status 2, and --dry-run prints the
-  plan and checks the shared files;
+  plan, checks the shared files and prints each part's device call;
+- a gpu.sh run leaves exactly report.md, steps.tsv and logs.tgz in OUT_DIR, and one failing
+  measurement neither stops the others nor loses their figures (a fake build folder whose
+  programs print the benchmarks' lines stands in for the GPU);
 - brrr kernel-lab --json writes one parsable object per variant.
 Exit status 0 when everything holds; each failure is printed.
 """
@@ -17,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -87,6 +91,58 @@ def test_gpu_sh():
         plan = [line.strip() for line in r.stdout.splitlines() if line.startswith("  ") and " " not in line.strip()]
         check(r.returncode == 0 and plan == ["lab", "step"], f"--dry-run --only lab,step plans [lab, step]: {plan}")
         check("brrr kernel-lab matmul --size 4096x4096x4096" in r.stdout, "the plan lists the lab's matmul run")
+        r = run(["bash", gpu_sh, tmp, "--part", "3"])
+        check(r.returncode == 2 and "--part is 1 or 2" in r.stderr, f"--part 3: exit 2 ({r.stderr.strip()})")
+        for part, steps in (("1", ["env", "build", "tests", "sanitize", "reference", "train", "determinism", "lab"]),
+                            ("2", ["env", "build", "peers", "step", "attention", "tensor_cores", "lab_bf16"])):
+            r = run(["bash", gpu_sh, os.path.join(tmp, "out"), "--dry-run", "--shared", shared, "--part", part])
+            plan = [line.strip() for line in r.stdout.splitlines() if line.startswith("  ") and " " not in line.strip()]
+            check(r.returncode == 0 and plan == steps, f"--dry-run --part {part} plans {steps}: {plan}")
+            call = f'part {part}: run(command="scripts/gpu.sh \\"$OUT\\" --part {part} --budget 530", carry=[".gpu-bundle"], timeout_s=600)'
+            check(call in r.stdout, f"--dry-run --part {part} prints the device call {call!r}: {r.stdout}")
+            check("files back: $OUT/report.md, $OUT/steps.tsv, $OUT/logs.tgz" in r.stdout,
+                  f"--dry-run --part {part} names the files that come back")
+
+
+# A build folder whose bench_gpt_step prints the benchmark's line, except with --composed,
+# where it fails; brrr exists (gpu.sh stops without it) but is not run by the step step.
+FAKE_STEP = """#!/bin/sh
+case " $* " in *" --composed "*) echo "bench_gpt_step: planted failure" >&2; exit 3 ;; esac
+graph=""; case " $* " in *" --cuda_graph "*) graph=", CUDA graph" ;; esac
+echo "brrr $1 (kernels$graph) B=$2 T=256 FakeGPU: 50.0 ms/step, 327680 tokens/s, 1000.0 GFLOP/s"
+"""
+
+
+def test_gpu_sh_run():
+    gpu_sh = os.path.join(ROOT, "scripts", "gpu.sh")
+    with tempfile.TemporaryDirectory() as tmp:
+        build, shared, out = (os.path.join(tmp, d) for d in ("build", "shared", "out"))
+        os.makedirs(os.path.join(build, "bench"))
+        for name, text in (("brrr", "#!/bin/sh\nexit 0\n"), ("bench/bench_gpt_step", FAKE_STEP)):
+            with open(os.path.join(build, name), "w") as f:
+                f.write(text)
+            os.chmod(os.path.join(build, name), 0o755)
+        for name in ("reference/gpt2_tiny.safetensors", "data/tinyshakespeare.txt"):
+            os.makedirs(os.path.dirname(os.path.join(shared, name)), exist_ok=True)
+            open(os.path.join(shared, name), "w").close()
+        r = run(["bash", gpu_sh, out, "--part", "2", "--only", "step", "--build", build, "--shared", shared,
+                 "--budget", "120"])
+        check(r.returncode == 1, f"a failed measurement fails the run (exit {r.returncode}): {r.stdout[-500:]}")
+        check(sorted(os.listdir(out)) == ["logs.tgz", "report.md", "steps.tsv"],
+              f"OUT_DIR holds report.md, steps.tsv and logs.tgz only: {sorted(os.listdir(out))}")
+        rows = [line.split("\t") for line in open(os.path.join(out, "steps.tsv")).read().splitlines()]
+        verdicts = {row[0]: row[1] for row in rows}
+        check(verdicts.get("step/composed") == "FAIL" and verdicts.get("step/kernels") == "PASS"
+              and verdicts.get("step/B=8 CUDA graph") == "PASS" and verdicts.get("step") == "FAIL",
+              f"each measurement has its verdict, the failure stops nothing after it: {verdicts}")
+        with tarfile.open(os.path.join(out, "logs.tgz")) as tar:
+            names = tar.getnames()
+            log = tar.extractfile("logs/step.log").read().decode()
+        check("logs/step.log" in names and "planted failure" in log and "B=8 T=256" in log,
+              f"logs.tgz holds the step's log with every measurement: {names}")
+        report = open(os.path.join(out, "report.md")).read()
+        check("| step/composed | FAIL |" in report and "50.00 vs 50.00 ms/step" in report,
+              "report.md shows each measurement's verdict and the B = 8 graph bar's figures")
 
 
 def test_lab_json(cli):
@@ -155,6 +211,7 @@ if __name__ == "__main__":
     test_report()
     test_report_new_bars()
     test_gpu_sh()
+    test_gpu_sh_run()
     if len(sys.argv) > 1:
         test_lab_json(sys.argv[1])
     print(f"{len(failures)} failure(s)" if failures else "all GPU script checks passed")

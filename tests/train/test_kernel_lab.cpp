@@ -212,7 +212,7 @@ TEST_CASE("kernel lab: sizes on the command line") {
   CHECK_THROWS_WITH_AS(lab::parse_device("tpu"), doctest::Contains("unknown device 'tpu' (devices: cpu, cuda, emulator)"),
                        Error);
   CHECK(lab::parse_mode("grad") == lab::Mode::Grad);
-  CHECK_THROWS_WITH_AS(lab::parse_mode("fast"), doctest::Contains("unknown mode 'fast' (modes: check, grad, perf)"), Error);
+  CHECK_THROWS_WITH_AS(lab::parse_mode("fast"), doctest::Contains("unknown mode 'fast' (modes: check, grad, perf, reference)"), Error);
 }
 
 // Every CPU variant of every case, on each of its shapes, aligned and misaligned, in float32
@@ -371,6 +371,44 @@ TEST_CASE("kernel lab: CPU timings and peaks") {
   CHECK(contains(peaks.bandwidth_how, "memcpy"));
 }
 
+TEST_CASE("kernel lab: a size whose reference would take long is checked smaller and timed at its own") {
+  // The first size (independent rows, heads, images) is halved until the FLOPs are <= 2^32;
+  // the others stay, so the check still sums over the bar's K and T.
+  const lab::Case& matmul = lab::find_case("matmul");
+  CHECK(matmul.check_size({4096, 4096, 4096}) == lab::Dims{128, 4096, 4096});
+  CHECK(matmul.check_size({67, 45, 33}) == lab::Dims{67, 45, 33});
+  const lab::Case& attention = lab::find_case("attention_forward");
+  const lab::Dims checked = attention.check_size({384, 1024, 64});
+  CHECK(checked[0] < 384);
+  CHECK(checked[1] == 1024);
+  CHECK(checked[2] == 64);
+  CHECK(attention.flops(checked) <= 4294967296.0);
+  CHECK(lab::find_case("gelu_forward").check_size({1 << 26}) == lab::Dims{1 << 26});  // bandwidth: no FLOPs
+
+  lab::Options o = quiet(lab::LabDevice::CPU, lab::Mode::Perf);
+  o.size = {1024, 2048, 2048};  // 2^33 FLOPs: checked at M = 512
+  o.repeat = 1;
+  const lab::Report report = lab::run(matmul, o);
+  CHECK(report.size == "M=1024 N=2048 K=2048");
+  CHECK(report.check_size == "M=512 N=2048 K=2048");
+  REQUIRE(report.results.size() >= 1);
+  for (const lab::VariantResult& r : report.results) {
+    CHECK_MESSAGE(r.passed, r.variant, ": ", r.failure);
+    CHECK(r.checked);
+    CHECK(r.timed);
+    // The rate is the timed size's: 2^33 FLOPs over the median time.
+    CHECK(r.rate == doctest::Approx(8589934592.0 / (r.median_ms * 1e-3) / 1e12));
+  }
+  CHECK(contains(lab::json_lines(report), "\"check_size\":\"M=512 N=2048 K=2048\""));
+
+  // Reference mode runs no kernel: it times the inputs and the reference a check would need.
+  o.mode = lab::Mode::Reference;
+  const lab::Report timed = lab::run(matmul, o);
+  CHECK(timed.results.empty());
+  CHECK(timed.reference_seconds > 0);
+  CHECK(timed.check_size == "M=512 N=2048 K=2048");
+}
+
 TEST_CASE("cli: brrr kernel-lab reports mistakes and runs small tables") {
   const std::string b = BRRR_CLI;
   std::string out;
@@ -416,7 +454,8 @@ TEST_CASE("cli: brrr kernel-lab reports mistakes and runs small tables") {
   CHECK(contains(out, "check_indices (N, limit) [ch. 17]"));
   CHECK(contains(out, "layernorm_backward (N, C) [ch. 13, grad]"));
   CHECK(run_command(b + " kernels", &out) == 0);
-  CHECK(contains(out, "matmul\n  cpu float32: "));
+  // "cpu float32: " where an AVX-512 variant is float32's alone, else "cpu float32, float64: "
+  CHECK(contains(out, "matmul\n  cpu float32"));
   CHECK(contains(out, "naive: the textbook triple loop"));
   CHECK(contains(out, "causal_attention\n"));
   CHECK(run_command(b + " kernels gelu_forward --emulator", &out) == 0);

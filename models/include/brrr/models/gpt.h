@@ -39,7 +39,8 @@ struct GPTConfig {
 
 // Named presets: "cpu-tiny" (nanoGPT's CPU config: 4 layers, 4 heads, 128 wide, context 64,
 // vocab 65), "shakespeare-char" (6/6/384, context 256, vocab 65, dropout 0.2),
-// "gpt-12m" (6/6/384, context 256, BPE vocab 4096: 12.3M parameters), "gpt2" (124M).
+// "gpt-12m" (6/6/384, context 256, BPE vocab 4096: 12.3M parameters), "gpt2" (124M),
+// "gpt2-124m" (gpt2 with the vocabulary padded to 50,304, as llm.c trains it; the GPU bars').
 GPTConfig gpt_preset(const std::string& name);
 std::vector<std::string> gpt_preset_names();
 
