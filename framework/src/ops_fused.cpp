@@ -60,8 +60,8 @@ Tensor bias_gelu(const Tensor& x, const Tensor& bias) {
 // ops::layer_norm). Gradients reaching sum directly and through out meet in sum's node, as
 // they would after ops::add followed by ops::layer_norm.
 
-std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
-                                              const Tensor& bias, double eps) {
+std::pair<Tensor, Tensor> residual_layer_norm_fused(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                                    const Tensor& bias, double eps) {
   BRRR_PROFILE("residual_layer_norm");
   const char* op = "residual_layer_norm";
   for (const Tensor* t : {&x, &residual, &weight}) detail::check_defined(op, *t);
@@ -114,7 +114,7 @@ std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& res
 // dloss * (softmax - onehot) while the row is at hand; the backward only scales by the
 // incoming gradient (1 when the loss is the root, so usually nothing at all). The price:
 // dlogits, (N, V), is held from the forward to the backward. Without grad there is no
-// backward to prepare, and the op is ops::cross_entropy.
+// backward to prepare, and the op is ops::cross_entropy_kernels.
 
 namespace {
 // Targets as int32 for the kernel, each in [0, V) or ignore_index; counts the rows that count.
@@ -142,7 +142,7 @@ Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int
   BRRR_PROFILE("cross_entropy_fused");
   detail::check_defined("cross_entropy_fused", logits);
   detail::check_defined("cross_entropy_fused", targets);
-  if (!autograd::needs_grad({&logits})) return cross_entropy(logits, targets, ignore_index);
+  if (!autograd::needs_grad({&logits})) return cross_entropy_kernels(logits, targets, ignore_index);
   BRRR_CHECK(logits.dim() == 2, "cross_entropy_fused: logits must be (N, V), got ", shape_str(logits.shape()));
   BRRR_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), "cross_entropy_fused: targets ",
              shape_str(targets.shape()), " do not match logits ", shape_str(logits.shape()), " (expected (",

@@ -3,9 +3,10 @@
 // Chapter 05 (modules) uses cat, embedding and dropout; chapter 07 (attention and the GPT)
 // uses the rest. Read before: ops_matmul.cpp. Read next: nn.cpp.
 //
-// GELU, LayerNorm and cross-entropy come in two forms: fused (one forward kernel and one
-// hand-written backward kernel) and composed (built from primitive ops, so autograd derives
-// the backward). The chapters time one against the other.
+// GELU, LayerNorm and cross-entropy come in two forms: with kernels (one forward kernel and
+// one hand-written backward kernel: gelu_kernels, ...) and composed (built from primitive ops,
+// so autograd derives the backward: gelu_composed, ...). The chapters time one against the
+// other; which one ops::gelu runs is the registry's choice (op_variants.cpp).
 #include <cmath>
 #include <limits>
 
@@ -177,7 +178,7 @@ Tensor log_softmax(const Tensor& x, int dim) {
 // ---------------------------------------------------------------------------------------------
 // cross-entropy
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
+Tensor cross_entropy_kernels(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
   BRRR_PROFILE("cross_entropy");
   detail::check_defined("cross_entropy", logits);
   detail::check_defined("cross_entropy", targets);
@@ -246,7 +247,7 @@ Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets) {
 // ---------------------------------------------------------------------------------------------
 // GELU
 
-Tensor gelu(const Tensor& x) {
+Tensor gelu_kernels(const Tensor& x) {
   BRRR_PROFILE("gelu");
   detail::check_defined("gelu", x);
   const Tensor in = x.contiguous();
@@ -292,7 +293,7 @@ void check_layer_norm(const char* op, const Tensor& x, const Tensor& weight, con
 }
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm_kernels(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   BRRR_PROFILE("layer_norm");
   check_layer_norm("layer_norm", x, weight, bias);
   const std::int64_t C = x.size(-1), N = C ? x.numel() / C : 0;
