@@ -29,10 +29,10 @@ int main(int argc, char** argv) {
   models::GPTConfig c = models::gpt_preset(argv[1]);
   const std::int64_t B = std::atoll(argv[2]);
   int steps = 10;
-  bool profile = false, use_graph = false;
+  bool profile = false, use_graph = false, composed = false;
   std::string device_name = "cpu", dtype = "float32";
   for (int i = 3; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--composed")) c.composed = true;
+    if (!std::strcmp(argv[i], "--composed")) composed = true;
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
     else if (!std::strcmp(argv[i], "--cuda_graph")) use_graph = true;
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device_name = argv[++i];
@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   const std::optional<Device> chosen = bench::bench_device(device_name, "bench_gpt_step");
   if (!chosen) return 1;
   const Device device = *chosen;
+  if (composed) ops::select_composed();  // after the device: its kernels are registered by now
   if (use_graph && !device.is_cuda()) {
     std::fprintf(stderr, "bench_gpt_step: --cuda_graph needs --device cuda or emulator\n");
     return 2;
@@ -94,7 +95,7 @@ int main(int argc, char** argv) {
   const double flops = 6.0 * c.num_parameters() * tokens + 3.0 * 4.0 * T * c.n_embd * c.n_layer * tokens / 2;
   const std::string where = device.is_cuda() ? cuda::device_name() : "threads=" + std::to_string(get_num_threads());
   std::printf("brrr %s (%s%s) B=%lld T=%lld %s: %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s\n", argv[1],
-              c.composed ? "composed" : "kernels",
+              composed ? "composed" : "kernels",
               (std::string(dtype == "bf16" ? ", bf16 autocast" : "") + (use_graph ? ", CUDA graph" : "")).c_str(), static_cast<long long>(B), static_cast<long long>(T), where.c_str(),
               s * 1e3, tokens / s, flops / s / 1e9);
   if (profile) {

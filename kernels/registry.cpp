@@ -164,10 +164,12 @@ void select(const std::string& op, const std::string& variant) {
 }
 
 namespace {
+// op "*" selects `variant` for every op that has a variant of that name ("*=composed").
 void select_impl(const std::string& op, const std::string& variant) {
   bool op_known = false, found = false;
+  const bool every_op = op == "*";
   for (auto& [key, slot] : table().slots) {
-    if (std::get<0>(key) != op) continue;
+    if (std::get<0>(key) != op && !every_op) continue;
     op_known = true;
     for (std::size_t i = 0; i < slot.variants.size(); ++i)
       if (slot.variants[i].variant == variant) {
@@ -175,6 +177,7 @@ void select_impl(const std::string& op, const std::string& variant) {
         found = true;
       }
   }
+  BRRR_CHECK(!every_op || found, "kernels::select: no op has a variant '", variant, "'");
   BRRR_CHECK(op_known, "kernels::select: unknown op '", op, "'");
   BRRR_CHECK(found, "kernels::select: op '", op, "' has no variant '", variant, "' (variants: ",
              variant_names(op), ")");

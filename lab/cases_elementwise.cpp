@@ -1,6 +1,6 @@
 // lab/cases_elementwise.cpp: the kernel lab's cases for the elementwise ops of chapter 02
-// (fill, copy, cast, the unary and binary ops, masked_fill) and the GELU kernels of chapter
-// 11 (gelu, bias_gelu, forward and backward). Read before: cases.h. Read next:
+// (fill, copy, cast, the unary and binary ops, masked_fill), the GELU kernels of chapter 12
+// (gelu, bias_gelu, forward and backward), and gelu, the op whose variants the registry picks. Read before: cases.h. Read next:
 // cases_random.cpp.
 //
 // Every reference here is one line of math per element, in double. The backward cases also
@@ -8,6 +8,9 @@
 #include <algorithm>
 
 #include "brrr/bfloat16.h"
+#include "brrr/generator.h"
+#include "brrr/ops.h"
+#include "brrr/tensor.h"
 #include "lab/cases.h"
 
 namespace brrr::lab {
@@ -184,6 +187,18 @@ double bias_gelu_loss(const Problem& p) {
   return s;
 }
 
+// gelu, the op whose variants the registry picks (framework/src/op_variants.cpp): its kernels
+// or gelu_composed (chapter 07). grad mode: brrr::gradcheck on the variant, in float64.
+void call_gelu(ops::variants::gelu_fn f, const Args& a) { a.store("out", f(a.tensor("x", {a.dims[0]}, a.dtype))); }
+GradcheckResult gelu_gradcheck(const std::string& variant, Device device) {
+  ops::register_op_variants();
+  const auto fn = kernels::lookup_variant(ops::variants::gelu<double>, device.type, variant);
+  BRRR_CHECK(fn != nullptr, "kernel-lab gelu: no variant '", variant, "'");
+  Generator gen(23);
+  const TensorOptions options = TensorOptions().dtype(kFloat64).device(device).requires_grad(true);
+  return gradcheck([fn](const std::vector<Tensor>& x) { return fn(x[0]); }, {randn({4, 5}, gen, options)});
+}
+
 // The sizes every flat elementwise case shares: 2^26 floats on a GPU (256 MiB, far past any
 // cache), 2^16 on the emulator, 2^24 on the CPU; checked at one element, a ragged 1003 and
 // 4099 (no multiple of 4: every float4 path needs its scalar tail).
@@ -312,6 +327,11 @@ std::vector<Case> elementwise_cases() {
             .call = call(op::gelu_backward<float>, &call_unary_backward<float>, op::gelu_backward<double>,
                          &call_unary_backward<double>, op::gelu_backward<bf16>, &call_unary_backward<bf16>),
             .grads = {{.output = "dx", .input = "x"}}, .loss = &unary_loss<gelu>}),
+      flat({.name = "gelu", .what = "out (n) = gelu(x (n)): kernels or composed (chapter 07), as the registry picks",
+            .chapter = "07", .tolerance = 1e-4,
+            .bytes = &bytes_unary, .make = &make_unary, .reference = &unary_reference<gelu>,
+            .call = call(ops::variants::gelu<float>, &call_gelu, ops::variants::gelu<double>, &call_gelu),
+            .gradcheck = &gelu_gradcheck}),
       rows({.name = "bias_gelu_forward", .what = "out (N, C) = gelu(x (N, C) + bias (C)), fused", .chapter = "12",
             .tolerance = 1e-4,
             .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1] + 4.0 * d[1]; },  // x, out; bias once

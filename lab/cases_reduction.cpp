@@ -1,7 +1,9 @@
 // lab/cases_reduction.cpp: the kernel lab's cases for chapter 13 (reductions, LayerNorm,
 // softmax and cross-entropy): sum_dim, max_dim and its backward, softmax and log_softmax
 // forward and backward, cross-entropy forward, backward and fused, LayerNorm forward and
-// backward, and the fused residual + LayerNorm. Read before: cases.h. Read next:
+// backward, and the fused residual + LayerNorm; and the ops whose variants are built from ops
+// (framework/src/op_variants.cpp): layer_norm, residual_layer_norm and cross_entropy, each with
+// its kernels or composed (chapter 07) as the registry picks. Read before: cases.h. Read next:
 // cases_matmul.cpp.
 //
 // The references are the chapter's formulas as loops over rows, in double. A backward case's
@@ -13,6 +15,9 @@
 #include <limits>
 
 #include "brrr/bfloat16.h"
+#include "brrr/generator.h"
+#include "brrr/ops.h"
+#include "brrr/tensor.h"
 #include "lab/cases.h"
 
 namespace brrr::lab {
@@ -392,6 +397,119 @@ void residual_layernorm_reference(Problem& p) {
             &p.out("rstd"));
 }
 
+// --- the ops built from ops: their variants take and return tensors --------------------------
+
+void call_layer_norm(ops::variants::layer_norm_fn f, const Args& a) {
+  const std::int64_t N = a.dims[0], C = a.dims[1];
+  a.store("out", f(a.tensor("x", {N, C}, a.dtype), a.tensor("weight", {C}, a.dtype), a.tensor("bias", {C}, a.dtype),
+                   kEps));
+}
+
+void make_layer_norm(Problem& p, Random& r) {
+  const std::int64_t N = p.dims[0], C = p.dims[1];
+  p.input("x", r.normal(N * C, 0.5f, 2.0f));
+  p.input("weight", r.normal(C, 1.0f, 0.2f));
+  p.input("bias", r.normal(C, 0.0f, 0.2f));
+  p.output("out", N * C);
+}
+
+void layer_norm_reference(Problem& p) {
+  layernorm(p.in("x"), p.in("weight"), p.in("bias"), p.dims[0], p.dims[1], &p.out("out"), nullptr, nullptr);
+}
+
+void call_residual_layer_norm(ops::variants::residual_layer_norm_fn f, const Args& a) {
+  const std::int64_t N = a.dims[0], C = a.dims[1];
+  const auto [sum, out] = f(a.tensor("x", {N, C}, a.dtype), a.tensor("residual", {N, C}, a.dtype),
+                            a.tensor("weight", {C}, a.dtype), a.tensor("bias", {C}, a.dtype), kEps);
+  a.store("sum", sum);
+  a.store("out", out);
+}
+
+void make_residual_layer_norm(Problem& p, Random& r) {  // the kernel's, less mean and rstd
+  const std::int64_t N = p.dims[0], C = p.dims[1];
+  p.input("x", r.normal(N * C, 0.5f, 2.0f));
+  p.input("residual", r.normal(N * C));
+  p.input("weight", r.normal(C, 1.0f, 0.2f));
+  p.input("bias", r.normal(C, 0.0f, 0.2f));
+  p.output("sum", N * C);
+  p.output("out", N * C);
+}
+
+void residual_layer_norm_reference(Problem& p) {
+  const std::vector<double>&x = p.in("x"), &residual = p.in("residual");
+  std::vector<double>& sum = p.out("sum");
+  for (std::size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + residual[i];
+  std::vector<double> stored = sum;  // normalized as stored, as the kernel does (see above)
+  if (p.dtype == kFloat32)
+    for (double& s : stored) s = static_cast<float>(s);
+  layernorm(stored, p.in("weight"), p.in("bias"), p.dims[0], p.dims[1], &p.out("out"), nullptr, nullptr);
+}
+
+// The composed loss has no ignore_index, so every target here is a class.
+void make_cross_entropy_loss(Problem& p, Random& r) {
+  const std::int64_t N = p.dims[0], V = p.dims[1];
+  p.input("logits", r.normal(N * V, 0.0f, 2.0f));
+  p.indices("targets", r.integers(N, static_cast<std::int32_t>(V)));
+  p.output("loss", 1);
+}
+
+void cross_entropy_loss_reference(Problem& p) {
+  const std::int64_t N = p.dims[0];
+  std::vector<double> losses(static_cast<std::size_t>(N));
+  cross_entropy(p.in("logits"), p.in("targets"), N, p.dims[1], &losses, nullptr);
+  double sum = 0;
+  for (double l : losses) sum += l;
+  p.out("loss")[0] = sum / static_cast<double>(N);
+}
+
+void call_cross_entropy(ops::variants::cross_entropy_fn f, const Args& a) {
+  const std::int64_t N = a.dims[0], V = a.dims[1];
+  a.store("loss", f(a.tensor("logits", {N, V}, a.dtype), a.tensor("targets", {N}, kInt32), kIgnoreIndex));
+}
+
+// grad mode: brrr::gradcheck through autograd, on the variant alone, in float64 (the kernels'
+// backward and the composed op's derived one alike).
+template <class Fn>
+Fn variant_for_gradcheck(kernels::Op<Fn> op, const std::string& variant, Device device) {
+  ops::register_op_variants();
+  const Fn fn = kernels::lookup_variant(op, device.type, variant);
+  BRRR_CHECK(fn != nullptr, "kernel-lab ", op.name, ": no variant '", variant, "'");
+  return fn;
+}
+
+GradcheckResult layer_norm_gradcheck(const std::string& variant, Device device) {
+  const auto fn = variant_for_gradcheck(ops::variants::layer_norm<double>, variant, device);
+  Generator gen(13);
+  const TensorOptions options = TensorOptions().dtype(kFloat64).device(device).requires_grad(true);
+  const std::vector<Tensor> inputs = {randn({3, 7}, gen, options), randn({7}, gen, options), randn({7}, gen, options)};
+  return gradcheck([fn](const std::vector<Tensor>& x) { return fn(x[0], x[1], x[2], kEps); }, inputs);
+}
+
+GradcheckResult residual_layer_norm_gradcheck(const std::string& variant, Device device) {
+  const auto fn = variant_for_gradcheck(ops::variants::residual_layer_norm<double>, variant, device);
+  Generator gen(17);
+  const TensorOptions options = TensorOptions().dtype(kFloat64).device(device).requires_grad(true);
+  const std::vector<Tensor> inputs = {randn({3, 7}, gen, options), randn({3, 7}, gen, options),
+                                      randn({7}, gen, options), randn({7}, gen, options)};
+  // Both outputs reach the loss, as in the GPT's block (the sum is the residual stream).
+  return gradcheck(
+      [fn](const std::vector<Tensor>& x) {
+        const auto [sum, out] = fn(x[0], x[1], x[2], x[3], kEps);
+        return ops::add(ops::mul(out, 2.0), ops::mul(sum, sum));
+      },
+      inputs);
+}
+
+GradcheckResult cross_entropy_gradcheck(const std::string& variant, Device device) {
+  const auto fn = variant_for_gradcheck(ops::variants::cross_entropy<double>, variant, device);
+  Generator gen(19);
+  const TensorOptions options = TensorOptions().dtype(kFloat64).device(device).requires_grad(true);
+  const Tensor targets =
+      from_vector(std::vector<double>{2, 0, 4, 1}, {4}, TensorOptions().dtype(kInt64).device(device));
+  return gradcheck([fn, targets](const std::vector<Tensor>& x) { return fn(x[0], targets, kIgnoreIndex); },
+                   {randn({4, 5}, gen, options)});
+}
+
 // --- sizes -----------------------------------------------------------------------------------
 
 // Rows of a model's width: 64 * 1024 rows of GPT-2 small's 768 on a GPU. Checked at one
@@ -558,6 +676,33 @@ std::vector<Case> reduction_cases() {
             .make = &make_residual_layernorm, .reference = &residual_layernorm_reference,
             .call = call(op::residual_layernorm_forward<float>, &call_residual_layernorm_forward<float>,
                          op::residual_layernorm_forward<double>, &call_residual_layernorm_forward<double>)}),
+      // --- chapter 07's ops, whose variants the registry picks: kernels (or fused) or composed ---
+      rows({.name = "layer_norm", .what = "out (N, C) = layer_norm(x, weight (C), bias (C)): kernels or composed",
+            .chapter = "07",
+            .tolerance = 1e-4,
+            .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1] + 8.0 * d[1]; },  // read x, write out
+            .make = &make_layer_norm, .reference = &layer_norm_reference,
+            .call = call(ops::variants::layer_norm<float>, &call_layer_norm, ops::variants::layer_norm<double>,
+                         &call_layer_norm),
+            .gradcheck = &layer_norm_gradcheck}),
+      rows({.name = "residual_layer_norm",
+            .what = "sum (N, C) = x + residual; out = layer_norm(sum): fused or composed",
+            .chapter = "07",
+            .tolerance = 1e-4,
+            .bytes = [](const Dims& d) { return 16.0 * d[0] * d[1] + 8.0 * d[1]; },
+            .make = &make_residual_layer_norm, .reference = &residual_layer_norm_reference,
+            .call = call(ops::variants::residual_layer_norm<float>, &call_residual_layer_norm,
+                         ops::variants::residual_layer_norm<double>, &call_residual_layer_norm),
+            .gradcheck = &residual_layer_norm_gradcheck}),
+      vocab({.name = "cross_entropy",
+             .what = "the mean loss of logits (N, V) against targets (N): fused, kernels or composed",
+             .chapter = "07",
+             .tolerance = 1e-4,
+             .bytes = [](const Dims& d) { return 4.0 * d[0] * d[1] + 4.0 * d[0]; },  // read logits, targets
+             .make = &make_cross_entropy_loss, .reference = &cross_entropy_loss_reference,
+             .call = call(ops::variants::cross_entropy<float>, &call_cross_entropy,
+                          ops::variants::cross_entropy<double>, &call_cross_entropy),
+             .gradcheck = &cross_entropy_gradcheck}),
   };
 }
 

@@ -180,7 +180,8 @@ TrainResult train_this_rank(TrainConfig c) {
   const TextDataset& data = *data_owner;
   models::GPTConfig mc;
   mc.vocab_size = data.vocab_size(), mc.block_size = c.block_size, mc.n_layer = c.n_layer, mc.n_head = c.n_head;
-  mc.n_embd = c.n_embd, mc.dropout = c.dropout, mc.bias = c.bias, mc.composed = c.composed;
+  mc.n_embd = c.n_embd, mc.dropout = c.dropout, mc.bias = c.bias;
+  if (c.composed) ops::select_composed();  // the registry's composed variants, for this process
   Generator init_gen(c.seed);
   models::GPT model(mc, init_gen);  // initialised on the CPU, so every device starts from the same weights
   model.to(device);
@@ -278,7 +279,7 @@ TrainResult train_this_rank(TrainConfig c) {
               "data: %llu train / %llu val tokens; %d threads%s\n",
               static_cast<long long>(model.num_parameters()), static_cast<long long>(mc.n_layer),
               static_cast<long long>(mc.n_head), static_cast<long long>(mc.n_embd), static_cast<long long>(mc.block_size),
-              static_cast<long long>(mc.vocab_size), mc.composed ? ", composed ops" : "",
+              static_cast<long long>(mc.vocab_size), c.composed ? ", composed ops" : "",
               static_cast<unsigned long long>(data.size(Split::Train)), static_cast<unsigned long long>(data.size(Split::Val)),
               get_num_threads(), c.dtype == "bf16" ? "; bf16 mixed precision" : "");
 

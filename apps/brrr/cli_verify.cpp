@@ -3,6 +3,7 @@
 
 #include "brrr/cuda.h"
 #include "brrr/models/reference.h"
+#include "brrr/ops.h"
 #include "commands.h"
 
 namespace brrr::cli {
@@ -24,7 +25,7 @@ void add_verify_commands(CLI::App& app) {
     if (args->device == "emulator") cuda::use_emulator();
     options.device = args->device == "cpu" ? kCPU : Device::cuda();
     if (options.device.is_cuda()) std::printf("device: cuda:0 (%s)\n", cuda::device_name().c_str());
-    options.composed = args->composed;
+    if (args->composed) ops::select_composed();  // the registry's composed variants, for this run
     const models::ReferenceReport r = models::verify_reference(args->file, options);
     std::printf("config: %s\n", r.config_json.c_str());
     // margin: how many times the error fits under the bar (below 1 fails). "err / scale" is the

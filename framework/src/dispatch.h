@@ -73,14 +73,16 @@ void binary_into(const char* op, const Tensor& out, const Tensor& a, const Tenso
 void copy_into(const Tensor& out, const Tensor& in);
 
 // A lookup cached per call site for a family of kernels over float and double (and bf16, for
-// the ops with kernels on bf16 data: dispatch_floating_or_bf16 below):
-//   static KernelFamily<kernels::unary_fn> k("exp");  k.get<T>(device)(...)
-// By name, for brevity: the registry checks the signature (Fn<T>) against the registration's
-// at the first lookup, and throws if they differ.
+// the ops with kernels on bf16 data: dispatch_floating_or_bf16 below), made from the op's
+// float32 descriptor (kernels/signatures.h), never from a name:
+//   static KernelFamily<kernels::unary_fn> k(kernels::op::exp<float>);  k.get<T>(device)(...)
+// The compiler checks the descriptor against Fn<float>; the float64 and bfloat16 lookups share
+// its name, and the registry checks their signatures (Fn<T>) against the registration's.
 template <template <class> class Fn>
 class KernelFamily {
  public:
-  explicit KernelFamily(const char* op) : f32_({op, kFloat32}), f64_({op, kFloat64}), bf16_({op, kBFloat16}) {}
+  explicit KernelFamily(kernels::Op<Fn<float>> op)
+      : f32_(op), f64_({op.name, kFloat64}), bf16_({op.name, kBFloat16}) {}
   template <class T>
   Fn<T> get(Device device) {
     if constexpr (std::is_same_v<T, float>) return f32_(device.type, kFloat32);

@@ -119,18 +119,14 @@ Embedding::Embedding(std::int64_t num, std::int64_t dim, Generator& gen, TensorO
 
 Tensor Embedding::forward(const Tensor& indices) { return ops::embedding(weight, indices); }
 
-LayerNorm::LayerNorm(std::int64_t dim, double eps, bool has_bias, bool composed, TensorOptions options)
-    : eps(eps), composed(composed) {
+LayerNorm::LayerNorm(std::int64_t dim, double eps, bool has_bias, TensorOptions options) : eps(eps) {
   const TensorOptions o = TensorOptions().dtype(options.dtype_).device(options.device_);
   weight = register_parameter("weight", ones({dim}, o));
   if (has_bias) bias = register_parameter("bias", zeros({dim}, o));
 }
 
-Tensor LayerNorm::forward(const Tensor& x) {
-  return composed ? ops::layer_norm_composed(x, weight, bias, eps) : ops::layer_norm(x, weight, bias, eps);
-}
-
-Tensor GELU::forward(const Tensor& x) { return composed ? ops::gelu_composed(x) : ops::gelu(x); }
+Tensor LayerNorm::forward(const Tensor& x) { return ops::layer_norm(x, weight, bias, eps); }
+Tensor GELU::forward(const Tensor& x) { return ops::gelu(x); }
 Tensor ReLU::forward(const Tensor& x) { return ops::relu(x); }
 Tensor Tanh::forward(const Tensor& x) { return ops::tanh(x); }
 Tensor Dropout::forward(const Tensor& x) { return ops::dropout(x, p, gen, is_training()); }

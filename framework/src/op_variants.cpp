@@ -1,20 +1,37 @@
 // framework/src/op_variants.cpp: ops whose variants are built from ops, and which variant
-// each device gets by default. Chapter 04 introduces the registry; chapters 15 and 17 use
+// each device gets by default. Chapter 04 introduces the registry; chapters 07, 15 and 17 use
 // these. Read before: kernels/registry.h (providers), dispatch.h (OpVariant).
 //
 // Most ops reach one kernel, and the registry picks that kernel per device. A few are better
-// done differently on different devices with ops that already exist, and that choice is the
-// registry's too, never the model's: the variants below register like kernels (under the op's
-// name, per device and dtype, with a priority), so GPT::forward calls one op and does not ask
-// which device it runs on, and BRRR_KERNELS=causal_attention=flash overrides the choice.
+// done differently on different devices with ops that already exist, or come in a teaching
+// version built from primitives (chapter 07), and that choice is the registry's too, never
+// the model's: the variants below register like kernels (under the op's name, per device and
+// dtype, with a priority), so GPT::forward calls one op and does not ask which device it runs
+// on or whether it should teach, and BRRR_KERNELS=causal_attention=flash (or
+// BRRR_KERNELS='*=composed': every op's "composed" variant) overrides the choice. The
+// variants, highest priority (the default) first:
 //
-//   causal_attention  "composed": matmul, mask, softmax, matmul (the CPU's default: its
-//                     batched GEMMs beat the reference flash kernel there, docs/measurements.md);
-//                     "flash": ops::flash_attention's kernels (a GPU's default: no (T, T) tensor)
-//   linear_gelu       "bias_in_gemm": linear with its bias, then GELU (the CPU's default: the bias
-//                     rides in the GEMM's output); "bias_gelu": the GEMM, then bias and GELU in one
-//                     kernel (a GPU's default: one pass over the (N, 4C) activations fewer)
+//   layer_norm           "kernels": layer_norm_kernels, one forward and one backward kernel;
+//                        "composed": layer_norm_composed (mean, sub, mul, sqrt, div)
+//   residual_layer_norm  "fused": residual_layer_norm_fused, the add and LayerNorm in one
+//                        kernel; "composed": ops::add, then layer_norm_composed
+//   gelu                 "kernels": gelu_kernels; "composed": gelu_composed (mul, add, tanh)
+//   linear_gelu          "bias_in_gemm": linear with its bias, then ops::gelu (the CPU's default:
+//                        the bias rides in the GEMM's output); "bias_gelu": the GEMM, then bias
+//                        and GELU in one kernel (a GPU's default: one pass over the (N, 4C)
+//                        activations fewer); "composed": linear, then gelu_composed
+//   cross_entropy        "fused": cross_entropy_fused, whose forward kernel writes the gradient
+//                        too; "kernels": cross_entropy_kernels, a forward and a backward
+//                        kernel; "composed": cross_entropy_composed (log_softmax, one-hot mask)
+//   causal_attention     "composed": matmul, mask, softmax, matmul (the CPU's default: its
+//                        batched GEMMs beat the reference flash kernel there, docs/measurements.md);
+//                        "flash": ops::flash_attention's kernels (a GPU's default: no (T, T) tensor)
+//
+// All are registered in float32 and float64. bfloat16 tensors (chapter 18) go to the ops'
+// kernels whatever is selected, as they did before the registry chose: layer_norm_kernels,
+// gelu_kernels and cross_entropy_kernels read bf16.
 #include <mutex>
+#include <utility>
 
 #include "brrr/ops.h"
 #include "dispatch.h"
@@ -34,19 +51,52 @@ Tensor linear_gelu_bias_in_gemm(const Tensor& x, const Tensor& weight, const Ten
 Tensor linear_gelu_bias_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return bias.defined() ? bias_gelu(linear(x, weight), bias) : gelu(linear(x, weight));
 }
+Tensor linear_gelu_composed(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return gelu_composed(linear(x, weight, bias));
+}
+
+std::pair<Tensor, Tensor> residual_layer_norm_composed(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                                       const Tensor& bias, double eps) {
+  const Tensor sum = add(x, residual);
+  return {sum, layer_norm_composed(sum, weight, bias, eps)};
+}
+
+Tensor cross_entropy_composed_any(const Tensor& logits, const Tensor& targets, std::int64_t /*ignore_index*/) {
+  return cross_entropy_composed(logits, targets);  // no row is ignored: every target must be a class
+}
 
 template <class T>
 void provide_dtype(DeviceType device) {
   const bool cpu = device == DeviceType::CPU;
   using kernels::about;
+  kernels::add(variants::layer_norm<T>, device, "kernels", &layer_norm_kernels, 10,
+               about("one forward kernel (mean and rstd kept) and one backward kernel"));
+  kernels::add(variants::layer_norm<T>, device, "composed", &layer_norm_composed, 0,
+               about("mean, sub, mul, sqrt, div: autograd derives the backward (chapter 07)"));
+  kernels::add(variants::residual_layer_norm<T>, device, "fused", &residual_layer_norm_fused, 10,
+               about("the residual add and LayerNorm in one kernel; the backward is layer_norm's"));
+  kernels::add(variants::residual_layer_norm<T>, device, "composed", &residual_layer_norm_composed, 0,
+               about("ops::add, then layer_norm_composed"));
+  kernels::add(variants::gelu<T>, device, "kernels", &gelu_kernels, 10,
+               about("one forward kernel and one backward kernel"));
+  kernels::add(variants::gelu<T>, device, "composed", &gelu_composed, 0,
+               about("mul, add, tanh: autograd derives the backward (chapter 07)"));
+  kernels::add(variants::linear_gelu<T>, device, "bias_in_gemm", &linear_gelu_bias_in_gemm, cpu ? 10 : 0,
+               about("linear with its bias in the GEMM's output, then ops::gelu"));
+  kernels::add(variants::linear_gelu<T>, device, "bias_gelu", &linear_gelu_bias_gelu, cpu ? 0 : 10,
+               about("the GEMM, then bias and GELU in one fused kernel (bias_gelu_forward)"));
+  kernels::add(variants::linear_gelu<T>, device, "composed", &linear_gelu_composed, -10,
+               about("linear with its bias, then gelu_composed"));
+  kernels::add(variants::cross_entropy<T>, device, "fused", &cross_entropy_fused, 10,
+               about("one kernel writes the losses and the gradient, kept until backward (chapter 16)"));
+  kernels::add(variants::cross_entropy<T>, device, "kernels", &cross_entropy_kernels, 5,
+               about("a forward kernel (one log-sum-exp per row kept) and a backward kernel"));
+  kernels::add(variants::cross_entropy<T>, device, "composed", &cross_entropy_composed_any, 0,
+               about("log_softmax times a one-hot mask: autograd derives the backward; no ignore_index"));
   kernels::add(variants::causal_attention<T>, device, "composed", &attention_composed, cpu ? 10 : 0,
                about("matmul, causal mask, softmax, matmul: the (T, T) weights kept for autograd"));
   kernels::add(variants::causal_attention<T>, device, "flash", &attention_flash, cpu ? 0 : 10,
                about("ops::flash_attention: one forward and one backward kernel, no (T, T) tensor"));
-  kernels::add(variants::linear_gelu<T>, device, "bias_in_gemm", &linear_gelu_bias_in_gemm, cpu ? 10 : 0,
-               about("linear with its bias in the GEMM's output, then GELU"));
-  kernels::add(variants::linear_gelu<T>, device, "bias_gelu", &linear_gelu_bias_gelu, cpu ? 0 : 10,
-               about("the GEMM, then bias and GELU in one fused kernel (bias_gelu_forward)"));
 }
 
 void provide(DeviceType device, bool /*emulated*/) {
@@ -54,11 +104,55 @@ void provide(DeviceType device, bool /*emulated*/) {
   provide_dtype<double>(device);
 }
 
+// The framework's provider joins the registry before its first use, so a BRRR_KERNELS that
+// names these ops (read when the registry is first built) finds them. A static initialiser:
+// whatever calls an op of this file links this file, and add_provider touches nothing that
+// needs initialising first (kernels/registry.cpp).
+[[maybe_unused]] const bool provider_added = (register_op_variants(), true);
+
+// The dtypes the variants are registered in. Another dtype goes to the op's kernels, which
+// read bfloat16 and name the op in their error for any other dtype.
+bool has_variants(DType dtype) { return dtype == kFloat32 || dtype == kFloat64; }
+
 }  // namespace
 
 void register_op_variants() {
   static std::once_flag once;
   std::call_once(once, [] { kernels::add_provider(&provide); });
+}
+
+void select_composed() {
+  register_op_variants();
+  kernels::select_from_spec("*=composed");
+}
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  detail::check_defined("layer_norm", x);
+  if (!has_variants(x.dtype())) return layer_norm_kernels(x, weight, bias, eps);
+  static detail::OpVariant variant(variants::layer_norm<float>);
+  return variant(x.device(), x.dtype())(x, weight, bias, eps);
+}
+
+std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                              const Tensor& bias, double eps) {
+  detail::check_defined("residual_layer_norm", x);
+  if (!has_variants(x.dtype())) return residual_layer_norm_fused(x, residual, weight, bias, eps);
+  static detail::OpVariant variant(variants::residual_layer_norm<float>);
+  return variant(x.device(), x.dtype())(x, residual, weight, bias, eps);
+}
+
+Tensor gelu(const Tensor& x) {
+  detail::check_defined("gelu", x);
+  if (!has_variants(x.dtype())) return gelu_kernels(x);
+  static detail::OpVariant variant(variants::gelu<float>);
+  return variant(x.device(), x.dtype())(x);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
+  detail::check_defined("cross_entropy", logits);
+  if (!has_variants(logits.dtype())) return cross_entropy_kernels(logits, targets, ignore_index);
+  static detail::OpVariant variant(variants::cross_entropy<float>);
+  return variant(logits.device(), logits.dtype())(logits, targets, ignore_index);
 }
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout, Generator* gen) {

@@ -46,7 +46,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   Tensor out = detail::new_like(qc);
   Tensor lse = detail::new_tensor({B, H, T}, q.dtype(), q.device());
   const DType precision = autocast_dtype();
-  static detail::KernelFamily<kernels::attention_forward_fn> forward("attention_forward");
+  static detail::KernelFamily<kernels::attention_forward_fn> forward(kernels::op::attention_forward<float>);
   static kernels::Kernel<kernels::attention_forward_fn<float>> forward_bf16(kernels::op::attention_forward_bf16);
   detail::dispatch_floating(q.dtype(), "flash_attention", [&]<class F>() {
     auto kernel = forward.get<F>(q.device());
@@ -59,7 +59,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
     autograd::record("flash_attention", {q, k, v}, out,
                      [qc = saved(qc), kc = saved(kc), vc = saved(vc), o = saved(out), lse, BH, T, hs, scale,
                       precision](const Tensor& g_in) {
-                       static detail::KernelFamily<kernels::attention_backward_fn> backward("attention_backward");
+                       static detail::KernelFamily<kernels::attention_backward_fn> backward(kernels::op::attention_backward<float>);
                        static kernels::Kernel<kernels::attention_backward_fn<float>> backward_bf16(
                            kernels::op::attention_backward_bf16);
                        const Tensor g = g_in.contiguous();

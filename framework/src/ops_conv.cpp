@@ -77,7 +77,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
 
   const Tensor xc = x.contiguous(), w = weight.contiguous(), b = bias.defined() ? bias.contiguous() : Tensor();
   Tensor out = detail::new_tensor({s.N, s.C_out, s.H_out, s.W_out}, x.dtype(), x.device());
-  static detail::KernelFamily<kernels::conv2d_forward_fn> k("conv2d_forward");
+  static detail::KernelFamily<kernels::conv2d_forward_fn> k(kernels::op::conv2d_forward<float>);
   detail::dispatch_floating(x.dtype(), "conv2d", [&]<class T>() {
     k.get<T>(xc.device())(out.data_ptr<T>(), xc.data_ptr<T>(), w.data_ptr<T>(), b.defined() ? b.data_ptr<T>() : nullptr,
                           s, detail::stream(xc.device()));
@@ -86,8 +86,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
     autograd::record("conv2d", {x, weight, bias}, out,
                      [xs = saved(xc), ws = saved(w), s, need_x = x.requires_grad(), need_w = weight.requires_grad(),
                       need_b = bias.defined() && bias.requires_grad()](const Tensor& g_in) {
-                       static detail::KernelFamily<kernels::conv2d_backward_input_fn> kx("conv2d_backward_input");
-                       static detail::KernelFamily<kernels::conv2d_backward_weight_fn> kw("conv2d_backward_weight");
+                       static detail::KernelFamily<kernels::conv2d_backward_input_fn> kx(kernels::op::conv2d_backward_input<float>);
+                       static detail::KernelFamily<kernels::conv2d_backward_weight_fn> kw(kernels::op::conv2d_backward_weight<float>);
                        const Tensor g = g_in.contiguous();
                        TensorList grads(3);
                        if (need_x) grads[0] = detail::new_tensor(xs.shape(), g.dtype(), g.device());
@@ -154,14 +154,14 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel_
   const Shape out_shape{x.size(0), x.size(1), s.H_out, s.W_out};
   Tensor out = detail::new_tensor(out_shape, x.dtype(), x.device());
   Tensor index = detail::new_tensor(out_shape, kInt64, x.device());
-  static detail::KernelFamily<kernels::max_pool2d_forward_fn> k("max_pool2d_forward");
+  static detail::KernelFamily<kernels::max_pool2d_forward_fn> k(kernels::op::max_pool2d_forward<float>);
   detail::dispatch_floating(x.dtype(), "max_pool2d", [&]<class T>() {
     k.get<T>(xc.device())(out.data_ptr<T>(), index.data_ptr<std::int64_t>(), xc.data_ptr<T>(), s,
                           detail::stream(xc.device()));
   });
   if (autograd::needs_grad({&x}))
     autograd::record("max_pool2d", {x}, out, [index, s, in_shape = x.shape()](const Tensor& g_in) {
-      static detail::KernelFamily<kernels::max_pool2d_backward_fn> kb("max_pool2d_backward");
+      static detail::KernelFamily<kernels::max_pool2d_backward_fn> kb(kernels::op::max_pool2d_backward<float>);
       const Tensor g = g_in.contiguous();
       Tensor dx = detail::new_tensor(in_shape, g.dtype(), g.device());
       detail::dispatch_floating(g.dtype(), "max_pool2d", [&]<class T>() {
@@ -183,13 +183,13 @@ Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, Size2 stride, Size2 paddin
   const kernels::PoolShape s = pool_shape("avg_pool2d", x, kernel_size, stride, padding);
   const Tensor xc = x.contiguous();
   Tensor out = detail::new_tensor({x.size(0), x.size(1), s.H_out, s.W_out}, x.dtype(), x.device());
-  static detail::KernelFamily<kernels::avg_pool2d_forward_fn> k("avg_pool2d_forward");
+  static detail::KernelFamily<kernels::avg_pool2d_forward_fn> k(kernels::op::avg_pool2d_forward<float>);
   detail::dispatch_floating(x.dtype(), "avg_pool2d", [&]<class T>() {
     k.get<T>(xc.device())(out.data_ptr<T>(), xc.data_ptr<T>(), s, detail::stream(xc.device()));
   });
   if (autograd::needs_grad({&x}))
     autograd::record("avg_pool2d", {x}, out, [s, in_shape = x.shape()](const Tensor& g_in) {
-      static detail::KernelFamily<kernels::avg_pool2d_backward_fn> kb("avg_pool2d_backward");
+      static detail::KernelFamily<kernels::avg_pool2d_backward_fn> kb(kernels::op::avg_pool2d_backward<float>);
       const Tensor g = g_in.contiguous();
       Tensor dx = detail::new_tensor(in_shape, g.dtype(), g.device());
       detail::dispatch_floating(g.dtype(), "avg_pool2d", [&]<class T>() {

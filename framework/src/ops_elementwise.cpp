@@ -40,7 +40,7 @@ Tensor unary(const char* op, detail::KernelFamily<kernels::unary_fn>& kernel, co
 
 Tensor neg(const Tensor& x) {
   BRRR_PROFILE("neg");
-  static detail::KernelFamily<kernels::unary_fn> k("neg");
+  static detail::KernelFamily<kernels::unary_fn> k(kernels::op::neg<float>);
   Tensor out = unary("neg", k, x);
   if (autograd::needs_grad({&x})) autograd::record("neg", {x}, out, [](const Tensor& g) { return TensorList{neg(g)}; });
   return out;
@@ -48,7 +48,7 @@ Tensor neg(const Tensor& x) {
 
 Tensor exp(const Tensor& x) {
   BRRR_PROFILE("exp");
-  static detail::KernelFamily<kernels::unary_fn> k("exp");
+  static detail::KernelFamily<kernels::unary_fn> k(kernels::op::exp<float>);
   Tensor out = unary("exp", k, x);
   if (autograd::needs_grad({&x}))  // d exp(x) = exp(x)
     autograd::record("exp", {x}, out, [y = saved(out)](const Tensor& g) { return TensorList{mul(g, y)}; });
@@ -57,7 +57,7 @@ Tensor exp(const Tensor& x) {
 
 Tensor log(const Tensor& x) {
   BRRR_PROFILE("log");
-  static detail::KernelFamily<kernels::unary_fn> k("log");
+  static detail::KernelFamily<kernels::unary_fn> k(kernels::op::log<float>);
   Tensor out = unary("log", k, x);
   if (autograd::needs_grad({&x}))  // d log(x) = 1 / x
     autograd::record("log", {x}, out, [x = saved(x)](const Tensor& g) { return TensorList{div(g, x)}; });
@@ -66,7 +66,7 @@ Tensor log(const Tensor& x) {
 
 Tensor sqrt(const Tensor& x) {
   BRRR_PROFILE("sqrt");
-  static detail::KernelFamily<kernels::unary_fn> k("sqrt");
+  static detail::KernelFamily<kernels::unary_fn> k(kernels::op::sqrt<float>);
   Tensor out = unary("sqrt", k, x);
   if (autograd::needs_grad({&x}))  // d sqrt(x) = 1 / (2 sqrt(x))
     autograd::record("sqrt", {x}, out, [y = saved(out)](const Tensor& g) { return TensorList{div(g, mul(y, 2.0))}; });
@@ -75,7 +75,7 @@ Tensor sqrt(const Tensor& x) {
 
 Tensor tanh(const Tensor& x) {
   BRRR_PROFILE("tanh");
-  static detail::KernelFamily<kernels::unary_fn> k("tanh");
+  static detail::KernelFamily<kernels::unary_fn> k(kernels::op::tanh<float>);
   Tensor out = unary("tanh", k, x);
   if (autograd::needs_grad({&x}))  // d tanh(x) = 1 - tanh(x)^2
     autograd::record("tanh", {x}, out, [y = saved(out)](const Tensor& g) { return TensorList{mul(g, 1.0 - mul(y, y))}; });
@@ -84,11 +84,11 @@ Tensor tanh(const Tensor& x) {
 
 Tensor relu(const Tensor& x) {
   BRRR_PROFILE("relu");
-  static detail::KernelFamily<kernels::unary_fn> k("relu");
+  static detail::KernelFamily<kernels::unary_fn> k(kernels::op::relu<float>);
   Tensor out = unary("relu", k, x);
   if (autograd::needs_grad({&x}))
     autograd::record("relu", {x}, out, [x = saved(x.contiguous())](const Tensor& g) {
-      static detail::KernelFamily<kernels::unary_backward_fn> kb("relu_backward");
+      static detail::KernelFamily<kernels::unary_backward_fn> kb(kernels::op::relu_backward<float>);
       const Tensor gc = g.contiguous();
       Tensor dx = detail::new_like(gc);
       detail::dispatch_floating(gc.dtype(), "relu_backward", [&]<class T>() {
@@ -101,7 +101,7 @@ Tensor relu(const Tensor& x) {
 
 Tensor sigmoid(const Tensor& x) {
   BRRR_PROFILE("sigmoid");
-  static detail::KernelFamily<kernels::unary_fn> k("sigmoid");
+  static detail::KernelFamily<kernels::unary_fn> k(kernels::op::sigmoid<float>);
   Tensor out = unary("sigmoid", k, x);
   if (autograd::needs_grad({&x}))  // d sigmoid(x) = s (1 - s)
     autograd::record("sigmoid", {x}, out, [y = saved(out)](const Tensor& g) { return TensorList{mul(g, mul(y, 1.0 - y))}; });
@@ -111,7 +111,7 @@ Tensor sigmoid(const Tensor& x) {
 Tensor pow(const Tensor& x, double exponent) {
   BRRR_PROFILE("pow");
   detail::check_defined("pow", x);
-  static detail::KernelFamily<kernels::pow_scalar_fn> k("pow_scalar");
+  static detail::KernelFamily<kernels::pow_scalar_fn> k(kernels::op::pow_scalar<float>);
   Tensor out;
   if (x.dtype() == kBFloat16) {  // computed in float32, rounded once (chapter 18)
     NoGradGuard no_grad;
@@ -162,7 +162,8 @@ void binary_into(const char* op, const Tensor& out, const Tensor& a, const Tenso
   const Shape sa = broadcast_strides(a, out.shape()), sb = broadcast_strides(b, out.shape());
   const kernels::Loop loop = make_loop(op, out.shape(), {&out.strides(), &sa, &sb});
   if (loop.numel() == 0) return;
-  static KernelFamily<kernels::binary_fn> add("add"), sub("sub"), mul("mul"), div("div");
+  static KernelFamily<kernels::binary_fn> add(kernels::op::add<float>), sub(kernels::op::sub<float>),
+      mul(kernels::op::mul<float>), div(kernels::op::div<float>);
   KernelFamily<kernels::binary_fn>& k = op[0] == 'a' ? add : op[0] == 's' ? sub : op[0] == 'm' ? mul : div;
   dispatch_floating(out.dtype(), op, [&]<class T>() {
     k.get<T>(out.device())(out.data_ptr<T>(), a.data_ptr<T>(), b.data_ptr<T>(), loop, stream(out.device()));
@@ -248,7 +249,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   Tensor out = detail::new_like(x);
   const Shape sx = detail::broadcast_strides(x, x.shape()), sm = detail::broadcast_strides(m, x.shape());
   const kernels::Loop loop = detail::make_loop("masked_fill", x.shape(), {&out.strides(), &sx, &sm});
-  static detail::KernelFamily<kernels::masked_fill_fn> k("masked_fill");
+  static detail::KernelFamily<kernels::masked_fill_fn> k(kernels::op::masked_fill<float>);
   detail::dispatch_floating(x.dtype(), "masked_fill", [&]<class T>() {
     k.get<T>(x.device())(out.data_ptr<T>(), x.data_ptr<T>(), m.data_ptr<T>(), static_cast<T>(value), loop,
                          detail::stream(x.device()));

@@ -33,13 +33,13 @@ Tensor bias_gelu(const Tensor& x, const Tensor& bias) {
   const std::int64_t C = x.size(-1), N = C ? x.numel() / C : 0;
   const Tensor in = x.contiguous(), b = bias.contiguous();
   Tensor out = detail::new_like(in);
-  static detail::KernelFamily<kernels::bias_gelu_forward_fn> k("bias_gelu_forward");
+  static detail::KernelFamily<kernels::bias_gelu_forward_fn> k(kernels::op::bias_gelu_forward<float>);
   detail::dispatch_floating_or_bf16(in.dtype(), "bias_gelu", [&]<class T>() {
     k.get<T>(in.device())(out.data_ptr<T>(), in.data_ptr<T>(), b.data_ptr<T>(), N, C, detail::stream(in.device()));
   });
   if (autograd::needs_grad({&x, &bias}))
     autograd::record("bias_gelu", {x, bias}, out, [in = saved(in), b = saved(b), N, C](const Tensor& g_in) {
-      static detail::KernelFamily<kernels::bias_gelu_backward_fn> kb("bias_gelu_backward");
+      static detail::KernelFamily<kernels::bias_gelu_backward_fn> kb(kernels::op::bias_gelu_backward<float>);
       const Tensor g = g_in.contiguous();
       Tensor dx = detail::new_like(g), db = detail::new_like(b);
       detail::dispatch_floating_or_bf16(g.dtype(), "bias_gelu", [&]<class T>() {
@@ -60,8 +60,8 @@ Tensor bias_gelu(const Tensor& x, const Tensor& bias) {
 // ops::layer_norm). Gradients reaching sum directly and through out meet in sum's node, as
 // they would after ops::add followed by ops::layer_norm.
 
-std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
-                                              const Tensor& bias, double eps) {
+std::pair<Tensor, Tensor> residual_layer_norm_fused(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                                    const Tensor& bias, double eps) {
   BRRR_PROFILE("residual_layer_norm");
   const char* op = "residual_layer_norm";
   for (const Tensor* t : {&x, &residual, &weight}) detail::check_defined(op, *t);
@@ -81,7 +81,7 @@ std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& res
   Tensor sum = detail::new_like(in), out = detail::new_like(in);
   Tensor mean = detail::new_tensor({N}, x.dtype(), x.device());
   Tensor rstd = detail::new_tensor({N}, x.dtype(), x.device());
-  static detail::KernelFamily<kernels::residual_layernorm_forward_fn> k("residual_layernorm_forward");
+  static detail::KernelFamily<kernels::residual_layernorm_forward_fn> k(kernels::op::residual_layernorm_forward<float>);
   detail::dispatch_floating(x.dtype(), op, [&]<class T>() {
     k.get<T>(in.device())(sum.data_ptr<T>(), out.data_ptr<T>(), mean.data_ptr<T>(), rstd.data_ptr<T>(),
                           in.data_ptr<T>(), r.data_ptr<T>(), w.data_ptr<T>(), b.defined() ? b.data_ptr<T>() : nullptr,
@@ -92,7 +92,7 @@ std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& res
   if (autograd::needs_grad({&sum, &weight, &bias}))
     autograd::record("layer_norm", {sum, weight, bias}, out,
                      [s = saved(sum), w = saved(w), mean, rstd, N, C, has_bias = b.defined()](const Tensor& g_in) {
-                       static detail::KernelFamily<kernels::layernorm_backward_fn> kb("layernorm_backward");
+                       static detail::KernelFamily<kernels::layernorm_backward_fn> kb(kernels::op::layernorm_backward<float>);
                        const Tensor g = g_in.contiguous();
                        Tensor dx = detail::new_like(g), dw = detail::new_like(w);
                        Tensor db = has_bias ? detail::new_like(w) : Tensor();
@@ -114,7 +114,7 @@ std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& res
 // dloss * (softmax - onehot) while the row is at hand; the backward only scales by the
 // incoming gradient (1 when the loss is the root, so usually nothing at all). The price:
 // dlogits, (N, V), is held from the forward to the backward. Without grad there is no
-// backward to prepare, and the op is ops::cross_entropy.
+// backward to prepare, and the op is ops::cross_entropy_kernels.
 
 namespace {
 // Targets as int32 for the kernel, each in [0, V) or ignore_index; counts the rows that count.
@@ -142,7 +142,7 @@ Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int
   BRRR_PROFILE("cross_entropy_fused");
   detail::check_defined("cross_entropy_fused", logits);
   detail::check_defined("cross_entropy_fused", targets);
-  if (!autograd::needs_grad({&logits})) return cross_entropy(logits, targets, ignore_index);
+  if (!autograd::needs_grad({&logits})) return cross_entropy_kernels(logits, targets, ignore_index);
   BRRR_CHECK(logits.dim() == 2, "cross_entropy_fused: logits must be (N, V), got ", shape_str(logits.shape()));
   BRRR_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), "cross_entropy_fused: targets ",
              shape_str(targets.shape()), " do not match logits ", shape_str(logits.shape()), " (expected (",
@@ -155,7 +155,7 @@ Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int
   Tensor dlogits = detail::new_like(x);
   // All rows ignored: the loss is NaN (0 / 0, as in PyTorch) and every gradient row is 0.
   const double dloss = counted > 0 ? 1.0 / static_cast<double>(counted) : 0.0;
-  static detail::KernelFamily<kernels::cross_entropy_fused_fn> k("cross_entropy_fused");
+  static detail::KernelFamily<kernels::cross_entropy_fused_fn> k(kernels::op::cross_entropy_fused<float>);
   detail::dispatch_floating(x.dtype(), "cross_entropy_fused", [&]<class T>() {
     k.get<T>(x.device())(losses.data_ptr<T>(), dlogits.data_ptr<T>(), x.data_ptr<T>(), t.data_ptr<std::int32_t>(), N,
                          V, ignore_index, static_cast<T>(dloss), detail::stream(x.device()));

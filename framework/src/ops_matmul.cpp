@@ -79,7 +79,7 @@ void gemm(const Tensor& out, const Operand& a, const Operand& b, std::int64_t ba
                             detail::stream(out.device()));
     return;
   }
-  static detail::KernelFamily<kernels::matmul_fn> k("matmul");
+  static detail::KernelFamily<kernels::matmul_fn> k(kernels::op::matmul<float>);
   detail::dispatch_floating(out.dtype(), "matmul", [&]<class T>() {
     k.get<T>(out.device())(out.data_ptr<T>(), a.data.data_ptr<T>(), b.data.data_ptr<T>(), s, detail::stream(out.device()));
   });

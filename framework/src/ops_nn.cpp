@@ -3,9 +3,10 @@
 // Chapter 05 (modules) uses cat, embedding and dropout; chapter 07 (attention and the GPT)
 // uses the rest. Read before: ops_matmul.cpp. Read next: nn.cpp.
 //
-// GELU, LayerNorm and cross-entropy come in two forms: fused (one forward kernel and one
-// hand-written backward kernel) and composed (built from primitive ops, so autograd derives
-// the backward). The chapters time one against the other.
+// GELU, LayerNorm and cross-entropy come in two forms: with kernels (one forward kernel and
+// one hand-written backward kernel: gelu_kernels, ...) and composed (built from primitive ops,
+// so autograd derives the backward: gelu_composed, ...). The chapters time one against the
+// other; which one ops::gelu runs is the registry's choice (op_variants.cpp).
 #include <cmath>
 #include <limits>
 
@@ -113,13 +114,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   out_shape.push_back(C);
   Tensor out = detail::new_tensor(out_shape, weight.dtype(), weight.device());
   const std::int64_t N = idx.numel();
-  static detail::KernelFamily<kernels::embedding_forward_fn> k("embedding_forward");
+  static detail::KernelFamily<kernels::embedding_forward_fn> k(kernels::op::embedding_forward<float>);
   detail::dispatch_floating(weight.dtype(), "embedding", [&]<class T>() {
     k.get<T>(w.device())(out.data_ptr<T>(), w.data_ptr<T>(), idx.data_ptr<std::int32_t>(), N, C, detail::stream(w.device()));
   });
   if (autograd::needs_grad({&weight}))
     autograd::record("embedding", {weight}, out, [idx, V, C, N](const Tensor& g_in) {
-      static detail::KernelFamily<kernels::embedding_backward_fn> kb("embedding_backward");
+      static detail::KernelFamily<kernels::embedding_backward_fn> kb(kernels::op::embedding_backward<float>);
       const Tensor g = g_in.contiguous();
       Tensor dw = zeros({V, C}, TensorOptions().dtype(g.dtype()).device(g.device()));
       detail::dispatch_floating(g.dtype(), "embedding", [&]<class T>() {
@@ -162,22 +163,22 @@ Tensor row_op(const char* op, RowForward& forward, RowBackward& backward, const 
 
 Tensor softmax(const Tensor& x, int dim) {
   BRRR_PROFILE("softmax");
-  static RowForward forward("softmax_forward");
-  static RowBackward backward("softmax_backward");
+  static RowForward forward(kernels::op::softmax_forward<float>);
+  static RowBackward backward(kernels::op::softmax_backward<float>);
   return row_op("softmax", forward, backward, x, dim);
 }
 
 Tensor log_softmax(const Tensor& x, int dim) {
   BRRR_PROFILE("log_softmax");
-  static RowForward forward("log_softmax_forward");
-  static RowBackward backward("log_softmax_backward");
+  static RowForward forward(kernels::op::log_softmax_forward<float>);
+  static RowBackward backward(kernels::op::log_softmax_backward<float>);
   return row_op("log_softmax", forward, backward, x, dim);
 }
 
 // ---------------------------------------------------------------------------------------------
 // cross-entropy
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
+Tensor cross_entropy_kernels(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
   BRRR_PROFILE("cross_entropy");
   detail::check_defined("cross_entropy", logits);
   detail::check_defined("cross_entropy", targets);
@@ -196,7 +197,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   const Tensor x = logits.contiguous();
   Tensor losses = detail::new_tensor({N}, x.dtype(), x.device());
   Tensor lse = detail::new_tensor({N}, x.dtype(), x.device());
-  static detail::KernelFamily<kernels::cross_entropy_forward_fn> k("cross_entropy_forward");
+  static detail::KernelFamily<kernels::cross_entropy_forward_fn> k(kernels::op::cross_entropy_forward<float>);
   detail::dispatch_floating_or_bf16(x.dtype(), "cross_entropy", [&]<class T>() {
     k.get<T>(x.device())(losses.data_ptr<T>(), lse.data_ptr<T>(), x.data_ptr<T>(), t.data_ptr<std::int32_t>(), N, V,
                          ignore_index, detail::stream(x.device()));
@@ -210,7 +211,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   if (autograd::needs_grad({&logits}))
     autograd::record("cross_entropy", {logits}, loss,
                      [x = saved(x), lse, t, N, V, ignore_index, counted](const Tensor& g) {
-                       static detail::KernelFamily<kernels::cross_entropy_backward_fn> kb("cross_entropy_backward");
+                       static detail::KernelFamily<kernels::cross_entropy_backward_fn> kb(kernels::op::cross_entropy_backward<float>);
                        // d mean / d loss_n = 1 / counted for every row (on a device, without
                        // reading g back: that would make the host wait).
                        Tensor dlosses = g.device().is_cpu()
@@ -246,18 +247,18 @@ Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets) {
 // ---------------------------------------------------------------------------------------------
 // GELU
 
-Tensor gelu(const Tensor& x) {
+Tensor gelu_kernels(const Tensor& x) {
   BRRR_PROFILE("gelu");
   detail::check_defined("gelu", x);
   const Tensor in = x.contiguous();
   Tensor out = detail::new_like(in);
-  static detail::KernelFamily<kernels::unary_fn> k("gelu_forward");
+  static detail::KernelFamily<kernels::unary_fn> k(kernels::op::gelu_forward<float>);
   detail::dispatch_floating_or_bf16(in.dtype(), "gelu", [&]<class T>() {
     k.get<T>(in.device())(out.data_ptr<T>(), in.data_ptr<T>(), in.numel(), detail::stream(in.device()));
   });
   if (autograd::needs_grad({&x}))
     autograd::record("gelu", {x}, out, [x = saved(in)](const Tensor& g_in) {
-      static detail::KernelFamily<kernels::unary_backward_fn> kb("gelu_backward");
+      static detail::KernelFamily<kernels::unary_backward_fn> kb(kernels::op::gelu_backward<float>);
       const Tensor g = g_in.contiguous();
       Tensor dx = detail::new_like(g);
       detail::dispatch_floating_or_bf16(g.dtype(), "gelu", [&]<class T>() {
@@ -292,7 +293,7 @@ void check_layer_norm(const char* op, const Tensor& x, const Tensor& weight, con
 }
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm_kernels(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   BRRR_PROFILE("layer_norm");
   check_layer_norm("layer_norm", x, weight, bias);
   const std::int64_t C = x.size(-1), N = C ? x.numel() / C : 0;
@@ -300,7 +301,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor out = detail::new_like(in);
   Tensor mean = detail::new_tensor({N}, x.dtype(), x.device());
   Tensor rstd = detail::new_tensor({N}, x.dtype(), x.device());
-  static detail::KernelFamily<kernels::layernorm_forward_fn> k("layernorm_forward");
+  static detail::KernelFamily<kernels::layernorm_forward_fn> k(kernels::op::layernorm_forward<float>);
   detail::dispatch_floating_or_bf16(x.dtype(), "layer_norm", [&]<class T>() {
     k.get<T>(in.device())(out.data_ptr<T>(), mean.data_ptr<T>(), rstd.data_ptr<T>(), in.data_ptr<T>(), w.data_ptr<T>(),
                           b.defined() ? b.data_ptr<T>() : nullptr, N, C, static_cast<T>(eps), detail::stream(in.device()));
@@ -308,7 +309,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   if (autograd::needs_grad({&x, &weight, &bias}))
     autograd::record("layer_norm", {x, weight, bias}, out,
                      [in = saved(in), w = saved(w), mean, rstd, N, C, has_bias = b.defined()](const Tensor& g_in) {
-                       static detail::KernelFamily<kernels::layernorm_backward_fn> kb("layernorm_backward");
+                       static detail::KernelFamily<kernels::layernorm_backward_fn> kb(kernels::op::layernorm_backward<float>);
                        const Tensor g = g_in.contiguous();
                        Tensor dx = detail::new_like(g);
                        Tensor dw = detail::new_like(w);
@@ -377,7 +378,7 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
   Tensor mask = detail::new_like(x);
   const std::int64_t n = x.numel();
   detail::dispatch_floating(x.dtype(), "dropout", [&]<class T>() {
-    static detail::KernelFamily<kernels::dropout_mask_fn> k("dropout_mask");
+    static detail::KernelFamily<kernels::dropout_mask_fn> k(kernels::op::dropout_mask<float>);
     const std::uint64_t counter = gen.reserve(static_cast<std::uint64_t>((n + 3) / 4));
     k.get<T>(x.device())(mask.data_ptr<T>(), n, static_cast<T>(p), gen.seed(), counter, detail::stream(x.device()));
   });

@@ -88,7 +88,7 @@ Tensor sum(const Tensor& x, std::vector<int> dims, bool keepdim) {
   } else {
     const Block b = as_block(x, r);
     out = detail::new_tensor(r.out_shape, x.dtype(), x.device());
-    static detail::KernelFamily<kernels::sum_dim_fn> k("sum_dim");
+    static detail::KernelFamily<kernels::sum_dim_fn> k(kernels::op::sum_dim<float>);
     detail::dispatch_floating(x.dtype(), "sum", [&]<class T>() {
       k.get<T>(x.device())(out.data_ptr<T>(), b.data.data_ptr<T>(), b.outer, b.R, b.inner, detail::stream(x.device()));
     });
@@ -125,7 +125,7 @@ std::pair<Tensor, Tensor> max(const Tensor& x, int dim, bool keepdim) {
   const Block b = as_block(x, r);
   Tensor values = detail::new_tensor(r.out_shape, x.dtype(), x.device());
   Tensor indices = detail::new_tensor(r.out_shape, kInt64, x.device());
-  static detail::KernelFamily<kernels::max_dim_fn> k("max_dim");
+  static detail::KernelFamily<kernels::max_dim_fn> k(kernels::op::max_dim<float>);
   detail::dispatch_floating(x.dtype(), "max", [&]<class T>() {
     k.get<T>(x.device())(values.data_ptr<T>(), indices.data_ptr<std::int64_t>(), b.data.data_ptr<T>(), b.outer, b.R,
                          b.inner, detail::stream(x.device()));
@@ -133,7 +133,7 @@ std::pair<Tensor, Tensor> max(const Tensor& x, int dim, bool keepdim) {
   if (autograd::needs_grad({&x}))  // the gradient goes to the (first) maximum only
     autograd::record("max", {x}, values, [idx = indices, b_shape = std::array<std::int64_t, 3>{b.outer, b.R, b.inner},
                                           in_shape = x.shape()](const Tensor& g) {
-      static detail::KernelFamily<kernels::max_dim_backward_fn> kb("max_dim_backward");
+      static detail::KernelFamily<kernels::max_dim_backward_fn> kb(kernels::op::max_dim_backward<float>);
       const Tensor gc = g.contiguous();
       Tensor dx = detail::new_tensor(in_shape, g.dtype(), g.device());
       detail::dispatch_floating(g.dtype(), "max", [&]<class T>() {

@@ -70,7 +70,7 @@ kernels::AdamWParams hyperparameters(const ParamGroup<AdamWOptions>& group, std:
 // tensors. m[first + j] and v[first + j] are the moments of params[j].
 void multi_tensor_step(const std::vector<Tensor>& params, const std::vector<Tensor>& m, const std::vector<Tensor>& v,
                        std::size_t first, const kernels::AdamWParams& hp) {
-  static detail::KernelFamily<kernels::adamw_multi_step_fn> k("adamw_multi_step");
+  static detail::KernelFamily<kernels::adamw_multi_step_fn> k(kernels::op::adamw_multi_step<float>);
   std::vector<Tensor> grads;  // contiguous gradients, alive until the launch is queued
   grads.reserve(params.size());
   const Device device = params.front().device();
@@ -99,7 +99,7 @@ void AdamW::step() {
     ensure_state();
     ++step_;
   }
-  static detail::KernelFamily<kernels::adamw_step_fn> k("adamw_step");
+  static detail::KernelFamily<kernels::adamw_step_fn> k(kernels::op::adamw_step<float>);
   std::size_t i = 0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     const auto& group = groups_[g];
@@ -194,7 +194,7 @@ void SGD::set_lr(double lr) { options_.lr_ = lr; }
 void SGD::step() {
   if (momentum_.empty())
     for (const Tensor& p : params_) momentum_.push_back(zeros_like(p));
-  static detail::KernelFamily<kernels::sgd_step_fn> k("sgd_step");
+  static detail::KernelFamily<kernels::sgd_step_fn> k(kernels::op::sgd_step<float>);
   const kernels::SGDParams hp{options_.lr_, options_.momentum_, options_.dampening_, options_.weight_decay_,
                               options_.nesterov_, first_};
   for (std::size_t i = 0; i < params_.size(); ++i) {

@@ -18,15 +18,11 @@
 // and at the end out = o / l and lse = m + log(l). Memory traffic is q, k, v and out, once
 // per query tile; the (T, T) matrix exists only a tile at a time, in registers and shared memory.
 //
-// Variants, registered for DeviceType::CUDA (float32 and float64 unless noted):
+// Variants, in the order of this file, registered for DeviceType::CUDA (float32 and float64
+// unless noted):
 //   attention_forward   1 naive      one thread per query row, two passes over the keys
 //                       2 flash      tiles in shared memory, online softmax (default)
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 inputs (float32 only)
-//                       4 bf16_pipelined  bf16 in memory, cp.async double buffering (a plain
-//                                    launcher, attention.h: bf16 tensors are not in the registry yet)
-//   attention_backward  4 bf16_pipelined  variant 3's, bf16 in memory, cp.async, ldmatrix (launcher)
-//   (variant 4 is registered under attention_forward_bf16_memory / attention_backward_bf16_memory,
-//   the ops on bf16 data that the kernel lab checks and times with --dtype bfloat16)
 //   attention_backward  1 naive      one thread per query row (dq) and per key row (dk, dv)
 //                       2 flash      FlashAttention-2's loop order, deterministic (default)
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 operands (float32 only)
@@ -34,6 +30,10 @@
 //   under Autocast(kBFloat16); float32 in memory, inputs rounded to bf16)
 //                       3 bf16_mma   the default; above hs = 128 it runs variant 1 rounding its inputs
 //                       1 naive      variant 1, every input rounded to bf16 as it is read
+//   attention_forward_bf16_memory, attention_backward_bf16_memory (the ops on bf16 data, which
+//   the kernel lab checks and times with --dtype bfloat16; no framework op calls them yet)
+//                       4 bf16_pipelined  bf16 in memory, cp.async double buffering, ldmatrix
+//                                    (head sizes 64 and 128)
 //
 // Measured on an H100 80GB HBM3, 2026-11-23, with `scripts/gpu.sh` (see docs/measurements.md),
 // at (BH, T, hs) = (384, 1024, 64), as a share of the lab's float32 matmul peak (cuBLAS's
@@ -41,7 +41,10 @@
 // backward 10.7383 ms, 12 TFLOP/s, 23.0%. Forward and backward together are only 1.29x faster
 // than the composed op (13.97 against 18.05 ms; 1.11x at T = 256) and 2.1x slower than
 // PyTorch's float32 SDPA (6.56 ms). The flash kernels are compute-bound and reach 23-31% of
-// cuBLAS's float32 rate on the SIMT units; the tensor cores are the way past it.
+// cuBLAS's float32 rate on the SIMT units; the tensor cores are the way past it. Variant 3's
+// forward, before it took ldmatrix, took 0.096 ms at T = 256 (33.4 TFLOP/s); its backward and
+// variant 4 were written after that run: docs/measurements.md, "Every CUDA variant: measured,
+// or not yet".
 #include "kernels/cuda/attention.h"
 
 #include <cstdint>
@@ -937,7 +940,8 @@ void attention_forward_bf16_mma(float* out, float* lse, const float* q, const fl
 // two score tiles, addresses and fragments; the query tile is 32 (not 64) to stay under 255.
 // Candid notes: loads are plain (no cp.async, no ldmatrix), the transposed stores conflict in
 // the banks, D is recomputed by both kernels; the forward's p is rounded to bf16 for p v, the
-// backward rounds P^T and dS^T for their products the same way. Not measured yet (no GPU).
+// backward rounds P^T and dS^T for their products the same way. Untimed on a GPU (written
+// after the H100 run; docs/measurements.md, "Every CUDA variant").
 
 constexpr int kBwdQueries = 32;  // queries per tile of the dk, dv kernel; keys per tile of dq
 
@@ -1186,7 +1190,8 @@ void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* d
 // Head sizes 64 and 128 (a row is 8 or 16 whole copies); the pointers must be 16-byte
 // aligned (a bf16 tensor from brrr's allocator is). Shared memory: 5 tiles of (64, HS + 8)
 // bf16, 45 KiB at hs = 64, 85 KiB at 128 (above the default 48 KiB: BRRR_LAUNCH asks for it).
-// Not measured yet (no GPU): the bar is within 1.2x of PyTorch's SDPA forward in bf16.
+// Untimed on a GPU (written after the H100 run; docs/measurements.md, "Every CUDA variant"):
+// the bar is within 1.2x of PyTorch's SDPA forward in bf16.
 
 template <int HS>
 constexpr std::size_t pipelined_shared_bytes() {
@@ -1361,7 +1366,8 @@ void attention_forward_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::b
 // forward: the copy of tile j + 1 runs while tile j is computed. D = dout . out and lse are
 // read through registers (a few floats a row). The same two kernels and the same loop order
 // as variant 3 otherwise (deterministic: no atomics), dq, dk and dv written in float32.
-// Head sizes 64 and 128; 16-byte aligned pointers. Not measured (no GPU).
+// Head sizes 64 and 128; 16-byte aligned pointers. Untimed on a GPU (docs/measurements.md,
+// "Every CUDA variant").
 
 template <int HS>
 constexpr std::size_t bwd_pipelined_shared_bytes() {  // 2 fixed (64, HS) tiles, 4 streamed (32, HS), D and L

@@ -330,8 +330,8 @@ void cross_entropy_fused3(float* losses, float* dlogits, const float* logits, co
 // float32, on an op whose cost is its passes over (N, V). The backward does not read the saved
 // lse: rounded to bf16 an lse near 5 is off by up to 0.01, which is a 1% error in every
 // probability of the row, so it recomputes lse from the row in float32 (two more reads of the
-// row, which the fused variants avoid; a fused bf16 variant is not written yet). Not measured
-// yet (no GPU while it was written).
+// row, which the fused variants avoid; a fused bf16 variant is not written yet). Untimed on a
+// GPU (written after the H100 run; docs/measurements.md, "Every CUDA variant").
 
 __device__ inline float row_lse_bf16(const brrr::bf16* row, std::int64_t V, float* scratch) {
   float m = minus_infinity<float>();

@@ -317,7 +317,7 @@ void bias_gelu_backward2(T* dx, T* dbias, const T* dout, const T* x, const T* bi
 // gelu_value / gelu_grad in float32, so an output is the float32 result on the bf16 inputs,
 // rounded once: within half a bf16 step (2^-9 relative) of it. Not done: loading pairs
 // (__nv_bfloat162, 4 bytes) or 8 at a time (16 bytes), which would cut the load instructions
-// as float4 did in variant 2; not measured yet (no GPU while it was written).
+// as float4 did in variant 2; untimed on a GPU (docs/measurements.md, "Every CUDA variant").
 // dbias of the backward is the column sums of the float32 dx, in row order, one thread per
 // column (variant 1's walk: deterministic, slow for large N), rounded once; the CPU kernel
 // (kernels/cpu/nn_bf16.cpp) does the same.

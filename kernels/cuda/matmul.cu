@@ -12,13 +12,16 @@
 // tensor cores through their own instructions (mma.sync, ldmatrix, cp.async; simt.h), which
 // the emulator runs too: bf16 from padded tiles, a tf32 cp.async pipeline, that pipeline with
 // a fused epilogue (bias, GELU), and bf16 in memory through a pipeline. `brrr kernel-lab
-// matmul` checks and times them all (variant 11 under matmul_bias_gelu; 12, a plain launcher
-// until bf16 tensors reach the registry, under neither yet).
+// matmul` checks and times them all (variant 11 under matmul_bias_gelu, variant 12 under
+// matmul_bf16_memory with --dtype bfloat16). register_matmul_kernels, at the end, registers
+// them in this order.
 //
 // Measured on an H100 80GB HBM3, 2026-11-23, with `scripts/gpu.sh` (see docs/measurements.md):
 // at 4096^3 in float32, as a share of cuBLAS's SGEMM (2.659 ms, 51.69 TFLOP/s, TF32 off), naive
 // 1.0%, coalesced 6.1%, smem 10.1%, blocking1d 11.7%, blocking2d 24.8%, vectorized 52.7%,
 // tensorcore (3xTF32) 32.6%, warptiling 85.4%. Each variant's paragraph has its figure.
+// Variants 9 to 12 were written after that run and have not been timed on a GPU yet:
+// docs/measurements.md, "Every CUDA variant: measured, or not yet", lists which are.
 //
 // Every variant implements the whole contract of MatmulShape (kernels/signatures.h), because the
 // registry may hand any of them the real GPT: (batch, M, K) @ (batch, K, N) -> (batch, M, N),
@@ -879,9 +882,10 @@ void matmul_warptiling(float* out, const float* a, const float* b, const MatmulS
 //     put the 8 rows on 8 different 16-byte bank groups: no conflict.
 // What limits it: everything around the mma: the tile loads go through registers (to round to
 // bf16) and wait at a __syncthreads, with no copy in flight while the tensor cores work; a
-// small block tile (64, 64) reads each input element 2 x (M / 64) times from L2. Not measured
-// yet (no GPU while it was written): the tensor-core issue's bar is >= 50% of cuBLAS's bf16
-// GEMM at 4096^3, for a bf16-in-memory variant of this one.
+// small block tile (64, 64) reads each input element 2 x (M / 64) times from L2. Untimed on a
+// GPU (written after the H100 run; docs/measurements.md, "Every CUDA variant"): the
+// tensor-core issue's bar is >= 50% of cuBLAS's bf16 GEMM at 4096^3, for a bf16-in-memory
+// variant of this one (variant 12).
 
 constexpr int kMmaBM = 64, kMmaBN = 64, kMmaBK = 32;
 constexpr int kMmaThreads = 128;  // 4 warps: 2 (rows) x 2 (columns), each (32, 32) of out
@@ -996,7 +1000,8 @@ void matmul_bf16_mma(float* out, const float* a, const float* b, const MatmulSha
 // Padding again keeps the fragment reads conflict-free: a row pitch of 20 floats puts the 32
 // (row g, column t) reads of an a fragment on 32 different banks, 72 does so for b's (k t, n g).
 // (The tensor cores' truncating accumulation, variant 7's lesson, is not corrected here: one
-// tf32 product per term is already a 1e-3 approximation.) Not measured yet (no GPU).
+// tf32 product per term is already a 1e-3 approximation.) Untimed on a GPU (written after the
+// H100 run; docs/measurements.md, "Every CUDA variant").
 
 constexpr int kPipeBM = 64, kPipeBN = 64, kPipeBK = 16, kPipeStages = 3;
 constexpr int kPipeThreads = 128;  // 4 warps, 2 x 2, each (32, 32) of out, as in variant 9
@@ -1115,7 +1120,8 @@ void matmul_tf32_pipelined(float* out, const float* a, const float* b, const Mat
 // bias_gelu_backward takes as its x, with the bias beside it), one more store from the same
 // registers, where the unfused path would have written it anyway.
 // The main loop is variant 10's (tf32_pipelined_tile above), so the product has tf32's ~1e-3
-// relative error; the epilogue itself is float32. Not measured yet (no GPU): the saving to
+// relative error; the epilogue itself is float32. Untimed on a GPU (docs/measurements.md,
+// "Every CUDA variant"): the saving to
 // expect is the elementwise pass, one read and one write of (M, N) float32, which for
 // (8192, 768) @ (768, 3072) is ~200 MB, ~0.07 ms on an H100, beside a GEMM of ~0.3 ms.
 
@@ -1228,9 +1234,10 @@ void matmul_bias_gelu_unfused(T* out, T* pre, const T* a, const T* b, const T* b
 // for every 64 rows, and a warp does 8 mma's per 4 ldmatrix. cuBLAS-class kernels use (128, 128) or
 // (128, 256) blocks of 8 warps, (64, 64) per warp, for twice to four times the reuse. That is
 // the first knob to turn on a GPU (ptxas gives this one 58-63 registers: there is room).
-// A plain launcher for now (matmul.h): the BFloat16 dtype on CUDA, and with it the registry op
-// for bf16 tensors, is the mixed-precision work's. Not measured yet (no GPU): the tensor-core
-// issue's bar is >= 50% of cuBLAS's bf16 GEMM at 4096^3 (bench/tensor_cores.sh).
+// Registered as matmul_bf16_memory's "bf16_pipelined" (bf16 data, float32 out); no framework
+// op calls it, since autocast's activations are float32. Untimed on a GPU (written after the
+// H100 run; docs/measurements.md, "Every CUDA variant"): the tensor-core issue's bar is >= 50%
+// of cuBLAS's bf16 GEMM at 4096^3 (bench/tensor_cores.sh).
 
 constexpr int kBfBM = 64, kBfBN = 64, kBfBK = 32, kBfStages = 3;
 constexpr int kBfThreads = 128;  // 4 warps, 2 x 2, each (32, 32) of out, as in variants 9 and 10
@@ -1415,10 +1422,14 @@ void register_matmul_kernels() {
       about("variant 5: each thread computes an 8 x 8 block of outputs in registers"));
   add(op::matmul<float>, cuda, "vectorized", &matmul_vectorized, 60,
       about("variant 6: variant 5 with float4 loads and a transposed a tile"));
+  // The tensor-core variants that run everywhere change the numerics (3xTF32, bf16 or tf32
+  // inputs), so they rank below every float32 variant: selected by name, never by default.
+  // Variant 7's 3xTF32 is near float32 accuracy, not float32's own sums (and on the H100 it was
+  // slower than variants 6 and 8 anyway).
+  add(op::matmul<float>, cuda, "tensorcore", &matmul_tensorcore, 7,
+      about("variant 7: 3xTF32 on the tensor cores through WMMA, near float32 accuracy"));
   add(op::matmul<float>, cuda, "warptiling", &matmul_warptiling, 65,
       about("variant 8: warp tiles, two shared-memory stages (double buffering)"));
-  // The tensor-core variants that run everywhere change the numerics (bf16 or tf32 inputs), so
-  // they rank below every float32 variant: selected by name, never by default.
   VariantMeta bf16_mma = about("variant 9: bf16 on the tensor cores (mma.sync, ldmatrix, padded tiles), float32 sums");
   bf16_mma.bf16_inputs = true;  // checked against the reference on its inputs rounded to bf16
   bf16_mma.tolerance = 1e-4;    // then only the float32 sums differ, as in the float32 variants
@@ -1428,10 +1439,6 @@ void register_matmul_kernels() {
   // cuBLAS); on a GPU cuBLAS's bf16 GEMM outranks it (cublas.cu).
   add(op::matmul_bf16, cuda, "bf16_mma", &matmul_bf16_mma, 10,
       about("variant 9: operands rounded to bf16 as the tiles load, mma.sync, float32 sums"));
-  // Variant 12 takes bf16 from memory: the op on bf16 data, matmul_bf16_memory (`brrr kernel-lab
-  // matmul_bf16_memory --dtype bfloat16`); float32 sums and out, as variant 9.
-  add(op::matmul_bf16_memory, cuda, "bf16_pipelined", &matmul_bf16_pipelined, 10,
-      about("variant 12: bf16 tiles by a three-stage cp.async pipeline, ldmatrix, mma.sync, float32 out"));
   VariantMeta tf32 = about("variant 10: tf32 mma.sync fed by a three-stage cp.async pipeline");
   tf32.tolerance = 5e-3;  // tf32 keeps 10 mantissa bits: ~5e-4 a product, more on cancelling sums
   add(op::matmul<float>, cuda, "tf32_pipelined", &matmul_tf32_pipelined, 9, tf32);
@@ -1443,10 +1450,10 @@ void register_matmul_kernels() {
       about("the registry's matmul, then bias_gelu_forward: two kernels, (M, N) written and read back");
   add(op::matmul_bias_gelu<float>, cuda, "unfused", &matmul_bias_gelu_unfused<float>, 10, unfused);
   add(op::matmul_bias_gelu<double>, cuda, "unfused", &matmul_bias_gelu_unfused<double>, 10, unfused);
-  // Variant 7's 3xTF32 is near float32 accuracy, not float32's own sums: it too ranks below the
-  // float32 variants (and on the H100 it was slower than variants 6 and 8 anyway).
-  add(op::matmul<float>, cuda, "tensorcore", &matmul_tensorcore, 7,
-      about("variant 7: 3xTF32 on the tensor cores through WMMA, near float32 accuracy"));
+  // Variant 12 takes bf16 from memory: the op on bf16 data, matmul_bf16_memory (`brrr kernel-lab
+  // matmul_bf16_memory --dtype bfloat16`); float32 sums and out, as variant 9.
+  add(op::matmul_bf16_memory, cuda, "bf16_pipelined", &matmul_bf16_pipelined, 10,
+      about("variant 12: bf16 tiles by a three-stage cp.async pipeline, ldmatrix, mma.sync, float32 out"));
   // float64 (gradient checks on the device): the first three are templates.
   add(op::matmul<double>, cuda, "naive", &matmul_naive<double>, 10, naive);
   add(op::matmul<double>, cuda, "coalesced", &matmul_coalesced<double>, 20, coalesced);

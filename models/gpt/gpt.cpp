@@ -29,7 +29,7 @@ void GPTConfig::validate() const {
 
 std::string GPTConfig::to_json() const {
   nlohmann::json j = {{"vocab_size", vocab_size}, {"block_size", block_size}, {"n_layer", n_layer}, {"n_head", n_head},
-                      {"n_embd", n_embd},         {"dropout", dropout},       {"bias", bias},       {"composed", composed}};
+                      {"n_embd", n_embd},         {"dropout", dropout},       {"bias", bias}};
   return j.dump();
 }
 
@@ -51,8 +51,10 @@ GPTConfig GPTConfig::from_json(const std::string& text) {
       else if (key == "n_embd") c.n_embd = value.get<std::int64_t>();
       else if (key == "dropout") c.dropout = value.get<double>();
       else if (key == "bias") c.bias = value.get<bool>();
-      else if (key == "composed") c.composed = value.get<bool>();
-      else if (key == "fused") c.composed = !value.get<bool>();  // checkpoints from before the rename
+      // Checkpoints from before the registry chose ("fused" before the rename to "composed").
+      else if (key == "composed" || key == "fused") {
+        if (value.get<bool>() == (key == "composed")) ops::select_composed();
+      }
       else detail::fail("GPT config: unknown key '", key, "'");
     } catch (const nlohmann::json::exception& e) {
       detail::fail("GPT config: key '", key, "' has the wrong type: ", e.what());
@@ -104,7 +106,7 @@ void init_normal(Tensor& p, double std, Generator& gen) {
 }
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen) : n_head_(c.n_head), composed_(c.composed) {
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen) : n_head_(c.n_head) {
   c_attn = register_module("c_attn", std::make_shared<nn::Linear>(c.n_embd, 3 * c.n_embd, gen, c.bias));
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(c.n_embd, c.n_embd, gen, c.bias));
   attn_dropout = register_module("attn_dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
@@ -159,29 +161,28 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const AttentionExtras* extr
     const Tensor q = heads(0), k = heads(1), v = heads(2);
     const double p = attn_dropout->is_training() ? attn_dropout->p : 0.0;
     // How attention is computed on this device is the registry's choice (ops::causal_attention).
-    y = composed_ ? ops::causal_attention_composed(q, k, v, p, &attn_dropout->gen)
-                  : ops::causal_attention(q, k, v, p, &attn_dropout->gen);
+    y = ops::causal_attention(q, k, v, p, &attn_dropout->gen);
   }
   // Heads side by side again: (B, H, T, hs) -> (B, T, C).
   return resid_dropout->forward(c_proj->forward(y.transpose(1, 2).reshape({B, T, C})));
 }
 
-FeedForward::FeedForward(const GPTConfig& c, Generator& gen) : composed_(c.composed) {
+FeedForward::FeedForward(const GPTConfig& c, Generator& gen) {
   c_fc = register_module("c_fc", std::make_shared<nn::Linear>(c.n_embd, 4 * c.n_embd, gen, c.bias));
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(4 * c.n_embd, c.n_embd, gen, c.bias));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
-  // gelu(x W^T + b): how (the bias in the GEMM, or fused with GELU) is the registry's choice.
-  const Tensor h = composed_ ? ops::gelu_composed(c_fc->forward(x)) : ops::linear_gelu(x, c_fc->weight, c_fc->bias);
+  // gelu(x W^T + b): how (the bias in the GEMM, fused with GELU, or composed) is the registry's choice.
+  const Tensor h = ops::linear_gelu(x, c_fc->weight, c_fc->bias);
   return dropout->forward(c_proj->forward(h));
 }
 
 Block::Block(const GPTConfig& c, Generator& gen) {
-  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.composed));
+  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias));
   attn = register_module("attn", std::make_shared<CausalSelfAttention>(c, gen));
-  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.composed));
+  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias));
   mlp = register_module("mlp", std::make_shared<FeedForward>(c, gen));
 }
 
@@ -189,12 +190,9 @@ Tensor Block::forward(const Tensor& x) { return forward(x, nullptr); }
 
 Tensor Block::forward(const Tensor& x, const AttentionExtras* extras) {
   const Tensor attended = attn->forward(ln_1->forward(x), extras);
-  if (!ln_2->composed) {  // the residual add and ln_2 in one kernel: {a, ln_2(a)}
-    const auto [a, normed] = ops::residual_layer_norm(x, attended, ln_2->weight, ln_2->bias, ln_2->eps);
-    return a + mlp->forward(normed);
-  }
-  const Tensor a = x + attended;
-  return a + mlp->forward(ln_2->forward(a));
+  // The residual add and ln_2: {a, ln_2(a)}, in one kernel unless the registry picks otherwise.
+  const auto [a, normed] = ops::residual_layer_norm(x, attended, ln_2->weight, ln_2->bias, ln_2->eps);
+  return a + mlp->forward(normed);
 }
 
 GPT::GPT(const GPTConfig& c, Generator& gen) : config_(c) {
@@ -206,7 +204,7 @@ GPT::GPT(const GPTConfig& c, Generator& gen) : config_(c) {
   drop_ = transformer->register_module("drop", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
   h = transformer->register_module("h", std::make_shared<nn::ModuleList>());
   for (std::int64_t l = 0; l < c.n_layer; ++l) h->push_back(std::make_shared<Block>(c, gen));
-  ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.composed));
+  ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias));
 
   // GPT-2 initialisation, in parameter order so the same seed gives the same model.
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
@@ -336,8 +334,9 @@ Tensor GPT::loss(const Tensor& logits, const Tensor& targets) const {
              "GPT::loss: targets ", shape_str(targets.shape()), " do not match logits ", shape_str(logits.shape()));
   const Tensor flat = logits.reshape({-1, logits.size(2)});
   const Tensor t = targets.reshape({-1}).to(logits.device());
-  // The fused kernel also writes the logits' gradient (kept for backward; no probabilities).
-  return config_.composed ? ops::cross_entropy_composed(flat, t) : ops::cross_entropy_fused(flat, t, ops::kNoIgnoreIndex);
+  // The registry's default, the fused kernel, also writes the logits' gradient (kept for
+  // backward; no probabilities).
+  return ops::cross_entropy(flat, t, ops::kNoIgnoreIndex);
 }
 
 }  // namespace brrr::models

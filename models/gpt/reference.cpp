@@ -70,7 +70,6 @@ ReferenceReport verify_reference(const std::string& path, const ReferenceOptions
   config.n_embd = static_cast<std::int64_t>(config_number(cfg, "n_embd", path));
   config.dropout = 0.0;
   config.bias = true;
-  config.composed = options.composed;
   const double lr = config_number(cfg, "lr", path);
   const optim::AdamWOptions adamw = optim::AdamWOptions(lr)
                                         .betas({config_number(cfg, "beta1", path), config_number(cfg, "beta2", path)})

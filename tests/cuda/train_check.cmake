@@ -3,7 +3,7 @@
 # that training trains: the mean loss of the last three steps is at least MIN_FALL below the
 # first step's loss (ln 65 = 4.17 for the untrained character model), and below MAX_LOSS.
 # On the emulator (slow: every CUDA thread a fiber) the model is smaller, and the learning rate
-# higher with a short warmup, so a few steps show the fall. Chapter 10.
+# higher with a short warmup, so a few steps show the fall. Chapter 17.
 file(REMOVE_RECURSE ${OUT})
 set(args train --preset cpu-tiny --device ${DEVICE} --max_iters ${STEPS} --eval_interval ${STEPS} --eval_iters 1
     --sample_tokens 40 --out_dir ${OUT} --data ${DATA})

@@ -35,9 +35,9 @@ TEST_CASE("the GPT matches the shared PyTorch reference: logits, loss, gradients
 }
 
 TEST_CASE("the GPT built from composed ops matches the reference too") {
-  models::ReferenceOptions o;
-  o.composed = true;
-  check_report(models::verify_reference(kReference, o));
+  ops::select_composed();  // the registry's "composed" variants of LayerNorm, GELU, attention, the loss
+  check_report(models::verify_reference(kReference));
+  kernels::reset_selection();
 }
 
 // The bars must catch a small error: a copy of the reference file with one tensor scaled by
@@ -129,6 +129,22 @@ TEST_CASE("the GPT matches PyTorch at other shapes (reference files made now wit
     REQUIRE(rc == 0);
     check_report(models::verify_reference(file));
   }
+}
+
+TEST_CASE("a config from before the registry chose still loads: \"composed\": true selects the composed ops") {
+  kernels::reset_selection();
+  const models::GPTConfig c = models::GPTConfig::from_json(R"({"n_layer": 2, "composed": true})");
+  CHECK(c.n_layer == 2);
+  CHECK(kernels::selected("layer_norm", DeviceType::CPU, kFloat32) == "composed");
+  CHECK(kernels::selected("cross_entropy", DeviceType::CPU, kFloat32) == "composed");
+  CHECK(c.to_json().find("composed") == std::string::npos);  // what runs is no longer the model's to say
+  kernels::reset_selection();
+  // Older still: "fused": true was the default, and leaves the registry's defaults alone.
+  models::GPTConfig::from_json(R"({"fused": true, "composed": false})");
+  CHECK(kernels::selected("layer_norm", DeviceType::CPU, kFloat32) == "kernels");
+  models::GPTConfig::from_json(R"({"fused": false})");
+  CHECK(kernels::selected("gelu", DeviceType::CPU, kFloat32) == "composed");
+  kernels::reset_selection();
 }
 
 TEST_CASE("presets and configs") {

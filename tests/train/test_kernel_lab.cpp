@@ -193,7 +193,7 @@ TEST_CASE("kernel lab: every registered op has a case, and every case is complet
   CHECK(traffic("attention_forward_bf16_memory", {2, 8, 64}, kBFloat16) == 2.0 * 4 * (2 * 8 * 64) + 4.0 * 2 * 8);
   CHECK(lab::find_case("attention_backward").flops({1, 8, 4}) == 2.5 * lab::find_case("attention_forward").flops({1, 8, 4}));
   CHECK(lab::find_case("matmul/transposed").op_name() == "matmul");
-  CHECK_THROWS_WITH_AS(lab::find_case("gelu"), doctest::Contains("unknown op 'gelu' (ops: fill, copy, cast"), Error);
+  CHECK_THROWS_WITH_AS(lab::find_case("gleu"), doctest::Contains("unknown op 'gleu' (ops: fill, copy, cast"), Error);
 }
 
 TEST_CASE("kernel lab: sizes on the command line") {
@@ -416,8 +416,8 @@ TEST_CASE("cli: brrr kernel-lab reports mistakes and runs small tables") {
   CHECK(contains(out, "layernorm_forward (N, C)"));
   CHECK(contains(out, "--variant"));
 
-  CHECK(run_command(b + " kernel-lab gelu --device cpu", &out) == 1);
-  CHECK(contains(out, "unknown op 'gelu' (ops: fill, copy"));
+  CHECK(run_command(b + " kernel-lab gleu --device cpu", &out) == 1);
+  CHECK(contains(out, "unknown op 'gleu' (ops: fill, copy"));
   CHECK(run_command(b + " kernel-lab gelu_forward --device cpu --bogus", &out) != 0);
   CHECK(contains(out, "--bogus"));
   CHECK(run_command(b + " kernel-lab gelu_forward --device tpu", &out) != 0);
@@ -461,8 +461,8 @@ TEST_CASE("cli: brrr kernel-lab reports mistakes and runs small tables") {
   CHECK(run_command(b + " kernels gelu_forward --emulator", &out) == 0);
   CHECK(contains(out, "cuda float32: float4*, naive"));
   CHECK(contains(out, "float4: variant 2"));
-  CHECK(run_command(b + " kernels gelu", &out) == 1);
-  CHECK(contains(out, "no op 'gelu' (ops: "));
+  CHECK(run_command(b + " kernels gleu", &out) == 1);
+  CHECK(contains(out, "no op 'gleu' (ops: "));
 
   // The emulator: a table when the op has CUDA kernels, a clear note when it has none yet.
   for (const std::string op : {"matmul", "gelu_forward"}) {

@@ -77,23 +77,20 @@ class Embedding : public Module {
   Tensor weight;
 };
 
-// LayerNorm over the last dim, weight 1 and bias 0 at first. composed = true uses the
-// composed op (autograd derives its backward) for comparison.
+// LayerNorm over the last dim, weight 1 and bias 0 at first. ops::layer_norm: the registry
+// picks its kernels or the composed op (BRRR_KERNELS=layer_norm=composed).
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(std::int64_t dim, double eps = 1e-5, bool bias = true, bool composed = false,
-                     TensorOptions options = {});
+  explicit LayerNorm(std::int64_t dim, double eps = 1e-5, bool bias = true, TensorOptions options = {});
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias;
   double eps;
-  bool composed;
 };
 
+// ops::gelu: the registry picks its kernels or the composed op (BRRR_KERNELS=gelu=composed).
 class GELU : public Module {
  public:
-  explicit GELU(bool composed = false) : composed(composed) {}
   Tensor forward(const Tensor& x) override;
-  bool composed;
 };
 
 class ReLU : public Module {

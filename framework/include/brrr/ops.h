@@ -69,24 +69,36 @@ Tensor log_softmax(const Tensor& x, int dim = -1);
 // also spares a read of them back to the host (to count the rows that count): GPT::loss uses it.
 inline constexpr std::int64_t kNoIgnoreIndex = INT64_MIN;
 // Mean cross-entropy of logits (N, V) against int targets (N); targets equal to
-// ignore_index are skipped. Its own kernels: a forward that keeps one log-sum-exp per row,
-// and a backward from it (cross_entropy_fused below does both in one).
+// ignore_index are skipped. The registry picks how ("cross_entropy", op_variants.cpp):
+// "fused" (cross_entropy_fused below: the default), "kernels" (cross_entropy_kernels) or
+// "composed"; bfloat16 logits always take the kernels.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index = -100);
-// Cross-entropy written with log_softmax and a gather, for comparison with the kernels.
+// Its own kernels: a forward that keeps one log-sum-exp per row, and a backward from it.
+Tensor cross_entropy_kernels(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index = -100);
+// Cross-entropy written with log_softmax and a gather, for comparison with the kernels (no
+// ignore_index: every target must be a class).
 Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets);
-// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-Tensor gelu(const Tensor& x);           // its own kernels: one forward, one backward
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The registry
+// picks how ("gelu"): "kernels" (the default) or "composed".
+Tensor gelu(const Tensor& x);
+Tensor gelu_kernels(const Tensor& x);   // its own kernels: one forward, one backward
 Tensor gelu_composed(const Tensor& x);  // from mul, add, tanh: autograd derives the backward
-// LayerNorm over the last dim: (x - mean) / sqrt(var + eps) * weight + bias.
+// LayerNorm over the last dim: (x - mean) / sqrt(var + eps) * weight + bias. The registry
+// picks how ("layer_norm"): "kernels" (the default) or "composed".
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+Tensor layer_norm_kernels(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 Tensor layer_norm_composed(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // Fused forms (chapters 12, 13, 16; ops_fused.cpp): one kernel each way where the composed
 // ops take several, with the same gradients.
 // gelu(x + bias), x (.., C), bias (C): the MLP's bias add and GELU in one pass.
 Tensor bias_gelu(const Tensor& x, const Tensor& bias);
-// sum = x + residual and out = layer_norm(sum, weight, bias) in one pass; returns {sum, out}.
+// sum = x + residual and out = layer_norm(sum, weight, bias); returns {sum, out}. The registry
+// picks how ("residual_layer_norm"): "fused" (one pass, residual_layer_norm_fused: the
+// default) or "composed" (ops::add, then layer_norm_composed).
 std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
                                               const Tensor& bias, double eps = 1e-5);
+std::pair<Tensor, Tensor> residual_layer_norm_fused(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                                    const Tensor& bias, double eps = 1e-5);
 // ops::cross_entropy whose forward kernel also writes d loss / d logits (kept until backward,
 // which only scales it). Without grad it is ops::cross_entropy.
 Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index = -100);
@@ -106,8 +118,8 @@ Tensor causal_attention_composed(const Tensor& q, const Tensor& k, const Tensor&
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v);
 // gelu(x @ weight^T + bias), the MLP's first half: x (.., in), weight (out, in), bias (out)
 // or undefined. The registry picks how, per device ("linear_gelu"): "bias_in_gemm" (the bias
-// rides in the GEMM, then GELU: the CPU's default) or "bias_gelu" (the GEMM, then bias and
-// GELU in one kernel: a GPU's).
+// rides in the GEMM, then ops::gelu: the CPU's default), "bias_gelu" (the GEMM, then bias and
+// GELU in one kernel: a GPU's) or "composed" (linear, then gelu_composed).
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 // The framework's own entries in the kernel registry (ops whose variants are built from ops,
@@ -115,15 +127,33 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // that lists the registry before that (brrr kernels) calls this first. Calling it again does
 // nothing.
 void register_op_variants();
+// The teaching versions built from primitives everywhere (chapter 07): selects the "composed"
+// variant of every op that has one (layer_norm, residual_layer_norm, gelu, linear_gelu,
+// cross_entropy, causal_attention), as BRRR_KERNELS='*=composed' does. For the whole
+// process, like any selection: kernels::reset_selection() goes back to the defaults.
+void select_composed();
 // Their descriptors (brrr/kernels.h's Op): the signature an op's variants share, under the
 // op's name, per dtype. op_variants.cpp registers through them; the kernel lab calls them.
 namespace variants {
 using attention_fn = Tensor (*)(const Tensor& q, const Tensor& k, const Tensor& v);
 using linear_gelu_fn = Tensor (*)(const Tensor& x, const Tensor& weight, const Tensor& bias);
+using layer_norm_fn = Tensor (*)(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+using residual_layer_norm_fn = std::pair<Tensor, Tensor> (*)(const Tensor& x, const Tensor& residual,
+                                                             const Tensor& weight, const Tensor& bias, double eps);
+using gelu_fn = Tensor (*)(const Tensor& x);
+using cross_entropy_fn = Tensor (*)(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index);
 template <class T>
 inline constexpr kernels::Op<attention_fn> causal_attention{"causal_attention", dtype_of<T>()};
 template <class T>
 inline constexpr kernels::Op<linear_gelu_fn> linear_gelu{"linear_gelu", dtype_of<T>()};
+template <class T>
+inline constexpr kernels::Op<layer_norm_fn> layer_norm{"layer_norm", dtype_of<T>()};
+template <class T>
+inline constexpr kernels::Op<residual_layer_norm_fn> residual_layer_norm{"residual_layer_norm", dtype_of<T>()};
+template <class T>
+inline constexpr kernels::Op<gelu_fn> gelu{"gelu", dtype_of<T>()};
+template <class T>
+inline constexpr kernels::Op<cross_entropy_fn> cross_entropy{"cross_entropy", dtype_of<T>()};
 }  // namespace variants
 // --- convolution and pooling (chapter 09, convolutions; ops_conv.cpp) ----------------------------
 // A pair of sizes (height, width), or one size for both, as PyTorch's int-or-tuple arguments:

@@ -48,14 +48,14 @@ struct VariantInfo {
   VariantMeta meta;
 };
 
-// Use `variant` for `op` on every device that has it. Throws brrr::Error naming the op and
-// the variants that exist when either is unknown.
+// Use `variant` for `op` on every device that has it (op "*": every op that has it, as in
+// "*=composed"). Throws brrr::Error naming the op and the variants when either is unknown.
 void select(const std::string& op, const std::string& variant);
 // Use `variant` for `op` on one device type only.
 void select(const std::string& op, const std::string& variant, DeviceType device);
 // Go back to the defaults (highest priority) for every op.
 void reset_selection();
-// Apply a spec such as "layernorm_forward=student,matmul=naive" (the BRRR_KERNELS format).
+// Apply a spec such as "layernorm_forward=student,matmul=naive,*=composed" (BRRR_KERNELS's).
 void select_from_spec(const std::string& spec);
 
 std::vector<std::string> ops();                       // every op with a kernel, sorted

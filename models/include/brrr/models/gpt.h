@@ -27,13 +27,15 @@ struct GPTConfig {
   std::int64_t n_embd = 128;
   double dropout = 0.0;
   bool bias = true;   // biases in Linear and LayerNorm (GPT-2: yes)
-  // The teaching versions built from primitives, whose backward autograd derives (LayerNorm,
-  // GELU, attention, cross-entropy), instead of the ops with kernels of their own.
-  bool composed = false;
+  // Which implementation of LayerNorm, GELU, attention and the loss runs (their kernels, or
+  // the teaching versions built from primitives) is not the model's: the registry picks
+  // (ops::select_composed(), BRRR_KERNELS='*=composed').
 
   void validate() const;        // throws brrr::Error naming the bad field
   std::string to_json() const;  // {"vocab_size": 65, ...}
-  static GPTConfig from_json(const std::string& json);  // unknown keys are errors
+  // Unknown keys are errors. A config of a checkpoint from before the registry chose says
+  // "composed": true selects the composed variants (ops::select_composed()), as it did then.
+  static GPTConfig from_json(const std::string& json);
   std::int64_t num_parameters() const;
 };
 
@@ -67,7 +69,6 @@ class CausalSelfAttention : public nn::Module {
 
  private:
   std::int64_t n_head_;
-  bool composed_;
 };
 
 // nanoGPT's MLP: Linear (C -> 4C), GELU, Linear (4C -> C). Named FeedForward here because
@@ -78,9 +79,6 @@ class FeedForward : public nn::Module {
   Tensor forward(const Tensor& x) override;  // (B, T, C) -> (B, T, C), 4C hidden
   std::shared_ptr<nn::Linear> c_fc, c_proj;
   std::shared_ptr<nn::Dropout> dropout;
-
- private:
-  bool composed_;
 };
 
 class Block : public nn::Module {

@@ -31,8 +31,7 @@ struct ReferenceReport {
 };
 
 struct ReferenceOptions {
-  Device device = Device::cpu();
-  bool composed = false;  // the composed ops instead of the ones with kernels
+  Device device = Device::cpu();  // the ops run as the registry picks (ops::select_composed())
 };
 
 // The bar of the logits and of every gradient, relative to that tensor's largest magnitude.

@@ -1,0 +1,106 @@
+// tests/core/test_op_variants.cpp: the registry alone picks how LayerNorm, GELU, the loss
+// and attention are computed (framework/src/op_variants.cpp). Chapter 04 (the registry) and
+// chapter 07 (the composed ops). Read before: tests/core/test_fused_vs_composed.cpp.
+//
+// What a user relies on: the defaults are the ops with kernels of their own; selecting
+// "composed" (one op, or every op with "*=composed", as BRRR_KERNELS does) makes the public
+// op return exactly what the composed op returns, bit for bit; reset_selection goes back.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "brrr/brrr.h"
+
+using namespace brrr;
+
+namespace {
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.contiguous().to_vector<double>() == b.contiguous().to_vector<double>();
+}
+
+std::string selected(const char* op, DType dtype = kFloat32) {
+  ops::register_op_variants();
+  return kernels::selected(op, DeviceType::CPU, dtype);
+}
+
+struct Inputs {
+  Generator g{11};
+  Tensor x = randn({6, 10}, g), r = randn({6, 10}, g), w = randn({10}, g), b = randn({10}, g);
+  Tensor logits = randn({6, 7}, g);
+  Tensor targets = from_vector(std::vector<double>{0, 6, 3, 2, 5, 1}, {6}, TensorOptions().dtype(kInt64));
+  Tensor q = randn({1, 2, 5, 4}, g), k = randn({1, 2, 5, 4}, g), v = randn({1, 2, 5, 4}, g);
+};
+
+}  // namespace
+
+TEST_CASE("the defaults are the ops with kernels, and attention is composed on the CPU") {
+  kernels::reset_selection();
+  CHECK(selected("layer_norm") == "kernels");
+  CHECK(selected("residual_layer_norm") == "fused");
+  CHECK(selected("gelu") == "kernels");
+  CHECK(selected("linear_gelu") == "bias_in_gemm");
+  CHECK(selected("cross_entropy") == "fused");
+  CHECK(selected("cross_entropy", kFloat64) == "fused");
+  CHECK(selected("causal_attention") == "composed");
+  const Inputs in;
+  CHECK(same_bits(ops::layer_norm(in.x, in.w, in.b), ops::layer_norm_kernels(in.x, in.w, in.b)));
+  CHECK(same_bits(ops::gelu(in.x), ops::gelu_kernels(in.x)));
+  CHECK(same_bits(ops::cross_entropy(in.logits, in.targets), ops::cross_entropy_kernels(in.logits, in.targets)));
+}
+
+TEST_CASE("'*=composed' selects every op's composed variant, and the ops then are the composed ones") {
+  const Inputs in;
+  kernels::select_from_spec("*=composed");
+  for (const char* op : {"layer_norm", "residual_layer_norm", "gelu", "linear_gelu", "cross_entropy", "causal_attention"}) {
+    CAPTURE(op);
+    CHECK(selected(op) == "composed");
+    CHECK(selected(op, kFloat64) == "composed");
+  }
+  CHECK(same_bits(ops::layer_norm(in.x, in.w, in.b), ops::layer_norm_composed(in.x, in.w, in.b)));
+  CHECK(same_bits(ops::gelu(in.x), ops::gelu_composed(in.x)));
+  CHECK(same_bits(ops::linear_gelu(in.x, in.x, in.b.narrow(0, 0, 6)),
+                  ops::gelu_composed(ops::linear(in.x, in.x, in.b.narrow(0, 0, 6)))));
+  CHECK(same_bits(ops::cross_entropy(in.logits, in.targets), ops::cross_entropy_composed(in.logits, in.targets)));
+  const auto [sum, out] = ops::residual_layer_norm(in.x, in.r, in.w, in.b);
+  CHECK(same_bits(sum, ops::add(in.x, in.r)));
+  CHECK(same_bits(out, ops::layer_norm_composed(ops::add(in.x, in.r), in.w, in.b)));
+  // Autograd derives the composed op's backward: the gradients are the composed op's too.
+  Tensor x1 = in.x.clone().requires_grad_(true), x2 = in.x.clone().requires_grad_(true);
+  ops::sum(ops::mul(ops::layer_norm(x1, in.w, in.b), in.r)).backward();
+  ops::sum(ops::mul(ops::layer_norm_composed(x2, in.w, in.b), in.r)).backward();
+  CHECK(same_bits(x1.grad(), x2.grad()));
+  kernels::reset_selection();
+  CHECK(selected("layer_norm") == "kernels");
+  CHECK(same_bits(ops::layer_norm(in.x, in.w, in.b), ops::layer_norm_kernels(in.x, in.w, in.b)));
+}
+
+TEST_CASE("one op's selection leaves the others alone, and ops::select_composed is '*=composed'") {
+  kernels::select_from_spec("gelu=composed");
+  CHECK(selected("gelu") == "composed");
+  CHECK(selected("layer_norm") == "kernels");
+  kernels::reset_selection();
+  ops::select_composed();
+  CHECK(selected("cross_entropy") == "composed");
+  CHECK(selected("causal_attention") == "composed");
+  kernels::reset_selection();
+}
+
+TEST_CASE("a selection of every op names the variant no op has") {
+  ops::register_op_variants();
+  CHECK_THROWS_WITH_AS(kernels::select_from_spec("*=compsoed"), doctest::Contains("no op has a variant 'compsoed'"),
+                       Error);
+  kernels::reset_selection();
+}
+
+TEST_CASE("bfloat16 tensors take the kernels whatever is selected, and other dtypes' errors name the op") {
+  Generator g(5);
+  const Tensor x = randn({4, 6}, g).to(kBFloat16), w = ones({6}).to(kBFloat16);
+  ops::select_composed();
+  CHECK(same_bits(ops::layer_norm(x, w, Tensor()), ops::layer_norm_kernels(x, w, Tensor())));
+  CHECK(same_bits(ops::gelu(x), ops::gelu_kernels(x)));
+  kernels::reset_selection();
+  const Tensor ints = from_vector(std::vector<double>{1, 2, 3}, {3}, TensorOptions().dtype(kInt64));
+  CHECK_THROWS_WITH_AS(ops::gelu(ints), doctest::Contains("gelu"), Error);
+  CHECK_THROWS_WITH_AS(ops::layer_norm(ints, ints, Tensor()), doctest::Contains("layer_norm"), Error);
+}
