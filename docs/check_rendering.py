@@ -5,7 +5,8 @@ reader sees (outside code blocks, inline code, scripts and formulas) it looks fo
 Markdown parser should have consumed:
   - a backtick: an inline-code span that did not close (a prime inside backticks, `J'`, once
     broke 13 spans in 8 chapters);
-  - `**` or `__` around a word: emphasis left unrendered;
+  - `**` or `__` around a word: emphasis left unrendered; a `*` glued to punctuation, as an
+    emphasis that opens or closes at inline code leaves it;
   - `](` : a link or image left as text;
   - a `$` pair or `\\(`: a formula MathJax will not typeset (the site's formulas are
     \\f$...\\f$, which Doxygen hands to MathJax).
@@ -29,6 +30,9 @@ PATTERNS = [
     (re.compile(r"`"), "a stray backtick (an inline-code span that did not render)"),
     (re.compile(r"(?<![\w*])\*\*\S|\S\*\*(?![\w*])"), "'**' left unrendered"),
     (re.compile(r"(?<![\w_])__[A-Za-z]|[A-Za-z]__(?![\w_])"), "'__' left unrendered"),
+    # An emphasis that opens or closes at inline code (*`dx`.*) is left as text by Doxygen; the
+    # code span drops out of the prose, so the asterisk shows glued to punctuation or a word.
+    (re.compile(r"(?<=[.,;:!?)])\*(?=\s|$)|(?:^|\s)\*(?=[.,;:!?(])"), "a '*' left unrendered (emphasis meeting inline code?)"),
     (re.compile(r"\[[^\]\s][^\]]*\]\([^)\s]+\)"), "a Markdown link or image left as text"),
     (re.compile(r"\\f[\$\[\]]"), "a Doxygen formula left as text"),
 ]

@@ -51,7 +51,8 @@ class CheckRendering(unittest.TestCase):
     def test_a_clean_page_passes(self):
         self.assertEqual(self.page_problems(
             "<p>A tile <code>J'</code> with \\(\\frac{a}{b}\\) and</p><pre>x `y` **z**</pre>"
-            "<div class='fragment'>a ** b</div><p>\\[\\begin{aligned} x \\end{aligned}\\]</p>"), [])
+            "<div class='fragment'>a ** b</div><p>\\[\\begin{aligned} x \\end{aligned}\\]</p>"
+            "<p>a * b, and <em>this</em> (<code>dx</code>).</p>"), [])
 
     def test_what_it_catches(self):
         cases = {
@@ -62,6 +63,7 @@ class CheckRendering(unittest.TestCase):
             "<p>\\(\\fraq{a}{b}\\)</p>": "does not know 'fraq'",
             "<p>\\(\\frac{a}{b\\)</p>": "unbalanced braces",
             "<p>\\(x</p>": "formulas opened",
+            "<p>*<code>dweight</code> and <code>dbias</code>.* Then</p>": "'*' left unrendered",
         }
         for body, what in cases.items():
             found = self.page_problems(body)

@@ -6,7 +6,7 @@
 // Each exercise is a stub in exercises/student/ that a student fills in. Its grader checks one
 // variant of it: "student" (exercises/student) or "solution" (exercises/solutions, the
 // reference, built when that folder exists). The same grader runs from `brrr exercises`,
-// from ctest (`ctest -L ex01`), from scripts/grade.sh and from the notebooks.
+// from ctest (`ctest -L ex03.1`), from scripts/grade.sh and from the notebooks.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -45,7 +45,7 @@ struct Result {
 };
 
 struct Exercise {
-  std::string id;       // "ex01": also the ctest label
+  std::string id;       // "ex03.1": also the ctest label
   std::string name;     // "div_backward"
   int chapter = 0;
   std::string device;   // where it runs: "cpu" or "cuda" (the emulator when there is no GPU)
@@ -57,14 +57,14 @@ struct Exercise {
 
 // Every exercise, in course order.
 const std::vector<Exercise>& all();
-// By id ("ex01") or name ("div_backward"); throws brrr::Error listing the ids.
+// By id ("ex03.1") or name ("div_backward"); throws brrr::Error listing the ids.
 const Exercise& find(const std::string& id_or_name);
 // Grades one variant: "student", "solution", or for a kernel exercise any other variant
 // registered under its op (a teacher's alternative; the course's tests grade planted wrong
 // answers this way). Never throws: an error is the Result.
 Result grade(const Exercise& exercise, const std::string& variant = "student");
 
-// The graders of ex01, ex03 and ex13, whose answers are functions rather than registered kernels,
+// The graders of ex03.1, ex06.1 and ex18.1, whose answers are functions rather than registered kernels,
 // over any implementation: grade() hands them the student's or the solution's functions, the
 // course's tests (tests/exercises) planted wrong ones. Never throw, as grade().
 using DivFn = Tensor (*)(const Tensor& a, const Tensor& b);
@@ -74,7 +74,7 @@ using MostFrequentPairFn = std::pair<std::uint32_t, std::uint32_t> (*)(
 using MergePairFn = void (*)(std::vector<std::uint32_t>& word, std::uint32_t a, std::uint32_t b, std::uint32_t id);
 Result grade_bpe_merge(MostFrequentPairFn most_frequent_pair, MergePairFn merge_pair);
 using Bf16RoundFn = std::uint16_t (*)(float x);
-Result grade_bf16_round(Bf16RoundFn rounding);  // ex13: the rounding alone (not the matmul it makes)
+Result grade_bf16_round(Bf16RoundFn rounding);  // ex18.1: the rounding alone (not the matmul it makes)
 // Whether this build has the reference solutions (variant "solution").
 bool solutions_built();
 

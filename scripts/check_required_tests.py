@@ -41,6 +41,7 @@ REQUIRED = [
     (r"^models: ?cnn: ", "the handwritten digits (python3-sklearn) and the CNN against PyTorch", lambda: True),
     (r"^core: ?blocked matmul", "the AVX-512 GEMM on a CPU that has AVX-512", cpu_has_avx512),
     (r"^distributed: ?", "data-parallel training under mpirun (Debian's openmpi-bin, libopenmpi-dev)", lambda: True),
+    (r"^docs$", "the course pages rendered in headless Chromium (Debian's chromium)", lambda: True),
     (r"^core: ?bf16 matmul: avx512bf16 and plain agree", "the AVX512-BF16 GEMM where the CPU has it",
      cpu_has_avx512_bf16),
 ]
@@ -97,6 +98,7 @@ def self_test():
                       "reads PyTorch's ..   Passed   1.0 sec")
     everything.append("  9/9 Test  #9: core: bf16 matmul: avx512bf16 and plain agree bit for bit, and neither depends on "
                       "the thread count ..   Passed   1.0 sec")
+    everything.append("  10/10 Test #10: docs ......................   Passed   120.0 sec")
     assert check(everything) == [], check(everything)
     print("self-test: a skipped, a failed and a missing required test are each reported; all passing is clean")
     return 0

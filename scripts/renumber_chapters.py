@@ -11,8 +11,9 @@ docs/images/chNN-*.png, then rewrites, in every tracked text file,
   - the chapters' file names and notebook names ("09-gpu-emulator" -> "10-gpu-emulator");
   - "chapter NN" / "Chapters NN-MM" / "chapters NN, MM and KK" (any case), "ch. NN", "[ch. NN";
   - the kernel lab's `chapter = "NN"` and the emulator tests' check_chapter("NN");
-  - the exercise tables: exercises/grader.cpp's chapter ints, docs/teaching.md's rows and its
-    sample output; the README's course table; lab/cases_*'s list in chapter 10's table;
+  - the exercises' ids (ex12.2: chapter 12's second) everywhere, and the exercise tables:
+    exercises/grader.cpp's chapter ints, docs/teaching.md's rows and its sample output; the
+    README's course table; lab/cases_*'s list in chapter 10's table;
   - the placeholder XX in those same places (and the exercise's 99 in exercises/grader.cpp).
 Then it fails if an "XX" placeholder is left anywhere.
 """
@@ -73,15 +74,18 @@ def main():
         text = ch_abbrev_re.sub(lambda m: m.group(1) + renum_all(m.group(2)), text)
         text = field_re.sub(lambda m: m.group(1) + num(m.group(2)) + m.group(3), text)
         rel = path.relative_to(ROOT).as_posix()
-        if rel == "exercises/grader.cpp":  # {"ex04", "gelu_forward", 11, ...}, then ex12's placeholder
-            text = re.sub(r'(\{"ex\d\d", "\w+", )(\d+)(?=,)', lambda m: m.group(1) + str(shift(int(m.group(2)))), text)
-            text = re.sub(r'(\{"ex\d\d", "\w+", )99 /\* chapter (?:XX|\d\d): scripts/renumber_chapters.py sets it \*/',
+        # An exercise's id is its chapter and place: ex12.2 -> ex13.2; exXX.1 -> the new place.
+        text = re.sub(r"\bex(\d\d|XX)\.(\d+)\b", lambda m: f"ex{num(m.group(1))}.{m.group(2)}", text)
+        if rel == "exercises/grader.cpp":  # {"ex12.1", "gelu_forward", 12, ...}, then a placeholder's 99
+            text = re.sub(r'(\{"ex\d\d\.\d+", "\w+", )(\d+)(?=,)', lambda m: m.group(1) + str(shift(int(m.group(2)))),
+                          text)
+            text = re.sub(r'(\{"ex\d\d\.\d+", "\w+", )99 /\* chapter (?:XX|\d\d): scripts/renumber_chapters.py sets it \*/',
                           lambda m: m.group(1) + str(place), text)
-        if rel == "docs/teaching.md":  # | ex04 | gelu_forward | 11 | ... and the sample output
-            text = re.sub(r"^(\| ex\d\d \| \w+ \| )(\d\d|XX)( \|)", lambda m: m.group(1) + num(m.group(2)) + m.group(3),
-                          text, flags=re.M)
-            text = re.sub(r"^(ex\d\d \w+\s+)(\d\d)(\s+(?:cpu|cuda)\b)", lambda m: m.group(1) + num(m.group(2)) + m.group(3),
-                          text, flags=re.M)
+        if rel == "docs/teaching.md":  # | ex12.1 | gelu_forward | 12 | ... and the sample output
+            text = re.sub(r"^(\| ex\d\d\.\d+ \| \w+ \| )(\d\d|XX)( \|)",
+                          lambda m: m.group(1) + num(m.group(2)) + m.group(3), text, flags=re.M)
+            text = re.sub(r"^(ex\d\d\.\d+ \w+\s+)(\d\d)(\s+(?:cpu|cuda)\b)",
+                          lambda m: m.group(1) + num(m.group(2)) + m.group(3), text, flags=re.M)
         if rel == "README.md":  # the course table: | 09 | [The GPU ...
             text = re.sub(r"^\| (\d\d|XX) \| \[", lambda m: f"| {num(m.group(1))} | [", text, flags=re.M)
         if rel.startswith("docs/chapters/") and "roofline-kernel-lab" in rel:  # `nn` (07, 16) ...

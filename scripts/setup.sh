@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/setup.sh: install what brrr needs on Debian 12, and nothing when all is there.
 #
-# Debian packages: the compiler and build tools, the C++ libraries brrr builds on, Doxygen,
+# Debian packages: the compiler and build tools, the C++ libraries brrr builds on, Doxygen
+# and Chromium (the docs test renders every page of the course headless, as a reader sees it),
 # OpenMPI (mpirun and the MPI library, for data-parallel training, chapter 19), the peers
 # the tests and benchmarks compare against (NumPy on OpenBLAS, PyTorch), and the
 # handwritten digits of the CNN chapter (python3-sklearn ships them; zlib reads the .csv.gz).
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config git
   libeigen3-dev doctest-dev libstb-dev libcli11-dev nlohmann-json3-dev libpcre2-dev
-  doxygen libjs-mathjax
+  doxygen libjs-mathjax chromium
   clang libclang-rt-14-dev
   python3 python3-venv python3-pip python3-numpy libopenblas0-openmp python3-torch
   bible-kjv sentencepiece

@@ -2,6 +2,7 @@
 #include "train/data.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -14,6 +15,12 @@
 namespace brrr::train {
 
 namespace {
+std::string gigabytes(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f GB", bytes / 1e9);
+  return text;
+}
+
 // A name for the cache that changes whenever the input or the tokenizer settings do.
 std::string cache_stem(const DataOptions& o) {
   struct stat st {};
@@ -75,7 +82,23 @@ void TextDataset::batch(Split split, std::int64_t B, std::int64_t T, Generator& 
              " split has ", n, " tokens, too few for windows of ", T + 1, " (use a longer text or a smaller block_size)");
   // int32, the type the kernels take (the ids were range-checked at load), so a batch goes to a
   // device as it is: no conversion, and no check that would read it back.
-  std::vector<std::int32_t> xs(static_cast<std::size_t>(B * T)), ys(xs.size());
+  std::vector<std::int32_t> xs, ys;
+  const double bytes = 2.0 * static_cast<double>(B) * static_cast<double>(T) * sizeof(std::int32_t);
+  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  // Checked before they are allocated: an impossible batch_size is an error that names it, not
+  // std::bad_alloc (or, where the kernel lets a process allocate more than there is, the OOM killer).
+  const auto too_big = [&](const std::string& what) {
+    detail::fail("out of memory: the batch's token ids x and y, two (", B, ", ", T, ") int32 tensors, need ",
+                 gigabytes(bytes), what, "; lower --batch_size or --block_size (--grad_accum N with batch_size / N "
+                 "keeps the tokens a step)");
+  };
+  if (bytes >= memory) too_big(", more than this machine's " + gigabytes(memory));
+  try {
+    xs.resize(static_cast<std::size_t>(B * T));
+    ys.resize(xs.size());
+  } catch (const std::bad_alloc&) {
+    too_big(", which could not be allocated");
+  }
   for (std::int64_t b = 0; b < B; ++b) {
     const std::uint64_t start = begin + gen.next_u64() % (n - static_cast<std::uint64_t>(T));
     for (std::int64_t t = 0; t < T; ++t) {

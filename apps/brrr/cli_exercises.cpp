@@ -2,7 +2,7 @@
 // exercises, and `brrr exercises check EX...`, which grades them (docs/teaching.md).
 //
 //   brrr exercises                       the table: exercise, chapter, status, time vs default
-//   brrr exercises check ex01            grade one (exit status 1 unless it passes)
+//   brrr exercises check ex03.1            grade one (exit status 1 unless it passes)
 //   brrr exercises check --all --variant solution    grade the reference solutions
 #include <cstdio>
 #include <set>
@@ -47,12 +47,12 @@ void print_tsv(const std::string& variant) {
 }
 
 void print_table(const std::string& variant) {
-  std::printf("%-28s %-7s %-5s %-12s %-28s %s\n", "exercise", "chapter", "runs", "status", "time (default)", "file");
+  std::printf("%-30s %-7s %-5s %-12s %-28s %s\n", "exercise", "chapter", "runs", "status", "time (default)", "file");
   std::vector<std::pair<std::string, exercises::Result>> failing;
   int passing = 0, gradable = 0;
   for (const exercises::Exercise& e : exercises::all()) {
     const exercises::Result r = exercises::grade(e, variant);
-    std::printf("%-28s %-7.2d %-5s %-12s %-28s %s\n", (e.id + " " + e.name).c_str(), e.chapter, e.device.c_str(),
+    std::printf("%-30s %-7.2d %-5s %-12s %-28s %s\n", (e.id + " " + e.name).c_str(), e.chapter, e.device.c_str(),
                 exercises::status_name(r.status), timing(r).c_str(), e.grade ? e.file.c_str() : "");
     std::fflush(stdout);
     if (e.grade) gradable++;
@@ -60,7 +60,7 @@ void print_table(const std::string& variant) {
     if (r.status == exercises::Status::Failing) failing.emplace_back(e.id, r);
   }
   for (const auto& [id, r] : failing) std::printf("\n%s failing: %s\n", id.c_str(), r.message.c_str());
-  std::printf("\n%d of %d passing (variant \"%s\"). Grade one with details: brrr exercises check ex01\n", passing,
+  std::printf("\n%d of %d passing (variant \"%s\"). Grade one with details: brrr exercises check ex03.1\n", passing,
               gradable, variant.c_str());
 }
 
@@ -70,7 +70,7 @@ void check(const ExerciseOptions& o) {
   if (o.all)
     for (const exercises::Exercise& e : exercises::all())
       if (e.grade) chosen.push_back(&e);
-  BRRR_CHECK(!chosen.empty(), "exercises check: name an exercise (e.g. ex01) or pass --all");
+  BRRR_CHECK(!chosen.empty(), "exercises check: name an exercise (e.g. ex03.1) or pass --all");
   int not_passing = 0;
   for (const exercises::Exercise* e : chosen) {
     const exercises::Result r = exercises::grade(*e, o.variant);
@@ -97,7 +97,7 @@ void add_exercise_commands(CLI::App& app) {
   cmd->add_flag("--tsv", o->tsv, "One tab-separated line per exercise (for scripts/grade.sh)");
   cmd->add_flag("--files", o->files, "Print the files students fill in, one a line, and stop");
   CLI::App* check_cmd = cmd->add_subcommand("check", "Grade exercises and say why one fails (exit status 1 unless all pass)");
-  check_cmd->add_option("exercise", o->names, "Exercise ids or names, e.g. ex01 or div_backward");
+  check_cmd->add_option("exercise", o->names, "Exercise ids or names, e.g. ex03.1 or div_backward");
   check_cmd->add_flag("--all", o->all, "Every exercise that has a grader");
   check_cmd->add_option("--variant", o->variant, "Grade the \"student\" files or the reference \"solution\"")
       ->check(CLI::IsMember({"student", "solution"}));

@@ -1,5 +1,6 @@
 // apps/brrr/cli_train.cpp: `brrr train` and `brrr sample` (chapter 08).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -106,6 +107,8 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
           used = 0;
         }
         if (used == 0 || used != value.size()) throw wrong(type == "integer" ? "an integer" : "a number");
+        // std::stod reads "nan" and "inf", which JSON cannot hold (they would arrive as null).
+        if (type != "integer" && !std::isfinite(j[key].get<double>())) throw wrong("a finite number");
       }
     }
     if (!j.empty()) c.apply_json(j.dump());

@@ -1,4 +1,4 @@
-// exercises/solutions/adamw.cu: the reference solution of exercise ex11
+// exercises/solutions/adamw.cu: the reference solution of exercise ex16.2
 // (exercises/student/adamw.cu; chapter 16), registered as adamw_step variant "solution".
 // One thread per parameter in a grid-stride loop; the step's constants computed once on the
 // host, in double, as kernels/cpu/optim.cpp does.

@@ -1,4 +1,4 @@
-// exercises/solutions/attention.cu: the reference solution of exercise ex09
+// exercises/solutions/attention.cu: the reference solution of exercise ex15.1
 // (exercises/student/attention.cu; chapter 15), registered as attention_forward variant
 // "solution". One simple flash kernel: a thread per query row, the keys and values of a tile
 // shared by the block, an online softmax, the output row accumulated in place. No tensor

@@ -1,4 +1,4 @@
-// exercises/solutions/bf16_round.cpp: the reference solution of ex13 (chapter 18).
+// exercises/solutions/bf16_round.cpp: the reference solution of ex18.1 (chapter 18).
 #include <bit>
 
 #include "exercises/solutions/solutions.h"

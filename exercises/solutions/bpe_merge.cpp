@@ -1,4 +1,4 @@
-// exercises/solutions/bpe_merge.cpp: the reference solution of exercise ex03, one BPE
+// exercises/solutions/bpe_merge.cpp: the reference solution of exercise ex06.1, one BPE
 // merge step (chapter 06). The student's file is exercises/student/bpe_merge.cpp.
 #include <map>
 

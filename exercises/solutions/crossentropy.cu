@@ -1,4 +1,4 @@
-// exercises/solutions/crossentropy.cu: the reference solution of exercise ex10
+// exercises/solutions/crossentropy.cu: the reference solution of exercise ex16.1
 // (exercises/student/crossentropy.cu; chapter 16), registered as cross_entropy_fused variant
 // "solution". One block per row, three passes over it (max, sum of exps, gradient);
 // kernels/cuda/crossentropy.cu goes further.

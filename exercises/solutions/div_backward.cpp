@@ -1,4 +1,4 @@
-// exercises/solutions/div_backward.cpp: the reference solution of exercise ex01, the
+// exercises/solutions/div_backward.cpp: the reference solution of exercise ex03.1, the
 // backward of div (chapter 03). The student's file is exercises/student/div_backward.cpp.
 #include "brrr/ops.h"
 #include "exercises/solutions/solutions.h"

@@ -1,4 +1,4 @@
-// exercises/solutions/gelu.cu: the reference solution of exercises ex04 and ex05
+// exercises/solutions/gelu.cu: the reference solution of exercises ex12.1 and ex12.2
 // (exercises/student/gelu.cu; chapter 12), registered as variant "solution".
 // Plain on purpose: one element per thread in a grid-stride loop, float loads, tanhf.
 // kernels/cuda/gelu.cu goes further (float4 loads, one exp instead of tanh).

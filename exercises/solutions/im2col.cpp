@@ -1,4 +1,4 @@
-// exercises/solutions/im2col.cpp: the reference solution of exercise ex12, im2col (chapter 09).
+// exercises/solutions/im2col.cpp: the reference solution of exercise ex09.1, im2col (chapter 09).
 // The plain version: one bounds check per entry (the default kernel, conv_im2col.cpp, hoists
 // it out of the inner loop).
 #include "exercises/solutions/solutions.h"

@@ -1,4 +1,4 @@
-// exercises/solutions/layernorm.cu: the reference solution of exercises ex06 and ex07
+// exercises/solutions/layernorm.cu: the reference solution of exercises ex13.1 and ex13.2
 // (exercises/student/layernorm.cu; chapter 13), registered as variant "solution".
 // Plain on purpose: one block per row, three passes over the row for the forward; for the
 // backward one block per row for dx and one thread per column for dweight and dbias (no

@@ -1,4 +1,4 @@
-// exercises/solutions/matmul_tiled.cpp: the reference solution of exercise ex02, a
+// exercises/solutions/matmul_tiled.cpp: the reference solution of exercise ex04.1, a
 // cache-tiled CPU matmul (chapter 04). The student's file is exercises/student/matmul_tiled.cpp.
 //
 // Each task owns one kTile x kTile tile of C and walks K in blocks of kBlockK: the tile of C

@@ -4,7 +4,7 @@
 // (chapter 04 introduces the registry; docs/teaching.md lists the exercises).
 #include "kernels/registry.h"
 #include "exercises/solutions/solutions.h"
-#include "exercises/student/student.h"  // conv2d_from_im2col and matmul_bf16_rounding, the given halves of ex12 and ex13
+#include "exercises/student/student.h"  // conv2d_from_im2col and matmul_bf16_rounding, the given halves of ex09.1 and ex18.1
 
 namespace brrr::kernels {
 

@@ -12,25 +12,25 @@
 
 namespace brrr::solution {
 
-// ex01 (chapter 03)
+// ex03.1 (chapter 03)
 autograd::TensorList div_backward(const Tensor& grad_output, const Tensor& a, const Tensor& b, bool need_a,
                                   bool need_b);
 Tensor div(const Tensor& a, const Tensor& b);
 
-// ex02 (chapter 04), registered as matmul variant "solution"
+// ex04.1 (chapter 04), registered as matmul variant "solution"
 template <class T>
 void matmul_tiled(T* out, const T* a, const T* b, const kernels::MatmulShape& shape, kernels::Stream stream);
 
-// ex03 (chapter 06)
+// ex06.1 (chapter 06)
 std::pair<std::uint32_t, std::uint32_t> most_frequent_pair(const std::vector<std::vector<std::uint32_t>>& words,
                                                            const std::vector<std::uint64_t>& counts);
 void merge_pair(std::vector<std::uint32_t>& word, std::uint32_t a, std::uint32_t b, std::uint32_t id);
 
-// ex12 (chapter 09), inside conv2d_forward variant "solution"
+// ex09.1 (chapter 09), inside conv2d_forward variant "solution"
 template <class T>
 void im2col(T* col, const T* x, const kernels::ConvShape& s);
 
-// ex13 (chapter 18), inside matmul_bf16 variant "solution"
+// ex18.1 (chapter 18), inside matmul_bf16 variant "solution"
 std::uint16_t float_to_bf16(float x);
 
 }  // namespace brrr::solution

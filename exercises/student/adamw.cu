@@ -1,7 +1,7 @@
-// exercises/student/adamw.cu: exercise ex11 (adamw_step), the AdamW update as one elementwise
+// exercises/student/adamw.cu: exercise ex16.2 (adamw_step), the AdamW update as one elementwise
 // kernel (chapter 16, docs/chapters/16-fused-optimizer.md).
 // Read before: the chapter, kernels/cpu/optim.cpp (adamw_step: the reference, operation by
-// operation as torch.optim.AdamW), exercises/student/gelu.cu (ex04: a grid-stride loop).
+// operation as torch.optim.AdamW), exercises/student/gelu.cu (ex12.1: a grid-stride loop).
 // Read next: kernels/cuda/adamw.cu, the built-in variants (and adamw_multi_step).
 //
 // What to write: the update of n parameters in place, registered as variant "student" of
@@ -31,12 +31,12 @@
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE::student {
 
-// TODO(ex11): adamw_step_kernel here.
+// TODO(ex16.2): adamw_step_kernel here.
 
 void adamw_step(float* param, const float* grad, float* m, float* v, std::int64_t n, const AdamWParams& hp,
                 Stream stream) {
-  // TODO(ex11): launch your kernel (and delete this line).
-  brrr::student::not_written("ex11", "adamw_step");
+  // TODO(ex16.2): launch your kernel (and delete this line).
+  brrr::student::not_written("ex16.2", "adamw_step");
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE::student

@@ -1,8 +1,8 @@
-// exercises/student/attention.cu: exercise ex09 (flash_attention_forward), causal attention
+// exercises/student/attention.cu: exercise ex15.1 (flash_attention_forward), causal attention
 // with an online softmax, never storing the (T, T) scores (chapter 15,
 // docs/chapters/15-flash-attention.md).
 // Read before: the chapter (the online softmax), kernels/cpu/nn.cpp (attention_forward: the
-// reference), exercises/student/matmul.cu (ex08: tiles in shared memory).
+// reference), exercises/student/matmul.cu (ex14.1: tiles in shared memory).
 // Read next: kernels/cuda/attention.cu, the built-in variants.
 //
 // What to write: attention_forward for BH independent (T, hs) problems, one pass over the
@@ -39,12 +39,12 @@
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE::student {
 
-// TODO(ex09): flash_attention_forward_kernel here.
+// TODO(ex15.1): flash_attention_forward_kernel here.
 
 void flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t BH,
                              std::int64_t T, std::int64_t hs, float scale, Stream stream) {
-  // TODO(ex09): launch your kernel (and delete this line).
-  brrr::student::not_written("ex09", "flash_attention_forward");
+  // TODO(ex15.1): launch your kernel (and delete this line).
+  brrr::student::not_written("ex15.1", "flash_attention_forward");
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE::student

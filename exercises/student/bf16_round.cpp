@@ -1,4 +1,4 @@
-// exercises/student/bf16_round.cpp: exercise ex13, rounding a float32 to bfloat16, the one
+// exercises/student/bf16_round.cpp: exercise ex18.1, rounding a float32 to bfloat16, the one
 // conversion mixed precision is built on (chapter 18, mixed precision).
 // Read before: docs/chapters/18-mixed-precision.md ("bfloat16", "rounding to nearest even").
 //
@@ -7,7 +7,7 @@
 // rounding makes the bf16 operands, the float32 GEMM multiplies them. So once it works it
 // trains the GPT in mixed precision:
 //
-//   build/brrr exercises check ex13
+//   build/brrr exercises check ex18.1
 //   BRRR_KERNELS=matmul_bf16=student build/brrr train --preset cpu-tiny --dtype bf16
 //
 // Requirements
@@ -26,15 +26,15 @@
 //   2. Decide up or down from the low 16 bits and the last kept bit; an integer addition
 //      before the shift can do it all at once (why does the carry do the right thing?).
 //   3. Treat NaN first.
-//   4. `brrr exercises check ex13` names the first input you get wrong, with both answers.
+//   4. `brrr exercises check ex18.1` names the first input you get wrong, with both answers.
 #include "exercises/student/student.h"
 
 namespace brrr::student {
 
 std::uint16_t float_to_bf16(float x) {
-  // TODO(ex13): the bits of the bfloat16 nearest to x, ties to even, NaN kept a NaN.
+  // TODO(ex18.1): the bits of the bfloat16 nearest to x, ties to even, NaN kept a NaN.
   (void)x;
-  not_written("ex13", "bf16_round");
+  not_written("ex18.1", "bf16_round");
 }
 
 }  // namespace brrr::student

@@ -1,4 +1,4 @@
-// exercises/student/bpe_merge.cpp: exercise ex03, one BPE merge step (chapter 06, tokenization).
+// exercises/student/bpe_merge.cpp: exercise ex06.1, one BPE merge step (chapter 06, tokenization).
 // Read before: docs/chapters/06-tokenization.md ("The idea"). Try it before you read
 // tokenizer/src/bpe_naive.cpp, which holds the answer inside naive::train_words.
 //
@@ -10,7 +10,7 @@
 // and compares each step, pair, count and id, with the merges of the real trainer,
 // Bpe::train_words (tokenizer/src/bpe_train.cpp):
 //
-//   build/brrr exercises check ex03      (or: ctest --test-dir build -L ex03)
+//   build/brrr exercises check ex06.1      (or: ctest --test-dir build -L ex06.1)
 //
 // Requirements
 //   most_frequent_pair
@@ -39,13 +39,13 @@ namespace brrr::student {
 
 std::pair<std::uint32_t, std::uint32_t> most_frequent_pair(const std::vector<std::vector<std::uint32_t>>& words,
                                                            const std::vector<std::uint64_t>& counts) {
-  // TODO(ex03): the most frequent adjacent pair, ties to the smaller (left, right).
-  not_written("ex03", "bpe_merge");
+  // TODO(ex06.1): the most frequent adjacent pair, ties to the smaller (left, right).
+  not_written("ex06.1", "bpe_merge");
 }
 
 void merge_pair(std::vector<std::uint32_t>& word, std::uint32_t a, std::uint32_t b, std::uint32_t id) {
-  // TODO(ex03): replace every (a, b) in word by id, left to right.
-  not_written("ex03", "bpe_merge");
+  // TODO(ex06.1): replace every (a, b) in word by id, left to right.
+  not_written("ex06.1", "bpe_merge");
 }
 
 }  // namespace brrr::student

@@ -1,9 +1,9 @@
-// exercises/student/crossentropy.cu: exercise ex10 (cross_entropy_fused): softmax, the
+// exercises/student/crossentropy.cu: exercise ex16.1 (cross_entropy_fused): softmax, the
 // cross-entropy loss and its gradient in one kernel, with no probability tensor in between
 // (chapter 16, docs/chapters/16-fused-optimizer.md; the reductions are chapter 13's).
 // Read before: the chapters, kernels/cpu/nn.cpp (cross_entropy_forward and _backward) and
 // kernels/cpu/fused.cpp (cross_entropy_fused: the reference), kernels/cuda/common.h
-// (block_sum, warp_max), exercises/student/layernorm.cu (ex06: a block per row).
+// (block_sum, warp_max), exercises/student/layernorm.cu (ex13.1: a block per row).
 // Read next: kernels/cuda/crossentropy.cu, the built-in variants.
 //
 // What to write: one kernel (and its host function) that, for each row n of logits (N, V),
@@ -35,12 +35,12 @@
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE::student {
 
-// TODO(ex10): cross_entropy_fused_kernel here.
+// TODO(ex16.1): cross_entropy_fused_kernel here.
 
 void cross_entropy_fused(float* losses, float* dlogits, const float* logits, const std::int32_t* targets,
                          std::int64_t N, std::int64_t V, std::int64_t ignore_index, float dloss, Stream stream) {
-  // TODO(ex10): launch your kernel (and delete this line).
-  brrr::student::not_written("ex10", "cross_entropy_fused");
+  // TODO(ex16.1): launch your kernel (and delete this line).
+  brrr::student::not_written("ex16.1", "cross_entropy_fused");
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE::student

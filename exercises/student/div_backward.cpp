@@ -1,4 +1,4 @@
-// exercises/student/div_backward.cpp: exercise ex01, the backward of div (chapter 03, autograd).
+// exercises/student/div_backward.cpp: exercise ex03.1, the backward of div (chapter 03, autograd).
 // Read before: docs/chapters/03-autograd.md, then ops::mul's closure in
 // framework/src/ops_elementwise.cpp (the same shape of code, for a product).
 //
@@ -6,7 +6,7 @@
 // out: the forward runs with no graph, then autograd::record attaches a closure that calls
 // your function. The grader checks student::div by finite differences (brrr::gradcheck):
 //
-//   build/brrr exercises check ex01      (or: ctest --test-dir build -L ex01)
+//   build/brrr exercises check ex03.1      (or: ctest --test-dir build -L ex03.1)
 //
 // Requirements
 //   - out = a / b, broadcast as NumPy does. Return {grad of a, grad of b}.
@@ -31,8 +31,8 @@ namespace brrr::student {
 
 autograd::TensorList div_backward(const Tensor& grad_output, const Tensor& a, const Tensor& b, bool need_a,
                                   bool need_b) {
-  // TODO(ex01): return {gradient of a, gradient of b}.
-  not_written("ex01", "div_backward");
+  // TODO(ex03.1): return {gradient of a, gradient of b}.
+  not_written("ex03.1", "div_backward");
 }
 
 // The op, written for you (as ops::div is, less the closure's body).

@@ -1,4 +1,4 @@
-// exercises/student/im2col.cpp: exercise ex12, im2col, the copy that turns a convolution into
+// exercises/student/im2col.cpp: exercise ex09.1, im2col, the copy that turns a convolution into
 // a matmul (chapter 09, convolutions).
 // Read before: docs/chapters/09-convolutions.md ("im2col: convolution is a matmul"),
 // kernels/cpu/conv.cpp (the definition, the reference), kernels/signatures.h (ConvShape).
@@ -8,7 +8,7 @@
 // im2col it is registered as conv2d_forward variant "student" (exercises/student/register.cpp),
 // so once it works it trains the digits CNN:
 //
-//   build/brrr exercises check ex12      (the kernel lab checks it against the definition)
+//   build/brrr exercises check ex09.1      (the kernel lab checks it against the definition)
 //   BRRR_KERNELS=conv2d_forward=student build/brrr cnn
 //
 // Requirements
@@ -24,20 +24,20 @@
 //
 // A plan
 //   1. Loop over rows (ci, kh, kw), then over (oh, ow); compute ih and iw; write x's value or 0.
-//   2. Check it: `brrr exercises check ex12`. A mistake in one option fails at the element
+//   2. Check it: `brrr exercises check ex09.1`. A mistake in one option fails at the element
 //      where it first shows.
 //   3. Then make it fast (optional): for a row and an output row, the columns whose iw is
 //      inside the image form one range; fill the rest with zeros and copy the inside without
 //      a bounds check (kernels/cpu/conv_im2col.cpp does this). Compare the times
-//      `brrr exercises check ex12` prints.
+//      `brrr exercises check ex09.1` prints.
 #include "exercises/student/student.h"
 
 namespace brrr::student {
 
 template <class T>
 void im2col(T* col, const T* x, const kernels::ConvShape& s) {
-  // TODO(ex12): col (C_in kH kW, H_out W_out) from x (C_in, H, W).
-  not_written("ex12", "im2col");
+  // TODO(ex09.1): col (C_in kH kW, H_out W_out) from x (C_in, H, W).
+  not_written("ex09.1", "im2col");
 }
 
 template void im2col<float>(float*, const float*, const kernels::ConvShape&);

@@ -1,4 +1,4 @@
-// exercises/student/layernorm.cu: exercises ex06 (layernorm_forward) and ex07
+// exercises/student/layernorm.cu: exercises ex13.1 (layernorm_forward) and ex13.2
 // (layernorm_backward), your first reductions on the GPU (chapter 13,
 // docs/chapters/13-reductions-layernorm-softmax-ce.md).
 // Read before: the chapter, kernels/cuda/examples.cu (row_sum: one block per row),
@@ -7,14 +7,14 @@
 //
 // What to write: both kernels and their host functions; they are registered as variant
 // "student" of layernorm_forward and layernorm_backward on the CUDA device
-// (exercises/student/student_cuda.cu). Grade with `build/brrr exercises check ex06` (ex07).
+// (exercises/student/student_cuda.cu). Grade with `build/brrr exercises check ex13.1` (ex13.2).
 //
 // Requirements (checked against the CPU kernels, within 1e-4 (forward) and 1e-3 (backward)
 // relative error, at a ragged size: C not a multiple of 32)
-//   - ex06: for each row n of x (N, C): mean[n] = sum_c x / C; var = sum_c (x - mean)^2 / C
+//   - ex13.1: for each row n of x (N, C): mean[n] = sum_c x / C; var = sum_c (x - mean)^2 / C
 //     (the biased variance, as PyTorch); rstd[n] = 1 / sqrt(var + eps);
 //     out[n, c] = (x[n, c] - mean[n]) * rstd[n] * weight[c] + bias[c].
-//   - ex07: with xhat = (x - mean) * rstd and g = dout * weight (per element):
+//   - ex13.2: with xhat = (x - mean) * rstd and g = dout * weight (per element):
 //     dx[n, c] = rstd[n] * (g - mean_c(g) - xhat * mean_c(g * xhat));
 //     dweight[c] = sum_n dout * xhat; dbias[c] = sum_n dout (overwritten, not accumulated).
 //   - N == 0 launches nothing (but dweight and dbias are still zeros when N == 0 and C > 0).
@@ -42,21 +42,21 @@
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE::student {
 
-// TODO(ex06): layernorm_forward_kernel here.
+// TODO(ex13.1): layernorm_forward_kernel here.
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* weight, const float* bias,
                        std::int64_t N, std::int64_t C, float eps, Stream stream) {
-  // TODO(ex06): launch your kernel (and delete this line).
-  brrr::student::not_written("ex06", "layernorm_forward");
+  // TODO(ex13.1): launch your kernel (and delete this line).
+  brrr::student::not_written("ex13.1", "layernorm_forward");
 }
 
-// TODO(ex07): the dx kernel and the dweight / dbias kernel here.
+// TODO(ex13.2): the dx kernel and the dweight / dbias kernel here.
 
 void layernorm_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
                         const float* weight, const float* mean, const float* rstd, std::int64_t N, std::int64_t C,
                         Stream stream) {
-  // TODO(ex07): launch your kernels (and delete this line).
-  brrr::student::not_written("ex07", "layernorm_backward");
+  // TODO(ex13.2): launch your kernels (and delete this line).
+  brrr::student::not_written("ex13.2", "layernorm_backward");
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE::student

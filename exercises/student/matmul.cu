@@ -1,7 +1,7 @@
-// exercises/student/matmul.cu: exercise ex08 (matmul_shared), a tiled matmul in shared memory
+// exercises/student/matmul.cu: exercise ex14.1 (matmul_shared), a tiled matmul in shared memory
 // on the GPU (chapter 14, docs/chapters/14-matmul-gpu.md).
 // Read before: the chapter, kernels/cpu/matmul.cpp (matmul_naive: the contract in loops),
-// exercises/student/matmul_tiled.cpp (ex02: the same idea for a CPU cache), kernels/signatures.h
+// exercises/student/matmul_tiled.cpp (ex04.1: the same idea for a CPU cache), kernels/signatures.h
 // (MatmulShape). Read next: kernels/cuda/matmul.cu, the built-in variants.
 //
 // What to write: the classic shared-memory matmul. Each block computes one tile of out;
@@ -45,11 +45,11 @@
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE::student {
 
-// TODO(ex08): matmul_shared_kernel here.
+// TODO(ex14.1): matmul_shared_kernel here.
 
 void matmul_shared(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream) {
-  // TODO(ex08): launch your kernel (and delete this line).
-  brrr::student::not_written("ex08", "matmul_shared");
+  // TODO(ex14.1): launch your kernel (and delete this line).
+  brrr::student::not_written("ex14.1", "matmul_shared");
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE::student

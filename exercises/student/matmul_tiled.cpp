@@ -1,4 +1,4 @@
-// exercises/student/matmul_tiled.cpp: exercise ex02, a cache-tiled CPU matmul (chapter 04).
+// exercises/student/matmul_tiled.cpp: exercise ex04.1, a cache-tiled CPU matmul (chapter 04).
 // Read before: docs/chapters/04-matmul-cpu.md, kernels/cpu/matmul.cpp (matmul_naive is the
 // reference; matmul_eigen shows the tiling of the output into tasks), kernels/cpu/cpu.h.
 //
@@ -6,7 +6,7 @@
 // Eigen). It is registered as matmul variant "student" (exercises/student/register.cpp), so
 // once it works it runs inside any model:
 //
-//   build/brrr exercises check ex02      (checks it, then times it against the default)
+//   build/brrr exercises check ex04.1      (checks it, then times it against the default)
 //   BRRR_KERNELS=matmul=student build/brrr mlp     (your kernel trains chapter 05's MLP)
 //
 // Requirements (the MatmulShape contract of kernels/signatures.h)
@@ -29,7 +29,7 @@
 //      B and C with stride 1 and the compiler vectorizes it.
 //   3. With trans_b a row of B is strided: copy each (K block) x kTile piece of B into a
 //      small buffer first (your first packing). trans_a only changes how A[i, k] is read.
-//   4. Time it: `brrr exercises check ex02` prints your time beside the default variant's.
+//   4. Time it: `brrr exercises check ex04.1` prints your time beside the default variant's.
 #include "kernels/cpu/cpu.h"
 #include "exercises/student/student.h"
 
@@ -37,8 +37,8 @@ namespace brrr::student {
 
 template <class T>
 void matmul_tiled(T* out, const T* a, const T* b, const kernels::MatmulShape& s, kernels::Stream) {
-  // TODO(ex02): out = a @ b, tile by tile.
-  not_written("ex02", "matmul_tiled");
+  // TODO(ex04.1): out = a @ b, tile by tile.
+  not_written("ex04.1", "matmul_tiled");
 }
 
 template void matmul_tiled<float>(float*, const float*, const float*, const kernels::MatmulShape&, kernels::Stream);

@@ -2,11 +2,11 @@
 // The course meets them from chapter 03 on (each chapter ends with its exercise).
 // Read first: docs/teaching.md (the list of exercises and how they are graded). Each exercise
 // has its own file in exercises/student/ whose opening comment gives the requirements and a
-// plan; `build/brrr exercises` shows where you stand, and `ctest -L ex01` (or
-// `brrr exercises check ex01`) grades one.
+// plan; `build/brrr exercises` shows where you stand, and `ctest -L ex03.1` (or
+// `brrr exercises check ex03.1`) grades one.
 //
 // Until you write it, an exercise's function calls not_written(), which throws
-//   exercise ex01 (div_backward): not written yet: fill in exercises/student/div_backward.cpp ...
+//   exercise ex03.1 (div_backward): not written yet: fill in exercises/student/div_backward.cpp ...
 // so nothing that uses it runs on silently with a missing piece. The reference solutions
 // (exercises/solutions, the teacher's copy) define the same functions in namespace
 // brrr::solution.
@@ -29,7 +29,7 @@ inline constexpr const char* kNotWritten = kernels::kNotWrittenYet;
 // Throws brrr::Error("exercise ID (NAME): not written yet: ..."), naming the file to fill in.
 [[noreturn]] void not_written(const char* id, const char* name);
 
-// --- ex01, chapter 03: the backward of div (div_backward.cpp) ------------------------------
+// --- ex03.1, chapter 03: the backward of div (div_backward.cpp) ------------------------------
 // out = a / b with broadcasting; returns {grad of a, grad of b}, each of its input's shape
 // (an undefined Tensor where need_a / need_b is false).
 autograd::TensorList div_backward(const Tensor& grad_output, const Tensor& a, const Tensor& b, bool need_a,
@@ -37,12 +37,12 @@ autograd::TensorList div_backward(const Tensor& grad_output, const Tensor& a, co
 // ops::div with div_backward as its backward: what the grader checks by finite differences.
 Tensor div(const Tensor& a, const Tensor& b);
 
-// --- ex02, chapter 04: a cache-tiled CPU matmul (matmul_tiled.cpp) -------------------------
+// --- ex04.1, chapter 04: a cache-tiled CPU matmul (matmul_tiled.cpp) -------------------------
 // The matmul_fn signature of kernels/signatures.h; registered as matmul variant "student".
 template <class T>
 void matmul_tiled(T* out, const T* a, const T* b, const kernels::MatmulShape& shape, kernels::Stream stream);
 
-// --- ex03, chapter 06: one BPE merge step (bpe_merge.cpp) ----------------------------------
+// --- ex06.1, chapter 06: one BPE merge step (bpe_merge.cpp) ----------------------------------
 // Token ids are uint32; kNoPair is brrr::tokenizer::kNoToken (0xFFFFFFFF).
 inline constexpr std::uint32_t kNoPair = 0xFFFFFFFFu;
 // The most frequent adjacent pair over all words, each pair counted counts[w] times per
@@ -54,7 +54,7 @@ std::pair<std::uint32_t, std::uint32_t> most_frequent_pair(const std::vector<std
 void merge_pair(std::vector<std::uint32_t>& word, std::uint32_t a, std::uint32_t b, std::uint32_t id);
 
 
-// --- ex12, chapter 09: im2col (im2col.cpp) ---------------------------------------------------
+// --- ex09.1, chapter 09: im2col (im2col.cpp) ---------------------------------------------------
 // col (C_in kH kW, H_out W_out) from one image x (C_in, H, W): row (ci, kh, kw), column
 // (oh, ow) holds x[ci, oh stride_h - pad_h + kh dil_h, ow stride_w - pad_w + kw dil_w], or 0
 // outside the image. Only s's sizes and options are read (s.N and s.C_out are not).
@@ -83,7 +83,7 @@ void conv2d_from_im2col(T* out, const T* x, const T* weight, const T* bias, cons
   }
 }
 
-// --- ex13, chapter 18: rounding float32 to bfloat16 (bf16_round.cpp) -------------------------
+// --- ex18.1, chapter 18: rounding float32 to bfloat16 (bf16_round.cpp) -------------------------
 // The 16 bits of the bfloat16 nearest to x, ties to even; a NaN stays a NaN.
 std::uint16_t float_to_bf16(float x);
 

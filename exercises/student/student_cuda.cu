@@ -23,14 +23,14 @@ void register_student_cuda_kernels() {
   constexpr DeviceType kCuda = DeviceType::CUDA;
   const VariantMeta stub = about("an exercise stub: yours to write (exercises/student/)");
   // The stubs (exercises/student/*.cu), chapter by chapter.
-  add(op::gelu_forward<float>, kCuda, "student", &student::gelu_forward, -10, stub);              // ex04
-  add(op::gelu_backward<float>, kCuda, "student", &student::gelu_backward, -10, stub);            // ex05
-  add(op::layernorm_forward<float>, kCuda, "student", &student::layernorm_forward, -10, stub);    // ex06
-  add(op::layernorm_backward<float>, kCuda, "student", &student::layernorm_backward, -10, stub);  // ex07
-  add(op::matmul<float>, kCuda, "student", &student::matmul_shared, -10, stub);                   // ex08
-  add(op::attention_forward<float>, kCuda, "student", &student::flash_attention_forward, -10, stub);  // ex09
-  add(op::cross_entropy_fused<float>, kCuda, "student", &student::cross_entropy_fused, -10, stub);    // ex10
-  add(op::adamw_step<float>, kCuda, "student", &student::adamw_step, -10, stub);                      // ex11
+  add(op::gelu_forward<float>, kCuda, "student", &student::gelu_forward, -10, stub);              // ex12.1
+  add(op::gelu_backward<float>, kCuda, "student", &student::gelu_backward, -10, stub);            // ex12.2
+  add(op::layernorm_forward<float>, kCuda, "student", &student::layernorm_forward, -10, stub);    // ex13.1
+  add(op::layernorm_backward<float>, kCuda, "student", &student::layernorm_backward, -10, stub);  // ex13.2
+  add(op::matmul<float>, kCuda, "student", &student::matmul_shared, -10, stub);                   // ex14.1
+  add(op::attention_forward<float>, kCuda, "student", &student::flash_attention_forward, -10, stub);  // ex15.1
+  add(op::cross_entropy_fused<float>, kCuda, "student", &student::cross_entropy_fused, -10, stub);    // ex16.1
+  add(op::adamw_step<float>, kCuda, "student", &student::adamw_step, -10, stub);                      // ex16.2
 #if BRRR_EXERCISE_SOLUTIONS
   // The reference solutions (exercises/solutions/*.cu), as variant "solution".
   const VariantMeta answer = about("an exercise's reference solution (exercises/solutions/)");

@@ -3,12 +3,12 @@
 // emulator; kernels/cuda/simt.h picks the namespace). Include it after simt.h.
 // Read first: docs/teaching.md. Each function has the signature of its op in
 // kernels/signatures.h (float32 only) and lives in its exercise's file:
-//   ex04 gelu_forward, ex05 gelu_backward           exercises/student/gelu.cu         (chapter 12)
-//   ex06 layernorm_forward, ex07 layernorm_backward exercises/student/layernorm.cu    (chapter 13)
-//   ex08 matmul_shared                              exercises/student/matmul.cu       (chapter 14)
-//   ex09 flash_attention_forward                    exercises/student/attention.cu    (chapter 15)
-//   ex10 cross_entropy_fused                        exercises/student/crossentropy.cu (chapter 16)
-//   ex11 adamw_step                                 exercises/student/adamw.cu        (chapter 16)
+//   ex12.1 gelu_forward, ex12.2 gelu_backward           exercises/student/gelu.cu         (chapter 12)
+//   ex13.1 layernorm_forward, ex13.2 layernorm_backward exercises/student/layernorm.cu    (chapter 13)
+//   ex14.1 matmul_shared                              exercises/student/matmul.cu       (chapter 14)
+//   ex15.1 flash_attention_forward                    exercises/student/attention.cu    (chapter 15)
+//   ex16.1 cross_entropy_fused                        exercises/student/crossentropy.cu (chapter 16)
+//   ex16.2 adamw_step                                 exercises/student/adamw.cu        (chapter 16)
 // The stubs (namespace ...::student) register as variant "student" in student_cuda.cu; the
 // reference solutions (exercises/solutions, namespace ...::solution) as "solution".
 #pragma once

@@ -198,6 +198,28 @@ TEST_CASE("cli flags: dashes and underscores both work, an unknown flag is one l
   CHECK(has(r.out, "did you mean 'learning_rate'?"));
 }
 
+TEST_CASE("cli errors: a batch too big for any machine says which tensors, how many bytes, and what to lower") {
+  Scratch s("huge_batch");
+  // 1e10 sequences of 64 tokens: 5.1 TB of token ids, refused before anything is allocated.
+  const Result r = brrr("train --batch_size 10000000000 --max_iters 1 --out_dir " + s / "run");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(has(r.out, "brrr: error: out of memory: the batch's token ids x and y, two (10000000000, 64) int32 tensors, "
+                   "need 5120.0 GB"));
+  CHECK(has(r.out, "lower --batch_size or --block_size"));
+  CHECK(!has(r.out, "bad_alloc"));
+}
+
+TEST_CASE("cli errors: a number that is not finite is refused as such, in one line, exit 2") {
+  for (const char* value : {"nan", "inf", "-inf", "NaN"}) {
+    const Result r = brrr(std::string("train --learning_rate ") + value);
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(lines_of(r.out).size() == 1);
+    CHECK(has(r.out, std::string("--learning_rate: expects a finite number, got '") + value + "'"));
+  }
+}
+
 TEST_CASE("cli errors: sample, train --resume and verify-reference name the real problem") {
   Scratch s("errors");
   REQUIRE(train_tiny(s / "run").code == 0);

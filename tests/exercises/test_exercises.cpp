@@ -7,7 +7,7 @@
 //   - (test_wrong_answers.cpp) every grader fails a complete but wrong answer.
 // The stub check runs where the reference solutions are built (the course repository, not a
 // class's handout). In such a checkout, once you fill in an exercise it fails by design:
-// grade your own work with `ctest -L exercise` (or -L ex01), and leave this out with -LE course.
+// grade your own work with `ctest -L exercise` (or -L ex03.1), and leave this out with -LE course.
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -69,36 +69,39 @@ TEST_CASE("every reference solution passes its grader") {
   }
 }
 
-TEST_CASE("the exercise table: ids in order, every graded one has a ctest entry") {
+TEST_CASE("the exercise table: in the course's order, each id its chapter and place, every graded one in ctest") {
   const std::string ctest_ids = BRRR_GRADED_EXERCISES;  // the list in tests/exercises/CMakeLists.txt
   std::string graded;
-  int n = 0;
+  int chapter = 0, place = 0;
   for (const exercises::Exercise& e : exercises::all()) {
+    CHECK(e.chapter >= chapter);  // the order the course reads them
+    place = e.chapter == chapter ? place + 1 : 1;
+    chapter = e.chapter;
     char expected[16];
-    std::snprintf(expected, sizeof expected, "ex%02d", ++n);
+    std::snprintf(expected, sizeof expected, "ex%02d.%d", chapter, place);  // ex12.2: chapter 12's second
     CHECK(e.id == expected);
     CHECK(e.chapter > 0);
     CHECK(&exercises::find(e.name) == &e);
     if (e.grade) graded += (graded.empty() ? "" : " ") + e.id;
   }
   CHECK(graded == ctest_ids);
-  CHECK_THROWS_WITH_AS(exercises::find("ex99"), doctest::Contains("exercises: ex01 div_backward"), Error);
+  CHECK_THROWS_WITH_AS(exercises::find("ex99"), doctest::Contains("exercises: ex03.1 div_backward"), Error);
   // A grader leaves the kernel selection as it found it.
   const std::string before = kernels::selected("matmul", DeviceType::CPU, kFloat32);
-  exercises::grade(exercises::find("ex02"), "student");
+  exercises::grade(exercises::find("ex04.1"), "student");
   CHECK(kernels::selected("matmul", DeviceType::CPU, kFloat32) == before);
 }
 
 TEST_CASE("brrr exercises prints the table and check grades") {
   auto [status, table] = run(std::string(BRRR_CLI) + " exercises");
   CHECK(status == 0);
-  CHECK(table.find("ex01 div_backward") != std::string::npos);
+  CHECK(table.find("ex03.1 div_backward") != std::string::npos);
   CHECK(table.find("not started") != std::string::npos);
-  CHECK(table.find("ex11 adamw_step") != std::string::npos);  // the CUDA exercises, chapters 12-16
+  CHECK(table.find("ex16.2 adamw_step") != std::string::npos);  // the CUDA exercises, chapters 12-16
 
-  auto [check_status, check] = run(std::string(BRRR_CLI) + " exercises check ex03");
+  auto [check_status, check] = run(std::string(BRRR_CLI) + " exercises check ex06.1");
   CHECK(check_status == 1);
-  CHECK(check.find("exercise ex03 (bpe_merge): not written yet") != std::string::npos);
+  CHECK(check.find("exercise ex06.1 (bpe_merge): not written yet") != std::string::npos);
 
   auto [files_status, files] = run(std::string(BRRR_CLI) + " exercises --files");
   CHECK(files_status == 0);
@@ -113,9 +116,9 @@ TEST_CASE("brrr exercises prints the table and check grades") {
 }
 
 TEST_CASE("grade_kernel, the grader of the kernel exercises, checks one variant through the kernel lab") {
-  // The path of the CUDA exercises (ex04-ex11), run here on the CPU matmul variants.
+  // The path of the CUDA exercises (ex12.1-ex16.2), run here on the CPU matmul variants.
   CHECK_THROWS_WITH_AS(exercises::grade_kernel("matmul", "student", lab::LabDevice::CPU),
-                       doctest::Contains("exercise ex02 (matmul_tiled): not written yet"), Error);
+                       doctest::Contains("exercise ex04.1 (matmul_tiled): not written yet"), Error);
   if (!exercises::solutions_built()) return test::skip("no reference solutions in this build");
   const exercises::Result r = exercises::grade_kernel("matmul", "solution", lab::LabDevice::CPU);
   INFO(r.message);

@@ -37,22 +37,22 @@ exercises::Result grade_variant(const std::string& id, const std::string& varian
 
 }  // namespace
 
-TEST_CASE("ex01: a div backward without the broadcast reduction fails, naming the shapes") {
+TEST_CASE("ex03.1: a div backward without the broadcast reduction fails, naming the shapes") {
   check_rejected(exercises::grade_div_backward(&wrong::div_without_sum_to),
                  {"div(a (2, 3), b (2, 1))", "a gradient of shape (2, 3) for an input of shape (2, 1)",
                   "summed back to its own shape: autograd::sum_to"});
 }
 
-TEST_CASE("ex02: a tiled matmul whose edge tiles stop a column short fails, naming the element") {
-  check_rejected(grade_variant("ex02", "wrong_tile"), {"M 1, N 1, K 1: out[0][0][0] is ", "naive gives"});
+TEST_CASE("ex04.1: a tiled matmul whose edge tiles stop a column short fails, naming the element") {
+  check_rejected(grade_variant("ex04.1", "wrong_tile"), {"M 1, N 1, K 1: out[0][0][0] is ", "naive gives"});
 }
 
-TEST_CASE("ex12: an im2col that uses stride_h along W passes the lab's square cases but fails the grader") {
-  check_rejected(grade_variant("ex12", "wrong_stride"),
+TEST_CASE("ex09.1: an im2col that uses stride_h along W passes the lab's square cases but fails the grader") {
+  check_rejected(grade_variant("ex09.1", "wrong_stride"),
                  {"stride (2, 1), padding (1, 3), dilation (1, 2): out[", "an option of H used for W"});
 }
 
-TEST_CASE("ex13: truncating, rounding ties away from zero, and a NaN that becomes infinity all fail") {
+TEST_CASE("ex18.1: truncating, rounding ties away from zero, and a NaN that becomes infinity all fail") {
   check_rejected(exercises::grade_bf16_round(&wrong::bf16_truncated),
                  {"float_to_bf16(", "the nearest bfloat16 is", "is over halfway, so round up"});
   check_rejected(exercises::grade_bf16_round(&wrong::bf16_ties_away),
@@ -60,7 +60,7 @@ TEST_CASE("ex13: truncating, rounding ties away from zero, and a NaN that become
   check_rejected(exercises::grade_bf16_round(&wrong::bf16_nan_unguarded), {"not a NaN: a NaN must stay a NaN"});
 }
 
-TEST_CASE("ex03: a tie to the larger pair, and merging overlapping pairs, both fail") {
+TEST_CASE("ex06.1: a tie to the larger pair, and merging overlapping pairs, both fail") {
 #if BRRR_EXERCISE_SOLUTIONS
   check_rejected(exercises::grade_bpe_merge(&wrong::most_frequent_pair_larger_tie, &solution::merge_pair),
                  {"most_frequent_pair(", "expected (1, 2)"});
@@ -71,23 +71,23 @@ TEST_CASE("ex03: a tie to the larger pair, and merging overlapping pairs, both f
 #endif
 }
 
-// ex04-ex11 run on the GPU, or on the emulator without one (slow: every thread a fiber, but the
+// ex12.1-ex16.2 run on the GPU, or on the emulator without one (slow: every thread a fiber, but the
 // graders' sizes are small).
-TEST_CASE("ex04-ex11: each CUDA kernel with one planted mistake fails its grader") {
+TEST_CASE("ex12.1-ex16.2: each CUDA kernel with one planted mistake fails its grader") {
   struct Wrong {
     const char* id;
     const char* variant;
     std::vector<std::string> says;
   };
   const std::vector<Wrong> answers = {
-      {"ex04", "wrong_no_cubic", {"gelu_forward", "wrong_no_cubic"}},
-      {"ex05", "wrong_half_product_rule", {"gelu_backward", "wrong_half_product_rule"}},
-      {"ex06", "wrong_unbiased_variance", {"layernorm_forward", "wrong_unbiased_variance"}},
-      {"ex07", "wrong_no_mean_term", {"layernorm_backward", "wrong_no_mean_term"}},
-      {"ex08", "wrong_tile_short", {"matmul", "wrong_tile_short"}},
-      {"ex09", "wrong_no_rescale", {"attention_forward", "wrong_no_rescale"}},
-      {"ex10", "wrong_no_dloss", {"cross_entropy_fused", "wrong_no_dloss"}},
-      {"ex11", "wrong_no_bias_correction", {"adamw_step", "wrong_no_bias_correction"}},
+      {"ex12.1", "wrong_no_cubic", {"gelu_forward", "wrong_no_cubic"}},
+      {"ex12.2", "wrong_half_product_rule", {"gelu_backward", "wrong_half_product_rule"}},
+      {"ex13.1", "wrong_unbiased_variance", {"layernorm_forward", "wrong_unbiased_variance"}},
+      {"ex13.2", "wrong_no_mean_term", {"layernorm_backward", "wrong_no_mean_term"}},
+      {"ex14.1", "wrong_tile_short", {"matmul", "wrong_tile_short"}},
+      {"ex15.1", "wrong_no_rescale", {"attention_forward", "wrong_no_rescale"}},
+      {"ex16.1", "wrong_no_dloss", {"cross_entropy_fused", "wrong_no_dloss"}},
+      {"ex16.2", "wrong_no_bias_correction", {"adamw_step", "wrong_no_bias_correction"}},
   };
   for (const Wrong& w : answers) {
     CAPTURE(w.id);

@@ -1,5 +1,6 @@
-// tests/exercises/wrong/wrong_answers.cpp: the CPU wrong answers (ex01-ex03, ex13) of wrong_answers.h, and
-// the provider that registers every wrong kernel. Chapters 03, 04, 06 and 18.
+// tests/exercises/wrong/wrong_answers.cpp: the CPU wrong answers (ex03.1, ex04.1, ex06.1, ex09.1,
+// ex18.1) of wrong_answers.h, and the provider that registers every wrong kernel. Chapters 03,
+// 04, 06, 09 and 18.
 #include "tests/exercises/wrong/wrong_answers.h"
 
 #include <algorithm>
@@ -10,7 +11,7 @@
 #include "brrr/ops.h"
 #include "kernels/registry.h"
 #include "kernels/signatures.h"
-#include "exercises/student/student.h"  // conv2d_from_im2col, the given half of ex12
+#include "exercises/student/student.h"  // conv2d_from_im2col, the given half of ex09.1
 
 namespace brrr::kernels::emu {
 void register_wrong_cuda_kernels();  // wrong_kernels.cu, compiled for the emulator
@@ -24,7 +25,7 @@ void register_wrong_cuda_kernels();  // the same, compiled by nvcc
 namespace brrr::wrong {
 
 // ---------------------------------------------------------------------------------------------
-// ex01: right math, no sum_to: where b was broadcast, its gradient has the output's shape.
+// ex03.1: right math, no sum_to: where b was broadcast, its gradient has the output's shape.
 
 Tensor div_without_sum_to(const Tensor& a, const Tensor& b) {
   Tensor out;
@@ -45,7 +46,7 @@ Tensor div_without_sum_to(const Tensor& a, const Tensor& b) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ex02: a tiled matmul; the edge tile's width is computed one short, so the last column of
+// ex04.1: a tiled matmul; the edge tile's width is computed one short, so the last column of
 // out is never written (N - j0 - 1 where N - j0 belongs).
 
 template <class T>
@@ -71,7 +72,7 @@ void matmul_wrong_tile(T* out, const T* a, const T* b, const kernels::MatmulShap
 }
 
 // ---------------------------------------------------------------------------------------------
-// ex12: an im2col that steps along W by stride_h (the options of H used for both axes): right
+// ex09.1: an im2col that steps along W by stride_h (the options of H used for both axes): right
 // whenever the two strides agree, as in every square case of the kernel lab.
 
 template <class T>
@@ -89,7 +90,7 @@ void im2col_one_stride(T* col, const T* x, const kernels::ConvShape& s) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ex03
+// ex06.1
 
 std::pair<std::uint32_t, std::uint32_t> most_frequent_pair_larger_tie(
     const std::vector<std::vector<std::uint32_t>>& words, const std::vector<std::uint64_t>& counts) {
@@ -136,7 +137,7 @@ void provide(DeviceType device, bool emulated) {
 
 void install_wrong_answers() { kernels::add_provider(&provide); }
 
-// ex13
+// ex18.1
 std::uint16_t bf16_truncated(float x) {
   const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0;

@@ -1,9 +1,9 @@
-// tests/exercises/wrong/wrong_kernels.cu: complete but wrong answers to the CUDA exercises (ex04-ex11,
+// tests/exercises/wrong/wrong_kernels.cu: complete but wrong answers to the CUDA exercises (ex12.1-ex16.2,
 // chapters 12-16), one planted mistake each; compiled twice like every .cu file (the GPU and the
 // SIMT emulator), registered as variants "wrong_<mistake>" by register_wrong_cuda_kernels().
 // test_wrong_answers.cpp grades them: each grader must fail them and say where.
 // Plain kernels on purpose: one thread per element, row or output, except where the mistake
-// lives in the tiling (ex08) or the online softmax (ex09).
+// lives in the tiling (ex14.1) or the online softmax (ex15.1).
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -23,7 +23,7 @@ __device__ inline std::int64_t global_index() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ex04: GELU forward without the cubic term: 0.5 x (1 + tanh(sqrt(2/pi) x)).
+// ex12.1: GELU forward without the cubic term: 0.5 x (1 + tanh(sqrt(2/pi) x)).
 
 __global__ void gelu_no_cubic_kernel(float* out, const float* x, std::int64_t n) {
   const std::int64_t i = global_index();
@@ -34,7 +34,7 @@ void gelu_forward_no_cubic(float* out, const float* x, std::int64_t n, Stream st
 }
 
 // ---------------------------------------------------------------------------------------------
-// ex05: GELU backward with half the product rule: d/dx [0.5 x (1 + tanh u)] taken as
+// ex12.2: GELU backward with half the product rule: d/dx [0.5 x (1 + tanh u)] taken as
 // 0.5 (1 + tanh u), the x * tanh'(u) u' term forgotten.
 
 __global__ void gelu_backward_half_kernel(float* dx, const float* dout, const float* x, std::int64_t n) {
@@ -49,7 +49,7 @@ void gelu_backward_half_product_rule(float* dx, const float* dout, const float* 
 }
 
 // ---------------------------------------------------------------------------------------------
-// ex06: LayerNorm forward with the unbiased variance (divided by C - 1, as torch.var does by
+// ex13.1: LayerNorm forward with the unbiased variance (divided by C - 1, as torch.var does by
 // default; LayerNorm divides by C). One thread per row.
 
 __global__ void layernorm_unbiased_kernel(float* out, float* mean, float* rstd, const float* x, const float* weight,
@@ -75,7 +75,7 @@ void layernorm_forward_unbiased_variance(float* out, float* mean, float* rstd, c
 }
 
 // ---------------------------------------------------------------------------------------------
-// ex07: LayerNorm backward without the mean term: dx = rstd * (g - xhat * mean(g * xhat)),
+// ex13.2: LayerNorm backward without the mean term: dx = rstd * (g - xhat * mean(g * xhat)),
 // the - mean(g) that the mean's dependence on x brings in forgotten. dweight and dbias right.
 
 __global__ void layernorm_backward_no_mean_kernel(float* dx, const float* dout, const float* x, const float* weight,
@@ -115,7 +115,7 @@ void layernorm_backward_no_mean_term(float* dx, float* dweight, float* dbias, co
 }
 
 // ---------------------------------------------------------------------------------------------
-// ex08: the shared-memory tiled matmul, one tile short: the k loop stops before the last,
+// ex14.1: the shared-memory tiled matmul, one tile short: the k loop stops before the last,
 // partial tile (k0 + kTile <= K), so K = 45 sums only k < 32.
 
 constexpr int kTile = 16;
@@ -151,7 +151,7 @@ void matmul_tile_short(float* out, const float* a, const float* b, const MatmulS
 }
 
 // ---------------------------------------------------------------------------------------------
-// ex09: flash attention whose online softmax never rescales: when a later tile of keys raises
+// ex15.1: flash attention whose online softmax never rescales: when a later tile of keys raises
 // the running max, what was summed under the old max is kept as it was. Right while T fits
 // one tile (32 keys), wrong past it. One thread per query row.
 
@@ -191,7 +191,7 @@ void attention_forward_no_rescale(float* out, float* lse, const float* q, const 
 }
 
 // ---------------------------------------------------------------------------------------------
-// ex10: fused cross-entropy whose gradient forgets dloss: dlogits = softmax - onehot, not
+// ex16.1: fused cross-entropy whose gradient forgets dloss: dlogits = softmax - onehot, not
 // dloss * (softmax - onehot) (the mean over rows is then missing). One thread per row.
 
 __global__ void cross_entropy_no_dloss_kernel(float* losses, float* dlogits, const float* logits,
@@ -224,7 +224,7 @@ void cross_entropy_fused_no_dloss(float* losses, float* dlogits, const float* lo
 }
 
 // ---------------------------------------------------------------------------------------------
-// ex11: AdamW without bias correction: m and v used as they are, though both start at 0 and
+// ex16.2: AdamW without bias correction: m and v used as they are, though both start at 0 and
 // underestimate the moments in the first steps (by 1 - beta^t).
 
 __global__ void adamw_no_bias_correction_kernel(float* param, const float* grad, float* m, float* v, std::int64_t n,
@@ -251,18 +251,18 @@ namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 
 void register_wrong_cuda_kernels() {
   constexpr DeviceType kCuda = DeviceType::CUDA;
-  add(op::gelu_forward<float>, kCuda, "wrong_no_cubic", &wrong::gelu_forward_no_cubic, -30);             // ex04
+  add(op::gelu_forward<float>, kCuda, "wrong_no_cubic", &wrong::gelu_forward_no_cubic, -30);             // ex12.1
   add(op::gelu_backward<float>, kCuda, "wrong_half_product_rule", &wrong::gelu_backward_half_product_rule,
-      -30);                                                                                                // ex05
+      -30);                                                                                                // ex12.2
   add(op::layernorm_forward<float>, kCuda, "wrong_unbiased_variance", &wrong::layernorm_forward_unbiased_variance,
-      -30);                                                                                                // ex06
+      -30);                                                                                                // ex13.1
   add(op::layernorm_backward<float>, kCuda, "wrong_no_mean_term", &wrong::layernorm_backward_no_mean_term,
-      -30);                                                                                                // ex07
-  add(op::matmul<float>, kCuda, "wrong_tile_short", &wrong::matmul_tile_short, -30);                    // ex08
-  add(op::attention_forward<float>, kCuda, "wrong_no_rescale", &wrong::attention_forward_no_rescale, -30);  // ex09
-  add(op::cross_entropy_fused<float>, kCuda, "wrong_no_dloss", &wrong::cross_entropy_fused_no_dloss, -30);  // ex10
+      -30);                                                                                                // ex13.2
+  add(op::matmul<float>, kCuda, "wrong_tile_short", &wrong::matmul_tile_short, -30);                    // ex14.1
+  add(op::attention_forward<float>, kCuda, "wrong_no_rescale", &wrong::attention_forward_no_rescale, -30);  // ex15.1
+  add(op::cross_entropy_fused<float>, kCuda, "wrong_no_dloss", &wrong::cross_entropy_fused_no_dloss, -30);  // ex16.1
   add(op::adamw_step<float>, kCuda, "wrong_no_bias_correction", &wrong::adamw_step_no_bias_correction,
-      -30);                                                                                                // ex11
+      -30);                                                                                                // ex16.2
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -1,0 +1,58 @@
+// exercises/grading.h: what the graders share, and the graders of the table (inside
+// brrr::exercises; the public side is grader.h). Read before: grader.h. Read next: the graders,
+// one file beside each stub in exercises/student/ (NAME_grader.cpp), in the course's order:
+// div_backward (ex03.1), matmul_tiled (ex04.1), bpe_merge (ex06.1), im2col (ex09.1), gelu
+// (ex12.1, ex12.2), layernorm (ex13.1, ex13.2), matmul (ex14.1), attention (ex15.1),
+// crossentropy (ex16.1), adamw (ex16.2), bf16_round (ex18.1).
+#pragma once
+#include <functional>
+#include <sstream>
+#include <string>
+
+#include "brrr/brrr.h"
+#include "exercises/grader.h"
+#include "brrr/strings.h"
+#include "lab/kernel_lab.h"
+
+namespace brrr::exercises {
+
+// A failed check: thrown inside a grader, turned into a Failing result by grade().
+struct Failure {
+  std::string message;
+};
+
+template <class... Args>
+[[noreturn]] void fail(const Args&... args) {
+  std::ostringstream m;
+  (m << ... << args);
+  throw Failure{m.str()};
+}
+
+Result result(Status status, std::string message);
+// Runs a grader: a Failure is a failing Result, a stub's "not written yet" naming exercise `id`
+// a not-started one, any other error a failing one with its message.
+Result guarded(const std::string& id, const std::function<Result()>& grader);
+// Runs f with `variant` of op selected on `device` (the CPU unless told), then puts back the
+// selection that was there before (every dtype's the op has), even if f throws.
+void with_kernel_variant(const std::string& op, const std::string& variant, const std::function<void()>& f,
+                         DeviceType device = DeviceType::CPU);
+// The median of `runs` timings of f, in seconds, after one warm-up call.
+double median_seconds(const std::function<void()>& f, int runs = 5);
+
+// The table's graders (grader.cpp's all()), each given the variant to grade: "student",
+// "solution" or, for a kernel exercise, any variant registered under its op.
+Result grade_div_backward_variant(const std::string& variant);     // ex03.1, div_backward_grader.cpp
+Result grade_matmul_tiled(const std::string& variant);             // ex04.1, matmul_tiled_grader.cpp
+Result grade_bpe_merge_variant(const std::string& variant);        // ex06.1, bpe_merge_grader.cpp
+Result grade_im2col(const std::string& variant);                   // ex09.1, im2col_grader.cpp
+Result grade_gelu_forward(const std::string& variant);             // ex12.1, gelu_grader.cpp
+Result grade_gelu_backward(const std::string& variant);            // ex12.2, gelu_grader.cpp
+Result grade_layernorm_forward(const std::string& variant);        // ex13.1, layernorm_grader.cpp
+Result grade_layernorm_backward(const std::string& variant);       // ex13.2, layernorm_grader.cpp
+Result grade_matmul_shared(const std::string& variant);            // ex14.1, matmul_grader.cpp
+Result grade_flash_attention_forward(const std::string& variant);  // ex15.1, attention_grader.cpp
+Result grade_cross_entropy_fused(const std::string& variant);      // ex16.1, crossentropy_grader.cpp
+Result grade_adamw_step(const std::string& variant);               // ex16.2, adamw_grader.cpp
+Result grade_bf16_round_variant(const std::string& variant);       // ex18.1, bf16_round_grader.cpp
+
+}  // namespace brrr::exercises
