@@ -3,6 +3,7 @@
 // Chapter 08 (training). Read before: trainer.h. The loop calls into checkpoint.cpp (saving
 // and resuming), report.cpp (what it prints and draws) and config.cpp (the settings).
 #include "train/trainer.h"
+#include "train/model_source.h"
 
 #include <unistd.h>
 
@@ -14,8 +15,10 @@
 #include <filesystem>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "brrr/brrr.h"
@@ -173,6 +176,19 @@ TrainResult train_this_rank(TrainConfig c) {
   DataOptions d;
   d.input = c.data, d.tokenizer = c.tokenizer, d.bpe_vocab_size = c.bpe_vocab_size, d.val_fraction = c.val_fraction;
   d.cache_dir = c.out_dir + "/cache";
+  // --init_from: the model's weights, shape and tokenizer (chapter 08, "Pretrained models").
+  std::optional<ModelSource> init;
+  if (!c.init_from.empty()) {
+    init = open_model(c.init_from);
+    const models::GPTConfig& m = init->model->config();
+    BRRR_CHECK(c.n_layer == m.n_layer && c.n_head == m.n_head && c.n_embd == m.n_embd && c.block_size == m.block_size,
+               "init_from: the run's shape (", c.n_layer, " layers, ", c.n_head, " heads, ", c.n_embd, " wide, context ",
+               c.block_size, ") is not ", c.init_from, "'s (", m.n_layer, ", ", m.n_head, ", ", m.n_embd, ", ", m.block_size,
+               "); TrainConfig::apply_init_from sets it");
+    BRRR_CHECK(c.bias == m.bias, "init_from: --bias ", c.bias ? "true" : "false", " contradicts ", c.init_from);
+    d.given = std::shared_ptr<const TextTokenizer>(std::move(init->tokenizer));
+    d.given_key = std::to_string(std::hash<std::string>{}(d.given->to_hf_json()));
+  }
   std::unique_ptr<TextDataset> data_owner;
   if (main_rank) data_owner = std::make_unique<TextDataset>(d);
   dist::barrier();
@@ -181,8 +197,19 @@ TrainResult train_this_rank(TrainConfig c) {
   models::GPTConfig mc;
   mc.vocab_size = data.vocab_size(), mc.block_size = c.block_size, mc.n_layer = c.n_layer, mc.n_head = c.n_head;
   mc.n_embd = c.n_embd, mc.dropout = c.dropout, mc.bias = c.bias, mc.composed = c.composed;
+  if (init) {  // a Hugging Face model's vocabulary may be larger than its tokenizer's
+    const models::GPTConfig& m = init->model->config();
+    mc.vocab_size = m.vocab_size, mc.layer_norm_eps = m.layer_norm_eps, mc.tie_head = m.tie_head;
+  }
   Generator init_gen(c.seed);
   models::GPT model(mc, init_gen);  // initialised on the CPU, so every device starts from the same weights
+  if (init) {  // the same config, so the same parameters in the same order
+    NoGradGuard no_grad;
+    const auto from = init->model->named_parameters(), to = model.named_parameters();
+    for (std::size_t i = 0; i < to.size(); ++i) Tensor(to[i].second).copy_(from[i].second);
+    init->model.reset();
+    if (main_rank) std::printf("init_from: %s\n", init->model_path.c_str());
+  }
   model.to(device);
   const std::vector<Tensor> params = model.parameters();
   const auto adamw_options = optim::AdamWOptions(c.learning_rate).betas({c.beta1, c.beta2}).weight_decay(c.weight_decay);

@@ -25,11 +25,14 @@ void GPTConfig::validate() const {
   BRRR_CHECK(n_embd > 0 && n_embd % n_head == 0, "GPT config: n_embd (", n_embd, ") must be a positive multiple of n_head (",
              n_head, ")");
   BRRR_CHECK(dropout >= 0.0 && dropout < 1.0, "GPT config: dropout must be in [0, 1), got ", dropout);
+  BRRR_CHECK(layer_norm_eps > 0.0, "GPT config: layer_norm_eps must be positive, got ", layer_norm_eps);
 }
 
 std::string GPTConfig::to_json() const {
   nlohmann::json j = {{"vocab_size", vocab_size}, {"block_size", block_size}, {"n_layer", n_layer}, {"n_head", n_head},
                       {"n_embd", n_embd},         {"dropout", dropout},       {"bias", bias},       {"composed", composed}};
+  if (layer_norm_eps != 1e-5) j["layer_norm_eps"] = layer_norm_eps;
+  if (!tie_head) j["tie_head"] = false;
   return j.dump();
 }
 
@@ -52,6 +55,8 @@ GPTConfig GPTConfig::from_json(const std::string& text) {
       else if (key == "dropout") c.dropout = value.get<double>();
       else if (key == "bias") c.bias = value.get<bool>();
       else if (key == "composed") c.composed = value.get<bool>();
+      else if (key == "layer_norm_eps") c.layer_norm_eps = value.get<double>();
+      else if (key == "tie_head") c.tie_head = value.get<bool>();
       else if (key == "fused") c.composed = !value.get<bool>();  // checkpoints from before the rename
       else detail::fail("GPT config: unknown key '", key, "'");
     } catch (const nlohmann::json::exception& e) {
@@ -69,7 +74,7 @@ std::int64_t GPTConfig::num_parameters() const {
                              + C * C + b * C                  // attn.c_proj
                              + C * 4 * C + b * 4 * C          // c_fc
                              + 4 * C * C + b * C;             // mlp.c_proj
-  return vocab_size * C + block_size * C + n_layer * block + C + b * C;
+  return vocab_size * C + block_size * C + n_layer * block + C + b * C + (tie_head ? 0 : vocab_size * C);
 }
 
 GPTConfig gpt_preset(const std::string& name) {
@@ -177,9 +182,9 @@ Tensor FeedForward::forward(const Tensor& x) {
 }
 
 Block::Block(const GPTConfig& c, Generator& gen) {
-  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.composed));
+  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.n_embd, c.layer_norm_eps, c.bias, c.composed));
   attn = register_module("attn", std::make_shared<CausalSelfAttention>(c, gen));
-  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.composed));
+  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.n_embd, c.layer_norm_eps, c.bias, c.composed));
   mlp = register_module("mlp", std::make_shared<FeedForward>(c, gen));
 }
 
@@ -204,7 +209,8 @@ GPT::GPT(const GPTConfig& c, Generator& gen) : config_(c) {
   drop_ = transformer->register_module("drop", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
   h = transformer->register_module("h", std::make_shared<nn::ModuleList>());
   for (std::int64_t l = 0; l < c.n_layer; ++l) h->push_back(std::make_shared<Block>(c, gen));
-  ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.composed));
+  ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd, c.layer_norm_eps, c.bias, c.composed));
+  if (!c.tie_head) lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.n_embd, c.vocab_size, gen, false));
 
   // GPT-2 initialisation, in parameter order so the same seed gives the same model.
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
@@ -302,7 +308,7 @@ Tensor GPT::forward_cached(const Tensor& input, KVCache& cache) {
     x = h->at<Block>(static_cast<std::size_t>(l))->forward(x, &extras);
   }
   train(was_training);
-  return ops::linear(ln_f->forward(x), wte->weight);
+  return ops::linear(ln_f->forward(x), head_weight());
 }
 
 Tensor GPT::attention_weights(const Tensor& input, std::int64_t layer, std::int64_t head) {
@@ -325,7 +331,7 @@ Tensor GPT::attention_weights(const Tensor& input, std::int64_t layer, std::int6
 }
 
 Tensor GPT::forward(const Tensor& idx) {
-  return ops::linear(hidden(idx), wte->weight);  // lm_head tied to wte: (B, T, C) @ (V, C)^T
+  return ops::linear(hidden(idx), head_weight());  // (B, T, C) @ (V, C)^T: wte's weight when tied
 }
 
 Tensor GPT::loss(const Tensor& logits, const Tensor& targets) const {

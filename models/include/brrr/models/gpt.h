@@ -30,6 +30,10 @@ struct GPTConfig {
   // The teaching versions built from primitives, whose backward autograd derives (LayerNorm,
   // GELU, attention, cross-entropy), instead of the ops with kernels of their own.
   bool composed = false;
+  // Hugging Face models may differ from GPT-2 here (chapter 08, "Pretrained models"). to_json
+  // writes these two only when they differ from the defaults, so older checkpoints read the same.
+  double layer_norm_eps = 1e-5;  // every LayerNorm's epsilon
+  bool tie_head = true;          // lm_head shares wte's weight; false: a lm_head.weight (V, C) of its own
 
   void validate() const;        // throws brrr::Error naming the bad field
   std::string to_json() const;  // {"vocab_size": 65, ...}
@@ -143,6 +147,9 @@ class GPT : public nn::Module {
   std::shared_ptr<nn::Embedding> wte, wpe;
   std::shared_ptr<nn::ModuleList> h;
   std::shared_ptr<nn::LayerNorm> ln_f;
+  std::shared_ptr<nn::Linear> lm_head;  // only when !config.tie_head (named lm_head.weight)
+  // The output projection's weight (V, C): wte's when tied, else lm_head's.
+  const Tensor& head_weight() const { return lm_head ? lm_head->weight : wte->weight; }
 
  private:
   // Positions 0 .. T-1 on idx's device: the first T of 0 .. block_size-1, made there once (not
