@@ -281,3 +281,34 @@ TEST_CASE("hf: brrr export --format hf writes a folder transformers loads, with 
   CHECK(rc == 1);
   CHECK(out.find("exists and is not an empty folder") != std::string::npos);
 }
+
+// --init_from: the model's weights, shape and tokenizer. With no steps the run's checkpoint is
+// the model (brrr eval gives transformers' loss); a shape flag that contradicts it is an error.
+TEST_CASE("hf: brrr train --init_from HF_FOLDER starts from its weights, shape and tokenizer") {
+  if (fixtures().empty()) return test::skip(std::string(BRRR_PYTHON) + " cannot import transformers (run scripts/setup.sh)");
+  TempDir tmp;
+  const nlohmann::json e = expected("untied");
+  const std::string data = (tmp.path / "text.txt").string();
+  write_file_atomic(data, e["eval_text"].get<std::string>());
+  const std::string from = fixtures() + "/untied";
+  const std::string common = " --init_from " + from + " --data " + data + " --eval_iters 1 --batch_size 2 --sample_tokens 0 ";
+  int rc = 0;
+  std::string out = cli("train" + common + "--max_iters 0 --out_dir " + (tmp.path / "zero").string(), &rc);
+  REQUIRE(rc == 0);
+  CHECK(out.find("init_from: " + from) != std::string::npos);
+  out = cli("eval --checkpoint " + (tmp.path / "zero").string() + " --data " + data, &rc);
+  REQUIRE(rc == 0);
+  double loss = 0;
+  long long predicted = 0;
+  REQUIRE(std::sscanf(out.c_str() + out.rfind("eval: "), "eval: %lld tokens predicted, loss %lf", &predicted, &loss) == 2);
+  CHECK(std::abs(loss - e["eval_loss"].get<double>()) <= 1e-5 * loss);
+  // A few steps of fine-tuning run, and sample from the result.
+  out = cli("train" + common + "--max_iters 3 --eval_interval 3 --out_dir " + (tmp.path / "ft").string(), &rc);
+  CHECK(rc == 0);
+  out = cli("sample --checkpoint " + (tmp.path / "ft").string() + " --max_new_tokens 5 --prompt x", &rc);
+  CHECK(rc == 0);
+  out = cli("train" + common + "--n_layer 3 --out_dir " + (tmp.path / "bad").string() + " 2>&1", &rc);
+  CHECK(rc == 1);
+  CHECK(out.find("--n_layer 3 contradicts --init_from " + from + ", whose n_layer is 1") != std::string::npos);
+  CHECK_FALSE(fs::exists(tmp.path / "bad"));
+}
