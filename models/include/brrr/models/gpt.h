@@ -10,6 +10,7 @@
 // load in PyTorch; the tied lm_head is not stored twice.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,14 +50,11 @@ std::vector<std::string> gpt_preset_names();
 
 struct KVCache;
 
-// What a block's attention may do besides attending: use and extend a KV cache (generation),
-// or hand out its softmax weights (attention maps). Inference only; the plain forward
-// (training) passes none.
+// Inference only (the plain forward, training, passes none): attention computed by the caller
+// from this pass's q, k, v (B, H, n, hs), instead of the causal op. The KV cache's attends over
+// the cached keys and values too (kv_cache.cpp); the attention maps' keeps the softmax weights.
 struct AttentionExtras {
-  KVCache* cache = nullptr;    // earlier positions' keys and values; this pass's are appended
-  std::int64_t layer = 0;      // which layer's entry of the cache
-  std::int64_t past = 0;       // positions already in the cache when the pass began
-  Tensor* weights = nullptr;   // if set: receives the weights (B, H, T, past + T)
+  std::function<Tensor(const Tensor& q, const Tensor& k, const Tensor& v)> attend;
 };
 
 class CausalSelfAttention : public nn::Module {
@@ -90,8 +88,8 @@ class Block : public nn::Module {
  public:
   Block(const GPTConfig& config, Generator& gen);
   Tensor forward(const Tensor& x) override;
-  // The same block, its attention doing the extras too (the KV cache and attention maps use
-  // this, so the block is written once).
+  // The same block, its attention computed by extras->attend (the KV cache and attention maps
+  // use this, so the block is written once).
   Tensor forward(const Tensor& x, const AttentionExtras* extras);
   std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
   std::shared_ptr<CausalSelfAttention> attn;
