@@ -4,6 +4,8 @@
 // twice: peak resident memory above the baseline should stay near the file size.
 //   build/bench/bench_load_checkpoint save FILE     # a GPT-2-shaped model with 9 layers (~103M)
 //   build/bench/bench_load_checkpoint load FILE     # prints baseline, peak, and the ratio
+//   build/bench/bench_load_checkpoint load-hf DIR   # the same for a Hugging Face GPT-2 folder (chapter 08,
+//                                                   # "Pretrained models"; its Conv1D weights are transposed on the way in)
 // Run `load` under /usr/bin/time -v to see the kernel's own count (Maximum resident set size).
 #include <sys/stat.h>
 
@@ -14,6 +16,7 @@
 
 #include "brrr/brrr.h"
 #include "brrr/models/checkpoint.h"
+#include "brrr/models/hf.h"
 
 using namespace brrr;
 
@@ -26,8 +29,8 @@ static long status_kb(const char* key) {  // VmRSS or VmHWM from /proc/self/stat
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (std::strcmp(argv[1], "save") && std::strcmp(argv[1], "load"))) {
-    std::fprintf(stderr, "usage: bench_load_checkpoint save|load FILE\n");
+  if (argc != 3 || (std::strcmp(argv[1], "save") && std::strcmp(argv[1], "load") && std::strcmp(argv[1], "load-hf"))) {
+    std::fprintf(stderr, "usage: bench_load_checkpoint save|load FILE, or load-hf DIR\n");
     return 2;
   }
   const std::string path = argv[2];
@@ -40,10 +43,11 @@ int main(int argc, char** argv) {
     std::printf("saved %s: %lld parameters\n", path.c_str(), static_cast<long long>(model.num_parameters()));
     return 0;
   }
+  const bool hf = !std::strcmp(argv[1], "load-hf");
   struct stat st {};
-  stat(path.c_str(), &st);
+  stat(hf ? (path + "/model.safetensors").c_str() : path.c_str(), &st);
   const long baseline = status_kb("VmRSS:");
-  auto model = models::load_model(path);
+  auto model = hf ? models::load_hf_model(path) : models::load_model(path);
   const long peak = status_kb("VmHWM:");
   const double file_mb = st.st_size / 1048576.0;
   std::printf("loaded %lld parameters from %s (%.1f MiB)\n", static_cast<long long>(model->num_parameters()), path.c_str(), file_mb);

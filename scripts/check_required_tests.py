@@ -36,6 +36,7 @@ REQUIRED = [
     (r"^tokenizer: ?tiktoken: identical ids", "tiktoken interop (the .venv's tiktoken)", lambda: True),
     (r"^models: ?the GPT matches PyTorch at other shapes", "the PyTorch reference files made now", lambda: True),
     (r"^models: ?a brrr checkpoint loads in PyTorch", "a checkpoint read by PyTorch", lambda: True),
+    (r"^models: ?hf: ", "Hugging Face GPT-2 folders made by transformers and tokenizers (the .venv's)", lambda: True),
     (r"^core: ?bfloat16 safetensors: brrr writes BF16 that PyTorch reads", "bf16 files read by PyTorch", lambda: True),
     (r"^notebook: ?", "the notebooks (cppyy, nbclient in .venv)", lambda: True),
     (r"^models: ?cnn: ", "the handwritten digits (python3-sklearn) and the CNN against PyTorch", lambda: True),
@@ -99,6 +100,8 @@ def self_test():
     everything.append("  9/9 Test  #9: core: bf16 matmul: avx512bf16 and plain agree bit for bit, and neither depends on "
                       "the thread count ..   Passed   1.0 sec")
     everything.append("  10/10 Test #10: docs ......................   Passed   120.0 sec")
+    everything.append("  11/11 Test #11: models: hf: tokenizer ids equal Hugging Face's on prose, code, Unicode and "
+                      "whitespace runs ..   Passed   1.0 sec")
     assert check(everything) == [], check(everything)
     print("self-test: a skipped, a failed and a missing required test are each reported; all passing is clean")
     return 0

@@ -6,7 +6,7 @@
 # OpenMPI (mpirun and the MPI library, for data-parallel training, chapter 19), the peers
 # the tests and benchmarks compare against (NumPy on OpenBLAS, PyTorch), and the
 # handwritten digits of the CNN chapter (python3-sklearn ships them; zlib reads the .csv.gz).
-# Python packages that Debian does not ship (tiktoken, HF tokenizers, sentencepiece) go into
+# Python packages that Debian does not ship (tiktoken, HF tokenizers and transformers, sentencepiece) go into
 # a virtual environment at .venv that also sees Debian's numpy and torch.
 # Run as root, or as a user who may sudo. Safe to run again.
 set -euo pipefail
@@ -48,11 +48,13 @@ pip_failed() {
     exit 1
   fi
 }
-pip_packages=(tiktoken tokenizers sentencepiece)
+# transformers 4.46.3 installs beside Debian 12's PyTorch (1.13) and runs GPT-2 on it (checked
+# 2026-11-26); the pretrained-model tests (chapter 08) make their Hugging Face folders with it.
+pip_packages=(tiktoken tokenizers sentencepiece transformers==4.46.3)
 if [[ ! -x $venv/bin/python3 ]]; then
   /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
-if ! "$venv/bin/python3" -c "import tiktoken, tokenizers, sentencepiece" 2>/dev/null; then
+if ! "$venv/bin/python3" -c "import tiktoken, tokenizers, sentencepiece, transformers" 2>/dev/null; then
   echo "setup: installing ${pip_packages[*]} into $venv"
   "$venv/bin/python3" -m pip install -q --disable-pip-version-check "${pip_packages[@]}" || pip_failed "${pip_packages[*]}"
 fi

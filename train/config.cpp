@@ -8,6 +8,7 @@
 #include "brrr/strings.h"
 #include "brrr/error.h"
 #include "brrr/models/gpt.h"
+#include "train/model_source.h"
 #include "train/trainer.h"
 
 namespace brrr::train {
@@ -46,7 +47,7 @@ template <class F>
 void for_each_field(TrainConfig& c, F&& f) {
   f("preset", c.preset), f("n_layer", c.n_layer), f("n_head", c.n_head), f("n_embd", c.n_embd);
   f("block_size", c.block_size), f("dropout", c.dropout), f("bias", c.bias), f("composed", c.composed);
-  f("data", c.data), f("tokenizer", c.tokenizer), f("bpe_vocab_size", c.bpe_vocab_size), f("val_fraction", c.val_fraction);
+  f("data", c.data), f("init_from", c.init_from), f("tokenizer", c.tokenizer), f("bpe_vocab_size", c.bpe_vocab_size), f("val_fraction", c.val_fraction);
   f("batch_size", c.batch_size), f("grad_accum", c.grad_accum), f("max_iters", c.max_iters);
   f("warmup_iters", c.warmup_iters), f("lr_decay_iters", c.lr_decay_iters), f("learning_rate", c.learning_rate);
   f("min_lr", c.min_lr), f("weight_decay", c.weight_decay), f("beta1", c.beta1), f("beta2", c.beta2);
@@ -98,6 +99,21 @@ void TrainConfig::apply_json(const std::string& text) {
   }
 }
 
+void TrainConfig::apply_init_from(const std::vector<std::string>& given) {
+  if (init_from.empty()) return;
+  const models::GPTConfig m = model_config_of(init_from);
+  auto take = [&](const char* key, std::int64_t& field, std::int64_t value) {
+    const bool written = std::find(given.begin(), given.end(), key) != given.end();
+    BRRR_CHECK(!written || field == value, "--", key, " ", field, " contradicts --init_from ", init_from, ", whose ", key,
+               " is ", value, " (leave it out: the model's shape is used)");
+    field = value;
+  };
+  take("n_layer", n_layer, m.n_layer);
+  take("n_head", n_head, m.n_head);
+  take("n_embd", n_embd, m.n_embd);
+  take("block_size", block_size, m.block_size);
+}
+
 namespace {
 // What each key does, for `brrr train --help`, by the group the help shows it in. A key of
 // for_each_field without a line here is an error (a test checks that every key has one).
@@ -116,6 +132,8 @@ constexpr KeyHelp kKeyHelp[] = {
     {"bias", "Model", "biases in the Linear and LayerNorm layers (GPT-2 has them)"},
     {"composed", "Model", "build LayerNorm, GELU, attention and the loss from primitives (the teaching versions)"},
     {"data", "Data", "UTF-8 text file to train on (default: ../shared/data/tinyshakespeare.txt)"},
+    {"init_from", "Model", "start from this model (a Hugging Face GPT-2 folder or a brrr checkpoint): its weights, "
+                           "shape and tokenizer; a shape setting that differs from the model's is an error"},
     {"tokenizer", "Data", "char (a token per character) or bpe (byte-level BPE trained on the data)"},
     {"bpe_vocab_size", "Data", "vocabulary of the BPE tokenizer, in tokens"},
     {"val_fraction", "Data", "fraction of the tokens held out for validation (the end of the text)"},

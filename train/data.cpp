@@ -27,7 +27,7 @@ std::string cache_stem(const DataOptions& o) {
   BRRR_CHECK(::stat(o.input.c_str(), &st) == 0, "cannot read the training text '", o.input,
              "' (point --data at a UTF-8 text file)");
   std::string key = std::filesystem::absolute(o.input).string() + "|" + std::to_string(st.st_size) + "|" +
-                    std::to_string(st.st_mtim.tv_sec) + "|" + o.tokenizer;
+                    std::to_string(st.st_mtim.tv_sec) + "|" + (o.given ? "given|" + o.given_key : o.tokenizer);
   if (o.tokenizer == "bpe") {  // two appends: "|" + to_string(...) sets off GCC 12's -Wrestrict (bug 105329)
     key += '|';
     key += std::to_string(o.bpe_vocab_size);
@@ -36,13 +36,15 @@ std::string cache_stem(const DataOptions& o) {
   for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  if (o.given) return std::filesystem::path(o.input).stem().string() + "-init-" + std::string(hex, 8);
   return std::filesystem::path(o.input).stem().string() + "-" + o.tokenizer +
          (o.tokenizer == "bpe" ? std::to_string(o.bpe_vocab_size) : "") + "-" + std::string(hex, 8);
 }
 }  // namespace
 
 TextDataset::TextDataset(const DataOptions& o) {
-  BRRR_CHECK(o.tokenizer == "char" || o.tokenizer == "bpe", "unknown tokenizer '", o.tokenizer, "' (expected char or bpe)");
+  BRRR_CHECK(o.given || o.tokenizer == "char" || o.tokenizer == "bpe", "unknown tokenizer '", o.tokenizer,
+             "' (expected char or bpe)");
   BRRR_CHECK(o.val_fraction >= 0.0 && o.val_fraction < 1.0, "val_fraction must be in [0, 1), got ", o.val_fraction);
   std::filesystem::create_directories(o.cache_dir);
   const std::string stem = o.cache_dir + "/" + cache_stem(o);
@@ -52,13 +54,14 @@ TextDataset::TextDataset(const DataOptions& o) {
     const auto start = std::chrono::steady_clock::now();
     const std::string text = read_file(o.input);
     BRRR_CHECK(!text.empty(), "the training text '", o.input, "' is empty");
-    auto tok = TextTokenizer::train(o.tokenizer, text, o.bpe_vocab_size, o.verbose);
+    std::shared_ptr<const TextTokenizer> tok = o.given;
+    if (!tok) tok = TextTokenizer::train(o.tokenizer, text, o.bpe_vocab_size, o.verbose);
     const std::vector<std::uint32_t> ids = tok->encode(text);
     tok->save(tokenizer_path_);
     tokenizer::write_token_file(token_path, ids, tok->vocab_size());
     if (o.verbose)
       std::printf("data: %s -> %zu tokens (%s tokenizer, vocab %zu) in %.1f s, cached in %s\n", o.input.c_str(),
-                  ids.size(), o.tokenizer.c_str(), tok->vocab_size(),
+                  ids.size(), o.given ? tok->kind().c_str() : o.tokenizer.c_str(), tok->vocab_size(),
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), o.cache_dir.c_str());
   }
   tokenizer_ = TextTokenizer::load(tokenizer_path_);

@@ -23,6 +23,10 @@ using tokenizer::TextTokenizer;
 struct DataOptions {
   std::string input;             // a UTF-8 text file
   std::string tokenizer = "char";  // "char" or "bpe"
+  // A ready tokenizer (brrr train --init_from: the model's own), used as it is instead of
+  // training one; given_key names it in the cache (it changes when the tokenizer does).
+  std::shared_ptr<const TextTokenizer> given;
+  std::string given_key;
   int bpe_vocab_size = 4096;
   double val_fraction = 0.1;
   std::string cache_dir = "out/cache";

@@ -28,6 +28,7 @@
 #include "train/data_parallel.h"
 #include "train/distributed.h"
 #include "train/graph_step.h"
+#include "train/model_source.h"
 #include "train/pending.h"
 #include "train/report.h"
 #include "train/step.h"
@@ -141,11 +142,30 @@ Device prepare(TrainConfig& c, int ranks) {
   return device;
 }
 
-// Rank 0 tokenizes the text and writes the cache first; the others then read it.
-std::unique_ptr<TextDataset> load_data(const TrainConfig& c, bool main_rank) {
+// --init_from (chapter 08, "Pretrained models"): the model to start from, a Hugging Face folder
+// or a brrr checkpoint, whose shape the run's must be (TrainConfig::apply_init_from sets it).
+std::optional<ModelSource> open_init(const TrainConfig& c) {
+  if (c.init_from.empty()) return std::nullopt;
+  ModelSource init = open_model(c.init_from);
+  const models::GPTConfig& m = init.model->config();
+  BRRR_CHECK(c.n_layer == m.n_layer && c.n_head == m.n_head && c.n_embd == m.n_embd && c.block_size == m.block_size,
+             "init_from: the run's shape (", c.n_layer, " layers, ", c.n_head, " heads, ", c.n_embd, " wide, context ",
+             c.block_size, ") is not ", c.init_from, "'s (", m.n_layer, ", ", m.n_head, ", ", m.n_embd, ", ", m.block_size,
+             "); TrainConfig::apply_init_from sets it");
+  BRRR_CHECK(c.bias == m.bias, "init_from: --bias ", c.bias ? "true" : "false", " contradicts ", c.init_from);
+  return init;
+}
+
+// Rank 0 tokenizes the text and writes the cache first; the others then read it. With
+// --init_from the tokenizer is the model's.
+std::unique_ptr<TextDataset> load_data(const TrainConfig& c, bool main_rank, std::optional<ModelSource>& init) {
   DataOptions d;
   d.input = c.data, d.tokenizer = c.tokenizer, d.bpe_vocab_size = c.bpe_vocab_size, d.val_fraction = c.val_fraction;
   d.cache_dir = c.out_dir + "/cache";
+  if (init) {
+    d.given = std::shared_ptr<const TextTokenizer>(std::move(init->tokenizer));
+    d.given_key = std::to_string(std::hash<std::string>{}(d.given->to_hf_json()));
+  }
   std::unique_ptr<TextDataset> data;
   if (main_rank) data = std::make_unique<TextDataset>(d);
   dist::barrier();
@@ -153,12 +173,27 @@ std::unique_ptr<TextDataset> load_data(const TrainConfig& c, bool main_rank) {
   return data;
 }
 
-models::GPTConfig model_config(const TrainConfig& c, const TextDataset& data) {
+models::GPTConfig model_config(const TrainConfig& c, const TextDataset& data, const std::optional<ModelSource>& init) {
   models::GPTConfig mc;
   mc.vocab_size = data.vocab_size(), mc.block_size = c.block_size, mc.n_layer = c.n_layer, mc.n_head = c.n_head;
   mc.n_embd = c.n_embd, mc.dropout = c.dropout, mc.bias = c.bias;
   if (c.composed) ops::select_composed();  // the registry's composed variants, for this process
+  if (init) {  // a Hugging Face model's vocabulary may be larger than its tokenizer's
+    const models::GPTConfig& m = init->model->config();
+    mc.vocab_size = m.vocab_size, mc.layer_norm_eps = m.layer_norm_eps, mc.tie_head = m.tie_head;
+  }
   return mc;
+}
+
+// --init_from: the model's weights into the run's (the same config, so the same parameters in
+// the same order); the model opened is let go.
+void copy_init_weights(models::GPT& model, std::optional<ModelSource>& init) {
+  if (!init) return;
+  NoGradGuard no_grad;
+  const auto from = init->model->named_parameters(), to = model.named_parameters();
+  for (std::size_t i = 0; i < to.size(); ++i) Tensor(to[i].second).copy_(from[i].second);
+  init->model.reset();
+  if (dist::is_main()) std::printf("init_from: %s\n", init->model_path.c_str());
 }
 
 void print_run(const TrainConfig& c, const models::GPT& model, const TextDataset& data) {
@@ -249,9 +284,11 @@ TrainResult train_this_rank(TrainConfig c) {
   const int rank = dist::rank(), ranks = dist::world_size();
   const Device device = prepare(c, ranks);
   if (dist::is_main()) fs::create_directories(c.out_dir);  // rank 0 writes the log, plots and checkpoints
-  const std::unique_ptr<TextDataset> data = load_data(c, dist::is_main());
+  std::optional<ModelSource> init = open_init(c);
+  const std::unique_ptr<TextDataset> data = load_data(c, dist::is_main(), init);
   Generator init_gen(c.seed);
-  models::GPT model(model_config(c, *data), init_gen);  // initialised on the CPU: every device starts alike
+  models::GPT model(model_config(c, *data, init), init_gen);  // initialised on the CPU: every device starts alike
+  copy_init_weights(model, init);
   model.to(device);
   const std::vector<Tensor> params = model.parameters();
   std::optional<ZeroStep> zero;

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "brrr/dtype.h"
+
 namespace brrr::train {
 
 struct TrainConfig {
@@ -27,6 +29,10 @@ struct TrainConfig {
   std::string tokenizer = "char";
   int bpe_vocab_size = 4096;
   double val_fraction = 0.1;
+  // Start from this model (a Hugging Face GPT-2 folder or a brrr checkpoint): its weights, its
+  // shape and its tokenizer (tokenizer and bpe_vocab_size are then unused). n_layer, n_head,
+  // n_embd and block_size must be the model's: apply_init_from() sets them.
+  std::string init_from;
   // optimisation (nanoGPT's names)
   std::int64_t batch_size = 12, grad_accum = 1, max_iters = 2000, warmup_iters = 100, lr_decay_iters = 2000;
   double learning_rate = 1e-3, min_lr = 1e-4, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.99, grad_clip = 1.0;
@@ -54,6 +60,10 @@ struct TrainConfig {
   static TrainConfig from_preset(const std::string& name);  // throws on an unknown name
   static std::vector<std::string> preset_names();
   void apply_json(const std::string& json);  // unknown keys are errors
+  // With init_from set: n_layer, n_head, n_embd and block_size become the model's. A key in
+  // `given` (the settings the user wrote: flags, --config keys) whose value differs is an error
+  // naming the key, the value and the model's.
+  void apply_init_from(const std::vector<std::string>& given);
   // Every key with its JSON type ("integer", "number", "bool", "string"), for the CLI.
   // Every key: its JSON type ("integer", "number", "bool", "string"), its group of the help
   // ("Model", "Data", ...) and one line of what it does, with its unit. For the CLI's help.
@@ -80,6 +90,10 @@ struct TrainResult {
   double communication_share = 0;
   std::int64_t optimizer_state_bytes = 0;
 };
+
+// --device: cpu, cuda (a GPU, or an error saying there is none), emulator (the CUDA kernels on
+// the CPU's SIMT emulator), auto (the GPU if there is one, else the CPU); prints which.
+Device resolve_device(const std::string& name);
 
 // The checkpoints (ckpt-NNNNNNNN.safetensors) in dir as (step, path), oldest first.
 std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& dir);

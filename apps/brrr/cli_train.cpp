@@ -1,4 +1,5 @@
 // apps/brrr/cli_train.cpp: `brrr train` and `brrr sample` (chapter 08).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "brrr/parallel.h"
 #include "commands.h"
 #include "brrr/tokenizer/text_tokenizer.h"
+#include "train/model_source.h"
 #include "train/trainer.h"
 
 namespace brrr::cli {
@@ -82,7 +84,17 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
   }
   train->callback([args] {
     train::TrainConfig c = train::TrainConfig::from_preset(args->preset);
-    if (!args->config_file.empty()) c.apply_json(read_file(args->config_file));
+    std::vector<std::string> given;  // the settings written by the user, which --init_from's model must agree with
+    if (!args->config_file.empty()) {
+      const std::string text = read_file(args->config_file);
+      c.apply_json(text);
+      const nlohmann::json written = nlohmann::json::parse(text);  // apply_json accepted it
+      for (const auto& [key, value] : written.items()) {
+        std::string k = key;  // "n-layer" is "n_layer", as apply_json reads it
+        std::replace(k.begin(), k.end(), '-', '_');
+        given.push_back(k);
+      }
+    }
     // Flags last: each becomes a JSON value of the key's type, so one parser checks them all.
     nlohmann::json j = nlohmann::json::object();
     std::map<std::string, std::string> types;
@@ -112,6 +124,8 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
       }
     }
     if (!j.empty()) c.apply_json(j.dump());
+    for (const auto& [key, value] : args->values) given.push_back(key);
+    c.apply_init_from(given);
     c.resume = args->resume;
     const train::TrainResult r = train::run_training(c);
     if (r.interrupted) throw CLI::RuntimeError(130);
@@ -126,11 +140,12 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
   };
   auto s = std::make_shared<SampleArgs>();
   CLI::App* sample = app.add_subcommand("sample", "Generate text from a trained checkpoint, streaming tokens as they come");
-  sample->add_option("--checkpoint", s->checkpoint, "A checkpoint file, or a training --out_dir (its newest checkpoint)")->capture_default_str();
-  sample->add_option("--tokenizer", s->tokenizer, "Tokenizer file (default: the one saved beside the checkpoint)");
+  sample->add_option("--checkpoint", s->checkpoint, "A checkpoint file, a training --out_dir (its newest checkpoint), "
+                     "or a Hugging Face GPT-2 folder (config.json, model.safetensors, tokenizer.json)")->capture_default_str();
+  sample->add_option("--tokenizer", s->tokenizer, "Tokenizer file (default: the one saved beside the checkpoint, or the folder's)");
   sample->add_option("--prompt", s->prompt, "Text to continue");
   sample->add_option("--max_new_tokens", s->options.max_new_tokens, "Tokens to generate")->check(CLI::PositiveNumber)->capture_default_str();
-  sample->add_option("--temperature", s->options.temperature, "Softmax temperature (> 0)")->check(CLI::PositiveNumber)->capture_default_str();
+  sample->add_option("--temperature", s->options.temperature, "Softmax temperature (0: greedy, the most likely token each step)")->check(CLI::NonNegativeNumber)->capture_default_str();
   sample->add_option("--top_k", s->options.top_k, "Keep the k most likely tokens (0: all)")->check(CLI::NonNegativeNumber)->capture_default_str();
   sample->add_option("--top_p", s->options.top_p, "Keep the most likely tokens up to this probability")->check(CLI::Range(1e-9, 1.0))->capture_default_str();
   sample->add_option("--seed", s->options.seed, "Random seed")->capture_default_str();
@@ -142,22 +157,9 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
   sample->add_flag("--stats", s->stats, "Print tokens per second at the end");
   sample->callback([s] {
     // The checkpoint first: a missing or damaged one is the real problem, whatever else is missing.
-    std::string path = s->checkpoint;
-    BRRR_CHECK(fs::exists(path), "no checkpoint at '", path,
-               "' (a checkpoint file, or the --out_dir of a training run)");
-    if (fs::is_directory(path)) {
-      const auto found = train::list_checkpoints(path);
-      BRRR_CHECK(!found.empty(), "no checkpoint (ckpt-*.safetensors) in '", path,
-                 "'; train first with brrr train --out_dir ", path);
-      path = found.back().second;
-    }
-    auto model = models::load_model(path);  // a damaged file: the safetensors reader says what is wrong
-    const std::string tok_path = s->tokenizer.empty() ? (fs::path(path).parent_path() / "tokenizer").string() : s->tokenizer;
-    BRRR_CHECK(fs::exists(tok_path), "no tokenizer at '", tok_path,
-               "' (the training run saves one beside its checkpoints; or pass --tokenizer FILE)");
-    auto tokenizer = tokenizer::TextTokenizer::load(tok_path);
-    BRRR_CHECK(static_cast<std::int64_t>(tokenizer->vocab_size()) == model->config().vocab_size, "the tokenizer '", tok_path,
-               "' has ", tokenizer->vocab_size(), " tokens but the model's vocabulary is ", model->config().vocab_size);
+    const train::ModelSource source = train::open_model(s->checkpoint, s->tokenizer);
+    auto& model = source.model;
+    auto& tokenizer = source.tokenizer;
     s->options.kv_cache = !s->no_cache;
     s->options.kv_cache_int8 = s->kv_cache == "int8";
     BRRR_CHECK(!(s->no_cache && s->options.kv_cache_int8), "--kv_cache int8 and --no_kv_cache contradict each other");

@@ -169,6 +169,8 @@ int main(int argc, char** argv) {
   brrr::cli::add_tokenizer_commands(app);
   brrr::cli::add_verify_commands(app);
   brrr::cli::add_train_commands(app, brrr::cli::preset_in(argc, argv));
+  brrr::cli::add_eval_commands(app);
+  brrr::cli::add_export_commands(app);
   brrr::cli::add_kernel_lab_commands(app);
   brrr::cli::add_exercise_commands(app);
   const std::vector<std::string> args = spelled_as_defined(app, argc, argv);

@@ -191,31 +191,52 @@ Tensor File::tensor(const std::string& name) const {
   return Tensor(std::move(impl));
 }
 
-void File::copy_into(const std::string& name, const Tensor& dst) const {
+void File::copy_into(const std::string& name, const Tensor& dst, bool transposed) const {
   const TensorInfo& t = info(name);
-  BRRR_CHECK(dst.defined() && dst.shape() == t.shape, path_, ": tensor '", name, "' has shape ", shape_str(t.shape),
-             ", expected ", dst.defined() ? shape_str(dst.shape()) : std::string("(undefined)"));
+  BRRR_CHECK(!transposed || t.shape.size() == 2, path_, ": tensor '", name, "' has shape ", shape_str(t.shape),
+             ", expected a matrix");
+  const Shape want = transposed && dst.defined() && dst.dim() == 2 ? Shape{dst.size(1), dst.size(0)}
+                                                                  : (dst.defined() ? dst.shape() : Shape{});
+  BRRR_CHECK(dst.defined() && t.shape == want, path_, ": tensor '", name, "' has shape ", shape_str(t.shape),
+             ", expected ", dst.defined() ? shape_str(want) : std::string("(undefined)"));
   NoGradGuard no_grad;
-  const char* src = static_cast<const char*>(mapping_->data) + header_.data_start + t.begin;
-  if (dst.dtype() == t.dtype && dst.device().is_cpu() && dst.is_contiguous()) {
+  char* src = static_cast<char*>(mapping_->data) + header_.data_start + t.begin;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  // Lets the kernel drop the file pages of src[done, done + n) (unless a view may still read them).
+  auto release = [&](std::size_t done, std::size_t n) {
+    if (views_handed_out_) return;
+    const auto first = (reinterpret_cast<std::uintptr_t>(src + done) + page - 1) / page * page;
+    const auto last = (reinterpret_cast<std::uintptr_t>(src + done + n)) / page * page;
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  };
+  const std::size_t nbytes = static_cast<std::size_t>(t.end - t.begin);
+  if (!transposed && dst.dtype() == t.dtype && dst.device().is_cpu() && dst.is_contiguous()) {
     // Chunk by chunk, so at most one chunk of file pages is resident beside the weights.
     constexpr std::size_t kChunk = 8u << 20;
-    const long page = ::sysconf(_SC_PAGESIZE);
     char* out = static_cast<char*>(dst.raw_data());
-    for (std::size_t done = 0; done < t.end - t.begin; done += kChunk) {
-      const std::size_t n = std::min(kChunk, static_cast<std::size_t>(t.end - t.begin) - done);
+    for (std::size_t done = 0; done < nbytes; done += kChunk) {
+      const std::size_t n = std::min(kChunk, nbytes - done);
       std::memcpy(out + done, src + done, n);
-      if (!views_handed_out_) {
-        const auto first = (reinterpret_cast<std::uintptr_t>(src + done) + page - 1) / page * page;
-        const auto last = (reinterpret_cast<std::uintptr_t>(src + done + n)) / page * page;
-        if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
-      }
+      release(done, n);
     }
     return;
   }
-  Tensor src_tensor = tensor(name);
+  Tensor source;
+  if (reinterpret_cast<std::uintptr_t>(src) % dtype_size(t.dtype) == 0) {
+    // A view over the mapping that lives only in this call, so the pages may be dropped after.
+    auto impl = std::make_shared<TensorImpl>();
+    impl->shape = t.shape;
+    impl->strides = contiguous_strides(t.shape);
+    impl->dtype = t.dtype;
+    impl->storage = Storage::wrap(src, nbytes, kCPU, [keep = mapping_](void*) {});
+    source = Tensor(std::move(impl));
+  } else {
+    source = tensor(name);  // misaligned: an aligned copy
+  }
   Tensor target = dst;
-  target.copy_(src_tensor);
+  target.copy_(transposed ? source.transpose(0, 1) : source);
+  source = Tensor();
+  release(0, nbytes);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ namespace brrr::models {
 
 std::uint32_t sample_token(const std::vector<float>& logits, const GenerateOptions& o, Generator& gen) {
   BRRR_CHECK(!logits.empty(), "sample_token: no logits");
-  BRRR_CHECK(o.temperature > 0.0, "generate: temperature must be positive, got ", o.temperature);
+  BRRR_CHECK(o.temperature >= 0.0, "generate: temperature must be 0 (greedy) or positive, got ", o.temperature);
+  if (o.temperature == 0.0)  // greedy: the most likely token, the lowest id on a tie (as torch.argmax)
+    return static_cast<std::uint32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   BRRR_CHECK(o.top_p > 0.0 && o.top_p <= 1.0, "generate: top_p must be in (0, 1], got ", o.top_p);
   BRRR_CHECK(o.top_k >= 0, "generate: top_k must be 0 (no limit) or positive, got ", o.top_k);
   // Tokens by descending logit (ties by id, so the order is deterministic).

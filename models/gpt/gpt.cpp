@@ -9,6 +9,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
+#include "attend.h"
 #include "brrr/autograd.h"
 #include "brrr/ops.h"
 
@@ -25,11 +26,14 @@ void GPTConfig::validate() const {
   BRRR_CHECK(n_embd > 0 && n_embd % n_head == 0, "GPT config: n_embd (", n_embd, ") must be a positive multiple of n_head (",
              n_head, ")");
   BRRR_CHECK(dropout >= 0.0 && dropout < 1.0, "GPT config: dropout must be in [0, 1), got ", dropout);
+  BRRR_CHECK(layer_norm_eps > 0.0, "GPT config: layer_norm_eps must be positive, got ", layer_norm_eps);
 }
 
 std::string GPTConfig::to_json() const {
   nlohmann::json j = {{"vocab_size", vocab_size}, {"block_size", block_size}, {"n_layer", n_layer}, {"n_head", n_head},
                       {"n_embd", n_embd},         {"dropout", dropout},       {"bias", bias}};
+  if (layer_norm_eps != 1e-5) j["layer_norm_eps"] = layer_norm_eps;
+  if (!tie_head) j["tie_head"] = false;
   return j.dump();
 }
 
@@ -55,6 +59,8 @@ GPTConfig GPTConfig::from_json(const std::string& text) {
       else if (key == "composed" || key == "fused") {
         if (value.get<bool>() == (key == "composed")) ops::select_composed();
       }
+      else if (key == "layer_norm_eps") c.layer_norm_eps = value.get<double>();
+      else if (key == "tie_head") c.tie_head = value.get<bool>();
       else detail::fail("GPT config: unknown key '", key, "'");
     } catch (const nlohmann::json::exception& e) {
       detail::fail("GPT config: key '", key, "' has the wrong type: ", e.what());
@@ -71,7 +77,7 @@ std::int64_t GPTConfig::num_parameters() const {
                              + C * C + b * C                  // attn.c_proj
                              + C * 4 * C + b * 4 * C          // c_fc
                              + 4 * C * C + b * C;             // mlp.c_proj
-  return vocab_size * C + block_size * C + n_layer * block + C + b * C;
+  return vocab_size * C + block_size * C + n_layer * block + C + b * C + (tie_head ? 0 : vocab_size * C);
 }
 
 GPTConfig gpt_preset(const std::string& name) {
@@ -113,10 +119,8 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen) : n
   resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
 }
 
-namespace {
-// Attention of n new queries (B, H, n, hs) over all keys and values so far (B, H, t0 + n, hs):
-// query i sits at position t0 + i and may see keys 0 .. t0 + i.
-Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t t0, Tensor* weights = nullptr) {
+// attend.h: n new queries over all keys and values so far (the KV cache and attention maps).
+Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t t0, Tensor* weights) {
   const std::int64_t n = q.size(2), t = k.size(2), hs = q.size(3);
   Tensor scores = ops::mul(ops::matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(hs)));
   if (t0 + n > 1 && n > 1) {  // one new query sees every key: no mask needed (the common case)
@@ -130,7 +134,6 @@ Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t t0
   if (weights) *weights = att;
   return ops::matmul(att, v);
 }
-}  // namespace
 
 Tensor CausalSelfAttention::forward(const Tensor& x) { return forward(x, nullptr); }
 
@@ -140,23 +143,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const AttentionExtras* extr
   // Split into q, k, v and move the heads next to the batch: (B, T, C) -> (B, H, T, hs).
   auto heads = [&](int i) { return qkv.narrow(2, i * C, C).view({B, T, n_head_, hs}).transpose(1, 2); };
   Tensor y;
-  if (extras) {  // inference: new queries over the cached keys and values too, or the weights
-    const Tensor q = heads(0).contiguous(), k = heads(1).contiguous(), v = heads(2).contiguous();
-    Tensor keys = k, values = v;
-    if (KVCache* cache = extras->cache; cache && cache->int8) {
-      auto& qk = cache->qkeys[static_cast<std::size_t>(extras->layer)];
-      auto& qv = cache->qvalues[static_cast<std::size_t>(extras->layer)];
-      if (extras->past == 0) qk = {}, qv = {};
-      qk.append(k), qv.append(v);  // this pass's keys too: attention sees what the cache holds
-      keys = qk.dequantize(k.device()), values = qv.dequantize(v.device());
-    } else if (cache) {
-      auto& ck = cache->keys[static_cast<std::size_t>(extras->layer)];
-      auto& cv = cache->values[static_cast<std::size_t>(extras->layer)];
-      ck = extras->past == 0 ? k : ops::cat({ck, k}, 2);
-      cv = extras->past == 0 ? v : ops::cat({cv, v}, 2);
-      keys = ck, values = cv;
-    }
-    y = attend(q, keys, values, extras->past, extras->weights);
+  if (extras) {  // inference: the caller's attention (the KV cache's, kv_cache.cpp; or the weights too)
+    y = extras->attend(heads(0).contiguous(), heads(1).contiguous(), heads(2).contiguous());
   } else {
     const Tensor q = heads(0), k = heads(1), v = heads(2);
     const double p = attn_dropout->is_training() ? attn_dropout->p : 0.0;
@@ -180,9 +168,9 @@ Tensor FeedForward::forward(const Tensor& x) {
 }
 
 Block::Block(const GPTConfig& c, Generator& gen) {
-  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias));
+  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.n_embd, c.layer_norm_eps, c.bias));
   attn = register_module("attn", std::make_shared<CausalSelfAttention>(c, gen));
-  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias));
+  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.n_embd, c.layer_norm_eps, c.bias));
   mlp = register_module("mlp", std::make_shared<FeedForward>(c, gen));
 }
 
@@ -204,7 +192,8 @@ GPT::GPT(const GPTConfig& c, Generator& gen) : config_(c) {
   drop_ = transformer->register_module("drop", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
   h = transformer->register_module("h", std::make_shared<nn::ModuleList>());
   for (std::int64_t l = 0; l < c.n_layer; ++l) h->push_back(std::make_shared<Block>(c, gen));
-  ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias));
+  ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd, c.layer_norm_eps, c.bias));
+  if (!c.tie_head) lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.n_embd, c.vocab_size, gen, false));
 
   // GPT-2 initialisation, in parameter order so the same seed gives the same model.
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
@@ -237,74 +226,6 @@ Tensor GPT::hidden(const Tensor& input) {
 }
 
 
-// ---------------------------------------------------------------------------------------------
-// the int8 KV cache (chapter 18)
-
-void QuantizedKV::append(const Tensor& x) {
-  BRRR_CHECK(x.dim() == 4 && x.dtype() == kFloat32, "KV cache: expected float32 keys or values (B, H, n, hs), got ",
-             shape_str(x.shape()), " ", dtype_name(x.dtype()));
-  const std::int64_t b = x.size(0), h = x.size(1), n = x.size(2), d = x.size(3);
-  if (t == 0) B = b, H = h, hs = d;
-  BRRR_CHECK(b == B && h == H && d == hs, "KV cache: keys of shape ", shape_str(x.shape()), " do not continue (", B,
-             ", ", H, ", t, ", hs, ")");
-  const std::vector<float> v = x.to_vector<float>();  // (B, H, n, hs)
-  for (std::int64_t p = 0; p < n; ++p)
-    for (std::int64_t i = 0; i < B * H; ++i) {  // one row: head i % H of batch i / H, position t + p
-      const float* row = v.data() + (i * n + p) * hs;
-      float largest = 0.0f;
-      for (std::int64_t j = 0; j < hs; ++j) largest = std::max(largest, std::abs(row[j]));
-      const float s = largest / 127.0f;
-      scale.push_back(s);
-      for (std::int64_t j = 0; j < hs; ++j)
-        q.push_back(static_cast<std::int8_t>(s == 0.0f ? 0.0f : std::nearbyint(row[j] / s)));
-    }
-  t += n;
-}
-
-Tensor QuantizedKV::dequantize(Device device) const {
-  std::vector<float> out(static_cast<std::size_t>(B * H * t * hs));
-  for (std::int64_t p = 0; p < t; ++p)
-    for (std::int64_t i = 0; i < B * H; ++i) {
-      const float s = scale[p * B * H + i];
-      const std::int8_t* row = q.data() + (p * B * H + i) * hs;
-      float* dst = out.data() + (i * t + p) * hs;
-      for (std::int64_t j = 0; j < hs; ++j) dst[j] = static_cast<float>(row[j]) * s;
-    }
-  return from_vector(out, {B, H, t, hs}).to(device);
-}
-
-std::int64_t KVCache::bytes() const {
-  std::int64_t total = 0;
-  for (const auto* list : {&keys, &values})
-    for (const Tensor& k : *list)
-      if (k.defined()) total += k.numel() * static_cast<std::int64_t>(dtype_size(k.dtype()));
-  for (const auto* list : {&qkeys, &qvalues})
-    for (const QuantizedKV& k : *list) total += k.bytes();
-  return total;
-}
-
-Tensor GPT::forward_cached(const Tensor& input, KVCache& cache) {
-  NoGradGuard no_grad;
-  const Tensor idx = input.to(wte->weight.device());
-  BRRR_CHECK(idx.dim() == 2, "GPT::forward_cached: idx must be (B, n), got ", shape_str(idx.shape()));
-  const std::int64_t n = idx.size(1), t0 = cache.length();
-  BRRR_CHECK(t0 + n <= config_.block_size, "GPT::forward_cached: ", t0, " cached + ", n, " new positions exceed block_size ",
-             config_.block_size);
-  if (cache.keys.empty()) cache.keys.resize(config_.n_layer), cache.values.resize(config_.n_layer);
-  if (cache.qkeys.empty()) cache.qkeys.resize(config_.n_layer), cache.qvalues.resize(config_.n_layer);
-  const bool was_training = is_training();
-  eval();  // inference: no dropout
-  const Tensor pos = arange(static_cast<double>(t0), static_cast<double>(t0 + n), 1.0,
-                            TensorOptions().dtype(kInt64).device(idx.device()));
-  Tensor x = wte->forward(idx) + wpe->forward(pos);
-  for (std::int64_t l = 0; l < config_.n_layer; ++l) {
-    const AttentionExtras extras{&cache, l, t0, nullptr};
-    x = h->at<Block>(static_cast<std::size_t>(l))->forward(x, &extras);
-  }
-  train(was_training);
-  return ops::linear(ln_f->forward(x), wte->weight);
-}
-
 Tensor GPT::attention_weights(const Tensor& input, std::int64_t layer, std::int64_t head) {
   NoGradGuard no_grad;
   const Tensor idx = input.to(wte->weight.device());
@@ -318,14 +239,14 @@ Tensor GPT::attention_weights(const Tensor& input, std::int64_t layer, std::int6
   Tensor x = wte->forward(idx) + wpe->forward(pos);
   Tensor weights;
   for (std::int64_t l = 0; l < layer; ++l) x = h->at<Block>(static_cast<std::size_t>(l))->forward(x);
-  const AttentionExtras extras{nullptr, layer, 0, &weights};
+  const AttentionExtras extras{[&](const Tensor& q, const Tensor& k, const Tensor& v) { return attend(q, k, v, 0, &weights); }};
   h->at<Block>(static_cast<std::size_t>(layer))->forward(x, &extras);
   train(was_training);
   return weights.select(0, 0).select(0, head);  // (T, T)
 }
 
 Tensor GPT::forward(const Tensor& idx) {
-  return ops::linear(hidden(idx), wte->weight);  // lm_head tied to wte: (B, T, C) @ (V, C)^T
+  return ops::linear(hidden(idx), head_weight());  // (B, T, C) @ (V, C)^T: wte's weight when tied
 }
 
 Tensor GPT::loss(const Tensor& logits, const Tensor& targets) const {

@@ -194,8 +194,11 @@ TEST_CASE("sampling: temperature, top-k and top-p, seeded") {
   seen.clear();
   for (int i = 0; i < 400; ++i) seen.insert(models::sample_token(logits, o, g));
   CHECK(seen.size() == 4);  // a hot temperature reaches every token
-  o.temperature = 0.0;
-  CHECK_THROWS_WITH_AS(models::sample_token(logits, o, g), doctest::Contains("temperature must be positive"), Error);
+  o.temperature = 0.0;  // greedy: the largest logit, whatever top_k and top_p say
+  for (int i = 0; i < 20; ++i) CHECK(models::sample_token(logits, o, g) == 1);
+  o.temperature = -1.0;
+  CHECK_THROWS_WITH_AS(models::sample_token(logits, o, g), doctest::Contains("temperature must be 0 (greedy) or positive"), Error);
+  o.temperature = 100.0;
   // generation with and without the cache agrees for the same seed
   Generator mg(2);
   models::GPTConfig mc = models::gpt_preset("cpu-tiny");

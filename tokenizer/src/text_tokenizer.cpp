@@ -9,6 +9,7 @@
 #include "brrr/error.h"
 #include "brrr/tokenizer/bpe.h"
 #include "brrr/tokenizer/char_tokenizer.h"
+#include "brrr/tokenizer/hf_tokenizer.h"
 
 namespace brrr::tokenizer {
 
@@ -22,6 +23,7 @@ class CharText final : public TextTokenizer {
   std::size_t vocab_size() const override { return t_.vocab_size(); }
   std::string kind() const override { return "char"; }
   void save(const std::string& path) const override { t_.save(path); }
+  std::string to_hf_json() const override { return hf_tokenizer_json(t_); }
 
  private:
   CharTokenizer t_;
@@ -35,6 +37,7 @@ class BpeText final : public TextTokenizer {
   std::size_t vocab_size() const override { return t_.vocab_size(); }
   std::string kind() const override { return "bpe"; }
   void save(const std::string& path) const override { t_.save(path); }
+  std::string to_hf_json() const override { return hf_tokenizer_json(t_); }
 
  private:
   Bpe t_;
@@ -72,6 +75,7 @@ std::unique_ptr<TextTokenizer> TextTokenizer::load(const std::string& path) {
   std::getline(in, first);
   if (first.rfind("brrr-char", 0) == 0) return std::make_unique<CharText>(CharTokenizer::load(path));
   if (first.rfind("brrr-bpe", 0) == 0) return std::make_unique<BpeText>(Bpe::load(path));
+  if (first.rfind("{", 0) == 0) return HfTokenizer::from_tokenizer_json(path);  // Hugging Face's tokenizer.json
   detail::fail("'", path, "' is not a brrr tokenizer file (first line '", first, "')");
 }
 

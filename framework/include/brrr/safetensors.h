@@ -56,7 +56,9 @@ class File {
   Tensor tensor(const std::string& name) const;
   // Copies a tensor straight into dst (same shape; dtype converted if it differs), then lets
   // the kernel drop the file pages it read, so loading a model never holds the weights twice.
-  void copy_into(const std::string& name, const Tensor& dst) const;
+  // transposed: the file holds dst's transpose, a 2-D (in, out) matrix such as a Hugging Face
+  // Conv1D weight, and dst (out, in) receives it turned back.
+  void copy_into(const std::string& name, const Tensor& dst, bool transposed = false) const;
 
  private:
   struct Mapping;

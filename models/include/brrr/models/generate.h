@@ -1,7 +1,9 @@
 // brrr/models/generate.h: sampling text from a GPT, token by token.
 // Chapter 08 (training: sampling). Read before: brrr/models/gpt.h (KVCache).
 //
-// Each step turns the last position's logits into probabilities (softmax(logits / temperature)),
+// Temperature 0 is greedy decoding: each step takes the most likely token (the lowest id on a
+// tie, as torch.argmax and transformers' generate(do_sample=False)). Otherwise
+// each step turns the last position's logits into probabilities (softmax(logits / temperature)),
 // keeps the top_k most likely tokens and then the smallest set whose probability reaches top_p,
 // and draws one from a seeded Generator. With the KV cache each new token costs one position
 // of work; without it the whole context is recomputed every step (nanoGPT's way).
@@ -16,7 +18,7 @@ namespace brrr::models {
 
 struct GenerateOptions {
   std::int64_t max_new_tokens = 256;
-  double temperature = 0.8;
+  double temperature = 0.8;  // 0: greedy
   std::int64_t top_k = 0;  // 0: no limit
   double top_p = 1.0;      // 1: no nucleus cut
   std::uint64_t seed = 1337;

@@ -10,6 +10,7 @@
 // load in PyTorch; the tied lm_head is not stored twice.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ struct GPTConfig {
   // Which implementation of LayerNorm, GELU, attention and the loss runs (their kernels, or
   // the teaching versions built from primitives) is not the model's: the registry picks
   // (ops::select_composed(), BRRR_KERNELS='*=composed').
+  // Hugging Face models may differ from GPT-2 here (chapter 08, "Pretrained models"). to_json
+  // writes these two only when they differ from the defaults, so older checkpoints read the same.
+  double layer_norm_eps = 1e-5;  // every LayerNorm's epsilon
+  bool tie_head = true;          // lm_head shares wte's weight; false: a lm_head.weight (V, C) of its own
 
   void validate() const;        // throws brrr::Error naming the bad field
   std::string to_json() const;  // {"vocab_size": 65, ...}
@@ -48,14 +53,11 @@ std::vector<std::string> gpt_preset_names();
 
 struct KVCache;
 
-// What a block's attention may do besides attending: use and extend a KV cache (generation),
-// or hand out its softmax weights (attention maps). Inference only; the plain forward
-// (training) passes none.
+// Inference only (the plain forward, training, passes none): attention computed by the caller
+// from this pass's q, k, v (B, H, n, hs), instead of the causal op. The KV cache's attends over
+// the cached keys and values too (kv_cache.cpp); the attention maps' keeps the softmax weights.
 struct AttentionExtras {
-  KVCache* cache = nullptr;    // earlier positions' keys and values; this pass's are appended
-  std::int64_t layer = 0;      // which layer's entry of the cache
-  std::int64_t past = 0;       // positions already in the cache when the pass began
-  Tensor* weights = nullptr;   // if set: receives the weights (B, H, T, past + T)
+  std::function<Tensor(const Tensor& q, const Tensor& k, const Tensor& v)> attend;
 };
 
 class CausalSelfAttention : public nn::Module {
@@ -85,8 +87,8 @@ class Block : public nn::Module {
  public:
   Block(const GPTConfig& config, Generator& gen);
   Tensor forward(const Tensor& x) override;
-  // The same block, its attention doing the extras too (the KV cache and attention maps use
-  // this, so the block is written once).
+  // The same block, its attention computed by extras->attend (the KV cache and attention maps
+  // use this, so the block is written once).
   Tensor forward(const Tensor& x, const AttentionExtras* extras);
   std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
   std::shared_ptr<CausalSelfAttention> attn;
@@ -142,6 +144,9 @@ class GPT : public nn::Module {
   std::shared_ptr<nn::Embedding> wte, wpe;
   std::shared_ptr<nn::ModuleList> h;
   std::shared_ptr<nn::LayerNorm> ln_f;
+  std::shared_ptr<nn::Linear> lm_head;  // only when !config.tie_head (named lm_head.weight)
+  // The output projection's weight (V, C): wte's when tied, else lm_head's.
+  const Tensor& head_weight() const { return lm_head ? lm_head->weight : wte->weight; }
 
  private:
   // Positions 0 .. T-1 on idx's device: the first T of 0 .. block_size-1, made there once (not

@@ -17,12 +17,14 @@ class TextTokenizer {
   virtual std::vector<std::uint32_t> encode(std::string_view text) const = 0;
   virtual std::string decode(std::span<const std::uint32_t> ids) const = 0;
   virtual std::size_t vocab_size() const = 0;
-  virtual std::string kind() const = 0;  // "char" or "bpe"
+  virtual std::string kind() const = 0;  // "char", "bpe" or "hf" (Hugging Face's tokenizer.json, hf_tokenizer.h)
   virtual void save(const std::string& path) const = 0;
+  // The same tokenizer as Hugging Face's tokenizer.json (hf_tokenizer.h), for brrr export.
+  virtual std::string to_hf_json() const = 0;
 
   // "char": the characters of text; "bpe": byte-level BPE trained on text to vocab_size.
   static std::unique_ptr<TextTokenizer> train(const std::string& kind, std::string_view text, int vocab_size, bool verbose);
-  // Loads either kind, telling them apart by the file's first line.
+  // Loads any kind, telling them apart by the file's first line ("{": a tokenizer.json).
   static std::unique_ptr<TextTokenizer> load(const std::string& path);
 };
 

@@ -1,0 +1,57 @@
+// train/evaluate.cpp: the mean next-token loss over consecutive windows of a text.
+// Chapter 08 (training: "Pretrained models"). Read before: train/evaluate.h.
+#include "train/evaluate.h"
+
+#include <cmath>
+
+#include "brrr/autograd.h"
+#include "brrr/error.h"
+#include "brrr/ops.h"
+
+namespace brrr::train {
+
+EvalResult evaluate_tokens(models::GPT& model, const std::vector<std::uint32_t>& tokens, std::int64_t batch_size,
+                           const std::function<void(std::int64_t, std::int64_t)>& progress) {
+  const std::int64_t n = static_cast<std::int64_t>(tokens.size()), B = model.config().block_size;
+  BRRR_CHECK(n >= 2, "eval: the text has ", n, " token", n == 1 ? "" : "s", "; at least 2 are needed to predict one");
+  BRRR_CHECK(batch_size >= 1, "eval: batch_size must be positive, got ", batch_size);
+  for (std::uint32_t t : tokens)
+    BRRR_CHECK(t < model.config().vocab_size, "eval: token ", t, " is outside the model's vocabulary (",
+               model.config().vocab_size, ")");
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  const std::int64_t total = n - 1;
+  double sum = 0;  // of the per-token losses, in double: 1e6 tokens of float sums would drift
+  // Windows start at 0, B, 2B, ...; a window starting at s predicts t[s+1 .. s+len].
+  std::vector<std::int64_t> x, y;
+  std::int64_t rows = 0, len = 0;
+  auto flush = [&] {
+    if (rows == 0) return;
+    const Tensor logits = model.forward(from_vector(x, {rows, len}, kInt64));
+    const Tensor loss = model.loss(logits, from_vector(y, {rows, len}, kInt64));
+    sum += loss.item() * static_cast<double>(rows * len);
+    x.clear(), y.clear(), rows = 0;
+  };
+  std::int64_t done = 0;
+  for (std::int64_t s = 0; s < total; s += B) {
+    const std::int64_t l = std::min(B, total - s);
+    if (rows > 0 && l != len) flush();  // the shorter last window goes alone
+    len = l;
+    for (std::int64_t i = 0; i < l; ++i) x.push_back(tokens[s + i]), y.push_back(tokens[s + i + 1]);
+    ++rows;
+    done += l;
+    if (rows == batch_size || done == total) {
+      flush();
+      if (progress) progress(done, total);
+    }
+  }
+  model.train(was_training);
+  EvalResult r;
+  r.predicted = total;
+  r.loss = sum / static_cast<double>(total);
+  r.perplexity = std::exp(r.loss);
+  return r;
+}
+
+}  // namespace brrr::train

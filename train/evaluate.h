@@ -1,0 +1,29 @@
+// train/evaluate.h: a model's loss and perplexity on a whole text (brrr eval).
+// Chapter 08 (training: "Pretrained models"). Read before: brrr/models/gpt.h (GPT::loss).
+//
+// The definition (brrr eval --help and the chapter say the same): the text's tokens t0..tN-1 are
+// cut into consecutive windows of the model's context length; each window is fed from a fresh
+// start and predicts its next tokens (window k feeds t[kB .. kB+B-1] and predicts t[kB+1 .. kB+B];
+// the last window may be shorter), so every token but the first is predicted exactly once.
+// The loss is the mean over those N - 1 predictions, in nats per token; perplexity is e^loss.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "brrr/models/gpt.h"
+
+namespace brrr::train {
+
+struct EvalResult {
+  std::int64_t predicted = 0;  // N - 1
+  double loss = 0;             // nats per token
+  double perplexity = 0;       // exp(loss)
+};
+
+// batch_size full windows go through the model at a time; progress(done, total) is called
+// after each batch with the predictions made so far.
+EvalResult evaluate_tokens(models::GPT& model, const std::vector<std::uint32_t>& tokens, std::int64_t batch_size = 8,
+                           const std::function<void(std::int64_t, std::int64_t)>& progress = {});
+
+}  // namespace brrr::train
