@@ -542,9 +542,8 @@ Case middle(Case c) {  // (outer, R, inner): a bias gradient, the sum over all 6
   return c;
 }
 
-}  // namespace
-
-std::vector<Case> reduction_cases() {
+// Sums over a dim, softmax and log-softmax, cross-entropy's kernels.
+std::vector<Case> sum_softmax_cases() {
   return {
       middle({.name = "sum_dim", .what = "out (outer, inner) = in (outer, R, inner) summed over R",
               .tolerance = 1e-4,
@@ -648,6 +647,12 @@ std::vector<Case> reduction_cases() {
              .call = call(op::cross_entropy_fused<float>, &call_cross_entropy_fused<float>,
                           op::cross_entropy_fused<double>, &call_cross_entropy_fused<double>),
              .grads = {{.output = "dlogits", .input = "logits"}}, .loss = &cross_entropy_fused_loss}),
+  };
+}
+
+// LayerNorm's kernels, then the ops whose variants are kernels or composed.
+std::vector<Case> layernorm_and_op_cases() {
+  return {
       rows({.name = "layernorm_forward", .what = "out (N, C) = (x - mean) * rstd * weight (C) + bias (C); mean, rstd (N)",
             .tolerance = 1e-4,
             // read x, write out, read weight and bias, write mean and rstd
@@ -704,6 +709,14 @@ std::vector<Case> reduction_cases() {
                           ops::variants::cross_entropy<double>, &call_cross_entropy),
              .gradcheck = &cross_entropy_gradcheck}),
   };
+}
+
+}  // namespace
+
+std::vector<Case> reduction_cases() {
+  std::vector<Case> all = sum_softmax_cases();
+  for (Case& c : layernorm_and_op_cases()) all.push_back(std::move(c));
+  return all;
 }
 
 }  // namespace brrr::lab
