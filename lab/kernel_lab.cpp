@@ -281,15 +281,19 @@ double traffic_bytes(const Case& c, const Problem& problem) {
 
 // Perf mode at a size whose float64 reference would take long (matmul at 4096^3 is 1.4e11
 // multiply-adds) checks the variants at a smaller size of the same shape and times them at the
-// size asked for. The first size is halved until the op's FLOPs are at most 2^32: in every case
-// that counts FLOPs it is a count of independent problems (matmul's rows M, attention's BH, the
-// batch of images), so the other sizes (K, T, the row length) stay, and with them the sums and
-// tiles the bar's size exercises.
+// size asked for. The first size is halved until the op's FLOPs are at most 2^32, or, for the
+// bandwidth ops that count no FLOPs, until its traffic is at most 2^28 bytes (256 MiB: the
+// cross-entropy bar's 8192 x 50304 logits are 1.6 GB, whose float64 reference alone needs 3.3
+// GB of page faults). In every case the first size is a count of independent problems
+// (matmul's rows M, attention's BH, the rows of a reduction, the batch of images), so the other
+// sizes (K, T, the row length) stay, and with them the sums and tiles the bar's size exercises.
 Dims Case::check_size(const Dims& dims) const {
   constexpr double kCheckFlops = 4294967296.0;  // 2^32
+  constexpr double kCheckBytes = 268435456.0;   // 2^28
   Dims d = dims;
-  if (!flops || d.empty()) return d;
-  while (d[0] > 1 && flops(d) > kCheckFlops) d[0] = (d[0] + 1) / 2;
+  if (d.empty()) return d;
+  const auto too_big = [&] { return flops ? flops(d) > kCheckFlops : bytes && bytes(d) > kCheckBytes; };
+  while (d[0] > 1 && too_big()) d[0] = (d[0] + 1) / 2;
   return d;
 }
 

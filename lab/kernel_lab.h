@@ -214,8 +214,9 @@ struct Case {
 
   const std::string& op_name() const { return op.empty() ? name : op; }
   const Dims& default_size(LabDevice device) const;
-  // The size perf mode checks `dims` at: dims, or, where the op's FLOPs exceed 2^32, dims with
-  // the first size (independent rows, heads or images) halved until they do not.
+  // The size perf mode checks `dims` at: dims, or, where the op's FLOPs exceed 2^32 (its
+  // traffic 2^28 bytes, for a bandwidth op that counts no FLOPs), dims with the first size
+  // (independent rows, heads or images) halved until they do not.
   Dims check_size(const Dims& dims) const;
   bool has_grad() const { return !grads.empty() || gradcheck != nullptr; }
 };

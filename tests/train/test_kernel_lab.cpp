@@ -383,7 +383,16 @@ TEST_CASE("kernel lab: a size whose reference would take long is checked smaller
   CHECK(checked[1] == 1024);
   CHECK(checked[2] == 64);
   CHECK(attention.flops(checked) <= 4294967296.0);
-  CHECK(lab::find_case("gelu_forward").check_size({1 << 26}) == lab::Dims{1 << 26});  // bandwidth: no FLOPs
+  // Bandwidth ops count no FLOPs: their first size is halved until the traffic is <= 2^28 bytes.
+  const lab::Case& gelu = lab::find_case("gelu_forward");
+  CHECK(gelu.check_size({1 << 20}) == lab::Dims{1 << 20});
+  const lab::Dims gelu_checked = gelu.check_size({1 << 26});
+  CHECK(gelu_checked[0] < (1 << 26));
+  CHECK(gelu.bytes(gelu_checked) <= 268435456.0);
+  CHECK(gelu.bytes({gelu_checked[0] * 2}) > 268435456.0);  // halved no further than needed
+  const lab::Dims ce = lab::find_case("cross_entropy_fused").check_size({8192, 50304});
+  CHECK(ce[0] < 8192);
+  CHECK(ce[1] == 50304);  // the row length the bar sums over stays
 
   lab::Options o = quiet(lab::LabDevice::CPU, lab::Mode::Perf);
   o.size = {1024, 2048, 2048};  // 2^33 FLOPs: checked at M = 512
