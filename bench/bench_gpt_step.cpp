@@ -3,7 +3,9 @@
 // bench/gpt_step_peer.py (PyTorch, the same model, batch and threads or GPU);
 // bench/gpt_step.sh (CPU) and bench/gpu_step.sh (GPU) run both.
 //   build/bench/bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile] [--device cpu|cuda|emulator]
-//                              [--dtype float32|bf16] [--cuda_graph]
+//                              [--dtype float32|bf16] [--cuda_graph] [--trace FILE]
+// --trace FILE profiles three more steps and writes them as a Chrome trace (brrr/profiler.h):
+// open it in ui.perfetto.dev or chrome://tracing to see one step op by op.
 // --cuda_graph (a CUDA device) replays the whole step (forward, backward, AdamW) as one CUDA
 // graph, captured after one plain step, as brrr train --cuda_graph does (chapter 17).
 // --dtype bf16 runs the step under brrr::Autocast(kBFloat16), as brrr train --dtype bf16 does
@@ -23,20 +25,21 @@ using namespace brrr;
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile] [--device cpu|cuda|emulator] "
-                         "[--dtype float32|bf16] [--cuda_graph]\n");
+                         "[--dtype float32|bf16] [--cuda_graph] [--trace FILE]\n");
     return 2;
   }
   models::GPTConfig c = models::gpt_preset(argv[1]);
   const std::int64_t B = std::atoll(argv[2]);
   int steps = 10;
   bool profile = false, use_graph = false, composed = false;
-  std::string device_name = "cpu", dtype = "float32";
+  std::string device_name = "cpu", dtype = "float32", trace_path;
   for (int i = 3; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--composed")) composed = true;
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
     else if (!std::strcmp(argv[i], "--cuda_graph")) use_graph = true;
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device_name = argv[++i];
     else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
+    else if (!std::strcmp(argv[i], "--trace") && i + 1 < argc) trace_path = argv[++i];
     else steps = std::atoi(argv[i]);
   }
   if (dtype != "float32" && dtype != "bf16") {
@@ -98,11 +101,18 @@ int main(int argc, char** argv) {
               composed ? "composed" : "kernels",
               (std::string(dtype == "bf16" ? ", bf16 autocast" : "") + (use_graph ? ", CUDA graph" : "")).c_str(), static_cast<long long>(B), static_cast<long long>(T), where.c_str(),
               s * 1e3, tokens / s, flops / s / 1e9);
-  if (profile) {
+  if (profile || !trace_path.empty()) {
+    profiler::reset();
+    profiler::trace(!trace_path.empty());
     profiler::enable();
-    for (int i = 0; i < 3; ++i) use_graph ? graph_step() : step();
+    for (int i = 0; i < 3; ++i) {
+      const profiler::Span span("step " + std::to_string(i));
+      use_graph ? graph_step() : step();
+    }
     profiler::enable(false);
     std::printf("%s", profiler::report(3).c_str());
+    if (!trace_path.empty())
+      std::printf("trace: %zu ops and steps written to %s\n", profiler::write_trace(trace_path), trace_path.c_str());
   }
   return 0;
 }

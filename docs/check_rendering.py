@@ -23,8 +23,9 @@ import sys
 
 # Elements whose text is code or machinery, not prose.
 SKIP_TAGS = {"pre", "code", "script", "style", "tt", "kbd", "samp"}
-# Doxygen's own markup for code listings and source pages.
-SKIP_CLASSES = {"fragment", "line", "mjx-chtml", "MathJax", "MathJax_Preview", "MathJax_Display", "formulaDsp"}
+# Doxygen's own markup for code listings and source pages, and its declarations (a macro's
+# definition, BRRR_PROFILE(...)'s __VA_ARGS__, is code, not emphasis).
+SKIP_CLASSES = {"fragment", "line", "memItemLeft", "memItemRight", "memname", "mjx-chtml", "MathJax", "MathJax_Preview", "MathJax_Display", "formulaDsp"}
 
 PATTERNS = [
     (re.compile(r"`"), "a stray backtick (an inline-code span that did not render)"),

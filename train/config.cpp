@@ -55,6 +55,7 @@ void for_each_field(TrainConfig& c, F&& f) {
   f("log_interval", c.log_interval), f("checkpoint_interval", c.checkpoint_interval);
   f("keep_checkpoints", c.keep_checkpoints), f("sample_tokens", c.sample_tokens), f("out_dir", c.out_dir);
   f("device", c.device), f("dtype", c.dtype), f("seed", c.seed), f("threads", c.threads), f("profile", c.profile);
+  f("profile_trace", c.profile_trace);
   f("cuda_graph", c.cuda_graph);
   f("zero", c.zero), f("bucket_mb", c.bucket_mb), f("overlap_comm", c.overlap_comm);
 }
@@ -160,6 +161,7 @@ constexpr KeyHelp kKeyHelp[] = {
     {"seed", "Device", "seed of the initial weights, the data order and dropout"},
     {"threads", "Device", "CPU threads (0: all cores)"},
     {"profile", "Device", "print where the time went, op by op, at the end"},
+    {"profile_trace", "Device", "also write every op as a timeline to this file, a Chrome trace (open it in ui.perfetto.dev)"},
     {"cuda_graph", "Device", "on a CUDA device: replay the whole training step as one CUDA graph (needs dropout 0)"},
     {"zero", "Distributed", "under mpirun: 1 shards AdamW's moments over the ranks (ZeRO stage 1), 0 keeps them whole"},
     {"bucket_mb", "Distributed", "under mpirun: gradients are summed over the ranks in buckets of this many MB"},

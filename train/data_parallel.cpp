@@ -19,6 +19,7 @@ std::string run_identity(const TrainConfig& c) {
   Json j = Json::parse(c.to_json());
   j.erase("threads");  // a rank may use its own number of threads: the results do not depend on it
   j.erase("profile");
+  j.erase("profile_trace");
   j["resume"] = c.resume;
   std::uint64_t h = 1469598103934665603ull;
   const std::string text = read_file(c.data);

@@ -255,8 +255,14 @@ void print_step(const TrainConfig& c, std::int64_t step, double loss, double lr,
 }
 
 void print_profile(const TrainConfig& c, Device device, std::int64_t steps, const TrainResult& result) {
-  if (!c.profile) return;
+  if (!c.profile && c.profile_trace.empty()) return;
   profiler::enable(false);
+  if (!c.profile_trace.empty()) {
+    const std::string path = dist::rank() == 0 ? c.profile_trace : c.profile_trace + ".rank" + std::to_string(dist::rank());
+    const std::size_t events = profiler::write_trace(path);
+    std::printf("\ntrace: %zu ops and steps written to %s (open it in ui.perfetto.dev or chrome://tracing)\n", events,
+                path.c_str());
+  }
   std::printf("\nwhere the time went (per training step, evaluation included):\n%s",
               profiler::report(static_cast<double>(std::max<std::int64_t>(steps, 1))).c_str());
   if (device.is_cuda())
@@ -334,7 +340,13 @@ TrainResult train_this_rank(TrainConfig c) {
   const Autocast autocast(c.dtype == "bf16" ? kBFloat16 : kFloat32);
   CatchCtrlC ctrl_c;
   profiler::reset();
-  profiler::enable(c.profile);
+  if (!c.profile_trace.empty()) {  // refused now rather than after the run
+    const fs::path folder = fs::absolute(c.profile_trace).parent_path();
+    BRRR_CHECK(fs::is_directory(folder), "--profile_trace ", c.profile_trace, ": the folder ", folder.string(),
+               " does not exist");
+  }
+  profiler::trace(!c.profile_trace.empty(), rank);
+  profiler::enable(c.profile || !c.profile_trace.empty());
   const auto run_start = std::chrono::steady_clock::now();
   std::int64_t steps_this_run = 0;
   PendingSteps pending(ranks, log, result);
@@ -346,6 +358,7 @@ TrainResult train_this_rank(TrainConfig c) {
     const std::int64_t step = state.step;
     if (step % c.eval_interval == 0) {
       pending.read();
+      const profiler::Span span("evaluate");
       evaluate(ctx, step, log, result);
     }
     pending.before_step();
@@ -354,7 +367,11 @@ TrainResult train_this_rank(TrainConfig c) {
     opt.set_lr(lr);
     fault_drill(step);
     clock.start();
-    StepOutput out = take_step();
+    StepOutput out;
+    {
+      const profiler::Span span("step " + std::to_string(step));
+      out = take_step();
+    }
     clock.stop();
     pending.add(step, lr, std::move(out));
     result.step_waits += cuda::waits().total() - waits_before.total();

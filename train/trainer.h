@@ -48,6 +48,10 @@ struct TrainConfig {
   std::uint64_t seed = 1337;
   bool resume = false;
   bool profile = false;  // print where the time went, op by op, at the end
+  // Also write the ops of the run as a timeline, a Chrome trace (Perfetto, chrome://tracing):
+  // one slice per op with its shapes, forward, backward and optimizer apart, one per step above
+  // them. Turns the profiler on. Under mpirun, rank r > 0 writes FILE.rank<r>.
+  std::string profile_trace;
   // On a CUDA device: capture the step (forward, backward, clipping, AdamW) once as a CUDA
   // graph and replay it every step after (chapter 17). Needs dropout 0, grad_accum 1, one rank.
   bool cuda_graph = false;

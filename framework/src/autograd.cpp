@@ -172,7 +172,7 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
       const std::string label = node->name + " backward";
       thread_local std::map<std::string, std::string> names;  // the profiler keeps the pointer
       const std::string& stored = names.emplace(label, label).first->second;
-      BRRR_PROFILE(stored.c_str());
+      BRRR_PROFILE(stored.c_str(), g);  // the gradient arriving: the output's shape
       input_grads = node->backward(g);
     } else {
       input_grads = node->backward(g);

@@ -222,9 +222,10 @@ kernels::Stream stream(Device device) {
   return runtime ? runtime->stream() : nullptr;
 }
 
+bool cuda_in_use() { return kernels::cuda_backend_chosen() && kernels::cuda_runtime() != nullptr; }
+
 void synchronize_cuda_if_in_use() {
-  if (!kernels::cuda_backend_chosen()) return;
-  if (gpu::Runtime* runtime = kernels::cuda_runtime()) runtime->synchronize();
+  if (cuda_in_use()) kernels::cuda_runtime()->synchronize();
 }
 
 void refuse_random_in_capture(const char* op, Device device) {

@@ -30,6 +30,8 @@ gpu::Runtime& cuda_runtime_for(const char* what);
 // Puts the caching allocator behind Device::cuda() when the CUDA backend has a runtime
 // (storage.cpp asks at the first CUDA allocation).
 void install_cuda_allocator();
+// Whether a CUDA backend (the GPU or the emulator) was chosen and has a runtime.
+bool cuda_in_use();
 // Waits for the CUDA device's queued work, if a CUDA backend is in use (never starts one):
 // the profiler times ops on a GPU this way, since a launch returns before the kernel ends.
 void synchronize_cuda_if_in_use();

@@ -26,7 +26,7 @@ using autograd::saved;
 using autograd::TensorList;
 
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
-  BRRR_PROFILE("flash_attention");
+  BRRR_PROFILE("flash_attention", q, k, v);
   for (const Tensor* t : {&q, &k, &v}) detail::check_defined("flash_attention", *t);
   BRRR_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.shape() == q.shape(),
              "flash_attention: q, k, v must all be (B, H, T, hs), got ", shape_str(q.shape()), ", ",

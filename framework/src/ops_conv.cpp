@@ -40,7 +40,7 @@ void check_pair(const char* op, const char* what, Size2 v, std::int64_t least) {
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding, Size2 dilation,
               std::int64_t groups) {
-  BRRR_PROFILE("conv2d");
+  BRRR_PROFILE("conv2d", x, weight);
   detail::check_defined("conv2d", x);
   detail::check_defined("conv2d", weight);
   BRRR_CHECK(x.dim() == 4, "conv2d: input must be (N, C_in, H, W), got ", shape_str(x.shape()));
@@ -148,7 +148,7 @@ kernels::PoolShape pool_shape(const char* op, const Tensor& x, Size2 kernel, Siz
 }  // namespace
 
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel_size, Size2 stride, Size2 padding) {
-  BRRR_PROFILE("max_pool2d");
+  BRRR_PROFILE("max_pool2d", x);
   const kernels::PoolShape s = pool_shape("max_pool2d", x, kernel_size, stride, padding);
   const Tensor xc = x.contiguous();
   const Shape out_shape{x.size(0), x.size(1), s.H_out, s.W_out};
@@ -179,7 +179,7 @@ Tensor max_pool2d(const Tensor& x, Size2 kernel_size, Size2 stride, Size2 paddin
 Tensor max_pool2d(const Tensor& x, Size2 kernel_size) { return max_pool2d(x, kernel_size, kernel_size, 0); }
 
 Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, Size2 stride, Size2 padding) {
-  BRRR_PROFILE("avg_pool2d");
+  BRRR_PROFILE("avg_pool2d", x);
   const kernels::PoolShape s = pool_shape("avg_pool2d", x, kernel_size, stride, padding);
   const Tensor xc = x.contiguous();
   Tensor out = detail::new_tensor({x.size(0), x.size(1), s.H_out, s.W_out}, x.dtype(), x.device());

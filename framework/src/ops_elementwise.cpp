@@ -39,7 +39,7 @@ Tensor unary(const char* op, detail::KernelFamily<kernels::unary_fn>& kernel, co
 }  // namespace
 
 Tensor neg(const Tensor& x) {
-  BRRR_PROFILE("neg");
+  BRRR_PROFILE("neg", x);
   static detail::KernelFamily<kernels::unary_fn> k(kernels::op::neg<float>);
   Tensor out = unary("neg", k, x);
   if (autograd::needs_grad({&x})) autograd::record("neg", {x}, out, [](const Tensor& g) { return TensorList{neg(g)}; });
@@ -47,7 +47,7 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
-  BRRR_PROFILE("exp");
+  BRRR_PROFILE("exp", x);
   static detail::KernelFamily<kernels::unary_fn> k(kernels::op::exp<float>);
   Tensor out = unary("exp", k, x);
   if (autograd::needs_grad({&x}))  // d exp(x) = exp(x)
@@ -56,7 +56,7 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
-  BRRR_PROFILE("log");
+  BRRR_PROFILE("log", x);
   static detail::KernelFamily<kernels::unary_fn> k(kernels::op::log<float>);
   Tensor out = unary("log", k, x);
   if (autograd::needs_grad({&x}))  // d log(x) = 1 / x
@@ -65,7 +65,7 @@ Tensor log(const Tensor& x) {
 }
 
 Tensor sqrt(const Tensor& x) {
-  BRRR_PROFILE("sqrt");
+  BRRR_PROFILE("sqrt", x);
   static detail::KernelFamily<kernels::unary_fn> k(kernels::op::sqrt<float>);
   Tensor out = unary("sqrt", k, x);
   if (autograd::needs_grad({&x}))  // d sqrt(x) = 1 / (2 sqrt(x))
@@ -74,7 +74,7 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor tanh(const Tensor& x) {
-  BRRR_PROFILE("tanh");
+  BRRR_PROFILE("tanh", x);
   static detail::KernelFamily<kernels::unary_fn> k(kernels::op::tanh<float>);
   Tensor out = unary("tanh", k, x);
   if (autograd::needs_grad({&x}))  // d tanh(x) = 1 - tanh(x)^2
@@ -83,7 +83,7 @@ Tensor tanh(const Tensor& x) {
 }
 
 Tensor relu(const Tensor& x) {
-  BRRR_PROFILE("relu");
+  BRRR_PROFILE("relu", x);
   static detail::KernelFamily<kernels::unary_fn> k(kernels::op::relu<float>);
   Tensor out = unary("relu", k, x);
   if (autograd::needs_grad({&x}))
@@ -100,7 +100,7 @@ Tensor relu(const Tensor& x) {
 }
 
 Tensor sigmoid(const Tensor& x) {
-  BRRR_PROFILE("sigmoid");
+  BRRR_PROFILE("sigmoid", x);
   static detail::KernelFamily<kernels::unary_fn> k(kernels::op::sigmoid<float>);
   Tensor out = unary("sigmoid", k, x);
   if (autograd::needs_grad({&x}))  // d sigmoid(x) = s (1 - s)
@@ -109,7 +109,7 @@ Tensor sigmoid(const Tensor& x) {
 }
 
 Tensor pow(const Tensor& x, double exponent) {
-  BRRR_PROFILE("pow");
+  BRRR_PROFILE("pow", x);
   detail::check_defined("pow", x);
   static detail::KernelFamily<kernels::pow_scalar_fn> k(kernels::op::pow_scalar<float>);
   Tensor out;
@@ -177,7 +177,7 @@ namespace brrr::ops {
 namespace {
 
 Tensor binary(const char* op, const Tensor& a, const Tensor& b) {
-  BRRR_PROFILE(op);
+  BRRR_PROFILE(op, a, b);
   detail::check_defined(op, a);
   detail::check_defined(op, b);
   detail::check_same_device(op, a, b);
@@ -239,7 +239,7 @@ Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
 Tensor div(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  BRRR_PROFILE("masked_fill");
+  BRRR_PROFILE("masked_fill", x, mask);
   detail::check_defined("masked_fill", x);
   detail::check_defined("masked_fill", mask);
   detail::check_same_device("masked_fill", x, mask);

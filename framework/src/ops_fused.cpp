@@ -23,7 +23,7 @@ using autograd::TensorList;
 // bias + GELU: out = gelu(x + bias), x (.., C), bias (C)
 
 Tensor bias_gelu(const Tensor& x, const Tensor& bias) {
-  BRRR_PROFILE("bias_gelu");
+  BRRR_PROFILE("bias_gelu", x, bias);
   detail::check_defined("bias_gelu", x);
   detail::check_defined("bias_gelu", bias);
   BRRR_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1), "bias_gelu: bias ",
@@ -62,7 +62,7 @@ Tensor bias_gelu(const Tensor& x, const Tensor& bias) {
 
 std::pair<Tensor, Tensor> residual_layer_norm_fused(const Tensor& x, const Tensor& residual, const Tensor& weight,
                                                     const Tensor& bias, double eps) {
-  BRRR_PROFILE("residual_layer_norm");
+  BRRR_PROFILE("residual_layer_norm", x, residual);
   const char* op = "residual_layer_norm";
   for (const Tensor* t : {&x, &residual, &weight}) detail::check_defined(op, *t);
   BRRR_CHECK(x.dim() >= 1 && residual.shape() == x.shape(), op, ": residual ", shape_str(residual.shape()),
@@ -139,7 +139,7 @@ Tensor checked_targets(const Tensor& targets, std::int64_t V, std::int64_t ignor
 }  // namespace
 
 Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
-  BRRR_PROFILE("cross_entropy_fused");
+  BRRR_PROFILE("cross_entropy_fused", logits, targets);
   detail::check_defined("cross_entropy_fused", logits);
   detail::check_defined("cross_entropy_fused", targets);
   if (!autograd::needs_grad({&logits})) return cross_entropy_kernels(logits, targets, ignore_index);

@@ -88,7 +88,7 @@ void gemm(const Tensor& out, const Operand& a, const Operand& b, std::int64_t ba
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
-  BRRR_PROFILE("matmul");
+  BRRR_PROFILE("matmul", a_in, b_in);
   detail::check_defined("matmul", a_in);
   detail::check_defined("matmul", b_in);
   detail::check_same_device("matmul", a_in, b_in);
@@ -142,7 +142,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 // y = x @ W^T + b for x (.., in), W (out, in), b (out). The output starts as copies of b and
 // the GEMM accumulates into it, saving a pass over y.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  BRRR_PROFILE("linear");
+  BRRR_PROFILE("linear", x, weight);
   detail::check_defined("linear", x);
   detail::check_defined("linear", weight);
   BRRR_CHECK(weight.dim() == 2, "linear: weight must be (out_features, in_features), got ", shape_str(weight.shape()));

@@ -104,7 +104,7 @@ Tensor checked_indices(const char* op, const Tensor& indices, std::int64_t limit
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
-  BRRR_PROFILE("embedding");
+  BRRR_PROFILE("embedding", weight, indices);
   detail::check_defined("embedding", weight);
   BRRR_CHECK(weight.dim() == 2, "embedding: weight must be (num_embeddings, dim), got ", shape_str(weight.shape()));
   const std::int64_t V = weight.size(0), C = weight.size(1);
@@ -162,14 +162,14 @@ Tensor row_op(const char* op, RowForward& forward, RowBackward& backward, const 
 }  // namespace
 
 Tensor softmax(const Tensor& x, int dim) {
-  BRRR_PROFILE("softmax");
+  BRRR_PROFILE("softmax", x);
   static RowForward forward(kernels::op::softmax_forward<float>);
   static RowBackward backward(kernels::op::softmax_backward<float>);
   return row_op("softmax", forward, backward, x, dim);
 }
 
 Tensor log_softmax(const Tensor& x, int dim) {
-  BRRR_PROFILE("log_softmax");
+  BRRR_PROFILE("log_softmax", x);
   static RowForward forward(kernels::op::log_softmax_forward<float>);
   static RowBackward backward(kernels::op::log_softmax_backward<float>);
   return row_op("log_softmax", forward, backward, x, dim);
@@ -179,7 +179,7 @@ Tensor log_softmax(const Tensor& x, int dim) {
 // cross-entropy
 
 Tensor cross_entropy_kernels(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
-  BRRR_PROFILE("cross_entropy");
+  BRRR_PROFILE("cross_entropy", logits, targets);
   detail::check_defined("cross_entropy", logits);
   detail::check_defined("cross_entropy", targets);
   BRRR_CHECK(logits.dim() == 2, "cross_entropy: logits must be (N, V), got ", shape_str(logits.shape()));
@@ -229,7 +229,7 @@ Tensor cross_entropy_kernels(const Tensor& logits, const Tensor& targets, std::i
 }
 
 Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets) {
-  BRRR_PROFILE("cross_entropy_composed");
+  BRRR_PROFILE("cross_entropy_composed", logits, targets);
   BRRR_CHECK(logits.dim() == 2, "cross_entropy_composed: logits must be (N, V), got ", shape_str(logits.shape()));
   const std::int64_t N = logits.size(0), V = logits.size(1);
   const Tensor t = checked_indices("cross_entropy_composed", targets, V);
@@ -248,7 +248,7 @@ Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets) {
 // GELU
 
 Tensor gelu_kernels(const Tensor& x) {
-  BRRR_PROFILE("gelu");
+  BRRR_PROFILE("gelu", x);
   detail::check_defined("gelu", x);
   const Tensor in = x.contiguous();
   Tensor out = detail::new_like(in);
@@ -270,7 +270,7 @@ Tensor gelu_kernels(const Tensor& x) {
 }
 
 Tensor gelu_composed(const Tensor& x) {
-  BRRR_PROFILE("gelu_composed");
+  BRRR_PROFILE("gelu_composed", x);
   const double k = std::sqrt(2.0 / M_PI);
   const Tensor inner = mul(add(x, mul(pow(x, 3.0), 0.044715)), k);
   return mul(mul(x, 0.5), add(tanh(inner), 1.0));
@@ -294,7 +294,7 @@ void check_layer_norm(const char* op, const Tensor& x, const Tensor& weight, con
 }  // namespace
 
 Tensor layer_norm_kernels(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  BRRR_PROFILE("layer_norm");
+  BRRR_PROFILE("layer_norm", x, weight);
   check_layer_norm("layer_norm", x, weight, bias);
   const std::int64_t C = x.size(-1), N = C ? x.numel() / C : 0;
   const Tensor in = x.contiguous(), w = weight.contiguous(), b = bias.defined() ? bias.contiguous() : Tensor();
@@ -325,7 +325,7 @@ Tensor layer_norm_kernels(const Tensor& x, const Tensor& weight, const Tensor& b
 }
 
 Tensor layer_norm_composed(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  BRRR_PROFILE("layer_norm_composed");
+  BRRR_PROFILE("layer_norm_composed", x, weight);
   check_layer_norm("layer_norm_composed", x, weight, bias);
   const Tensor mu = mean(x, {-1}, true);
   const Tensor centered = sub(x, mu);
@@ -339,7 +339,7 @@ Tensor layer_norm_composed(const Tensor& x, const Tensor& weight, const Tensor& 
 // causal self-attention, composed: softmax(q k^T / sqrt(hs) + mask) v
 
 Tensor causal_attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p, Generator* gen) {
-  BRRR_PROFILE("causal_attention_composed");
+  BRRR_PROFILE("causal_attention_composed", q, k, v);
   detail::check_defined("causal_attention_composed", q);
   BRRR_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.shape() == q.shape(),
              "causal_attention_composed: q, k, v must all be (B, H, T, hs), got ", shape_str(q.shape()), ", ",
@@ -370,7 +370,7 @@ Tensor causal_attention_composed(const Tensor& q, const Tensor& k, const Tensor&
 // dropout
 
 Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
-  BRRR_PROFILE("dropout");
+  BRRR_PROFILE("dropout", x);
   detail::check_defined("dropout", x);
   BRRR_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);
   if (!training || p == 0.0) return x;

@@ -78,7 +78,7 @@ Block as_block(const Tensor& x, const Reduction& r) {
 }  // namespace
 
 Tensor sum(const Tensor& x, std::vector<int> dims, bool keepdim) {
-  BRRR_PROFILE("sum");
+  BRRR_PROFILE("sum", x);
   detail::check_defined("sum", x);
   const Reduction r = plan("sum", x, dims, keepdim);
   Tensor out;
@@ -118,7 +118,7 @@ Tensor var(const Tensor& x, std::vector<int> dims, int correction, bool keepdim)
 }
 
 std::pair<Tensor, Tensor> max(const Tensor& x, int dim, bool keepdim) {
-  BRRR_PROFILE("max");
+  BRRR_PROFILE("max", x);
   detail::check_defined("max", x);
   BRRR_CHECK(x.numel() > 0, "max: cannot take the max of an empty tensor (shape ", shape_str(x.shape()), ")");
   const Reduction r = plan("max", x, {dim}, keepdim);
@@ -146,7 +146,7 @@ std::pair<Tensor, Tensor> max(const Tensor& x, int dim, bool keepdim) {
 }
 
 Tensor max(const Tensor& x) {
-  BRRR_PROFILE("max");
+  BRRR_PROFILE("max", x);
   detail::check_defined("max", x);
   return max(x.reshape({-1}), 0, false).first;
 }

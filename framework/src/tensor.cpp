@@ -387,7 +387,7 @@ std::vector<Tensor> Tensor::split(std::int64_t split_size, int d) const {
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
-  BRRR_PROFILE("contiguous");
+  BRRR_PROFILE("contiguous", *this);
   Tensor out = detail::new_like(*this);
   detail::copy_into(out, *this);
   if (autograd::needs_grad({this}))
