@@ -98,11 +98,8 @@ int main(int argc, char** argv) {
   std::printf("device: %s\n", runtime->name().c_str());
   // The median of `steps` timed runs (events on the runtime's stream), after two warm-ups.
   auto median_ms = [&](const std::function<void()>& work) {
-    for (int i = 0; i < 2; ++i) work();
-    std::vector<double> t;
-    for (int i = 0; i < steps; ++i) t.push_back(runtime->time_ms(work));
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    const auto events = [&](const std::function<void()>& w) { return runtime->time_ms(w) * 1e-3; };
+    return time_median(work, 2, steps, events).median * 1e3;
   };
   for (std::int64_t n : gemms) {
     const std::size_t count = static_cast<std::size_t>(n * n);

@@ -23,20 +23,15 @@
 #include "brrr/io.h"
 #include <vector>
 
+#include "brrr/median_timer.h"
 #include "brrr/tokenizer/bpe.h"
 #include "brrr/tokenizer/bpe_naive.h"
 
 using namespace brrr::tokenizer;
 
+// The median of `repeat` timed runs, with no untimed warm-up run (brrr/median_timer.h).
 static double median_seconds(int repeat, const std::function<void()>& run) {
-  std::vector<double> times;
-  for (int r = 0; r < repeat; r++) {
-    auto t0 = std::chrono::steady_clock::now();
-    run();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return brrr::time_median(run, 0, repeat).median;
 }
 
 

@@ -4,13 +4,13 @@
 #
 # One file cannot be both CUDA and C++ in one target, so the C++ copy goes through a generated
 # one-line wrapper, <build>/emulator/<folder>_<name>.cpp, that #includes the .cu; simt.h puts
-# the two copies in different namespaces (brrr::kernels::cuda and ::emu). A .cu file that does
-# not include kernels/cuda/simt.h (host code that calls the CUDA runtime or cuBLAS) is built
-# for the GPU only. The emulated copies are instrumented for the emulator's race detector.
+# the two copies in different namespaces (brrr::kernels::cuda and ::emu). A .cu file that
+# includes neither kernels/cuda/simt.h nor simt_tensor_cores.h (host code that calls the CUDA
+# runtime or cuBLAS) is built for the GPU only. The emulated copies are instrumented for the emulator's race detector.
 function(brrr_cuda_sources target)
   set(emulated "")
   foreach(cu ${ARGN})
-    file(STRINGS ${cu} includes_simt REGEX "^#include \"kernels/cuda/simt.h\"")
+    file(STRINGS ${cu} includes_simt REGEX "^#include \"kernels/cuda/simt(_tensor_cores)?.h\"")
     if(includes_simt)
       get_filename_component(name ${cu} NAME)
       get_filename_component(folder ${cu} DIRECTORY)

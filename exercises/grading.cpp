@@ -1,10 +1,9 @@
 // exercises/grading.cpp: what every grader uses: results, the guard that turns a grader's
-// failure into a Result, the variant switch and the median timer. Read before: grading.h.
+// failure into a Result and the variant switch. Read before: grading.h.
 // Read next: exercises/grader.cpp (the table).
 #include "exercises/grading.h"
 
 #include <algorithm>
-#include <chrono>
 #include <vector>
 
 #include "exercises/student/student.h"
@@ -49,18 +48,6 @@ void with_kernel_variant(const std::string& op, const std::string& variant, cons
   } restore{op, before32, before64, device};
   kernels::select(op, variant, device);
   f();
-}
-
-double median_seconds(const std::function<void()>& f, int runs) {
-  f();
-  std::vector<double> times;
-  for (int r = 0; r < runs; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
 }
 
 }  // namespace brrr::exercises

@@ -36,8 +36,6 @@ Result guarded(const std::string& id, const std::function<Result()>& grader);
 // selection that was there before (every dtype's the op has), even if f throws.
 void with_kernel_variant(const std::string& op, const std::string& variant, const std::function<void()>& f,
                          DeviceType device = DeviceType::CPU);
-// The median of `runs` timings of f, in seconds, after one warm-up call.
-double median_seconds(const std::function<void()>& f, int runs = 5);
 
 // The table's graders (grader.cpp's all()), each given the variant to grade: "student",
 // "solution" or, for a kernel exercise, any variant registered under its op.

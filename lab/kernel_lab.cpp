@@ -6,7 +6,6 @@
 #include "lab/kernel_lab.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -173,84 +172,6 @@ std::vector<std::string> ops_without_a_case() {
   for (const std::string& op : kernels::ops())
     if (!covered.count(op) && op.rfind("lab_test_", 0) != 0) missing.push_back(op);  // tests' own ops aside
   return missing;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Sizes on the command line
-
-namespace {
-
-std::int64_t parse_dim(const std::string& op, const std::string& text) {
-  // "65536", or "2^16" for a power of two
-  std::size_t used = 0;
-  std::int64_t value = -1;
-  try {
-    const std::size_t caret = text.find('^');
-    if (caret != std::string::npos) {
-      const long long base = std::stoll(text.substr(0, caret), &used);
-      BRRR_CHECK(used == caret, "");
-      const std::string exponent_text = text.substr(caret + 1);
-      const long long exponent = std::stoll(exponent_text, &used);
-      BRRR_CHECK(used == exponent_text.size() && exponent >= 0 && exponent < 63, "");
-      value = 1;
-      for (long long i = 0; i < exponent; ++i) value *= base;
-    } else {
-      value = std::stoll(text, &used);
-      BRRR_CHECK(used == text.size(), "");
-    }
-  } catch (const std::exception&) {
-    value = -1;
-  }
-  BRRR_CHECK(value >= 1, "kernel-lab ", op, ": size '", text, "' is not a positive integer (or 2^k)");
-  return value;
-}
-
-std::vector<std::string> split(const std::string& text, const std::string& separators) {
-  std::vector<std::string> parts;
-  std::string part;
-  for (char ch : text) {
-    if (separators.find(ch) != std::string::npos) {
-      parts.push_back(part);
-      part.clear();
-    } else {
-      part += ch;
-    }
-  }
-  parts.push_back(part);
-  return parts;
-}
-
-std::string lower(std::string s) {
-  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
-}
-
-}  // namespace
-
-Dims parse_size(const Case& c, const std::string& text, const Dims& defaults) {
-  const std::string names = join(c.dim_names);
-  if (text.find('=') != std::string::npos) {  // "C=1024,N=64": by name, the rest from defaults
-    Dims dims = defaults;
-    for (const std::string& item : split(text, ", ")) {
-      if (item.empty()) continue;
-      const std::size_t eq = item.find('=');
-      BRRR_CHECK(eq != std::string::npos, "kernel-lab ", c.name, ": size '", item, "' is not NAME=VALUE (sizes: ", names,
-                 ")");
-      const std::string name = item.substr(0, eq);
-      std::size_t d = 0;
-      while (d < c.dim_names.size() && lower(c.dim_names[d]) != lower(name)) ++d;
-      BRRR_CHECK(d < c.dim_names.size(), "kernel-lab ", c.name, " has no size '", name, "' (sizes: ", names, ")");
-      dims[d] = parse_dim(c.name, item.substr(eq + 1));
-    }
-    return dims;
-  }
-  const std::vector<std::string> parts = split(text, "x,");
-  BRRR_CHECK(parts.size() == 1 || parts.size() == c.dim_names.size(), "kernel-lab ", c.name, " takes ",
-             c.dim_names.size(), c.dim_names.size() == 1 ? " size (" : " sizes (", names, "), not '", text, "'");
-  Dims dims;
-  for (std::size_t d = 0; d < c.dim_names.size(); ++d)
-    dims.push_back(parse_dim(c.name, parts[parts.size() == 1 ? 0 : d]));  // one size: every dim
-  return dims;
 }
 
 std::string size_string(const Case& c, const Dims& dims) {

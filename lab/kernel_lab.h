@@ -228,9 +228,8 @@ const Case& find_case(const std::string& name);
 // the arrays' bytes in the run's dtype (bf16 data, float32 results and statistics, int32
 // indices) over the same arrays in float32 scale it: half for bf16 data, twice for float64.
 double traffic_bytes(const Case& c, const Problem& problem);
-// "1024x768", "1024,768", "C=1024" (the other sizes from `defaults`), or "4096" for every size.
-Dims parse_size(const Case& c, const std::string& text, const Dims& defaults);
-std::string size_string(const Case& c, const Dims& dims);  // "N=1024 C=768"
+// "N=1024 C=768". (Sizes as a user types them are the command line's: apps/brrr/lab_sizes.h.)
+std::string size_string(const Case& c, const Dims& dims);
 // The registered ops that no case covers (brrr kernels lists the registry; a test wants none).
 std::vector<std::string> ops_without_a_case();
 

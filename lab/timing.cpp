@@ -4,6 +4,7 @@
 #include <map>
 #include <tuple>
 
+#include "brrr/median_timer.h"
 #include "lab/steps.h"
 
 namespace brrr::lab {
@@ -17,27 +18,23 @@ namespace brrr::lab {
 // arithmetic (Case::peak_op), the same with matmul_bf16, whose products come twice as fast. On the emulator the numbers
 // would describe the emulator, so no peak is measured there and no percentage is shown.
 
-// The median and the min of `repeats` timed calls of `work`, after `warmup` untimed ones (one
-// timer for the lab; a slow variant stops after three runs past the budget).
+// The median and the min of `repeats` timed calls of `work`, after `warmup` untimed ones: brrr's
+// one median timer (brrr/median_timer.h) on the target's clock, which waits for the warm-up
+// calls, flushes the cache and times the call (CUDA events on a GPU). A slow variant stops
+// after three runs past the budget.
 Timing time_calls(Target& target, const std::function<void()>& work, int warmup, int repeats,
                   double budget_seconds) {
-  for (int i = 0; i < warmup; ++i) work();
-  target.synchronize();
-  std::vector<double> times;
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < std::max(repeats, 1); ++i) {
+  const auto target_clock = [&](const std::function<void()>& call) {
+    target.synchronize();
     target.flush_cache();
-    times.push_back(target.time_ms(work));
-    // A slow variant (a naive kernel on a large size) stops early; three runs give a median.
-    if (budget_seconds > 0 && times.size() >= 3 && seconds_since(start) > budget_seconds) break;
-  }
-  std::sort(times.begin(), times.end());
-  Timing t;
-  t.runs = static_cast<int>(times.size());
-  t.min_ms = times.front();
-  const std::size_t half = times.size() / 2;
-  t.median_ms = times.size() % 2 ? times[half] : 0.5 * (times[half - 1] + times[half]);
-  return t;
+    return target.time_ms(call) * 1e-3;
+  };
+  const MedianTime t = time_median(work, warmup, repeats, target_clock, budget_seconds);
+  Timing timing;
+  timing.median_ms = t.median * 1e3;
+  timing.min_ms = t.min * 1e3;
+  timing.runs = t.runs;
+  return timing;
 }
 
 namespace {

@@ -46,7 +46,7 @@ def setup(name=None):
             f"{library} not found. Build brrr as a shared library first:\n"
             f"  cmake -S {ROOT} -B {build_dir()} -DBRRR_SHARED=ON\n"
             f"  cmake --build {build_dir()} --target brrr_shared")
-    for include in ("base/include", "kernels/include", "framework/include", "models/include", "tokenizer/include", ""):
+    for include in ("base/include", "kernels/include", "plot/include", "framework/include", "models/include", "tokenizer/include", ""):
         cppyy.add_include_path(str(ROOT / include))
     # The library carries its own OpenMP and PCRE2; cppyy needs only brrr's symbols from it.
     cppyy.load_library(str(library))

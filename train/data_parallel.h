@@ -8,6 +8,7 @@
 
 #include "brrr/models/gpt.h"
 #include "train/distributed.h"
+#include "train/gradient_reducer.h"
 #include "train/trainer.h"
 
 namespace brrr::train {

@@ -24,43 +24,18 @@
 #include "brrr/profiler.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/runtime.h"
-
-#if BRRR_WITH_MPI
-// MPI's C interface only: OpenMPI's deprecated C++ bindings do not compile warning-free.
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
-#endif
-#if BRRR_WITH_NCCL
-#include <cuda_runtime.h>
-#include <nccl.h>
-#endif
+#include "train/distributed_internal.h"
 
 namespace brrr::train::dist {
 
-namespace {
-bool initialized = false;
-bool forced = false;  // BRRR_FORCE_COLLECTIVES=1: the collectives' path with one rank too
+// ---------------------------------------------------------------------------------------------
+// What gradient_reducer.cpp shares (distributed_internal.h)
+
+namespace internal {
 int my_rank = 0, ranks = 1;
-double communicating = 0;  // seconds
-double communicating_in_backward = 0;  // seconds, the part of it inside the backward's hooks
-double waiting = 0;        // seconds, in wait_for_all
-std::uint64_t sent = 0;    // bytes
-
-// How many ranks mpirun started, from the environment it gives each one (OpenMPI, then the
-// PMI variables of MPICH and Slurm); 1 without mpirun.
-int launched_ranks() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
-    if (const char* v = std::getenv(name)) return std::max(1, std::atoi(v));
-  return 1;
-}
-
-// Adds the wall time of one collective to `communicating` (or to another counter).
-struct Timed {
-  double* counter = &communicating;
-  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-  ~Timed() { *counter += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
-};
+double communicating = 0;
+double communicating_in_backward = 0;
+std::uint64_t sent = 0;
 
 void check_tensors(const char* what, const std::vector<Tensor>& tensors) {
   for (const Tensor& t : tensors) {
@@ -73,30 +48,11 @@ void check_tensors(const char* what, const std::vector<Tensor>& tensors) {
   }
 }
 
-// The slices of a buffer of n elements for the ranks: rank r's has counts[r] elements from
-// displs[r]. MPI counts are ints.
-struct Slices {
-  std::vector<int> counts, displs;
-};
 Slices equal_slices(std::int64_t n) {
   Slices s;
   std::int64_t at = 0;
   for (int r = 0; r < ranks; ++r) {
     const std::int64_t c = n / ranks + (r < n % ranks ? 1 : 0);
-    s.counts.push_back(static_cast<int>(c));
-    s.displs.push_back(static_cast<int>(at));
-    at += c;
-  }
-  return s;
-}
-Slices owned_slices(const std::vector<Tensor>& tensors, const std::vector<std::size_t>& first) {
-  BRRR_CHECK(first.size() == static_cast<std::size_t>(ranks) + 1 && first.front() == 0 && first.back() == tensors.size(),
-             "ZeRO: the split must have world_size + 1 entries from 0 to the number of tensors");
-  Slices s;
-  std::int64_t at = 0;
-  for (int r = 0; r < ranks; ++r) {
-    std::int64_t c = 0;
-    for (std::size_t i = first[r]; i < first[r + 1]; ++i) c += tensors[i].numel();
     s.counts.push_back(static_cast<int>(c));
     s.displs.push_back(static_cast<int>(at));
     at += c;
@@ -143,7 +99,64 @@ void unpack(const std::vector<std::byte>& flat, const std::vector<Tensor>& tenso
 // allgather starts when its reduce-scatter is seen to be done, a moment that differs from
 // rank to rank. On one communicator each, both halves go in bucket order on every rank.
 MPI_Comm scatter_comm = MPI_COMM_NULL, gather_comm = MPI_COMM_NULL;
+#endif
 
+#if BRRR_WITH_NCCL
+// NCCL: one communicator for the run, made from a unique id that rank 0 draws and MPI
+// broadcasts. NCCL's kernels run on brrr's stream, after the backward kernels that made the
+// gradients and before the optimizer's, so the host never waits for them.
+ncclComm_t nccl_comm = nullptr;
+
+void nccl_check(ncclResult_t r, const char* what) {
+  BRRR_CHECK(r == ncclSuccess, what, ": ", ncclGetErrorString(r));
+}
+
+ncclComm_t nccl() {
+  if (nccl_comm) return nccl_comm;
+  ncclUniqueId id;
+  if (my_rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  nccl_check(ncclCommInitRank(&nccl_comm, ranks, id, my_rank), "ncclCommInitRank");
+  return nccl_comm;
+}
+
+bool use_nccl(const std::vector<Tensor>& tensors) {
+  return !tensors.empty() && tensors.front().device().is_cuda() && !cuda::is_emulated();
+}
+#endif
+}  // namespace internal
+
+using namespace internal;
+
+namespace {
+bool initialized = false;
+bool forced = false;  // BRRR_FORCE_COLLECTIVES=1: the collectives' path with one rank too
+double waiting = 0;        // seconds, in wait_for_all
+
+// How many ranks mpirun started, from the environment it gives each one (OpenMPI, then the
+// PMI variables of MPICH and Slurm); 1 without mpirun.
+int launched_ranks() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char* v = std::getenv(name)) return std::max(1, std::atoi(v));
+  return 1;
+}
+
+Slices owned_slices(const std::vector<Tensor>& tensors, const std::vector<std::size_t>& first) {
+  BRRR_CHECK(first.size() == static_cast<std::size_t>(ranks) + 1 && first.front() == 0 && first.back() == tensors.size(),
+             "ZeRO: the split must have world_size + 1 entries from 0 to the number of tensors");
+  Slices s;
+  std::int64_t at = 0;
+  for (int r = 0; r < ranks; ++r) {
+    std::int64_t c = 0;
+    for (std::size_t i = first[r]; i < first[r + 1]; ++i) c += tensors[i].numel();
+    s.counts.push_back(static_cast<int>(c));
+    s.displs.push_back(static_cast<int>(at));
+    at += c;
+  }
+  return s;
+}
+
+#if BRRR_WITH_MPI
 template <class T> MPI_Datatype mpi_type() { return std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE; }
 
 // Reduce-scatter over MPI: rank r ends with slice r summed in rank order (in place in buf).
@@ -185,28 +198,6 @@ void host_collective(std::vector<std::byte>& flat, DType dtype, const Slices& s,
 #endif
 
 #if BRRR_WITH_NCCL
-// NCCL: one communicator for the run, made from a unique id that rank 0 draws and MPI
-// broadcasts. NCCL's kernels run on brrr's stream, after the backward kernels that made the
-// gradients and before the optimizer's, so the host never waits for them.
-ncclComm_t nccl_comm = nullptr;
-
-void nccl_check(ncclResult_t r, const char* what) {
-  BRRR_CHECK(r == ncclSuccess, what, ": ", ncclGetErrorString(r));
-}
-
-ncclComm_t nccl() {
-  if (nccl_comm) return nccl_comm;
-  ncclUniqueId id;
-  if (my_rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  nccl_check(ncclCommInitRank(&nccl_comm, ranks, id, my_rank), "ncclCommInitRank");
-  return nccl_comm;
-}
-
-bool use_nccl(const std::vector<Tensor>& tensors) {
-  return !tensors.empty() && tensors.front().device().is_cuda() && !cuda::is_emulated();
-}
-
 // The NCCL form of both halves on a packed device buffer (rank-order sums are not promised by
 // NCCL; its ring is fixed for a given number of ranks and topology, so runs still repeat).
 void device_collective(const std::vector<Tensor>& tensors, const Slices& s, bool reduce, bool gather, bool owned,
@@ -437,224 +428,6 @@ std::vector<std::size_t> balanced_split(const std::vector<Tensor>& tensors) {
   first.push_back(tensors.size());
   return first;
 }
-
-// ---------------------------------------------------------------------------------------------
-// GradientReducer: buckets that leave while the backward goes on.
-//
-// A bucket goes through Waiting (some gradient in it is not final yet) -> Sent -> Done. On the
-// host path, Sent has two halves: the reduce-scatter (MPI_Ialltoallv) in flight, then, once it
-// is seen done, this rank's slice summed in rank order and the allgather (MPI_Iallgatherv) in
-// flight. "Seen done": OpenMPI moves a nonblocking collective on only inside MPI calls (no
-// progress thread in Debian's build; with 2 ranks on 2 cores there is no core to spare for
-// one anyway), so the hooks call MPI_Test after every autograd node.
-
-struct GradientReducer::State {
-  enum class Phase { Waiting, Scattering, Gathering, Done };
-  struct Bucket {
-    std::vector<std::size_t> members;  // indices into params, in the bucket's order
-    std::int64_t elements = 0;
-    std::size_t not_ready = 0;  // gradients of the bucket not yet final in this backward
-    Phase phase = Phase::Waiting;
-    std::vector<Tensor> grads;  // what is being summed, from when the bucket leaves
-    Slices slices;                        // each rank's slice of the bucket
-    std::vector<int> recv_counts, recv_displs;  // this rank's slice from each rank, end to end
-    std::vector<std::byte> flat, received;  // host path: the packed bucket, the slices received
-#if BRRR_WITH_MPI
-    MPI_Request request = MPI_REQUEST_NULL;
-#endif
-    Tensor device_flat;  // NCCL path: the packed bucket, summed in place on the side stream
-  };
-  std::vector<Tensor> params;
-  bool overlap = false;
-  std::vector<Bucket> buckets;
-  std::unordered_map<const TensorImpl*, std::size_t> bucket_of;  // a parameter's bucket
-  std::size_t next_to_send = 0;    // buckets leave in order ...
-  std::size_t next_to_finish = 0;  // ... and are moved on in order
-  std::size_t sent_early = 0, sent_early_last_step = 0;  // buckets sent before finish()
-  bool nccl_pending = false;
-
-  void reset() {
-    for (Bucket& b : buckets) b.not_ready = b.members.size(), b.phase = Phase::Waiting, b.grads.clear();
-    next_to_send = next_to_finish = 0;
-    sent_early_last_step = sent_early;
-    sent_early = 0;
-  }
-
-  void send(Bucket& b) {
-    for (std::size_t i : b.members) b.grads.push_back(params[i].grad());
-    check_tensors("GradientReducer", b.grads);
-    b.phase = Phase::Scattering;
-#if BRRR_WITH_NCCL
-    if (use_nccl(b.grads)) {
-      // Packed on brrr's stream, after the kernels that made these gradients; summed on the
-      // side stream, which waits for the packing but not for the rest of the backward.
-      std::vector<Tensor> parts;
-      for (const Tensor& g : b.grads) parts.push_back(g.reshape({g.numel()}));
-      b.device_flat = ops::cat(parts);
-      gpu::Runtime* rt = kernels::cuda_runtime();
-      rt->wait_for(rt->side_stream(), rt->stream());
-      const ncclDataType_t type = b.device_flat.dtype() == kFloat32 ? ncclFloat : ncclDouble;
-      nccl_check(ncclAllReduce(b.device_flat.raw_data(), b.device_flat.raw_data(),
-                               static_cast<std::size_t>(b.device_flat.numel()), type, ncclSum, nccl(),
-                               static_cast<cudaStream_t>(rt->side_stream())),
-                 "ncclAllReduce");
-      b.phase = Phase::Done;  // in stream order: finish() makes brrr's stream wait for it
-      nccl_pending = true;
-      return;
-    }
-#endif
-#if BRRR_WITH_MPI
-    b.flat = pack(b.grads);
-    const DType dtype = b.grads.front().dtype();
-    const std::size_t elem = dtype_size(dtype);
-    const int mine = b.slices.counts[my_rank];
-    b.received.resize(static_cast<std::size_t>(mine) * ranks * elem);
-    const MPI_Datatype type = dtype == kFloat32 ? MPI_FLOAT : MPI_DOUBLE;
-    // The buffers and the count arrays must live until the collective is done: the bucket's.
-    MPI_Ialltoallv(b.flat.data(), b.slices.counts.data(), b.slices.displs.data(), type, b.received.data(),
-                   b.recv_counts.data(), b.recv_displs.data(), type, scatter_comm, &b.request);
-    for (int r = 0; r < ranks; ++r)
-      if (r != my_rank) sent += static_cast<std::uint64_t>(b.slices.counts[r]) * elem;
-#else
-    detail::fail("distributed: this brrr was built without MPI");
-#endif
-  }
-
-#if BRRR_WITH_MPI
-  template <class T>
-  static void sum_received(Bucket& b) {
-    const int mine = b.slices.counts[my_rank];
-    const T* received = reinterpret_cast<const T*>(b.received.data());
-    T* out = reinterpret_cast<T*>(b.flat.data()) + b.slices.displs[my_rank];
-    for (int i = 0; i < mine; ++i) {
-      T sum = received[i];
-      for (int r = 1; r < ranks; ++r) sum += received[static_cast<std::size_t>(r) * mine + i];
-      out[i] = sum;
-    }
-  }
-#endif
-
-  // Moves the buckets on, in order, as far as they go: without waiting (between autograd
-  // nodes), or until all that have left are done (finish).
-  void progress(bool wait) {
-#if BRRR_WITH_MPI
-    while (next_to_finish < next_to_send) {
-      Bucket& b = buckets[next_to_finish];
-      if (b.phase == Phase::Scattering || b.phase == Phase::Gathering) {
-        int done = 0;
-        if (wait) MPI_Wait(&b.request, MPI_STATUS_IGNORE), done = 1;
-        else MPI_Test(&b.request, &done, MPI_STATUS_IGNORE);
-        if (!done) return;
-        const DType dtype = b.grads.front().dtype();
-        if (b.phase == Phase::Scattering) {
-          if (dtype == kFloat32) sum_received<float>(b);
-          else sum_received<double>(b);
-          const std::size_t elem = dtype_size(dtype);
-          MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b.flat.data(), b.slices.counts.data(),
-                          b.slices.displs.data(), dtype == kFloat32 ? MPI_FLOAT : MPI_DOUBLE, gather_comm, &b.request);
-          sent += static_cast<std::uint64_t>(b.slices.counts[my_rank]) * elem * static_cast<std::uint64_t>(ranks - 1);
-          b.phase = Phase::Gathering;
-          continue;
-        }
-        unpack(b.flat, b.grads, 0, b.grads.size());
-        b.flat.clear(), b.received.clear();
-        b.phase = Phase::Done;
-      }
-      ++next_to_finish;
-    }
-#else
-    (void)wait;
-#endif
-  }
-
-  // Sends every bucket, in order, whose gradients are all final.
-  void send_ready() {
-    while (next_to_send < buckets.size() && buckets[next_to_send].not_ready == 0) {
-      send(buckets[next_to_send++]);
-  }
-  }
-};
-
-GradientReducer::GradientReducer(std::vector<Tensor> params, std::int64_t bucket_bytes, bool overlap)
-    : state_(std::make_unique<State>()) {
-  BRRR_CHECK(bucket_bytes > 0, "GradientReducer: bucket_bytes must be positive, got ", bucket_bytes);
-  State& s = *state_;
-  s.params = std::move(params);
-  s.overlap = overlap;
-  // Reverse order: the last parameters the forward used get their gradients first.
-  std::int64_t bytes = 0;
-  for (std::size_t k = s.params.size(); k-- > 0;) {
-    const Tensor& p = s.params[k];
-    if (s.buckets.empty() || bytes >= bucket_bytes) s.buckets.emplace_back(), bytes = 0;
-    State::Bucket& b = s.buckets.back();
-    b.members.push_back(k);
-    b.elements += p.numel();
-    bytes += p.numel() * static_cast<std::int64_t>(dtype_size(p.dtype()));
-    BRRR_CHECK(b.elements < INT32_MAX, "GradientReducer: a bucket of ", b.elements,
-               " elements is too large for MPI's int counts; use smaller buckets");
-    s.bucket_of[p.impl()] = s.buckets.size() - 1;
-  }
-  for (State::Bucket& b : s.buckets) {
-    b.slices = equal_slices(b.elements);
-    const int mine = b.slices.counts[my_rank];
-    for (int r = 0; r < ranks; ++r) b.recv_counts.push_back(mine), b.recv_displs.push_back(r * mine);
-  }
-  s.reset();
-}
-
-GradientReducer::~GradientReducer() = default;
-
-autograd::BackwardHooks GradientReducer::hooks() {
-  if (!state_->overlap || !collectives_active()) return {};
-  State* s = state_.get();
-  autograd::BackwardHooks h;
-  h.grad_ready = [s](const Tensor& leaf) {
-    const auto found = s->bucket_of.find(leaf.impl());
-    if (found == s->bucket_of.end()) return;  // a leaf that is not one of the parameters
-    BRRR_PROFILE("allreduce");
-    Timed timed, in_backward{&communicating_in_backward};
-    State::Bucket& b = s->buckets[found->second];
-    BRRR_CHECK(b.not_ready > 0, "GradientReducer: a parameter's gradient was reported final twice in one backward");
-    if (--b.not_ready == 0) s->send_ready();
-    s->progress(false);
-  };
-  h.node_done = [s] {
-    if (s->next_to_finish == s->next_to_send) return;  // nothing in flight
-    Timed timed, in_backward{&communicating_in_backward};
-    s->progress(false);
-  };
-  return h;
-}
-
-void GradientReducer::finish() {
-  State& s = *state_;
-  if (!collectives_active()) return;
-  BRRR_PROFILE("allreduce");
-  Timed timed;
-  s.sent_early = s.next_to_send;
-  while (s.next_to_send < s.buckets.size()) s.send(s.buckets[s.next_to_send++]);
-  s.progress(true);
-#if BRRR_WITH_NCCL
-  if (s.nccl_pending) {
-    // brrr's stream waits for the side stream's sums, then copies them into the gradients.
-    gpu::Runtime* rt = kernels::cuda_runtime();
-    rt->wait_for(rt->stream(), rt->side_stream());
-    for (State::Bucket& b : s.buckets) {
-      std::int64_t at = 0;
-      for (const Tensor& g : b.grads) {
-        Tensor(g).copy_(b.device_flat.narrow(0, at, g.numel()).reshape(g.shape()));
-        at += g.numel();
-      }
-      b.device_flat = Tensor();
-    }
-    s.nccl_pending = false;
-  }
-#endif
-  s.reset();
-}
-
-std::size_t GradientReducer::buckets() const { return state_->buckets.size(); }
-std::size_t GradientReducer::buckets_sent_during_backward() const { return state_->sent_early_last_step; }
 
 double seconds_communicating() { return communicating; }
 double seconds_communicating_in_backward() { return communicating_in_backward; }

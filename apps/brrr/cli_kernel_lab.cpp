@@ -1,6 +1,7 @@
 // apps/brrr/cli_kernel_lab.cpp: `brrr kernel-lab OP`, the workbench of chapter 11 (the roofline
 // and the kernel lab), and `brrr kernels`, the registry's list. Read before: kernel_lab.h,
-// which does the work; this file only turns the command line into lab::Options.
+// which does the work; this file only turns the command line into lab::Options (the sizes:
+// lab_sizes.h).
 //
 //   brrr kernels                                       every op: devices, variants, the default
 //   brrr kernel-lab --list                             the lab's cases, chapter by chapter
@@ -21,6 +22,7 @@
 #include "brrr/ops.h"
 #include "brrr/strings.h"
 #include "commands.h"
+#include "lab_sizes.h"
 #include "lab/kernel_lab.h"
 
 namespace brrr::cli {
@@ -150,7 +152,7 @@ void add_kernel_lab_commands(CLI::App& app) {
     options.seed = seed->count() ? args->seed : std::random_device{}() % 1000000;  // short, to retype
     std::vector<lab::Dims> sizes;
     for (const std::string& text : args->sizes)
-      sizes.push_back(lab::parse_size(c, text, c.default_size(options.device)));
+      sizes.push_back(parse_lab_size(c.name, c.dim_names, text, c.default_size(options.device)));
     if (sizes.empty()) sizes.push_back({});  // the device's default
     std::vector<std::string> failures;
     for (std::size_t i = 0; i < sizes.size(); ++i) {

@@ -30,6 +30,7 @@
 // All are registered in float32 and float64. bfloat16 tensors (chapter 18) go to the ops'
 // kernels whatever is selected, as they did before the registry chose: layer_norm_kernels,
 // gelu_kernels and cross_entropy_kernels read bf16.
+#include <initializer_list>
 #include <mutex>
 #include <utility>
 
@@ -65,34 +66,56 @@ Tensor cross_entropy_composed_any(const Tensor& logits, const Tensor& targets, s
   return cross_entropy_composed(logits, targets);  // no row is ignored: every target must be a class
 }
 
+// One registration of an op built from ops: the variant's name, its function, its priority on
+// the CPU and on a GPU (the highest is the default), and the line `brrr kernels` shows.
+template <class Fn>
+struct Registration {
+  const char* variant;
+  Fn fn;
+  int cpu_priority, gpu_priority;
+  const char* about;
+};
+
+// Registers each row of `table` as a variant of `op` on `device`.
+template <class Fn>
+void add_variants(kernels::Op<Fn> op, DeviceType device, std::initializer_list<Registration<Fn>> table) {
+  for (const Registration<Fn>& r : table)
+    kernels::add(op, device, r.variant, r.fn, device == DeviceType::CPU ? r.cpu_priority : r.gpu_priority,
+                 kernels::about(r.about));
+}
+
 template <class T>
 void provide_dtype(DeviceType device) {
   const bool cpu = device == DeviceType::CPU;
   using kernels::about;
-  kernels::add(variants::layer_norm<T>, device, "kernels", &layer_norm_kernels, 10,
-               about("one forward kernel (mean and rstd kept) and one backward kernel"));
-  kernels::add(variants::layer_norm<T>, device, "composed", &layer_norm_composed, 0,
-               about("mean, sub, mul, sqrt, div: autograd derives the backward (chapter 07)"));
-  kernels::add(variants::residual_layer_norm<T>, device, "fused", &residual_layer_norm_fused, 10,
-               about("the residual add and LayerNorm in one kernel; the backward is layer_norm's"));
-  kernels::add(variants::residual_layer_norm<T>, device, "composed", &residual_layer_norm_composed, 0,
-               about("ops::add, then layer_norm_composed"));
-  kernels::add(variants::gelu<T>, device, "kernels", &gelu_kernels, 10,
-               about("one forward kernel and one backward kernel"));
-  kernels::add(variants::gelu<T>, device, "composed", &gelu_composed, 0,
-               about("mul, add, tanh: autograd derives the backward (chapter 07)"));
-  kernels::add(variants::linear_gelu<T>, device, "bias_in_gemm", &linear_gelu_bias_in_gemm, cpu ? 10 : 0,
-               about("linear with its bias in the GEMM's output, then ops::gelu"));
-  kernels::add(variants::linear_gelu<T>, device, "bias_gelu", &linear_gelu_bias_gelu, cpu ? 0 : 10,
-               about("the GEMM, then bias and GELU in one fused kernel (bias_gelu_forward)"));
-  kernels::add(variants::linear_gelu<T>, device, "composed", &linear_gelu_composed, -10,
-               about("linear with its bias, then gelu_composed"));
-  kernels::add(variants::cross_entropy<T>, device, "fused", &cross_entropy_fused, 10,
-               about("one kernel writes the losses and the gradient, kept until backward (chapter 16)"));
-  kernels::add(variants::cross_entropy<T>, device, "kernels", &cross_entropy_kernels, 5,
-               about("a forward kernel (one log-sum-exp per row kept) and a backward kernel"));
-  kernels::add(variants::cross_entropy<T>, device, "composed", &cross_entropy_composed_any, 0,
-               about("log_softmax times a one-hot mask: autograd derives the backward; no ignore_index"));
+  // Each row: the variant, its function, its priority on the CPU and on a GPU, what it does.
+  add_variants(variants::layer_norm<T>, device, {
+      {"kernels", &layer_norm_kernels, 10, 10, "one forward kernel (mean and rstd kept) and one backward kernel"},
+      {"composed", &layer_norm_composed, 0, 0, "mean, sub, mul, sqrt, div: autograd derives the backward (chapter 07)"},
+  });
+  add_variants(variants::residual_layer_norm<T>, device, {
+      {"fused", &residual_layer_norm_fused, 10, 10,
+       "the residual add and LayerNorm in one kernel; the backward is layer_norm's"},
+      {"composed", &residual_layer_norm_composed, 0, 0, "ops::add, then layer_norm_composed"},
+  });
+  add_variants(variants::gelu<T>, device, {
+      {"kernels", &gelu_kernels, 10, 10, "one forward kernel and one backward kernel"},
+      {"composed", &gelu_composed, 0, 0, "mul, add, tanh: autograd derives the backward (chapter 07)"},
+  });
+  add_variants(variants::linear_gelu<T>, device, {
+      {"bias_in_gemm", &linear_gelu_bias_in_gemm, 10, 0, "linear with its bias in the GEMM's output, then ops::gelu"},
+      {"bias_gelu", &linear_gelu_bias_gelu, 0, 10,
+       "the GEMM, then bias and GELU in one fused kernel (bias_gelu_forward)"},
+      {"composed", &linear_gelu_composed, -10, -10, "linear with its bias, then gelu_composed"},
+  });
+  add_variants(variants::cross_entropy<T>, device, {
+      {"fused", &cross_entropy_fused, 10, 10,
+       "one kernel writes the losses and the gradient, kept until backward (chapter 16)"},
+      {"kernels", &cross_entropy_kernels, 5, 5,
+       "a forward kernel (one log-sum-exp per row kept) and a backward kernel"},
+      {"composed", &cross_entropy_composed_any, 0, 0,
+       "log_softmax times a one-hot mask: autograd derives the backward; no ignore_index"},
+  });
   kernels::add(variants::causal_attention<T>, device, "composed", &attention_composed, cpu ? 10 : 0,
                about("matmul, causal mask, softmax, matmul: the (T, T) weights kept for autograd"));
   kernels::add(variants::causal_attention<T>, device, "flash", &attention_flash, cpu ? 0 : 10,

@@ -609,30 +609,29 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
 }
 Tensor arange(std::int64_t end, TensorOptions options) { return arange(0.0, static_cast<double>(end), 1.0, options); }
 
-Tensor rand(Shape shape, Generator& gen, TensorOptions options) {
-  BRRR_CHECK(is_floating_point(options.dtype_), "rand: dtype must be floating point, got ", dtype_name(options.dtype_));
-  if (options.dtype_ == kBFloat16) {  // drawn in float32, rounded once (chapter 18): the same on every device
-    Tensor t = rand(std::move(shape), gen, TensorOptions(options).dtype(kFloat32).requires_grad(false)).to(kBFloat16);
-    if (options.requires_grad_) t.requires_grad_(true);
-    return t;
+namespace {
+// rand and randn: a tensor of `distribution` ("uniform" or "normal") drawn by gen. bfloat16 is
+// drawn in float32 and rounded once (chapter 18), so it is the same on every device.
+Tensor random_tensor(const char* op, const char* distribution, Shape shape, Generator& gen, TensorOptions options) {
+  BRRR_CHECK(is_floating_point(options.dtype_), op, ": dtype must be floating point, got ", dtype_name(options.dtype_));
+  Tensor t;
+  if (options.dtype_ == kBFloat16) {
+    t = random_tensor(op, distribution, std::move(shape), gen, TensorOptions(options).dtype(kFloat32).requires_grad(false))
+            .to(kBFloat16);
+  } else {
+    t = detail::new_tensor(shape, options.dtype_, options.device_);
+    draw_into(t, distribution, gen);
   }
-  Tensor t = detail::new_tensor(shape, options.dtype_, options.device_);
-  draw_into(t, "uniform", gen);
   if (options.requires_grad_) t.requires_grad_(true);
   return t;
 }
+}  // namespace
 
+Tensor rand(Shape shape, Generator& gen, TensorOptions options) {
+  return random_tensor("rand", "uniform", std::move(shape), gen, options);
+}
 Tensor randn(Shape shape, Generator& gen, TensorOptions options) {
-  BRRR_CHECK(is_floating_point(options.dtype_), "randn: dtype must be floating point, got ", dtype_name(options.dtype_));
-  if (options.dtype_ == kBFloat16) {  // drawn in float32, rounded once (chapter 18): the same on every device
-    Tensor t = randn(std::move(shape), gen, TensorOptions(options).dtype(kFloat32).requires_grad(false)).to(kBFloat16);
-    if (options.requires_grad_) t.requires_grad_(true);
-    return t;
-  }
-  Tensor t = detail::new_tensor(shape, options.dtype_, options.device_);
-  draw_into(t, "normal", gen);
-  if (options.requires_grad_) t.requires_grad_(true);
-  return t;
+  return random_tensor("randn", "normal", std::move(shape), gen, options);
 }
 
 Tensor randint(std::int64_t low, std::int64_t high, Shape shape, Generator& gen, TensorOptions options) {

@@ -21,18 +21,13 @@ namespace brrr::kernels::cpu {
 
 namespace {
 using i64 = std::int64_t;
-
-// Items per block for parallel_for when each item costs about `work` multiply-adds or copies:
-// at least ~16k per block, so a small layer (the digits' CNN) runs on one thread instead of
-// paying a wake-up per op, which costs far more than it saves when another process holds a core.
-i64 grain(i64 work) { return std::max<i64>(1, (i64{1} << 14) / std::max<i64>(work, 1)); }
 }  // namespace
 
 // out (N, C_out, H_out, W_out): threads split the (n, co) output planes.
 template <class T>
 void conv2d_direct_forward(T* out, const T* x, const T* w, const T* bias, const ConvShape& s, Stream) {
   const i64 cin_g = s.C_in / s.groups, cout_g = s.C_out / s.groups;
-  parallel_for(s.N * s.C_out, grain(s.H_out * s.W_out * cin_g * s.kH * s.kW), [&](i64 begin, i64 end) {
+  parallel_for(s.N * s.C_out, grain(s.H_out * s.W_out * cin_g * s.kH * s.kW, kLayerGrain), [&](i64 begin, i64 end) {
     for (i64 nc = begin; nc < end; ++nc) {
       const i64 n = nc / s.C_out, co = nc % s.C_out, g = co / cout_g;
       T* o = out + nc * s.H_out * s.W_out;
@@ -63,7 +58,7 @@ void conv2d_direct_forward(T* out, const T* x, const T* w, const T* bias, const 
 template <class T>
 void conv2d_direct_backward_input(T* dx, const T* dout, const T* w, const ConvShape& s, Stream) {
   const i64 cin_g = s.C_in / s.groups, cout_g = s.C_out / s.groups;
-  parallel_for(s.N * s.C_in, grain(s.H * s.W * s.kH * s.kW * cout_g), [&](i64 begin, i64 end) {
+  parallel_for(s.N * s.C_in, grain(s.H * s.W * s.kH * s.kW * cout_g, kLayerGrain), [&](i64 begin, i64 end) {
     for (i64 nc = begin; nc < end; ++nc) {
       const i64 n = nc / s.C_in, ci = nc % s.C_in, g = ci / cin_g, c = ci % cin_g;
       for (i64 ih = 0; ih < s.H; ++ih)
@@ -91,7 +86,7 @@ void conv2d_direct_backward_input(T* dx, const T* dout, const T* w, const ConvSh
 template <class T>
 void conv2d_direct_backward_weight(T* dw, T* dbias, const T* dout, const T* x, const ConvShape& s, Stream) {
   const i64 cin_g = s.C_in / s.groups, cout_g = s.C_out / s.groups, P = s.H_out * s.W_out;
-  parallel_for(s.C_out, grain(cin_g * s.kH * s.kW * s.N * P), [&](i64 begin, i64 end) {
+  parallel_for(s.C_out, grain(cin_g * s.kH * s.kW * s.N * P, kLayerGrain), [&](i64 begin, i64 end) {
     for (i64 co = begin; co < end; ++co) {
       const i64 g = co / cout_g;
       for (i64 c = 0; c < cin_g; ++c)

@@ -28,11 +28,6 @@ namespace brrr::kernels::cpu {
 namespace {
 using i64 = std::int64_t;
 
-// Items per block for parallel_for when each item costs about `work` multiply-adds or copies:
-// at least ~16k per block, so a small layer (the digits' CNN) runs on one thread instead of
-// paying a wake-up per op, which costs far more than it saves when another process holds a core.
-i64 grain(i64 work) { return std::max<i64>(1, (i64{1} << 14) / std::max<i64>(work, 1)); }
-
 // At most this many elements of col at once (16 MiB of float32): measured at the ResNet-like
 // layer (docs/measurements.md), larger groups of images were no faster.
 constexpr i64 kColBudget = i64{1} << 22;
@@ -58,7 +53,7 @@ Span inside(i64 offset, i64 stride, i64 size, i64 out) {  // first/last o with 0
 template <class T>
 void im2col(T* col, const T* x, i64 nb, const ConvShape& s) {
   const i64 P = s.H_out * s.W_out, rows = s.C_in * s.kH * s.kW;
-  parallel_for(rows, grain(nb * P), [&](i64 begin, i64 end) {
+  parallel_for(rows, grain(nb * P, kLayerGrain), [&](i64 begin, i64 end) {
     for (i64 r = begin; r < end; ++r) {
       const i64 ci = r / (s.kH * s.kW), kh = r / s.kW % s.kH, kw = r % s.kW;
       const i64 off_w = kw * s.dil_w - s.pad_w;
@@ -90,7 +85,7 @@ void im2col(T* col, const T* x, i64 nb, const ConvShape& s) {
 template <class T>
 void col2im(T* dx, const T* dcol, i64 nb, const ConvShape& s) {
   const i64 P = s.H_out * s.W_out;
-  parallel_for(nb * s.C_in, grain(s.kH * s.kW * P), [&](i64 begin, i64 end) {
+  parallel_for(nb * s.C_in, grain(s.kH * s.kW * P, kLayerGrain), [&](i64 begin, i64 end) {
     for (i64 bc = begin; bc < end; ++bc) {
       const i64 b = bc / s.C_in, ci = bc % s.C_in;
       T* plane = dx + bc * s.H * s.W;
@@ -133,7 +128,7 @@ const T* dout_as_rows(std::vector<T>& buf, const T* dout, i64 n0, i64 nb, const 
   const i64 P = s.H_out * s.W_out;
   if (nb == 1) return dout + n0 * s.C_out * P;
   buf.resize(s.C_out * nb * P);
-  parallel_for(s.C_out * nb, grain(P), [&](i64 begin, i64 end) {
+  parallel_for(s.C_out * nb, grain(P, kLayerGrain), [&](i64 begin, i64 end) {
     for (i64 cb = begin; cb < end; ++cb) {
       const i64 co = cb / nb, b = cb % nb;
       std::copy_n(dout + ((n0 + b) * s.C_out + co) * P, P, buf.data() + cb * P);
@@ -154,7 +149,7 @@ void conv2d_im2col_forward(T* out, const T* x, const T* w, const T* bias, const 
     // One image: the GEMM writes (C_out, P) straight into its output; more: into tmp.
     T* rows = nb == 1 ? out + n0 * s.C_out * P : tmp.data();
     grouped_gemm(rows, w, col.data(), G, cout_g, nb * P, kg, false, false, false);
-    parallel_for(nb * s.C_out, grain(P), [&](i64 begin, i64 end) {  // (C_out, nb P) -> (nb, C_out, P), + bias
+    parallel_for(nb * s.C_out, grain(P, kLayerGrain), [&](i64 begin, i64 end) {  // (C_out, nb P) -> (nb, C_out, P), + bias
       for (i64 bc = begin; bc < end; ++bc) {
         const i64 b = bc / s.C_out, co = bc % s.C_out;
         T* dst = out + (n0 + b) * s.C_out * P + co * P;
@@ -195,7 +190,7 @@ void conv2d_im2col_backward_weight(T* dw, T* dbias, const T* dout, const T* x, c
   }
   if (s.N == 0) std::fill(dw, dw + s.C_out * kg, T(0));
   if (dbias)  // the sum of dout over images and positions, in double, in order
-    parallel_for(s.C_out, grain(s.N * P), [&](i64 begin, i64 end) {
+    parallel_for(s.C_out, grain(s.N * P, kLayerGrain), [&](i64 begin, i64 end) {
       for (i64 co = begin; co < end; ++co) {
         double acc = 0.0;
         for (i64 n = 0; n < s.N; ++n)

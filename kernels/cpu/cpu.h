@@ -33,6 +33,16 @@ inline void parallel_for(std::int64_t n, std::int64_t grain, Body body) {
 // Elementwise kernels move about 32 KiB per block: big enough to amortise scheduling,
 // small enough to balance two cores on a 16k-element tensor.
 constexpr std::int64_t kElementwiseGrain = 8192;
+// Convolutions, pooling and reductions do at least ~16k multiply-adds or copies per block, so
+// a small layer (the digits' CNN) runs on one thread instead of paying a wake-up per op,
+// which costs far more than it saves when another process holds a core.
+constexpr std::int64_t kLayerGrain = 16384;
+
+// The grain of parallel_for when each index costs about `work` (elements, multiply-adds or
+// copies): enough indices that a block does about `block_work`, and at least one.
+inline std::int64_t grain(std::int64_t work, std::int64_t block_work) {
+  return std::max<std::int64_t>(1, block_work / std::max<std::int64_t>(work, 1));
+}
 
 // exp(x) for float that the compiler can vectorize (no libm call): Cephes' method.
 // x = n ln2 + r with |r| <= ln2/2, exp(r) by a degree-6 polynomial, then scale by 2^n

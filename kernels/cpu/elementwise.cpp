@@ -54,8 +54,7 @@ void copy(T* out, const T* in, const Loop& loop, Stream) {
     });
     return;
   }
-  const std::int64_t grain = std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(inner, 1));
-  parallel_for(outer, grain, [&](std::int64_t begin, std::int64_t end) {
+  parallel_for(outer, grain(inner, kElementwiseGrain), [&](std::int64_t begin, std::int64_t end) {
     std::int64_t off[2];
     for (std::int64_t o = begin; o < end; ++o) {
       outer_offsets(loop, o, 2, off);
@@ -297,8 +296,7 @@ inline void map_binary(T* out, const T* a, const T* b, const Loop& loop, F f) {
     });
     return;
   }
-  const std::int64_t grain = std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(inner, 1));
-  parallel_for(outer, grain, [&](std::int64_t begin, std::int64_t end) {
+  parallel_for(outer, grain(inner, kElementwiseGrain), [&](std::int64_t begin, std::int64_t end) {
     std::int64_t off[3];
     for (std::int64_t o = begin; o < end; ++o) {
       outer_offsets(loop, o, 3, off);

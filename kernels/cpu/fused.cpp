@@ -93,8 +93,7 @@ void cross_entropy_fused(T* losses, T* dlogits, const T* logits, const std::int3
 // in double, in an order fixed by the code, so the bits never depend on the thread count.
 void cross_entropy_fused_rowwise(float* losses, float* dlogits, const float* logits, const std::int32_t* targets,
                                  std::int64_t N, std::int64_t V, std::int64_t ignore_index, float dloss, Stream) {
-  const std::int64_t grain = std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(V, 1));
-  parallel_for(N, grain, [&](std::int64_t b, std::int64_t e) {
+  parallel_for(N, grain(V, kElementwiseGrain), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t n = b; n < e; ++n) {
       float* d = dlogits + n * V;
       if (targets[n] == ignore_index) {

@@ -26,7 +26,7 @@ void check_indices(std::int32_t* safe, std::int32_t* first_bad, const std::int32
 
 template <class T>
 void embedding_forward(T* out, const T* weight, const std::int32_t* idx, std::int64_t N, std::int64_t C, Stream) {
-  parallel_for(N, std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(C, 1)), [&](std::int64_t b, std::int64_t e) {
+  parallel_for(N, grain(C, kElementwiseGrain), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t n = b; n < e; ++n) std::memcpy(out + n * C, weight + idx[n] * C, C * sizeof(T));
   });
 }
@@ -52,8 +52,6 @@ void embedding_backward(T* dweight, const T* dout, const std::int32_t* idx, std:
 // softmax over rows: out = exp(x - max) / sum(exp(x - max)); subtracting the max keeps exp
 // from overflowing and changes nothing mathematically.
 
-inline std::int64_t row_grain(std::int64_t C) { return std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(C, 1)); }
-
 // Each pass over a row is a loop the compiler vectorizes (omp simd), with exp_vec_or_zero
 // (cpu.h: a masked score, -inf, still weighs exactly 0), and the sum in double, in an
 // order fixed by the code, so the bits do not depend on the thread count. (One element at a
@@ -61,7 +59,7 @@ inline std::int64_t row_grain(std::int64_t C) { return std::max<std::int64_t>(1,
 // training step, in attention's softmax over (T, T) scores; vectorized, 2.4%.)
 template <class T>
 void softmax_forward(T* out, const T* x, std::int64_t N, std::int64_t C, Stream) {
-  parallel_for(N, row_grain(C), [&](std::int64_t b, std::int64_t e) {
+  parallel_for(N, grain(C, kElementwiseGrain), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t n = b; n < e; ++n) {
       const T* row = x + n * C;
       T* o = out + n * C;
@@ -86,7 +84,7 @@ void softmax_forward(T* out, const T* x, std::int64_t N, std::int64_t C, Stream)
 // dx = out * (dout - sum(dout * out)), the Jacobian of softmax applied to dout.
 template <class T>
 void softmax_backward(T* dx, const T* dout, const T* out, std::int64_t N, std::int64_t C, Stream) {
-  parallel_for(N, row_grain(C), [&](std::int64_t b, std::int64_t e) {
+  parallel_for(N, grain(C, kElementwiseGrain), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t n = b; n < e; ++n) {
       const T* g = dout + n * C;
       const T* y = out + n * C;
@@ -112,7 +110,7 @@ inline double logsumexp(const T* row, std::int64_t C) {
 
 template <class T>
 void log_softmax_forward(T* out, const T* x, std::int64_t N, std::int64_t C, Stream) {
-  parallel_for(N, row_grain(C), [&](std::int64_t b, std::int64_t e) {
+  parallel_for(N, grain(C, kElementwiseGrain), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t n = b; n < e; ++n) {
       const double lse = logsumexp(x + n * C, C);
       for (std::int64_t c = 0; c < C; ++c) out[n * C + c] = static_cast<T>(x[n * C + c] - lse);
@@ -123,7 +121,7 @@ void log_softmax_forward(T* out, const T* x, std::int64_t N, std::int64_t C, Str
 // dx = dout - exp(out) * sum(dout), since exp(out) is the softmax.
 template <class T>
 void log_softmax_backward(T* dx, const T* dout, const T* out, std::int64_t N, std::int64_t C, Stream) {
-  parallel_for(N, row_grain(C), [&](std::int64_t b, std::int64_t e) {
+  parallel_for(N, grain(C, kElementwiseGrain), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t n = b; n < e; ++n) {
       double sum = 0.0;
       for (std::int64_t c = 0; c < C; ++c) sum += dout[n * C + c];
@@ -141,7 +139,7 @@ void log_softmax_backward(T* dx, const T* dout, const T* out, std::int64_t N, st
 template <class T>
 void cross_entropy_forward(T* losses, T* lse, const T* logits, const std::int32_t* targets, std::int64_t N,
                            std::int64_t V, std::int64_t ignore_index, Stream) {
-  parallel_for(N, row_grain(V), [&](std::int64_t b, std::int64_t e) {
+  parallel_for(N, grain(V, kElementwiseGrain), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t n = b; n < e; ++n) {
       const double l = logsumexp(logits + n * V, V);
       lse[n] = static_cast<T>(l);
@@ -153,7 +151,7 @@ void cross_entropy_forward(T* losses, T* lse, const T* logits, const std::int32_
 template <class T>
 void cross_entropy_backward(T* dlogits, const T* dlosses, const T* logits, const T* lse, const std::int32_t* targets,
                             std::int64_t N, std::int64_t V, std::int64_t ignore_index, Stream) {
-  parallel_for(N, row_grain(V), [&](std::int64_t b, std::int64_t e) {
+  parallel_for(N, grain(V, kElementwiseGrain), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t n = b; n < e; ++n) {
       T* d = dlogits + n * V;
       if (targets[n] == ignore_index) {
@@ -211,7 +209,7 @@ void gelu_backward(T* dx, const T* dout, const T* x, std::int64_t n, Stream) {
 template <class T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, std::int64_t N,
                        std::int64_t C, T eps, Stream) {
-  parallel_for(N, row_grain(C), [&](std::int64_t b, std::int64_t e) {
+  parallel_for(N, grain(C, kElementwiseGrain), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t n = b; n < e; ++n) {
       const T* row = x + n * C;
       double m = 0.0;

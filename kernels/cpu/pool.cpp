@@ -16,17 +16,12 @@ namespace brrr::kernels::cpu {
 
 namespace {
 using i64 = std::int64_t;
-
-// Items per block for parallel_for when each item costs about `work` multiply-adds or copies:
-// at least ~16k per block, so a small layer (the digits' CNN) runs on one thread instead of
-// paying a wake-up per op, which costs far more than it saves when another process holds a core.
-i64 grain(i64 work) { return std::max<i64>(1, (i64{1} << 14) / std::max<i64>(work, 1)); }
 }  // namespace
 
 // A window's first largest input wins; NaN counts as largest (as torch.max), so it propagates.
 template <class T>
 void max_pool2d_forward(T* out, i64* index, const T* x, const PoolShape& s, Stream) {
-  parallel_for(s.planes, grain(s.H * s.W + s.H_out * s.W_out * s.kH * s.kW), [&](i64 begin, i64 end) {
+  parallel_for(s.planes, grain(s.H * s.W + s.H_out * s.W_out * s.kH * s.kW, kLayerGrain), [&](i64 begin, i64 end) {
     for (i64 pl = begin; pl < end; ++pl) {
       const T* in = x + pl * s.H * s.W;
       for (i64 oh = 0; oh < s.H_out; ++oh)
@@ -55,7 +50,7 @@ void max_pool2d_forward(T* out, i64* index, const T* x, const PoolShape& s, Stre
 
 template <class T>
 void max_pool2d_backward(T* dx, const T* dout, const i64* index, const PoolShape& s, Stream) {
-  parallel_for(s.planes, grain(s.H * s.W + s.H_out * s.W_out * s.kH * s.kW), [&](i64 begin, i64 end) {
+  parallel_for(s.planes, grain(s.H * s.W + s.H_out * s.W_out * s.kH * s.kW, kLayerGrain), [&](i64 begin, i64 end) {
     for (i64 pl = begin; pl < end; ++pl) {
       T* d = dx + pl * s.H * s.W;
       std::fill(d, d + s.H * s.W, T(0));
@@ -71,7 +66,7 @@ void max_pool2d_backward(T* dx, const T* dout, const i64* index, const PoolShape
 template <class T>
 void avg_pool2d_forward(T* out, const T* x, const PoolShape& s, Stream) {
   const double scale = 1.0 / static_cast<double>(s.kH * s.kW);
-  parallel_for(s.planes, grain(s.H * s.W + s.H_out * s.W_out * s.kH * s.kW), [&](i64 begin, i64 end) {
+  parallel_for(s.planes, grain(s.H * s.W + s.H_out * s.W_out * s.kH * s.kW, kLayerGrain), [&](i64 begin, i64 end) {
     for (i64 pl = begin; pl < end; ++pl) {
       const T* in = x + pl * s.H * s.W;
       for (i64 oh = 0; oh < s.H_out; ++oh)
@@ -95,7 +90,7 @@ void avg_pool2d_forward(T* out, const T* x, const PoolShape& s, Stream) {
 template <class T>
 void avg_pool2d_backward(T* dx, const T* dout, const PoolShape& s, Stream) {
   const T scale = T(1) / static_cast<T>(s.kH * s.kW);
-  parallel_for(s.planes, grain(s.H * s.W + s.H_out * s.W_out * s.kH * s.kW), [&](i64 begin, i64 end) {
+  parallel_for(s.planes, grain(s.H * s.W + s.H_out * s.W_out * s.kH * s.kW, kLayerGrain), [&](i64 begin, i64 end) {
     for (i64 pl = begin; pl < end; ++pl) {
       T* d = dx + pl * s.H * s.W;
       std::fill(d, d + s.H * s.W, T(0));

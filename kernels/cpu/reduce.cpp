@@ -47,7 +47,7 @@ void sum_dim(T* out, const T* in, std::int64_t outer, std::int64_t R, std::int64
     return;
   }
   if (inner == 1) {
-    parallel_for(outer, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(R, 1)), [&](std::int64_t b, std::int64_t e) {
+    parallel_for(outer, grain(R, kLayerGrain), [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t o = b; o < e; ++o) out[o] = static_cast<T>(sum_run(in + o * R, R, 1));
     });
     return;
@@ -79,7 +79,7 @@ void sum_dim(T* out, const T* in, std::int64_t outer, std::int64_t R, std::int64
 // PyTorch), so a NaN anywhere shows up in the result.
 template <class T>
 void max_dim(T* out, std::int64_t* index, const T* in, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream) {
-  parallel_for(outer * inner, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(R, 1)), [&](std::int64_t b, std::int64_t e) {
+  parallel_for(outer * inner, grain(R, kLayerGrain), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t task = b; task < e; ++task) {
       const std::int64_t o = task / inner, j = task % inner;
       const T* x = in + o * R * inner + j;
@@ -100,7 +100,7 @@ void max_dim(T* out, std::int64_t* index, const T* in, std::int64_t outer, std::
 
 template <class T>
 void max_dim_backward(T* dx, const T* dout, const std::int64_t* index, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream) {
-  parallel_for(outer, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(R * inner, 1)), [&](std::int64_t b, std::int64_t e) {
+  parallel_for(outer, grain(R * inner, kLayerGrain), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t o = b; o < e; ++o) {
       std::fill(dx + o * R * inner, dx + (o + 1) * R * inner, T(0));
       for (std::int64_t j = 0; j < inner; ++j) dx[(o * R + index[o * inner + j]) * inner + j] = dout[o * inner + j];

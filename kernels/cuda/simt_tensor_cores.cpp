@@ -1,6 +1,7 @@
 // kernels/cuda/simt_tensor_cores.cpp: the emulator's tensor-core instructions: mma.sync,
-// ldmatrix and cp.async, lane by lane. Chapter 14 (tensor cores). Read before: kernels/cuda/
-// simt.h (their spellings, and what each does on the GPU). Read next: kernels/cuda/matmul.cu.
+// ldmatrix and cp.async, lane by lane. Chapter 14 (tensor cores). Read before:
+// kernels/cuda/simt_tensor_cores.h (their spellings, and what each does on the GPU).
+// Read next: kernels/cuda/matmul.cu.
 //
 // mma.sync and ldmatrix are warp-collective: the 32 lanes meet (warp_exchange, a shuffle of
 // several words), and each lane then computes its own registers of the result from everyone's
@@ -26,7 +27,7 @@
 // the low 13 are ignored, so kernels round to tf32 first (float_to_tf32, cvt.rna: to nearest,
 // ties away from zero).
 //
-// WMMA (nvcuda::wmma, simt.h) runs on the same sums, with the emulator's own fragment layout.
+// WMMA (nvcuda::wmma, simt_tensor_cores.h) runs on the same sums, with the emulator's own fragment layout.
 //
 // cp.async is a thread's own queue: the copy is noted at issue, the destination filled with
 // 0xFF bytes (NaN) and marked in flight for the race detector, and copied when the issuing
@@ -40,6 +41,7 @@
 #include <vector>
 
 #include "kernels/cuda/simt_internal.h"
+#include "kernels/cuda/simt_tensor_cores.h"
 
 namespace brrr::simt::detail {
 namespace {

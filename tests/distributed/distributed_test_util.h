@@ -24,6 +24,7 @@
 #include "brrr/io.h"
 #include "brrr/safetensors.h"
 #include "train/distributed.h"
+#include "train/gradient_reducer.h"
 
 namespace brrr::test {
 namespace fs = std::filesystem;

@@ -19,6 +19,7 @@
 #include "brrr/bfloat16.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/simt.h"
+#include "kernels/cuda/simt_tensor_cores.h"
 #include "tests/emulator/emulator_test_util.h"
 
 namespace {

@@ -21,7 +21,8 @@ three are reported, and that the clean lines beside them are not.
 import os
 import re
 import sys
-import tempfile
+
+import layout_check
 
 SOURCE = re.compile(r"\.(h|hpp|cpp|cu|cuh)$")
 SWITCH = re.compile(r"\bcomposed_?\b")
@@ -62,14 +63,7 @@ def strings_kept(text):
 
 
 def sources(root, folder):
-    base = os.path.join(root, folder)
-    if os.path.isfile(base):
-        yield base
-        return
-    for path, _, files in os.walk(base):
-        for f in sorted(files):
-            if SOURCE.search(f):
-                yield os.path.join(path, f)
+    return layout_check.sources(root, folder, SOURCE)
 
 
 def hits(pattern, text):
@@ -101,45 +95,30 @@ def violations(root):
 
 
 def self_test():
-    with tempfile.TemporaryDirectory() as root:
-        for d in ("models/gpt", "framework/include/brrr", "framework/src", "kernels/cuda"):
-            os.makedirs(os.path.join(root, d))
-        files = {
-            "models/gpt/gpt.cpp": '// composed ops are a registry variant\n'
-                                  'if (key == "composed") select();\n'
-                                  'y = ops::gelu_composed(x);\n'
-                                  'y = composed_ ? a : b;\n',
-            "framework/include/brrr/nn.h": "struct GELU {\n  bool composed;\n};\n",
-            "framework/src/ops.cpp": 'static KernelFamily<kernels::unary_fn> k(kernels::op::exp<float>);\n'
-                                     'static KernelFamily<kernels::unary_fn> n("neg");\n',
-            "kernels/cuda/gelu.cu": "// Variant 2: 1.5 ms on an H100.\n// Variant 3: not measured yet.\n"
-                                    "// Variant 4: not measured\n// yet.\n",
-        }
-        for name, text in files.items():
-            with open(os.path.join(root, name), "w") as f:
-                f.write(text)
-        found = [v.split(": ", 1)[0] for v in violations(root)]
-        expected = ["models/gpt/gpt.cpp:4", "framework/include/brrr/nn.h:2", "framework/src/ops.cpp:2",
-                    "kernels/cuda/gelu.cu:2", "kernels/cuda/gelu.cu:3"]
-        if found != expected:
-            print(f"self-test FAILED: expected {expected}, got {found}")
-            return 1
-        print("self-test: a composed switch, a kernel looked up by name and 'not measured yet' are reported")
-        return 0
+    files = {
+        "models/gpt/gpt.cpp": '// composed ops are a registry variant\n'
+                              'if (key == "composed") select();\n'
+                              'y = ops::gelu_composed(x);\n'
+                              'y = composed_ ? a : b;\n',
+        "framework/include/brrr/nn.h": "struct GELU {\n  bool composed;\n};\n",
+        "framework/src/ops.cpp": 'static KernelFamily<kernels::unary_fn> k(kernels::op::exp<float>);\n'
+                                 'static KernelFamily<kernels::unary_fn> n("neg");\n',
+        "kernels/cuda/gelu.cu": "// Variant 2: 1.5 ms on an H100.\n// Variant 3: not measured yet.\n"
+                                "// Variant 4: not measured\n// yet.\n",
+    }
+    expected = ["models/gpt/gpt.cpp:4", "framework/include/brrr/nn.h:2", "framework/src/ops.cpp:2",
+                "kernels/cuda/gelu.cu:2", "kernels/cuda/gelu.cu:3"]
+    return layout_check.self_test(violations, files, expected,
+                                  "a composed switch, a kernel looked up by name and 'not measured yet' are reported",
+                                  key=lambda v: v.split(": ", 1)[0])
 
 
 def main():
-    if "--self-test" in sys.argv:
-        return self_test()
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    root = os.path.abspath(args[0] if args else os.path.join(os.path.dirname(__file__), "..", ".."))
-    found = violations(root)
-    for v in found:
-        print(v)
-    print(f"{len(found)} violation(s)" if found else
-          "no composed switch in models/ or nn.h, no kernel looked up by name in framework/, "
-          "no 'not measured yet' in kernels/")
-    return 1 if found else 0
+    return layout_check.main(
+        violations, self_test,
+        passed="no composed switch in models/ or nn.h, no kernel looked up by name in framework/, "
+               "no 'not measured yet' in kernels/",
+        failed=lambda n: f"{n} violation(s)")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@
 The folders are layers, and a file may include only files of its own layer or of the layers
 below it:
 
-    base  <-  kernels  <-  framework  <-  models, tokenizer  <-  train, lab  <-  exercises  <-  apps
+    base  <-  kernels, plot  <-  framework  <-  models, tokenizer  <-  train, lab  <-  exercises  <-  apps
 
-(models and tokenizer do not include each other, nor do train and lab.) Every #include "..."
+(kernels and plot do not include each other, nor do models and tokenizer, nor train and lab:
+plot draws plain numbers and knows no tensors.) Every #include "..."
 of every source file under those folders is resolved the way the build resolves it (the
 including file's folder, then the include roots) and checked; an include that resolves to
 nothing in the repository (a system or third-party header) is not brrr's business here.
@@ -16,21 +17,23 @@ Prints each violation as FILE:LINE: LAYER includes PATH (LAYER) and exits 1 if t
 import os
 import re
 import sys
-import tempfile
+
+import layout_check
 
 # (layer, folder) from the bottom up; the layers a layer may include.
 LAYERS = {
     "base": {"base"},
     "kernels": {"base", "kernels"},
-    "framework": {"base", "kernels", "framework"},
-    "models": {"base", "kernels", "framework", "models"},
-    "tokenizer": {"base", "kernels", "framework", "tokenizer"},
-    "train": {"base", "kernels", "framework", "models", "tokenizer", "train"},
-    "lab": {"base", "kernels", "framework", "models", "tokenizer", "lab"},
-    "exercises": {"base", "kernels", "framework", "models", "tokenizer", "train", "lab", "exercises"},
-    "apps": {"base", "kernels", "framework", "models", "tokenizer", "train", "lab", "exercises", "apps"},
+    "plot": {"base", "plot"},
+    "framework": {"base", "kernels", "plot", "framework"},
+    "models": {"base", "kernels", "plot", "framework", "models"},
+    "tokenizer": {"base", "kernels", "plot", "framework", "tokenizer"},
+    "train": {"base", "kernels", "plot", "framework", "models", "tokenizer", "train"},
+    "lab": {"base", "kernels", "plot", "framework", "models", "tokenizer", "lab"},
+    "exercises": {"base", "kernels", "plot", "framework", "models", "tokenizer", "train", "lab", "exercises"},
+    "apps": {"base", "kernels", "plot", "framework", "models", "tokenizer", "train", "lab", "exercises", "apps"},
 }
-INCLUDE_ROOTS = ["base/include", "kernels/include", "framework/include", "models/include", "tokenizer/include", ""]
+INCLUDE_ROOTS = ["base/include", "kernels/include", "plot/include", "framework/include", "models/include", "tokenizer/include", ""]
 SOURCE = re.compile(r"\.(h|hpp|cpp|cu|cuh)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
@@ -51,58 +54,42 @@ def resolve(root, including, name):
 def violations(root):
     found = []
     for layer in LAYERS:
-        for folder, _, files in os.walk(os.path.join(root, layer)):
-            for f in sorted(files):
-                if not SOURCE.search(f):
-                    continue
-                path = os.path.join(folder, f)
-                with open(path, encoding="utf-8", errors="replace") as src:
-                    for number, line in enumerate(src, 1):
-                        m = INCLUDE.match(line)
-                        if not m:
-                            continue
-                        target = resolve(root, path, m.group(1))
-                        if not target:
-                            continue
-                        target_layer = layer_of(os.path.relpath(target, root))
-                        if target_layer and target_layer not in LAYERS[layer]:
-                            found.append(f"{os.path.relpath(path, root)}:{number}: {layer} includes "
-                                         f"{os.path.relpath(target, root)} ({target_layer})")
+        for path in layout_check.sources(root, layer, SOURCE):
+            with open(path, encoding="utf-8", errors="replace") as src:
+                for number, line in enumerate(src, 1):
+                    m = INCLUDE.match(line)
+                    if not m:
+                        continue
+                    target = resolve(root, path, m.group(1))
+                    if not target:
+                        continue
+                    target_layer = layer_of(os.path.relpath(target, root))
+                    if target_layer and target_layer not in LAYERS[layer]:
+                        found.append(f"{os.path.relpath(path, root)}:{number}: {layer} includes "
+                                     f"{os.path.relpath(target, root)} ({target_layer})")
     return found
 
 
 def self_test():
-    with tempfile.TemporaryDirectory() as root:
-        for d in ("base/include/brrr", "kernels", "framework/include/brrr"):
-            os.makedirs(os.path.join(root, d))
-        with open(os.path.join(root, "framework/include/brrr/tensor.h"), "w") as f:
-            f.write("#pragma once\n")
-        with open(os.path.join(root, "base/include/brrr/dtype.h"), "w") as f:
-            f.write("#pragma once\n")
-        with open(os.path.join(root, "kernels/good.cpp"), "w") as f:
-            f.write('#include "brrr/dtype.h"\n#include <vector>\n')
-        with open(os.path.join(root, "kernels/bad.cpp"), "w") as f:
-            f.write('#include "brrr/dtype.h"\n#include "brrr/tensor.h"\n')
-        found = violations(root)
-        expected = ["kernels/bad.cpp:2: kernels includes framework/include/brrr/tensor.h (framework)"]
-        if found != expected:
-            print(f"self-test FAILED: expected {expected}, got {found}")
-            return 1
-        print("self-test: a kernel including a framework header is reported")
-        return 0
+    files = {
+        "base/include/brrr/dtype.h": "#pragma once\n",
+        "framework/include/brrr/tensor.h": "#pragma once\n",
+        "kernels/good.cpp": '#include "brrr/dtype.h"\n#include <vector>\n',
+        "kernels/bad.cpp": '#include "brrr/dtype.h"\n#include "brrr/tensor.h"\n',
+        "plot/include/brrr/plot.h": '#pragma once\n#include "brrr/dtype.h"\n',
+        "plot/src/plot.cpp": '#include "brrr/plot.h"\n#include "brrr/tensor.h"\n',
+    }
+    expected = ["kernels/bad.cpp:2: kernels includes framework/include/brrr/tensor.h (framework)",
+                "plot/src/plot.cpp:2: plot includes framework/include/brrr/tensor.h (framework)"]
+    return layout_check.self_test(violations, files, expected,
+                                  "a kernel and a plot including a framework header are reported")
 
 
 def main():
-    if "--self-test" in sys.argv:
-        return self_test()
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    root = os.path.abspath(args[0] if args else os.path.join(os.path.dirname(__file__), "..", ".."))
-    found = violations(root)
-    for v in found:
-        print(v)
-    print(f"{len(found)} include(s) against the direction base <- kernels <- framework <- models, tokenizer "
-          f"<- train, lab <- exercises <- apps" if found else "every #include points down the layers")
-    return 1 if found else 0
+    return layout_check.main(
+        violations, self_test, passed="every #include points down the layers",
+        failed=lambda n: f"{n} include(s) against the direction base <- kernels, plot <- framework <- models, "
+                         f"tokenizer <- train, lab <- exercises <- apps")
 
 
 if __name__ == "__main__":

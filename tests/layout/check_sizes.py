@@ -20,7 +20,8 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
+
+import layout_check
 
 MAX_FUNCTION = 150
 MAX_FILE = 900
@@ -204,34 +205,19 @@ def self_test():
         # tests may be as long as they like
         "tests/t.cpp": "void t() {\n" + long_body * 2 + "}\n",
     }
-    with tempfile.TemporaryDirectory() as root:
-        for path, text in planted.items():
-            os.makedirs(os.path.join(root, os.path.dirname(path)), exist_ok=True)
-            with open(os.path.join(root, path), "w") as f:
-                f.write(text)
-        found = violations(root)
-    expected = ["framework/long_file.cpp: the file", "models/method.h:3: g is", "train/long.cpp:3: f is"]
-    ok = len(found) == len(expected) and all(any(f.startswith(e) for f in found) for e in expected)
-    print("\n".join(found))
-    print("self-test: " + ("the planted long function, method and file are reported, and nothing else"
-                           if ok else f"expected exactly {expected}"))
-    return 0 if ok else 1
+    expected = ["framework/long_file.cpp: the file is", "models/method.h:3: g is", "train/long.cpp:3: f is"]
+    return layout_check.self_test(violations, planted, expected,
+                                  "the planted long function, method and file are reported, and nothing else",
+                                  key=lambda v: re.sub(r" \d+ lines.*", "", v))
 
 
 def main():
-    if sys.argv[1:] == ["--self-test"]:
-        return self_test()
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
-    found = violations(root)
-    for v in found:
-        print(v)
-    if found:
-        print(f"{len(found)} over the limits: a function at most {MAX_FUNCTION} lines, a file at most {MAX_FILE} "
-              f"(tests/layout/check_sizes.py)")
-        return 1
-    print(f"every function is at most {MAX_FUNCTION} lines and every file at most {MAX_FILE} "
-          f"(except {', '.join(sorted(EXEMPT | TEMPORARY))})")
-    return 0
+    return layout_check.main(
+        violations, self_test,
+        passed=f"every function is at most {MAX_FUNCTION} lines and every file at most {MAX_FILE} "
+               f"(except {', '.join(sorted(EXEMPT | TEMPORARY))})",
+        failed=lambda n: f"{n} over the limits: a function at most {MAX_FUNCTION} lines, a file at most {MAX_FILE} "
+                         f"(tests/layout/check_sizes.py)")
 
 
 if __name__ == "__main__":

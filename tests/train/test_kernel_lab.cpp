@@ -196,18 +196,11 @@ TEST_CASE("kernel lab: every registered op has a case, and every case is complet
   CHECK_THROWS_WITH_AS(lab::find_case("gleu"), doctest::Contains("unknown op 'gleu' (ops: fill, copy, cast"), Error);
 }
 
-TEST_CASE("kernel lab: sizes on the command line") {
+TEST_CASE("kernel lab: sizes, devices and modes by name") {
+  // Sizes as a user types them are the command line's (tests/apps/test_lab_sizes.cpp).
   const lab::Case& ln = lab::find_case("layernorm_forward");
-  CHECK(lab::parse_size(ln, "1024x768", {1, 1}) == lab::Dims{1024, 768});
-  CHECK(lab::parse_size(ln, "1024,768", {1, 1}) == lab::Dims{1024, 768});
-  CHECK(lab::parse_size(ln, "C=1024", {64, 768}) == lab::Dims{64, 1024});
-  CHECK(lab::parse_size(ln, "c=2^10,N=3", {64, 768}) == lab::Dims{3, 1024});
-  CHECK(lab::parse_size(lab::find_case("matmul"), "256", {}) == lab::Dims{256, 256, 256});
+  CHECK(ln.dim_names == std::vector<std::string>{"N", "C"});
   CHECK(lab::size_string(ln, {64, 768}) == "N=64 C=768");
-  CHECK_THROWS_WITH_AS(lab::parse_size(ln, "1x2x3", {1, 1}), doctest::Contains("takes 2 sizes (N, C)"), Error);
-  CHECK_THROWS_WITH_AS(lab::parse_size(ln, "K=5", {1, 1}), doctest::Contains("has no size 'K' (sizes: N, C)"), Error);
-  CHECK_THROWS_WITH_AS(lab::parse_size(ln, "12x", {1, 1}), doctest::Contains("size '' is not a positive integer"), Error);
-  CHECK_THROWS_WITH_AS(lab::parse_size(ln, "0x5", {1, 1}), doctest::Contains("size '0'"), Error);
   CHECK(lab::parse_device("emulator") == lab::LabDevice::Emulator);
   CHECK_THROWS_WITH_AS(lab::parse_device("tpu"), doctest::Contains("unknown device 'tpu' (devices: cpu, cuda, emulator)"),
                        Error);

@@ -1,7 +1,8 @@
 // brrr/plot.h: small PNG plots (loss curves, rooflines, decision boundaries, heat maps), with
-// no dependency beyond stb_image_write. Log axes are ticked in real units, as matplotlib does.
-// Chapter 05 (the first MLP) introduces it; chapter 08 plots loss curves and attention maps,
-// chapter 11 the roofline.
+// no dependency beyond stb_image_write and brrr's base. Log axes are ticked in real units, as
+// matplotlib does. It takes plain numbers, never tensors: the library sits below the framework
+// (plot/CMakeLists.txt). Chapter 05 (the first MLP) introduces it; chapter 08 plots loss
+// curves and attention maps, chapter 11 the roofline. Read next: plot/src/plot.cpp.
 #pragma once
 #include <cstdint>
 #include <string>

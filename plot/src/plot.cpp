@@ -1,5 +1,5 @@
-// framework/src/plot.cpp: a tiny rasterizer for PNG plots.
-// Chapter 05 (the first MLP). stb_image_write encodes the PNG; stb_easy_font gives the
+// plot/src/plot.cpp: a tiny rasterizer for PNG plots, from plain numbers (no tensors).
+// Chapter 05 (the first MLP). Read before: brrr/plot.h. stb_image_write encodes the PNG; stb_easy_font gives the
 // glyphs (quads we fill ourselves).
 #include "brrr/plot.h"
 
