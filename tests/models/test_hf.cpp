@@ -112,13 +112,15 @@ TEST_CASE("hf: logits, loss and greedy tokens equal transformers' on folders of 
     const std::int64_t T = static_cast<std::int64_t>(ids.size());
     const Tensor loss = model->loss(logits.narrow(1, 0, T - 1).contiguous(), ids_tensor(ids).narrow(1, 1, T - 1).contiguous());
     CHECK(std::abs(loss.item() - e["loss"].get<double>()) <= 1e-5 * e["loss"].get<double>());
-    // Greedy decoding to the end of the context, with and without the KV cache.
+    // Greedy decoding to the end of the context: the Decoder, the cached forward, no cache.
     const auto prompt = e["prompt"].get<std::vector<std::uint32_t>>();
     const auto greedy = e["greedy"].get<std::vector<std::uint32_t>>();
     models::GenerateOptions o;
     o.temperature = 0.0;
     o.max_new_tokens = static_cast<std::int64_t>(greedy.size());
-    CHECK(models::generate(*model, prompt, o) == greedy);
+    CHECK(models::generate(*model, prompt, o) == greedy);  // the Decoder (brrr/models/decode.h)
+    o.fast = false;
+    CHECK(models::generate(*model, prompt, o) == greedy);  // the cached forward (kv_cache.cpp)
     o.kv_cache = false;
     CHECK(models::generate(*model, prompt, o) == greedy);
   }

@@ -1,0 +1,181 @@
+// kernels/cpu/decode.cpp: the kernels of fast generation, declared in decode.h (chapter 08).
+// Read before: decode.h, cpu.h. Read next: models/gpt/decode.cpp (the Decoder that calls them).
+//
+// linear_rows is a matrix-vector product (a GEMV) when M = 1, generation's case: each row of
+// W is read once, multiplied with x and summed, so the time is W's bytes over the memory
+// bandwidth. Rows of W go to the threads in blocks of 32; within a block, a micro-kernel takes
+// 4 rows of W against 3 rows of x (12 dot products, 12 vector accumulators, each loaded value
+// used 3 or 4 times): prefill's many rows then run at the arithmetic's pace, not the loads'.
+// With AVX2 and FMA (this build's -march says whether) a vector is 8 floats; otherwise a plain
+// array of 8 that computes the same sums, so the numbers are the same bits either way.
+#include "kernels/cpu/decode.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/cpu.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define BRRR_DECODE_AVX2 1
+#endif
+
+namespace brrr::kernels::cpu {
+
+namespace {
+
+using i64 = std::int64_t;
+
+inline float widen(float x) { return x; }
+inline float widen(std::uint16_t bits) {  // bfloat16 -> float32, exact
+  const std::uint32_t u = std::uint32_t{bits} << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+#if BRRR_DECODE_AVX2
+using Vec = __m256;
+inline Vec zero() { return _mm256_setzero_ps(); }
+inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec load(const std::uint16_t* p) {  // 8 bfloat16: widen to 32 bits, shift into the top half
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), as decode.h says.
+inline float hsum(Vec v) {
+  const __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l_i + l_{i+4}
+  const __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));                                  // a0 + a2, a1 + a3
+  return _mm_cvtss_f32(_mm_add_ss(b, _mm_shuffle_ps(b, b, 1)));
+}
+#else
+struct Vec {
+  float l[8];
+};
+inline Vec zero() { return Vec{}; }
+template <class T>
+inline Vec load(const T* p) {
+  Vec v;
+  for (int i = 0; i < 8; ++i) v.l[i] = widen(p[i]);
+  return v;
+}
+inline Vec fma(Vec a, Vec b, Vec c) {
+  for (int i = 0; i < 8; ++i) c.l[i] = std::fma(a.l[i], b.l[i], c.l[i]);
+  return c;
+}
+inline float hsum(Vec v) {
+  const float a0 = v.l[0] + v.l[4], a1 = v.l[1] + v.l[5], a2 = v.l[2] + v.l[6], a3 = v.l[3] + v.l[7];
+  return (a0 + a2) + (a1 + a3);
+}
+#endif
+
+// out[r][j] = x_r . w_j for R rows of x (stride ldx) and J rows of w (stride K), in decode.h's order.
+template <int R, int J, class W>
+inline void dots(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 K) {
+  Vec acc[R][J];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < J; ++j) acc[r][j] = zero();
+  const i64 K8 = K - K % 8;
+  for (i64 k = 0; k < K8; k += 8) {
+    Vec xv[R];
+    for (int r = 0; r < R; ++r) xv[r] = load(x + r * ldx + k);
+    for (int j = 0; j < J; ++j) {
+      const Vec wv = load(w + j * K + k);
+      for (int r = 0; r < R; ++r) acc[r][j] = fma(xv[r], wv, acc[r][j]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < J; ++j) {
+      float s = hsum(acc[r][j]);
+      for (i64 k = K8; k < K; ++k) s = std::fma(x[r * ldx + k], widen(w[j * K + k]), s);
+      out[r][j] = s;
+    }
+}
+
+inline float gelu_tanh(float v) {  // 0.5 v (1 + tanh(u)) written as v / (1 + exp(-2u)), as nn.cpp's gelu_forward
+  constexpr float k2 = static_cast<float>(-2.0 * 0.7978845608028654), c = 0.044715f;
+  return v / (1.0f + exp_vec(k2 * (v + c * v * v * v)));
+}
+
+template <int R, int J, class W>
+inline void tile(float* y, const float* x, const W* w, const float* bias, i64 m, i64 n, i64 N, i64 K, Epilogue e) {
+  float out[R][J];
+  dots<R, J>(out, x + m * K, K, w + n * K, K);
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < J; ++j) {
+      const float v = bias ? out[r][j] + bias[n + j] : out[r][j];
+      float& dst = y[(m + r) * N + n + j];
+      dst = e == Epilogue::kStore ? v : e == Epilogue::kAdd ? dst + v : gelu_tanh(v);
+    }
+}
+
+template <class W>
+void linear_rows_impl(float* y, const float* x, const W* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
+  constexpr i64 kRowsOfW = 32;  // a block of W's rows (96 KiB at K = 768 in float32): one thread's share of work
+  parallel_for(N, kRowsOfW, [&](i64 n0, i64 n1) {
+    i64 m = 0;
+    for (; m + 3 <= M; m += 3) {
+      i64 n = n0;
+      for (; n + 4 <= n1; n += 4) tile<3, 4>(y, x, w, bias, m, n, N, K, e);
+      for (; n < n1; ++n) tile<3, 1>(y, x, w, bias, m, n, N, K, e);
+    }
+    for (; m < M; ++m) {
+      i64 n = n0;
+      for (; n + 4 <= n1; n += 4) tile<1, 4>(y, x, w, bias, m, n, N, K, e);
+      for (; n < n1; ++n) tile<1, 1>(y, x, w, bias, m, n, N, K, e);
+    }
+  });
+}
+
+}  // namespace
+
+void linear_rows(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
+  linear_rows_impl(y, x, w, bias, M, N, K, e);
+}
+void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* bias, i64 M, i64 N, i64 K,
+                 Epilogue e) {
+  linear_rows_impl(y, x, w, bias, M, N, K, e);
+}
+
+void layer_norm_rows(float* y, const float* x, const float* w, const float* b, i64 M, i64 C, float eps) {
+  parallel_for(M, 16, [&](i64 m0, i64 m1) {
+    for (i64 m = m0; m < m1; ++m) {
+      const float* row = x + m * C;
+      double sum = 0, sq = 0;
+      for (i64 c = 0; c < C; ++c) sum += row[c];
+      const double mean = sum / static_cast<double>(C);
+      for (i64 c = 0; c < C; ++c) sq += (row[c] - mean) * (row[c] - mean);
+      const float mu = static_cast<float>(mean);
+      const float rstd = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(C) + eps));
+      float* out = y + m * C;
+      for (i64 c = 0; c < C; ++c) out[c] = (row[c] - mu) * rstd * w[c] + (b ? b[c] : 0.0f);
+    }
+  });
+}
+
+void attend_row(float* out, const float* q, const float* keys, const float* values, i64 t, i64 stride, i64 hs,
+                float* scores) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  float top = -INFINITY;
+  for (i64 p = 0; p < t; ++p) {
+    float s[1][1];
+    dots<1, 1>(s, q, hs, keys + p * stride, hs);
+    scores[p] = s[0][0] * scale;
+    top = std::max(top, scores[p]);
+  }
+  float total = 0.0f;
+  for (i64 p = 0; p < t; ++p) total += scores[p] = exp_vec(scores[p] - top);
+  std::fill(out, out + hs, 0.0f);
+  for (i64 p = 0; p < t; ++p) {
+    const float a = scores[p];
+    const float* v = values + p * stride;
+#pragma omp simd
+    for (i64 d = 0; d < hs; ++d) out[d] = std::fma(a, v[d], out[d]);
+  }
+  const float inv = 1.0f / total;
+  for (i64 d = 0; d < hs; ++d) out[d] *= inv;
+}
+
+}  // namespace brrr::kernels::cpu
