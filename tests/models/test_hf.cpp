@@ -159,6 +159,23 @@ TEST_CASE("hf: brrr sample --checkpoint HF_FOLDER --temperature 0 continues as t
     CHECK(rc == 0);
     CHECK(out == prompt + tok->decode(greedy) + "\n");
   }
+  // --dtype bf16: the Decoder with bfloat16 weights, the tokens generate() gives with them.
+  const std::string folder = fixtures() + "/tied";
+  const nlohmann::json e = expected("tied");
+  const auto tok = tokenizer::HfTokenizer::from_folder(folder);
+  const std::string prompt = e["prompt_text"].get<std::string>();
+  auto model = models::load_hf_model(folder);
+  models::GenerateOptions o;
+  o.temperature = 0, o.max_new_tokens = 12, o.weights = kBFloat16;
+  const auto tokens = models::generate(*model, tok->encode(prompt), o);
+  int rc = 0;
+  std::string out = cli("sample --checkpoint " + folder + " --temperature 0 --dtype bf16 --max_new_tokens 12 --prompt '" +
+                            prompt + "' 2>/dev/null", &rc);
+  CHECK(rc == 0);
+  CHECK(out == prompt + tok->decode(tokens) + "\n");
+  out = cli("sample --checkpoint " + folder + " --dtype bf16 --no_kv_cache", &rc);
+  CHECK(rc != 0);
+  CHECK(out.find("--dtype bf16 needs the float32 KV cache (drop --no_kv_cache and --kv_cache int8)") != std::string::npos);
 }
 
 TEST_CASE("hf: a bad folder is one line naming the file and what is wrong, exit 1") {
