@@ -11,8 +11,13 @@
 #include "kernels/cpu/decode.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "kernels/cpu/cpu.h"
 
@@ -26,6 +31,122 @@ namespace brrr::kernels::cpu {
 namespace {
 
 using i64 = std::int64_t;
+
+// ---------------------------------------------------------------------------------------------
+// The team: how the kernels below share work among threads
+//
+// A step runs some thirty small kernels of a few hundred microseconds each. OpenMP's parallel
+// for ends each with a barrier that waits for every thread of the team, so when the machine
+// has more runnable threads than cores (other programs, a build), a thread the OS has not yet
+// scheduled holds up the whole step: measured here with 2 threads beside a busy build, 2
+// threads decoded 3x slower than 1. The team instead lets the calling thread and its helpers
+// claim blocks one at a time from a counter; the caller works through the blocks itself and
+// then waits only for blocks a helper has claimed, never for a helper to wake up. Which thread
+// runs a block never changes its numbers (each output is one block's work).
+class Team {
+ public:
+  static Team& get() {
+    static Team team;
+    return team;
+  }
+  ~Team() { resize(0); }
+
+  void run(i64 blocks, void (*fn)(void*, i64), void* ctx) {
+    const int threads = std::max(1, omp_get_max_threads());
+    if (static_cast<int>(helpers_.size()) != threads - 1) resize(threads - 1);
+    if (blocks <= 1 || helpers_.empty()) {
+      for (i64 b = 0; b < blocks; ++b) fn(ctx, b);
+      return;
+    }
+    fn_.store(fn, std::memory_order_relaxed), ctx_.store(ctx, std::memory_order_relaxed);
+    total_.store(blocks, std::memory_order_relaxed), done_.store(0, std::memory_order_relaxed);
+    const std::uint64_t generation = ++generation_;
+    word_.store(generation << 32, std::memory_order_release);
+    if (sleepers_.load(std::memory_order_acquire) > 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cv_.notify_all();
+    }
+    work(generation);
+    for (int spins = 0; done_.load(std::memory_order_acquire) < blocks; ++spins)
+      if (spins > 64) std::this_thread::yield();  // a helper finishing its block may need this core
+  }
+
+ private:
+  // Claims and runs blocks of job `generation` until none is left (or a newer job began).
+  void work(std::uint64_t generation) {
+    for (;;) {
+      std::uint64_t w = word_.load(std::memory_order_acquire);
+      if ((w >> 32) != generation) return;
+      const i64 block = static_cast<i64>(w & 0xFFFFFFFFu);
+      if (block >= total_.load(std::memory_order_relaxed)) return;
+      // Claimed only if the counter still reads w: then job `generation` is unfinished, and
+      // its function and context stay as they are until this block is counted done.
+      if (!word_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) continue;
+      fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), block);
+      done_.fetch_add(1, std::memory_order_release);
+    }
+  }
+
+  void helper() {
+    std::uint64_t seen = 0;
+    for (;;) {
+      std::uint64_t current = word_.load(std::memory_order_acquire) >> 32;
+      for (int spins = 0; current == seen && spins < 4000; ++spins) {  // a few microseconds: steps come back to back
+#if BRRR_DECODE_AVX2
+        _mm_pause();
+#endif
+        current = word_.load(std::memory_order_acquire) >> 32;
+      }
+      if (current == seen) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        sleepers_.fetch_add(1, std::memory_order_acq_rel);
+        cv_.wait(lock, [&] { return stop_ || (word_.load(std::memory_order_acquire) >> 32) != seen; });
+        sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+        if (stop_) return;
+        current = word_.load(std::memory_order_acquire) >> 32;
+      }
+      seen = current;
+      work(seen);
+    }
+  }
+
+  void resize(int helpers) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    for (std::thread& t : helpers_) t.join();
+    helpers_.clear();
+    stop_ = false;
+    for (int i = 0; i < helpers; ++i) helpers_.emplace_back([this] { helper(); });
+  }
+
+  std::atomic<std::uint64_t> word_{0};  // the job's generation (high 32 bits), its next unclaimed block (low)
+  std::atomic<i64> total_{0}, done_{0};
+  std::atomic<void (*)(void*, i64)> fn_{nullptr};
+  std::atomic<void*> ctx_{nullptr};
+  std::atomic<int> sleepers_{0};
+  std::uint64_t generation_ = 0;  // the caller's
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::vector<std::thread> helpers_;
+};
+
+// body(begin, end) over [0, n) in blocks of `grain`, on the team.
+template <class Body>
+void share(i64 n, i64 grain, const Body& body) {
+  if (n <= 0) return;
+  struct Job {
+    const Body* body;
+    i64 n, grain;
+  } job{&body, n, grain};
+  Team::get().run((n + grain - 1) / grain, [](void* ctx, i64 b) {
+    const Job& j = *static_cast<const Job*>(ctx);
+    (*j.body)(b * j.grain, std::min(j.n, (b + 1) * j.grain));
+  }, &job);
+}
 
 inline float widen(float x) { return x; }
 inline float widen(std::uint16_t bits) {  // bfloat16 -> float32, exact
@@ -114,7 +235,7 @@ inline void tile(float* y, const float* x, const W* w, const float* bias, i64 m,
 template <class W>
 void linear_rows_impl(float* y, const float* x, const W* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
   constexpr i64 kRowsOfW = 32;  // a block of W's rows (96 KiB at K = 768 in float32): one thread's share of work
-  parallel_for(N, kRowsOfW, [&](i64 n0, i64 n1) {
+  share(N, kRowsOfW, [&](i64 n0, i64 n1) {
     i64 m = 0;
     for (; m + 3 <= M; m += 3) {
       i64 n = n0;
@@ -131,6 +252,8 @@ void linear_rows_impl(float* y, const float* x, const W* w, const float* bias, i
 
 }  // namespace
 
+void decode_parallel(i64 n, i64 grain, const std::function<void(i64, i64)>& body) { share(n, grain, body); }
+
 void linear_rows(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
   linear_rows_impl(y, x, w, bias, M, N, K, e);
 }
@@ -140,7 +263,7 @@ void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* 
 }
 
 void layer_norm_rows(float* y, const float* x, const float* w, const float* b, i64 M, i64 C, float eps) {
-  parallel_for(M, 16, [&](i64 m0, i64 m1) {
+  share(M, 16, [&](i64 m0, i64 m1) {
     for (i64 m = m0; m < m1; ++m) {
       const float* row = x + m * C;
       double sum = 0, sq = 0;

@@ -13,6 +13,7 @@
 // not depend on which other rows ran beside it (batch invariance).
 #pragma once
 #include <cstdint>
+#include <functional>
 
 namespace brrr::kernels::cpu {
 
@@ -34,6 +35,11 @@ void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* 
 // (b may be nullptr).
 void layer_norm_rows(float* y, const float* x, const float* w, const float* b, std::int64_t M, std::int64_t C,
                      float eps);
+
+// body(begin, end) for consecutive blocks of `grain` indices of [0, n), shared among the
+// threads the way the kernels here share theirs (decode.cpp, "The team"): the calling thread
+// never waits for a thread that has not started a block.
+void decode_parallel(std::int64_t n, std::int64_t grain, const std::function<void(std::int64_t, std::int64_t)>& body);
 
 // One query's attention over positions 0 .. t - 1 of one head: out (hs) = softmax(q . k_p /
 // sqrt(hs)) weighted sum of v_p, where k_p = keys + p * stride (hs numbers; so does v_p).

@@ -15,7 +15,6 @@
 #include <cstring>
 
 #include "brrr/bfloat16.h"
-#include "kernels/cpu/cpu.h"
 #include "kernels/cpu/decode.h"
 
 namespace brrr::models {
@@ -67,7 +66,7 @@ Decoder::Decoder(const GPT& model, DType weights) : config_(model.config()), dty
     for (const Tensor* w : matrices) {
       const float* src = w->data_ptr<float>();
       std::uint16_t* dst = bf16_store_.data() + at;
-      kc::parallel_for(w->numel(), 1 << 16, [&](std::int64_t b, std::int64_t e) {
+      kc::decode_parallel(w->numel(), 1 << 16, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t i = b; i < e; ++i) dst[i] = bf16::round_bits(src[i]);
       });
       stored.push_back(dst);
@@ -148,15 +147,16 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
       std::memcpy(states[r]->keys[l].data() + at, qkv + C, C * sizeof(float));
       std::memcpy(states[r]->values[l].data() + at, qkv + 2 * C, C * sizeof(float));
     }
-    // Each (row, head) on its own: handed out dynamically, as a prefill's late rows attend
-    // over more keys than its early ones (the numbers do not depend on who computes them).
-#pragma omp parallel for schedule(dynamic, 4) if (R * H > 1)
-    for (std::int64_t i = 0; i < R * H; ++i) {
-      const std::int64_t r = i / H, h = i % H;
-      kc::attend_row(attended_.data() + r * C + h * hs, qkv_.data() + r * 3 * C + h * hs,
-                     states[r]->keys[l].data() + h * hs, states[r]->values[l].data() + h * hs, positions[r] + 1, C,
-                     hs, scores_.data() + i * config_.block_size);
-    }
+    // Each (row, head) on its own, claimed one at a time: a prefill's late rows attend over
+    // more keys than its early ones (the numbers do not depend on who computes them).
+    kc::decode_parallel(R * H, 1, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        const std::int64_t r = i / H, h = i % H;
+        kc::attend_row(attended_.data() + r * C + h * hs, qkv_.data() + r * 3 * C + h * hs,
+                       states[r]->keys[l].data() + h * hs, states[r]->values[l].data() + h * hs, positions[r] + 1,
+                       C, hs, scores_.data() + i * config_.block_size);
+      }
+    });
     linear(x_.data(), attended_.data(), L.attn_proj, dtype_, L.attn_proj_b, R, C, C, kc::Epilogue::kAdd);
     kc::layer_norm_rows(normed_.data(), x_.data(), L.ln_2_w, L.ln_2_b, R, C, eps);
     linear(hidden_.data(), normed_.data(), L.c_fc, dtype_, L.c_fc_b, R, 4 * C, C, kc::Epilogue::kGeluTanh);
