@@ -9,7 +9,8 @@
 // NEW_TOKENS greedy tokens (the prompt's prefill excluded from the time); the median of 3 runs.
 // Prefill: PREFILL tokens into an empty cache, up to the logits of the last; the median of 3.
 // The floor: the weight bytes one step reads over the copy bandwidth that the kernel lab
-// measures on this machine (lab/timing.cpp: a parallel memcpy, read + write bytes counted).
+// measures on this machine (lab/timing.cpp: a parallel memcpy, read + write bytes counted);
+// the roof line adds the lab's float32 matmul peak and the ridge point.
 // bench/decode.sh runs this beside transformers (bench/decode_peer.py) and prints the ratios.
 #include <chrono>
 #include <cstdlib>
@@ -88,7 +89,7 @@ int main(int argc, char** argv) {
   }
   const double prefill_s = median3(runs[0], runs[1], runs[2]);
 
-  const lab::Peaks peaks = lab::measure_peaks(lab::LabDevice::CPU, true, false);
+  const lab::Peaks peaks = lab::measure_peaks(lab::LabDevice::CPU, true, true);
   const double floor_s = bytes / (peaks.bandwidth_gbs * 1e9);
   std::printf("decode  %s %-7s %8.1f tokens/s  (%lld tokens, %.3f s)\n", shape.c_str(), dtype_name.c_str(), tokens_per_s,
               static_cast<long long>(new_tokens), decode_s);
@@ -98,6 +99,13 @@ int main(int argc, char** argv) {
               "decode reaches %.0f%% of it\n",
               shape.c_str(), dtype_name.c_str(), bytes / 1e6, peaks.bandwidth_gbs, peaks.bandwidth_how.c_str(),
               floor_s * 1e3, 1.0 / floor_s, 100.0 * tokens_per_s * floor_s);
+  // The roofline (chapter 11): a GEMV does 2 FLOPs per weight read, 0.5 FLOP per byte in
+  // float32, 1 in bf16; the ridge point is where the arithmetic would become the limit.
+  std::printf("roof    %.0f GFLOP/s (%s) / %.1f GB/s: ridge at %.1f FLOP/byte; decode's GEMV has %.1f, a prefill of "
+              "%lld rows %.0f\n",
+              peaks.tflops * 1e3, peaks.flops_how.c_str(), peaks.bandwidth_gbs, peaks.tflops * 1e3 / peaks.bandwidth_gbs,
+              dtype == kFloat32 ? 0.5 : 1.0, static_cast<long long>(prefill),
+              (dtype == kFloat32 ? 0.5 : 1.0) * static_cast<double>(prefill));
   if (old) {  // the cached forward of kv_cache.cpp: tensors and ops, float32
     o.fast = false;
     o.weights = kFloat32;

@@ -4,8 +4,10 @@
 // linear_rows is a matrix-vector product (a GEMV) when M = 1, generation's case: each row of
 // W is read once, multiplied with x and summed, so the time is W's bytes over the memory
 // bandwidth. Rows of W go to the threads in blocks of 32; within a block, a micro-kernel takes
-// 4 rows of W against 3 rows of x (12 dot products, 12 vector accumulators, each loaded value
-// used 3 or 4 times): prefill's many rows then run at the arithmetic's pace, not the loads'.
+// 4 rows of W against 2 rows of x (8 dot products, 8 vector accumulators, each loaded row of
+// W used twice): prefill's many rows then need 1.5 loads per FMA, not 2. (A 3 x 4 tile, 12
+// accumulators, left GCC too few registers for the rows of x: it reloaded them for every row
+// of W, 2 loads per FMA.)
 // With AVX2 and FMA (this build's -march says whether) a vector is 8 floats; otherwise a plain
 // array of 8 that computes the same sums, so the numbers are the same bits either way.
 #include "kernels/cpu/decode.h"
@@ -234,23 +236,24 @@ inline void tile(float* y, const float* x, const W* w, const float* bias, i64 m,
 
 template <class W>
 void linear_rows_impl(float* y, const float* x, const W* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
+  constexpr int kRowsOfX = 2;
   constexpr i64 kRowsOfW = 32;  // a block of W's rows (96 KiB at K = 768 in float32): one thread's share of work
   // Rows of x in chunks of about 144 KiB, which stay in the core's L2 while a block's rows of
   // W pass over them 4 at a time (a 4-row tile of W, 12 KiB at K = 768, stays in L1 while the
-  // chunk's rows go by 3 at a time). Decode has one row: the chunk is x itself.
-  const i64 chunk = std::max<i64>(3, (i64{144} * 1024 / (K * static_cast<i64>(sizeof(float)))) / 3 * 3);
+  // chunk's rows go by 2 at a time). Decode has one row: the chunk is x itself.
+  const i64 chunk = std::max<i64>(kRowsOfX, (i64{144} * 1024 / (K * static_cast<i64>(sizeof(float)))) / kRowsOfX * kRowsOfX);
   share(N, kRowsOfW, [&](i64 n0, i64 n1) {
     for (i64 m0 = 0; m0 < M; m0 += chunk) {
       const i64 m1 = std::min(M, m0 + chunk);
       i64 n = n0;
       for (; n + 4 <= n1; n += 4) {
         i64 m = m0;
-        for (; m + 3 <= m1; m += 3) tile<3, 4>(y, x, w, bias, m, n, N, K, e);
+        for (; m + kRowsOfX <= m1; m += kRowsOfX) tile<kRowsOfX, 4>(y, x, w, bias, m, n, N, K, e);
         for (; m < m1; ++m) tile<1, 4>(y, x, w, bias, m, n, N, K, e);
       }
       for (; n < n1; ++n) {
         i64 m = m0;
-        for (; m + 3 <= m1; m += 3) tile<3, 1>(y, x, w, bias, m, n, N, K, e);
+        for (; m + kRowsOfX <= m1; m += kRowsOfX) tile<kRowsOfX, 1>(y, x, w, bias, m, n, N, K, e);
         for (; m < m1; ++m) tile<1, 1>(y, x, w, bias, m, n, N, K, e);
       }
     }
