@@ -54,9 +54,12 @@ class Team {
   ~Team() { resize(0); }
 
   void run(i64 blocks, void (*fn)(void*, i64), void* ctx) {
+    // One job at a time: a second thread calling in meanwhile (two Decoders on two threads)
+    // runs its blocks alone, as does a call from inside a block.
+    std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
     const int threads = std::max(1, omp_get_max_threads());
-    if (static_cast<int>(helpers_.size()) != threads - 1) resize(threads - 1);
-    if (blocks <= 1 || helpers_.empty()) {
+    if (busy.owns_lock() && static_cast<int>(helpers_.size()) != threads - 1) resize(threads - 1);
+    if (blocks <= 1 || helpers_.empty() || !busy.owns_lock() || omp_in_parallel()) {
       for (i64 b = 0; b < blocks; ++b) fn(ctx, b);
       return;
     }
@@ -130,7 +133,7 @@ class Team {
   std::atomic<void*> ctx_{nullptr};
   std::atomic<int> sleepers_{0};
   std::uint64_t generation_ = 0;  // the caller's
-  std::mutex mutex_;
+  std::mutex mutex_, busy_;
   std::condition_variable cv_;
   bool stop_ = false;
   std::vector<std::thread> helpers_;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "brrr/bfloat16.h"
 #include "brrr/brrr.h"
@@ -91,7 +92,7 @@ TEST_CASE("decode: greedy tokens equal the cached forward's, logits GPT::forward
   }
 }
 
-TEST_CASE("decode: a sequence's logits are the same bits alone, batched with others, prefilled, or on one thread") {
+TEST_CASE("decode: a sequence's logits are the same bits alone, batched with others, prefilled, on one thread, or beside another Decoder") {
   const models::GPTConfig c = kShapes[1];
   auto model = make_model(c, 11);
   models::Decoder decoder(*model);
@@ -126,6 +127,20 @@ TEST_CASE("decode: a sequence's logits are the same bits alone, batched with oth
   const std::vector<float> single = copy(decoder.prefill(one, whole), c.vocab_size);
   set_num_threads(threads);
   CHECK(single == alone[2]);
+  // Two Decoders on two threads at once (the second runs its kernels alone): the same bits.
+  models::Decoder other(*model);
+  std::vector<float> first, second;
+  std::thread t([&] {
+    models::DecodeState a;
+    first = copy(decoder.prefill(a, whole), c.vocab_size);
+  });
+  {
+    models::DecodeState b;
+    second = copy(other.prefill(b, whole), c.vocab_size);
+  }
+  t.join();
+  CHECK(first == alone[2]);
+  CHECK(second == alone[2]);
 }
 
 TEST_CASE("decode: bfloat16 weights give the float32 path's bits on the weights rounded to bfloat16") {
