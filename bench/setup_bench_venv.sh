@@ -16,7 +16,7 @@ venv=${1:-.venv-bench}
 requirements=bench/requirements-bench.txt
 [[ -f $requirements ]] || { echo "setup_bench_venv: run it from the repo root ($requirements not found)" >&2; exit 1; }
 
-check='import torch; assert torch.__version__.split("+")[0] == "2.15.0", torch.__version__; assert torch.backends.mkldnn.is_available(), "no oneDNN"; print("setup_bench_venv:", torch.__version__, "with oneDNN, in", torch.__file__.rsplit("/lib/", 1)[0])'
+check='import torch; assert torch.__version__.split("+")[0] == "2.15.0", torch.__version__; assert torch.backends.mkldnn.is_available(), "no oneDNN"; import transformers; assert transformers.__version__ == "5.24.0", "transformers " + transformers.__version__; print("setup_bench_venv:", torch.__version__, "with oneDNN, in", torch.__file__.rsplit("/lib/", 1)[0])'
 
 if [[ -x $venv/bin/python ]] && "$venv/bin/python" -c "$check" 2>/dev/null; then
   exit 0

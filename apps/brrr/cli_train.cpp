@@ -136,7 +136,7 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
     std::string checkpoint = "out", prompt = "\n", tokenizer;
     models::GenerateOptions options;
     bool no_cache = false, stats = false;
-    std::string kv_cache = "float32";
+    std::string kv_cache = "float32", dtype = "float32";
   };
   auto s = std::make_shared<SampleArgs>();
   CLI::App* sample = app.add_subcommand("sample", "Generate text from a trained checkpoint, streaming tokens as they come");
@@ -154,6 +154,10 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
                      "head and position, 3.6x smaller; chapter 18)")
       ->check(CLI::IsMember({"float32", "int8"}))
       ->capture_default_str();
+  sample->add_option("--dtype", s->dtype, "The weights generation reads: float32, or bf16 (rounded to bfloat16 once, half "
+                     "the bytes per token; products and sums in float32; CPU, float32 KV cache)")
+      ->check(CLI::IsMember({"float32", "bf16"}))
+      ->capture_default_str();
   sample->add_flag("--stats", s->stats, "Print tokens per second at the end");
   sample->callback([s] {
     // The checkpoint first: a missing or damaged one is the real problem, whatever else is missing.
@@ -163,6 +167,9 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
     s->options.kv_cache = !s->no_cache;
     s->options.kv_cache_int8 = s->kv_cache == "int8";
     BRRR_CHECK(!(s->no_cache && s->options.kv_cache_int8), "--kv_cache int8 and --no_kv_cache contradict each other");
+    s->options.weights = s->dtype == "bf16" ? kBFloat16 : kFloat32;
+    BRRR_CHECK(s->dtype != "bf16" || (s->options.kv_cache && !s->options.kv_cache_int8),
+               "--dtype bf16 needs the float32 KV cache (drop --no_kv_cache and --kv_cache int8)");
     const std::vector<std::uint32_t> prompt = tokenizer->encode(s->prompt);
     std::fputs(s->prompt.c_str(), stdout);
     const auto start = std::chrono::steady_clock::now();
@@ -174,7 +181,8 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
     std::printf("\n");
     if (s->stats)
       std::fprintf(stderr, "%zu tokens in %.2f s: %.1f tokens/s (%s)\n", tokens.size(), secs, tokens.size() / secs,
-                   !s->options.kv_cache ? "no KV cache" : s->options.kv_cache_int8 ? "int8 KV cache" : "KV cache");
+                   !s->options.kv_cache ? "no KV cache" : s->options.kv_cache_int8 ? "int8 KV cache"
+                   : s->dtype == "bf16" ? "KV cache, bf16 weights" : "KV cache");
   });
 }
 

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "brrr/autograd.h"
+#include "brrr/models/decode.h"
 #include "brrr/ops.h"
 
 namespace brrr::models {
@@ -56,6 +57,13 @@ std::vector<std::uint32_t> generate(GPT& model, const std::vector<std::uint32_t>
     BRRR_CHECK(t < model.config().vocab_size, "generate: prompt token ", t, " is outside the vocabulary (",
                model.config().vocab_size, ")");
   NoGradGuard no_grad;
+  const bool on_cpu = model.wte->weight.device().is_cpu() && model.wte->weight.dtype() == kFloat32;
+  BRRR_CHECK(o.weights == kFloat32 || (o.kv_cache && !o.kv_cache_int8 && on_cpu),
+             "generate: bfloat16 weights need the float32 KV cache on the CPU");
+  if (o.kv_cache && !o.kv_cache_int8 && on_cpu && o.fast) {
+    Decoder decoder(model, o.weights);
+    return generate(decoder, prompt, o, on_token);
+  }
   const bool was_training = model.is_training();
   model.eval();
   Generator gen(o.seed);
@@ -89,6 +97,40 @@ std::vector<std::uint32_t> generate(GPT& model, const std::vector<std::uint32_t>
     if (on_token) on_token(token);
   }
   model.train(was_training);
+  return produced;
+}
+
+std::vector<std::uint32_t> generate(Decoder& decoder, const std::vector<std::uint32_t>& prompt, const GenerateOptions& o,
+                                    const std::function<void(std::uint32_t)>& on_token) {
+  BRRR_CHECK(!prompt.empty(), "generate: the prompt needs at least one token");
+  const GPTConfig& c = decoder.config();
+  for (std::uint32_t t : prompt)
+    BRRR_CHECK(t < c.vocab_size, "generate: prompt token ", t, " is outside the vocabulary (", c.vocab_size, ")");
+  Generator gen(o.seed);
+  DecodeState state;
+  std::vector<std::uint32_t> context = prompt, produced;
+  std::vector<float> logits(static_cast<std::size_t>(c.vocab_size));
+  // The prompt's last block_size tokens at once, then a token at a time; when the cache is
+  // full, start again from the last half of the context, as the cached path above does.
+  const std::int64_t len = static_cast<std::int64_t>(context.size());
+  std::int64_t fed = std::max<std::int64_t>(0, len - c.block_size);
+  if (len > c.block_size) fed = len - std::max<std::int64_t>(1, c.block_size / 2);
+  const float* out = decoder.prefill(state, context.data() + fed, len - fed);
+  for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
+    std::copy(out, out + c.vocab_size, logits.begin());
+    const std::uint32_t token = sample_token(logits, o, gen);
+    context.push_back(token);
+    produced.push_back(token);
+    if (on_token) on_token(token);
+    if (step + 1 == o.max_new_tokens) break;
+    if (state.length >= c.block_size) {
+      state.clear();
+      const std::int64_t n = std::max<std::int64_t>(1, c.block_size / 2);
+      out = decoder.prefill(state, context.data() + context.size() - n, n);
+    } else {
+      out = decoder.step(state, token);
+    }
+  }
   return produced;
 }
 

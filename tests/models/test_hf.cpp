@@ -112,13 +112,15 @@ TEST_CASE("hf: logits, loss and greedy tokens equal transformers' on folders of 
     const std::int64_t T = static_cast<std::int64_t>(ids.size());
     const Tensor loss = model->loss(logits.narrow(1, 0, T - 1).contiguous(), ids_tensor(ids).narrow(1, 1, T - 1).contiguous());
     CHECK(std::abs(loss.item() - e["loss"].get<double>()) <= 1e-5 * e["loss"].get<double>());
-    // Greedy decoding to the end of the context, with and without the KV cache.
+    // Greedy decoding to the end of the context: the Decoder, the cached forward, no cache.
     const auto prompt = e["prompt"].get<std::vector<std::uint32_t>>();
     const auto greedy = e["greedy"].get<std::vector<std::uint32_t>>();
     models::GenerateOptions o;
     o.temperature = 0.0;
     o.max_new_tokens = static_cast<std::int64_t>(greedy.size());
-    CHECK(models::generate(*model, prompt, o) == greedy);
+    CHECK(models::generate(*model, prompt, o) == greedy);  // the Decoder (brrr/models/decode.h)
+    o.fast = false;
+    CHECK(models::generate(*model, prompt, o) == greedy);  // the cached forward (kv_cache.cpp)
     o.kv_cache = false;
     CHECK(models::generate(*model, prompt, o) == greedy);
   }
@@ -157,6 +159,23 @@ TEST_CASE("hf: brrr sample --checkpoint HF_FOLDER --temperature 0 continues as t
     CHECK(rc == 0);
     CHECK(out == prompt + tok->decode(greedy) + "\n");
   }
+  // --dtype bf16: the Decoder with bfloat16 weights, the tokens generate() gives with them.
+  const std::string folder = fixtures() + "/tied";
+  const nlohmann::json e = expected("tied");
+  const auto tok = tokenizer::HfTokenizer::from_folder(folder);
+  const std::string prompt = e["prompt_text"].get<std::string>();
+  auto model = models::load_hf_model(folder);
+  models::GenerateOptions o;
+  o.temperature = 0, o.max_new_tokens = 12, o.weights = kBFloat16;
+  const auto tokens = models::generate(*model, tok->encode(prompt), o);
+  int rc = 0;
+  std::string out = cli("sample --checkpoint " + folder + " --temperature 0 --dtype bf16 --max_new_tokens 12 --prompt '" +
+                            prompt + "' 2>/dev/null", &rc);
+  CHECK(rc == 0);
+  CHECK(out == prompt + tok->decode(tokens) + "\n");
+  out = cli("sample --checkpoint " + folder + " --dtype bf16 --no_kv_cache", &rc);
+  CHECK(rc != 0);
+  CHECK(out.find("--dtype bf16 needs the float32 KV cache (drop --no_kv_cache and --kv_cache int8)") != std::string::npos);
 }
 
 TEST_CASE("hf: a bad folder is one line naming the file and what is wrong, exit 1") {

@@ -24,12 +24,22 @@ struct GenerateOptions {
   std::uint64_t seed = 1337;
   bool kv_cache = true;
   bool kv_cache_int8 = false;  // keys and values kept in int8, a scale per head and position (chapter 18)
+  // With the float32 KV cache on the CPU, generation runs on a Decoder (brrr/models/decode.h)
+  // whose weights are this dtype: float32, or bfloat16 (half the bytes per token). kBFloat16
+  // with the int8 cache or without the cache is an error.
+  DType weights = kFloat32;
+  bool fast = true;  // false: the cached forward of kv_cache.cpp (GPT::forward_cached) even where the Decoder could run
 };
 
 // Continues `prompt` (token ids, at least one); on_token is called with each new token as it
 // is drawn (for streaming). Returns the new tokens.
 std::vector<std::uint32_t> generate(GPT& model, const std::vector<std::uint32_t>& prompt, const GenerateOptions& options,
                                     const std::function<void(std::uint32_t)>& on_token = {});
+
+// The same on a Decoder (made once, e.g. with bfloat16 weights, for many generations).
+class Decoder;
+std::vector<std::uint32_t> generate(Decoder& decoder, const std::vector<std::uint32_t>& prompt,
+                                    const GenerateOptions& options, const std::function<void(std::uint32_t)>& on_token = {});
 
 // The token drawn from logits (V) by the rules above (exposed for tests).
 std::uint32_t sample_token(const std::vector<float>& logits, const GenerateOptions& options, Generator& gen);

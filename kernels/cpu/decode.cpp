@@ -1,0 +1,317 @@
+// kernels/cpu/decode.cpp: the kernels of fast generation, declared in decode.h (chapter 08).
+// Read before: decode.h, cpu.h. Read next: models/gpt/decode.cpp (the Decoder that calls them).
+//
+// linear_rows is a matrix-vector product (a GEMV) when M = 1, generation's case: each row of
+// W is read once, multiplied with x and summed, so the time is W's bytes over the memory
+// bandwidth. Rows of W go to the threads in blocks of 32; within a block, a micro-kernel takes
+// 4 rows of W against 2 rows of x (8 dot products, 8 vector accumulators, each loaded row of
+// W used twice): prefill's many rows then need 1.5 loads per FMA, not 2. (A 3 x 4 tile, 12
+// accumulators, left GCC too few registers for the rows of x: it reloaded them for every row
+// of W, 2 loads per FMA.)
+// With AVX2 and FMA (this build's -march says whether) a vector is 8 floats; otherwise a plain
+// array of 8 that computes the same sums, so the numbers are the same bits either way.
+#include "kernels/cpu/decode.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/cpu.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define BRRR_DECODE_AVX2 1
+#endif
+
+namespace brrr::kernels::cpu {
+
+namespace {
+
+using i64 = std::int64_t;
+
+// ---------------------------------------------------------------------------------------------
+// The team: how the kernels below share work among threads
+//
+// A step runs some thirty small kernels of a few hundred microseconds each. OpenMP's parallel
+// for ends each with a barrier that waits for every thread of the team, so when the machine
+// has more runnable threads than cores (other programs, a build), a thread the OS has not yet
+// scheduled holds up the whole step: measured here with 2 threads beside a busy build, 2
+// threads decoded 3x slower than 1. The team instead lets the calling thread and its helpers
+// claim blocks one at a time from a counter; the caller works through the blocks itself and
+// then waits only for blocks a helper has claimed, never for a helper to wake up. Which thread
+// runs a block never changes its numbers (each output is one block's work).
+class Team {
+ public:
+  static Team& get() {
+    static Team team;
+    return team;
+  }
+  ~Team() { resize(0); }
+
+  void run(i64 blocks, void (*fn)(void*, i64), void* ctx) {
+    // One job at a time: a second thread calling in meanwhile (two Decoders on two threads)
+    // runs its blocks alone, as does a call from inside a block.
+    std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
+    const int threads = std::max(1, omp_get_max_threads());
+    if (busy.owns_lock() && static_cast<int>(helpers_.size()) != threads - 1) resize(threads - 1);
+    if (blocks <= 1 || helpers_.empty() || !busy.owns_lock() || omp_in_parallel()) {
+      for (i64 b = 0; b < blocks; ++b) fn(ctx, b);
+      return;
+    }
+    fn_.store(fn, std::memory_order_relaxed), ctx_.store(ctx, std::memory_order_relaxed);
+    total_.store(blocks, std::memory_order_relaxed), done_.store(0, std::memory_order_relaxed);
+    const std::uint64_t generation = ++generation_;
+    word_.store(generation << 32, std::memory_order_release);
+    if (sleepers_.load(std::memory_order_acquire) > 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cv_.notify_all();
+    }
+    work(generation);
+    for (int spins = 0; done_.load(std::memory_order_acquire) < blocks; ++spins)
+      if (spins > 64) std::this_thread::yield();  // a helper finishing its block may need this core
+  }
+
+ private:
+  // Claims and runs blocks of job `generation` until none is left (or a newer job began).
+  void work(std::uint64_t generation) {
+    for (;;) {
+      std::uint64_t w = word_.load(std::memory_order_acquire);
+      if ((w >> 32) != generation) return;
+      const i64 block = static_cast<i64>(w & 0xFFFFFFFFu);
+      if (block >= total_.load(std::memory_order_relaxed)) return;
+      // Claimed only if the counter still reads w: then job `generation` is unfinished, and
+      // its function and context stay as they are until this block is counted done.
+      if (!word_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) continue;
+      fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), block);
+      done_.fetch_add(1, std::memory_order_release);
+    }
+  }
+
+  void helper() {
+    std::uint64_t seen = 0;
+    for (;;) {
+      std::uint64_t current = word_.load(std::memory_order_acquire) >> 32;
+      for (int spins = 0; current == seen && spins < 4000; ++spins) {  // a few microseconds: steps come back to back
+#if BRRR_DECODE_AVX2
+        _mm_pause();
+#endif
+        current = word_.load(std::memory_order_acquire) >> 32;
+      }
+      if (current == seen) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        sleepers_.fetch_add(1, std::memory_order_acq_rel);
+        cv_.wait(lock, [&] { return stop_ || (word_.load(std::memory_order_acquire) >> 32) != seen; });
+        sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+        if (stop_) return;
+        current = word_.load(std::memory_order_acquire) >> 32;
+      }
+      seen = current;
+      work(seen);
+    }
+  }
+
+  void resize(int helpers) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    for (std::thread& t : helpers_) t.join();
+    helpers_.clear();
+    stop_ = false;
+    for (int i = 0; i < helpers; ++i) helpers_.emplace_back([this] { helper(); });
+  }
+
+  std::atomic<std::uint64_t> word_{0};  // the job's generation (high 32 bits), its next unclaimed block (low)
+  std::atomic<i64> total_{0}, done_{0};
+  std::atomic<void (*)(void*, i64)> fn_{nullptr};
+  std::atomic<void*> ctx_{nullptr};
+  std::atomic<int> sleepers_{0};
+  std::uint64_t generation_ = 0;  // the caller's
+  std::mutex mutex_, busy_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::vector<std::thread> helpers_;
+};
+
+// body(begin, end) over [0, n) in blocks of `grain`, on the team.
+template <class Body>
+void share(i64 n, i64 grain, const Body& body) {
+  if (n <= 0) return;
+  struct Job {
+    const Body* body;
+    i64 n, grain;
+  } job{&body, n, grain};
+  Team::get().run((n + grain - 1) / grain, [](void* ctx, i64 b) {
+    const Job& j = *static_cast<const Job*>(ctx);
+    (*j.body)(b * j.grain, std::min(j.n, (b + 1) * j.grain));
+  }, &job);
+}
+
+inline float widen(float x) { return x; }
+inline float widen(std::uint16_t bits) {  // bfloat16 -> float32, exact
+  const std::uint32_t u = std::uint32_t{bits} << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+#if BRRR_DECODE_AVX2
+using Vec = __m256;
+inline Vec zero() { return _mm256_setzero_ps(); }
+inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec load(const std::uint16_t* p) {  // 8 bfloat16: widen to 32 bits, shift into the top half
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), as decode.h says.
+inline float hsum(Vec v) {
+  const __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l_i + l_{i+4}
+  const __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));                                  // a0 + a2, a1 + a3
+  return _mm_cvtss_f32(_mm_add_ss(b, _mm_shuffle_ps(b, b, 1)));
+}
+#else
+struct Vec {
+  float l[8];
+};
+inline Vec zero() { return Vec{}; }
+template <class T>
+inline Vec load(const T* p) {
+  Vec v;
+  for (int i = 0; i < 8; ++i) v.l[i] = widen(p[i]);
+  return v;
+}
+inline Vec fma(Vec a, Vec b, Vec c) {
+  for (int i = 0; i < 8; ++i) c.l[i] = std::fma(a.l[i], b.l[i], c.l[i]);
+  return c;
+}
+inline float hsum(Vec v) {
+  const float a0 = v.l[0] + v.l[4], a1 = v.l[1] + v.l[5], a2 = v.l[2] + v.l[6], a3 = v.l[3] + v.l[7];
+  return (a0 + a2) + (a1 + a3);
+}
+#endif
+
+// out[r][j] = x_r . w_j for R rows of x (stride ldx) and J rows of w (stride K), in decode.h's order.
+template <int R, int J, class W>
+inline void dots(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 K) {
+  Vec acc[R][J];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < J; ++j) acc[r][j] = zero();
+  const i64 K8 = K - K % 8;
+  for (i64 k = 0; k < K8; k += 8) {
+    Vec xv[R];
+    for (int r = 0; r < R; ++r) xv[r] = load(x + r * ldx + k);
+    for (int j = 0; j < J; ++j) {
+      const Vec wv = load(w + j * K + k);
+      for (int r = 0; r < R; ++r) acc[r][j] = fma(xv[r], wv, acc[r][j]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < J; ++j) {
+      float s = hsum(acc[r][j]);
+      for (i64 k = K8; k < K; ++k) s = std::fma(x[r * ldx + k], widen(w[j * K + k]), s);
+      out[r][j] = s;
+    }
+}
+
+inline float gelu_tanh(float v) {  // 0.5 v (1 + tanh(u)) written as v / (1 + exp(-2u)), as nn.cpp's gelu_forward
+  constexpr float k2 = static_cast<float>(-2.0 * 0.7978845608028654), c = 0.044715f;
+  return v / (1.0f + exp_vec(k2 * (v + c * v * v * v)));
+}
+
+template <int R, int J, class W>
+inline void tile(float* y, const float* x, const W* w, const float* bias, i64 m, i64 n, i64 N, i64 K, Epilogue e) {
+  float out[R][J];
+  dots<R, J>(out, x + m * K, K, w + n * K, K);
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < J; ++j) {
+      const float v = bias ? out[r][j] + bias[n + j] : out[r][j];
+      float& dst = y[(m + r) * N + n + j];
+      dst = e == Epilogue::kStore ? v : e == Epilogue::kAdd ? dst + v : gelu_tanh(v);
+    }
+}
+
+template <class W>
+void linear_rows_impl(float* y, const float* x, const W* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
+  constexpr int kRowsOfX = 2;
+  constexpr i64 kRowsOfW = 32;  // a block of W's rows (96 KiB at K = 768 in float32): one thread's share of work
+  // Rows of x in chunks of about 144 KiB, which stay in the core's L2 while a block's rows of
+  // W pass over them 4 at a time (a 4-row tile of W, 12 KiB at K = 768, stays in L1 while the
+  // chunk's rows go by 2 at a time). Decode has one row: the chunk is x itself.
+  const i64 chunk = std::max<i64>(kRowsOfX, (i64{144} * 1024 / (K * static_cast<i64>(sizeof(float)))) / kRowsOfX * kRowsOfX);
+  share(N, kRowsOfW, [&](i64 n0, i64 n1) {
+    for (i64 m0 = 0; m0 < M; m0 += chunk) {
+      const i64 m1 = std::min(M, m0 + chunk);
+      i64 n = n0;
+      for (; n + 4 <= n1; n += 4) {
+        i64 m = m0;
+        for (; m + kRowsOfX <= m1; m += kRowsOfX) tile<kRowsOfX, 4>(y, x, w, bias, m, n, N, K, e);
+        for (; m < m1; ++m) tile<1, 4>(y, x, w, bias, m, n, N, K, e);
+      }
+      for (; n < n1; ++n) {
+        i64 m = m0;
+        for (; m + kRowsOfX <= m1; m += kRowsOfX) tile<kRowsOfX, 1>(y, x, w, bias, m, n, N, K, e);
+        for (; m < m1; ++m) tile<1, 1>(y, x, w, bias, m, n, N, K, e);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void decode_parallel(i64 n, i64 grain, const std::function<void(i64, i64)>& body) { share(n, grain, body); }
+
+void linear_rows(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
+  linear_rows_impl(y, x, w, bias, M, N, K, e);
+}
+void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* bias, i64 M, i64 N, i64 K,
+                 Epilogue e) {
+  linear_rows_impl(y, x, w, bias, M, N, K, e);
+}
+
+void layer_norm_rows(float* y, const float* x, const float* w, const float* b, i64 M, i64 C, float eps) {
+  share(M, 16, [&](i64 m0, i64 m1) {
+    for (i64 m = m0; m < m1; ++m) {
+      const float* row = x + m * C;
+      double sum = 0, sq = 0;
+      for (i64 c = 0; c < C; ++c) sum += row[c];
+      const double mean = sum / static_cast<double>(C);
+      for (i64 c = 0; c < C; ++c) sq += (row[c] - mean) * (row[c] - mean);
+      const float mu = static_cast<float>(mean);
+      const float rstd = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(C) + eps));
+      float* out = y + m * C;
+      for (i64 c = 0; c < C; ++c) out[c] = (row[c] - mu) * rstd * w[c] + (b ? b[c] : 0.0f);
+    }
+  });
+}
+
+void attend_row(float* out, const float* q, const float* keys, const float* values, i64 t, i64 stride, i64 hs,
+                float* scores) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  float top = -INFINITY;
+  for (i64 p = 0; p < t; ++p) {
+    float s[1][1];
+    dots<1, 1>(s, q, hs, keys + p * stride, hs);
+    scores[p] = s[0][0] * scale;
+    top = std::max(top, scores[p]);
+  }
+  float total = 0.0f;
+  for (i64 p = 0; p < t; ++p) total += scores[p] = exp_vec(scores[p] - top);
+  std::fill(out, out + hs, 0.0f);
+  for (i64 p = 0; p < t; ++p) {
+    const float a = scores[p];
+    const float* v = values + p * stride;
+#pragma omp simd
+    for (i64 d = 0; d < hs; ++d) out[d] = std::fma(a, v[d], out[d]);
+  }
+  const float inv = 1.0f / total;
+  for (i64 d = 0; d < hs; ++d) out[d] *= inv;
+}
+
+}  // namespace brrr::kernels::cpu

@@ -1,0 +1,50 @@
+// kernels/cpu/decode.h: the CPU kernels of fast generation (chapter 08, "Why decoding is
+// memory-bound"): a linear layer over a few rows that reads each weight once, in float32 or
+// bfloat16, and the LayerNorm, GELU and attention of one row. Called directly by
+// models/gpt/decode.cpp (the Decoder), not through the registry: they work on raw buffers that
+// the Decoder owns, with no Tensor or shape work per token. Read before: cpu.h. Read next:
+// decode.cpp.
+//
+// The order of additions: every output of linear_rows is one dot product over k computed the
+// same way whatever M, the thread count or the CPU's vector width: eight partial sums, lane l
+// holding the products of k = l, l + 8, l + 16, ... below K - K % 8, each added with one fused
+// multiply-add in increasing k; then the lanes summed as ((l0 + l4) + (l2 + l6)) + ((l1 + l5) +
+// (l3 + l7)); then the last K % 8 products, in order; then the bias. So a sequence's numbers do
+// not depend on which other rows ran beside it (batch invariance).
+#pragma once
+#include <cstdint>
+#include <functional>
+
+namespace brrr::kernels::cpu {
+
+// What linear_rows does to each output after the bias.
+enum class Epilogue {
+  kStore,     // y = x W^T + b
+  kAdd,       // y += x W^T + b (a residual connection: y holds the residual)
+  kGeluTanh,  // y = gelu_tanh(x W^T + b) (GPT-2's "gelu_new")
+};
+
+// y (M, N) = x (M, K) @ W^T (+ bias), W (N, K) row-major (a Linear's weight), x and y with row
+// strides K and N. W is float32, or bfloat16 bits (the top half of a float32; widened exactly).
+void linear_rows(float* y, const float* x, const float* w, const float* bias, std::int64_t M, std::int64_t N,
+                 std::int64_t K, Epilogue epilogue);
+void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* bias, std::int64_t M, std::int64_t N,
+                 std::int64_t K, Epilogue epilogue);
+
+// y (M, C) = LayerNorm of each row of x (M, C) (mean and variance in float64), then * w + b
+// (b may be nullptr).
+void layer_norm_rows(float* y, const float* x, const float* w, const float* b, std::int64_t M, std::int64_t C,
+                     float eps);
+
+// body(begin, end) for consecutive blocks of `grain` indices of [0, n), shared among the
+// threads the way the kernels here share theirs (decode.cpp, "The team"): the calling thread
+// never waits for a thread that has not started a block.
+void decode_parallel(std::int64_t n, std::int64_t grain, const std::function<void(std::int64_t, std::int64_t)>& body);
+
+// One query's attention over positions 0 .. t - 1 of one head: out (hs) = softmax(q . k_p /
+// sqrt(hs)) weighted sum of v_p, where k_p = keys + p * stride (hs numbers; so does v_p).
+// scores has room for t floats. The sums run over p in increasing order.
+void attend_row(float* out, const float* q, const float* keys, const float* values, std::int64_t t,
+                std::int64_t stride, std::int64_t hs, float* scores);
+
+}  // namespace brrr::kernels::cpu

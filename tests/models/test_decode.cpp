@@ -1,0 +1,194 @@
+// tests/models/test_decode.cpp: the Decoder (brrr/models/decode.h), generation's fast path on the
+// CPU. Its greedy tokens equal the cached forward's (kv_cache.cpp) on brrr models of several
+// shapes, its logits equal GPT::forward's to float32 rounding, a sequence's numbers are the same
+// bits alone or batched with others and at any thread count, bfloat16 weights give exactly the
+// float32 path on the rounded weights, and bad input is a one-line error. Transformers' greedy
+// tokens on Hugging Face folders are checked in test_hf.cpp (generate runs the Decoder).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "brrr/bfloat16.h"
+#include "brrr/brrr.h"
+#include "brrr/models/decode.h"
+#include "brrr/models/generate.h"
+
+using namespace brrr;
+
+namespace {
+
+// A model whose logits are far from ties: every matrix N(0, 0.1) instead of GPT-2's 0.02.
+std::unique_ptr<models::GPT> make_model(models::GPTConfig c, std::uint64_t seed) {
+  Generator g(seed);
+  auto model = std::make_unique<models::GPT>(c, g);
+  NoGradGuard no_grad;
+  for (auto& [name, p] : model->named_parameters())
+    if (p.dim() == 2) p.normal_(0.0, 0.1, g);
+    else if (name.find(".bias") != std::string::npos) p.normal_(0.0, 0.05, g);
+  model->eval();
+  return model;
+}
+
+models::GPTConfig shape(std::int64_t layers, std::int64_t heads, std::int64_t width, std::int64_t vocab, bool bias,
+                        bool tied) {
+  models::GPTConfig c;
+  c.n_layer = layers, c.n_head = heads, c.n_embd = width, c.vocab_size = vocab, c.block_size = 48;
+  c.bias = bias, c.tie_head = tied;
+  return c;
+}
+
+// Shapes: hs 32 (cpu-tiny's), hs 12 and 20 (not multiples of 8), no biases, an untied head,
+// an odd vocabulary.
+const models::GPTConfig kShapes[] = {shape(2, 4, 128, 65, true, true), shape(2, 3, 36, 97, true, false),
+                                     shape(3, 2, 40, 51, false, true)};
+
+std::vector<float> last_logits(models::GPT& model, const std::vector<std::uint32_t>& ids) {
+  NoGradGuard no_grad;
+  const Tensor idx = from_vector(std::vector<std::int64_t>(ids.begin(), ids.end()),
+                                 {1, static_cast<std::int64_t>(ids.size())}, kInt64);
+  const Tensor logits = model.forward(idx);
+  return logits.select(1, logits.size(1) - 1).select(0, 0).to_vector<float>();
+}
+
+std::vector<float> copy(const float* p, std::int64_t n) { return std::vector<float>(p, p + n); }
+
+}  // namespace
+
+TEST_CASE("decode: greedy tokens equal the cached forward's, logits GPT::forward's, on several shapes") {
+  for (const models::GPTConfig& c : kShapes) {
+    INFO("shape ", c.to_json());
+    auto model = make_model(c, 7);
+    const std::vector<std::uint32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6};
+    models::GenerateOptions o;
+    o.temperature = 0;
+    o.max_new_tokens = c.block_size - static_cast<std::int64_t>(prompt.size());  // to the end of the context
+    const auto fast = models::generate(*model, prompt, o);
+    o.fast = false;
+    const auto old = models::generate(*model, prompt, o);
+    CHECK(fast == old);
+    // A seeded sample at temperature 1 draws the same tokens too.
+    o.temperature = 1.0, o.fast = true;
+    const auto sampled = models::generate(*model, prompt, o);
+    o.fast = false;
+    CHECK(sampled == models::generate(*model, prompt, o));
+
+    // The logits after the prompt and after each of a few steps, against the whole forward.
+    models::Decoder decoder(*model);
+    models::DecodeState state;
+    std::vector<std::uint32_t> ids = prompt;
+    const float* logits = decoder.prefill(state, prompt);
+    for (int step = 0; step < 4; ++step) {
+      const std::vector<float> ours = copy(logits, c.vocab_size), theirs = last_logits(*model, ids);
+      double scale = 0, diff = 0;
+      for (std::size_t i = 0; i < ours.size(); ++i)
+        scale = std::max(scale, std::abs(double(theirs[i]))), diff = std::max(diff, std::abs(double(ours[i]) - theirs[i]));
+      CHECK(diff <= 1e-5 * scale);
+      ids.push_back(old[static_cast<std::size_t>(step)]);
+      logits = decoder.step(state, ids.back());
+    }
+    CHECK(state.length == static_cast<std::int64_t>(ids.size()));
+  }
+}
+
+TEST_CASE("decode: a sequence's logits are the same bits alone, batched with others, prefilled, on one thread, or beside another Decoder") {
+  const models::GPTConfig c = kShapes[1];
+  auto model = make_model(c, 11);
+  models::Decoder decoder(*model);
+  const std::vector<std::vector<std::uint32_t>> prompts = {{1, 2, 3}, {40, 41}, {7, 7, 7, 7, 7}};
+  // Alone: each sequence prefilled, then one step with token 5.
+  std::vector<std::vector<float>> alone;
+  for (const auto& p : prompts) {
+    models::DecodeState s;
+    decoder.prefill(s, p);
+    alone.push_back(copy(decoder.step(s, 5), c.vocab_size));
+  }
+  // Batched: the three sequences advanced in one step.
+  std::vector<models::DecodeState> states(prompts.size());
+  for (std::size_t i = 0; i < prompts.size(); ++i) decoder.prefill(states[i], prompts[i]);
+  models::DecodeState* pointers[] = {&states[0], &states[1], &states[2]};
+  const std::uint32_t tokens[] = {5, 5, 5};
+  const float* batched = decoder.step(pointers, tokens, 3);
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    INFO("sequence ", i);
+    CHECK(std::memcmp(batched + i * c.vocab_size, alone[i].data(), c.vocab_size * sizeof(float)) == 0);
+    CHECK(states[i].length == static_cast<std::int64_t>(prompts[i].size()) + 1);
+  }
+  // Prefilled in one pass: the prompt and the token at once, the same bits as token by token.
+  std::vector<std::uint32_t> whole = prompts[2];
+  whole.push_back(5);
+  models::DecodeState s;
+  CHECK(std::memcmp(decoder.prefill(s, whole), alone[2].data(), c.vocab_size * sizeof(float)) == 0);
+  // One thread: the same bits.
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  models::DecodeState one;
+  const std::vector<float> single = copy(decoder.prefill(one, whole), c.vocab_size);
+  set_num_threads(threads);
+  CHECK(single == alone[2]);
+  // Two Decoders on two threads at once (the second runs its kernels alone): the same bits.
+  models::Decoder other(*model);
+  std::vector<float> first, second;
+  std::thread t([&] {
+    models::DecodeState a;
+    first = copy(decoder.prefill(a, whole), c.vocab_size);
+  });
+  {
+    models::DecodeState b;
+    second = copy(other.prefill(b, whole), c.vocab_size);
+  }
+  t.join();
+  CHECK(first == alone[2]);
+  CHECK(second == alone[2]);
+}
+
+TEST_CASE("decode: bfloat16 weights give the float32 path's bits on the weights rounded to bfloat16") {
+  const models::GPTConfig c = kShapes[0];
+  auto model = make_model(c, 5);
+  auto rounded = make_model(c, 5);
+  {
+    NoGradGuard no_grad;
+    for (auto& [name, p] : rounded->named_parameters()) {
+      if (p.dim() != 2 || name.find("wpe") != std::string::npos) continue;  // the matrices and the tied head
+      float* d = p.data_ptr<float>();
+      for (std::int64_t i = 0; i < p.numel(); ++i) d[i] = round_to_bf16(d[i]);
+    }
+  }
+  // wte is the embedding (read as float32) and the tied head (rounded): give the first model
+  // the rounded wte too, so both decoders read the same embedding rows.
+  {
+    NoGradGuard no_grad;
+    std::memcpy(model->wte->weight.data_ptr<float>(), rounded->wte->weight.data_ptr<float>(),
+                model->wte->weight.numel() * sizeof(float));
+  }
+  models::Decoder half(*model, kBFloat16), full(*rounded, kFloat32);
+  CHECK(half.weight_bytes_per_token() < full.weight_bytes_per_token() * 0.51);
+  models::DecodeState a, b;
+  const std::vector<std::uint32_t> prompt = {9, 8, 7, 6};
+  CHECK(std::memcmp(half.prefill(a, prompt), full.prefill(b, prompt), c.vocab_size * sizeof(float)) == 0);
+  const std::vector<float> first = copy(half.step(a, 3), c.vocab_size);
+  CHECK(std::memcmp(first.data(), full.step(b, 3), c.vocab_size * sizeof(float)) == 0);
+  // generate with bfloat16 weights runs, and its greedy tokens are the rounded model's.
+  models::GenerateOptions o;
+  o.temperature = 0, o.max_new_tokens = 20, o.weights = kBFloat16;
+  const auto tokens = models::generate(*model, prompt, o);
+  o.weights = kFloat32;
+  CHECK(tokens == models::generate(*rounded, prompt, o));
+}
+
+TEST_CASE("decode: bad input is a one-line error") {
+  const models::GPTConfig c = kShapes[0];
+  auto model = make_model(c, 3);
+  models::Decoder decoder(*model);
+  models::DecodeState s;
+  CHECK_THROWS_WITH_AS(decoder.prefill(s, {1, 65}), "Decoder: token 65 is outside the vocabulary (65)", Error);
+  CHECK_THROWS_WITH_AS(decoder.prefill(s, std::vector<std::uint32_t>(49, 1)),
+                       "Decoder: 0 cached + 49 new positions exceed block_size 48", Error);
+  CHECK_THROWS_WITH_AS(decoder.prefill(s, nullptr, 0), "Decoder::prefill: no tokens", Error);
+  CHECK_THROWS_AS(models::Decoder(*model, kFloat64), Error);
+  models::GenerateOptions o;
+  o.weights = kBFloat16, o.kv_cache_int8 = true;
+  CHECK_THROWS_WITH_AS(models::generate(*model, {1}, o), "generate: bfloat16 weights need the float32 KV cache on the CPU",
+                       Error);
+}
