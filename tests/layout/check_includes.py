@@ -4,9 +4,9 @@
 The folders are layers, and a file may include only files of its own layer or of the layers
 below it:
 
-    base  <-  kernels  <-  framework  <-  models, tokenizer  <-  train, lab  <-  exercises  <-  apps
+    base  <-  kernels  <-  framework  <-  models, tokenizer  <-  train, lab, serve  <-  exercises  <-  apps
 
-(models and tokenizer do not include each other, nor do train and lab.) Every #include "..."
+(models and tokenizer do not include each other, nor do train, lab and serve.) Every #include "..."
 of every source file under those folders is resolved the way the build resolves it (the
 including file's folder, then the include roots) and checked; an include that resolves to
 nothing in the repository (a system or third-party header) is not brrr's business here.
@@ -27,8 +27,9 @@ LAYERS = {
     "tokenizer": {"base", "kernels", "framework", "tokenizer"},
     "train": {"base", "kernels", "framework", "models", "tokenizer", "train"},
     "lab": {"base", "kernels", "framework", "models", "tokenizer", "lab"},
+    "serve": {"base", "kernels", "framework", "models", "tokenizer", "serve"},
     "exercises": {"base", "kernels", "framework", "models", "tokenizer", "train", "lab", "exercises"},
-    "apps": {"base", "kernels", "framework", "models", "tokenizer", "train", "lab", "exercises", "apps"},
+    "apps": {"base", "kernels", "framework", "models", "tokenizer", "train", "lab", "serve", "exercises", "apps"},
 }
 INCLUDE_ROOTS = ["base/include", "kernels/include", "framework/include", "models/include", "tokenizer/include", ""]
 SOURCE = re.compile(r"\.(h|hpp|cpp|cu|cuh)$")
@@ -101,7 +102,7 @@ def main():
     for v in found:
         print(v)
     print(f"{len(found)} include(s) against the direction base <- kernels <- framework <- models, tokenizer "
-          f"<- train, lab <- exercises <- apps" if found else "every #include points down the layers")
+          f"<- train, lab, serve <- exercises <- apps" if found else "every #include points down the layers")
     return 1 if found else 0
 
 
