@@ -14,6 +14,7 @@
 // any thread count (tests/serve/test_serve.cpp checks both).
 #include "serve/model_runner.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -28,9 +29,9 @@ namespace {
 
 using i64 = std::int64_t;
 
-// dot(a, b) over n floats in one fixed order: 16 running sums (lane l takes elements l, l + 16,
-// ...; the compiler turns them into vector registers), then a fixed tree 8 + 4 + 2 + 1. The
-// same code for every row, whatever the batch: this is the whole of batch invariance here.
+// dot(a, b) over n floats in one fixed order, for attention's scores (q . k): 16 running sums
+// (lane l takes elements l, l + 16, ...; the compiler turns them into vector registers), then a
+// fixed tree 8 + 4 + 2 + 1. Each (row, head) uses it alone, whatever the batch.
 inline float dot(const float* __restrict a, const float* __restrict b, i64 n) {
   float acc[16] = {};
   const i64 whole = n / 16 * 16;
@@ -42,18 +43,79 @@ inline float dot(const float* __restrict a, const float* __restrict b, i64 n) {
   return acc[0];
 }
 
-// out (R, N) = x (R, K) @ w (N, K)^T + bias (N). Columns are cut into blocks of 16 weight rows
-// (16 * K floats: in L1 or L2), each block is one thread's, and each block meets every row of
-// x: the weights are read once per step for all R rows. Who computes an element never changes
-// how.
+// out (R, N) = x (R, K) @ w (N, K)^T + bias (N), every element computed the same way:
+//
+//   8 running sums, lane l += x[k] * w[k] for k = l, l + 8, ... (one fused multiply-add each,
+//   rounded once), the last K % 8 products into lanes 0, 1, ...; then ((s0 + s4) + (s2 + s6)) +
+//   ((s1 + s5) + (s3 + s7)); then + bias.
+//
+// That sequence is the contract; how elements are grouped is free. The micro-kernel computes a
+// tile of RM rows x RN columns at once: each 8-float load of x is used RN times and each load of
+// w RM times, from registers (4 x 3 tiles: 12 accumulators, 7 loads per 12 FMAs; a row alone,
+// as in batch-1 decoding, gets 1 x 3: 4 loads per 3 FMAs). So a batch of rows reads the weights
+// once and does more work per load (GEMV -> GEMM, chapter 20), while an element's bits stay
+// those of the contract, whatever tile it falls in and whichever thread computes it.
+constexpr int kLanes = 8;
+
+// The contract's end for one element: the tail products, then the fixed tree.
+inline float finish_lanes(float lanes[kLanes], const float* x, const float* w, i64 whole, i64 K) {
+  for (i64 k = whole; k < K; ++k) lanes[k - whole] = std::fma(x[k], w[k], lanes[k - whole]);
+  return ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+}
+
+template <int RM, int RN>
+void tile(const float* x, i64 ldx, const float* w, i64 K, float* out, i64 ldo, const float* bias) {
+  const i64 whole = K / kLanes * kLanes;
+  float lanes[RM][RN][kLanes];
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256 acc[RM][RN];
+  for (int i = 0; i < RM; ++i)
+    for (int j = 0; j < RN; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (i64 k = 0; k < whole; k += kLanes) {
+    __m256 wv[RN];
+    for (int j = 0; j < RN; ++j) wv[j] = _mm256_loadu_ps(w + j * K + k);
+    for (int i = 0; i < RM; ++i) {
+      const __m256 xv = _mm256_loadu_ps(x + i * ldx + k);
+      for (int j = 0; j < RN; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < RM; ++i)
+    for (int j = 0; j < RN; ++j) _mm256_storeu_ps(lanes[i][j], acc[i][j]);
+#else  // the same sums one lane at a time: std::fma rounds once, as the vector instruction does
+  for (int i = 0; i < RM; ++i)
+    for (int j = 0; j < RN; ++j) {
+      for (int l = 0; l < kLanes; ++l) lanes[i][j][l] = 0.0f;
+      for (i64 k = 0; k < whole; k += kLanes)
+        for (int l = 0; l < kLanes; ++l) lanes[i][j][l] = std::fma(x[i * ldx + k + l], w[j * K + k + l], lanes[i][j][l]);
+    }
+#endif
+  for (int i = 0; i < RM; ++i)
+    for (int j = 0; j < RN; ++j) out[i * ldo + j] = bias[j] + finish_lanes(lanes[i][j], x + i * ldx, w + j * K, whole, K);
+}
+
+constexpr int kTileRows = 4, kTileCols = 3;
+using TileFn = void (*)(const float*, i64, const float*, i64, float*, i64, const float*);
+// tile<rm, rn> for every edge shape: kTiles[rm - 1][rn - 1].
+constexpr TileFn kTiles[kTileRows][kTileCols] = {{tile<1, 1>, tile<1, 2>, tile<1, 3>},
+                                                 {tile<2, 1>, tile<2, 2>, tile<2, 3>},
+                                                 {tile<3, 1>, tile<3, 2>, tile<3, 3>},
+                                                 {tile<4, 1>, tile<4, 2>, tile<4, 3>}};
+
+// Columns are cut into blocks of 48 weight rows (48 * K floats: L1 or L2), one thread's each;
+// each block meets every row of x, so the weights are read once per step for all R rows.
 void linear(float* out, const float* x, const float* w, const float* bias, i64 R, i64 K, i64 N) {
-  constexpr i64 kBlock = 16;
+  constexpr i64 kBlock = 16 * kTileCols;
   const i64 blocks = (N + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (R * N * K > 65536)
   for (i64 blk = 0; blk < blocks; ++blk) {
     const i64 j0 = blk * kBlock, j1 = std::min(N, j0 + kBlock);
-    for (i64 r = 0; r < R; ++r)
-      for (i64 j = j0; j < j1; ++j) out[r * N + j] = bias[j] + dot(x + r * K, w + j * K, K);
+    for (i64 r = 0; r < R; r += kTileRows) {
+      const i64 rm = std::min<i64>(kTileRows, R - r);
+      for (i64 j = j0; j < j1; j += kTileCols) {
+        const i64 rn = std::min<i64>(kTileCols, j1 - j);
+        kTiles[rm - 1][rn - 1](x + r * K, K, w + j * K, K, out + r * N + j, N, bias + j);
+      }
+    }
   }
 }
 

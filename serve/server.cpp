@@ -334,6 +334,7 @@ Server::Server(ServerOptions options, std::function<LoadedModel()> loader) : sta
   const std::size_t threads = static_cast<std::size_t>(s.options.slots) + s.options.queue + 16;
   s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.http.set_payload_max_length(s.options.max_body_bytes);
+  s.http.set_tcp_nodelay(true);  // each event leaves at once (Nagle would hold small writes for an ACK)
   s.routes();
 }
 
