@@ -165,7 +165,7 @@ void Scheduler::loop() {
   cancelled_ += waiting_.size();
   running_.clear();
   waiting_.clear();
-  for (auto& job : jobs_) job();  // each fails: the runner is not touched after this
+  for (auto& job : jobs_) job();  // the last attention maps: the runner outlives the scheduler
   jobs_.clear();
 }
 

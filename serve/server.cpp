@@ -3,7 +3,9 @@
 #include "serve/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -33,6 +35,7 @@ struct Server::State {
   mutable std::mutex mutex;
   std::string error;  // the loader's, if it failed
   std::thread listener, loading;
+  int socket_fd = -1;  // the listening socket, whose backlog bind() raises
   std::atomic<std::uint64_t> next_id{1}, next_seed{0};
   std::atomic<std::uint64_t> rejected_full{0}, bad_requests{0};
   const std::int64_t created = static_cast<std::int64_t>(std::time(nullptr));
@@ -331,10 +334,14 @@ Server::Server(ServerOptions options, std::function<LoadedModel()> loader) : sta
   State& s = *state_;
   // One thread per open connection: every slot and queue place may hold a stream, and a few more
   // answer /health, /metrics and the page meanwhile.
-  const std::size_t threads = static_cast<std::size_t>(s.options.slots) + s.options.queue + 16;
+  const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(s.options.slots) + s.options.queue + 16, 1024);
   s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.http.set_payload_max_length(s.options.max_body_bytes);
-  s.http.set_tcp_nodelay(true);  // each event leaves at once (Nagle would hold small writes for an ACK)
+  s.http.set_tcp_nodelay(true);
+  s.http.set_socket_options([&s](socket_t sock) {
+    httplib::default_socket_options(sock);  // SO_REUSEADDR, as without this callback
+    s.socket_fd = sock;
+  });  // each event leaves at once (Nagle would hold small writes for an ACK)
   s.routes();
 }
 
@@ -346,6 +353,10 @@ int Server::bind() {
                    : s.http.bind_to_port(s.options.host, s.options.port) ? s.options.port : -1;
   BRRR_CHECK(port > 0, "brrr serve: cannot listen on ", s.options.host, ":", s.options.port,
              " (the port is in use, or the host is not an address of this machine)");
+  // cpp-httplib listens with a backlog of 5 connections (CPPHTTPLIB_LISTEN_BACKLOG, fixed when
+  // Debian built it): a burst of clients connecting at once overflowed it and some got their
+  // connection reset (tests/serve's 24 at once did). Listening again on the socket raises it.
+  if (s.socket_fd >= 0) ::listen(s.socket_fd, SOMAXCONN);
   return port;
 }
 

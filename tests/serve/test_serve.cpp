@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <latch>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -398,21 +399,24 @@ TEST_CASE("server: the API key, 503 while loading, 429 with Retry-After when the
   REQUIRE(no_key);
   CHECK(no_key->status == 401);
   CHECK(c.Get("/v1/models")->status == 200);
-  // One running, one waiting: a third is refused at once.
+  // One running, one waiting: more, all released at once, are refused at once.
+  constexpr int kClients = 24;
   std::vector<std::thread> busy;
   std::atomic<int> refused{0}, done{0};
-  for (int i = 0; i < 6; ++i)
+  std::latch start(kClients);
+  for (int i = 0; i < kClients; ++i)
     busy.emplace_back([&] {
       httplib::Client k = r.client();
       k.set_bearer_token_auth("sesame");
-      auto res = k.Post("/v1/completions", R"({"prompt": "a", "max_tokens": 40})", "application/json");
+      start.arrive_and_wait();
+      auto res = k.Post("/v1/completions", R"({"prompt": "a", "max_tokens": 47})", "application/json");
       if (res && res->status == 429 && res->get_header_value("Retry-After") == "1") ++refused;
       if (res && res->status == 200) ++done;
     });
   for (auto& t : busy) t.join();
   CHECK(refused >= 1);
-  CHECK(done >= 2);
-  CHECK(refused + done == 6);
+  CHECK(done >= 1);
+  CHECK(refused + done == kClients);
 }
 
 TEST_CASE("server: a client that goes away is cancelled and frees its slot") {
@@ -446,7 +450,12 @@ TEST_CASE("server: a client that goes away is cancelled and frees its slot") {
   // model a step takes well under a millisecond, so both happen; the slot is free in both.
   const json next = completion(r, {{"prompt", "c"}, {"max_tokens", 3}});
   CHECK(next["usage"]["completion_tokens"] == 3);
-  auto m = r.client().Get("/metrics");
-  REQUIRE(m);
-  CHECK(m->body.find("brrr_running_sequences 0") != std::string::npos);
+  // The slot is given back at the end of the step that answered (a moment after the answer).
+  bool idle = false;
+  for (int i = 0; i < 400 && !idle; ++i) {
+    auto m = r.client().Get("/metrics");
+    idle = m && m->body.find("brrr_running_sequences 0") != std::string::npos;
+    if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(idle);
 }
