@@ -44,6 +44,8 @@ REQUIRED = [
     (r"^distributed: ?", "data-parallel training under mpirun (Debian's openmpi-bin, libopenmpi-dev)", lambda: True),
     (r"^serve: ?the openai package", "brrr serve with the real openai client (the .venv's openai)", lambda: True),
     (r"^serve: ?fuzz: ", "brrr serve under thousands of bad requests", lambda: True),
+    (r"^serve: ?Hugging Face GPT-2 folders", "brrr serve against transformers' greedy generate (the .venv's)",
+     lambda: True),
     (r"^serve: ?the page in headless Chromium", "brrr serve's page in Chromium (chromium-driver, the .venv's selenium)",
      lambda: True),
     (r"^docs$", "the course pages rendered in headless Chromium (Debian's chromium)", lambda: True),
@@ -110,6 +112,8 @@ def self_test():
                       "   9.0 sec")
     everything.append("  13/13 Test #13: serve: fuzz: 3000 bad requests are each a 4xx with an error, and the server "
                       "stays healthy ..   Passed   9.0 sec")
+    everything.append("  15/15 Test #15: serve: Hugging Face GPT-2 folders continue as transformers' greedy generate ..  "
+                      " Passed   9.0 sec")
     everything.append("  14/14 Test #14: serve: the page in headless Chromium: type, stream, hover, inspect, stop, no "
                       "console error ..   Passed   9.0 sec")
     assert check(everything) == [], check(everything)
