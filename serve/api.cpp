@@ -121,7 +121,8 @@ CompletionRequest parse_completion(const json& body, const tokenizer::TextTokeni
   if (body.contains("model") && !body["model"].is_null() && !body["model"].is_string())
     throw bad("model", "must be a string");
   p.prompt = prompt_tokens(body, tokenizer, config, vocab);
-  if (integer(body, "n", 1, 1, 1) != 1 || integer(body, "best_of", 1, 1, 1) != 1) throw bad("n", "must be 1");
+  integer(body, "n", 1, 1, 1);        // one completion per request
+  integer(body, "best_of", 1, 1, 1);
   p.max_tokens = integer(body, "max_tokens", 16, 0, config.block_size);
   p.sampling.temperature = number(body, "temperature", 1.0, 0.0, 100.0);
   p.sampling.top_k = integer(body, "top_k", 0, 0, vocab);

@@ -223,11 +223,8 @@ void Scheduler::run_step() {
     inputs.push_back(std::move(in));
     fed.push_back(s.get());
   }
-  const std::uint64_t before = [&] {
-    std::uint64_t n = 0;
-    for (Sequence* s : fed) n += s->generated.size();
-    return n;
-  }();
+  std::uint64_t generated = 0;
+  for (Sequence* s : fed) generated -= s->generated.size();  // + the sizes after: the tokens of this step
   if (!inputs.empty()) {
     try {
       const auto logits = runner_.step(inputs);
@@ -238,9 +235,7 @@ void Scheduler::run_step() {
         if (!s->finished) finish(*s, "cancelled");
     }
   }
-  std::uint64_t generated = 0;
   for (Sequence* s : fed) generated += s->generated.size();
-  generated -= before;
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = running_.begin(); it != running_.end();) {
     if ((*it)->finished) {
