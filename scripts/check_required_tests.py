@@ -42,6 +42,12 @@ REQUIRED = [
     (r"^models: ?cnn: ", "the handwritten digits (python3-sklearn) and the CNN against PyTorch", lambda: True),
     (r"^core: ?blocked matmul", "the AVX-512 GEMM on a CPU that has AVX-512", cpu_has_avx512),
     (r"^distributed: ?", "data-parallel training under mpirun (Debian's openmpi-bin, libopenmpi-dev)", lambda: True),
+    (r"^serve: ?the openai package", "brrr serve with the real openai client (the .venv's openai)", lambda: True),
+    (r"^serve: ?fuzz: ", "brrr serve under thousands of bad requests", lambda: True),
+    (r"^serve: ?Hugging Face GPT-2 folders", "brrr serve against transformers' greedy generate (the .venv's)",
+     lambda: True),
+    (r"^serve: ?the page in headless Chromium", "brrr serve's page in Chromium (chromium-driver, the .venv's selenium)",
+     lambda: True),
     (r"^docs$", "the course pages rendered in headless Chromium (Debian's chromium)", lambda: True),
     (r"^core: ?bf16 matmul: avx512bf16 and plain agree", "the AVX512-BF16 GEMM where the CPU has it",
      cpu_has_avx512_bf16),
@@ -102,6 +108,14 @@ def self_test():
     everything.append("  10/10 Test #10: docs ......................   Passed   120.0 sec")
     everything.append("  11/11 Test #11: models: hf: tokenizer ids equal Hugging Face's on prose, code, Unicode and "
                       "whitespace runs ..   Passed   1.0 sec")
+    everything.append("  12/13 Test #12: serve: the openai package: completions, streamed and not, with logprobs ..   Passed"
+                      "   9.0 sec")
+    everything.append("  13/13 Test #13: serve: fuzz: 3000 bad requests are each a 4xx with an error, and the server "
+                      "stays healthy ..   Passed   9.0 sec")
+    everything.append("  15/15 Test #15: serve: Hugging Face GPT-2 folders continue as transformers' greedy generate ..  "
+                      " Passed   9.0 sec")
+    everything.append("  14/14 Test #14: serve: the page in headless Chromium: type, stream, hover, inspect, stop, no "
+                      "console error ..   Passed   9.0 sec")
     assert check(everything) == [], check(everything)
     print("self-test: a skipped, a failed and a missing required test are each reported; all passing is clean")
     return 0

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # scripts/setup.sh: install what brrr needs on Debian 12, and nothing when all is there.
 #
-# Debian packages: the compiler and build tools, the C++ libraries brrr builds on, Doxygen
-# and Chromium (the docs test renders every page of the course headless, as a reader sees it),
+# Debian packages: the compiler and build tools, the C++ libraries brrr builds on (cpp-httplib:
+# brrr serve's HTTP server), Doxygen and Chromium (the docs test renders every page of the
+# course headless, as a reader sees it; chromium-driver lets Selenium drive it for brrr serve's
+# page test),
 # OpenMPI (mpirun and the MPI library, for data-parallel training, chapter 19), the peers
 # the tests and benchmarks compare against (NumPy on OpenBLAS, PyTorch), and the
 # handwritten digits of the CNN chapter (python3-sklearn ships them; zlib reads the .csv.gz).
@@ -15,7 +17,8 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config git
   libeigen3-dev doctest-dev libstb-dev libcli11-dev nlohmann-json3-dev libpcre2-dev
-  doxygen libjs-mathjax chromium
+  doxygen libjs-mathjax chromium chromium-driver
+  libcpp-httplib-dev
   clang libclang-rt-14-dev
   python3 python3-venv python3-pip python3-numpy libopenblas0-openmp python3-torch
   bible-kjv sentencepiece
@@ -57,6 +60,14 @@ fi
 if ! "$venv/bin/python3" -c "import tiktoken, tokenizers, sentencepiece, transformers" 2>/dev/null; then
   echo "setup: installing ${pip_packages[*]} into $venv"
   "$venv/bin/python3" -m pip install -q --disable-pip-version-check "${pip_packages[@]}" || pip_failed "${pip_packages[*]}"
+fi
+
+# brrr serve's tests (chapter 20): the real OpenAI client, and Selenium driving headless Chromium
+# through the page. Fatal too, as above.
+serve_packages=(openai selenium)
+if ! "$venv/bin/python3" -c "import openai, selenium" 2>/dev/null; then
+  echo "setup: installing ${serve_packages[*]} into $venv"
+  "$venv/bin/python3" -m pip install -q --disable-pip-version-check "${serve_packages[@]}" || pip_failed "${serve_packages[*]}"
 fi
 
 # The notebooks (notebooks/README.md): cppyy runs brrr's C++ inside a Jupyter kernel, and

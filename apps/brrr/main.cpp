@@ -171,6 +171,7 @@ int main(int argc, char** argv) {
   brrr::cli::add_train_commands(app, brrr::cli::preset_in(argc, argv));
   brrr::cli::add_eval_commands(app);
   brrr::cli::add_export_commands(app);
+  brrr::cli::add_serve_commands(app);
   brrr::cli::add_kernel_lab_commands(app);
   brrr::cli::add_exercise_commands(app);
   const std::vector<std::string> args = spelled_as_defined(app, argc, argv);

@@ -4,10 +4,10 @@
 The folders are layers, and a file may include only files of its own layer or of the layers
 below it:
 
-    base  <-  kernels, plot  <-  framework  <-  models, tokenizer  <-  train, lab  <-  exercises  <-  apps
+    base  <-  kernels, plot  <-  framework  <-  models, tokenizer  <-  train, lab, serve  <-  exercises  <-  apps
 
-(kernels and plot do not include each other, nor do models and tokenizer, nor train and lab:
-plot draws plain numbers and knows no tensors.) Every #include "..."
+(kernels and plot do not include each other, nor do models and tokenizer, nor train, lab and
+serve: plot draws plain numbers and knows no tensors.) Every #include "..."
 of every source file under those folders is resolved the way the build resolves it (the
 including file's folder, then the include roots) and checked; an include that resolves to
 nothing in the repository (a system or third-party header) is not brrr's business here.
@@ -30,8 +30,9 @@ LAYERS = {
     "tokenizer": {"base", "kernels", "plot", "framework", "tokenizer"},
     "train": {"base", "kernels", "plot", "framework", "models", "tokenizer", "train"},
     "lab": {"base", "kernels", "plot", "framework", "models", "tokenizer", "lab"},
+    "serve": {"base", "kernels", "plot", "framework", "models", "tokenizer", "serve"},
     "exercises": {"base", "kernels", "plot", "framework", "models", "tokenizer", "train", "lab", "exercises"},
-    "apps": {"base", "kernels", "plot", "framework", "models", "tokenizer", "train", "lab", "exercises", "apps"},
+    "apps": {"base", "kernels", "plot", "framework", "models", "tokenizer", "train", "lab", "serve", "exercises", "apps"},
 }
 INCLUDE_ROOTS = ["base/include", "kernels/include", "plot/include", "framework/include", "models/include", "tokenizer/include", ""]
 SOURCE = re.compile(r"\.(h|hpp|cpp|cu|cuh)$")
@@ -89,7 +90,7 @@ def main():
     return layout_check.main(
         violations, self_test, passed="every #include points down the layers",
         failed=lambda n: f"{n} include(s) against the direction base <- kernels, plot <- framework <- models, "
-                         f"tokenizer <- train, lab <- exercises <- apps")
+                         f"tokenizer <- train, lab, serve <- exercises <- apps")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,80 @@
+// apps/brrr/cli_serve.cpp: `brrr serve`, the model behind an OpenAI-style API and a page (chapter 20).
+// Read before: serve/server.h. The model comes from train/model_source.h, as for brrr sample.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "brrr/error.h"
+#include "brrr/parallel.h"
+#include "commands.h"
+#include "serve/server.h"
+#include "train/model_source.h"
+
+namespace brrr::cli {
+
+namespace {
+// Set by SIGINT and SIGTERM; the main thread polls it (a signal handler may do nothing else).
+volatile std::sig_atomic_t stop_requested = 0;
+extern "C" void on_stop_signal(int) { stop_requested = 1; }
+
+std::string basename_of(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const std::size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+}  // namespace
+
+void add_serve_commands(CLI::App& app) {
+  struct ServeArgs {
+    std::string checkpoint = "out", tokenizer;
+    serve::ServerOptions options;
+    int threads = 0;
+  };
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* serve = app.add_subcommand(
+      "serve", "Serve a model: an OpenAI-compatible API (/v1/completions) and a page to try it in a browser");
+  serve->add_option("--checkpoint", a->checkpoint, "A checkpoint file, a training --out_dir (its newest checkpoint), "
+                    "or a Hugging Face GPT-2 folder (config.json, model.safetensors, tokenizer.json)")->capture_default_str();
+  serve->add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: the one saved beside the checkpoint, or the folder's)");
+  serve->add_option("--host", a->options.host, "Address to listen on (another than 127.0.0.1 opens the server to the network)")->capture_default_str();
+  serve->add_option("--port", a->options.port, "Port to listen on (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
+  serve->add_option("--slots", a->options.slots, "Sequences generated at once (continuous batching), each with its own KV cache")
+      ->check(CLI::Range(1, 256))->capture_default_str();
+  serve->add_option("--queue", a->options.queue, "Requests that may wait for a slot; more are answered 429")
+      ->check(CLI::Range(0, 4096))->capture_default_str();
+  serve->add_option("--threads", a->threads, "CPU threads of the model's steps (0: all)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  serve->add_option("--api-key", a->options.api_key, "Require Authorization: Bearer KEY on every API call");
+  serve->callback([a] {
+    a->options.threads = a->threads;
+    a->options.model_name = basename_of(a->checkpoint);
+    const std::string checkpoint = a->checkpoint, tokenizer = a->tokenizer;
+    serve::Server server(a->options, [checkpoint, tokenizer] {
+      train::ModelSource source = train::open_model(checkpoint, tokenizer);
+      source.model->eval();
+      return serve::LoadedModel{source.model, std::move(source.tokenizer)};
+    });
+    const int port = server.bind();
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
+    server.start();
+    std::printf("brrr serve: loading %s; open http://%s:%d/ (the API: http://%s:%d/v1)\n", checkpoint.c_str(),
+                a->options.host.c_str(), port, a->options.host.c_str(), port);
+    bool said_ready = false;
+    while (!stop_requested) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (!said_ready && server.ready()) {
+        std::printf("brrr serve: ready (%d slots); Ctrl-C stops\n", a->options.slots);
+        said_ready = true;
+      }
+    }
+    std::printf("brrr serve: stopping (requests in flight end as \"cancelled\")\n");
+    server.stop();
+    std::printf("brrr serve: stopped\n");
+  });
+}
+
+}  // namespace brrr::cli

@@ -1,0 +1,80 @@
+// serve/model_runner.h: the server's one door into the model: a forward pass over many
+// sequences at once, each with its own KV cache, whose numbers do not depend on the batch.
+// Chapter 20 (serving). Read before: brrr/models/gpt.h (the GPT and its KV cache),
+// models/gpt/kv_cache.cpp. Read next: serve/scheduler.h (who calls step()).
+//
+// The scheduler gathers, every step, the new tokens of every running sequence: a whole prompt
+// for a sequence that just joined (prefill), one token for each of the others (decode). They
+// become the R rows of one (R, C) activation, so every weight matrix is read once per step for
+// all of them: R matrix-vector products become one matrix-matrix product (the roofline's
+// reason for batching, chapter 20).
+//
+// Batch invariance: a row's numbers must not depend on which other rows share its step, nor
+// on the thread count. The library's GEMMs do not promise that (Eigen picks its blocking from
+// M, N and K; a GEMV path for M = 1 sums in another order), so this file computes every
+// output element itself: out[r][j] = bias[j] + dot(x[r], W[j]), one dot product with one fixed
+// summation order (16 lanes, then a fixed tree), done by one thread. Attention, LayerNorm and
+// the softmax are per row already; they are written here with fixed orders too.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "brrr/models/gpt.h"
+
+namespace brrr::serve {
+
+// One sequence's keys and values, every layer: (n_layer, block_size, C) each, filled up to
+// length(). Reserved whole when the slot is made: 2 * n_layer * block_size * C floats.
+struct SequenceCache {
+  std::vector<float> keys, values;
+  std::int64_t length = 0;
+};
+
+// One sequence's part of a step: its new tokens (they sit at positions cache->length onwards),
+// and whether the logits of every new position are wanted (echo with logprobs) or only the last.
+struct StepInput {
+  SequenceCache* cache = nullptr;
+  std::vector<std::uint32_t> tokens;
+  bool all_logits = false;
+};
+
+class ModelRunner {
+ public:
+  // The model's parameters are read in place (float32, on the CPU); model is kept alive.
+  explicit ModelRunner(std::shared_ptr<models::GPT> model);
+
+  const models::GPTConfig& config() const { return config_; }
+  SequenceCache new_cache() const;
+  std::int64_t cache_bytes_per_sequence() const;  // 2 * n_layer * block_size * n_embd * 4
+
+  // Runs every input's new tokens through the model, appends their keys and values to their
+  // caches, and returns, per input, the logits (V each) of its last position, or of all its new
+  // positions when all_logits. Inputs must be distinct sequences whose tokens fit block_size.
+  std::vector<std::vector<std::vector<float>>> step(std::vector<StepInput>& inputs);
+
+  // The softmax weights of every layer and head for the last of `tokens` over all of them:
+  // (n_layer, n_head, tokens.size()), for the page's attention map. Runs on a fresh cache.
+  std::vector<float> attention_of_last(const std::vector<std::uint32_t>& tokens);
+
+ private:
+  struct Layer {
+    const float *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b;
+    const float *ln2_w, *ln2_b, *fc_w, *fc_b, *fc_proj_w, *fc_proj_b;
+  };
+  struct Row {  // one new token of the step: its sequence and position
+    SequenceCache* cache;
+    std::int64_t pos;
+  };
+  void attention(const std::vector<Row>& rows, std::size_t layer, const float* qkv, float* out,
+                 float* capture) const;
+
+  std::shared_ptr<models::GPT> model_;
+  models::GPTConfig config_;
+  const float *wte_, *wpe_, *lnf_w_, *lnf_b_, *head_;
+  std::vector<Layer> layers_;
+  std::vector<float> zeros_;  // the biases of a model without biases
+  std::vector<float>* capture_ = nullptr;  // attention_of_last's weights, while it runs
+};
+
+}  // namespace brrr::serve

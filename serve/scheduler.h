@@ -1,0 +1,141 @@
+// serve/scheduler.h: one thread owns the model and runs every request, batched.
+// Chapter 20 (serving). Read before: serve/model_runner.h. Read next: serve/api.h (the HTTP
+// side that submits requests and streams their events back).
+//
+// HTTP threads never run the model: they submit a Request and wait on its events. The
+// scheduler thread keeps up to `slots` sequences running. Every step it admits waiting
+// requests into free slots (their whole prompt is this step's prefill), feeds every running
+// sequence its new tokens in one ModelRunner::step, samples each one's next token from its own
+// seeded Generator, and drops sequences that finished or whose client went away (cancelled).
+// This is continuous batching (Orca, vLLM): a request joins or leaves at any step, it never
+// waits for a batch to drain. A full queue refuses at once (the API answers 429).
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "brrr/models/generate.h"
+#include "brrr/tokenizer/text_tokenizer.h"
+#include "serve/model_runner.h"
+
+namespace brrr::serve {
+
+// What a completion asks for, already checked by the API (serve/api_json.cpp).
+struct CompletionParams {
+  std::vector<std::uint32_t> prompt;  // at least one token, at most block_size
+  std::int64_t max_tokens = 16;
+  models::GenerateOptions sampling;   // temperature (0: greedy), top_k, top_p, seed
+  std::vector<std::string> stop;      // generation ends before the first of these in its text
+  int logprobs = -1;                  // -1: none; n >= 0: each token's logprob and the n most likely
+  bool echo = false;                  // the prompt is part of the answer (its logprobs too)
+};
+
+// One token as the client sees it: its id, log-probability under the model (before temperature
+// and cuts, as OpenAI reports it; NaN for the first prompt token, which nothing predicts), and
+// the most likely alternatives at its position, best first.
+struct TokenInfo {
+  std::uint32_t id = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<std::uint32_t, float>> top;
+};
+
+// What the scheduler tells the waiting HTTP thread. Text is whole UTF-8 characters, held back
+// while it could still become a stop string.
+struct Event {
+  std::vector<TokenInfo> prompt;  // first event only, with echo: the prompt's tokens
+  std::vector<TokenInfo> tokens;  // tokens generated since the last event
+  std::string text;               // their text
+  bool done = false;
+  std::string finish_reason;      // "stop", "length" or "cancelled", when done
+};
+
+class Request {
+ public:
+  explicit Request(CompletionParams p) : params(std::move(p)) {}
+  const CompletionParams params;
+  std::atomic<bool> cancelled{false};  // set by the client's thread: freed at the next step
+  const std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
+
+  void push(Event e);
+  // The next event, or false after timeout (the caller checks its connection meanwhile).
+  bool next(Event& out, std::chrono::milliseconds timeout);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Event> events_;
+};
+
+struct SchedulerOptions {
+  int slots = 4;           // sequences running at once, each with its own KV cache
+  std::size_t queue = 64;  // requests waiting for a slot before the API answers 429
+  int threads = 0;         // OpenMP threads of the model's step (0: brrr's default)
+};
+
+// Counters for GET /metrics (Prometheus text).
+struct Metrics {
+  std::uint64_t requests_finished = 0, requests_cancelled = 0, prompt_tokens = 0, generated_tokens = 0, steps = 0;
+  std::uint64_t queue_depth = 0, running = 0;
+  double ttft_sum = 0.0;  // seconds from submit to the first generated token, summed
+  std::uint64_t ttft_count = 0;
+  std::vector<std::uint64_t> ttft_buckets;  // counts of TTFT <= kTtftBounds[i]
+  double tokens_per_second = 0.0;           // generated tokens over the last 10 s of steps
+};
+inline constexpr double kTtftBounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0};
+
+class Scheduler {
+ public:
+  Scheduler(ModelRunner& runner, const tokenizer::TextTokenizer& tokenizer, SchedulerOptions options);
+  ~Scheduler();  // shutdown()
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  enum class Submitted { kQueued, kQueueFull, kShuttingDown };
+  Submitted submit(const std::shared_ptr<Request>& request);
+
+  // Runs f on the scheduler thread between two steps (the model is its alone) and waits.
+  void run_on_model(const std::function<void(ModelRunner&)>& f);
+
+  // Cancels every running and waiting request (each gets a last event, "cancelled") and stops
+  // the thread. Idempotent.
+  void shutdown();
+
+  Metrics metrics() const;
+  const SchedulerOptions& options() const { return options_; }
+  std::size_t vocab() const { return vocab_; }
+
+ private:
+  struct Sequence;
+  void loop();
+  void admit(std::unique_lock<std::mutex>& lock);
+  void run_step();
+  void finish(Sequence& s, const std::string& reason, Event last = {});  // its last event, done
+  void advance(Sequence& s, const std::vector<std::vector<float>>& logits);
+  std::vector<float> usable(const std::vector<float>& logits) const;
+
+  ModelRunner& runner_;
+  const tokenizer::TextTokenizer& tokenizer_;
+  const SchedulerOptions options_;
+  const std::size_t vocab_;  // ids a completion may hold: the model's and the tokenizer's both
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Request>> waiting_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::unique_ptr<Sequence>> running_;
+  std::vector<SequenceCache> free_caches_;
+  bool stopping_ = false;
+  Metrics metrics_;
+  std::atomic<std::uint64_t> finished_{0}, cancelled_{0};  // requests ended, by how
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::uint64_t>> recent_;  // (step end, tokens)
+  std::thread thread_;
+};
+
+}  // namespace brrr::serve

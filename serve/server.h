@@ -1,0 +1,69 @@
+// serve/server.h: brrr serve's HTTP server: the routes, the API key, the limits, the page.
+// Chapter 20 (serving). Read before: serve/scheduler.h, serve/api.h. Read next: the chapter.
+//
+//   GET  /                     the page (serve/page.html, built into the program)
+//   GET  /health               {"status": "ok"}, or 503 {"status": "loading"}
+//   GET  /v1/models            the one model
+//   POST /v1/completions       OpenAI's completions, streamed (server-sent events) or not
+//   POST /v1/chat/completions  404: a GPT-2 has no chat template (chapter 20 says why)
+//   POST /tokenize             {"content": text} -> {"tokens": [ids]} (with_pieces: [{id, piece}])
+//   POST /detokenize           {"tokens": [ids]} -> {"content": text}
+//   POST /v1/attention         {"tokens": [ids]} -> the last token's attention, every layer and head
+//   GET  /metrics              Prometheus text
+//
+// The HTTP library is cpp-httplib (Debian's libcpp-httplib-dev, as llama.cpp's server uses):
+// a pool of threads, one per connection. Those threads parse, check, submit and stream; only
+// the scheduler's thread runs the model.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "brrr/models/gpt.h"
+#include "brrr/tokenizer/text_tokenizer.h"
+
+namespace brrr::serve {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port (bind() says which)
+  int slots = 4;
+  std::size_t queue = 64;
+  int threads = 0;  // the model's OpenMP threads (0: brrr's default)
+  std::string api_key;                   // when set, the API needs "Authorization: Bearer KEY"
+  std::size_t max_body_bytes = 1 << 20;  // a longer body is answered 413
+  std::string model_name = "brrr";
+  std::int64_t attention_limit = 200'000'000;  // parameters above which /v1/attention refuses
+};
+
+// What the loader returns: the model (float32, on the CPU) and its tokenizer.
+struct LoadedModel {
+  std::shared_ptr<models::GPT> model;
+  std::unique_ptr<tokenizer::TextTokenizer> tokenizer;
+};
+
+class Server {
+ public:
+  Server(ServerOptions options, std::function<LoadedModel()> loader);
+  ~Server();  // stop()
+
+  // Binds the socket (port 0: a free one) and returns the port; throws when it cannot.
+  int bind();
+  // Serves on a thread of its own and loads the model on another: until it is loaded the API
+  // answers 503. The loader's error is kept (load_error()) and every API call answers 503 with it.
+  void start();
+  bool ready() const;
+  std::string load_error() const;
+  // Cancels every request in flight (each ends with finish_reason "cancelled"), closes the
+  // socket and joins the threads. Idempotent.
+  void stop();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace brrr::serve
