@@ -1,8 +1,8 @@
 // brrr/median_timer.h: the one timer of the kernel lab, the exercise graders and the
 // benchmarks: warm up, time several runs, take the median. Chapter 04 (matmul and the CPU
-// backend) says why: the first calls pay for cold caches, page faults and thread start-up,
-// and the median is not moved by one run that another process slowed down. Chapter 11's
-// kernel lab times with it on a GPU too, through the device's own clock (CUDA events).
+// backend) explains how to measure this way: the median is not moved by one stray slow run.
+// Chapter 11's kernel lab times with it on a GPU too, through the device's own clock (CUDA
+// events).
 // Read next: bench/bench_util.h, lab/timing.cpp.
 #pragma once
 #include <algorithm>
