@@ -28,8 +28,13 @@
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 operands (float32 only)
 //   attention_forward_bf16, attention_backward_bf16 (chapter 18: what ops::flash_attention calls
 //   under Autocast(kBFloat16); float32 in memory, inputs rounded to bf16)
-//                       3 bf16_mma   the default; above hs = 128 it runs variant 1 rounding its inputs
+//                       3 bf16_mma   the default up to hs = 128 (its rule)
 //                       1 naive      variant 1, every input rounded to bf16 as it is read
+//
+// Each tiled variant carries an eligibility rule, the largest head size its tiles hold (flash:
+// 128 in float32, 64 forward and 32 backward in float64; bf16_mma: 128), and its launcher
+// refuses a larger one: the registry runs variant 1 there (kernels/registry.cpp's choose()),
+// and `brrr kernels attention_forward --head-size 160` says why.
 //   attention_forward_bf16_memory, attention_backward_bf16_memory (the ops on bf16 data, which
 //   the kernel lab checks and times with --dtype bfloat16; no framework op calls them yet)
 //                       4 bf16_pipelined  bf16 in memory, cp.async double buffering, ldmatrix
@@ -168,8 +173,8 @@ constexpr int kTile = 64;          // query and key rows per tile
 constexpr int kThreads = 256;      // 16 x 16
 constexpr int kRows = 4;           // rows per thread: kTile / 16
 constexpr int kScoreStride = kTile + 1;  // a tile of scores in shared memory, padded
-// The most dynamic shared memory a block may use on an A100 (an H100 allows 227 KiB): a
-// configuration that needs more falls back to variant 1.
+// The most dynamic shared memory a block may use on an A100 (an H100 allows 227 KiB): a head
+// size whose tiles need more is not one variant 2 runs (its eligibility rule, below).
 constexpr std::size_t kMaxSharedBytes = 163 * 1024;
 
 // dst (kTile, HS + 1) = rows row0 .. row0 + 63 of src (T_len, hs), zeros past T_len and hs.
@@ -324,23 +329,37 @@ void launch_forward_flash(T* out, T* lse, const T* q, const T* k, const T* v, st
               lse, q, k, v, static_cast<int>(T_len), static_cast<int>(hs), scale);
 }
 
+// The largest head size variant 2's forward tiles hold in T's shared memory: 128 in float32;
+// 64 in float64 (226 KiB at HS = 128, more than an A100 gives a block). Its eligibility rule:
+// the registry runs variant 1 above it, and the launcher refuses a larger one.
+template <class T>
+constexpr std::int64_t flash_forward_max_head_size() {
+  return forward_shared_bytes<T, 128>() <= kMaxSharedBytes  ? 128
+         : forward_shared_bytes<T, 64>() <= kMaxSharedBytes ? 64
+                                                            : 32;
+}
+
+// Refuses a head size above what a tiled variant's kernels are compiled for (`most`).
+void check_head_size(const char* op, std::int64_t hs, std::int64_t most) {
+  BRRR_CHECK(hs <= most, op, ": head size ", hs, " is more than its tiles hold (", most,
+             "); the registry passes this variant over there, and runs another");
+}
+
 template <class T>
 void attention_forward_flash(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len,
                              std::int64_t hs, T scale, Stream stream) {
   check_sizes("attention_forward", BH, T_len, hs);
+  check_head_size("attention_forward flash", hs, flash_forward_max_head_size<T>());
   if (BH == 0 || T_len == 0) return;
   BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, "attention_forward: BH = ", BH, ", T = ", T_len,
              " is more blocks than a grid holds");
   switch (padded_head_size(hs)) {
     case 32: return launch_forward_flash<T, 32>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
     case 64: return launch_forward_flash<T, 64>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
-    case 128:
-      // float64 at HS = 128 needs 226 KiB of shared memory: more than an A100 gives a block.
-      if (forward_shared_bytes<T, 128>() <= kMaxSharedBytes)
-        return launch_forward_flash<T, 128>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
-      break;
+    default:
+      if constexpr (flash_forward_max_head_size<T>() >= 128)
+        launch_forward_flash<T, 128>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
   }
-  attention_forward_naive(out, lse, q, k, v, BH, T_len, hs, scale, stream);  // hs > 128
 }
 
 // =============================================================================================
@@ -669,16 +688,25 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <class T, int HS>
-bool launch_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
+constexpr bool backward_fits() {
+  return dkdv_shared_bytes<T, HS>() <= kMaxSharedBytes && dq_shared_bytes<T, HS>() <= kMaxSharedBytes;
+}
+// The backward's eligibility rule, as the forward's: 128 in float32, 32 in float64.
+template <class T>
+constexpr std::int64_t flash_backward_max_head_size() {
+  return backward_fits<T, 128>() ? 128 : backward_fits<T, 64>() ? 64 : 32;
+}
+
+template <class T, int HS>
+void launch_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
                            const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream stream) {
-  if (dkdv_shared_bytes<T, HS>() > kMaxSharedBytes || dq_shared_bytes<T, HS>() > kMaxSharedBytes) return false;
+  if constexpr (!backward_fits<T, HS>()) return;  // never reached: check_head_size refused it
   const T* D = row_dots(dout, out, BH * T_len, hs, stream);
   const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
   BRRR_LAUNCH((attention_backward_dkdv_flash_kernel<T, HS>), grid, kThreads, dkdv_shared_bytes<T, HS>(), stream, dk,
               dv, dout, q, k, v, lse, D, static_cast<int>(T_len), static_cast<int>(hs), scale);
   BRRR_LAUNCH((attention_backward_dq_flash_kernel<T, HS>), grid, kThreads, dq_shared_bytes<T, HS>(), stream, dq, dout,
               q, k, v, lse, D, static_cast<int>(T_len), static_cast<int>(hs), scale);
-  return true;
 }
 
 template <class T>
@@ -686,17 +714,15 @@ void attention_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, co
                               const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale,
                               Stream stream) {
   check_sizes("attention_backward", BH, T_len, hs);
+  check_head_size("attention_backward flash", hs, flash_backward_max_head_size<T>());
   if (BH == 0 || T_len == 0) return;
   BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, "attention_backward: BH = ", BH, ", T = ", T_len,
              " is more blocks than a grid holds");
-  bool done = false;
   switch (padded_head_size(hs)) {
-    case 32: done = launch_backward_flash<T, 32>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream); break;
-    case 64: done = launch_backward_flash<T, 64>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream); break;
-    case 128: done = launch_backward_flash<T, 128>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream); break;
+    case 32: return launch_backward_flash<T, 32>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
+    case 64: return launch_backward_flash<T, 64>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
+    default: return launch_backward_flash<T, 128>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
   }
-  // hs above 128, or float64 tiles too large for shared memory (hs above 32): variant 1.
-  if (!done) attention_backward_naive(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
 }
 
 // =============================================================================================
@@ -746,6 +772,7 @@ void attention_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, co
 
 constexpr int kMmaWarps = 4;
 constexpr int kMmaThreads = 32 * kMmaWarps;
+constexpr std::int64_t kMmaMaxHeadSize = 128;  // its eligibility rule: tiles for 32, 64, 128
 
 // Two floats as two bf16 in one 32-bit register (lo in the lower half).
 __device__ inline unsigned pack_bf16(float lo, float hi) {
@@ -903,16 +930,15 @@ void launch_forward_bf16_mma(float* out, float* lse, const float* q, const float
 void attention_forward_bf16_mma(float* out, float* lse, const float* q, const float* k, const float* v,
                                 std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream) {
   check_sizes("attention_forward", BH, T_len, hs);
+  check_head_size("attention_forward bf16_mma", hs, kMmaMaxHeadSize);
   if (BH == 0 || T_len == 0) return;
   BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, "attention_forward: BH = ", BH, ", T = ", T_len,
              " is more blocks than a grid holds");
   switch (padded_head_size(hs)) {
     case 32: return launch_forward_bf16_mma<32>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
     case 64: return launch_forward_bf16_mma<64>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
-    case 128: return launch_forward_bf16_mma<128>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
+    default: return launch_forward_bf16_mma<128>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
   }
-  // hs > 128: variant 1, rounding its inputs to bf16 as this kernel does (the same contract).
-  attention_forward_naive_bf16(out, lse, q, k, v, BH, T_len, hs, scale, stream);
 }
 
 // =============================================================================================
@@ -1152,16 +1178,15 @@ void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* d
                                  const float* v, const float* out, const float* lse, std::int64_t BH,
                                  std::int64_t T_len, std::int64_t hs, float scale, Stream stream) {
   check_sizes("attention_backward", BH, T_len, hs);
+  check_head_size("attention_backward bf16_mma", hs, kMmaMaxHeadSize);
   if (BH == 0 || T_len == 0) return;
   BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, "attention_backward: BH = ", BH, ", T = ", T_len,
              " is more blocks than a grid holds");
   switch (padded_head_size(hs)) {
     case 32: return launch_backward_bf16_mma<32>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
     case 64: return launch_backward_bf16_mma<64>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
-    case 128: return launch_backward_bf16_mma<128>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
+    default: return launch_backward_bf16_mma<128>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
   }
-  // hs > 128: variant 1, rounding its inputs to bf16 as this kernel does (the same contract).
-  attention_backward_naive_bf16(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
 }
 
 // =============================================================================================
@@ -1586,17 +1611,26 @@ BRRR_INSTANTIATE(double)
 #undef BRRR_INSTANTIATE
 
 namespace {
+// A registration's metadata with its head-size rule: the registry runs the variant only for
+// head sizes up to `most` (variant 1, which takes any, below it in priority).
+VariantMeta tiles_up_to(std::int64_t most, VariantMeta meta) {
+  meta.max_head_size = most;
+  return meta;
+}
+
 template <class T>
 void register_dtype() {
   const DeviceType cuda = DeviceType::CUDA;
   add(op::attention_forward<T>, cuda, "naive", &attention_forward_naive<T>, 0,
       about("variant 1: one thread per query row, two passes over the keys"));
   add(op::attention_forward<T>, cuda, "flash", &attention_forward_flash<T>, 20,
-      about("variant 2: tiles of keys and values through shared memory, online softmax"));
+      tiles_up_to(flash_forward_max_head_size<T>(),
+                  about("variant 2: tiles of keys and values through shared memory, online softmax")));
   add(op::attention_backward<T>, cuda, "naive", &attention_backward_naive<T>, 0,
       about("variant 1: a thread per query row (dq) and per key row (dk, dv)"));
   add(op::attention_backward<T>, cuda, "flash", &attention_backward_flash<T>, 20,
-      about("variant 2: FlashAttention-2's loop order, no atomics (deterministic)"));
+      tiles_up_to(flash_backward_max_head_size<T>(),
+                  about("variant 2: FlashAttention-2's loop order, no atomics (deterministic)")));
 }
 }  // namespace
 
@@ -1605,17 +1639,17 @@ void register_attention_kernels() {
   register_dtype<double>();
   // Not the default: bf16 inputs change the results in the third significant digit.
   VariantMeta bf16;  // bfloat16 keeps 8 bits of mantissa: an error near 1e-2 is its design
-  bf16.tolerance = 3e-2, bf16.bf16_inputs = true;
+  bf16.tolerance = 3e-2, bf16.bf16_inputs = true, bf16.max_head_size = kMmaMaxHeadSize;
   bf16.about = "variant 3: q, k, v and the weights in bfloat16 on the tensor cores (mma.sync), float32 sums";
   add(op::attention_forward<float>, DeviceType::CUDA, "bf16_mma", &attention_forward_bf16_mma, 10, bf16);
   bf16.about = "variant 3: FlashAttention-2's backward in bfloat16 on the tensor cores, dq in a second pass";
   add(op::attention_backward<float>, DeviceType::CUDA, "bf16_mma", &attention_backward_bf16_mma, 10, bf16);
   // Mixed precision (chapter 18): the ops that ops::flash_attention calls under
-  // Autocast(kBFloat16). Variant 3 is their default (head sizes up to 128 on the tensor cores,
-  // above that variant 1 rounding its inputs); variant 1 rounding its inputs is the plain one.
-  bf16.about = "variant 3: q, k, v rounded to bf16 as loaded, mma.sync, float32 softmax (variant 1 above hs 128)";
+  // Autocast(kBFloat16). Variant 3 is their default for head sizes up to 128 (its rule); above
+  // that the registry runs variant 1 rounding its inputs, the plain one.
+  bf16.about = "variant 3: q, k, v rounded to bf16 as loaded, mma.sync, float32 softmax";
   add(op::attention_forward_bf16, DeviceType::CUDA, "bf16_mma", &attention_forward_bf16_mma, 10, bf16);
-  bf16.about = "variant 3's backward on the tensor cores, dq in a second pass (variant 1 above hs 128)";
+  bf16.about = "variant 3's backward on the tensor cores, dq in a second pass";
   add(op::attention_backward_bf16, DeviceType::CUDA, "bf16_mma", &attention_backward_bf16_mma, 10, bf16);
   VariantMeta rounded;  // float32 arithmetic on rounded inputs: held to the op's own tolerance
   rounded.bf16_inputs = true;
