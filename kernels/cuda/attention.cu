@@ -493,7 +493,57 @@ void attention_backward_naive_bf16(float* dq, float* dk, float* dv, const float*
 // 10.7383 ms, 12 TFLOP/s, 23.0% of the float32 matmul peak; at T = 256, 0.9833 ms, 8.19
 // TFLOP/s, 15.7%. The naive backward takes 5210.12 ms at T = 1024: 485 times longer.
 //
-// Both kernels use the tiles of the forward: 256 threads as 16 x 16, 4 rows per thread.
+// Both kernels use the tiles of the forward: 256 threads as 16 x 16, 4 rows per thread, and
+// share their tile math (score_products for S and dP, add_product for the gradient sums).
+
+// The tile math both kernels share. Each thread holds a 4 x 4 block of a 64 x 64 tile of
+// scores (its rows ty*4 + a, its columns tx + 16 b) and a 4 x HS/16 block of gradients (its
+// rows ty*4 + a, head columns tx + 16 c). Kernel A's rows are keys and its columns queries;
+// kernel B's the other way round, so the same two helpers serve both.
+
+// s[a][b] = rows_s[ty*4 + a] . cols_s[tx + 16 b] and dp[a][b] = rows_dp[ty*4 + a] . cols_dp[tx + 16 b]
+// over the head dimension, for four (64, HS + 1) tiles in shared memory: the scores (or their
+// transpose) and dP = dout v^T (or its transpose) of one pair of tiles, in one pass over d.
+template <class T, int HS>
+__device__ inline void score_products(T (&s)[kRows][4], T (&dp)[kRows][4], const T* rows_s, const T* rows_dp,
+                                      const T* cols_s, const T* cols_dp) {
+  constexpr int ld = HS + 1;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  for (int a = 0; a < kRows; ++a)
+    for (int b = 0; b < 4; ++b) s[a][b] = dp[a][b] = T(0);
+  for (int d = 0; d < HS; ++d) {
+    T rs[kRows], rdp[kRows], cs[4], cdp[4];
+    for (int a = 0; a < kRows; ++a) {
+      rs[a] = rows_s[(ty * kRows + a) * ld + d];
+      rdp[a] = rows_dp[(ty * kRows + a) * ld + d];
+    }
+    for (int b = 0; b < 4; ++b) {
+      cs[b] = cols_s[(tx + 16 * b) * ld + d];
+      cdp[b] = cols_dp[(tx + 16 * b) * ld + d];
+    }
+    for (int a = 0; a < kRows; ++a)
+      for (int b = 0; b < 4; ++b) {
+        s[a][b] += rs[a] * cs[b];
+        dp[a][b] += rdp[a] * cdp[b];
+      }
+  }
+}
+
+// acc[a][c] += sum over i of scores[ty*4 + a, i] * tile[i, tx + 16 c]: this thread's block of a
+// (64, 64) score tile (stride kScoreStride) times a (64, HS + 1) tile, i = 0 .. 63 in order.
+template <class T, int HS>
+__device__ inline void add_product(T (&acc)[kRows][HS / 16], const T* scores, const T* tile) {
+  constexpr int ld = HS + 1;
+  constexpr int kCols = HS / 16;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  for (int i = 0; i < kTile; ++i) {
+    T si[kRows], ti[kCols];
+    for (int a = 0; a < kRows; ++a) si[a] = scores[(ty * kRows + a) * kScoreStride + i];
+    for (int c = 0; c < kCols; ++c) ti[c] = tile[i * ld + tx + 16 * c];
+    for (int a = 0; a < kRows; ++a)
+      for (int c = 0; c < kCols; ++c) acc[a][c] += si[a] * ti[c];
+  }
+}
 
 // Kernel A: block (bh, key tile). Thread (ty, tx) owns key rows ty*4 + a of the tile; for the
 // tile products it takes query columns tx + 16 b, for dk and dv head columns tx + 16 c.
@@ -543,23 +593,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     // s^T = k q^T and dp^T = v dout^T for key rows ty*4 + a and query columns tx + 16 b.
-    T s[kRows][4] = {}, dp[kRows][4] = {};
-    for (int d = 0; d < HS; ++d) {
-      T kd[kRows], vd[kRows], qd[4], dod[4];
-      for (int a = 0; a < kRows; ++a) {
-        kd[a] = k_tile[(ty * kRows + a) * ld + d];
-        vd[a] = v_tile[(ty * kRows + a) * ld + d];
-      }
-      for (int b = 0; b < 4; ++b) {
-        qd[b] = q_tile[(tx + 16 * b) * ld + d];
-        dod[b] = do_tile[(tx + 16 * b) * ld + d];
-      }
-      for (int a = 0; a < kRows; ++a)
-        for (int b = 0; b < 4; ++b) {
-          s[a][b] += kd[a] * qd[b];
-          dp[a][b] += vd[a] * dod[b];
-        }
-    }
+    T s[kRows][4], dp[kRows][4];
+    score_products<T, HS>(s, dp, k_tile, v_tile, q_tile, do_tile);
     for (int a = 0; a < kRows; ++a)
       for (int b = 0; b < 4; ++b) {
         const int j = k0 + ty * kRows + a, i = q0 + tx + 16 * b;
@@ -570,22 +605,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     // dv += p^T dout and dk += ds^T q for key rows ty*4 + a and head columns tx + 16 c.
-    for (int i = 0; i < kTile; ++i) {
-      T pi[kRows], dsi[kRows], doi[kCols], qi[kCols];
-      for (int a = 0; a < kRows; ++a) {
-        pi[a] = pt_tile[(ty * kRows + a) * kScoreStride + i];
-        dsi[a] = dst_tile[(ty * kRows + a) * kScoreStride + i];
-      }
-      for (int c = 0; c < kCols; ++c) {
-        doi[c] = do_tile[i * ld + tx + 16 * c];
-        qi[c] = q_tile[i * ld + tx + 16 * c];
-      }
-      for (int a = 0; a < kRows; ++a)
-        for (int c = 0; c < kCols; ++c) {
-          dv_acc[a][c] += pi[a] * doi[c];
-          dk_acc[a][c] += dsi[a] * qi[c];
-        }
-    }
+    add_product<T, HS>(dv_acc, pt_tile, do_tile);
+    add_product<T, HS>(dk_acc, dst_tile, q_tile);
   }
 
   for (int a = 0; a < kRows; ++a) {
@@ -644,23 +665,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     // s = q k^T and dp = dout v^T for query rows ty*4 + a and key columns tx + 16 b.
-    T s[kRows][4] = {}, dp[kRows][4] = {};
-    for (int d = 0; d < HS; ++d) {
-      T qd[kRows], dod[kRows], kd[4], vd[4];
-      for (int a = 0; a < kRows; ++a) {
-        qd[a] = q_tile[(ty * kRows + a) * ld + d];
-        dod[a] = do_tile[(ty * kRows + a) * ld + d];
-      }
-      for (int b = 0; b < 4; ++b) {
-        kd[b] = k_tile[(tx + 16 * b) * ld + d];
-        vd[b] = v_tile[(tx + 16 * b) * ld + d];
-      }
-      for (int a = 0; a < kRows; ++a)
-        for (int b = 0; b < 4; ++b) {
-          s[a][b] += qd[a] * kd[b];
-          dp[a][b] += dod[a] * vd[b];
-        }
-    }
+    T s[kRows][4], dp[kRows][4];
+    score_products<T, HS>(s, dp, q_tile, do_tile, k_tile, v_tile);
     for (int a = 0; a < kRows; ++a)
       for (int b = 0; b < 4; ++b) {
         const int i = q0 + ty * kRows + a, j = k0 + tx + 16 * b;
@@ -670,13 +676,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     // dq += ds k for query rows ty*4 + a and head columns tx + 16 c.
-    for (int j = 0; j < kTile; ++j) {
-      T dsj[kRows], kj[kCols];
-      for (int a = 0; a < kRows; ++a) dsj[a] = ds_tile[(ty * kRows + a) * kScoreStride + j];
-      for (int c = 0; c < kCols; ++c) kj[c] = k_tile[j * ld + tx + 16 * c];
-      for (int a = 0; a < kRows; ++a)
-        for (int c = 0; c < kCols; ++c) dq_acc[a][c] += dsj[a] * kj[c];
-    }
+    add_product<T, HS>(dq_acc, ds_tile, k_tile);
   }
 
   for (int a = 0; a < kRows; ++a) {
