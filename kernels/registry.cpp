@@ -1,14 +1,17 @@
 // kernels/registry.cpp: the kernel registry (see brrr/kernels.h and kernels/registry.h).
 // Chapter 04 (matmul and the CPU backend).
 //
-// A table from (op, device, dtype) to the registered variants. The first lookup registers
-// every backend's kernels (explicit calls, not static initialisers, so nothing depends on
-// the linker keeping an object file) and applies BRRR_KERNELS from the environment.
+// A table from (op, device, dtype) to the registered variants, and the one decision of which
+// of them runs a call (choose() below: the selection, the priorities, the eligibility rules).
+// The first lookup registers every backend's kernels (explicit calls, not static
+// initialisers, so nothing depends on the linker keeping an object file) and applies
+// BRRR_KERNELS from the environment.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <tuple>
 #include <vector>
 
@@ -27,9 +30,15 @@ struct Registration {
   VariantMeta meta;
 };
 
+// A slot's variants fall in two precisions: those that round their inputs to bfloat16
+// (meta.bf16_inputs, for Call::bf16_compute) and the rest. A selection names a variant of one
+// precision and holds for the calls of that precision: BRRR_KERNELS=matmul=naive changes the
+// float32 products and leaves autocast's bf16 ones to their own default.
+int precision_of(const VariantMeta& meta) { return meta.bf16_inputs ? 1 : 0; }
+
 struct Slot {
   std::vector<Registration> variants;  // highest priority first
-  int selected = 0;                    // index into variants
+  int selected[2] = {-1, -1};          // per precision: index into variants, -1: the default
   std::string signature;               // typeid(Fn).name() of the op's function type
 };
 
@@ -83,7 +92,59 @@ std::string variant_names(const std::string& op) {
 
 const char* device_name(DeviceType d) { return d == DeviceType::CPU ? "cpu" : "cuda"; }
 
+std::string call_text(const Call& call) {
+  std::string text = call.bf16_compute ? "bf16 products" : "float32 products";
+  if (call.head_size > 0) text += ", head size " + std::to_string(call.head_size);
+  if (call.dropout > 0) {
+    std::ostringstream p;
+    p << call.dropout;
+    text += ", dropout " + p.str();
+  }
+  return text;
+}
+
+// The one decision (brrr/kernels.h's chosen()): the selected variant of the call's precision,
+// which must be able to run the call; else the highest-priority variant that can.
+const Registration& choose(const std::string& op, DeviceType device, DType dtype, const Slot& slot,
+                           const Call& call) {
+  const int picked = slot.selected[call.bf16_compute ? 1 : 0];
+  if (picked >= 0) {
+    const Registration& r = slot.variants[picked];
+    const std::string reason = why_not(r.meta, call);
+    BRRR_CHECK(reason.empty(), op, ": the selected variant '", r.variant, "' cannot run this call (",
+               device_name(device), " ", dtype_name(dtype), ", ", call_text(call), "): ", reason,
+               "; select another or go back to the default (brrr kernels ", op, " shows each variant's rule)");
+    return r;
+  }
+  std::string reasons;
+  for (const Registration& r : slot.variants) {
+    const std::string reason = why_not(r.meta, call);
+    if (reason.empty()) return r;
+    reasons += (reasons.empty() ? "" : "; ") + r.variant + ": " + reason;
+  }
+  brrr::detail::fail(op, ": no variant can run this call (", device_name(device), " ", dtype_name(dtype), ", ", call_text(call),
+       "): ", reasons);
+}
+
 }  // namespace
+
+std::string why_not(const VariantMeta& meta, const Call& call) {
+  if (meta.bf16_inputs != call.bf16_compute)
+    return meta.bf16_inputs ? "it rounds its inputs to bf16: only for bf16 products (autocast)"
+                            : "it multiplies in full precision, and the call asks for bf16 products (autocast)";
+  if (meta.max_head_size > 0 && call.head_size > meta.max_head_size)
+    return "head size " + std::to_string(call.head_size) + " > " + std::to_string(meta.max_head_size) +
+           ", the most its tiles hold";
+  if (call.dropout > 0 && !meta.dropout) return "no dropout on the attention weights";
+  return "";
+}
+
+std::string rule_text(const VariantMeta& meta) {
+  std::string text = meta.bf16_inputs ? "bf16 products" : "full-precision products";
+  if (meta.max_head_size > 0) text += ", head size <= " + std::to_string(meta.max_head_size);
+  if (meta.dropout) text += ", dropout";
+  return text;
+}
 
 namespace detail {
 
@@ -100,18 +161,18 @@ void add_any(const char* op, DeviceType device, DType dtype, const std::string& 
   slot.variants.push_back({variant, fn, priority, meta});
   std::stable_sort(slot.variants.begin(), slot.variants.end(),
                    [](const Registration& a, const Registration& b) { return a.priority > b.priority; });
-  slot.selected = 0;
+  slot.selected[0] = slot.selected[1] = -1;
   table().generation++;
 }
 
-AnyFn lookup_any(const char* op, DeviceType device, DType dtype, const char* signature) {
+AnyFn lookup_any(const char* op, DeviceType device, DType dtype, const char* signature, const Call& call) {
   initialise();
   auto it = table().slots.find({op, device, dtype});
   BRRR_CHECK(it != table().slots.end() && !it->second.variants.empty(), op, ": no kernel for ",
              device_name(device), " ", dtype_name(dtype));
   BRRR_CHECK(it->second.signature == signature, op, ": looked up as ", signature, " but registered as ",
              it->second.signature, " (", device_name(device), " ", dtype_name(dtype), ")");
-  return it->second.variants[it->second.selected].fn;
+  return choose(op, device, dtype, it->second, call).fn;
 }
 
 AnyFn lookup_variant_any(const char* op, DeviceType device, DType dtype, const std::string& variant,
@@ -173,7 +234,7 @@ void select_impl(const std::string& op, const std::string& variant) {
     op_known = true;
     for (std::size_t i = 0; i < slot.variants.size(); ++i)
       if (slot.variants[i].variant == variant) {
-        slot.selected = static_cast<int>(i);
+        slot.selected[precision_of(slot.variants[i].meta)] = static_cast<int>(i);
         found = true;
       }
   }
@@ -208,7 +269,7 @@ void select(const std::string& op, const std::string& variant, DeviceType device
     if (std::get<0>(key) != op || std::get<1>(key) != device) continue;
     for (std::size_t i = 0; i < slot.variants.size(); ++i)
       if (slot.variants[i].variant == variant) {
-        slot.selected = static_cast<int>(i);
+        slot.selected[precision_of(slot.variants[i].meta)] = static_cast<int>(i);
         found = true;
       }
   }
@@ -219,7 +280,7 @@ void select(const std::string& op, const std::string& variant, DeviceType device
 
 void reset_selection() {
   initialise();
-  for (auto& [key, slot] : table().slots) slot.selected = 0;
+  for (auto& [key, slot] : table().slots) slot.selected[0] = slot.selected[1] = -1;
   table().generation++;
 }
 
@@ -242,18 +303,78 @@ std::vector<VariantInfo> variants(const std::string& op) {
   std::vector<VariantInfo> out;
   for (const auto& [key, slot] : table().slots) {
     if (std::get<0>(key) != op) continue;
-    for (std::size_t i = 0; i < slot.variants.size(); ++i)
-      out.push_back({op, slot.variants[i].variant, Device{std::get<1>(key), 0}, std::get<2>(key),
-                     slot.variants[i].priority, static_cast<int>(i) == slot.selected, slot.variants[i].meta});
+    // What a plain call of each precision runs (none, if the selected one cannot run it).
+    const Registration* plain[2] = {nullptr, nullptr};
+    for (int p = 0; p < 2; ++p) {
+      Call call;
+      call.bf16_compute = p == 1;
+      const int picked = slot.selected[p];
+      if (picked >= 0) {
+        if (why_not(slot.variants[picked].meta, call).empty()) plain[p] = &slot.variants[picked];
+        continue;
+      }
+      for (const Registration& r : slot.variants)
+        if (why_not(r.meta, call).empty()) {
+          plain[p] = &r;
+          break;
+        }
+    }
+    for (const Registration& r : slot.variants)
+      out.push_back({op, r.variant, Device{std::get<1>(key), 0}, std::get<2>(key), r.priority,
+                     plain[precision_of(r.meta)] == &r, r.meta});
   }
   return out;
+}
+
+std::string chosen(const std::string& op, DeviceType device, DType dtype, const Call& call) {
+  initialise();
+  auto it = table().slots.find({op, device, dtype});
+  BRRR_CHECK(it != table().slots.end() && !it->second.variants.empty(), op, ": no kernel for ",
+             device_name(device), " ", dtype_name(dtype));
+  return choose(op, device, dtype, it->second, call).variant;
+}
+
+std::string explain(const std::string& op, const Call& call) {
+  initialise();
+  std::string text;
+  for (const auto& [key, slot] : table().slots) {
+    if (std::get<0>(key) != op) continue;
+    const DeviceType device = std::get<1>(key);
+    const DType dtype = std::get<2>(key);
+    text += std::string("  ") + device_name(device) + " " + dtype_name(dtype) + ": ";
+    const Registration* runs = nullptr;
+    try {
+      runs = &choose(op, device, dtype, slot, call);
+      text += runs->variant + " runs";
+    } catch (const Error& e) {
+      text += std::string("nothing runs: ") + e.what();
+    }
+    std::vector<std::string> passed;
+    for (const Registration& r : slot.variants) {
+      if (&r == runs) continue;
+      const std::string reason = why_not(r.meta, call);
+      const bool picked = slot.selected[call.bf16_compute ? 1 : 0] >= 0;
+      passed.push_back(r.variant + " (" +
+                       (!reason.empty() ? reason : picked ? "eligible, not the selected one" : "eligible, lower priority") +
+                       ")");
+    }
+    if (!passed.empty()) text += "; passed over: " + join(passed);
+    text += "\n";
+  }
+  BRRR_CHECK(!text.empty(), "kernels: no op '", op, "'");
+  return op + " for " + call_text(call) + ":\n" + text;
 }
 
 std::string selected(const std::string& op, DeviceType device, DType dtype) {
   initialise();
   auto it = table().slots.find({op, device, dtype});
-  BRRR_CHECK(it != table().slots.end(), op, ": no kernel for ", device_name(device), " ", dtype_name(dtype));
-  return it->second.variants[it->second.selected].variant;
+  BRRR_CHECK(it != table().slots.end() && !it->second.variants.empty(), op, ": no kernel for ",
+             device_name(device), " ", dtype_name(dtype));
+  // An op whose every variant rounds to bf16 (matmul_bf16) is asked for bf16 products.
+  Call call;
+  call.bf16_compute = std::all_of(it->second.variants.begin(), it->second.variants.end(),
+                                  [](const Registration& r) { return r.meta.bf16_inputs; });
+  return choose(op, device, dtype, it->second, call).variant;
 }
 
 }  // namespace brrr::kernels

@@ -1,8 +1,9 @@
 // kernels/registry.h: registering kernels and looking them up (inside brrr).
 // Chapter 04 (matmul and the CPU backend). The public side is brrr/kernels.h.
 //
-// A registration is (op, device, dtype, variant) -> function pointer, with a priority: the
-// highest priority is the default. Both sides go through an op's typed descriptor
+// A registration is (op, device, dtype, variant) -> function pointer, with a priority and an
+// eligibility rule (VariantMeta): the highest-priority variant whose rule a call keeps is the
+// default. Both sides go through an op's typed descriptor
 // (kernels/signatures.h), so a kernel and its op cannot disagree on the signature. Lookups
 // are cached per call site (Kernel<Fn> below), so dispatch costs a couple of loads once warm;
 // select() invalidates every cache.
@@ -32,7 +33,7 @@ inline constexpr const char* kNotWrittenYet = "not written yet";
 namespace detail {
 void add_any(const char* op, DeviceType device, DType dtype, const std::string& variant, AnyFn fn,
              const char* signature, int priority, const VariantMeta& meta);
-AnyFn lookup_any(const char* op, DeviceType device, DType dtype, const char* signature);
+AnyFn lookup_any(const char* op, DeviceType device, DType dtype, const char* signature, const Call& call = {});
 AnyFn lookup_variant_any(const char* op, DeviceType device, DType dtype, const std::string& variant,
                          const char* signature);
 }  // namespace detail
@@ -62,10 +63,11 @@ inline VariantMeta about(const char* text) {
   return meta;
 }
 
-// The selected function of op on device; throws brrr::Error when none is registered.
+// The function chosen for `call` of op on device (brrr/kernels.h's chosen()); throws
+// brrr::Error when none is registered or none can run the call.
 template <class Fn>
-Fn lookup(Op<Fn> op, DeviceType device) {
-  return reinterpret_cast<Fn>(detail::lookup_any(op.name, device, op.dtype, typeid(Fn).name()));
+Fn lookup(Op<Fn> op, DeviceType device, const Call& call = {}) {
+  return reinterpret_cast<Fn>(detail::lookup_any(op.name, device, op.dtype, typeid(Fn).name(), call));
 }
 // One variant's function, whatever is selected; nullptr when op has no such variant on
 // device. For tools that run every variant side by side (the kernel lab).
@@ -95,17 +97,20 @@ void run_providers(DeviceType device, bool emulated);  // kernels/backend.cpp ca
 // A call site's cached lookup: static Kernel k(op::exp<float>); k(device)(...). Ops whose
 // kernels take untyped pointers register one descriptor per dtype (cast, by its output's
 // dtype) and are looked up with the dtype: k(device, dtype), checked against the signature.
+// A call with facts for the eligibility rules passes them: k(device, dtype, call); the cache
+// keeps the last call's answer, so a site that always asks the same thing looks up once.
 template <class Fn>
 class Kernel {
  public:
   explicit Kernel(Op<Fn> op) : op_(op) {}
   Fn operator()(DeviceType device) { return (*this)(device, op_.dtype); }
-  Fn operator()(DeviceType device, DType dtype) {
+  Fn operator()(DeviceType device, DType dtype, const Call& call = {}) {
     const int slot = static_cast<int>(device) * 8 + static_cast<int>(dtype);
     const std::uint64_t gen = generation();
-    if (cache_gen_[slot] != gen) {
-      cache_[slot] = reinterpret_cast<Fn>(detail::lookup_any(op_.name, device, dtype, typeid(Fn).name()));
+    if (cache_gen_[slot] != gen || !(cache_call_[slot] == call)) {
+      cache_[slot] = reinterpret_cast<Fn>(detail::lookup_any(op_.name, device, dtype, typeid(Fn).name(), call));
       cache_gen_[slot] = gen;
+      cache_call_[slot] = call;
     }
     return cache_[slot];
   }
@@ -114,6 +119,7 @@ class Kernel {
   Op<Fn> op_;
   Fn cache_[16] = {};
   std::uint64_t cache_gen_[16] = {};  // generation() starts at 1, so 0 means "not cached"
+  Call cache_call_[16] = {};
 };
 
 }  // namespace brrr::kernels

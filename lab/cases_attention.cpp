@@ -194,7 +194,8 @@ void causal_attention_reference(Problem& p) {
 
 void call_causal_attention(ops::variants::attention_fn f, const Args& a) {
   const Shape shape = {a.dims[0], a.dims[1], a.dims[2], a.dims[3]};
-  a.store("out", f(a.tensor("q", shape, a.dtype), a.tensor("k", shape, a.dtype), a.tensor("v", shape, a.dtype)));
+  a.store("out", f(a.tensor("q", shape, a.dtype), a.tensor("k", shape, a.dtype), a.tensor("v", shape, a.dtype), 0.0,
+                   nullptr));
 }
 
 // grad mode: brrr::gradcheck through autograd, on the variant alone, in float64.
@@ -205,7 +206,7 @@ GradcheckResult causal_attention_gradcheck(const std::string& variant, Device de
   const TensorOptions options = TensorOptions().dtype(kFloat64).device(device).requires_grad(true);
   const std::vector<Tensor> inputs = {randn({1, 2, 5, 3}, gen, options), randn({1, 2, 5, 3}, gen, options),
                                       randn({1, 2, 5, 3}, gen, options)};
-  return gradcheck([fn](const std::vector<Tensor>& x) { return fn(x[0], x[1], x[2]); }, inputs);
+  return gradcheck([fn](const std::vector<Tensor>& x) { return fn(x[0], x[1], x[2], 0.0, nullptr); }, inputs);
 }
 
 // q @ k^T and p @ v, 2 T T hs flops each, over the causal half.

@@ -401,6 +401,18 @@ VariantResult run_variant(const Case& c, const Variant& v, const Options& option
   r.variant = v.name;
   r.is_default = v.is_default;
   say(out, "\n%s%s:\n", v.name.c_str(), v.is_default ? " (default)" : "");
+  // A size its eligibility rule excludes (a head size, the last size of every attention case,
+  // past its tiles) is one the registry never runs it at: passed over, with the rule's reason.
+  if (v.meta.max_head_size > 0 && !e.problem.dims.empty()) {
+    kernels::Call call;
+    call.head_size = e.problem.dims.back();
+    call.bf16_compute = v.meta.bf16_inputs;  // its own precision: only the head size is asked
+    r.passed_over = kernels::why_not(v.meta, call);
+    if (!r.passed_over.empty()) {
+      say(out, "  passed over: %s\n", r.passed_over.c_str());
+      return r;
+    }
+  }
   const Bound kernel = c.call.bind(target.type(), plan.registry_dtype, v.name);
   BRRR_CHECK(kernel != nullptr, "kernel-lab: ", c.name, " variant '", v.name, "' could not be bound");
   // A bf16 variant runs on the rounded inputs themselves. A forward would round them anyway;

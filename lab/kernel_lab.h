@@ -252,6 +252,8 @@ struct VariantResult {
   bool checked = false;         // false for an exercise stub not written yet, or nothing to check
   bool passed = true;
   bool not_written = false;     // an exercise stub that throws "not written yet" (not checked)
+  std::string passed_over;      // why the registry never runs it at this size (its eligibility
+                                // rule: a head size past its tiles); not checked
   double max_abs_error = 0, max_rel_error = 0;
   std::string failure;          // why it failed: "out[17] = nan (reference 0.2517)"
   bool timed = false;

@@ -4,6 +4,8 @@
 // lab_sizes.h).
 //
 //   brrr kernels                                       every op: devices, variants, the default
+//   brrr kernels causal_attention --head-size 160 --dropout 0.1
+//                                                      which variant that call runs, and why not the others
 //   brrr kernel-lab --list                             the lab's cases, chapter by chapter
 //   brrr kernel-lab gelu_forward                       every variant on the GPU, default size
 //   brrr kernel-lab matmul --device emulator --size 64x64x64 --mode check
@@ -55,7 +57,13 @@ std::string registry_listing(const std::string& only) {
       for (const kernels::VariantInfo& v : kernels::variants(op)) {
         if (std::string(v.device.is_cuda() ? "cuda" : "cpu") != device) continue;
         names[v.dtype].push_back(v.variant + (v.selected ? "*" : ""));
-        if (!v.meta.about.empty()) about.emplace(v.variant, v.meta.about);
+        // Its eligibility rule, where it has one (a head size, dropout, bf16 products); a rule
+        // that differs by dtype gets a line per dtype.
+        const bool ruled = v.meta.max_head_size > 0 || v.meta.dropout || v.meta.bf16_inputs;
+        const std::string line = v.meta.about + (ruled ? " [runs: " + kernels::rule_text(v.meta) + "]" : "");
+        if (v.meta.about.empty()) continue;
+        if (!about.emplace(v.variant, line).second && about[v.variant] != line)
+          about.emplace(v.variant + " (" + dtype_name(v.dtype) + ")", line);
       }
       for (const auto& [dtype, list] : names) dtypes_of[join(list)].push_back(dtype_name(dtype));
       for (const auto& [list, dtypes] : dtypes_of) text += "  " + std::string(device) + " " + join(dtypes) + ": " + list + "\n";
@@ -63,7 +71,8 @@ std::string registry_listing(const std::string& only) {
     }
   }
   BRRR_CHECK(!text.empty(), "kernels: no op '", only, "' (ops: ", join(kernels::ops()), ")");
-  return text + "* the default: what the registry selects (brrr --kernels OP=VARIANT picks another)\n";
+  return text + "* the default: what the registry runs for a plain call of the variant's precision (brrr "
+                "--kernels OP=VARIANT picks another); [runs: ...] each variant's eligibility rule\n";
 }
 
 // `brrr kernel-lab --list`: the lab's cases, with their sizes, in course order.
@@ -80,14 +89,31 @@ std::string case_listing() {
 void add_kernel_lab_commands(CLI::App& app) {
   auto only = std::make_shared<std::string>();
   auto emulator = std::make_shared<bool>(false);
+  auto call = std::make_shared<kernels::Call>();
+  auto autocast = std::make_shared<bool>(false);
   CLI::App* list = app.add_subcommand("kernels", "List the kernel registry: every op, the devices and dtypes it has "
                                                  "kernels for, its variants, the default, and what each is for");
   list->add_option("op", *only, "Only this op");
   list->add_flag("--emulator", *emulator,
                  "List the CUDA kernels as the SIMT emulator registers them (on a machine without a GPU)");
-  list->callback([only, emulator] {
+  // A call's facts: with any of them, the op's decision for that call (which variant runs, and
+  // why each other one was passed over) instead of the list.
+  list->add_option("--head-size", call->head_size, "For a call with this head size (attention)")
+      ->check(CLI::PositiveNumber);
+  list->add_option("--dropout", call->dropout, "For a call with this dropout on the attention weights")
+      ->check(CLI::Range(0.0, 1.0));
+  list->add_flag("--autocast", *autocast, "For a call under Autocast(kBFloat16): bf16 products");
+  list->callback([only, emulator, call, autocast] {
     if (*emulator) cuda::use_emulator();
     cuda::is_available();  // the CUDA device's kernels register when the backend is chosen
+    call->bf16_compute = *autocast;
+    if (!(*call == kernels::Call{})) {
+      BRRR_CHECK(!only->empty(), "kernels: --head-size, --dropout and --autocast need an op, as in `brrr kernels "
+                                 "causal_attention --head-size 160`");
+      ops::register_op_variants();
+      std::fputs(kernels::explain(*only, *call).c_str(), stdout);
+      return;
+    }
     std::fputs(registry_listing(*only).c_str(), stdout);
   });
 

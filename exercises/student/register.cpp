@@ -35,8 +35,10 @@ void register_student_kernels() {
       &student::conv2d_from_im2col<float, &student::im2col<float>>, -10, stub);
   add(op::conv2d_forward<double>, DeviceType::CPU, "student",
       &student::conv2d_from_im2col<double, &student::im2col<double>>, -10, stub);
+  VariantMeta rounding = stub;
+  rounding.bf16_inputs = true;  // it rounds its inputs: for bf16 products (autocast) only
   add(op::matmul_bf16, DeviceType::CPU, "student", &student::matmul_bf16_rounding<&student::float_to_bf16>, -10,
-      stub);
+      rounding);
 #if BRRR_EXERCISE_SOLUTIONS
   register_solution_kernels();
 #endif

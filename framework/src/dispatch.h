@@ -85,11 +85,12 @@ class KernelFamily {
  public:
   explicit KernelFamily(kernels::Op<Fn<float>> op)
       : f32_(op), f64_({op.name, kFloat64}), bf16_({op.name, kBFloat16}) {}
+  // call: the facts the variants' eligibility rules read (head size, precision), if any.
   template <class T>
-  Fn<T> get(Device device) {
-    if constexpr (std::is_same_v<T, float>) return f32_(device.type, kFloat32);
-    else if constexpr (std::is_same_v<T, bf16>) return bf16_(device.type, kBFloat16);
-    else return f64_(device.type, kFloat64);
+  Fn<T> get(Device device, const kernels::Call& call = {}) {
+    if constexpr (std::is_same_v<T, float>) return f32_(device.type, kFloat32, call);
+    else if constexpr (std::is_same_v<T, bf16>) return bf16_(device.type, kBFloat16, call);
+    else return f64_(device.type, kFloat64, call);
   }
 
  private:
@@ -105,9 +106,9 @@ template <class Fn>
 class OpVariant {
  public:
   explicit OpVariant(kernels::Op<Fn> op) : kernel_(op) {}
-  Fn operator()(Device device, DType dtype) {
+  Fn operator()(Device device, DType dtype, const kernels::Call& call = {}) {
     ops::register_op_variants();  // the framework's provider, added once
-    return kernel_(device.type, dtype);
+    return kernel_(device.type, dtype, call);
   }
 
  private:

@@ -24,8 +24,10 @@
 //                        too; "kernels": cross_entropy_kernels, a forward and a backward
 //                        kernel; "composed": cross_entropy_composed (log_softmax, one-hot mask)
 //   causal_attention     "composed": matmul, mask, softmax, matmul (the CPU's default: its
-//                        batched GEMMs beat the reference flash kernel there, docs/measurements.md);
-//                        "flash": ops::flash_attention's kernels (a GPU's default: no (T, T) tensor)
+//                        batched GEMMs beat the reference flash kernel there, docs/measurements.md;
+//                        the one variant whose rule allows dropout, so the registry runs it for
+//                        any call with dropout); "flash": ops::flash_attention's kernels (a GPU's
+//                        default: no (T, T) tensor)
 //
 // All are registered in float32 and float64. bfloat16 tensors (chapter 18) go to the ops'
 // kernels whatever is selected, as they did before the registry chose: layer_norm_kernels,
@@ -41,10 +43,13 @@
 namespace brrr::ops {
 namespace {
 
-Tensor attention_composed(const Tensor& q, const Tensor& k, const Tensor& v) {
-  return causal_attention_composed(q, k, v);
+Tensor attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, double dropout, Generator* gen) {
+  return causal_attention_composed(q, k, v, dropout, gen);
 }
-Tensor attention_flash(const Tensor& q, const Tensor& k, const Tensor& v) { return flash_attention(q, k, v); }
+Tensor attention_flash(const Tensor& q, const Tensor& k, const Tensor& v, double dropout, Generator* /*gen*/) {
+  BRRR_CHECK(dropout == 0.0, "causal_attention flash: no dropout (its rule; the registry does not run it with one)");
+  return flash_attention(q, k, v);
+}
 
 Tensor linear_gelu_bias_in_gemm(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return gelu(linear(x, weight, bias));
@@ -116,8 +121,9 @@ void provide_dtype(DeviceType device) {
       {"composed", &cross_entropy_composed_any, 0, 0,
        "log_softmax times a one-hot mask: autograd derives the backward; no ignore_index"},
   });
-  kernels::add(variants::causal_attention<T>, device, "composed", &attention_composed, cpu ? 10 : 0,
-               about("matmul, causal mask, softmax, matmul: the (T, T) weights kept for autograd"));
+  kernels::VariantMeta composed = about("matmul, causal mask, softmax, matmul: the (T, T) weights kept for autograd");
+  composed.dropout = true;  // its eligibility rule: any call, dropout on the weights included
+  kernels::add(variants::causal_attention<T>, device, "composed", &attention_composed, cpu ? 10 : 0, composed);
   kernels::add(variants::causal_attention<T>, device, "flash", &attention_flash, cpu ? 0 : 10,
                about("ops::flash_attention: one forward and one backward kernel, no (T, T) tensor"));
 }
@@ -179,11 +185,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
 }
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout, Generator* gen) {
-  // The kernels have no dropout on the attention weights: with dropout it is the composed op.
-  if (dropout > 0.0) return causal_attention_composed(q, k, v, dropout, gen);
   detail::check_defined("causal_attention", q);
+  // The variants' rules read the dropout: the kernels have none, so with dropout the registry
+  // runs "composed" (or refuses a selected "flash", naming the dropout).
+  kernels::Call call;
+  call.dropout = dropout;
+  call.head_size = q.dim() == 4 ? q.size(3) : 0;
   static detail::OpVariant variant(variants::causal_attention<float>);
-  return variant(q.device(), q.dtype())(q, k, v);
+  return variant(q.device(), q.dtype(), call)(q, k, v, dropout, gen);
 }
 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {

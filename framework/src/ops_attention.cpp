@@ -25,6 +25,14 @@ namespace brrr::ops {
 using autograd::saved;
 using autograd::TensorList;
 
+namespace {
+// The call as the attention_*_bf16 ops' rules see it: bf16 products (autocast's).
+kernels::Call bf16_call(kernels::Call call) {
+  call.bf16_compute = true;
+  return call;
+}
+}  // namespace
+
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   BRRR_PROFILE("flash_attention", q, k, v);
   for (const Tensor* t : {&q, &k, &v}) detail::check_defined("flash_attention", *t);
@@ -46,28 +54,31 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   Tensor out = detail::new_like(qc);
   Tensor lse = detail::new_tensor({B, H, T}, q.dtype(), q.device());
   const DType precision = autocast_dtype();
+  kernels::Call call;  // what the variants' eligibility rules read: a tiled kernel holds hs <= 128
+  call.head_size = hs;
   static detail::KernelFamily<kernels::attention_forward_fn> forward(kernels::op::attention_forward<float>);
   static kernels::Kernel<kernels::attention_forward_fn<float>> forward_bf16(kernels::op::attention_forward_bf16);
   detail::dispatch_floating(q.dtype(), "flash_attention", [&]<class F>() {
-    auto kernel = forward.get<F>(q.device());
+    auto kernel = forward.get<F>(q.device(), call);
     if constexpr (std::is_same_v<F, float>)
-      if (precision == kBFloat16) kernel = forward_bf16(q.device().type);
+      if (precision == kBFloat16) kernel = forward_bf16(q.device().type, kFloat32, bf16_call(call));
     kernel(out.data_ptr<F>(), lse.data_ptr<F>(), qc.data_ptr<F>(), kc.data_ptr<F>(), vc.data_ptr<F>(), BH, T, hs,
            static_cast<F>(scale), detail::stream(q.device()));
   });
   if (autograd::needs_grad({&q, &k, &v}))
     autograd::record("flash_attention", {q, k, v}, out,
                      [qc = saved(qc), kc = saved(kc), vc = saved(vc), o = saved(out), lse, BH, T, hs, scale,
-                      precision](const Tensor& g_in) {
+                      precision, call](const Tensor& g_in) {
                        static detail::KernelFamily<kernels::attention_backward_fn> backward(kernels::op::attention_backward<float>);
                        static kernels::Kernel<kernels::attention_backward_fn<float>> backward_bf16(
                            kernels::op::attention_backward_bf16);
                        const Tensor g = g_in.contiguous();
                        Tensor dq = detail::new_like(qc), dk = detail::new_like(kc), dv = detail::new_like(vc);
                        detail::dispatch_floating(g.dtype(), "flash_attention", [&]<class F>() {
-                         auto kernel = backward.get<F>(g.device());
+                         auto kernel = backward.get<F>(g.device(), call);
                          if constexpr (std::is_same_v<F, float>)
-                           if (precision == kBFloat16) kernel = backward_bf16(g.device().type);  // as the forward
+                           if (precision == kBFloat16)  // as the forward
+                             kernel = backward_bf16(g.device().type, kFloat32, bf16_call(call));
                          kernel(dq.data_ptr<F>(), dk.data_ptr<F>(), dv.data_ptr<F>(), g.data_ptr<F>(),
                                 qc.data_ptr<F>(), kc.data_ptr<F>(), vc.data_ptr<F>(), o.data_ptr<F>(),
                                 lse.data_ptr<F>(), BH, T, hs, static_cast<F>(scale), detail::stream(g.device()));

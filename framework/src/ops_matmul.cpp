@@ -75,7 +75,9 @@ void gemm(const Tensor& out, const Operand& a, const Operand& b, std::int64_t ba
   s.allow_tf32 = out.device().is_cuda() && cuda::allow_tf32();
   if (out.dtype() == kFloat32 && autocast_dtype() == kBFloat16) {
     static kernels::Kernel<kernels::matmul_fn<float>> bf16(kernels::op::matmul_bf16);
-    bf16(out.device().type)(out.data_ptr<float>(), a.data.data_ptr<float>(), b.data.data_ptr<float>(), s,
+    kernels::Call call;  // bf16 products: the variants that round their inputs are eligible
+    call.bf16_compute = true;
+    bf16(out.device().type, kFloat32, call)(out.data_ptr<float>(), a.data.data_ptr<float>(), b.data.data_ptr<float>(), s,
                             detail::stream(out.device()));
     return;
   }

@@ -105,11 +105,14 @@ void register_cpu_kernels() {
       about("one pass per row, kept in L1: max, exp_vec sums (in double), the gradient (fused.cpp)"));
   // Mixed precision (chapter 18): the AVX512-BF16 kernel where this CPU has the instruction
   // (asked at run time, so one binary runs on any x86 CPU), the plain loops everywhere.
-  add(op::matmul_bf16, kCpu, "plain", &cpu::matmul_bf16_plain, 0,
-      about("the bf16 GEMM's packing and loops in portable C++: float32 FMAs on exact bf16 products"));
-  if (cpu::cpu_has_avx512_bf16())
-    add(op::matmul_bf16, kCpu, "avx512bf16", &cpu::matmul_bf16_avx512, 20,
-        about("pairs of bf16 packed into 32-bit words, a 12 x 32 tile of vdpbf16ps (gemm_bf16.cpp)"));
+  // Each rounds its inputs to bf16 (VariantMeta::bf16_inputs): the registry runs them for calls
+  // that ask for bf16 products (autocast's) and for no other.
+  VariantMeta plain = about("the bf16 GEMM's packing and loops in portable C++: float32 FMAs on exact bf16 products");
+  plain.bf16_inputs = true;
+  add(op::matmul_bf16, kCpu, "plain", &cpu::matmul_bf16_plain, 0, plain);
+  VariantMeta avx512 = about("pairs of bf16 packed into 32-bit words, a 12 x 32 tile of vdpbf16ps (gemm_bf16.cpp)");
+  avx512.bf16_inputs = true;
+  if (cpu::cpu_has_avx512_bf16()) add(op::matmul_bf16, kCpu, "avx512bf16", &cpu::matmul_bf16_avx512, 20, avx512);
   // ... and attention under autocast: the float32 loops on inputs rounded where they are copied.
   VariantMeta rounded;
   rounded.bf16_inputs = true;  // checked against the reference on the rounded inputs

@@ -28,8 +28,13 @@
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 operands (float32 only)
 //   attention_forward_bf16, attention_backward_bf16 (chapter 18: what ops::flash_attention calls
 //   under Autocast(kBFloat16); float32 in memory, inputs rounded to bf16)
-//                       3 bf16_mma   the default; above hs = 128 it runs variant 1 rounding its inputs
+//                       3 bf16_mma   the default up to hs = 128 (its rule)
 //                       1 naive      variant 1, every input rounded to bf16 as it is read
+//
+// Each tiled variant carries an eligibility rule, the largest head size its tiles hold (flash:
+// 128 in float32, 64 forward and 32 backward in float64; bf16_mma: 128), and its launcher
+// refuses a larger one: the registry runs variant 1 there (kernels/registry.cpp's choose()),
+// and `brrr kernels attention_forward --head-size 160` says why.
 //   attention_forward_bf16_memory, attention_backward_bf16_memory (the ops on bf16 data, which
 //   the kernel lab checks and times with --dtype bfloat16; no framework op calls them yet)
 //                       4 bf16_pipelined  bf16 in memory, cp.async double buffering, ldmatrix
@@ -168,8 +173,8 @@ constexpr int kTile = 64;          // query and key rows per tile
 constexpr int kThreads = 256;      // 16 x 16
 constexpr int kRows = 4;           // rows per thread: kTile / 16
 constexpr int kScoreStride = kTile + 1;  // a tile of scores in shared memory, padded
-// The most dynamic shared memory a block may use on an A100 (an H100 allows 227 KiB): a
-// configuration that needs more falls back to variant 1.
+// The most dynamic shared memory a block may use on an A100 (an H100 allows 227 KiB): a head
+// size whose tiles need more is not one variant 2 runs (its eligibility rule, below).
 constexpr std::size_t kMaxSharedBytes = 163 * 1024;
 
 // dst (kTile, HS + 1) = rows row0 .. row0 + 63 of src (T_len, hs), zeros past T_len and hs.
@@ -324,23 +329,37 @@ void launch_forward_flash(T* out, T* lse, const T* q, const T* k, const T* v, st
               lse, q, k, v, static_cast<int>(T_len), static_cast<int>(hs), scale);
 }
 
+// The largest head size variant 2's forward tiles hold in T's shared memory: 128 in float32;
+// 64 in float64 (226 KiB at HS = 128, more than an A100 gives a block). Its eligibility rule:
+// the registry runs variant 1 above it, and the launcher refuses a larger one.
+template <class T>
+constexpr std::int64_t flash_forward_max_head_size() {
+  return forward_shared_bytes<T, 128>() <= kMaxSharedBytes  ? 128
+         : forward_shared_bytes<T, 64>() <= kMaxSharedBytes ? 64
+                                                            : 32;
+}
+
+// Refuses a head size above what a tiled variant's kernels are compiled for (`most`).
+void check_head_size(const char* op, std::int64_t hs, std::int64_t most) {
+  BRRR_CHECK(hs <= most, op, ": head size ", hs, " is more than its tiles hold (", most,
+             "); the registry passes this variant over there, and runs another");
+}
+
 template <class T>
 void attention_forward_flash(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len,
                              std::int64_t hs, T scale, Stream stream) {
   check_sizes("attention_forward", BH, T_len, hs);
+  check_head_size("attention_forward flash", hs, flash_forward_max_head_size<T>());
   if (BH == 0 || T_len == 0) return;
   BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, "attention_forward: BH = ", BH, ", T = ", T_len,
              " is more blocks than a grid holds");
   switch (padded_head_size(hs)) {
     case 32: return launch_forward_flash<T, 32>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
     case 64: return launch_forward_flash<T, 64>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
-    case 128:
-      // float64 at HS = 128 needs 226 KiB of shared memory: more than an A100 gives a block.
-      if (forward_shared_bytes<T, 128>() <= kMaxSharedBytes)
-        return launch_forward_flash<T, 128>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
-      break;
+    default:
+      if constexpr (flash_forward_max_head_size<T>() >= 128)
+        launch_forward_flash<T, 128>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
   }
-  attention_forward_naive(out, lse, q, k, v, BH, T_len, hs, scale, stream);  // hs > 128
 }
 
 // =============================================================================================
@@ -474,7 +493,57 @@ void attention_backward_naive_bf16(float* dq, float* dk, float* dv, const float*
 // 10.7383 ms, 12 TFLOP/s, 23.0% of the float32 matmul peak; at T = 256, 0.9833 ms, 8.19
 // TFLOP/s, 15.7%. The naive backward takes 5210.12 ms at T = 1024: 485 times longer.
 //
-// Both kernels use the tiles of the forward: 256 threads as 16 x 16, 4 rows per thread.
+// Both kernels use the tiles of the forward: 256 threads as 16 x 16, 4 rows per thread, and
+// share their tile math (score_products for S and dP, add_product for the gradient sums).
+
+// The tile math both kernels share. Each thread holds a 4 x 4 block of a 64 x 64 tile of
+// scores (its rows ty*4 + a, its columns tx + 16 b) and a 4 x HS/16 block of gradients (its
+// rows ty*4 + a, head columns tx + 16 c). Kernel A's rows are keys and its columns queries;
+// kernel B's the other way round, so the same two helpers serve both.
+
+// s[a][b] = rows_s[ty*4 + a] . cols_s[tx + 16 b] and dp[a][b] = rows_dp[ty*4 + a] . cols_dp[tx + 16 b]
+// over the head dimension, for four (64, HS + 1) tiles in shared memory: the scores (or their
+// transpose) and dP = dout v^T (or its transpose) of one pair of tiles, in one pass over d.
+template <class T, int HS>
+__device__ inline void score_products(T (&s)[kRows][4], T (&dp)[kRows][4], const T* rows_s, const T* rows_dp,
+                                      const T* cols_s, const T* cols_dp) {
+  constexpr int ld = HS + 1;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  for (int a = 0; a < kRows; ++a)
+    for (int b = 0; b < 4; ++b) s[a][b] = dp[a][b] = T(0);
+  for (int d = 0; d < HS; ++d) {
+    T rs[kRows], rdp[kRows], cs[4], cdp[4];
+    for (int a = 0; a < kRows; ++a) {
+      rs[a] = rows_s[(ty * kRows + a) * ld + d];
+      rdp[a] = rows_dp[(ty * kRows + a) * ld + d];
+    }
+    for (int b = 0; b < 4; ++b) {
+      cs[b] = cols_s[(tx + 16 * b) * ld + d];
+      cdp[b] = cols_dp[(tx + 16 * b) * ld + d];
+    }
+    for (int a = 0; a < kRows; ++a)
+      for (int b = 0; b < 4; ++b) {
+        s[a][b] += rs[a] * cs[b];
+        dp[a][b] += rdp[a] * cdp[b];
+      }
+  }
+}
+
+// acc[a][c] += sum over i of scores[ty*4 + a, i] * tile[i, tx + 16 c]: this thread's block of a
+// (64, 64) score tile (stride kScoreStride) times a (64, HS + 1) tile, i = 0 .. 63 in order.
+template <class T, int HS>
+__device__ inline void add_product(T (&acc)[kRows][HS / 16], const T* scores, const T* tile) {
+  constexpr int ld = HS + 1;
+  constexpr int kCols = HS / 16;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  for (int i = 0; i < kTile; ++i) {
+    T si[kRows], ti[kCols];
+    for (int a = 0; a < kRows; ++a) si[a] = scores[(ty * kRows + a) * kScoreStride + i];
+    for (int c = 0; c < kCols; ++c) ti[c] = tile[i * ld + tx + 16 * c];
+    for (int a = 0; a < kRows; ++a)
+      for (int c = 0; c < kCols; ++c) acc[a][c] += si[a] * ti[c];
+  }
+}
 
 // Kernel A: block (bh, key tile). Thread (ty, tx) owns key rows ty*4 + a of the tile; for the
 // tile products it takes query columns tx + 16 b, for dk and dv head columns tx + 16 c.
@@ -524,23 +593,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     // s^T = k q^T and dp^T = v dout^T for key rows ty*4 + a and query columns tx + 16 b.
-    T s[kRows][4] = {}, dp[kRows][4] = {};
-    for (int d = 0; d < HS; ++d) {
-      T kd[kRows], vd[kRows], qd[4], dod[4];
-      for (int a = 0; a < kRows; ++a) {
-        kd[a] = k_tile[(ty * kRows + a) * ld + d];
-        vd[a] = v_tile[(ty * kRows + a) * ld + d];
-      }
-      for (int b = 0; b < 4; ++b) {
-        qd[b] = q_tile[(tx + 16 * b) * ld + d];
-        dod[b] = do_tile[(tx + 16 * b) * ld + d];
-      }
-      for (int a = 0; a < kRows; ++a)
-        for (int b = 0; b < 4; ++b) {
-          s[a][b] += kd[a] * qd[b];
-          dp[a][b] += vd[a] * dod[b];
-        }
-    }
+    T s[kRows][4], dp[kRows][4];
+    score_products<T, HS>(s, dp, k_tile, v_tile, q_tile, do_tile);
     for (int a = 0; a < kRows; ++a)
       for (int b = 0; b < 4; ++b) {
         const int j = k0 + ty * kRows + a, i = q0 + tx + 16 * b;
@@ -551,22 +605,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     // dv += p^T dout and dk += ds^T q for key rows ty*4 + a and head columns tx + 16 c.
-    for (int i = 0; i < kTile; ++i) {
-      T pi[kRows], dsi[kRows], doi[kCols], qi[kCols];
-      for (int a = 0; a < kRows; ++a) {
-        pi[a] = pt_tile[(ty * kRows + a) * kScoreStride + i];
-        dsi[a] = dst_tile[(ty * kRows + a) * kScoreStride + i];
-      }
-      for (int c = 0; c < kCols; ++c) {
-        doi[c] = do_tile[i * ld + tx + 16 * c];
-        qi[c] = q_tile[i * ld + tx + 16 * c];
-      }
-      for (int a = 0; a < kRows; ++a)
-        for (int c = 0; c < kCols; ++c) {
-          dv_acc[a][c] += pi[a] * doi[c];
-          dk_acc[a][c] += dsi[a] * qi[c];
-        }
-    }
+    add_product<T, HS>(dv_acc, pt_tile, do_tile);
+    add_product<T, HS>(dk_acc, dst_tile, q_tile);
   }
 
   for (int a = 0; a < kRows; ++a) {
@@ -625,23 +665,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     // s = q k^T and dp = dout v^T for query rows ty*4 + a and key columns tx + 16 b.
-    T s[kRows][4] = {}, dp[kRows][4] = {};
-    for (int d = 0; d < HS; ++d) {
-      T qd[kRows], dod[kRows], kd[4], vd[4];
-      for (int a = 0; a < kRows; ++a) {
-        qd[a] = q_tile[(ty * kRows + a) * ld + d];
-        dod[a] = do_tile[(ty * kRows + a) * ld + d];
-      }
-      for (int b = 0; b < 4; ++b) {
-        kd[b] = k_tile[(tx + 16 * b) * ld + d];
-        vd[b] = v_tile[(tx + 16 * b) * ld + d];
-      }
-      for (int a = 0; a < kRows; ++a)
-        for (int b = 0; b < 4; ++b) {
-          s[a][b] += qd[a] * kd[b];
-          dp[a][b] += dod[a] * vd[b];
-        }
-    }
+    T s[kRows][4], dp[kRows][4];
+    score_products<T, HS>(s, dp, q_tile, do_tile, k_tile, v_tile);
     for (int a = 0; a < kRows; ++a)
       for (int b = 0; b < 4; ++b) {
         const int i = q0 + ty * kRows + a, j = k0 + tx + 16 * b;
@@ -651,13 +676,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     // dq += ds k for query rows ty*4 + a and head columns tx + 16 c.
-    for (int j = 0; j < kTile; ++j) {
-      T dsj[kRows], kj[kCols];
-      for (int a = 0; a < kRows; ++a) dsj[a] = ds_tile[(ty * kRows + a) * kScoreStride + j];
-      for (int c = 0; c < kCols; ++c) kj[c] = k_tile[j * ld + tx + 16 * c];
-      for (int a = 0; a < kRows; ++a)
-        for (int c = 0; c < kCols; ++c) dq_acc[a][c] += dsj[a] * kj[c];
-    }
+    add_product<T, HS>(dq_acc, ds_tile, k_tile);
   }
 
   for (int a = 0; a < kRows; ++a) {
@@ -669,16 +688,25 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <class T, int HS>
-bool launch_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
+constexpr bool backward_fits() {
+  return dkdv_shared_bytes<T, HS>() <= kMaxSharedBytes && dq_shared_bytes<T, HS>() <= kMaxSharedBytes;
+}
+// The backward's eligibility rule, as the forward's: 128 in float32, 32 in float64.
+template <class T>
+constexpr std::int64_t flash_backward_max_head_size() {
+  return backward_fits<T, 128>() ? 128 : backward_fits<T, 64>() ? 64 : 32;
+}
+
+template <class T, int HS>
+void launch_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
                            const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream stream) {
-  if (dkdv_shared_bytes<T, HS>() > kMaxSharedBytes || dq_shared_bytes<T, HS>() > kMaxSharedBytes) return false;
+  if constexpr (!backward_fits<T, HS>()) return;  // never reached: check_head_size refused it
   const T* D = row_dots(dout, out, BH * T_len, hs, stream);
   const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
   BRRR_LAUNCH((attention_backward_dkdv_flash_kernel<T, HS>), grid, kThreads, dkdv_shared_bytes<T, HS>(), stream, dk,
               dv, dout, q, k, v, lse, D, static_cast<int>(T_len), static_cast<int>(hs), scale);
   BRRR_LAUNCH((attention_backward_dq_flash_kernel<T, HS>), grid, kThreads, dq_shared_bytes<T, HS>(), stream, dq, dout,
               q, k, v, lse, D, static_cast<int>(T_len), static_cast<int>(hs), scale);
-  return true;
 }
 
 template <class T>
@@ -686,17 +714,15 @@ void attention_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, co
                               const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale,
                               Stream stream) {
   check_sizes("attention_backward", BH, T_len, hs);
+  check_head_size("attention_backward flash", hs, flash_backward_max_head_size<T>());
   if (BH == 0 || T_len == 0) return;
   BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, "attention_backward: BH = ", BH, ", T = ", T_len,
              " is more blocks than a grid holds");
-  bool done = false;
   switch (padded_head_size(hs)) {
-    case 32: done = launch_backward_flash<T, 32>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream); break;
-    case 64: done = launch_backward_flash<T, 64>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream); break;
-    case 128: done = launch_backward_flash<T, 128>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream); break;
+    case 32: return launch_backward_flash<T, 32>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
+    case 64: return launch_backward_flash<T, 64>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
+    default: return launch_backward_flash<T, 128>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
   }
-  // hs above 128, or float64 tiles too large for shared memory (hs above 32): variant 1.
-  if (!done) attention_backward_naive(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
 }
 
 // =============================================================================================
@@ -746,6 +772,7 @@ void attention_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, co
 
 constexpr int kMmaWarps = 4;
 constexpr int kMmaThreads = 32 * kMmaWarps;
+constexpr std::int64_t kMmaMaxHeadSize = 128;  // its eligibility rule: tiles for 32, 64, 128
 
 // Two floats as two bf16 in one 32-bit register (lo in the lower half).
 __device__ inline unsigned pack_bf16(float lo, float hi) {
@@ -903,16 +930,15 @@ void launch_forward_bf16_mma(float* out, float* lse, const float* q, const float
 void attention_forward_bf16_mma(float* out, float* lse, const float* q, const float* k, const float* v,
                                 std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream) {
   check_sizes("attention_forward", BH, T_len, hs);
+  check_head_size("attention_forward bf16_mma", hs, kMmaMaxHeadSize);
   if (BH == 0 || T_len == 0) return;
   BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, "attention_forward: BH = ", BH, ", T = ", T_len,
              " is more blocks than a grid holds");
   switch (padded_head_size(hs)) {
     case 32: return launch_forward_bf16_mma<32>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
     case 64: return launch_forward_bf16_mma<64>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
-    case 128: return launch_forward_bf16_mma<128>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
+    default: return launch_forward_bf16_mma<128>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
   }
-  // hs > 128: variant 1, rounding its inputs to bf16 as this kernel does (the same contract).
-  attention_forward_naive_bf16(out, lse, q, k, v, BH, T_len, hs, scale, stream);
 }
 
 // =============================================================================================
@@ -1152,16 +1178,15 @@ void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* d
                                  const float* v, const float* out, const float* lse, std::int64_t BH,
                                  std::int64_t T_len, std::int64_t hs, float scale, Stream stream) {
   check_sizes("attention_backward", BH, T_len, hs);
+  check_head_size("attention_backward bf16_mma", hs, kMmaMaxHeadSize);
   if (BH == 0 || T_len == 0) return;
   BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, "attention_backward: BH = ", BH, ", T = ", T_len,
              " is more blocks than a grid holds");
   switch (padded_head_size(hs)) {
     case 32: return launch_backward_bf16_mma<32>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
     case 64: return launch_backward_bf16_mma<64>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
-    case 128: return launch_backward_bf16_mma<128>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
+    default: return launch_backward_bf16_mma<128>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
   }
-  // hs > 128: variant 1, rounding its inputs to bf16 as this kernel does (the same contract).
-  attention_backward_naive_bf16(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
 }
 
 // =============================================================================================
@@ -1586,17 +1611,26 @@ BRRR_INSTANTIATE(double)
 #undef BRRR_INSTANTIATE
 
 namespace {
+// A registration's metadata with its head-size rule: the registry runs the variant only for
+// head sizes up to `most` (variant 1, which takes any, below it in priority).
+VariantMeta tiles_up_to(std::int64_t most, VariantMeta meta) {
+  meta.max_head_size = most;
+  return meta;
+}
+
 template <class T>
 void register_dtype() {
   const DeviceType cuda = DeviceType::CUDA;
   add(op::attention_forward<T>, cuda, "naive", &attention_forward_naive<T>, 0,
       about("variant 1: one thread per query row, two passes over the keys"));
   add(op::attention_forward<T>, cuda, "flash", &attention_forward_flash<T>, 20,
-      about("variant 2: tiles of keys and values through shared memory, online softmax"));
+      tiles_up_to(flash_forward_max_head_size<T>(),
+                  about("variant 2: tiles of keys and values through shared memory, online softmax")));
   add(op::attention_backward<T>, cuda, "naive", &attention_backward_naive<T>, 0,
       about("variant 1: a thread per query row (dq) and per key row (dk, dv)"));
   add(op::attention_backward<T>, cuda, "flash", &attention_backward_flash<T>, 20,
-      about("variant 2: FlashAttention-2's loop order, no atomics (deterministic)"));
+      tiles_up_to(flash_backward_max_head_size<T>(),
+                  about("variant 2: FlashAttention-2's loop order, no atomics (deterministic)")));
 }
 }  // namespace
 
@@ -1605,17 +1639,17 @@ void register_attention_kernels() {
   register_dtype<double>();
   // Not the default: bf16 inputs change the results in the third significant digit.
   VariantMeta bf16;  // bfloat16 keeps 8 bits of mantissa: an error near 1e-2 is its design
-  bf16.tolerance = 3e-2, bf16.bf16_inputs = true;
+  bf16.tolerance = 3e-2, bf16.bf16_inputs = true, bf16.max_head_size = kMmaMaxHeadSize;
   bf16.about = "variant 3: q, k, v and the weights in bfloat16 on the tensor cores (mma.sync), float32 sums";
   add(op::attention_forward<float>, DeviceType::CUDA, "bf16_mma", &attention_forward_bf16_mma, 10, bf16);
   bf16.about = "variant 3: FlashAttention-2's backward in bfloat16 on the tensor cores, dq in a second pass";
   add(op::attention_backward<float>, DeviceType::CUDA, "bf16_mma", &attention_backward_bf16_mma, 10, bf16);
   // Mixed precision (chapter 18): the ops that ops::flash_attention calls under
-  // Autocast(kBFloat16). Variant 3 is their default (head sizes up to 128 on the tensor cores,
-  // above that variant 1 rounding its inputs); variant 1 rounding its inputs is the plain one.
-  bf16.about = "variant 3: q, k, v rounded to bf16 as loaded, mma.sync, float32 softmax (variant 1 above hs 128)";
+  // Autocast(kBFloat16). Variant 3 is their default for head sizes up to 128 (its rule); above
+  // that the registry runs variant 1 rounding its inputs, the plain one.
+  bf16.about = "variant 3: q, k, v rounded to bf16 as loaded, mma.sync, float32 softmax";
   add(op::attention_forward_bf16, DeviceType::CUDA, "bf16_mma", &attention_forward_bf16_mma, 10, bf16);
-  bf16.about = "variant 3's backward on the tensor cores, dq in a second pass (variant 1 above hs 128)";
+  bf16.about = "variant 3's backward on the tensor cores, dq in a second pass";
   add(op::attention_backward_bf16, DeviceType::CUDA, "bf16_mma", &attention_backward_bf16_mma, 10, bf16);
   VariantMeta rounded;  // float32 arithmetic on rounded inputs: held to the op's own tolerance
   rounded.bf16_inputs = true;

@@ -23,7 +23,7 @@ struct bf16;
   template <class T>                                                                                             \
   void attention_forward_naive(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH,            \
                                std::int64_t T_len, std::int64_t hs, T scale, Stream stream);                    \
-  /* Variant 2: flash attention: tiles in shared memory, online softmax (hs above 128: variant 1). */           \
+  /* Variant 2: flash attention: tiles in shared memory, online softmax (head sizes up to 128). */            \
   template <class T>                                                                                             \
   void attention_forward_flash(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH,            \
                                std::int64_t T_len, std::int64_t hs, T scale, Stream stream);                    \

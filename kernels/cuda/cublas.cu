@@ -141,8 +141,9 @@ void register_cublas_kernels() {
   const VariantMeta cublas = about("NVIDIA's cuBLAS GEMM: the bar every hand-written variant is measured against");
   add(op::matmul<float>, DeviceType::CUDA, "cublas", &matmul_cublas<float>, 100, cublas);
   add(op::matmul<double>, DeviceType::CUDA, "cublas", &matmul_cublas<double>, 100, cublas);
-  add(op::matmul_bf16, DeviceType::CUDA, "cublas", &matmul_bf16_cublas, 100,
-      about("cuBLAS's bf16 GEMM (cublasGemmStridedBatchedEx, float32 sums) on bf16 copies of a and b"));
+  VariantMeta bf16 = about("cuBLAS's bf16 GEMM (cublasGemmStridedBatchedEx, float32 sums) on bf16 copies of a and b");
+  bf16.bf16_inputs = true;  // it rounds a and b: for bf16 products (autocast) only
+  add(op::matmul_bf16, DeviceType::CUDA, "cublas", &matmul_bf16_cublas, 100, bf16);
   add(op::matmul_bf16_memory, DeviceType::CUDA, "cublas", &matmul_bf16_memory_cublas, 100,
       about("cuBLAS's bf16 GEMM (cublasGemmStridedBatchedEx, float32 sums) on a and b as they are"));
 }

@@ -1437,8 +1437,9 @@ void register_matmul_kernels() {
   // Mixed precision (chapter 18): the same kernel is a variant of matmul_bf16, the op autocast
   // calls, whose reference rounds the operands itself. The emulator's default (it has no
   // cuBLAS); on a GPU cuBLAS's bf16 GEMM outranks it (cublas.cu).
-  add(op::matmul_bf16, cuda, "bf16_mma", &matmul_bf16_mma, 10,
-      about("variant 9: operands rounded to bf16 as the tiles load, mma.sync, float32 sums"));
+  VariantMeta autocast = about("variant 9: operands rounded to bf16 as the tiles load, mma.sync, float32 sums");
+  autocast.bf16_inputs = true;  // for bf16 products (autocast) only
+  add(op::matmul_bf16, cuda, "bf16_mma", &matmul_bf16_mma, 10, autocast);
   VariantMeta tf32 = about("variant 10: tf32 mma.sync fed by a three-stage cp.async pipeline");
   tf32.tolerance = 5e-3;  // tf32 keeps 10 mantissa bits: ~5e-4 a product, more on cancelling sums
   add(op::matmul<float>, cuda, "tf32_pipelined", &matmul_tf32_pipelined, 9, tf32);

@@ -322,3 +322,24 @@ TEST_CASE("cli tokenizer: tiktoken rank files encode and decode like the trained
   CHECK(r.code != 0);
   CHECK(has(r.out, "missing.txt"));
 }
+
+// The registry's decision for one call, as `brrr kernels OP --head-size N --dropout P` shows it
+// (issue 29): which variant runs on each device and dtype, and why each other was passed over.
+TEST_CASE("cli kernels: the decision for a call names what runs and why the others do not") {
+  const Result r = brrr("kernels causal_attention --head-size 160 --dropout 0.1 --emulator");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(has(r.out, "causal_attention for float32 products, head size 160, dropout 0.1:"));
+  CHECK(has(r.out, "cpu float32: composed runs; passed over: flash (no dropout on the attention weights)"));
+  CHECK(has(r.out, "cuda float32: composed runs; passed over: flash (no dropout on the attention weights)"));
+  const Result tiles = brrr("kernels attention_forward --head-size 160 --emulator");
+  INFO(tiles.out);
+  CHECK(has(tiles.out, "cuda float32: naive runs; passed over: flash (head size 160 > 128, the most its tiles hold)"));
+  // The list shows each variant's rule; a call's facts without an op are refused in one line.
+  const Result list = brrr("kernels attention_forward --emulator");
+  CHECK(has(list.out, "flash: variant 2: tiles of keys and values through shared memory, online softmax [runs: "
+                      "full-precision products, head size <= 128]"));
+  const Result bare = brrr("kernels --head-size 160");
+  CHECK(bare.code != 0);
+  CHECK(has(bare.out, "need an op"));
+}

@@ -104,3 +104,73 @@ TEST_CASE("bfloat16 tensors take the kernels whatever is selected, and other dty
   CHECK_THROWS_WITH_AS(ops::gelu(ints), doctest::Contains("gelu"), Error);
   CHECK_THROWS_WITH_AS(ops::layer_norm(ints, ints, Tensor()), doctest::Contains("layer_norm"), Error);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Eligibility (issue 29): one decision per call. A variant carries a rule (the largest head size
+// its tiles hold, whether it has dropout, whether it rounds to bf16); the registry runs the
+// selected variant if the call keeps its rule (an error naming the rule if not), else the
+// highest-priority variant whose rule the call keeps, and `brrr kernels OP --head-size N`
+// (kernels::explain) says why each other variant was passed over.
+
+TEST_CASE("attention with dropout runs the composed variant, the one whose rule allows dropout") {
+  kernels::reset_selection();
+  ops::register_op_variants();
+  kernels::Call call;
+  call.dropout = 0.1;
+  call.head_size = 160;
+  CHECK(kernels::chosen("causal_attention", DeviceType::CPU, kFloat32, call) == "composed");
+  // The same with flash selected: the selection holds for calls without dropout.
+  kernels::select("causal_attention", "flash", DeviceType::CPU);
+  CHECK(kernels::chosen("causal_attention", DeviceType::CPU, kFloat32, {}) == "flash");
+  const Inputs in;
+  Generator a(3), b(3);
+  // ... and with dropout the selected flash is refused, naming the rule the call breaks.
+  CHECK_THROWS_WITH_AS(ops::causal_attention(in.q, in.k, in.v, 0.1, &a),
+                       doctest::Contains("the selected variant 'flash' cannot run this call"), Error);
+  CHECK_THROWS_WITH_AS(ops::causal_attention(in.q, in.k, in.v, 0.1, &a),
+                       doctest::Contains("no dropout on the attention weights"), Error);
+  kernels::reset_selection();
+  // The default runs the composed op with its dropout, as the op itself does with the same seed.
+  CHECK(same_bits(ops::causal_attention(in.q, in.k, in.v, 0.5, &a), ops::causal_attention_composed(in.q, in.k, in.v, 0.5, &b)));
+}
+
+TEST_CASE("kernels::explain says which variant runs a call and why each other one was passed over") {
+  kernels::reset_selection();
+  ops::register_op_variants();
+  kernels::Call call;
+  call.dropout = 0.1;
+  call.head_size = 160;
+  const std::string text = kernels::explain("causal_attention", call);
+  INFO(text);
+  CHECK(text.find("causal_attention for float32 products, head size 160, dropout 0.1:") == 0);
+  CHECK(text.find("cpu float32: composed runs; passed over: flash (no dropout on the attention weights)") !=
+        std::string::npos);
+  // A plain call on the CPU: composed by priority, flash eligible.
+  const std::string plain = kernels::explain("causal_attention", {});
+  CHECK(plain.find("cpu float32: composed runs; passed over: flash (eligible, lower priority)") != std::string::npos);
+  CHECK_THROWS_WITH_AS(kernels::explain("no_such_op", {}), doctest::Contains("no op 'no_such_op'"), Error);
+}
+
+TEST_CASE("precision is part of the rule: bf16-rounding variants run autocast's calls and no other") {
+  kernels::reset_selection();
+  kernels::Call bf16;
+  bf16.bf16_compute = true;
+  // Every matmul_bf16 variant rounds its inputs: a bf16 call finds one, a float32 call none.
+  CHECK(!kernels::chosen("matmul_bf16", DeviceType::CPU, kFloat32, bf16).empty());
+  CHECK(kernels::selected("matmul_bf16", DeviceType::CPU, kFloat32) ==
+        kernels::chosen("matmul_bf16", DeviceType::CPU, kFloat32, bf16));
+  CHECK_THROWS_WITH_AS(kernels::chosen("matmul_bf16", DeviceType::CPU, kFloat32, {}),
+                       doctest::Contains("no variant can run this call"), Error);
+  CHECK(kernels::chosen("attention_forward_bf16", DeviceType::CPU, kFloat32, bf16) == "cpu");
+  // A float32 variant's selection leaves the bf16 calls to their own default, and back.
+  kernels::select("matmul", "naive", DeviceType::CPU);
+  CHECK(kernels::chosen("matmul", DeviceType::CPU, kFloat32, {}) == "naive");
+  kernels::reset_selection();
+  // The rules as `brrr kernels` prints them.
+  kernels::VariantMeta tiled;
+  tiled.max_head_size = 128;
+  CHECK(kernels::rule_text(tiled) == "full-precision products, head size <= 128");
+  CHECK(kernels::why_not(tiled, {160, 0.0, false}) == "head size 160 > 128, the most its tiles hold");
+  CHECK(kernels::why_not(tiled, {128, 0.0, false}).empty());
+  CHECK(kernels::why_not(tiled, {64, 0.0, true}).find("full precision") != std::string::npos);
+}

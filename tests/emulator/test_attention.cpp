@@ -6,7 +6,8 @@
 // Shapes stay small (the emulator runs every CUDA thread as a fiber) but cover what tiles get
 // wrong: T = 1, T not a multiple of the 64-row tile (17, 70: a ragged last tile, and a second
 // tile that sees a diagonal and a full tile), head sizes below, at and between the padded
-// sizes 32, 64, 128 (16, 24, 40, 64), and one above 128 (the fallback to variant 1).
+// sizes 32, 64, 128 (16, 24, 40, 64), and one above 128, which the tiled launchers refuse and
+// where the registry runs variant 1 (each variant's eligibility rule, kernels/registry.cpp).
 // The tensor-core variant (bf16_mma) runs here too, on inputs rounded to bfloat16 as it rounds
 // them, at T up to 130 and head sizes 64 and 128.
 #include <doctest/doctest.h>
@@ -189,21 +190,74 @@ TEST_CASE("attention bf16_mma (variant 3, tensor cores): the backward matches th
   }
 }
 
-TEST_CASE("attention flash: hs = 128 and hs above 128 (the fallback to variant 1)") {
+TEST_CASE("attention flash: hs = 128 runs; above 128 its launchers refuse (no fallback inside), variant 1 runs it") {
   const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
-  for (const Problem& s : {Problem{1, 20, 128}, Problem{2, 5, 136}})
-    check_variant<float>("flash", &emu::attention_forward_flash<float>, &emu::attention_backward_flash<float>, s, 2e-5,
-                         3);
+  check_variant<float>("flash", &emu::attention_forward_flash<float>, &emu::attention_backward_flash<float>,
+                       Problem{1, 20, 128}, 2e-5, 3);
+  check_variant<float>("naive", &emu::attention_forward_naive<float>, &emu::attention_backward_naive<float>,
+                       Problem{2, 5, 136}, 2e-5, 3);
+  std::vector<float> x(5 * 136, 0.5f), lse(5);
+  CHECK_THROWS_WITH_AS(emu::attention_forward_flash<float>(x.data(), lse.data(), x.data(), x.data(), x.data(), 1, 5,
+                                                           136, 0.1f, nullptr),
+                       doctest::Contains("head size 136 is more than its tiles hold (128)"), brrr::Error);
+  CHECK_THROWS_WITH_AS(emu::attention_backward_flash<float>(x.data(), x.data(), x.data(), x.data(), x.data(), x.data(),
+                                                            x.data(), x.data(), lse.data(), 1, 5, 136, 0.1f, nullptr),
+                       doctest::Contains("head size 136"), brrr::Error);
+  CHECK_THROWS_WITH_AS(emu::attention_forward_bf16_mma(x.data(), lse.data(), x.data(), x.data(), x.data(), 1, 5, 136,
+                                                       0.1f, nullptr),
+                       doctest::Contains("head size 136"), brrr::Error);
 }
 
-TEST_CASE("attention naive and flash in float64 (the flash backward falls back to variant 1 above hs = 32)") {
+TEST_CASE("attention naive and flash in float64 (flash's tiles hold hs <= 64 forward, <= 32 backward)") {
   const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   for (const Problem& s : {Problem{2, 17, 16}, Problem{1, 70, 32}, Problem{2, 9, 40}}) {
     check_variant<double>("naive", &emu::attention_forward_naive<double>, &emu::attention_backward_naive<double>, s,
                           1e-12, 4);
-    check_variant<double>("flash", &emu::attention_forward_flash<double>, &emu::attention_backward_flash<double>, s,
-                          1e-12, 5);
+    if (s.hs <= 32)
+      check_variant<double>("flash", &emu::attention_forward_flash<double>, &emu::attention_backward_flash<double>, s,
+                            1e-12, 5);
   }
+  std::vector<double> x(9 * 40, 0.5), lse(9);
+  CHECK_THROWS_WITH_AS(emu::attention_backward_flash<double>(x.data(), x.data(), x.data(), x.data(), x.data(), x.data(),
+                                                             x.data(), x.data(), lse.data(), 1, 9, 40, 0.1, nullptr),
+                       doctest::Contains("head size 40 is more than its tiles hold (32)"), brrr::Error);
+}
+
+// The registry's one decision on the CUDA device (the emulator): which attention kernel runs a
+// call, from each variant's rule; and the op at a head size above the tiles gets variant 1.
+TEST_CASE("the registry picks the attention kernel by head size and precision on the emulator, and says why") {
+  using namespace brrr;
+  cuda::use_emulator();
+  kernels::reset_selection();
+  kernels::Call call;
+  call.head_size = 160;
+  CHECK(kernels::chosen("attention_forward", DeviceType::CUDA, kFloat32, call) == "naive");
+  CHECK(kernels::chosen("attention_backward", DeviceType::CUDA, kFloat32, call) == "naive");
+  call.head_size = 64;
+  CHECK(kernels::chosen("attention_forward", DeviceType::CUDA, kFloat32, call) == "flash");
+  CHECK(kernels::chosen("attention_forward", DeviceType::CUDA, kFloat64, call) == "flash");
+  CHECK(kernels::chosen("attention_backward", DeviceType::CUDA, kFloat64, call) == "naive");  // float64 tiles: <= 32
+  call.bf16_compute = true;  // autocast
+  CHECK(kernels::chosen("attention_forward_bf16", DeviceType::CUDA, kFloat32, call) == "bf16_mma");
+  call.head_size = 160;
+  CHECK(kernels::chosen("attention_forward_bf16", DeviceType::CUDA, kFloat32, call) == "naive");
+  const std::string text = kernels::explain("attention_forward", kernels::Call{160, 0.0, false});
+  INFO(text);
+  CHECK(text.find("cuda float32: naive runs; passed over: flash (head size 160 > 128, the most its tiles hold), "
+                  "bf16_mma (it rounds its inputs to bf16: only for bf16 products (autocast))") != std::string::npos);
+  // A selection the call cannot keep is an error naming the rule, not a silent fallback.
+  kernels::select("attention_forward", "flash", DeviceType::CUDA);
+  CHECK_THROWS_WITH_AS(kernels::chosen("attention_forward", DeviceType::CUDA, kFloat32, kernels::Call{160, 0.0, false}),
+                       doctest::Contains("the selected variant 'flash' cannot run this call (cuda float32, float32 "
+                                         "products, head size 160): head size 160 > 128"),
+                       Error);
+  kernels::reset_selection();
+  // The op end to end at hs = 136: variant 1 runs it, and matches the CPU.
+  Generator gen(12);
+  const Tensor q = randn({1, 1, 9, 136}, gen), k = randn({1, 1, 9, 136}, gen), v = randn({1, 1, 9, 136}, gen);
+  const Tensor cpu_out = ops::flash_attention(q, k, v);
+  const Tensor out = ops::flash_attention(q.to(Device::cuda()), k.to(Device::cuda()), v.to(Device::cuda()));
+  CHECK(max_error(out.to(kCPU).to_vector<float>(), cpu_out.to_vector<float>()) < 2e-5);
 }
 
 TEST_CASE("attention flash: empty problems launch nothing and write nothing") {
@@ -290,7 +344,8 @@ TEST_CASE("flash_attention on Device::cuda() (emulated) matches the CPU, forward
 // matmul and softmax on the CPU, on the same bf16-rounded q, k, v and dout: variant 3 within
 // the lab's bf16 tolerance (its softmax weights, and out in D, go through bf16 too), variant 1
 // within the lab case's 1e-4 (it only rounds its inputs). hs = 136 is above variant 3's
-// tiles: there it runs variant 1 with rounding, so the tighter bound holds there.
+// tiles: selecting it there is an error naming the head size, and the default is variant 1
+// with rounding, so the tighter bound holds there.
 TEST_CASE("flash_attention under Autocast(kBFloat16) on Device::cuda() (emulated): every bf16 variant") {
   using namespace brrr;
   cuda::use_emulator();
@@ -307,14 +362,21 @@ TEST_CASE("flash_attention under Autocast(kBFloat16) on Device::cuda() (emulated
                                rounded(v).to(kFloat64).requires_grad_(true)};
     const Tensor ref_out = ops::causal_attention_composed(ref[0], ref[1], ref[2]);
     ref_out.backward(rounded(g).to(kFloat64));
-    for (const std::string variant : {"bf16_mma", "naive"}) {
+    for (const std::string variant : {"bf16_mma", "naive", "default"}) {
       CAPTURE(variant);
-      kernels::select("attention_forward_bf16", variant, DeviceType::CUDA);
-      kernels::select("attention_backward_bf16", variant, DeviceType::CUDA);
-      const double tol = variant == "naive" || shape[3] > 128 ? 1e-4 : kBf16Tolerance;
+      kernels::reset_selection();
+      if (variant != "default") {
+        kernels::select("attention_forward_bf16", variant, DeviceType::CUDA);
+        kernels::select("attention_backward_bf16", variant, DeviceType::CUDA);
+      }
+      const double tol = variant == "bf16_mma" || (variant == "default" && shape[3] <= 128) ? kBf16Tolerance : 1e-4;
       std::vector<Tensor> in = {q.to(Device::cuda()).requires_grad_(true), k.to(Device::cuda()).requires_grad_(true),
                                 v.to(Device::cuda()).requires_grad_(true)};
       const Autocast autocast(kBFloat16);
+      if (variant == "bf16_mma" && shape[3] > 128) {
+        CHECK_THROWS_WITH_AS(ops::flash_attention(in[0], in[1], in[2]), doctest::Contains("head size 136 > 128"), Error);
+        continue;
+      }
       const Tensor out = ops::flash_attention(in[0], in[1], in[2]);
       out.backward(g.to(Device::cuda()));
       CHECK(error(out, ref_out.detach()) < tol);
@@ -351,10 +413,13 @@ TEST_CASE("attention on a real GPU: every CUDA variant against the CPU (skipped 
         if (info.variant == "student") continue;  // an exercise stub: the exercise's grader checks it
         CAPTURE(op);
         CAPTURE(info.variant);
+        if (info.meta.max_head_size > 0 && s.hs > info.meta.max_head_size) continue;  // not eligible: its rule
         kernels::select(op, info.variant, DeviceType::CUDA);
         std::vector<Tensor> inputs = {q.to(Device::cuda()).requires_grad_(true),
                                       k.to(Device::cuda()).requires_grad_(true),
                                       v.to(Device::cuda()).requires_grad_(true)};
+        // A variant that rounds to bf16 runs the calls that ask for bf16 products: autocast's.
+        const Autocast autocast(info.meta.bf16_inputs ? kBFloat16 : kFloat32);
         const Tensor out = ops::flash_attention(inputs[0], inputs[1], inputs[2]);
         // A variant that rounds q, k, v (and p) to bfloat16 says so, with its tolerance.
         const double tol = info.meta.bf16_inputs ? info.meta.tolerance : 1e-4;

@@ -106,7 +106,8 @@ Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int
 // positions <= t; scores are scaled by 1/sqrt(hs). With dropout > 0 and a generator, the
 // attention weights are dropped out (as nanoGPT's attn_dropout). The registry picks how, per
 // device ("causal_attention": "composed" on the CPU, whose batched GEMMs are faster there;
-// "flash" on a GPU); with dropout it is always the composed form (the kernels have none).
+// "flash" on a GPU); with dropout only "composed" is eligible (the kernels have none), so the
+// registry runs it then, and a selected "flash" is an error naming the dropout.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout = 0.0,
                         Generator* gen = nullptr);
 // The same from matmul, mask and softmax (chapter 07): autograd derives the backward, and
@@ -135,7 +136,8 @@ void select_composed();
 // Their descriptors (brrr/kernels.h's Op): the signature an op's variants share, under the
 // op's name, per dtype. op_variants.cpp registers through them; the kernel lab calls them.
 namespace variants {
-using attention_fn = Tensor (*)(const Tensor& q, const Tensor& k, const Tensor& v);
+// dropout and gen as causal_attention's: only a variant whose rule allows dropout gets p > 0.
+using attention_fn = Tensor (*)(const Tensor& q, const Tensor& k, const Tensor& v, double dropout, Generator* gen);
 using linear_gelu_fn = Tensor (*)(const Tensor& x, const Tensor& weight, const Tensor& bias);
 using layer_norm_fn = Tensor (*)(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
 using residual_layer_norm_fn = std::pair<Tensor, Tensor> (*)(const Tensor& x, const Tensor& residual,

@@ -7,6 +7,7 @@
 //   BRRR_KERNELS=layernorm_forward=student,matmul=naive
 // picks another at run time, so a student's kernel runs inside the real model.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,30 @@ struct VariantMeta {
                              // is the caller's choice, not the kernel's error)
   bool gpu_only = false;     // needs a real GPU (instructions the SIMT emulator does not run)
   std::string about;         // one line: what the variant is, or what it teaches
+  // Its eligibility rule: the calls it can run (see Call below). The registry passes over a
+  // variant whose rule a call breaks, and `brrr kernels` says which rule (why_not below).
+  std::int64_t max_head_size = 0;  // attention: the largest head size its tiles hold (0: any)
+  bool dropout = false;            // attention: it can drop out the attention weights
+  // ... and bf16_inputs above: a variant that rounds its inputs to bfloat16 runs exactly the
+  // calls that ask for bf16 products (Call::bf16_compute, autocast's), the others the rest.
 };
+
+// What one call asks of a variant beyond its op, device and dtype: the facts the eligibility
+// rules read. A lookup that gives none asks for what every variant did before rules: full
+// precision, no dropout, any head size.
+struct Call {
+  std::int64_t head_size = 0;  // attention: hs (0: not stated)
+  double dropout = 0;          // attention: the probability of dropping each weight
+  bool bf16_compute = false;   // products of operands rounded to bfloat16 (Autocast, chapter 18)
+};
+inline bool operator==(const Call& a, const Call& b) {  // by hand: the CUDA files are C++17
+  return a.head_size == b.head_size && a.dropout == b.dropout && a.bf16_compute == b.bf16_compute;
+}
+// Why a variant with this metadata cannot run `call`, in a few words ("head size 160 > 128"):
+// "" when it can. The one eligibility test; the registry and `brrr kernels` both call it.
+std::string why_not(const VariantMeta& meta, const Call& call);
+// The rule as `brrr kernels` prints it: "head size <= 128, no dropout, float32 products".
+std::string rule_text(const VariantMeta& meta);
 
 // An op's descriptor: its name in the registry and the dtype it computes in, with the
 // signature every kernel of that op has as its type parameter. kernels/signatures.h declares
@@ -44,7 +68,7 @@ struct VariantInfo {
   Device device;
   DType dtype;
   int priority;
-  bool selected;
+  bool selected;  // what a plain call of its precision runs (chosen() for Call{})
   VariantMeta meta;
 };
 
@@ -60,6 +84,18 @@ void select_from_spec(const std::string& spec);
 
 std::vector<std::string> ops();                       // every op with a kernel, sorted
 std::vector<VariantInfo> variants(const std::string& op);  // every registration of op
+// The variant that runs `call` of op on device in dtype, the one decision every lookup makes:
+// the selected variant (select, BRRR_KERNELS) when one is selected for the call's precision,
+// and an error naming the rule it breaks if the call is not one it can run; otherwise the
+// highest-priority variant whose rule the call keeps; an error listing every variant's reason
+// when none can.
+std::string chosen(const std::string& op, DeviceType device, DType dtype, const Call& call);
+// The decision for `call` of op on every device and dtype it has variants for, one line each:
+// which variant runs and why each other one was passed over (`brrr kernels OP --head-size N`):
+//   cuda float32: naive runs; passed over: flash (head size 160 > 128, the most its tiles hold), ...
+std::string explain(const std::string& op, const Call& call);
+// chosen() for a plain call: no dropout, any head size, full-precision products (bf16 ones for
+// an op whose every variant rounds to bf16, such as matmul_bf16).
 std::string selected(const std::string& op, DeviceType device, DType dtype);
 
 }  // namespace brrr::kernels
