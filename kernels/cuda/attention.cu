@@ -57,6 +57,7 @@
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/simt.h"
+#include "kernels/cuda/simt_tensor_cores.h"
 #include "kernels/registry.h"
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {

@@ -9,9 +9,10 @@
 // performance": naive, coalesced, shared-memory tiles, 1-D then 2-D register blocking,
 // vectorized loads; then tensor cores; and last, back on the float32 units, warp tiles and
 // double buffering (variant 8, his kernels 10 and 11). Variants 9 to 12 return to the
-// tensor cores through their own instructions (mma.sync, ldmatrix, cp.async; simt.h), which
-// the emulator runs too: bf16 from padded tiles, a tf32 cp.async pipeline, that pipeline with
-// a fused epilogue (bias, GELU), and bf16 in memory through a pipeline. `brrr kernel-lab
+// tensor cores through their own instructions (mma.sync, ldmatrix, cp.async;
+// simt_tensor_cores.h), which the emulator runs too: bf16 from padded tiles, a tf32 cp.async
+// pipeline, that pipeline with a fused epilogue (bias, GELU), and bf16 in memory through a
+// pipeline. `brrr kernel-lab
 // matmul` checks and times them all (variant 11 under matmul_bias_gelu, variant 12 under
 // matmul_bf16_memory with --dtype bfloat16). register_matmul_kernels, at the end, registers
 // them in this order.
@@ -49,10 +50,11 @@
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/simt.h"
+#include "kernels/cuda/simt_tensor_cores.h"
 #include "kernels/registry.h"
 
 #if !BRRR_EMULATOR
-#include <mma.h>  // WMMA (variant 7); the emulator's is in simt.h
+#include <mma.h>  // WMMA (variant 7); the emulator's is in simt_tensor_cores.h
 #endif
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
