@@ -594,4 +594,5 @@ inline float __high2float(__nv_bfloat162 pair) { return static_cast<float>(pair.
 #endif  // __CUDACC__
 
 // Chapter 14's tensor-core instructions (mma.sync, ldmatrix, cp.async, WMMA) live in
-// simt_tensor_cores.h, which the kernel files that use them include after this one.
+// simt_tensor_cores.h. Included here until every kernel file that uses them includes it.
+#include "kernels/cuda/simt_tensor_cores.h"
