@@ -190,7 +190,7 @@ TEST_CASE("attention bf16_mma (variant 3, tensor cores): the backward matches th
   }
 }
 
-TEST_CASE("attention flash: hs = 128 runs; above 128 its launchers refuse (no fallback inside), variant 1 runs it") {
+TEST_CASE("attention flash: hs = 128 runs, above 128 its launchers refuse (no fallback inside) and variant 1 runs it") {
   const brrr::simt::HostMemoryKernels host_memory;  // kernels on std::vectors (simt.h)
   check_variant<float>("flash", &emu::attention_forward_flash<float>, &emu::attention_backward_flash<float>,
                        Problem{1, 20, 128}, 2e-5, 3);
