@@ -189,6 +189,23 @@ __device__ inline void load_tile(T* dst, const T* src, int row0, int T_len, int 
   }
 }
 
+// acc[a][c] += sum over i of scores[ty*4 + a, i] * tile[i, tx + 16 c]: this thread's block of a
+// (64, 64) score tile (stride kScoreStride) times a (64, HS + 1) tile, i = 0 .. 63 in order.
+// The forward's o += p v and the backward's dv, dk, dq products (variant 2) are all this.
+template <class T, int HS>
+__device__ inline void add_product(T (&acc)[kRows][HS / 16], const T* scores, const T* tile) {
+  constexpr int ld = HS + 1;
+  constexpr int kCols = HS / 16;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  for (int i = 0; i < kTile; ++i) {
+    T si[kRows], ti[kCols];
+    for (int a = 0; a < kRows; ++a) si[a] = scores[(ty * kRows + a) * kScoreStride + i];
+    for (int c = 0; c < kCols; ++c) ti[c] = tile[i * ld + tx + 16 * c];
+    for (int a = 0; a < kRows; ++a)
+      for (int c = 0; c < kCols; ++c) acc[a][c] += si[a] * ti[c];
+  }
+}
+
 // The max and the sum over the 16 lanes that share a row (lanes 0-15 or 16-31 of a warp).
 template <class T>
 __device__ inline T row_max16(T x) {
@@ -301,14 +318,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
 
-    // o += p v for rows ty*4 + a and head columns tx + 16 c.
-    for (int j = 0; j < kTile; ++j) {
-      T pj[kRows], vj[kCols];
-      for (int a = 0; a < kRows; ++a) pj[a] = p_tile[(ty * kRows + a) * kScoreStride + j];
-      for (int c = 0; c < kCols; ++c) vj[c] = v_tile[j * ld + tx + 16 * c];
-      for (int a = 0; a < kRows; ++a)
-        for (int c = 0; c < kCols; ++c) o[a][c] += pj[a] * vj[c];
-    }
+    add_product<T, HS>(o, p_tile, v_tile);  // o += p v for rows ty*4 + a, head columns tx + 16 c
   }
 
   for (int a = 0; a < kRows; ++a) {
@@ -500,7 +510,8 @@ void attention_backward_naive_bf16(float* dq, float* dk, float* dv, const float*
 // The tile math both kernels share. Each thread holds a 4 x 4 block of a 64 x 64 tile of
 // scores (its rows ty*4 + a, its columns tx + 16 b) and a 4 x HS/16 block of gradients (its
 // rows ty*4 + a, head columns tx + 16 c). Kernel A's rows are keys and its columns queries;
-// kernel B's the other way round, so the same two helpers serve both.
+// kernel B's the other way round, so the same two helpers serve both (add_product is above,
+// beside load_tile: the forward uses it too).
 
 // s[a][b] = rows_s[ty*4 + a] . cols_s[tx + 16 b] and dp[a][b] = rows_dp[ty*4 + a] . cols_dp[tx + 16 b]
 // over the head dimension, for four (64, HS + 1) tiles in shared memory: the scores (or their
@@ -527,22 +538,6 @@ __device__ inline void score_products(T (&s)[kRows][4], T (&dp)[kRows][4], const
         s[a][b] += rs[a] * cs[b];
         dp[a][b] += rdp[a] * cdp[b];
       }
-  }
-}
-
-// acc[a][c] += sum over i of scores[ty*4 + a, i] * tile[i, tx + 16 c]: this thread's block of a
-// (64, 64) score tile (stride kScoreStride) times a (64, HS + 1) tile, i = 0 .. 63 in order.
-template <class T, int HS>
-__device__ inline void add_product(T (&acc)[kRows][HS / 16], const T* scores, const T* tile) {
-  constexpr int ld = HS + 1;
-  constexpr int kCols = HS / 16;
-  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  for (int i = 0; i < kTile; ++i) {
-    T si[kRows], ti[kCols];
-    for (int a = 0; a < kRows; ++a) si[a] = scores[(ty * kRows + a) * kScoreStride + i];
-    for (int c = 0; c < kCols; ++c) ti[c] = tile[i * ld + tx + 16 * c];
-    for (int a = 0; a < kRows; ++a)
-      for (int c = 0; c < kCols; ++c) acc[a][c] += si[a] * ti[c];
   }
 }
 
