@@ -11,10 +11,12 @@
 //
 // Every number of a row is computed from that row's inputs alone, in an order fixed by the
 // code, by one thread: so a request's logits are the same bits alone or beside any others, at
-// any thread count (tests/serve/test_serve.cpp checks both).
+// any thread count (tests/serve/test_serve.cpp checks both). The linear layers and LayerNorm
+// are the Decoder's kernels (kernels/cpu/decode.h: linear_rows reads each weight once for all
+// the step's rows, and sums every output element in one order whatever the rows around it);
+// attention is here, since each row attends over its own sequence's cache.
 #include "serve/model_runner.h"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 
 #include "brrr/error.h"
 #include "brrr/parallel.h"
+#include "kernels/cpu/decode.h"
 
 namespace brrr::serve {
 
@@ -43,101 +46,6 @@ inline float dot(const float* __restrict a, const float* __restrict b, i64 n) {
   return acc[0];
 }
 
-// out (R, N) = x (R, K) @ w (N, K)^T + bias (N), every element computed the same way:
-//
-//   8 running sums, lane l += x[k] * w[k] for k = l, l + 8, ... (one fused multiply-add each,
-//   rounded once), the last K % 8 products into lanes 0, 1, ...; then ((s0 + s4) + (s2 + s6)) +
-//   ((s1 + s5) + (s3 + s7)); then + bias.
-//
-// That sequence is the contract; how elements are grouped is free. The micro-kernel computes a
-// tile of RM rows x RN columns at once: each 8-float load of x is used RN times and each load of
-// w RM times, from registers (4 x 3 tiles: 12 accumulators, 7 loads per 12 FMAs; a row alone,
-// as in batch-1 decoding, gets 1 x 3: 4 loads per 3 FMAs). So a batch of rows reads the weights
-// once and does more work per load (GEMV -> GEMM, chapter 20), while an element's bits stay
-// those of the contract, whatever tile it falls in and whichever thread computes it.
-constexpr int kLanes = 8;
-
-// The contract's end for one element: the tail products, then the fixed tree.
-inline float finish_lanes(float lanes[kLanes], const float* x, const float* w, i64 whole, i64 K) {
-  for (i64 k = whole; k < K; ++k) lanes[k - whole] = std::fma(x[k], w[k], lanes[k - whole]);
-  return ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
-}
-
-template <int RM, int RN>
-void tile(const float* x, i64 ldx, const float* w, i64 K, float* out, i64 ldo, const float* bias) {
-  const i64 whole = K / kLanes * kLanes;
-  float lanes[RM][RN][kLanes];
-#if defined(__AVX2__) && defined(__FMA__)
-  __m256 acc[RM][RN];
-  for (int i = 0; i < RM; ++i)
-    for (int j = 0; j < RN; ++j) acc[i][j] = _mm256_setzero_ps();
-  for (i64 k = 0; k < whole; k += kLanes) {
-    __m256 wv[RN];
-    for (int j = 0; j < RN; ++j) wv[j] = _mm256_loadu_ps(w + j * K + k);
-    for (int i = 0; i < RM; ++i) {
-      const __m256 xv = _mm256_loadu_ps(x + i * ldx + k);
-      for (int j = 0; j < RN; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
-    }
-  }
-  for (int i = 0; i < RM; ++i)
-    for (int j = 0; j < RN; ++j) _mm256_storeu_ps(lanes[i][j], acc[i][j]);
-#else  // the same sums one lane at a time: std::fma rounds once, as the vector instruction does
-  for (int i = 0; i < RM; ++i)
-    for (int j = 0; j < RN; ++j) {
-      for (int l = 0; l < kLanes; ++l) lanes[i][j][l] = 0.0f;
-      for (i64 k = 0; k < whole; k += kLanes)
-        for (int l = 0; l < kLanes; ++l) lanes[i][j][l] = std::fma(x[i * ldx + k + l], w[j * K + k + l], lanes[i][j][l]);
-    }
-#endif
-  for (int i = 0; i < RM; ++i)
-    for (int j = 0; j < RN; ++j) out[i * ldo + j] = bias[j] + finish_lanes(lanes[i][j], x + i * ldx, w + j * K, whole, K);
-}
-
-constexpr int kTileRows = 4, kTileCols = 3;
-using TileFn = void (*)(const float*, i64, const float*, i64, float*, i64, const float*);
-// tile<rm, rn> for every edge shape: kTiles[rm - 1][rn - 1].
-constexpr TileFn kTiles[kTileRows][kTileCols] = {{tile<1, 1>, tile<1, 2>, tile<1, 3>},
-                                                 {tile<2, 1>, tile<2, 2>, tile<2, 3>},
-                                                 {tile<3, 1>, tile<3, 2>, tile<3, 3>},
-                                                 {tile<4, 1>, tile<4, 2>, tile<4, 3>}};
-
-// Columns are cut into blocks of 48 weight rows (48 * K floats: L1 or L2), one thread's each;
-// each block meets every row of x, so the weights are read once per step for all R rows.
-void linear(float* out, const float* x, const float* w, const float* bias, i64 R, i64 K, i64 N) {
-  constexpr i64 kBlock = 16 * kTileCols;
-  const i64 blocks = (N + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (R * N * K > 65536)
-  for (i64 blk = 0; blk < blocks; ++blk) {
-    const i64 j0 = blk * kBlock, j1 = std::min(N, j0 + kBlock);
-    for (i64 r = 0; r < R; r += kTileRows) {
-      const i64 rm = std::min<i64>(kTileRows, R - r);
-      for (i64 j = j0; j < j1; j += kTileCols) {
-        const i64 rn = std::min<i64>(kTileCols, j1 - j);
-        kTiles[rm - 1][rn - 1](x + r * K, K, w + j * K, K, out + r * N + j, N, bias + j);
-      }
-    }
-  }
-}
-
-// LayerNorm of each row (R, C), mean and variance summed in double, in order.
-void layer_norm(float* out, const float* x, const float* w, const float* b, i64 R, i64 C, double eps) {
-  for (i64 r = 0; r < R; ++r) {
-    const float* row = x + r * C;
-    double mean = 0.0, var = 0.0;
-    for (i64 c = 0; c < C; ++c) mean += row[c];
-    mean /= static_cast<double>(C);
-    for (i64 c = 0; c < C; ++c) var += (row[c] - mean) * (row[c] - mean);
-    const double rstd = 1.0 / std::sqrt(var / static_cast<double>(C) + eps);
-    for (i64 c = 0; c < C; ++c) out[r * C + c] = static_cast<float>((row[c] - mean) * rstd) * w[c] + b[c];
-  }
-}
-
-// GPT-2's GELU, the tanh form (as the kernels' gelu_forward): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-inline float gelu(float x) {
-  const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-  return 0.5f * x * (1.0f + std::tanh(u));
-}
-
 const float* floats(const Tensor& t, const char* what) {
   BRRR_CHECK(t.defined() && t.device().is_cpu() && t.dtype() == kFloat32 && t.is_contiguous(),
              "brrr serve: the model's ", what, " must be a contiguous float32 tensor on the CPU");
@@ -147,9 +55,8 @@ const float* floats(const Tensor& t, const char* what) {
 }  // namespace
 
 ModelRunner::ModelRunner(std::shared_ptr<models::GPT> model) : model_(std::move(model)), config_(model_->config()) {
-  const i64 C = config_.n_embd;
-  zeros_.assign(static_cast<std::size_t>(std::max<i64>(4 * C, config_.vocab_size)), 0.0f);
-  auto bias = [&](const Tensor& t, const char* what) { return t.defined() ? floats(t, what) : zeros_.data(); };
+  // A model without biases: nullptr, which the kernels read as zeros.
+  auto bias = [&](const Tensor& t, const char* what) { return t.defined() ? floats(t, what) : nullptr; };
   wte_ = floats(model_->wte->weight, "wte");
   wpe_ = floats(model_->wpe->weight, "wpe");
   lnf_w_ = floats(model_->ln_f->weight, "ln_f");
@@ -231,26 +138,27 @@ std::vector<std::vector<std::vector<float>>> ModelRunner::step(std::vector<StepI
     }
   }
   const i64 R = static_cast<i64>(rows.size());
-  std::vector<float> x(R * C), h(R * C), qkv(R * 3 * C), att(R * C), fc(R * 4 * C), y(R * C);
+  std::vector<float> x(R * C), h(R * C), qkv(R * 3 * C), att(R * C), fc(R * 4 * C);
   for (i64 r = 0, at = 0; at < static_cast<i64>(inputs.size()); ++at)
     for (std::uint32_t token : inputs[at].tokens) {
       for (i64 c = 0; c < C; ++c) x[r * C + c] = wte_[token * C + c] + wpe_[rows[r].pos * C + c];
       ++r;
     }
+  using kernels::cpu::Epilogue;
+  using kernels::cpu::layer_norm_rows;
+  using kernels::cpu::linear_rows;
+  const auto eps = static_cast<float>(config_.layer_norm_eps);
   std::vector<float>* capture = capture_;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
-    layer_norm(h.data(), x.data(), L.ln1_w, L.ln1_b, R, C, config_.layer_norm_eps);
-    linear(qkv.data(), h.data(), L.attn_w, L.attn_b, R, C, 3 * C);
+    layer_norm_rows(h.data(), x.data(), L.ln1_w, L.ln1_b, R, C, eps);
+    linear_rows(qkv.data(), h.data(), L.attn_w, L.attn_b, R, 3 * C, C, Epilogue::kStore);
     attention(rows, l, qkv.data(), att.data(),
               capture ? capture->data() + l * config_.n_head * (rows.back().pos + 1) : nullptr);
-    linear(y.data(), att.data(), L.proj_w, L.proj_b, R, C, C);
-    for (i64 i = 0; i < R * C; ++i) x[i] += y[i];
-    layer_norm(h.data(), x.data(), L.ln2_w, L.ln2_b, R, C, config_.layer_norm_eps);
-    linear(fc.data(), h.data(), L.fc_w, L.fc_b, R, C, 4 * C);
-    for (float& f : fc) f = gelu(f);
-    linear(y.data(), fc.data(), L.fc_proj_w, L.fc_proj_b, R, 4 * C, C);
-    for (i64 i = 0; i < R * C; ++i) x[i] += y[i];
+    linear_rows(x.data(), att.data(), L.proj_w, L.proj_b, R, C, C, Epilogue::kAdd);  // x += attention's projection
+    layer_norm_rows(h.data(), x.data(), L.ln2_w, L.ln2_b, R, C, eps);
+    linear_rows(fc.data(), h.data(), L.fc_w, L.fc_b, R, 4 * C, C, Epilogue::kGeluTanh);
+    linear_rows(x.data(), fc.data(), L.fc_proj_w, L.fc_proj_b, R, C, 4 * C, Epilogue::kAdd);  // x += the MLP's
   }
   for (Row& row : rows) row.cache->length = std::max(row.cache->length, row.pos + 1);
   // The logits of the rows asked for: each input's last, or all of its rows.
@@ -263,8 +171,8 @@ std::vector<std::vector<std::vector<float>>> ModelRunner::step(std::vector<StepI
   const i64 W = static_cast<i64>(wanted.size());
   std::vector<float> picked(W * C), normed(W * C), logits(W * V);
   for (i64 w = 0; w < W; ++w) std::copy(x.begin() + wanted[w] * C, x.begin() + (wanted[w] + 1) * C, picked.begin() + w * C);
-  layer_norm(normed.data(), picked.data(), lnf_w_, lnf_b_, W, C, config_.layer_norm_eps);
-  linear(logits.data(), normed.data(), head_, zeros_.data(), W, C, V);
+  layer_norm_rows(normed.data(), picked.data(), lnf_w_, lnf_b_, W, C, eps);
+  linear_rows(logits.data(), normed.data(), head_, nullptr, W, V, C, Epilogue::kStore);
   std::vector<std::vector<std::vector<float>>> result(inputs.size());
   for (i64 w = 0, at = 0; at < static_cast<i64>(inputs.size()); ++at) {
     const i64 count = inputs[at].all_logits ? static_cast<i64>(inputs[at].tokens.size()) : 1;

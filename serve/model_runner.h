@@ -1,7 +1,8 @@
 // serve/model_runner.h: the server's one door into the model: a forward pass over many
 // sequences at once, each with its own KV cache, whose numbers do not depend on the batch.
 // Chapter 20 (serving). Read before: brrr/models/gpt.h (the GPT and its KV cache),
-// models/gpt/kv_cache.cpp. Read next: serve/scheduler.h (who calls step()).
+// kernels/cpu/decode.h (the Decoder's kernels, which this uses). Read next: serve/scheduler.h
+// (who calls step()).
 //
 // The scheduler gathers, every step, the new tokens of every running sequence: a whole prompt
 // for a sequence that just joined (prefill), one token for each of the others (decode). They
@@ -10,11 +11,11 @@
 // reason for batching, chapter 20).
 //
 // Batch invariance: a row's numbers must not depend on which other rows share its step, nor
-// on the thread count. The library's GEMMs do not promise that (Eigen picks its blocking from
-// M, N and K; a GEMV path for M = 1 sums in another order), so this file computes every
-// output element itself: out[r][j] = bias[j] + dot(x[r], W[j]), one dot product with one fixed
-// summation order (16 lanes, then a fixed tree), done by one thread. Attention, LayerNorm and
-// the softmax are per row already; they are written here with fixed orders too.
+// on the thread count. The registry's GEMMs do not promise that (Eigen picks its blocking from
+// M, N and K, and switches to a matrix-vector product for M = 1), so the linear layers run the
+// Decoder's linear_rows (kernels/cpu/decode.h), which computes every output element as one dot
+// product in one fixed order, whatever the other rows and the threads; its LayerNorm sums each
+// row in order. Attention, here, sums each (row, head) over its positions in order.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -73,7 +74,6 @@ class ModelRunner {
   models::GPTConfig config_;
   const float *wte_, *wpe_, *lnf_w_, *lnf_b_, *head_;
   std::vector<Layer> layers_;
-  std::vector<float> zeros_;  // the biases of a model without biases
   std::vector<float>* capture_ = nullptr;  // attention_of_last's weights, while it runs
 };
 

@@ -3,11 +3,13 @@
 //
 // linear_rows is a matrix-vector product (a GEMV) when M = 1, generation's case: each row of
 // W is read once, multiplied with x and summed, so the time is W's bytes over the memory
-// bandwidth. Rows of W go to the threads in blocks of 32; within a block, a micro-kernel takes
-// 4 rows of W against 2 rows of x (8 dot products, 8 vector accumulators, each loaded row of
-// W used twice): prefill's many rows then need 1.5 loads per FMA, not 2. (A 3 x 4 tile, 12
-// accumulators, left GCC too few registers for the rows of x: it reloaded them for every row
-// of W, 2 loads per FMA.)
+// bandwidth. Rows of W go to the threads in blocks of 48; within a block, a micro-kernel takes
+// 4 rows of W against 1 or 2 rows of x when x has fewer than 4 rows (decoding: four independent
+// sums per row), and 3 rows of W against 4 rows of x otherwise (a batch of sequences, a
+// prefill: 12 vector accumulators from 3 loads of W and 4 of x, 7 loads per 12 FMAs, as a GEMM's
+// micro-kernel). The loads of W come first and the rows of x one at a time, so the tile needs
+// 12 + 3 + 1 of AVX2's 16 vector registers. (Loading the 4 rows of x first needs 17: GCC then
+// reloaded them for every row of W, 2 loads per FMA.)
 // With AVX2 and FMA (this build's -march says whether) a vector is 8 floats; otherwise a plain
 // array of 8 that computes the same sums, so the numbers are the same bits either way.
 #include "kernels/cpu/decode.h"
@@ -205,11 +207,12 @@ inline void dots(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 K)
     for (int j = 0; j < J; ++j) acc[r][j] = zero();
   const i64 K8 = K - K % 8;
   for (i64 k = 0; k < K8; k += 8) {
-    Vec xv[R];
-    for (int r = 0; r < R; ++r) xv[r] = load(x + r * ldx + k);
-    for (int j = 0; j < J; ++j) {
-      const Vec wv = load(w + j * K + k);
-      for (int r = 0; r < R; ++r) acc[r][j] = fma(xv[r], wv, acc[r][j]);
+    // J loads of W, then the rows of x one at a time: R x J sums + J + 1 registers (16 at 4 x 3).
+    Vec wv[J];
+    for (int j = 0; j < J; ++j) wv[j] = load(w + j * K + k);
+    for (int r = 0; r < R; ++r) {
+      const Vec xv = load(x + r * ldx + k);
+      for (int j = 0; j < J; ++j) acc[r][j] = fma(xv, wv[j], acc[r][j]);
     }
   }
   for (int r = 0; r < R; ++r)
@@ -237,29 +240,42 @@ inline void tile(float* y, const float* x, const W* w, const float* bias, i64 m,
     }
 }
 
+// One thread's block of W's rows [n0, n1) against every row of x, in tiles of RX rows of x by
+// J rows of W (the edges in smaller tiles).
+template <int RX, int J, class W>
+void block(float* y, const float* x, const W* w, const float* bias, i64 M, i64 n0, i64 n1, i64 N, i64 K,
+           Epilogue e) {
+  // Rows of x in chunks of about 144 KiB, which stay in the core's L2 while the block's rows of
+  // W pass over them J at a time (J rows of W, 9 KiB at K = 768 and J = 3, stay in L1 while the
+  // chunk's rows go by RX at a time). Decode has one row: the chunk is x itself.
+  const i64 chunk = std::max<i64>(RX, (i64{144} * 1024 / (K * static_cast<i64>(sizeof(float)))) / RX * RX);
+  for (i64 m0 = 0; m0 < M; m0 += chunk) {
+    const i64 m1 = std::min(M, m0 + chunk);
+    i64 n = n0;
+    for (; n + J <= n1; n += J) {
+      i64 m = m0;
+      for (; m + RX <= m1; m += RX) tile<RX, J>(y, x, w, bias, m, n, N, K, e);
+      for (; m < m1; ++m) tile<1, J>(y, x, w, bias, m, n, N, K, e);
+    }
+    for (; n < n1; ++n) {
+      i64 m = m0;
+      for (; m + RX <= m1; m += RX) tile<RX, 1>(y, x, w, bias, m, n, N, K, e);
+      for (; m < m1; ++m) tile<1, 1>(y, x, w, bias, m, n, N, K, e);
+    }
+  }
+}
+
 template <class W>
 void linear_rows_impl(float* y, const float* x, const W* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
-  constexpr int kRowsOfX = 2;
-  constexpr i64 kRowsOfW = 32;  // a block of W's rows (96 KiB at K = 768 in float32): one thread's share of work
-  // Rows of x in chunks of about 144 KiB, which stay in the core's L2 while a block's rows of
-  // W pass over them 4 at a time (a 4-row tile of W, 12 KiB at K = 768, stays in L1 while the
-  // chunk's rows go by 2 at a time). Decode has one row: the chunk is x itself.
-  const i64 chunk = std::max<i64>(kRowsOfX, (i64{144} * 1024 / (K * static_cast<i64>(sizeof(float)))) / kRowsOfX * kRowsOfX);
+  constexpr i64 kRowsOfW = 48;  // a block of W's rows (144 KiB at K = 768 in float32): one thread's share of work
+  // A few rows (decoding): 1 x 4 or 2 x 4 tiles, four independent sums per row of x. Four rows or
+  // more (a batch of sequences, a prefill): 4 x 3 tiles, 12 sums from 7 loads, as a GEMM's
+  // micro-kernel. Either way every output is the same dot product (the order above).
   share(N, kRowsOfW, [&](i64 n0, i64 n1) {
-    for (i64 m0 = 0; m0 < M; m0 += chunk) {
-      const i64 m1 = std::min(M, m0 + chunk);
-      i64 n = n0;
-      for (; n + 4 <= n1; n += 4) {
-        i64 m = m0;
-        for (; m + kRowsOfX <= m1; m += kRowsOfX) tile<kRowsOfX, 4>(y, x, w, bias, m, n, N, K, e);
-        for (; m < m1; ++m) tile<1, 4>(y, x, w, bias, m, n, N, K, e);
-      }
-      for (; n < n1; ++n) {
-        i64 m = m0;
-        for (; m + kRowsOfX <= m1; m += kRowsOfX) tile<kRowsOfX, 1>(y, x, w, bias, m, n, N, K, e);
-        for (; m < m1; ++m) tile<1, 1>(y, x, w, bias, m, n, N, K, e);
-      }
-    }
+    if (M >= 4)
+      block<4, 3>(y, x, w, bias, M, n0, n1, N, K, e);
+    else
+      block<2, 4>(y, x, w, bias, M, n0, n1, N, K, e);
   });
 }
 
