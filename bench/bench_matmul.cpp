@@ -4,8 +4,8 @@
 //   build/bench/bench_matmul [--variant blocked|eigen|naive] [--sizes 128,256,...] [--threads 1,2]
 //                            [--dtype float32|bf16]
 // Without --variant it times the default (highest priority) variant and names it. --dtype bf16
-// times the same float32 matmul under brrr::Autocast(kBFloat16) (chapter 18): the matmul_bf16
-// op, whose --variant is then avx512bf16 or plain.
+// times the same float32 matmul under brrr::Autocast(kBFloat16) (chapter 18): matmul:bf16,
+// matmul's bf16-products slot, whose --variant is then avx512bf16 or plain.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool bf16 = dtype == "bf16";
-  const char* op = bf16 ? "matmul_bf16" : "matmul";
+  const char* op = bf16 ? "matmul:bf16" : "matmul";
   if (!variant.empty()) kernels::select(op, variant);
   variant = kernels::selected(op, DeviceType::CPU, kFloat32);
   std::printf("# brrr %s (variant %s), %s, C = A @ B, %s\n", op, variant.c_str(),

@@ -52,10 +52,8 @@ struct DeviceValues {
 };
 
 using GemmFn = void (*)(float*, const bf16*, const bf16*, const kernels::MatmulShape&, kernels::Stream);
-using AttentionFn = void (*)(bf16*, float*, const bf16*, const bf16*, const bf16*, std::int64_t, std::int64_t,
-                             std::int64_t, float, kernels::Stream);
-using BackwardFn = void (*)(float*, float*, float*, const bf16*, const bf16*, const bf16*, const bf16*, const bf16*,
-                            const float*, std::int64_t, std::int64_t, std::int64_t, float, kernels::Stream);
+using AttentionFn = kernels::attention_forward_on_bf16_fn;
+using BackwardFn = kernels::attention_backward_on_bf16_fn;
 
 }  // namespace
 
@@ -118,7 +116,7 @@ int main(int argc, char** argv) {
         lse(*runtime, static_cast<std::size_t>(BH * T), sizeof(float));
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const double ms = median_ms([&] {
-      attention(out.as<bf16>(), lse.as<float>(), q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), BH, T, hs, scale,
+      attention(out.as<bf16>(), lse.as<float>(), q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), {BH, T, hs, scale},
                 runtime->stream());
     });
     // Causal: about half of the 4 T^2 hs FLOPs per head (q k^T and p v).
@@ -132,7 +130,7 @@ int main(int argc, char** argv) {
         dk(*runtime, count, sizeof(float)), dv(*runtime, count, sizeof(float));
     const double backward_ms = median_ms([&] {
       backward(dq.as<float>(), dk.as<float>(), dv.as<float>(), dout.as<bf16>(), q.as<bf16>(), k.as<bf16>(),
-               v.as<bf16>(), out.as<bf16>(), lse.as<float>(), BH, T, hs, scale, runtime->stream());
+               v.as<bf16>(), out.as<bf16>(), lse.as<float>(), {BH, T, hs, scale}, runtime->stream());
     });
     std::printf("attention backward bf16_pipelined (variant 4) bf16 in, float32 gradients: %.4f ms; forward + "
                 "backward %.4f ms\n",

@@ -118,7 +118,7 @@ const std::vector<Exercise>& all() {
       {"ex16.2", "adamw_step", 16, "cuda", "exercises/student/adamw.cu", "the AdamW update", "adamw_step",
        &grade_adamw_step},
       {"ex18.1", "bf16_round", 18, "cpu", "exercises/student/bf16_round.cpp",
-       "float32 to bfloat16, round to nearest even, inside matmul_bf16 variant \"student\"", "",
+       "float32 to bfloat16, round to nearest even, inside matmul:bf16 variant \"student\"", "",
        &grade_bf16_round_variant},
   };
   return table;

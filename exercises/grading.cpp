@@ -34,7 +34,7 @@ Result guarded(const std::string& id, const std::function<Result()>& grader) {
 
 void with_kernel_variant(const std::string& op, const std::string& variant, const std::function<void()>& f,
                          DeviceType device) {
-  bool has64 = false;  // matmul_bf16 has float32 kernels only
+  bool has64 = false;  // matmul:bf16 has float32 kernels only
   for (const kernels::VariantInfo& v : kernels::variants(op)) has64 |= v.device.type == device && v.dtype == kFloat64;
   const std::string before32 = kernels::selected(op, device, kFloat32);
   const std::string before64 = has64 ? kernels::selected(op, device, kFloat64) : before32;

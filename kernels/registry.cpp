@@ -1,8 +1,9 @@
 // kernels/registry.cpp: the kernel registry (see brrr/kernels.h and kernels/registry.h).
 // Chapter 04 (matmul and the CPU backend).
 //
-// A table from (op, device, dtype) to the registered variants, and the one decision of which
-// of them runs a call (choose() below: the selection, the priorities, the eligibility rules).
+// A table from slots, (op, device, dtype, products), to the registered variants, and the one
+// decision of which of them runs a call (choose() below: the selection, the priorities, the
+// eligibility rules).
 // The first lookup registers every backend's kernels (explicit calls, not static
 // initialisers, so nothing depends on the linker keeping an object file) and applies
 // BRRR_KERNELS from the environment.
@@ -30,19 +31,33 @@ struct Registration {
   VariantMeta meta;
 };
 
-// A slot's variants fall in two precisions: those that round their inputs to bfloat16
-// (meta.bf16_inputs, for Call::bf16_compute) and the rest. A selection names a variant of one
-// precision and holds for the calls of that precision: BRRR_KERNELS=matmul=naive changes the
-// float32 products and leaves autocast's bf16 ones to their own default.
-int precision_of(const VariantMeta& meta) { return meta.bf16_inputs ? 1 : 0; }
-
+// An op's exact products and its bf16 ones (autocast's, Call::bf16_compute) are two slots, each
+// with its variants and its selection: BRRR_KERNELS=matmul=naive changes the float32 products
+// and leaves autocast's, matmul:bf16, to their own default.
 struct Slot {
   std::vector<Registration> variants;  // highest priority first
-  int selected[2] = {-1, -1};          // per precision: index into variants, -1: the default
+  int selected = -1;                   // index into variants, -1: the default
   std::string signature;               // typeid(Fn).name() of the op's function type
 };
 
-using Key = std::tuple<std::string, DeviceType, DType>;
+// (op, device, dtype, bf16 products)
+using Key = std::tuple<std::string, DeviceType, DType, bool>;
+
+// A slot's name as users write it: "matmul", "matmul:bf16" (brrr/kernels.h's kBf16Suffix).
+struct SlotName {
+  std::string op;
+  bool bf16 = false;
+};
+SlotName parse_slot(const std::string& name) {
+  const std::string suffix = kBf16Suffix;
+  if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return {name.substr(0, name.size() - suffix.size()), true};
+  return {name, false};
+}
+std::string slot_name(const Key& key) { return std::get<0>(key) + (std::get<3>(key) ? kBf16Suffix : ""); }
+bool names(const Key& key, const SlotName& name) {
+  return std::get<0>(key) == name.op && std::get<3>(key) == name.bf16;
+}
 
 struct Registry {
   std::map<Key, Slot> slots;
@@ -81,13 +96,13 @@ void initialise() {
   });
 }
 
-std::string variant_names(const std::string& op) {
-  std::vector<std::string> names;
+std::string variant_names(const SlotName& op) {
+  std::vector<std::string> found;
   for (const auto& [key, slot] : table().slots)
-    if (std::get<0>(key) == op)
+    if (names(key, op))
       for (const auto& r : slot.variants)
-        if (std::find(names.begin(), names.end(), r.variant) == names.end()) names.push_back(r.variant);
-  return join(names);
+        if (std::find(found.begin(), found.end(), r.variant) == found.end()) found.push_back(r.variant);
+  return join(found);
 }
 
 const char* device_name(DeviceType d) { return d == DeviceType::CPU ? "cpu" : "cuda"; }
@@ -103,11 +118,11 @@ std::string call_text(const Call& call) {
   return text;
 }
 
-// The one decision (brrr/kernels.h's chosen()): the selected variant of the call's precision,
-// which must be able to run the call; else the highest-priority variant that can.
+// The one decision (brrr/kernels.h's chosen()) in the slot the call's precision picked: the
+// selected variant, which must be able to run the call; else the highest-priority one that can.
 const Registration& choose(const std::string& op, DeviceType device, DType dtype, const Slot& slot,
                            const Call& call) {
-  const int picked = slot.selected[call.bf16_compute ? 1 : 0];
+  const int picked = slot.selected;
   if (picked >= 0) {
     const Registration& r = slot.variants[picked];
     const std::string reason = why_not(r.meta, call);
@@ -129,9 +144,7 @@ const Registration& choose(const std::string& op, DeviceType device, DType dtype
 }  // namespace
 
 std::string why_not(const VariantMeta& meta, const Call& call) {
-  if (meta.bf16_inputs != call.bf16_compute)
-    return meta.bf16_inputs ? "it rounds its inputs to bf16: only for bf16 products (autocast)"
-                            : "it multiplies in full precision, and the call asks for bf16 products (autocast)";
+  // (The precision is the slot's: a call for bf16 products never meets an exact variant.)
   if (meta.max_head_size > 0 && call.head_size > meta.max_head_size)
     return "head size " + std::to_string(call.head_size) + " > " + std::to_string(meta.max_head_size) +
            ", the most its tiles hold";
@@ -148,37 +161,43 @@ std::string rule_text(const VariantMeta& meta) {
 
 namespace detail {
 
-void add_any(const char* op, DeviceType device, DType dtype, const std::string& variant, AnyFn fn,
-             const char* signature, int priority, const VariantMeta& meta) {
-  Slot& slot = table().slots[{op, device, dtype}];
+void add_any(const char* op, DeviceType device, DType dtype, bool bf16_products, const std::string& variant,
+             AnyFn fn, const char* signature, int priority, const VariantMeta& meta) {
+  const Key key{op, device, dtype, bf16_products};
+  const std::string name = slot_name(key);
+  Slot& slot = table().slots[key];
   if (slot.variants.empty()) slot.signature = signature;
-  BRRR_CHECK(slot.signature == signature, "kernel registry: ", op, " variant '", variant, "' for ",
+  BRRR_CHECK(slot.signature == signature, "kernel registry: ", name, " variant '", variant, "' for ",
              device_name(device), " ", dtype_name(dtype), " has another signature than the variants before it (",
              signature, ", not ", slot.signature, "): two descriptors of one op disagree");
   for (const auto& r : slot.variants)
-    BRRR_CHECK(r.variant != variant, "kernel registry: ", op, " variant '", variant, "' registered twice for ",
+    BRRR_CHECK(r.variant != variant, "kernel registry: ", name, " variant '", variant, "' registered twice for ",
                device_name(device), " ", dtype_name(dtype));
-  slot.variants.push_back({variant, fn, priority, meta});
+  Registration r{variant, fn, priority, meta};
+  r.meta.bf16_inputs = bf16_products;  // the slot says it (the lab checks it on rounded inputs)
+  slot.variants.push_back(r);
   std::stable_sort(slot.variants.begin(), slot.variants.end(),
                    [](const Registration& a, const Registration& b) { return a.priority > b.priority; });
-  slot.selected[0] = slot.selected[1] = -1;
+  slot.selected = -1;
   table().generation++;
 }
 
-AnyFn lookup_any(const char* op, DeviceType device, DType dtype, const char* signature, const Call& call) {
+AnyFn lookup_any(const char* op, DeviceType device, DType dtype, bool bf16_products, const char* signature,
+                 const Call& call) {
   initialise();
-  auto it = table().slots.find({op, device, dtype});
-  BRRR_CHECK(it != table().slots.end() && !it->second.variants.empty(), op, ": no kernel for ",
+  const Key key{op, device, dtype, bf16_products};
+  auto it = table().slots.find(key);
+  BRRR_CHECK(it != table().slots.end() && !it->second.variants.empty(), slot_name(key), ": no kernel for ",
              device_name(device), " ", dtype_name(dtype));
-  BRRR_CHECK(it->second.signature == signature, op, ": looked up as ", signature, " but registered as ",
+  BRRR_CHECK(it->second.signature == signature, slot_name(key), ": looked up as ", signature, " but registered as ",
              it->second.signature, " (", device_name(device), " ", dtype_name(dtype), ")");
-  return choose(op, device, dtype, it->second, call).fn;
+  return choose(slot_name(key), device, dtype, it->second, call).fn;
 }
 
-AnyFn lookup_variant_any(const char* op, DeviceType device, DType dtype, const std::string& variant,
-                         const char* signature) {
+AnyFn lookup_variant_any(const char* op, DeviceType device, DType dtype, bool bf16_products,
+                         const std::string& variant, const char* signature) {
   initialise();
-  auto it = table().slots.find({op, device, dtype});
+  auto it = table().slots.find({op, device, dtype, bf16_products});
   if (it == table().slots.end()) return nullptr;
   BRRR_CHECK(it->second.signature == signature, op, ": looked up as ", signature, " but registered as ",
              it->second.signature, " (", device_name(device), " ", dtype_name(dtype), ")");
@@ -225,23 +244,24 @@ void select(const std::string& op, const std::string& variant) {
 }
 
 namespace {
-// op "*" selects `variant` for every op that has a variant of that name ("*=composed").
+// op "*" selects `variant` for every slot that has a variant of that name ("*=composed").
 void select_impl(const std::string& op, const std::string& variant) {
   bool op_known = false, found = false;
   const bool every_op = op == "*";
+  const SlotName name = parse_slot(op);
   for (auto& [key, slot] : table().slots) {
-    if (std::get<0>(key) != op && !every_op) continue;
+    if (!names(key, name) && !every_op) continue;
     op_known = true;
     for (std::size_t i = 0; i < slot.variants.size(); ++i)
       if (slot.variants[i].variant == variant) {
-        slot.selected[precision_of(slot.variants[i].meta)] = static_cast<int>(i);
+        slot.selected = static_cast<int>(i);
         found = true;
       }
   }
   BRRR_CHECK(!every_op || found, "kernels::select: no op has a variant '", variant, "'");
   BRRR_CHECK(op_known, "kernels::select: unknown op '", op, "'");
   BRRR_CHECK(found, "kernels::select: op '", op, "' has no variant '", variant, "' (variants: ",
-             variant_names(op), ")");
+             variant_names(name), ")");
   table().generation++;
 }
 
@@ -254,7 +274,8 @@ void select_from_spec_impl(const std::string& spec) {
     if (!item.empty()) {
       const std::size_t eq = item.find('=');
       BRRR_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), "kernel selection '", item,
-                 "' is not of the form op=variant (as in BRRR_KERNELS=layernorm_forward=student)");
+                 "' is not of the form op=variant (as in BRRR_KERNELS=layernorm_forward=student or "
+                 "matmul:bf16=plain)");
       select_impl(item.substr(0, eq), item.substr(eq + 1));
     }
     start = end + 1;
@@ -265,22 +286,23 @@ void select_from_spec_impl(const std::string& spec) {
 void select(const std::string& op, const std::string& variant, DeviceType device) {
   initialise();
   bool found = false;
+  const SlotName name = parse_slot(op);
   for (auto& [key, slot] : table().slots) {
-    if (std::get<0>(key) != op || std::get<1>(key) != device) continue;
+    if (!names(key, name) || std::get<1>(key) != device) continue;
     for (std::size_t i = 0; i < slot.variants.size(); ++i)
       if (slot.variants[i].variant == variant) {
-        slot.selected[precision_of(slot.variants[i].meta)] = static_cast<int>(i);
+        slot.selected = static_cast<int>(i);
         found = true;
       }
   }
   BRRR_CHECK(found, "kernels::select: op '", op, "' has no variant '", variant, "' on ", device_name(device),
-             " (variants: ", variant_names(op), ")");
+             " (variants: ", variant_names(name), ")");
   table().generation++;
 }
 
 void reset_selection() {
   initialise();
-  for (auto& [key, slot] : table().slots) slot.selected[0] = slot.selected[1] = -1;
+  for (auto& [key, slot] : table().slots) slot.selected = -1;
   table().generation++;
 }
 
@@ -291,60 +313,59 @@ void select_from_spec(const std::string& spec) {
 
 std::vector<std::string> ops() {
   initialise();
-  std::vector<std::string> names;
-  for (const auto& [key, slot] : table().slots)
-    if (names.empty() || names.back() != std::get<0>(key)) names.push_back(std::get<0>(key));
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  return names;
+  std::vector<std::string> found;
+  for (const auto& [key, slot] : table().slots) found.push_back(slot_name(key));
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  return found;
 }
 
 std::vector<VariantInfo> variants(const std::string& op) {
   initialise();
   std::vector<VariantInfo> out;
+  const SlotName name = parse_slot(op);
   for (const auto& [key, slot] : table().slots) {
-    if (std::get<0>(key) != op) continue;
-    // What a plain call of each precision runs (none, if the selected one cannot run it).
-    const Registration* plain[2] = {nullptr, nullptr};
-    for (int p = 0; p < 2; ++p) {
-      Call call;
-      call.bf16_compute = p == 1;
-      const int picked = slot.selected[p];
-      if (picked >= 0) {
-        if (why_not(slot.variants[picked].meta, call).empty()) plain[p] = &slot.variants[picked];
-        continue;
-      }
+    if (!names(key, name)) continue;
+    // What a plain call runs (none, if the selected one cannot run it).
+    const Registration* plain = nullptr;
+    if (slot.selected >= 0) {
+      if (why_not(slot.variants[slot.selected].meta, Call{}).empty()) plain = &slot.variants[slot.selected];
+    } else {
       for (const Registration& r : slot.variants)
-        if (why_not(r.meta, call).empty()) {
-          plain[p] = &r;
+        if (why_not(r.meta, Call{}).empty()) {
+          plain = &r;
           break;
         }
     }
     for (const Registration& r : slot.variants)
-      out.push_back({op, r.variant, Device{std::get<1>(key), 0}, std::get<2>(key), r.priority,
-                     plain[precision_of(r.meta)] == &r, r.meta});
+      out.push_back({op, r.variant, Device{std::get<1>(key), 0}, std::get<2>(key), r.priority, plain == &r, r.meta});
   }
   return out;
 }
 
 std::string chosen(const std::string& op, DeviceType device, DType dtype, const Call& call) {
   initialise();
-  auto it = table().slots.find({op, device, dtype});
-  BRRR_CHECK(it != table().slots.end() && !it->second.variants.empty(), op, ": no kernel for ",
+  const SlotName name = parse_slot(op);
+  const Key key{name.op, device, dtype, name.bf16 || call.bf16_compute};
+  auto it = table().slots.find(key);
+  BRRR_CHECK(it != table().slots.end() && !it->second.variants.empty(), slot_name(key), ": no kernel for ",
              device_name(device), " ", dtype_name(dtype));
-  return choose(op, device, dtype, it->second, call).variant;
+  return choose(slot_name(key), device, dtype, it->second, call).variant;
 }
 
 std::string explain(const std::string& op, const Call& call) {
   initialise();
   std::string text;
+  SlotName name = parse_slot(op);
+  name.bf16 = name.bf16 || call.bf16_compute;
   for (const auto& [key, slot] : table().slots) {
-    if (std::get<0>(key) != op) continue;
+    if (!names(key, name)) continue;
     const DeviceType device = std::get<1>(key);
     const DType dtype = std::get<2>(key);
     text += std::string("  ") + device_name(device) + " " + dtype_name(dtype) + ": ";
     const Registration* runs = nullptr;
     try {
-      runs = &choose(op, device, dtype, slot, call);
+      runs = &choose(slot_name(key), device, dtype, slot, call);
       text += runs->variant + " runs";
     } catch (const Error& e) {
       text += std::string("nothing runs: ") + e.what();
@@ -353,7 +374,7 @@ std::string explain(const std::string& op, const Call& call) {
     for (const Registration& r : slot.variants) {
       if (&r == runs) continue;
       const std::string reason = why_not(r.meta, call);
-      const bool picked = slot.selected[call.bf16_compute ? 1 : 0] >= 0;
+      const bool picked = slot.selected >= 0;
       passed.push_back(r.variant + " (" +
                        (!reason.empty() ? reason : picked ? "eligible, not the selected one" : "eligible, lower priority") +
                        ")");
@@ -361,20 +382,15 @@ std::string explain(const std::string& op, const Call& call) {
     if (!passed.empty()) text += "; passed over: " + join(passed);
     text += "\n";
   }
-  BRRR_CHECK(!text.empty(), "kernels: no op '", op, "'");
-  return op + " for " + call_text(call) + ":\n" + text;
+  const std::string shown = name.op + (name.bf16 ? kBf16Suffix : "");
+  BRRR_CHECK(!text.empty(), "kernels: no op '", shown, "'");
+  Call asked = call;
+  asked.bf16_compute = name.bf16;
+  return shown + " for " + call_text(asked) + ":\n" + text;
 }
 
 std::string selected(const std::string& op, DeviceType device, DType dtype) {
-  initialise();
-  auto it = table().slots.find({op, device, dtype});
-  BRRR_CHECK(it != table().slots.end() && !it->second.variants.empty(), op, ": no kernel for ",
-             device_name(device), " ", dtype_name(dtype));
-  // An op whose every variant rounds to bf16 (matmul_bf16) is asked for bf16 products.
-  Call call;
-  call.bf16_compute = std::all_of(it->second.variants.begin(), it->second.variants.end(),
-                                  [](const Registration& r) { return r.meta.bf16_inputs; });
-  return choose(op, device, dtype, it->second, call).variant;
+  return chosen(op, device, dtype, Call{});
 }
 
 }  // namespace brrr::kernels

@@ -77,6 +77,16 @@ struct PoolShape {
   std::int64_t H_out = 0, W_out = 0;
 };
 
+// Causal attention over BH = batch * heads independent (T, hs) problems: every query row i
+// sees the keys 0..i, scores scaled by `scale` (usually 1 / sqrt(hs), AttentionShape::of).
+struct AttentionShape {
+  std::int64_t BH = 0, T = 0, hs = 0;
+  double scale = 1;  // the kernel uses it in its own dtype (static_cast<T>)
+  static AttentionShape of(std::int64_t BH, std::int64_t T, std::int64_t hs) {
+    return {BH, T, hs, hs > 0 ? 1.0 / std::sqrt(static_cast<double>(hs)) : 1.0};
+  }
+};
+
 struct AdamWParams {
   double lr, beta1, beta2, eps, weight_decay;
   std::int64_t step;  // 1 for the first step (bias correction)
@@ -145,8 +155,9 @@ template <class T> using max_dim_fn = void (*)(T* out, std::int64_t* index, cons
 template <class T> using max_dim_backward_fn = void (*)(T* dx, const T* dout, const std::int64_t* index, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream);
 
 template <class T> using matmul_fn = void (*)(T* out, const T* a, const T* b, const MatmulShape& shape, Stream);
-// matmul_bf16 (chapter 18, mixed precision): matmul's float32 signature, but a and b are rounded
-// to bfloat16 (round to nearest even) before they are multiplied; products are added in float32.
+// matmul's bf16-products slot, op::matmul<float>.autocast() ("matmul:bf16"; chapter 18, mixed
+// precision): matmul's float32 signature, but a and b are rounded to bfloat16 (round to nearest
+// even) before they are multiplied; products are added in float32.
 
 // embedding: weight (V, C), idx (N) -> out (N, C); backward adds dout rows into dweight.
 // Indices checked where they are, without reading them back (chapter 17): safe[i] = idx[i]
@@ -190,26 +201,28 @@ template <class T> using residual_layernorm_forward_fn = void (*)(T* sum, T* out
 // dlogits (N, V) = dloss * (softmax(logits) - onehot(target)); rows whose target is
 // ignore_index get loss 0 and gradient 0. No probability tensor is kept.
 template <class T> using cross_entropy_fused_fn = void (*)(T* losses, T* dlogits, const T* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, T dloss, Stream);
-// Causal attention for BH = batch * heads independent (T, hs) problems: q, k, v, out (BH, T, hs),
-// lse (BH, T) = log-sum-exp of each row of the scaled, masked scores (all the backward needs
-// besides q, k, v, out). scale is usually 1 / sqrt(hs). The backward overwrites dq, dk, dv.
-template <class T> using attention_forward_fn = void (*)(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
-template <class T> using attention_backward_fn = void (*)(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
-// attention_forward_bf16, attention_backward_bf16 (chapter 18, mixed precision): attention's
-// float32 signatures, but q, k, v (in the backward also dout) are rounded to bfloat16 (round to
-// nearest even) before they are multiplied; products are added, and the softmax statistics
-// (lse, D = dout . out), outputs and gradients kept, in float32.
+// Causal attention (AttentionShape above): q, k, v, out (BH, T, hs), lse (BH, T) = log-sum-exp
+// of each row of the scaled, masked scores (all the backward needs besides q, k, v, out). The
+// backward overwrites dq, dk, dv.
+template <class T> using attention_forward_fn = void (*)(T* out, T* lse, const T* q, const T* k, const T* v, const AttentionShape& shape, Stream);
+template <class T> using attention_backward_fn = void (*)(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse, const AttentionShape& shape, Stream);
+// Their bf16-products slots, op::attention_forward<float>.autocast() and the backward's
+// ("attention_forward:bf16"; chapter 18, mixed precision): the float32 signatures, but q, k, v
+// (in the backward also dout) are rounded to bfloat16 (round to nearest even) before they are
+// multiplied; products are added, and the softmax statistics (lse, D = dout . out), outputs and
+// gradients kept, in float32.
 
-// bf16 in memory (chapter 18; the tensor-core kernels of chapter 14's variant 12 and chapter 15's
-// variant 4, which copy bf16 tiles straight from memory with 16-byte cp.async): operands in
+// On bf16 data (chapter 18; the tensor-core kernels of chapter 14's variant 12 and chapter 15's
+// variant 4, which copy bf16 tiles straight from memory with 16-byte cp.async): the same ops,
+// "matmul" and "attention_*" in dtype bfloat16, with signatures of their own: operands in
 // bfloat16, sums and statistics in float32.
-// matmul_bf16_memory: out (batch, M, N) float32 = a @ b with a, b bfloat16, shape as matmul's.
-using matmul_bf16_memory_fn = void (*)(float* out, const bf16* a, const bf16* b, const MatmulShape& shape, Stream);
-// attention_forward_bf16_memory: q, k, v, out bfloat16 (BH, T, hs), lse float32 (BH, T).
-// attention_backward_bf16_memory: from dout, q, k, v, out bfloat16 and the float32 lse, dq, dk,
-// dv float32 (BH, T, hs), overwritten.
-using attention_forward_bf16_memory_fn = void (*)(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream);
-using attention_backward_bf16_memory_fn = void (*)(float* dq, float* dk, float* dv, const bf16* dout, const bf16* q, const bf16* k, const bf16* v, const bf16* out, const float* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream);
+// matmul on bf16 data: out (batch, M, N) float32 = a @ b with a, b bfloat16, shape as matmul's.
+using matmul_on_bf16_fn = void (*)(float* out, const bf16* a, const bf16* b, const MatmulShape& shape, Stream);
+// attention_forward on bf16 data: q, k, v, out bfloat16 (BH, T, hs), lse float32 (BH, T).
+// attention_backward on bf16 data: from dout, q, k, v, out bfloat16 and the float32 lse, dq,
+// dk, dv float32 (BH, T, hs), overwritten.
+using attention_forward_on_bf16_fn = void (*)(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, const AttentionShape& shape, Stream);
+using attention_backward_on_bf16_fn = void (*)(float* dq, float* dk, float* dv, const bf16* dout, const bf16* q, const bf16* k, const bf16* v, const bf16* out, const float* lse, const AttentionShape& shape, Stream);
 
 // Convolution and pooling (chapter 09, convolutions): bias may be nullptr. The
 // backward is two ops: dx (overwritten) from dout and weight; dweight and dbias (overwritten;
@@ -244,7 +257,9 @@ template <class T> using sgd_step_fn = void (*)(T* param, const T* grad, T* mome
 // --- the ops: one descriptor per op name -----------------------------------------------------
 // Registrations and lookups name an op through these (brrr/kernels.h's Op, kernels/registry.h),
 // so the compiler checks every kernel against its op's signature above. op::exp<float> is the
-// op "exp" in float32, whose kernels are unary_fn<float>.
+// op "exp" in float32, whose kernels are unary_fn<float>. Each name is written once, here
+// (tests/layout/check_op_names.py): precision is a descriptor's dtype or its products
+// (op::matmul<float>.autocast()), never a second name.
 namespace op {
 template <class T> inline constexpr Op<fill_fn<T>> fill{"fill", dtype_of<T>()};
 template <class T> inline constexpr Op<copy_fn<T>> copy{"copy", dtype_of<T>()};
@@ -271,14 +286,10 @@ template <class T> inline constexpr Op<sum_dim_fn<T>> sum_dim{"sum_dim", dtype_o
 template <class T> inline constexpr Op<max_dim_fn<T>> max_dim{"max_dim", dtype_of<T>()};
 template <class T> inline constexpr Op<max_dim_backward_fn<T>> max_dim_backward{"max_dim_backward", dtype_of<T>()};
 template <class T> inline constexpr Op<matmul_fn<T>> matmul{"matmul", dtype_of<T>()};
-// float32 in memory, bfloat16 operands inside: one descriptor, in the dtype of its data.
-inline constexpr Op<matmul_fn<float>> matmul_bf16{"matmul_bf16", kFloat32};
-inline constexpr Op<attention_forward_fn<float>> attention_forward_bf16{"attention_forward_bf16", kFloat32};
-inline constexpr Op<attention_backward_fn<float>> attention_backward_bf16{"attention_backward_bf16", kFloat32};
-// bf16 data with float32 results: one descriptor each, in the dtype of the data, kBFloat16.
-inline constexpr Op<matmul_bf16_memory_fn> matmul_bf16_memory{"matmul_bf16_memory", kBFloat16};
-inline constexpr Op<attention_forward_bf16_memory_fn> attention_forward_bf16_memory{"attention_forward_bf16_memory", kBFloat16};
-inline constexpr Op<attention_backward_bf16_memory_fn> attention_backward_bf16_memory{"attention_backward_bf16_memory", kBFloat16};
+// matmul on bf16 data with float32 results: the op "matmul" in dtype bfloat16, with a signature
+// of its own (its name is matmul<float>'s). Autocast's float32 data with bf16 products is
+// matmul<float>.autocast().
+inline constexpr Op<matmul_on_bf16_fn> matmul_on_bf16{matmul<float>.name, kBFloat16};
 // check_indices works on int32 indices whatever the table's dtype: one descriptor, kInt32.
 inline constexpr Op<check_indices_fn> check_indices{"check_indices", kInt32};
 template <class T> inline constexpr Op<embedding_forward_fn<T>> embedding_forward{"embedding_forward", dtype_of<T>()};
@@ -300,6 +311,9 @@ template <class T> inline constexpr Op<residual_layernorm_forward_fn<T>> residua
 template <class T> inline constexpr Op<cross_entropy_fused_fn<T>> cross_entropy_fused{"cross_entropy_fused", dtype_of<T>()};
 template <class T> inline constexpr Op<attention_forward_fn<T>> attention_forward{"attention_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<attention_backward_fn<T>> attention_backward{"attention_backward", dtype_of<T>()};
+// attention on bf16 data (as matmul_on_bf16): the ops "attention_*" in dtype bfloat16.
+inline constexpr Op<attention_forward_on_bf16_fn> attention_forward_on_bf16{attention_forward<float>.name, kBFloat16};
+inline constexpr Op<attention_backward_on_bf16_fn> attention_backward_on_bf16{attention_backward<float>.name, kBFloat16};
 template <class T> inline constexpr Op<conv2d_forward_fn<T>> conv2d_forward{"conv2d_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<conv2d_backward_input_fn<T>> conv2d_backward_input{"conv2d_backward_input", dtype_of<T>()};
 template <class T> inline constexpr Op<conv2d_backward_weight_fn<T>> conv2d_backward_weight{"conv2d_backward_weight", dtype_of<T>()};

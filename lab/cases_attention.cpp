@@ -25,16 +25,17 @@ namespace op = kernels::op;
 namespace {
 
 double scale_for(const Dims& d) { return 1.0 / std::sqrt(static_cast<double>(d[2])); }
+// The kernels' AttentionShape for dims (BH, T, hs).
+kernels::AttentionShape shape_of(const Dims& d) { return {d[0], d[1], d[2], scale_for(d)}; }
 
 template <class T>
 void call_attention_forward(kernels::attention_forward_fn<T> f, const Args& a) {
-  f(a.f<T>("out"), a.f<T>("lse"), a.f<T>("q"), a.f<T>("k"), a.f<T>("v"), a.dims[0], a.dims[1], a.dims[2],
-    static_cast<T>(scale_for(a.dims)), a.stream);
+  f(a.f<T>("out"), a.f<T>("lse"), a.f<T>("q"), a.f<T>("k"), a.f<T>("v"), shape_of(a.dims), a.stream);
 }
 template <class T>
 void call_attention_backward(kernels::attention_backward_fn<T> f, const Args& a) {
   f(a.f<T>("dq"), a.f<T>("dk"), a.f<T>("dv"), a.f<T>("dout"), a.f<T>("q"), a.f<T>("k"), a.f<T>("v"), a.f<T>("out"),
-    a.f<T>("lse"), a.dims[0], a.dims[1], a.dims[2], static_cast<T>(scale_for(a.dims)), a.stream);
+    a.f<T>("lse"), shape_of(a.dims), a.stream);
 }
 
 // out (BH, T, hs) and lse (BH, T) from q, k, v, as in the formulas above; the BH problems spread
@@ -131,7 +132,7 @@ double attention_loss(const Problem& p) {
   return dot(p.in("dout"), out);
 }
 
-// --- attention_forward_bf16, attention_backward_bf16 (chapter 18) ----------------------------
+// --- attention_forward:bf16, attention_backward:bf16: bf16 products (chapter 18) ------------
 // The float32 formulas on q, k, v (and dout) rounded to the nearest bf16, ties to even: what is
 // left to a kernel's error is its own arithmetic (float32 sums; the tensor-core variant's bf16
 // softmax weights). out and lse are the forward's float32 results and are not rounded.
@@ -170,19 +171,17 @@ void make_attention_backward_bf16(Problem& p, Random& r) {
   for (double& x : p.array("lse").values) x = static_cast<float>(x);
 }
 
-// --- attention_forward_bf16_memory, attention_backward_bf16_memory (chapter 15's variant 4) -----
+// --- attention_forward/bf16, attention_backward/bf16: on bf16 data (chapter 15's variant 4) ---
 // bf16 in memory: run with --dtype bfloat16, which uploads q, k, v, dout, out as bf16 and rounds
 // them for the reference; lse and the gradients are float32 (Array::kFloat32). The reference is
 // the float32 op's, on those values.
 
-void call_attention_forward_bf16_memory(kernels::attention_forward_bf16_memory_fn f, const Args& a) {
-  f(a.f<bf16>("out"), a.f<float>("lse"), a.f<bf16>("q"), a.f<bf16>("k"), a.f<bf16>("v"), a.dims[0], a.dims[1],
-    a.dims[2], static_cast<float>(scale_for(a.dims)), a.stream);
+void call_attention_forward_bf16_memory(kernels::attention_forward_on_bf16_fn f, const Args& a) {
+  f(a.f<bf16>("out"), a.f<float>("lse"), a.f<bf16>("q"), a.f<bf16>("k"), a.f<bf16>("v"), shape_of(a.dims), a.stream);
 }
-void call_attention_backward_bf16_memory(kernels::attention_backward_bf16_memory_fn f, const Args& a) {
+void call_attention_backward_bf16_memory(kernels::attention_backward_on_bf16_fn f, const Args& a) {
   f(a.f<float>("dq"), a.f<float>("dk"), a.f<float>("dv"), a.f<bf16>("dout"), a.f<bf16>("q"), a.f<bf16>("k"),
-    a.f<bf16>("v"), a.f<bf16>("out"), a.f<float>("lse"), a.dims[0], a.dims[1], a.dims[2],
-    static_cast<float>(scale_for(a.dims)), a.stream);
+    a.f<bf16>("v"), a.f<bf16>("out"), a.f<float>("lse"), shape_of(a.dims), a.stream);
 }
 
 // causal_attention on (B, H, T, hs) tensors: the forward above with BH = B * H.
@@ -248,7 +247,7 @@ Case attention_case(Case c) {
 Case attention_bf16_case(Case c) {
   c = attention_case(c);
   c.chapter = "18";
-  c.peak_op = "matmul_bf16";
+  c.peak_op = "matmul:bf16";
   c.shapes = {{1, 1, 16}, {2, 37, 32}, {1, 70, 17}};
   return c;
 }
@@ -260,7 +259,7 @@ Case attention_bf16_case(Case c) {
 Case attention_bf16_memory_case(Case c) {
   c = attention_case(c);
   c.chapter = "18";
-  c.peak_op = "matmul_bf16";
+  c.peak_op = "matmul:bf16";
   c.gpu_size = {96, 1024, 64}, c.emulator_size = {2, 64, 64};
   c.shapes = {{1, 1, 64}, {2, 37, 64}};
   c.aligned_only = true;
@@ -292,26 +291,27 @@ std::vector<Case> attention_cases() {
                       .grads = {{.output = "dq", .input = "q"}, {.output = "dk", .input = "k"},
                                 {.output = "dv", .input = "v"}},
                       .loss = &attention_loss}),
-      attention_bf16_case({.name = "attention_forward_bf16",
+      attention_bf16_case({.name = "attention_forward:bf16",
                            .what = "attention_forward on q, k, v rounded to bf16: float32 in memory, sums and lse",
                            .tolerance = 1e-4,
                            .bytes = &attention_forward_bytes,
                            .flops = &attention_flops,
                            .make = &make_attention_forward,
                            .reference = &attention_forward_bf16_reference,
-                           .call = call(op::attention_forward_bf16, &call_attention_forward<float>,
-                                        op::attention_forward_bf16, &call_attention_forward<float>)}),
-      attention_bf16_case({.name = "attention_backward_bf16",
+                           .call = call(op::attention_forward<float>.autocast(), &call_attention_forward<float>,
+                                        op::attention_forward<float>.autocast(), &call_attention_forward<float>)}),
+      attention_bf16_case({.name = "attention_backward:bf16",
                            .what = "attention_backward on dout, q, k, v, out rounded to bf16: float32 lse and gradients",
                            .tolerance = 1e-3,
                            .bytes = &attention_backward_bytes,
                            .flops = &attention_backward_flops,
                            .make = &make_attention_backward_bf16,
                            .reference = &attention_backward_bf16_reference,
-                           .call = call(op::attention_backward_bf16, &call_attention_backward<float>,
-                                        op::attention_backward_bf16, &call_attention_backward<float>)}),
+                           .call = call(op::attention_backward<float>.autocast(), &call_attention_backward<float>,
+                                        op::attention_backward<float>.autocast(), &call_attention_backward<float>)}),
       attention_bf16_memory_case(
-          {.name = "attention_forward_bf16_memory",
+          {.name = "attention_forward/bf16",
+           .op = "attention_forward",
            .what = "out (BH, T, hs) bf16, lse (BH, T) float32 from q, k, v bf16 in memory",
            .bytes = &attention_forward_bytes,
            .flops = &attention_flops,
@@ -320,10 +320,11 @@ std::vector<Case> attention_cases() {
              p.array("lse").type = Array::kFloat32;
            },
            .reference = &attention_forward_reference,
-           .call = call(op::attention_forward_bf16_memory, &call_attention_forward_bf16_memory,
-                        op::attention_forward_bf16_memory, &call_attention_forward_bf16_memory)}),
+           .call = call(op::attention_forward_on_bf16, &call_attention_forward_bf16_memory,
+                        op::attention_forward_on_bf16, &call_attention_forward_bf16_memory)}),
       attention_bf16_memory_case(
-          {.name = "attention_backward_bf16_memory",
+          {.name = "attention_backward/bf16",
+           .op = "attention_backward",
            .what = "dq, dk, dv (BH, T, hs) float32 from dout, q, k, v, out bf16 and lse float32",
            .bytes = &attention_backward_bytes,
            .flops = &attention_backward_flops,
@@ -332,8 +333,8 @@ std::vector<Case> attention_cases() {
              for (const char* name : {"lse", "dq", "dk", "dv"}) p.array(name).type = Array::kFloat32;
            },
            .reference = &attention_backward_reference,
-           .call = call(op::attention_backward_bf16_memory, &call_attention_backward_bf16_memory,
-                        op::attention_backward_bf16_memory, &call_attention_backward_bf16_memory)}),
+           .call = call(op::attention_backward_on_bf16, &call_attention_backward_bf16_memory,
+                        op::attention_backward_on_bf16, &call_attention_backward_bf16_memory)}),
       Case{.name = "causal_attention",
            .what = "out (B, H, T, hs) from q, k, v (B, H, T, hs): composed or flash, as the registry picks",
            .chapter = "15",

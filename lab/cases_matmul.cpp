@@ -114,7 +114,7 @@ Case matmul_batched_case() {
   return c;
 }
 
-// --- matmul_bf16: the product of the operands rounded to bfloat16 (chapter 18) ----------------
+// --- matmul:bf16: the product of the operands rounded to bfloat16 (chapter 18) ----------------
 
 // out (M, N) = bf16(a) (M, K) @ bf16(b) (K, N): each operand rounded to the nearest bf16 (ties
 // to even, brrr/bfloat16.h), once, then matmul's loop in double. What is left to the kernel's
@@ -134,19 +134,20 @@ void call_matmul_bf16(kernels::matmul_fn<float> f, const Args& a) {
   f(a.f<float>("out"), a.f<float>("a"), a.f<float>("b"), s, a.stream);
 }
 
-// --- matmul_bf16_memory: bf16 operands in memory, float32 out (chapter 18; matmul.cu variant 12) --
+// --- matmul/bf16: matmul on bf16 data, float32 out (chapter 18; matmul.cu variant 12) ---------
 
-void call_matmul_bf16_memory(kernels::matmul_bf16_memory_fn f, const Args& a) {
+void call_matmul_bf16_memory(kernels::matmul_on_bf16_fn f, const Args& a) {
   kernels::MatmulShape s;
   s.M = a.dims[0], s.N = a.dims[1], s.K = a.dims[2];
   f(a.f<float>("out"), a.f<bf16>("a"), a.f<bf16>("b"), s, a.stream);
 }
 
 // Run with --dtype bfloat16 (its data is bf16 only): a and b are uploaded as bf16, out stays
-// float32 (Array::kFloat32), and the reference is matmul_bf16's on the same rounded values, so
+// float32 (Array::kFloat32), and the reference is matmul:bf16's on the same rounded values, so
 // only the float32 sums are left to differ: held to matmul's 1e-4, not to one bf16 step.
 Case matmul_bf16_memory_case() {
-  Case c = matmul_case({.name = "matmul_bf16_memory",
+  Case c = matmul_case({.name = "matmul/bf16",
+                        .op = "matmul",
                         .what = "out (M, N) float32 = a (M, K) @ b (K, N), a and b bfloat16 in memory",
                         .make = [](Problem& p, Random& r) {
                           const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
@@ -155,10 +156,10 @@ Case matmul_bf16_memory_case() {
                           p.output("out", M * N, Array::kFloat32);
                         },
                         .reference = &matmul_bf16_reference,
-                        .call = call(op::matmul_bf16_memory, &call_matmul_bf16_memory, op::matmul_bf16_memory,
+                        .call = call(op::matmul_on_bf16, &call_matmul_bf16_memory, op::matmul_on_bf16,
                                      &call_matmul_bf16_memory)});
   c.chapter = "18";
-  c.peak_op = "matmul_bf16";  // % of the best bf16 GEMM's FLOP/s (cuBLAS's on a GPU)
+  c.peak_op = "matmul:bf16";  // % of the best bf16 GEMM's FLOP/s (cuBLAS's on a GPU)
   c.tolerance_bf16 = c.tolerance;
   c.shapes = {{1, 1, 1}, {67, 45, 33}, {17, 130, 66}};
   // In float32 bytes, as every case counts them: the lab scales a and b to their 2 bytes.
@@ -168,7 +169,7 @@ Case matmul_bf16_memory_case() {
 
 Case matmul_bf16_case() {
   // float32 data only: the same descriptor twice makes the call "one dtype" (lab/kernel_lab.h).
-  Case c = matmul_case({.name = "matmul_bf16",
+  Case c = matmul_case({.name = "matmul:bf16",
                         .what = "out (M, N) = bf16(a) (M, K) @ bf16(b) (K, N), float32 in memory and in the sums",
                         .make = [](Problem& p, Random& r) {
                           const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
@@ -177,9 +178,10 @@ Case matmul_bf16_case() {
                           p.output("out", M * N);
                         },
                         .reference = &matmul_bf16_reference,
-                        .call = call(op::matmul_bf16, &call_matmul_bf16, op::matmul_bf16, &call_matmul_bf16)});
+                        .call = call(op::matmul<float>.autocast(), &call_matmul_bf16, op::matmul<float>.autocast(),
+                                     &call_matmul_bf16)});
   c.chapter = "18";
-  c.peak_op = "matmul_bf16";  // % of the best bf16 GEMM's FLOP/s, not of float32's
+  c.peak_op = "matmul:bf16";  // % of the best bf16 GEMM's FLOP/s, not of float32's
   c.cpu_size = {2048, 2048, 2048};
   // odd K (the last pair of k padded with a zero), ragged tiles in every direction
   c.shapes = {{1, 1, 1}, {67, 45, 33}, {17, 130, 66}};

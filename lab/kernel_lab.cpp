@@ -270,7 +270,7 @@ bool plan_run(const Case& c, const Options& options, Target& target, Report& rep
   // The variants to run: every registration of the op on the device in the dtype, or one.
   plan.registry_dtype = c.call.one_dtype ? c.call.dtype : options.dtype;
   if (c.call.one_dtype && is_floating_point(c.call.dtype) && c.call.dtype != options.dtype) {
-    // An op whose data has one floating dtype (matmul_bf16: float32) has nothing in another.
+    // An op whose data has one floating dtype (matmul:bf16: float32) has nothing in another.
     report.note = c.op_name() + " takes " + dtype_name(c.call.dtype) + " data only";
     say(out, "%s (nothing to check or time in %s)\n", report.note.c_str(), dtype_name(options.dtype));
     return false;

@@ -126,7 +126,7 @@ struct Args {
 // compile when call_gelu takes another kind of kernel than gelu_forward's.
 using Bound = std::function<void(const Args& args)>;  // one variant, ready to call
 struct Call {
-  std::string op;
+  std::string op;  // the registry slot's name: "matmul", or "matmul:bf16" for bf16 products
   // An op with one dtype of its own whatever the data's (check_indices: int32 indices) is
   // looked up in that dtype, whichever the lab checks.
   bool one_dtype = false;
@@ -138,7 +138,8 @@ struct Call {
 template <class F32, class F64>
 Call call(kernels::Op<F32> op32, void (*call32)(F32, const Args&), kernels::Op<F64> op64,
           void (*call64)(F64, const Args&)) {
-  return {op32.name, op32.dtype == op64.dtype, op32.dtype,
+  return {std::string(op32.name) + (op32.bf16_products ? kernels::kBf16Suffix : ""), op32.dtype == op64.dtype,
+          op32.dtype,
           [=](DeviceType device, DType dtype, const std::string& variant) -> Bound {
             if (dtype == op32.dtype) {
               const F32 fn = kernels::lookup_variant(op32, device, variant);
@@ -194,8 +195,8 @@ struct Case {
   // Its kernels copy 16 bytes at a time (cp.async): checked at aligned pointers only, never one
   // element off (they refuse a misaligned pointer with a message; tests check that apart).
   bool aligned_only = false;
-  // The matmul op whose best variant sets the FLOP/s peak: the float32 one, or "matmul_bf16"
-  // for bf16 arithmetic (AVX512-BF16 does twice the float32 FMA's products per instruction).
+  // The matmul slot whose best variant sets the FLOP/s peak: the float32 one, or "matmul:bf16"
+  // for bf16 products (AVX512-BF16 does twice the float32 FMA's products per instruction).
   std::string peak_op = "matmul";
   // The least traffic the op needs (each input read once, each output written once), counted in
   // float32 bytes (traffic_bytes scales it to how the arrays are stored), and its floating-point

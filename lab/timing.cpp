@@ -15,7 +15,7 @@ namespace brrr::lab {
 // twice (read and written), as the ops' byte counts do. FLOP/s: float32 matmul at a size
 // large enough to run at full speed, by cuBLAS when the device has it, else the device's
 // default matmul (the registry's default is its fastest variant); for a case in bf16
-// arithmetic (Case::peak_op), the same with matmul_bf16, whose products come twice as fast. On the emulator the numbers
+// arithmetic (Case::peak_op), the same with matmul:bf16, whose products come twice as fast. On the emulator the numbers
 // would describe the emulator, so no peak is measured there and no percentage is shown.
 
 // The median and the min of `repeats` timed calls of `work`, after `warmup` untimed ones: brrr's

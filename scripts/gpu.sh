@@ -126,11 +126,11 @@ lab_runs=(
 # Part 2's: mixed precision (chapter 18), what autocast runs and the kernels on bf16 data, at the
 # tensor-core bars' sizes; and the convolutions (chapter 21).
 lab_bf16_runs=(
-  "matmul_bf16 --size 4096x4096x4096"
-  "matmul_bf16_memory --dtype bfloat16 --size 4096x4096x4096"
-  "attention_forward_bf16 --size 96x1024x64" "attention_backward_bf16 --size 96x1024x64"
-  "attention_forward_bf16_memory --dtype bfloat16 --size 96x1024x64"
-  "attention_backward_bf16_memory --dtype bfloat16 --size 96x1024x64"
+  "matmul --autocast --size 4096x4096x4096"
+  "matmul --dtype bfloat16 --size 4096x4096x4096"
+  "attention_forward --autocast --size 96x1024x64" "attention_backward --autocast --size 96x1024x64"
+  "attention_forward --dtype bfloat16 --size 96x1024x64"
+  "attention_backward --dtype bfloat16 --size 96x1024x64"
   "conv2d_forward --size 32x64x56x56x64x3x1x1x1x1 --size 32x64x56x56x64x3x1x1x1x64"
   "conv2d_backward_input" "conv2d_backward_weight"
   "max_pool2d_forward" "max_pool2d_backward" "avg_pool2d_forward" "avg_pool2d_backward"
@@ -418,8 +418,8 @@ step_determinism() {
 run_lab() {  # run_lab RUN...: each run on its own (one op's failure does not stop the others)
   local run
   for run in "$@"; do
-    # shellcheck disable=SC2086  # the options are words
-    measure "${run%% *}" 150 "$brrr" kernel-lab $run --device cuda --seed 1 --json "$logs/lab.jsonl"
+    # shellcheck disable=SC2086  # the options are words; the step's name: the op and its flags
+    measure "${run%% --size*}" 150 "$brrr" kernel-lab $run --device cuda --seed 1 --json "$logs/lab.jsonl"
     echo
   done
   measure_status

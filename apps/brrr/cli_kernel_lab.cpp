@@ -45,8 +45,8 @@ void append_file(const std::string& path, const std::string& text) {
 std::string registry_listing(const std::string& only) {
   ops::register_op_variants();  // the ops built from ops join the registry
   std::string text;
-  for (const std::string& op : kernels::ops()) {
-    if (!only.empty() && op != only) continue;
+  for (const std::string& op : kernels::ops()) {  // "matmul" shows "matmul:bf16" too
+    if (!only.empty() && op != only && op != only + kernels::kBf16Suffix) continue;
     text += op + "\n";
     // Per device: one line per set of dtypes whose variants (and default) are the same, then
     // each variant's description once.
@@ -71,8 +71,24 @@ std::string registry_listing(const std::string& only) {
     }
   }
   BRRR_CHECK(!text.empty(), "kernels: no op '", only, "' (ops: ", join(kernels::ops()), ")");
-  return text + "* the default: what the registry runs for a plain call of the variant's precision (brrr "
-                "--kernels OP=VARIANT picks another); [runs: ...] each variant's eligibility rule\n";
+  return text + "* the default: what the registry runs for a plain call of its slot (brrr --kernels OP=VARIANT, "
+                "or OP:bf16=VARIANT for the bf16 products autocast calls, picks another); [runs: ...] each "
+                "variant's eligibility rule\n";
+}
+
+// The lab's row for `op` as the command line asks for it: under --autocast its bf16-products
+// row ("matmul" -> "matmul:bf16"), with --dtype bfloat16 its row on bf16 data where it has one
+// of its own ("matmul" -> "matmul/bf16"), else `op` itself.
+const lab::Case& lab_case(const std::string& op, bool autocast, bool bf16_data) {
+  if (autocast) {
+    BRRR_CHECK(!bf16_data, "kernel-lab: --autocast is bf16 products on float32 data; --dtype bfloat16 is bf16 "
+                           "data: ask for one of them");
+    return lab::find_case(op + kernels::kBf16Suffix);
+  }
+  if (bf16_data)
+    for (const lab::Case& c : lab::cases())
+      if (c.name == op + "/bf16") return c;
+  return lab::find_case(op);
 }
 
 // `brrr kernel-lab --list`: the lab's cases, with their sizes, in course order.
@@ -122,7 +138,7 @@ void add_kernel_lab_commands(CLI::App& app) {
     std::vector<std::string> sizes;
     int repeat = 0;
     std::uint64_t seed = 0;
-    bool check_only = false, list = false, misaligned = false;
+    bool check_only = false, list = false, misaligned = false, autocast = false;
     double tolerance = -1;
     std::string json;
   };
@@ -149,6 +165,8 @@ void add_kernel_lab_commands(CLI::App& app) {
   cmd->add_option("--dtype", args->dtype, "The kernels checked: float32, float64 or bfloat16 (bf16 data, chapter 18)")
       ->check(CLI::IsMember({"float32", "float64", "bfloat16"}))
       ->capture_default_str();
+  cmd->add_flag("--autocast", args->autocast,
+                "The op's bf16-products kernels (float32 data, what Autocast(kBFloat16) runs; chapter 18)");
   cmd->add_flag("--misaligned", args->misaligned, "Start every array one element past an aligned address (as a view x[1:] does)");
   cmd->add_option("--repeat", args->repeat,
                   "Timed runs per variant (default: 50 on a GPU, 10 on the CPU, 3 on the emulator; fewer past 2 s)")
@@ -166,7 +184,7 @@ void add_kernel_lab_commands(CLI::App& app) {
       return;
     }
     if (args->op.empty()) throw CLI::RequiredError("op");
-    const lab::Case& c = lab::find_case(args->op);
+    const lab::Case& c = lab_case(args->op, args->autocast, args->dtype == "bfloat16");
     lab::Options options;
     options.device = lab::parse_device(args->device);
     options.mode = args->check_only ? lab::Mode::Check : lab::parse_mode(args->mode);

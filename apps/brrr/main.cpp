@@ -160,7 +160,8 @@ int main(int argc, char** argv) {
   });
   std::string kernel_spec;
   app.add_option("--kernels", kernel_spec,
-                 "Kernel variants to use, e.g. layernorm_forward=student (as BRRR_KERNELS)");
+                 "Kernel variants to use, e.g. layernorm_forward=student or matmul:bf16=plain (the bf16-products "
+                 "slot autocast calls), as BRRR_KERNELS");
   app.parse_complete_callback([&] {
     if (!kernel_spec.empty()) brrr::kernels::select_from_spec(kernel_spec);
   });

@@ -77,8 +77,10 @@ __global__ void flash_attention_forward_kernel(float* out, float* lse, const flo
   }
 }
 
-void flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t BH,
-                             std::int64_t T, std::int64_t hs, float scale, Stream stream) {
+void flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                             const AttentionShape& shape, Stream stream) {
+  const std::int64_t BH = shape.BH, T = shape.T, hs = shape.hs;
+  const float scale = static_cast<float>(shape.scale);
   BRRR_CHECK(hs <= kMaxHs, "attention_forward (solution): head size ", hs, " is above ", kMaxHs,
              " (the shared memory of one tile of keys and values)");
   if (BH == 0 || T == 0) return;

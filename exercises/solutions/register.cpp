@@ -16,10 +16,9 @@ void register_solution_kernels() {
       &student::conv2d_from_im2col<float, &solution::im2col<float>>, -20, answer);
   add(op::conv2d_forward<double>, DeviceType::CPU, "solution",
       &student::conv2d_from_im2col<double, &solution::im2col<double>>, -20, answer);
-  VariantMeta rounding = answer;
-  rounding.bf16_inputs = true;  // it rounds its inputs: for bf16 products (autocast) only
-  add(op::matmul_bf16, DeviceType::CPU, "solution", &student::matmul_bf16_rounding<&solution::float_to_bf16>, -20,
-      rounding);
+  // It rounds its inputs: matmul's bf16-products slot ("matmul:bf16"), for autocast only.
+  add(op::matmul<float>.autocast(), DeviceType::CPU, "solution",
+      &student::matmul_bf16_rounding<&solution::float_to_bf16>, -20, answer);
 }
 
 }  // namespace brrr::kernels

@@ -30,7 +30,7 @@ void merge_pair(std::vector<std::uint32_t>& word, std::uint32_t a, std::uint32_t
 template <class T>
 void im2col(T* col, const T* x, const kernels::ConvShape& s);
 
-// ex18.1 (chapter 18), inside matmul_bf16 variant "solution"
+// ex18.1 (chapter 18), inside matmul:bf16 variant "solution"
 std::uint16_t float_to_bf16(float x);
 
 }  // namespace brrr::solution

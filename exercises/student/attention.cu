@@ -11,7 +11,8 @@
 //
 // Requirements (checked against the CPU kernel within 1e-4 relative error, at a ragged size:
 // T not a multiple of your tile, hs not a power of two)
-//   - q, k, v, out (BH, T, hs), row-major; lse (BH, T).
+//   - q, k, v, out (BH, T, hs), row-major; lse (BH, T). The sizes and the scale come in an
+//     AttentionShape (kernels/signatures.h): shape.BH, shape.T, shape.hs, shape.scale.
 //   - Causal: query t sees keys 0..t. s_j = scale * q_t . k_j;
 //     out_t = sum_j softmax(s)_j v_j; lse_t = log(sum_{j <= t} exp(s_j)) (natural log).
 //   - Never materialize the (T, T) scores in global memory; numerically safe for large
@@ -41,8 +42,8 @@ namespace brrr::kernels::BRRR_SIMT_NAMESPACE::student {
 
 // TODO(ex15.1): flash_attention_forward_kernel here.
 
-void flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t BH,
-                             std::int64_t T, std::int64_t hs, float scale, Stream stream) {
+void flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                             const AttentionShape& shape, Stream stream) {
   // TODO(ex15.1): launch your kernel (and delete this line).
   brrr::student::not_written("ex15.1", "flash_attention_forward");
 }

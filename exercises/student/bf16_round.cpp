@@ -3,12 +3,12 @@
 // Read before: docs/chapters/18-mixed-precision.md ("bfloat16", "rounding to nearest even").
 //
 // What to write: the bits of the bfloat16 nearest to x. With it, the matmul under autocast
-// (op matmul_bf16) is registered as variant "student" (exercises/student/register.cpp): your
+// (matmul's bf16 products, matmul:bf16) is registered as variant "student" (exercises/student/register.cpp): your
 // rounding makes the bf16 operands, the float32 GEMM multiplies them. So once it works it
 // trains the GPT in mixed precision:
 //
 //   build/brrr exercises check ex18.1
-//   BRRR_KERNELS=matmul_bf16=student build/brrr train --preset cpu-tiny --dtype bf16
+//   BRRR_KERNELS=matmul:bf16=student build/brrr train --preset cpu-tiny --dtype bf16
 //
 // Requirements
 //   - bfloat16 is the top 16 bits of a float32 (sign, 8 exponent bits, 7 mantissa bits). Return

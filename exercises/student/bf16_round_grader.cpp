@@ -1,5 +1,5 @@
 // exercises/student/bf16_round_grader.cpp: the grader of ex18.1 (chapter 18), rounding float32 to
-// bfloat16, bit by bit, then inside matmul_bf16. Read before: the stub beside it, then
+// bfloat16, bit by bit, then inside matmul:bf16. Read before: the stub beside it, then
 // exercises/grading.h. Read next: docs/teaching.md (how to add an exercise).
 #include <bit>
 #include <cmath>
@@ -54,13 +54,13 @@ void check_bf16_bits(Bf16RoundFn rounding) {
   }
 }
 
-// Under autocast, ops::matmul with `variant` of matmul_bf16 against float64 sums of the
+// Under autocast, ops::matmul with `variant` of matmul:bf16 (matmul's bf16 products) against float64 sums of the
 // bf16-rounded operands (a batch of 3, ragged sizes, b transposed).
 void check_matmul_bf16(const std::string& variant) {
   Generator gen(13);
   const Tensor a = randn({3, 37, 53}, gen), b = randn({29, 53}, gen);
   Tensor got;
-  with_kernel_variant("matmul_bf16", variant, [&] {
+  with_kernel_variant("matmul:bf16", variant, [&] {
     Autocast bf16_scope(kBFloat16);
     got = ops::matmul(a, b.transpose(0, 1));
   });
@@ -74,7 +74,7 @@ void check_matmul_bf16(const std::string& variant) {
       }
       const double g = out[i * 29 + j];
       if (!(std::abs(g - want) <= 1e-5 * std::max(1.0, scale)))
-        fail("under Autocast(kBFloat16), matmul (3, 37, 53) @ (53, 29) with matmul_bf16 variant \"", variant,
+        fail("under Autocast(kBFloat16), matmul (3, 37, 53) @ (53, 29) with matmul:bf16 variant \"", variant,
              "\": out[", i / 37, "][", i % 37, "][", j, "] is ", g, ", float64 sums of the bf16 operands give ", want);
     }
 }
@@ -85,7 +85,7 @@ Result check_bf16_round(Bf16RoundFn rounding, const std::string& variant) {
                         "CUDA's __float2bfloat16_rn";
   if (!variant.empty()) {
     check_matmul_bf16(variant);
-    message += "; matmul_bf16 variant \"" + variant + "\" under autocast agrees with float64 sums";
+    message += "; matmul:bf16 variant \"" + variant + "\" under autocast agrees with float64 sums";
   }
   return result(Status::Passing, message);
 }

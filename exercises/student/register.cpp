@@ -35,10 +35,9 @@ void register_student_kernels() {
       &student::conv2d_from_im2col<float, &student::im2col<float>>, -10, stub);
   add(op::conv2d_forward<double>, DeviceType::CPU, "student",
       &student::conv2d_from_im2col<double, &student::im2col<double>>, -10, stub);
-  VariantMeta rounding = stub;
-  rounding.bf16_inputs = true;  // it rounds its inputs: for bf16 products (autocast) only
-  add(op::matmul_bf16, DeviceType::CPU, "student", &student::matmul_bf16_rounding<&student::float_to_bf16>, -10,
-      rounding);
+  // It rounds its inputs: matmul's bf16-products slot ("matmul:bf16"), for autocast only.
+  add(op::matmul<float>.autocast(), DeviceType::CPU, "student",
+      &student::matmul_bf16_rounding<&student::float_to_bf16>, -10, stub);
 #if BRRR_EXERCISE_SOLUTIONS
   register_solution_kernels();
 #endif

@@ -87,11 +87,11 @@ void conv2d_from_im2col(T* out, const T* x, const T* weight, const T* bias, cons
 // The 16 bits of the bfloat16 nearest to x, ties to even; a NaN stays a NaN.
 std::uint16_t float_to_bf16(float x);
 
-// A matmul_bf16 kernel built on a rounding function (given, not an exercise): a and b are
+// A matmul:bf16 kernel (matmul's bf16 products) built on a rounding function (given, not an exercise): a and b are
 // rounded to bfloat16 (and widened back, exactly) into copies, then multiplied by the
 // registry's float32 matmul: products of bf16 values are exact in float32, sums are float32,
-// which is matmul_bf16's contract (kernels/signatures.h). The student's rounding makes
-// matmul_bf16 variant "student" (register.cpp).
+// which is matmul:bf16's contract (kernels/signatures.h). The student's rounding makes
+// matmul:bf16 variant "student" (register.cpp).
 using Bf16RoundFn = std::uint16_t (*)(float x);
 template <Bf16RoundFn rounding>
 void matmul_bf16_rounding(float* out, const float* a, const float* b, const kernels::MatmulShape& s,

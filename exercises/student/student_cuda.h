@@ -32,7 +32,7 @@ namespace brrr::student {
                           std::int64_t C, Stream stream);                                                          \
   void matmul_shared(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);         \
   void flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,             \
-                               std::int64_t BH, std::int64_t T, std::int64_t hs, float scale, Stream stream);      \
+                               const AttentionShape& shape, Stream stream);                                        \
   void cross_entropy_fused(float* losses, float* dlogits, const float* logits, const std::int32_t* targets,        \
                            std::int64_t N, std::int64_t V, std::int64_t ignore_index, float dloss, Stream stream); \
   void adamw_step(float* param, const float* grad, float* m, float* v, std::int64_t n, const AdamWParams& hp,      \

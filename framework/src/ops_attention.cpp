@@ -8,11 +8,10 @@
 // only out and one log-sum-exp per row, lse (B, H, T); the backward kernel rebuilds the
 // attention weights from q, k and lse.
 //
-// Under brrr::Autocast(kBFloat16) (chapter 18) float32 q, k, v go to the attention_*_bf16
-// kernels instead: inputs rounded to bfloat16, sums and softmax statistics in float32, as
-// matmul does with matmul_bf16 (ops_matmul.cpp). The backward closure remembers the scope.
+// Under brrr::Autocast(kBFloat16) (chapter 18) float32 q, k, v go to the attention ops'
+// bf16-products slots instead ("attention_forward:bf16"): inputs rounded to bfloat16, sums and
+// softmax statistics in float32, as matmul does (ops_matmul.cpp). The backward closure remembers the scope.
 // bf16 tensors go the same way, through float32 copies, the output rounded once.
-#include <cmath>
 #include <type_traits>
 
 #include "brrr/autocast.h"
@@ -24,14 +23,6 @@ namespace brrr::ops {
 
 using autograd::saved;
 using autograd::TensorList;
-
-namespace {
-// The call as the attention_*_bf16 ops' rules see it: bf16 products (autocast's).
-kernels::Call bf16_call(kernels::Call call) {
-  call.bf16_compute = true;
-  return call;
-}
-}  // namespace
 
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   BRRR_PROFILE("flash_attention", q, k, v);
@@ -47,8 +38,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
     const Autocast autocast(kBFloat16);
     return flash_attention(q.to(kFloat32), k.to(kFloat32), v.to(kFloat32)).to(kBFloat16);
   }
-  const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), hs = q.size(3), BH = B * H;
-  const double scale = hs > 0 ? 1.0 / std::sqrt(static_cast<double>(hs)) : 1.0;
+  const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), hs = q.size(3);
+  const kernels::AttentionShape shape = kernels::AttentionShape::of(B * H, T, hs);  // scale 1 / sqrt(hs)
   // The kernels take (BH, T, hs) contiguous: the GPT's q, k, v are transposed views.
   const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   Tensor out = detail::new_like(qc);
@@ -57,31 +48,32 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   kernels::Call call;  // what the variants' eligibility rules read: a tiled kernel holds hs <= 128
   call.head_size = hs;
   static detail::KernelFamily<kernels::attention_forward_fn> forward(kernels::op::attention_forward<float>);
-  static kernels::Kernel<kernels::attention_forward_fn<float>> forward_bf16(kernels::op::attention_forward_bf16);
+  static kernels::Kernel<kernels::attention_forward_fn<float>> forward_bf16(
+      kernels::op::attention_forward<float>.autocast());
   detail::dispatch_floating(q.dtype(), "flash_attention", [&]<class F>() {
     auto kernel = forward.get<F>(q.device(), call);
     if constexpr (std::is_same_v<F, float>)
-      if (precision == kBFloat16) kernel = forward_bf16(q.device().type, kFloat32, bf16_call(call));
-    kernel(out.data_ptr<F>(), lse.data_ptr<F>(), qc.data_ptr<F>(), kc.data_ptr<F>(), vc.data_ptr<F>(), BH, T, hs,
-           static_cast<F>(scale), detail::stream(q.device()));
+      if (precision == kBFloat16) kernel = forward_bf16(q.device().type, kFloat32, call);
+    kernel(out.data_ptr<F>(), lse.data_ptr<F>(), qc.data_ptr<F>(), kc.data_ptr<F>(), vc.data_ptr<F>(), shape,
+           detail::stream(q.device()));
   });
   if (autograd::needs_grad({&q, &k, &v}))
     autograd::record("flash_attention", {q, k, v}, out,
-                     [qc = saved(qc), kc = saved(kc), vc = saved(vc), o = saved(out), lse, BH, T, hs, scale,
-                      precision, call](const Tensor& g_in) {
+                     [qc = saved(qc), kc = saved(kc), vc = saved(vc), o = saved(out), lse, shape, precision,
+                      call](const Tensor& g_in) {
                        static detail::KernelFamily<kernels::attention_backward_fn> backward(kernels::op::attention_backward<float>);
                        static kernels::Kernel<kernels::attention_backward_fn<float>> backward_bf16(
-                           kernels::op::attention_backward_bf16);
+                           kernels::op::attention_backward<float>.autocast());
                        const Tensor g = g_in.contiguous();
                        Tensor dq = detail::new_like(qc), dk = detail::new_like(kc), dv = detail::new_like(vc);
                        detail::dispatch_floating(g.dtype(), "flash_attention", [&]<class F>() {
                          auto kernel = backward.get<F>(g.device(), call);
                          if constexpr (std::is_same_v<F, float>)
                            if (precision == kBFloat16)  // as the forward
-                             kernel = backward_bf16(g.device().type, kFloat32, bf16_call(call));
+                             kernel = backward_bf16(g.device().type, kFloat32, call);
                          kernel(dq.data_ptr<F>(), dk.data_ptr<F>(), dv.data_ptr<F>(), g.data_ptr<F>(),
                                 qc.data_ptr<F>(), kc.data_ptr<F>(), vc.data_ptr<F>(), o.data_ptr<F>(),
-                                lse.data_ptr<F>(), BH, T, hs, static_cast<F>(scale), detail::stream(g.device()));
+                                lse.data_ptr<F>(), shape, detail::stream(g.device()));
                        });
                        return TensorList{dq, dk, dv};
                      });

@@ -5,8 +5,9 @@
 // For C = A @ B with upstream gradient G:  dA = G @ B^T,  dB = A^T @ G.
 // A transposed operand is never copied: the kernel takes trans_a / trans_b flags, and a
 // view whose last two dims are swapped (strides (1, rows)) is passed as "transposed".
-// Under brrr::Autocast(kBFloat16) (chapter 18) a float32 GEMM runs the matmul_bf16 kernel
-// instead: operands rounded to bfloat16, products added in float32; the backward closures
+// Under brrr::Autocast(kBFloat16) (chapter 18) a float32 GEMM runs a kernel of matmul's
+// bf16-products slot instead ("matmul:bf16"): operands rounded to bfloat16, products added in
+// float32; the backward closures
 // remember the scope, so the backward GEMMs do the same.
 #include "brrr/autocast.h"
 #include "brrr/cuda.h"
@@ -73,11 +74,9 @@ void gemm(const Tensor& out, const Operand& a, const Operand& b, std::int64_t ba
   s.stride_out = M * N;
   s.accumulate = accumulate;
   s.allow_tf32 = out.device().is_cuda() && cuda::allow_tf32();
-  if (out.dtype() == kFloat32 && autocast_dtype() == kBFloat16) {
-    static kernels::Kernel<kernels::matmul_fn<float>> bf16(kernels::op::matmul_bf16);
-    kernels::Call call;  // bf16 products: the variants that round their inputs are eligible
-    call.bf16_compute = true;
-    bf16(out.device().type, kFloat32, call)(out.data_ptr<float>(), a.data.data_ptr<float>(), b.data.data_ptr<float>(), s,
+  if (out.dtype() == kFloat32 && autocast_dtype() == kBFloat16) {  // matmul's bf16 products, "matmul:bf16"
+    static kernels::Kernel<kernels::matmul_fn<float>> bf16(kernels::op::matmul<float>.autocast());
+    bf16(out.device().type)(out.data_ptr<float>(), a.data.data_ptr<float>(), b.data.data_ptr<float>(), s,
                             detail::stream(out.device()));
     return;
   }

@@ -24,7 +24,8 @@
 // hs = 32, one core) the forward then takes about 0.6 times the composed op's time and the
 // backward about twice its time (which runs on Eigen's float32 matmuls).
 //
-// Mixed precision (chapter 18): attention_forward_bf16 and attention_backward_bf16 are the same
+// Mixed precision (chapter 18): attention_forward_bf16 and attention_backward_bf16, the CPU's
+// variants of the bf16-products slots (attention_forward:bf16, attention_backward:bf16), are the same
 // loops with q, k, v (and dout) rounded to bfloat16 where they are read: at the copies of k
 // and v, and of the rows of q and dout. Those copies are made anyway, so rounding costs no extra
 // pass over memory, and the bf16 variants take the float32 ones' time. Sums, softmax
@@ -165,14 +166,13 @@ void forward(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH
 }  // namespace
 
 template <class T>
-void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len,
-                       std::int64_t hs, T scale, Stream) {
-  forward<false>(out, lse, q, k, v, BH, T_len, hs, scale);
+void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const AttentionShape& s, Stream) {
+  forward<false>(out, lse, q, k, v, s.BH, s.T, s.hs, static_cast<T>(s.scale));
 }
 
-void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t BH,
-                            std::int64_t T_len, std::int64_t hs, float scale, Stream) {
-  forward<true>(out, lse, q, k, v, BH, T_len, hs, scale);
+void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v,
+                            const AttentionShape& s, Stream) {
+  forward<true>(out, lse, q, k, v, s.BH, s.T, s.hs, static_cast<float>(s.scale));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -245,18 +245,17 @@ void backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const 
 
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
-                        const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream) {
-  backward<false>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale);
+                        const T* lse, const AttentionShape& s, Stream) {
+  backward<false>(dq, dk, dv, dout, q, k, v, out, lse, s.BH, s.T, s.hs, static_cast<T>(s.scale));
 }
 
 void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                             const float* v, const float* out, const float* lse, std::int64_t BH, std::int64_t T_len,
-                             std::int64_t hs, float scale, Stream) {
-  backward<true>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale);
+                             const float* v, const float* out, const float* lse, const AttentionShape& s, Stream) {
+  backward<true>(dq, dk, dv, dout, q, k, v, out, lse, s.BH, s.T, s.hs, static_cast<float>(s.scale));
 }
 
 // ---------------------------------------------------------------------------------------------
-// On bf16 data (the CPU variants of attention_*_bf16_memory, the ops of chapter 15's variant 4):
+// On bf16 data (the CPU variants of attention_* in dtype bfloat16, the ops of chapter 15's variant 4):
 // the inputs widened to float32, which is exact, the float32 loops, and out rounded once.
 
 namespace {
@@ -266,37 +265,36 @@ std::vector<float> widened(const bf16* x, std::int64_t n) {
   return w;
 }
 
-void check_sizes(const char* op, std::int64_t BH, std::int64_t T_len, std::int64_t hs) {
-  BRRR_CHECK(BH >= 0 && T_len >= 0 && hs >= 0, op, ": sizes must not be negative, got BH = ", BH, ", T = ", T_len,
-             ", hs = ", hs);
+void check_sizes(const char* op, const AttentionShape& s) {
+  BRRR_CHECK(s.BH >= 0 && s.T >= 0 && s.hs >= 0, op, ": sizes must not be negative, got BH = ", s.BH, ", T = ", s.T,
+             ", hs = ", s.hs);
 }
 }  // namespace
 
-void attention_forward_bf16_memory(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, std::int64_t BH,
-                                   std::int64_t T_len, std::int64_t hs, float scale, Stream) {
-  check_sizes("attention_forward_bf16_memory", BH, T_len, hs);
-  const std::int64_t n = BH * T_len * hs;
+void attention_forward_bf16_memory(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                                   const AttentionShape& s, Stream) {
+  check_sizes("attention_forward (bf16 data)", s);
+  const std::int64_t n = s.BH * s.T * s.hs;
   const std::vector<float> qf = widened(q, n), kf = widened(k, n), vf = widened(v, n);
   std::vector<float> o(static_cast<std::size_t>(n));
-  forward<false>(o.data(), lse, qf.data(), kf.data(), vf.data(), BH, T_len, hs, scale);
+  forward<false>(o.data(), lse, qf.data(), kf.data(), vf.data(), s.BH, s.T, s.hs, static_cast<float>(s.scale));
   for (std::int64_t i = 0; i < n; ++i) out[i] = bf16(o[static_cast<std::size_t>(i)]);
 }
 
 void attention_backward_bf16_memory(float* dq, float* dk, float* dv, const bf16* dout, const bf16* q, const bf16* k,
-                                    const bf16* v, const bf16* out, const float* lse, std::int64_t BH,
-                                    std::int64_t T_len, std::int64_t hs, float scale, Stream) {
-  check_sizes("attention_backward_bf16_memory", BH, T_len, hs);
-  const std::int64_t n = BH * T_len * hs;
+                                    const bf16* v, const bf16* out, const float* lse, const AttentionShape& s, Stream) {
+  check_sizes("attention_backward (bf16 data)", s);
+  const std::int64_t n = s.BH * s.T * s.hs;
   const std::vector<float> gf = widened(dout, n), qf = widened(q, n), kf = widened(k, n), vf = widened(v, n),
                            of = widened(out, n);
-  backward<false>(dq, dk, dv, gf.data(), qf.data(), kf.data(), vf.data(), of.data(), lse, BH, T_len, hs, scale);
+  backward<false>(dq, dk, dv, gf.data(), qf.data(), kf.data(), vf.data(), of.data(), lse, s.BH, s.T, s.hs,
+                  static_cast<float>(s.scale));
 }
 
 #define BRRR_INSTANTIATE(T)                                                                                         \
-  template void attention_forward<T>(T*, T*, const T*, const T*, const T*, std::int64_t, std::int64_t, std::int64_t, \
-                                     T, Stream);                                                                    \
+  template void attention_forward<T>(T*, T*, const T*, const T*, const T*, const AttentionShape&, Stream);          \
   template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,        \
-                                      std::int64_t, std::int64_t, std::int64_t, T, Stream);
+                                      const AttentionShape&, Stream);
 BRRR_INSTANTIATE(float)
 BRRR_INSTANTIATE(double)
 #undef BRRR_INSTANTIATE

@@ -44,7 +44,7 @@ template <class T> void matmul_blocked(T* out, const T* a, const T* b, const Mat
 void matmul_bf16_plain(float* out, const float* a, const float* b, const MatmulShape& shape, Stream);
 void matmul_bf16_avx512(float* out, const float* a, const float* b, const MatmulShape& shape, Stream);
 bool cpu_has_avx512_bf16();
-// matmul_bf16_memory (bf16 a, b; float32 out): widened to float32 (exact), then the bf16 GEMM
+// matmul on bf16 data (bf16 a, b; float32 out): widened to float32 (exact), then the bf16 GEMM
 // above, whose rounding leaves bf16 values as they are (matmul.cpp)
 void matmul_bf16_memory(float* out, const bf16* a, const bf16* b, const MatmulShape& shape, Stream);
 
@@ -65,15 +65,15 @@ template <class T> void layernorm_forward(T* out, T* mean, T* rstd, const T* x, 
 template <class T> void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight, const T* mean, const T* rstd, std::int64_t N, std::int64_t C, Stream);
 
 // attention.cpp
-template <class T> void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
-template <class T> void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale, Stream);
+template <class T> void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const AttentionShape& shape, Stream);
+template <class T> void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse, const AttentionShape& shape, Stream);
 // ... and in mixed precision (chapter 18): the same loops on q, k, v (and dout) rounded to bf16 as they are read
-void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream);
+void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const AttentionShape& shape, Stream);
 // ... and on bf16 data (the references of chapter 15's variant 4): widened to float32 (exact),
 // the float32 loops, out rounded to bf16 once
-void attention_forward_bf16_memory(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream);
-void attention_backward_bf16_memory(float* dq, float* dk, float* dv, const bf16* dout, const bf16* q, const bf16* k, const bf16* v, const bf16* out, const float* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream);
-void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v, const float* out, const float* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream);
+void attention_forward_bf16_memory(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, const AttentionShape& shape, Stream);
+void attention_backward_bf16_memory(float* dq, float* dk, float* dv, const bf16* dout, const bf16* q, const bf16* k, const bf16* v, const bf16* out, const float* lse, const AttentionShape& shape, Stream);
+void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v, const float* out, const float* lse, const AttentionShape& shape, Stream);
 
 // optim.cpp
 template <class T> void adamw_step(T* param, const T* grad, T* m, T* v, std::int64_t n, const AdamWParams& hp, Stream);

@@ -25,7 +25,7 @@
 //                 except where a number is subnormal: vdpbf16ps and vcvtne2ps2bf16 treat
 //                 subnormal inputs and results as zero, the plain variant keeps them (and a
 //                 NaN, a NaN in both, may carry another payload).
-// BRRR_KERNELS=matmul_bf16=plain forces the fallback on any machine.
+// BRRR_KERNELS=matmul:bf16=plain forces the fallback on any machine.
 //
 // Reproducibility: as in gemm_blocked.cpp, each element of C is one chain of adds over k in a
 // fixed order (pair by pair), never split among threads, so the bits do not depend on the

@@ -88,11 +88,11 @@ template void matmul_naive<double>(double*, const double*, const double*, const 
 template void matmul_eigen<float>(float*, const float*, const float*, const MatmulShape&, Stream);
 template void matmul_eigen<double>(double*, const double*, const double*, const MatmulShape&, Stream);
 
-// matmul_bf16_memory (chapter 18; the CPU variant of the op of matmul.cu's variant 12): a and b
+// matmul on bf16 data (chapter 18; the CPU variant of the op of matmul.cu's variant 12): a and b
 // stored as bf16, widened to float32 (exact) and multiplied by the bf16 GEMM (gemm_bf16.cpp),
 // whose rounding of its operands to bf16 leaves them as they are.
 void matmul_bf16_memory(float* out, const bf16* a, const bf16* b, const MatmulShape& s, Stream stream) {
-  BRRR_CHECK(s.batch >= 0 && s.M >= 0 && s.N >= 0 && s.K >= 0, "matmul_bf16_memory: sizes must not be negative, got ",
+  BRRR_CHECK(s.batch >= 0 && s.M >= 0 && s.N >= 0 && s.K >= 0, "matmul (bf16 data): sizes must not be negative, got ",
              "batch ", s.batch, ", M ", s.M, ", N ", s.N, ", K ", s.K);
   auto widened = [&](const bf16* x, std::int64_t stride, std::int64_t matrix) {
     const std::int64_t n = s.batch == 0 ? 0 : stride == 0 ? matrix : (s.batch - 1) * stride + matrix;

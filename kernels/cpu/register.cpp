@@ -105,28 +105,26 @@ void register_cpu_kernels() {
       about("one pass per row, kept in L1: max, exp_vec sums (in double), the gradient (fused.cpp)"));
   // Mixed precision (chapter 18): the AVX512-BF16 kernel where this CPU has the instruction
   // (asked at run time, so one binary runs on any x86 CPU), the plain loops everywhere.
-  // Each rounds its inputs to bf16 (VariantMeta::bf16_inputs): the registry runs them for calls
-  // that ask for bf16 products (autocast's) and for no other.
-  VariantMeta plain = about("the bf16 GEMM's packing and loops in portable C++: float32 FMAs on exact bf16 products");
-  plain.bf16_inputs = true;
-  add(op::matmul_bf16, kCpu, "plain", &cpu::matmul_bf16_plain, 0, plain);
-  VariantMeta avx512 = about("pairs of bf16 packed into 32-bit words, a 12 x 32 tile of vdpbf16ps (gemm_bf16.cpp)");
-  avx512.bf16_inputs = true;
-  if (cpu::cpu_has_avx512_bf16()) add(op::matmul_bf16, kCpu, "avx512bf16", &cpu::matmul_bf16_avx512, 20, avx512);
-  // ... and attention under autocast: the float32 loops on inputs rounded where they are copied.
-  VariantMeta rounded;
-  rounded.bf16_inputs = true;  // checked against the reference on the rounded inputs
-  rounded.about = "attention_forward's loops, q, k, v rounded to bf16 where they are copied (no extra pass)";
-  add(op::attention_forward_bf16, kCpu, "cpu", &cpu::attention_forward_bf16, 0, rounded);
-  rounded.about = "attention_backward's loops, q, k, v and dout rounded to bf16 where they are read";
-  add(op::attention_backward_bf16, kCpu, "cpu", &cpu::attention_backward_bf16, 0, rounded);
+  // Each rounds its inputs to bf16: they are matmul's bf16-products slot ("matmul:bf16"), which
+  // the registry asks for the calls that want bf16 products (autocast's) and for no other.
+  add(op::matmul<float>.autocast(), kCpu, "plain", &cpu::matmul_bf16_plain, 0,
+      about("the bf16 GEMM's packing and loops in portable C++: float32 FMAs on exact bf16 products"));
+  if (cpu::cpu_has_avx512_bf16())
+    add(op::matmul<float>.autocast(), kCpu, "avx512bf16", &cpu::matmul_bf16_avx512, 20,
+        about("pairs of bf16 packed into 32-bit words, a 12 x 32 tile of vdpbf16ps (gemm_bf16.cpp)"));
+  // ... and attention under autocast: the float32 loops on inputs rounded where they are copied
+  // (checked against the reference on the rounded inputs).
+  add(op::attention_forward<float>.autocast(), kCpu, "cpu", &cpu::attention_forward_bf16, 0,
+      about("attention_forward's loops, q, k, v rounded to bf16 where they are copied (no extra pass)"));
+  add(op::attention_backward<float>.autocast(), kCpu, "cpu", &cpu::attention_backward_bf16, 0,
+      about("attention_backward's loops, q, k, v and dout rounded to bf16 where they are read"));
   // ... and the ops on bf16 data of the tensor-core kernels that read bf16 from memory (chapters
   // 14 and 15): here the float32 kernels on widened copies, the references the lab runs them beside.
-  add(op::matmul_bf16_memory, kCpu, "cpu", &cpu::matmul_bf16_memory, 0,
+  add(op::matmul_on_bf16, kCpu, "cpu", &cpu::matmul_bf16_memory, 0,
       about("a and b widened to float32 (exact), then the bf16 GEMM"));
-  add(op::attention_forward_bf16_memory, kCpu, "cpu", &cpu::attention_forward_bf16_memory, 0,
+  add(op::attention_forward_on_bf16, kCpu, "cpu", &cpu::attention_forward_bf16_memory, 0,
       about("widened to float32 (exact), attention_forward's loops, out rounded once"));
-  add(op::attention_backward_bf16_memory, kCpu, "cpu", &cpu::attention_backward_bf16_memory, 0,
+  add(op::attention_backward_on_bf16, kCpu, "cpu", &cpu::attention_backward_bf16_memory, 0,
       about("widened to float32 (exact), attention_backward's loops"));
   register_integer<std::int32_t>();
   register_integer<std::int64_t>();

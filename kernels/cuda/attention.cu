@@ -22,21 +22,21 @@
 // unless noted):
 //   attention_forward   1 naive      one thread per query row, two passes over the keys
 //                       2 flash      tiles in shared memory, online softmax (default)
-//                       3 bf16_mma   variant 2 on tensor cores, bf16 inputs (float32 only)
 //   attention_backward  1 naive      one thread per query row (dq) and per key row (dk, dv)
 //                       2 flash      FlashAttention-2's loop order, deterministic (default)
-//                       3 bf16_mma   variant 2 on tensor cores, bf16 operands (float32 only)
-//   attention_forward_bf16, attention_backward_bf16 (chapter 18: what ops::flash_attention calls
-//   under Autocast(kBFloat16); float32 in memory, inputs rounded to bf16)
-//                       3 bf16_mma   the default up to hs = 128 (its rule)
+//   attention_forward:bf16, attention_backward:bf16, the ops' bf16-products slots (chapter 18:
+//   what ops::flash_attention calls under Autocast(kBFloat16); float32 in memory, inputs
+//   rounded to bf16)
+//                       3 bf16_mma   variant 2 on tensor cores, bf16 operands: the default up
+//                                    to hs = 128 (its rule)
 //                       1 naive      variant 1, every input rounded to bf16 as it is read
 //
 // Each tiled variant carries an eligibility rule, the largest head size its tiles hold (flash:
 // 128 in float32, 64 forward and 32 backward in float64; bf16_mma: 128), and its launcher
 // refuses a larger one: the registry runs variant 1 there (kernels/registry.cpp's choose()),
 // and `brrr kernels attention_forward --head-size 160` says why.
-//   attention_forward_bf16_memory, attention_backward_bf16_memory (the ops on bf16 data, which
-//   the kernel lab checks and times with --dtype bfloat16; no framework op calls them yet)
+//   attention_forward, attention_backward on bf16 data (dtype bfloat16, which the kernel lab
+//   checks and times with --dtype bfloat16; no framework op calls them yet)
 //                       4 bf16_pipelined  bf16 in memory, cp.async double buffering, ldmatrix
 //                                    (head sizes 64 and 128)
 //
@@ -101,7 +101,7 @@ void check_sizes(const char* op, std::int64_t BH, std::int64_t T_len, std::int64
 // different amounts of work (row i has i + 1 keys). It is here as the plain statement of the
 // math. Measured on the H100 at (384, 1024, 64): 305.874 ms, 0.1685 TFLOP/s, 0.3% of the
 // float32 matmul peak, 96 times slower than variant 2.
-// With BF16 (attention_forward_bf16, chapter 18) every q, k, v it reads is rounded to bf16 first.
+// With BF16 (attention_forward:bf16, chapter 18) every q, k, v it reads is rounded to bf16 first.
 
 template <class T, bool BF16 = false>
 __global__ void attention_forward_naive_kernel(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH,
@@ -144,13 +144,17 @@ void launch_forward_naive(T* out, T* lse, const T* q, const T* k, const T* v, st
 }
 
 template <class T>
-void attention_forward_naive(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len,
-                             std::int64_t hs, T scale, Stream stream) {
+void attention_forward_naive(T* out, T* lse, const T* q, const T* k, const T* v, const AttentionShape& shape,
+                             Stream stream) {
+  const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs;
+  const T scale = static_cast<T>(shape.scale);
   launch_forward_naive<T, false>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
 }
 
 void attention_forward_naive_bf16(float* out, float* lse, const float* q, const float* k, const float* v,
-                                  std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream) {
+                                  const AttentionShape& shape, Stream stream) {
+  const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs;
+  const float scale = static_cast<float>(shape.scale);
   launch_forward_naive<float, true>(out, lse, q, k, v, BH, T_len, hs, scale, stream);
 }
 
@@ -357,8 +361,10 @@ void check_head_size(const char* op, std::int64_t hs, std::int64_t most) {
 }
 
 template <class T>
-void attention_forward_flash(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len,
-                             std::int64_t hs, T scale, Stream stream) {
+void attention_forward_flash(T* out, T* lse, const T* q, const T* k, const T* v, const AttentionShape& shape,
+                             Stream stream) {
+  const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs;
+  const T scale = static_cast<T>(shape.scale);
   check_sizes("attention_forward", BH, T_len, hs);
   check_head_size("attention_forward flash", hs, flash_forward_max_head_size<T>());
   if (BH == 0 || T_len == 0) return;
@@ -476,14 +482,17 @@ void launch_backward_naive(T* dq, T* dk, T* dv, const T* dout, const T* q, const
 
 template <class T>
 void attention_backward_naive(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
-                              const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale,
-                              Stream stream) {
+                              const T* lse, const AttentionShape& shape, Stream stream) {
+  const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs;
+  const T scale = static_cast<T>(shape.scale);
   launch_backward_naive<T, false>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
 }
 
 void attention_backward_naive_bf16(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                                   const float* v, const float* out, const float* lse, std::int64_t BH,
-                                   std::int64_t T_len, std::int64_t hs, float scale, Stream stream) {
+                                   const float* v, const float* out, const float* lse, const AttentionShape& shape,
+                                   Stream stream) {
+  const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs;
+  const float scale = static_cast<float>(shape.scale);
   launch_backward_naive<float, true>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
 }
 
@@ -707,8 +716,9 @@ void launch_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, const
 
 template <class T>
 void attention_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
-                              const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale,
-                              Stream stream) {
+                              const T* lse, const AttentionShape& shape, Stream stream) {
+  const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs;
+  const T scale = static_cast<T>(shape.scale);
   check_sizes("attention_backward", BH, T_len, hs);
   check_head_size("attention_backward flash", hs, flash_backward_max_head_size<T>());
   if (BH == 0 || T_len == 0) return;
@@ -924,7 +934,9 @@ void launch_forward_bf16_mma(float* out, float* lse, const float* q, const float
 }
 
 void attention_forward_bf16_mma(float* out, float* lse, const float* q, const float* k, const float* v,
-                                std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream) {
+                                const AttentionShape& shape, Stream stream) {
+  const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs;
+  const float scale = static_cast<float>(shape.scale);
   check_sizes("attention_forward", BH, T_len, hs);
   check_head_size("attention_forward bf16_mma", hs, kMmaMaxHeadSize);
   if (BH == 0 || T_len == 0) return;
@@ -1171,8 +1183,10 @@ void launch_backward_bf16_mma(float* dq, float* dk, float* dv, const float* dout
 }
 
 void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                                 const float* v, const float* out, const float* lse, std::int64_t BH,
-                                 std::int64_t T_len, std::int64_t hs, float scale, Stream stream) {
+                                 const float* v, const float* out, const float* lse, const AttentionShape& shape,
+                                 Stream stream) {
+  const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs;
+  const float scale = static_cast<float>(shape.scale);
   check_sizes("attention_backward", BH, T_len, hs);
   check_head_size("attention_backward bf16_mma", hs, kMmaMaxHeadSize);
   if (BH == 0 || T_len == 0) return;
@@ -1347,8 +1361,9 @@ __global__ void __launch_bounds__(kMmaThreads)
 }
 
 void attention_forward_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::bf16* q, const brrr::bf16* k,
-                                      const brrr::bf16* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs,
-                                      float scale, Stream stream) {
+                                      const brrr::bf16* v, const AttentionShape& shape, Stream stream) {
+  const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs;
+  const float scale = static_cast<float>(shape.scale);
   const char* op = "attention_forward bf16_pipelined";
   check_sizes(op, BH, T_len, hs);
   BRRR_CHECK(hs == 64 || hs == 128, op, ": head size ", hs, "; this kernel is written for 64 and 128");
@@ -1568,8 +1583,9 @@ void launch_backward_bf16_pipelined(float* dq, float* dk, float* dv, const __nv_
 
 void attention_backward_bf16_pipelined(float* dq, float* dk, float* dv, const brrr::bf16* dout, const brrr::bf16* q,
                                        const brrr::bf16* k, const brrr::bf16* v, const brrr::bf16* out,
-                                       const float* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs,
-                                       float scale, Stream stream) {
+                                       const float* lse, const AttentionShape& shape, Stream stream) {
+  const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs;
+  const float scale = static_cast<float>(shape.scale);
   const char* op = "attention_backward bf16_pipelined";
   check_sizes(op, BH, T_len, hs);
   BRRR_CHECK(hs == 64 || hs == 128, op, ": head size ", hs, "; this kernel is written for 64 and 128");
@@ -1594,14 +1610,12 @@ void attention_backward_bf16_pipelined(float* dq, float* dk, float* dv, const br
 // =============================================================================================
 
 #define BRRR_INSTANTIATE(T)                                                                                         \
-  template void attention_forward_naive<T>(T*, T*, const T*, const T*, const T*, std::int64_t, std::int64_t,        \
-                                           std::int64_t, T, Stream);                                                \
-  template void attention_forward_flash<T>(T*, T*, const T*, const T*, const T*, std::int64_t, std::int64_t,        \
-                                           std::int64_t, T, Stream);                                                \
+  template void attention_forward_naive<T>(T*, T*, const T*, const T*, const T*, const AttentionShape&, Stream);    \
+  template void attention_forward_flash<T>(T*, T*, const T*, const T*, const T*, const AttentionShape&, Stream);    \
   template void attention_backward_naive<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, \
-                                            std::int64_t, std::int64_t, std::int64_t, T, Stream);                  \
+                                            const AttentionShape&, Stream);                                         \
   template void attention_backward_flash<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, \
-                                            std::int64_t, std::int64_t, std::int64_t, T, Stream);
+                                            const AttentionShape&, Stream);
 BRRR_INSTANTIATE(float)
 BRRR_INSTANTIATE(double)
 #undef BRRR_INSTANTIATE
@@ -1633,35 +1647,29 @@ void register_dtype() {
 void register_attention_kernels() {
   register_dtype<float>();
   register_dtype<double>();
-  // Not the default: bf16 inputs change the results in the third significant digit.
+  // Mixed precision (chapter 18): the bf16-products slots ("attention_forward:bf16"), which
+  // ops::flash_attention calls under Autocast(kBFloat16). Variant 3 is their default for head
+  // sizes up to 128 (its rule); above that the registry runs variant 1 rounding its inputs.
   VariantMeta bf16;  // bfloat16 keeps 8 bits of mantissa: an error near 1e-2 is its design
-  bf16.tolerance = 3e-2, bf16.bf16_inputs = true, bf16.max_head_size = kMmaMaxHeadSize;
-  bf16.about = "variant 3: q, k, v and the weights in bfloat16 on the tensor cores (mma.sync), float32 sums";
-  add(op::attention_forward<float>, DeviceType::CUDA, "bf16_mma", &attention_forward_bf16_mma, 10, bf16);
-  bf16.about = "variant 3: FlashAttention-2's backward in bfloat16 on the tensor cores, dq in a second pass";
-  add(op::attention_backward<float>, DeviceType::CUDA, "bf16_mma", &attention_backward_bf16_mma, 10, bf16);
-  // Mixed precision (chapter 18): the ops that ops::flash_attention calls under
-  // Autocast(kBFloat16). Variant 3 is their default for head sizes up to 128 (its rule); above
-  // that the registry runs variant 1 rounding its inputs, the plain one.
+  bf16.tolerance = 3e-2, bf16.max_head_size = kMmaMaxHeadSize;
   bf16.about = "variant 3: q, k, v rounded to bf16 as loaded, mma.sync, float32 softmax";
-  add(op::attention_forward_bf16, DeviceType::CUDA, "bf16_mma", &attention_forward_bf16_mma, 10, bf16);
+  add(op::attention_forward<float>.autocast(), DeviceType::CUDA, "bf16_mma", &attention_forward_bf16_mma, 10, bf16);
   bf16.about = "variant 3's backward on the tensor cores, dq in a second pass";
-  add(op::attention_backward_bf16, DeviceType::CUDA, "bf16_mma", &attention_backward_bf16_mma, 10, bf16);
-  VariantMeta rounded;  // float32 arithmetic on rounded inputs: held to the op's own tolerance
-  rounded.bf16_inputs = true;
-  rounded.about = "variant 1, every q, k, v it reads rounded to bf16";
-  add(op::attention_forward_bf16, DeviceType::CUDA, "naive", &attention_forward_naive_bf16, 0, rounded);
-  rounded.about = "variant 1, every q, k, v and dout it reads rounded to bf16";
-  add(op::attention_backward_bf16, DeviceType::CUDA, "naive", &attention_backward_naive_bf16, 0, rounded);
-  // Variant 4 on bf16 data (`brrr kernel-lab attention_forward_bf16_memory --dtype bfloat16`):
+  add(op::attention_backward<float>.autocast(), DeviceType::CUDA, "bf16_mma", &attention_backward_bf16_mma, 10, bf16);
+  // float32 arithmetic on rounded inputs: held to the op's own tolerance
+  add(op::attention_forward<float>.autocast(), DeviceType::CUDA, "naive", &attention_forward_naive_bf16, 0,
+      about("variant 1, every q, k, v it reads rounded to bf16"));
+  add(op::attention_backward<float>.autocast(), DeviceType::CUDA, "naive", &attention_backward_naive_bf16, 0,
+      about("variant 1, every q, k, v and dout it reads rounded to bf16"));
+  // Variant 4 on bf16 data (`brrr kernel-lab attention_forward/bf16 --dtype bfloat16`):
   // head sizes 64 and 128 only, 16-byte aligned pointers; other calls are refused with a message.
   VariantMeta pipelined;
   pipelined.tolerance = 3e-2;  // variant 3's arithmetic: the softmax weights rounded to bf16 too
   pipelined.about = "variant 4: bf16 tiles by cp.async, double buffered, ldmatrix, mma.sync (hs 64 or 128)";
-  add(op::attention_forward_bf16_memory, DeviceType::CUDA, "bf16_pipelined", &attention_forward_bf16_pipelined, 10,
+  add(op::attention_forward_on_bf16, DeviceType::CUDA, "bf16_pipelined", &attention_forward_bf16_pipelined, 10,
       pipelined);
   pipelined.about = "variant 4: variant 3's backward on bf16 tiles by cp.async and ldmatrix (hs 64 or 128)";
-  add(op::attention_backward_bf16_memory, DeviceType::CUDA, "bf16_pipelined", &attention_backward_bf16_pipelined, 10,
+  add(op::attention_backward_on_bf16, DeviceType::CUDA, "bf16_pipelined", &attention_backward_bf16_pipelined, 10,
       pipelined);
 }
 

@@ -5,8 +5,9 @@
 //
 // attention.cu is compiled twice (see simt.h), so each function exists in brrr::kernels::emu
 // (the emulator, host pointers) and in brrr::kernels::cuda (the GPU, device pointers; only in
-// CUDA builds). Shapes: q, k, v, out, dout, dq, dk, dv (BH, T_len, hs), lse (BH, T_len), all
-// contiguous; key j is visible to query i iff j <= i. T is float or double.
+// CUDA builds). Sizes and scale in an AttentionShape (kernels/signatures.h): q, k, v, out, dout,
+// dq, dk, dv (BH, T, hs), lse (BH, T), all contiguous; key j is visible to query i iff j <= i.
+// T is float or double.
 #pragma once
 #include <cstdint>
 
@@ -21,51 +22,48 @@ struct bf16;
 #define BRRR_ATTENTION_KERNELS                                                                                   \
   /* Variant 1: one thread per query row, two passes over the keys. */                                          \
   template <class T>                                                                                             \
-  void attention_forward_naive(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH,            \
-                               std::int64_t T_len, std::int64_t hs, T scale, Stream stream);                    \
+  void attention_forward_naive(T* out, T* lse, const T* q, const T* k, const T* v, const AttentionShape& shape, \
+                               Stream stream);                                                                   \
   /* Variant 2: flash attention: tiles in shared memory, online softmax (head sizes up to 128). */            \
   template <class T>                                                                                             \
-  void attention_forward_flash(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH,            \
-                               std::int64_t T_len, std::int64_t hs, T scale, Stream stream);                    \
+  void attention_forward_flash(T* out, T* lse, const T* q, const T* k, const T* v, const AttentionShape& shape, \
+                               Stream stream);                                                                   \
   /* Variant 1: one thread per query row for dq, one per key row for dk and dv. */                              \
   template <class T>                                                                                             \
   void attention_backward_naive(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,         \
-                                const T* out, const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, \
-                                T scale, Stream stream);                                                         \
+                                const T* out, const T* lse, const AttentionShape& shape, Stream stream);        \
   /* Variant 2: FlashAttention-2 style: a block per key tile for dk, dv, a block per query tile for dq. */      \
   template <class T>                                                                                             \
   void attention_backward_flash(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,         \
-                                const T* out, const T* lse, std::int64_t BH, std::int64_t T_len, std::int64_t hs, \
-                                T scale, Stream stream);
+                                const T* out, const T* lse, const AttentionShape& shape, Stream stream);
 
 namespace brrr::kernels {
 
 #define BRRR_ATTENTION_TENSOR_CORE_KERNELS                                                                     \
   /* Variant 1 for the bf16 ops (chapter 18): every q, k, v (and dout) rounded to bfloat16 as it is read. */  \
   void attention_forward_naive_bf16(float* out, float* lse, const float* q, const float* k, const float* v,     \
-                                    std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream); \
+                                    const AttentionShape& shape, Stream stream);                                \
   void attention_backward_naive_bf16(float* dq, float* dk, float* dv, const float* dout, const float* q,        \
                                      const float* k, const float* v, const float* out, const float* lse,        \
-                                     std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream); \
+                                     const AttentionShape& shape, Stream stream);                               \
   /* Variant 3: the flash forward on tensor cores, mma.sync m16n8k16 with q, k, v rounded to bfloat16 on load */ \
   /* and float32 accumulation (relative error about 1e-2, not 1e-6). */                                         \
   void attention_forward_bf16_mma(float* out, float* lse, const float* q, const float* k, const float* v,       \
-                                  std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream); \
+                                  const AttentionShape& shape, Stream stream);                                  \
   /* Variant 3 backward: FlashAttention-2's backward on tensor cores, bf16 operands, dq in a second pass. */     \
   void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* dout, const float* q,          \
                                    const float* k, const float* v, const float* out, const float* lse,          \
-                                   std::int64_t BH, std::int64_t T_len, std::int64_t hs, float scale, Stream stream); \
+                                   const AttentionShape& shape, Stream stream);                                 \
   /* Variant 4 forward: q, k, v, out stored as bfloat16 (brrr::bf16, the bits of __nv_bfloat16), lse float32; */ \
   /* k and v tiles streamed by cp.async with double buffering. hs 64 or 128, 16-byte aligned pointers. */       \
   void attention_forward_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::bf16* q, const brrr::bf16* k,  \
-                                        const brrr::bf16* v, std::int64_t BH, std::int64_t T_len,               \
-                                        std::int64_t hs, float scale, Stream stream);               \
+                                        const brrr::bf16* v, const AttentionShape& shape, Stream stream);       \
   /* Variant 4 backward: variant 3's loop order, q, k, v, out, dout bf16 by cp.async + ldmatrix; dq, dk, dv */ \
   /* float32. hs 64 or 128, 16-byte aligned pointers. */                                                        \
   void attention_backward_bf16_pipelined(float* dq, float* dk, float* dv, const brrr::bf16* dout,               \
                                          const brrr::bf16* q, const brrr::bf16* k, const brrr::bf16* v,         \
-                                         const brrr::bf16* out, const float* lse, std::int64_t BH,              \
-                                         std::int64_t T_len, std::int64_t hs, float scale, Stream stream);
+                                         const brrr::bf16* out, const float* lse, const AttentionShape& shape,  \
+                                         Stream stream);
 
 namespace emu {
 BRRR_ATTENTION_KERNELS

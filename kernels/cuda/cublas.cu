@@ -12,12 +12,12 @@
 // faster and ~1e-3 relative error. brrr keeps full float32 unless asked
 // (brrr::cuda::set_allow_tf32(true), which the op passes in MatmulShape::allow_tf32), as PyTorch does for matmuls by default.
 //
-// Mixed precision (chapter 18): matmul_bf16 is the op autocast calls, float32 in memory with the
+// Mixed precision (chapter 18): matmul:bf16, matmul's bf16-products slot, is what autocast calls, float32 in memory with the
 // operands rounded to bf16. cuBLAS multiplies bf16 matrices (CUDA_R_16BF) on the tensor cores
 // with float32 sums (CUBLAS_COMPUTE_32F) into a float32 out, so a and b are first rounded into
 // bf16 copies in scratch memory by the BFloat16 dtype's conversion kernel (elementwise.cu's
 // cast: round to nearest even, as brrr::bf16): a pass over the operands at 6 bytes an element,
-// small beside the GEMM's K-fold reuse of them. matmul_bf16_memory takes bf16 a and b as they
+// small beside the GEMM's K-fold reuse of them. matmul on bf16 data takes bf16 a and b as they
 // are: the same GEMM without the copies, the peer of matmul.cu's variant 12. (This file is host code, built for the GPU
 // only: it launches no kernel of its own, which would need simt.h and the emulator's copy.)
 #include <cstdint>
@@ -109,7 +109,7 @@ void gemm_bf16(float* out, const void* a16, const void* b16, const MatmulShape& 
                                                g.m, s.stride_out, g.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-// matmul_bf16 on cuBLAS: a and b rounded into bf16 scratch copies (same layout, same strides),
+// matmul:bf16 on cuBLAS: a and b rounded into bf16 scratch copies (same layout, same strides),
 // then one strided-batched GEMM, bf16 in, float32 sums and out. Shapes as matmul_cublas.
 void matmul_bf16_cublas(float* out, const float* a, const float* b, const MatmulShape& s, Stream stream) {
   if (s.M == 0 || s.N == 0 || s.batch == 0) return;
@@ -126,7 +126,7 @@ void matmul_bf16_cublas(float* out, const float* a, const float* b, const Matmul
   gemm_bf16(out, a16, b16, s, stream);
 }
 
-// matmul_bf16_memory on cuBLAS: a and b are bf16 in memory already, so the GEMM alone: the peer
+// matmul on bf16 data on cuBLAS: a and b are bf16 in memory already, so the GEMM alone: the peer
 // the kernel lab times matmul.cu's variant 12 beside (the bar: at least 50% of it at 4096^3).
 void matmul_bf16_memory_cublas(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& s,
                                Stream stream) {
@@ -141,10 +141,10 @@ void register_cublas_kernels() {
   const VariantMeta cublas = about("NVIDIA's cuBLAS GEMM: the bar every hand-written variant is measured against");
   add(op::matmul<float>, DeviceType::CUDA, "cublas", &matmul_cublas<float>, 100, cublas);
   add(op::matmul<double>, DeviceType::CUDA, "cublas", &matmul_cublas<double>, 100, cublas);
-  VariantMeta bf16 = about("cuBLAS's bf16 GEMM (cublasGemmStridedBatchedEx, float32 sums) on bf16 copies of a and b");
-  bf16.bf16_inputs = true;  // it rounds a and b: for bf16 products (autocast) only
-  add(op::matmul_bf16, DeviceType::CUDA, "cublas", &matmul_bf16_cublas, 100, bf16);
-  add(op::matmul_bf16_memory, DeviceType::CUDA, "cublas", &matmul_bf16_memory_cublas, 100,
+  // It rounds a and b: the bf16-products slot ("matmul:bf16"), for autocast's calls only.
+  add(op::matmul<float>.autocast(), DeviceType::CUDA, "cublas", &matmul_bf16_cublas, 100,
+      about("cuBLAS's bf16 GEMM (cublasGemmStridedBatchedEx, float32 sums) on bf16 copies of a and b"));
+  add(op::matmul_on_bf16, DeviceType::CUDA, "cublas", &matmul_bf16_memory_cublas, 100,
       about("cuBLAS's bf16 GEMM (cublasGemmStridedBatchedEx, float32 sums) on a and b as they are"));
 }
 

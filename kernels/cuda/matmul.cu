@@ -14,7 +14,7 @@
 // pipeline, that pipeline with a fused epilogue (bias, GELU), and bf16 in memory through a
 // pipeline. `brrr kernel-lab
 // matmul` checks and times them all (variant 11 under matmul_bias_gelu, variant 12 under
-// matmul_bf16_memory with --dtype bfloat16). register_matmul_kernels, at the end, registers
+// matmul --dtype bfloat16). register_matmul_kernels, at the end, registers
 // them in this order.
 //
 // Measured on an H100 80GB HBM3, 2026-11-23, with `scripts/gpu.sh` (see docs/measurements.md):
@@ -920,7 +920,7 @@ __device__ inline void store_warp_tile(const Gemm<float>& g, float* out, int i0,
 // K (the emulator models the cut: kernels/cuda/simt_tensor_cores.cpp). Each k-tile's products go
 // into a fresh accumulator, whose sum joins the running one with rounded float32 adds: the
 // truncation then acts on one k-tile's partial, not on the whole sum. On the emulator
-// (`brrr kernel-lab matmul_bf16 --device emulator --size 64x64xK`, 2026-11-26) the largest
+// (`brrr kernel-lab matmul --autocast --device emulator --size 64x64xK`, 2026-11-26) the largest
 // relative error was 5.4e-6 at K = 4096 and 1.2e-5 at K = 16384 without promotion, 1.2e-6 and
 // 1.9e-6 with it (variant 12 alike); the lab's check is 1e-4.
 __device__ inline void promote(float (&acc)[2][4][4], const float (&tile_sum)[2][4][4]) {
@@ -1236,7 +1236,7 @@ void matmul_bias_gelu_unfused(T* out, T* pre, const T* a, const T* b, const T* b
 // for every 64 rows, and a warp does 8 mma's per 4 ldmatrix. cuBLAS-class kernels use (128, 128) or
 // (128, 256) blocks of 8 warps, (64, 64) per warp, for twice to four times the reuse. That is
 // the first knob to turn on a GPU (ptxas gives this one 58-63 registers: there is room).
-// Registered as matmul_bf16_memory's "bf16_pipelined" (bf16 data, float32 out); no framework
+// Registered as matmul's "bf16_pipelined" on bf16 data (op::matmul_on_bf16) (bf16 data, float32 out); no framework
 // op calls it, since autocast's activations are float32. Untimed on a GPU (written after the
 // H100 run; docs/measurements.md, "Every CUDA variant"): the tensor-core issue's bar is >= 50%
 // of cuBLAS's bf16 GEMM at 4096^3 (bench/tensor_cores.sh).
@@ -1432,16 +1432,13 @@ void register_matmul_kernels() {
       about("variant 7: 3xTF32 on the tensor cores through WMMA, near float32 accuracy"));
   add(op::matmul<float>, cuda, "warptiling", &matmul_warptiling, 65,
       about("variant 8: warp tiles, two shared-memory stages (double buffering)"));
-  VariantMeta bf16_mma = about("variant 9: bf16 on the tensor cores (mma.sync, ldmatrix, padded tiles), float32 sums");
-  bf16_mma.bf16_inputs = true;  // checked against the reference on its inputs rounded to bf16
-  bf16_mma.tolerance = 1e-4;    // then only the float32 sums differ, as in the float32 variants
-  add(op::matmul<float>, cuda, "bf16_mma", &matmul_bf16_mma, 8, bf16_mma);
-  // Mixed precision (chapter 18): the same kernel is a variant of matmul_bf16, the op autocast
-  // calls, whose reference rounds the operands itself. The emulator's default (it has no
-  // cuBLAS); on a GPU cuBLAS's bf16 GEMM outranks it (cublas.cu).
+  // Variant 9 rounds its operands to bf16: a variant of matmul's bf16-products slot
+  // ("matmul:bf16", chapter 18), the one autocast calls, checked against the reference on the
+  // rounded operands. The emulator's default (it has no cuBLAS); on a GPU cuBLAS's bf16 GEMM
+  // outranks it (cublas.cu).
   VariantMeta autocast = about("variant 9: operands rounded to bf16 as the tiles load, mma.sync, float32 sums");
-  autocast.bf16_inputs = true;  // for bf16 products (autocast) only
-  add(op::matmul_bf16, cuda, "bf16_mma", &matmul_bf16_mma, 10, autocast);
+  autocast.tolerance = 1e-4;  // on the rounded operands only the float32 sums differ
+  add(op::matmul<float>.autocast(), cuda, "bf16_mma", &matmul_bf16_mma, 10, autocast);
   VariantMeta tf32 = about("variant 10: tf32 mma.sync fed by a three-stage cp.async pipeline");
   tf32.tolerance = 5e-3;  // tf32 keeps 10 mantissa bits: ~5e-4 a product, more on cancelling sums
   add(op::matmul<float>, cuda, "tf32_pipelined", &matmul_tf32_pipelined, 9, tf32);
@@ -1453,9 +1450,9 @@ void register_matmul_kernels() {
       about("the registry's matmul, then bias_gelu_forward: two kernels, (M, N) written and read back");
   add(op::matmul_bias_gelu<float>, cuda, "unfused", &matmul_bias_gelu_unfused<float>, 10, unfused);
   add(op::matmul_bias_gelu<double>, cuda, "unfused", &matmul_bias_gelu_unfused<double>, 10, unfused);
-  // Variant 12 takes bf16 from memory: the op on bf16 data, matmul_bf16_memory (`brrr kernel-lab
-  // matmul_bf16_memory --dtype bfloat16`); float32 sums and out, as variant 9.
-  add(op::matmul_bf16_memory, cuda, "bf16_pipelined", &matmul_bf16_pipelined, 10,
+  // Variant 12 takes bf16 from memory: matmul on bf16 data (`brrr kernel-lab matmul
+  // --dtype bfloat16`); float32 sums and out, as variant 9.
+  add(op::matmul_on_bf16, cuda, "bf16_pipelined", &matmul_bf16_pipelined, 10,
       about("variant 12: bf16 tiles by a three-stage cp.async pipeline, ldmatrix, mma.sync, float32 out"));
   // float64 (gradient checks on the device): the first three are templates.
   add(op::matmul<double>, cuda, "naive", &matmul_naive<double>, 10, naive);

@@ -64,7 +64,7 @@ void matmul_bias_gelu(float* out, float* pre, const float* a, const float* b, co
                       const MatmulShape& shape, Stream stream);
 // 12: a and b stored as bfloat16 (brrr::bf16, the bits of __nv_bfloat16), out float32: 16-byte
 // cp.async copies, a three-stage pipeline, ldmatrix, mma.sync, float32 sums. Every MatmulShape
-// (transposes, batches, accumulate, any M, N, K). Registered as matmul_bf16_memory's
+// (transposes, batches, accumulate, any M, N, K). Registered as matmul's on bf16 data (op::matmul_on_bf16),
 // "bf16_pipelined" (bf16 data, float32 out), which the kernel lab checks and times.
 void matmul_bf16_pipelined(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& shape,
                            Stream stream);

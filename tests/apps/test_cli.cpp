@@ -343,3 +343,31 @@ TEST_CASE("cli kernels: the decision for a call names what runs and why the othe
   CHECK(bare.code != 0);
   CHECK(has(bare.out, "need an op"));
 }
+
+// Precision is a slot of the op, not its name (issue 29): `brrr kernels matmul` lists the exact
+// slots and matmul:bf16, --autocast asks the bf16-products slot, and the kernel lab reaches the
+// bf16 rows of an op with --autocast (bf16 products) and --dtype bfloat16 (bf16 data).
+TEST_CASE("cli kernels and kernel-lab: an op's bf16 products and bf16 data are reached through the op's name") {
+  const Result list = brrr("kernels matmul");
+  INFO(list.out);
+  CHECK(list.code == 0);
+  CHECK(has(list.out, "matmul:bf16\n"));
+  CHECK(has(list.out, "plain: the bf16 GEMM's packing"));
+  const Result autocast = brrr("kernels matmul --autocast");
+  INFO(autocast.out);
+  CHECK(has(autocast.out, "matmul:bf16 for bf16 products:"));
+  const Result products = brrr("kernel-lab matmul --autocast --device cpu --mode check --size 5x7x3 --seed 1");
+  INFO(products.out);
+  CHECK(products.code == 0);
+  CHECK(has(products.out, "kernel-lab matmul:bf16: "));
+  const Result data = brrr("kernel-lab matmul --dtype bfloat16 --device cpu --mode check --size 5x7x3 --seed 1");
+  INFO(data.out);
+  CHECK(data.code == 0);
+  CHECK(has(data.out, "kernel-lab matmul/bf16: "));
+  const Result both = brrr("kernel-lab matmul --autocast --dtype bfloat16 --device cpu");
+  CHECK(both.code != 0);
+  CHECK(has(both.out, "ask for one of them"));
+  const Result old = brrr("kernels matmul_bf16");
+  CHECK(old.code != 0);
+  CHECK(has(old.out, "no op 'matmul_bf16'"));
+}

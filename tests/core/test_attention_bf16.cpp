@@ -1,5 +1,5 @@
 // tests/core/test_attention_bf16.cpp: ops::flash_attention under brrr::Autocast(kBFloat16) on
-// the CPU (chapter 18; the kernels are attention_forward_bf16 / attention_backward_bf16 of
+// the CPU (chapter 18; the kernels are attention_forward:bf16 / attention_backward:bf16 of
 // kernels/cpu/attention.cpp). Forward and backward against float64 attention composed from
 // matmul and softmax on the same bf16-rounded q, k, v (and dout), at ragged T and head sizes
 // 16 to 128; that autocast off leaves the float32 kernels' bits alone; that autocast on really
@@ -109,9 +109,9 @@ TEST_CASE("autocast off leaves flash_attention's float32 bits alone and autocast
                            gv = g.to_vector<float>();
   kernels::Kernel<kernels::attention_forward_fn<float>> forward(kernels::op::attention_forward<float>);
   kernels::Kernel<kernels::attention_backward_fn<float>> backward(kernels::op::attention_backward<float>);
-  forward(DeviceType::CPU)(out.data(), lse.data(), qv.data(), kv.data(), vv.data(), BH, T, hs, scale, nullptr);
+  forward(DeviceType::CPU)(out.data(), lse.data(), qv.data(), kv.data(), vv.data(), {BH, T, hs, scale}, nullptr);
   backward(DeviceType::CPU)(dq.data(), dk.data(), dv.data(), gv.data(), qv.data(), kv.data(), vv.data(), out.data(),
-                            lse.data(), BH, T, hs, scale, nullptr);
+                            lse.data(), {BH, T, hs, scale}, nullptr);
 
   const Result f32 = run(q, k, v, g, kFloat32);
   CHECK(f32.out.to_vector<float>() == out);

@@ -62,7 +62,7 @@ TEST_CASE("attention_forward (CPU) saves lse = log-sum-exp of each row of masked
   std::vector<double> out(BH * T * hs), lse(BH * T);
   const double scale = 0.3;
   kernels::cpu::attention_forward<double>(out.data(), lse.data(), q.data_ptr<double>(), k.data_ptr<double>(),
-                                          v.data_ptr<double>(), BH, T, hs, scale, nullptr);
+                                          v.data_ptr<double>(), {BH, T, hs, scale}, nullptr);
   const std::vector<double> qv = q.to_vector<double>(), kv = k.to_vector<double>();
   double worst = 0.0;
   for (std::int64_t b = 0; b < BH; ++b)

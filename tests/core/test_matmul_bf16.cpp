@@ -20,7 +20,7 @@ using namespace brrr;
 namespace {
 
 bool has_variant(const char* name) {
-  for (const auto& v : kernels::variants("matmul_bf16"))
+  for (const auto& v : kernels::variants("matmul:bf16"))
     if (v.variant == name && v.device.type == DeviceType::CPU) return true;
   return false;
 }
@@ -31,7 +31,7 @@ Tensor with_variants(const char* matmul, const char* matmul_bf16, const std::fun
     ~Reset() { kernels::reset_selection(); }
   } reset;
   kernels::select("matmul", matmul);
-  if (matmul_bf16) kernels::select("matmul_bf16", matmul_bf16);
+  if (matmul_bf16) kernels::select("matmul:bf16", matmul_bf16);
   return f();
 }
 

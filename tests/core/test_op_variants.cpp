@@ -151,20 +151,38 @@ TEST_CASE("kernels::explain says which variant runs a call and why each other on
   CHECK_THROWS_WITH_AS(kernels::explain("no_such_op", {}), doctest::Contains("no op 'no_such_op'"), Error);
 }
 
-TEST_CASE("precision is part of the rule: bf16-rounding variants run autocast's calls and no other") {
+TEST_CASE("precision is a slot of the op: bf16-rounding variants run autocast's calls and no other") {
   kernels::reset_selection();
   kernels::Call bf16;
   bf16.bf16_compute = true;
-  // Every matmul_bf16 variant rounds its inputs: a bf16 call finds one, a float32 call none.
-  CHECK(!kernels::chosen("matmul_bf16", DeviceType::CPU, kFloat32, bf16).empty());
-  CHECK(kernels::selected("matmul_bf16", DeviceType::CPU, kFloat32) ==
-        kernels::chosen("matmul_bf16", DeviceType::CPU, kFloat32, bf16));
-  CHECK_THROWS_WITH_AS(kernels::chosen("matmul_bf16", DeviceType::CPU, kFloat32, {}),
-                       doctest::Contains("no variant can run this call"), Error);
-  CHECK(kernels::chosen("attention_forward_bf16", DeviceType::CPU, kFloat32, bf16) == "cpu");
+  // One op name, two slots: a bf16 call goes to matmul:bf16, whose every variant rounds its
+  // inputs, a plain call to the exact one, which has none of them.
+  const std::string autocast = kernels::chosen("matmul", DeviceType::CPU, kFloat32, bf16);
+  CHECK(autocast == kernels::chosen("matmul:bf16", DeviceType::CPU, kFloat32, {}));
+  CHECK(kernels::selected("matmul:bf16", DeviceType::CPU, kFloat32) == autocast);
+  for (const kernels::VariantInfo& v : kernels::variants("matmul:bf16")) {
+    CAPTURE(v.variant);
+    CHECK(v.meta.bf16_inputs);
+    CHECK(v.op == "matmul:bf16");
+  }
+  for (const kernels::VariantInfo& v : kernels::variants("matmul")) CHECK(!v.meta.bf16_inputs);
+  CHECK(kernels::chosen("attention_forward", DeviceType::CPU, kFloat32, bf16) == "cpu");
+  // No op's name carries its precision: bf16 products are a slot, bf16 data a dtype.
+  for (const std::string& op : kernels::ops()) {
+    CAPTURE(op);
+    CHECK(op.find("_bf16") == std::string::npos);
+  }
+  CHECK(kernels::chosen("matmul", DeviceType::CPU, kBFloat16, {}) == "cpu");  // bf16 data, float32 out
   // A float32 variant's selection leaves the bf16 calls to their own default, and back.
   kernels::select("matmul", "naive", DeviceType::CPU);
   CHECK(kernels::chosen("matmul", DeviceType::CPU, kFloat32, {}) == "naive");
+  CHECK(kernels::chosen("matmul", DeviceType::CPU, kFloat32, bf16) == autocast);
+  kernels::reset_selection();
+  kernels::select_from_spec("matmul:bf16=plain");
+  CHECK(kernels::chosen("matmul", DeviceType::CPU, kFloat32, bf16) == "plain");
+  CHECK(kernels::chosen("matmul", DeviceType::CPU, kFloat32, {}) != "plain");
+  // "plain" is a variant of the bf16 slot only: the exact one does not have it.
+  CHECK_THROWS_WITH_AS(kernels::select_from_spec("matmul=plain"), doctest::Contains("has no variant 'plain'"), Error);
   kernels::reset_selection();
   // The rules as `brrr kernels` prints them.
   kernels::VariantMeta tiled;
@@ -172,5 +190,5 @@ TEST_CASE("precision is part of the rule: bf16-rounding variants run autocast's 
   CHECK(kernels::rule_text(tiled) == "full-precision products, head size <= 128");
   CHECK(kernels::why_not(tiled, {160, 0.0, false}) == "head size 160 > 128, the most its tiles hold");
   CHECK(kernels::why_not(tiled, {128, 0.0, false}).empty());
-  CHECK(kernels::why_not(tiled, {64, 0.0, true}).find("full precision") != std::string::npos);
+  CHECK(kernels::why_not(tiled, {64, 0.0, true}).empty());  // the precision is the slot's, not a rule
 }

@@ -72,7 +72,7 @@ TEST_CASE("out of memory: an error with the bytes, and the device still works af
 
 // The kernel lab's table, as tests/train and tests/emulator run it: every case's shapes,
 // aligned and misaligned, float32 and float64 (an op on bf16 data only, such as
-// matmul_bf16_memory, in bf16), then grad mode where the op has a backward.
+// matmul/bf16, in bf16), then grad mode where the op has a backward.
 TEST_CASE("every CUDA kernel variant passes the kernel lab's check and grad modes") {
   if (!have_gpu()) return;
   int runs = 0;

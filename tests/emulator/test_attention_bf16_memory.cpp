@@ -64,13 +64,13 @@ void check_forward(const Shape& s, std::uint32_t seed) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.hs));
   std::vector<double> out_ref(n), lse_ref(rows);
   brrr::kernels::cpu::attention_forward<double>(out_ref.data(), lse_ref.data(), widened(q).data(), widened(k).data(),
-                                                widened(v).data(), s.BH, s.T, s.hs, scale, nullptr);
+                                                widened(v).data(), {s.BH, s.T, s.hs, scale}, nullptr);
 
   const DeviceArray<bf16> q_device(q), k_device(k), v_device(v);
   DeviceArray<bf16> out_device(std::vector<bf16>(n, bf16::from_bits(0x7FFF)));  // NaN: unwritten shows
   DeviceArray<float> lse_device(std::vector<float>(rows, NAN));
   emu::attention_forward_bf16_pipelined(out_device.data, lse_device.data, q_device.data, k_device.data, v_device.data,
-                                        s.BH, s.T, s.hs, static_cast<float>(scale),
+                                        {s.BH, s.T, s.hs, static_cast<float>(scale)},
                                         brrr::gpu::emulator_runtime().stream());
   // out: the lab's bf16 tolerance (the kernel rounds the softmax weights and out to bf16);
   // lse: float32 statistics of float32 scores, so much tighter.
@@ -87,12 +87,13 @@ void check_forward(const Shape& s, std::uint32_t seed) {
   std::vector<double> dq_ref(n), dk_ref(n), dv_ref(n);
   brrr::kernels::cpu::attention_backward<double>(dq_ref.data(), dk_ref.data(), dv_ref.data(), widened(dout).data(),
                                                  widened(q).data(), widened(k).data(), widened(v).data(),
-                                                 widened(out).data(), lse64.data(), s.BH, s.T, s.hs, scale, nullptr);
+                                                 widened(out).data(), lse64.data(), {s.BH, s.T, s.hs, scale}, nullptr);
   const DeviceArray<bf16> dout_device(dout);
   DeviceArray<float> dq(std::vector<float>(n, NAN)), dk(std::vector<float>(n, NAN)), dv(std::vector<float>(n, NAN));
   emu::attention_backward_bf16_pipelined(dq.data, dk.data, dv.data, dout_device.data, q_device.data, k_device.data,
-                                      v_device.data, out_device.data, lse_device.data, s.BH, s.T, s.hs,
-                                      static_cast<float>(scale), brrr::gpu::emulator_runtime().stream());
+                                      v_device.data, out_device.data, lse_device.data,
+                                      {s.BH, s.T, s.hs, static_cast<float>(scale)},
+                                      brrr::gpu::emulator_runtime().stream());
   CHECK(max_error(dq.host(), dq_ref) < 3e-2);
   CHECK(max_error(dk.host(), dk_ref) < 3e-2);
   CHECK(max_error(dv.host(), dv_ref) < 3e-2);
@@ -112,22 +113,22 @@ TEST_CASE("attention bf16_pipelined (variant 4): head sizes other than 64 and 12
   DeviceArray<bf16> x(2 * 64 + 8);
   DeviceArray<float> lse(2);
   const std::string head_size = brrr::test::error_of([&] {
-    emu::attention_forward_bf16_pipelined(x.data, lse.data, x.data, x.data, x.data, 1, 2, 40, 0.1f, nullptr);
+    emu::attention_forward_bf16_pipelined(x.data, lse.data, x.data, x.data, x.data, {1, 2, 40, 0.1f}, nullptr);
   });
   CHECK(brrr::test::contains(head_size, "head size 40"));
   const std::string misaligned = brrr::test::error_of([&] {
-    emu::attention_forward_bf16_pipelined(x.data, lse.data, x.data + 1, x.data, x.data, 1, 2, 64, 0.1f, nullptr);
+    emu::attention_forward_bf16_pipelined(x.data, lse.data, x.data + 1, x.data, x.data, {1, 2, 64, 0.1f}, nullptr);
   });
   CHECK(brrr::test::contains(misaligned, "16-byte aligned"));
   DeviceArray<float> d(3 * 2 * 40);
   const std::string backward = brrr::test::error_of([&] {
-    emu::attention_backward_bf16_pipelined(d.data, d.data, d.data, x.data, x.data, x.data, x.data, x.data, lse.data, 1, 2,
-                                        40, 0.1f, nullptr);
+    emu::attention_backward_bf16_pipelined(d.data, d.data, d.data, x.data, x.data, x.data, x.data, x.data, lse.data,
+                                        {1, 2, 40, 0.1f}, nullptr);
   });
   CHECK(brrr::test::contains(backward, "head size 40"));
   const std::string backward_misaligned = brrr::test::error_of([&] {
     emu::attention_backward_bf16_pipelined(d.data, d.data, d.data, x.data, x.data + 1, x.data, x.data, x.data,
-                                           lse.data, 1, 2, 64, 0.1f, nullptr);
+                                           lse.data, {1, 2, 64, 0.1f}, nullptr);
   });
   CHECK(brrr::test::contains(backward_misaligned, "16-byte aligned"));
 }

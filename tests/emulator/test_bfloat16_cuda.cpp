@@ -1,7 +1,7 @@
 // tests/emulator/test_bfloat16_cuda.cpp: mixed precision on the CUDA device, run on the SIMT
 // emulator (chapter 18): BFloat16 tensors on the device hold what they hold on the CPU (the
 // expectations of tests/core/test_bfloat16_tensor.cpp, on a CUDA tensor), and autocast sends
-// a CUDA matmul to matmul_bf16 (the tensor-core variant 9 here, cuBLAS on a GPU).
+// a CUDA matmul to matmul:bf16 (the tensor-core variant 9 here, cuBLAS on a GPU).
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -53,13 +53,13 @@ TEST_CASE("kernel lab on the emulator: chapter 14 (matmul)") { CHECK(check_chapt
 TEST_CASE("kernel lab on the emulator: chapter 15 (attention)") { CHECK(check_chapter("15") > 0); }
 TEST_CASE("kernel lab on the emulator: chapter 16 (optimizers)") { CHECK(check_chapter("16") > 0); }
 TEST_CASE("kernel lab on the emulator: chapter 17 (device index checks)") { CHECK(check_chapter("17") > 0); }
-TEST_CASE("kernel lab on the emulator: chapter 18 (mixed precision: matmul_bf16, attention_*_bf16, and the bf16 kernels of 12 and 13)") {
+TEST_CASE("kernel lab on the emulator: chapter 18 (mixed precision: matmul:bf16, attention_*:bf16, and the bf16 kernels of 12 and 13)") {
   cuda::use_emulator();
   int runs = 0;
   std::vector<std::string> failures, notes;
-  // matmul_bf16 and the bf16 attention ops take float32 data (their inputs are rounded inside):
-  // matmul variant 9, attention variants 3 and 1 on the emulator.
-  for (const char* name : {"matmul_bf16", "attention_forward_bf16", "attention_backward_bf16"})
+  // The bf16-products slots take float32 data (their inputs are rounded inside): matmul variant
+  // 9, attention variants 3 and 1 on the emulator.
+  for (const char* name : {"matmul:bf16", "attention_forward:bf16", "attention_backward:bf16"})
     for (const std::string& f :
          lab::run_shapes(lab::find_case(name), lab::LabDevice::Emulator, lab::Mode::Check, kFloat32, &notes, &runs))
       failures.push_back(f);
@@ -67,7 +67,7 @@ TEST_CASE("kernel lab on the emulator: chapter 18 (mixed precision: matmul_bf16,
   // ... and the ops on bf16 data with float32 results: matmul variant 12, attention variant 4.
   for (const char* name : {"gelu_forward", "gelu_backward", "bias_gelu_forward", "bias_gelu_backward", "layernorm_forward",
                            "layernorm_backward", "cross_entropy_forward", "cross_entropy_backward",
-                           "matmul_bf16_memory", "attention_forward_bf16_memory", "attention_backward_bf16_memory"})
+                           "matmul/bf16", "attention_forward/bf16", "attention_backward/bf16"})
     for (lab::LabDevice device : {lab::LabDevice::Emulator, lab::LabDevice::CPU})
       for (const std::string& f : lab::run_shapes(lab::find_case(name), device, lab::Mode::Check, kBFloat16, &notes, &runs))
         failures.push_back(f);

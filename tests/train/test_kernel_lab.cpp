@@ -189,8 +189,8 @@ TEST_CASE("kernel lab: every registered op has a case, and every case is complet
   CHECK(traffic("gelu_forward", {1000}, kBFloat16) == 4000.0);
   CHECK(traffic("gelu_forward", {1000}, kFloat64) == 16000.0);
   CHECK(traffic("layernorm_forward", {10, 100}, kFloat32) == lab::find_case("layernorm_forward").bytes({10, 100}));
-  CHECK(traffic("matmul_bf16_memory", {3, 5, 7}, kBFloat16) == 2.0 * (3 * 7 + 7 * 5) + 4.0 * 3 * 5);
-  CHECK(traffic("attention_forward_bf16_memory", {2, 8, 64}, kBFloat16) == 2.0 * 4 * (2 * 8 * 64) + 4.0 * 2 * 8);
+  CHECK(traffic("matmul/bf16", {3, 5, 7}, kBFloat16) == 2.0 * (3 * 7 + 7 * 5) + 4.0 * 3 * 5);
+  CHECK(traffic("attention_forward/bf16", {2, 8, 64}, kBFloat16) == 2.0 * 4 * (2 * 8 * 64) + 4.0 * 2 * 8);
   CHECK(lab::find_case("attention_backward").flops({1, 8, 4}) == 2.5 * lab::find_case("attention_forward").flops({1, 8, 4}));
   CHECK(lab::find_case("matmul/transposed").op_name() == "matmul");
   CHECK_THROWS_WITH_AS(lab::find_case("gleu"), doctest::Contains("unknown op 'gleu' (ops: fill, copy, cast"), Error);
@@ -215,7 +215,7 @@ TEST_CASE("kernel lab: every CPU variant passes check mode on every shape") {
   int runs = 0;
   for (const lab::Case& c : lab::cases())
     for (DType dtype : {kFloat32, kFloat64}) {
-      // matmul_bf16 (float32 data only); the ops on bf16 data are checked in bf16 beside the
+      // matmul:bf16 (float32 data only); the ops on bf16 data are checked in bf16 beside the
       // emulator's (tests/emulator/test_lab_table.cpp)
       if (c.call.one_dtype && is_floating_point(c.call.dtype) && c.call.dtype != dtype) continue;
       std::vector<std::string> notes;
@@ -456,8 +456,10 @@ TEST_CASE("cli: brrr kernel-lab reports mistakes and runs small tables") {
   CHECK(contains(out, "check_indices (N, limit) [ch. 17]"));
   CHECK(contains(out, "layernorm_backward (N, C) [ch. 13, grad]"));
   CHECK(run_command(b + " kernels", &out) == 0);
-  // "cpu float32: " where an AVX-512 variant is float32's alone, else "cpu float32, float64: "
-  CHECK(contains(out, "matmul\n  cpu float32"));
+  // matmul on bf16 data first, then "cpu float32: " where an AVX-512 variant is float32's alone,
+  // else "cpu float32, float64: "; then the bf16 products autocast calls, matmul:bf16
+  CHECK(contains(out, "matmul\n  cpu bfloat16: cpu*\n  cpu float32"));
+  CHECK(contains(out, "matmul:bf16\n  cpu float32: "));
   CHECK(contains(out, "naive: the textbook triple loop"));
   CHECK(contains(out, "causal_attention\n"));
   CHECK(run_command(b + " kernels gelu_forward --emulator", &out) == 0);

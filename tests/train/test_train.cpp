@@ -129,7 +129,7 @@ TEST_CASE("a bf16 (mixed precision) run resumes bit for bit, and differs from fl
 }
 
 // Without dropout, and with causal_attention=flash, attention runs through the fused kernels,
-// which under bf16 are attention_forward_bf16 / attention_backward_bf16 (chapter 18): the run
+// which under bf16 are attention_forward:bf16 / attention_backward:bf16 (chapter 18): the run
 // still resumes bit for bit, and a run on 1 thread gives the bits of a run on 2.
 TEST_CASE("a bf16 run through the fused attention kernels resumes bit for bit and gives the same bits on 1 and 2 threads") {
   struct Reset {

@@ -50,7 +50,7 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
 // device's bf16 run against its float32 run: 9.3e-5). The runs are deterministic, so these
 // figures are the same every time.
 // Both devices run attention through the fused kernels (the CPU's default is the composed op,
-// whose matmuls autocast rounds too): under bf16 that is attention_*_bf16, variant 3 (tensor
+// whose matmuls autocast rounds too): under bf16 that is attention_*:bf16, variant 3 (tensor
 // cores) on the device and the rounded CPU loops, so the comparison covers the bf16 attention.
 TEST_CASE("brrr train --device cuda --dtype bf16 (emulator) follows the CPU's bf16 run, and float32 stays float32") {
   cuda::use_emulator();

@@ -184,7 +184,9 @@ __global__ void attention_no_rescale_kernel(float* out, float* lse, const float*
   lse[bh * T + t] = m + logf(l);
 }
 void attention_forward_no_rescale(float* out, float* lse, const float* q, const float* k, const float* v,
-                                  std::int64_t BH, std::int64_t T, std::int64_t hs, float scale, Stream stream) {
+                                  const AttentionShape& shape, Stream stream) {
+  const std::int64_t BH = shape.BH, T = shape.T, hs = shape.hs;
+  const float scale = static_cast<float>(shape.scale);
   if (BH > 0 && T > 0)
     BRRR_LAUNCH(attention_no_rescale_kernel, grid_for(BH * T, kBlock), kBlock, 0, stream, out, lse, q, k, v, BH, T,
                 hs, scale);
