@@ -1,6 +1,6 @@
 """tests/layout/layout_check.py: what the layout checks (check_includes.py, check_sizes.py,
-check_choices.py) share: their command line, the scratch tree their self-tests plant files in,
-and the walk over a folder's sources.
+check_choices.py, check_op_names.py) share: their command line, the scratch tree their
+self-tests plant files in, and the walk over a folder's sources.
 
 Each check is a function violations(root) -> ["FILE:LINE: what", ...] and a self-test that
 plants violations (and clean lines beside them) in a scratch tree and checks that exactly the
