@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "brrr/parallel.h"
+#include "brrr/tokenizer/bpe.h"
 #include "serve/text_stream.h"
 
 namespace brrr::serve {
@@ -75,7 +76,8 @@ Scheduler::Scheduler(ModelRunner& runner, const tokenizer::TextTokenizer& tokeni
     : runner_(runner),
       tokenizer_(tokenizer),
       options_(options),
-      vocab_(std::min<std::size_t>(static_cast<std::size_t>(runner.config().vocab_size), tokenizer.vocab_size())) {
+      vocab_(std::min<std::size_t>(static_cast<std::size_t>(runner.config().vocab_size), tokenizer.vocab_size())),
+      end_of_text_(tokenizer.special_token(tokenizer::kEndOfText)) {
   BRRR_CHECK(options_.slots >= 1, "brrr serve: --slots must be at least 1, got ", options_.slots);
   for (int i = 0; i < options_.slots; ++i) free_caches_.push_back(runner_.new_cache());
   metrics_.ttft_buckets.assign(std::size(kTtftBounds), 0);
@@ -277,6 +279,10 @@ void Scheduler::advance(Sequence& s, const std::vector<std::vector<float>>& logi
   }
   const std::vector<float> last = usable(logits.back());
   const std::uint32_t token = models::sample_token(last, p.sampling, s.gen);
+  if (end_of_text_ && token == *end_of_text_ && !p.ignore_eos) {  // the end of the document: not part of the text
+    e.text = tokenizer_.decode(s.generated).substr(s.text_sent);  // with what was held back
+    return finish(s, "stop", std::move(e));
+  }
   e.tokens.push_back(token_info(last, token, std::max(p.logprobs, 0)));
   s.generated.push_back(token);
   if (s.generated.size() == 1) {

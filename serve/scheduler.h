@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +37,7 @@ struct CompletionParams {
   std::vector<std::string> stop;      // generation ends before the first of these in its text
   int logprobs = -1;                  // -1: none; n >= 0: each token's logprob and the n most likely
   bool echo = false;                  // the prompt is part of the answer (its logprobs too)
+  bool ignore_eos = false;            // go on past <|endoftext|> (llama.cpp's field; default: stop there)
 };
 
 // One token as the client sees it: its id, log-probability under the model (before temperature
@@ -125,6 +127,9 @@ class Scheduler {
   const tokenizer::TextTokenizer& tokenizer_;
   const SchedulerOptions options_;
   const std::size_t vocab_;  // ids a completion may hold: the model's and the tokenizer's both
+  // <|endoftext|>'s id where the tokenizer has it: a completion that samples it ends there
+  // ("stop"), as GPT-2's documents end in training and as OpenAI's and llama.cpp's servers do.
+  const std::optional<std::uint32_t> end_of_text_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Request>> waiting_;

@@ -459,3 +459,44 @@ TEST_CASE("server: a client that goes away is cancelled and frees its slot") {
   }
   CHECK(idle);
 }
+
+// A model that always says <|endoftext|>: ln_f's output is all ones at every position (weight 0,
+// bias 1) and wte's row for <|endoftext|> is all ones too, so that token's logit is n_embd (40)
+// while every other token's is a sum of 40 small random weights.
+serve::LoadedModel end_of_text_loaded() {
+  auto tok = tokenizer::TextTokenizer::train("bpe", "hello world, hello there, hello again", 262, false);
+  const std::uint32_t eos = tok->special_token("<|endoftext|>").value();
+  models::GPTConfig c = small_config();
+  c.vocab_size = static_cast<std::int64_t>(tok->vocab_size());
+  Generator gen(3);
+  auto model = std::make_shared<models::GPT>(c, gen);
+  model->eval();
+  float* w = model->ln_f->weight.data_ptr<float>();
+  float* b = model->ln_f->bias.data_ptr<float>();
+  float* row = model->wte->weight.data_ptr<float>() + static_cast<std::int64_t>(eos) * c.n_embd;
+  for (std::int64_t i = 0; i < c.n_embd; ++i) w[i] = 0.0f, b[i] = 1.0f, row[i] = 1.0f;
+  return {model, std::move(tok)};
+}
+
+TEST_CASE("server: a completion ends at <|endoftext|>, the token left out, unless ignore_eos") {
+  CHECK(!tokenizer::TextTokenizer::train("char", kAlphabet, 0, false)->special_token("<|endoftext|>"));
+  serve::ServerOptions o;
+  Running r(o, end_of_text_loaded);
+  REQUIRE(r.wait_ready());
+  const json a = completion(r, {{"prompt", "hello"}, {"max_tokens", 5}, {"temperature", 0}, {"logprobs", 1}});
+  CHECK(a["choices"][0]["finish_reason"] == "stop");
+  CHECK(a["choices"][0]["text"] == "");
+  CHECK(a["usage"]["completion_tokens"] == 0);
+  CHECK(a["choices"][0]["logprobs"]["tokens"].empty());
+  // Sampled (temperature 1) it is still the end: its probability is all but 1.
+  const json s = completion(r, {{"prompt", "hello"}, {"max_tokens", 5}, {"seed", 4}});
+  CHECK(s["choices"][0]["finish_reason"] == "stop");
+  const json g = completion(r, {{"prompt", "hello"}, {"max_tokens", 3}, {"temperature", 0}, {"ignore_eos", true}});
+  CHECK(g["choices"][0]["finish_reason"] == "length");
+  CHECK(g["usage"]["completion_tokens"] == 3);
+  CHECK(g["choices"][0]["text"] == "<|endoftext|><|endoftext|><|endoftext|>");
+  auto bad = r.post("/v1/completions", json{{"prompt", "hello"}, {"ignore_eos", 1}}.dump());
+  REQUIRE(bad);
+  CHECK(bad->status == 400);
+  CHECK(bad->body.find("ignore_eos") != std::string::npos);
+}
