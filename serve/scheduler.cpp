@@ -68,6 +68,8 @@ struct Scheduler::Sequence {
   SequenceCache cache;
   Generator gen;
   bool prefilled = false, finished = false;
+  std::size_t prompt_fed = 0;                    // prompt tokens in the cache so far
+  std::vector<std::vector<float>> prompt_logits;  // with echo and logprobs: every prompt position's, so far
   std::vector<std::uint32_t> generated;
   std::size_t text_sent = 0;  // bytes of the generated text already sent
 };
@@ -216,9 +218,13 @@ void Scheduler::run_step() {
     StepInput in;
     in.cache = &s->cache;
     if (!s->prefilled) {
-      in.tokens = p.prompt;
+      const std::size_t chunk = options_.prefill_chunk == 0 ? p.prompt.size() : options_.prefill_chunk;
+      const std::size_t n = std::min(chunk, p.prompt.size() - s->prompt_fed);
+      in.tokens.assign(p.prompt.begin() + static_cast<std::ptrdiff_t>(s->prompt_fed),
+                       p.prompt.begin() + static_cast<std::ptrdiff_t>(s->prompt_fed + n));
+      s->prompt_fed += n;
       in.all_logits = p.echo && p.logprobs >= 0;
-      prompt_tokens += p.prompt.size();
+      prompt_tokens += n;
     } else {
       in.tokens = {s->generated.back()};
     }
@@ -230,7 +236,20 @@ void Scheduler::run_step() {
   if (!inputs.empty()) {
     try {
       const auto logits = runner_.step(inputs);
-      for (std::size_t i = 0; i < fed.size(); ++i) advance(*fed[i], logits[i]);
+      for (std::size_t i = 0; i < fed.size(); ++i) {
+        Sequence& s = *fed[i];
+        if (s.prefilled || s.prompt_fed == s.request->params.prompt.size()) {
+          if (s.prompt_logits.empty()) {
+            advance(s, logits[i]);
+          } else {  // the prompt's last chunk: advance sees every prompt position's logits
+            s.prompt_logits.insert(s.prompt_logits.end(), logits[i].begin(), logits[i].end());
+            advance(s, s.prompt_logits);
+            s.prompt_logits = {};
+          }
+        } else if (s.request->params.echo && s.request->params.logprobs >= 0) {  // a chunk before the last
+          s.prompt_logits.insert(s.prompt_logits.end(), logits[i].begin(), logits[i].end());
+        }
+      }
     } catch (const std::exception& e) {  // a bug, not a client's mistake: said, and the batch ends
       std::fprintf(stderr, "brrr serve: step failed: %s\n", e.what());
       for (Sequence* s : fed)

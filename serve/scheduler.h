@@ -4,7 +4,8 @@
 //
 // HTTP threads never run the model: they submit a Request and wait on its events. The
 // scheduler thread keeps up to `slots` sequences running. Every step it admits waiting
-// requests into free slots (their whole prompt is this step's prefill), feeds every running
+// requests into free slots (their prompt is prefilled over the next steps, at most
+// prefill_chunk tokens a step, beside the others' decoding), feeds every running
 // sequence its new tokens in one ModelRunner::step, samples each one's next token from its own
 // seeded Generator, and drops sequences that finished or whose client went away (cancelled).
 // This is continuous batching (Orca, vLLM): a request joins or leaves at any step, it never
@@ -80,6 +81,10 @@ struct SchedulerOptions {
   int slots = 4;           // sequences running at once, each with its own KV cache
   std::size_t queue = 64;  // requests waiting for a slot before the API answers 429
   int threads = 0;         // OpenMP threads of the model's step (0: brrr's default)
+  // A prompt enters the model at most this many tokens a step (chunked prefill), so the
+  // sequences already generating wait one short step for it, not one as long as the prompt
+  // (0: the whole prompt in one step).
+  std::size_t prefill_chunk = 64;
 };
 
 // Counters for GET /metrics (Prometheus text).

@@ -367,7 +367,7 @@ void Server::start() {
     try {
       LoadedModel m = s.loader();
       auto runner = std::make_unique<ModelRunner>(m.model);
-      SchedulerOptions so{s.options.slots, s.options.queue, s.options.threads};
+      SchedulerOptions so{s.options.slots, s.options.queue, s.options.threads, s.options.prefill_chunk};
       auto scheduler = std::make_unique<Scheduler>(*runner, *m.tokenizer, so);
       s.loaded = std::move(m);
       s.runner = std::move(runner);

@@ -46,6 +46,9 @@ void add_serve_commands(CLI::App& app) {
       ->check(CLI::Range(1, 256))->capture_default_str();
   serve->add_option("--queue", a->options.queue, "Requests that may wait for a slot; more are answered 429")
       ->check(CLI::Range(0, 4096))->capture_default_str();
+  serve->add_option("--prefill-chunk", a->options.prefill_chunk,
+                    "Prompt tokens a request feeds the model per step, beside the others' decoding (0: the whole prompt at once)")
+      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
   serve->add_option("--threads", a->threads, "CPU threads of the model's steps (0: all)")->check(CLI::NonNegativeNumber)->capture_default_str();
   serve->add_option("--api-key", a->options.api_key, "Require Authorization: Bearer KEY on every API call");
   serve->callback([a] {

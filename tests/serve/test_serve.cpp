@@ -500,3 +500,40 @@ TEST_CASE("server: a completion ends at <|endoftext|>, the token left out, unles
   CHECK(bad->status == 400);
   CHECK(bad->body.find("ignore_eos") != std::string::npos);
 }
+
+// The steps the scheduler has run, from GET /metrics.
+std::uint64_t steps_of(const Running& r) {
+  auto m = r.client().Get("/metrics");
+  REQUIRE(m);
+  const std::string key = "\nbrrr_steps_total ";
+  const std::size_t at = m->body.find(key);
+  REQUIRE(at != std::string::npos);
+  return std::stoull(m->body.substr(at + key.size()));
+}
+
+TEST_CASE("server: a prompt prefilled in chunks gives the same bits as one prefilled whole, in as many steps as chunks") {
+  const std::string prompt = "the quick brown fox jumps over the lazy dog";  // 43 tokens
+  const json body = {{"prompt", prompt}, {"max_tokens", 5}, {"temperature", 0}, {"echo", true}, {"logprobs", 2}};
+  std::vector<std::pair<std::string, std::string>> outcomes;
+  for (std::size_t chunk : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{64}}) {
+    CAPTURE(chunk);
+    serve::ServerOptions o;
+    o.prefill_chunk = chunk;
+    Running r(o);
+    REQUIRE(r.wait_ready());
+    const std::uint64_t before = steps_of(r);
+    const json a = completion(r, body);
+    // The prompt's echo carries a logprob for each of its tokens but the first.
+    CHECK(a["choices"][0]["logprobs"]["token_logprobs"].size() == prompt.size() + 5);
+    outcomes.push_back(outcome(a));
+    // Alone on the server: ceil(43 / chunk) prefill steps (the last samples the first token),
+    // then one step for each of the 4 tokens after it. The counter is bumped after the answer
+    // is sent, so wait for it a moment.
+    const std::uint64_t chunks = chunk == 0 ? 1 : (prompt.size() + chunk - 1) / chunk;
+    std::uint64_t steps = 0;
+    for (int i = 0; i < 200 && (steps = steps_of(r) - before) < chunks + 4; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CHECK(steps == chunks + 4);
+  }
+  for (const auto& o : outcomes) CHECK(o == outcomes.front());
+}
