@@ -537,3 +537,57 @@ TEST_CASE("server: a prompt prefilled in chunks gives the same bits as one prefi
   }
   for (const auto& o : outcomes) CHECK(o == outcomes.front());
 }
+
+// A model slow enough that 400 tokens take a good part of a second (6 layers, 256 wide).
+serve::LoadedModel slower_loaded() {
+  models::GPTConfig c;
+  c.vocab_size = 65, c.block_size = 512, c.n_layer = 6, c.n_head = 4, c.n_embd = 256;
+  Generator gen(5);
+  auto model = std::make_shared<models::GPT>(c, gen);
+  model->eval();
+  return {model, tokenizer::TextTokenizer::train("char", kAlphabet, 0, false)};
+}
+
+std::uint64_t metric_of(const Running& r, const std::string& name) {
+  auto m = r.client().Get("/metrics");
+  REQUIRE(m);
+  const std::string key = "\n" + name + " ";
+  const std::size_t at = m->body.find(key);
+  REQUIRE(at != std::string::npos);
+  return std::stoull(m->body.substr(at + key.size()));
+}
+
+TEST_CASE("server: a client that hangs up on a non-streamed completion has it cancelled, not generated to the end") {
+  serve::ServerOptions o;
+  o.slots = 1;
+  Running r(o, slower_loaded);
+  REQUIRE(r.wait_ready());
+  // How long 400 tokens take here, asked for in full first.
+  const auto t0 = std::chrono::steady_clock::now();
+  const json full = completion(r, {{"prompt", "a"}, {"max_tokens", 400}, {"ignore_eos", true}});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(full["usage"]["completion_tokens"] == 400);
+  const std::uint64_t generated = metric_of(r, "brrr_generated_tokens_total");
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(r.port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  const std::string body = R"({"prompt": "a", "max_tokens": 400})";
+  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  REQUIRE(::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds / 10));  // it is generating now
+  ::close(fd);
+  bool cancelled = false;
+  for (int i = 0; i < 400 && !cancelled; ++i) {
+    cancelled = metric_of(r, "brrr_requests_cancelled_total") == 1;
+    if (!cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(cancelled);
+  INFO("400 tokens took " << seconds << " s");
+  CHECK(metric_of(r, "brrr_generated_tokens_total") - generated < 400);
+  // The slot is free again: the next request is answered in full.
+  CHECK(completion(r, {{"prompt", "c"}, {"max_tokens", 3}})["usage"]["completion_tokens"] == 3);
+}
