@@ -18,7 +18,7 @@ scripts/setup.sh
 
 jobs=$(nproc)
 echo "== Release build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBRRR_SHARED=ON -DBRRR_WERROR=ON >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBRRR_SHARED=ON -DBRRR_WERROR=ON -DBRRR_SERVE=ON >/dev/null
 cmake --build build -j "$jobs"
 echo "== Tests (Release)"
 (cd build && ctest --output-on-failure -j "$jobs" -LE exercise | tee ctest.log)
@@ -26,7 +26,7 @@ scripts/check_required_tests.py build/ctest.log
 
 echo "== Sanitizer build (ASan + UBSan)"
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRRR_SANITIZE=ON -DBRRR_CUDA=OFF \
-  -DBRRR_BENCH=OFF -DBRRR_WERROR=ON >/dev/null
+  -DBRRR_BENCH=OFF -DBRRR_WERROR=ON -DBRRR_SERVE=ON >/dev/null
 cmake --build build-sanitize -j "$jobs"
 echo "== Tests (sanitizers)"
 # detect_leaks needs ptrace, which some sandboxes forbid; leaks are checked where it works.

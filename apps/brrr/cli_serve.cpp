@@ -1,5 +1,6 @@
 // apps/brrr/cli_serve.cpp: `brrr serve`, the model behind an OpenAI-style API and a page (chapter 20).
 // Read before: serve/server.h. The model comes from train/model_source.h, as for brrr sample.
+// Built without cpp-httplib (BRRR_SERVE, CMakeLists.txt), `brrr serve` says what is missing.
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -11,10 +12,23 @@
 #include "brrr/error.h"
 #include "brrr/parallel.h"
 #include "commands.h"
+#ifdef BRRR_HAVE_SERVE
 #include "serve/server.h"
 #include "train/model_source.h"
+#endif
 
 namespace brrr::cli {
+
+#ifndef BRRR_HAVE_SERVE
+void add_serve_commands(CLI::App& app) {
+  CLI::App* serve = app.add_subcommand("serve", "Serve a model (not in this build: it needs cpp-httplib)");
+  serve->allow_extras();
+  serve->callback([] {
+    throw Error("brrr serve: this brrr was built without cpp-httplib (Debian: apt-get install libcpp-httplib-dev, "
+                "then configure again)");
+  });
+}
+#else
 
 namespace {
 // Set by SIGINT and SIGTERM; the main thread polls it (a signal handler may do nothing else).
@@ -79,5 +93,6 @@ void add_serve_commands(CLI::App& app) {
     std::printf("brrr serve: stopped\n");
   });
 }
+#endif
 
 }  // namespace brrr::cli
