@@ -200,7 +200,7 @@ std::string base_name(const std::string& path) {
 // "reduce.cu:158", or "common.h:65 (inlined into reduce.cu:201)": where the instruction before
 // `pc` comes from (pc is a return address). Empty when it cannot be known (no addr2line, no
 // line tables).
-std::string source_line(std::uintptr_t pc) {
+std::string source_line_of_instruction(std::uintptr_t pc) {
   std::string path;
   std::uintptr_t relative = 0;
   if (!pc || !module_of(pc - 1, path, relative)) return "";
@@ -320,7 +320,7 @@ std::string thread_name(int thread, std::uint64_t block) {
 }
 
 std::string at_line(const Detector& d, std::uint32_t pc) {
-  const std::string line = source_line(full_pc(d, pc));
+  const std::string line = source_line_of_instruction(full_pc(d, pc));
   return line.empty() ? "" : " at " + line;
 }
 
@@ -466,6 +466,9 @@ void access(Detector& d, std::uintptr_t address, std::size_t bytes, bool write, 
 // ---------------------------------------------------------------------------------------------
 // What the emulator calls
 
+bool in_static_segment(std::uintptr_t address) { return in_static_segment(static_segments(), address); }
+std::string source_line(std::uintptr_t pc) { return source_line_of_instruction(pc); }
+
 void begin_launch(const LaunchSite& site, const void* kernel, const void* const* pointers, int count) {
   Detector& d = detector();
   if (d.serial > 0xF0000000u) {  // serials would wrap: forget everything, start again
@@ -575,11 +578,18 @@ void atomic_access(const void* address, std::size_t bytes, const void* pc) {
 namespace {
 using brrr::simt::detail::races::access;
 using brrr::simt::detail::races::active;
+namespace counters = brrr::simt::detail::counters;
+// Each access goes to the race detector and to the memory counters, where they are on (outside
+// launches, and with both off, a hook costs two thread-local loads and two branches).
 inline void read(void* p, std::size_t n, void* pc) {
   if (auto* d = active) access(*d, reinterpret_cast<std::uintptr_t>(p), n, false, false, reinterpret_cast<std::uintptr_t>(pc));
+  if (auto* r = counters::active)
+    counters::access(*r, reinterpret_cast<std::uintptr_t>(p), n, false, reinterpret_cast<std::uintptr_t>(pc));
 }
 inline void write(void* p, std::size_t n, void* pc) {
   if (auto* d = active) access(*d, reinterpret_cast<std::uintptr_t>(p), n, true, false, reinterpret_cast<std::uintptr_t>(pc));
+  if (auto* r = counters::active)
+    counters::access(*r, reinterpret_cast<std::uintptr_t>(p), n, true, reinterpret_cast<std::uintptr_t>(pc));
 }
 }  // namespace
 
