@@ -259,11 +259,15 @@ void count_site(Recorder& r, const Site& site) {
       const int lanes = __builtin_popcount(access.lanes);
       ++counts->requests;
       counts->lanes += static_cast<std::uint64_t>(lanes);
-      counts->useful_bytes += static_cast<std::uint64_t>(distinct_bytes(access));
+      const auto useful = static_cast<std::uint64_t>(distinct_bytes(access));
+      counts->useful_bytes += useful;
       r.launch.lanes += static_cast<std::uint64_t>(lanes);
       if (space == 0) {
         const auto sectors = static_cast<std::uint64_t>(global_sectors(access, r.model));
+        const std::uint64_t ideal = (useful + r.model.sector_bytes - 1) / static_cast<std::uint64_t>(r.model.sector_bytes);
         counts->sectors += sectors;
+        counts->ideal_sectors += ideal;
+        (site.write ? r.launch.global_st_ideal_sectors : r.launch.global_ld_ideal_sectors) += ideal;
         (site.write ? r.launch.global_st_requests : r.launch.global_ld_requests) += 1;
         (site.write ? r.launch.global_st_sectors : r.launch.global_ld_sectors) += sectors;
         for (int lane = 0; lane < kLanes; ++lane)

@@ -66,6 +66,7 @@ struct InstructionCounts {
   std::uint64_t requests = 0;             // warp-level executions
   std::uint64_t lanes = 0;                // lanes that took part, summed over the requests
   std::uint64_t sectors = 0;              // global
+  std::uint64_t ideal_sectors = 0;        // the least sectors its bytes fit in (32-byte aligned)
   std::uint64_t wavefronts = 0, ideal_wavefronts = 0;  // shared
   std::uint64_t useful_bytes = 0;         // distinct bytes the lanes touched, summed
   bool exact = true;
@@ -76,6 +77,9 @@ struct InstructionCounts {
 struct LaunchCounts {
   std::string kernel;  // the launch's kernel name (BRRR_LAUNCH's)
   std::uint64_t global_ld_requests = 0, global_ld_sectors = 0, global_st_requests = 0, global_st_sectors = 0;
+  // The least sectors each request's distinct bytes fit in, summed: sectors above it are the
+  // cost of misaligned or scattered lanes.
+  std::uint64_t global_ld_ideal_sectors = 0, global_st_ideal_sectors = 0;
   std::uint64_t shared_ld_requests = 0, shared_ld_wavefronts = 0, shared_ld_ideal = 0;
   std::uint64_t shared_st_requests = 0, shared_st_wavefronts = 0, shared_st_ideal = 0;
   std::uint64_t lanes = 0;  // active lanes, summed over every memory request

@@ -145,6 +145,7 @@ TEST_CASE("counters: shifted by one float, the warp's 128 bytes straddle 5 secto
   const LaunchCounts c = strided(1, 1);
   CHECK(c.global_ld_requests == 1);
   CHECK(c.global_ld_sectors == 5);
+  CHECK(c.global_ld_ideal_sectors == 4);  // 128 bytes fit in 4: one sector more than needed
   CHECK(strided(1, 1, MemoryModel{.sector_bytes = 64}).global_ld_sectors == 3);
 }
 
@@ -153,6 +154,7 @@ TEST_CASE("counters: stride-32 floats touch one sector per lane, 32; all lanes a
   const LaunchCounts spread = strided(0, 32), same = strided(5, 0);
   CHECK(spread.global_ld_requests == 1);
   CHECK(spread.global_ld_sectors == 32);
+  CHECK(spread.global_ld_ideal_sectors == 4);
   CHECK(same.global_ld_requests == 1);
   CHECK(same.global_ld_sectors == 1);
   CHECK(same.distinct_sectors_read == 1);
