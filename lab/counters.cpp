@@ -187,7 +187,7 @@ void print_counters(std::FILE* out, const CountersReport& report) {
   std::size_t width = 7;
   for (const CounterRow& r : report.rows) width = std::max(width, r.variant.size() + 2);
   const int w = static_cast<int>(width);
-  say(out, "\n%-*s | %8s | %13s | %8s | %13s | %9s | %9s | %9s | %9s | %6s | %6s | %9s | %9s\n", w, "variant",
+  say(out, "\n%-*s | %8s | %13s | %8s | %13s | %9s | %9s | %9s | %9s | %6s | %6s | %6s | %9s\n", w, "variant",
       "ld req", "ld sect/req", "st req", "st sect/req", "sh ld wf", "sh ld cf", "sh st wf", "sh st cf", "lanes",
       "reads", "writes", "H100 us");
   bool any_inexact = false;

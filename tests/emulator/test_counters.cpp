@@ -17,6 +17,7 @@
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/simt.h"
 #include "kernels/cuda/simt_counters.h"
+#include "lab/counters.h"
 #include "tests/emulator/emulator_test_util.h"
 
 namespace {
@@ -320,4 +321,52 @@ TEST_CASE("counters: off by default, and nothing is kept while off") {
   DeviceArray<float> in(std::vector<float>(33 * 32, 1.0f)), out(32);
   BRRR_LAUNCH(read_strided, 1, 32, 0, stream(), out.data, in.data, 0, 1);
   CHECK(brrr::simt::take_memory_counts().empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernel lab's counters mode (lab/counters.h)
+
+TEST_CASE("kernel-lab counters: GELU's variants read and write the least there is; one element off costs 1.25x") {
+  REQUIRE_COUNTERS();
+  const brrr::lab::Case& gelu = brrr::lab::find_case("gelu_forward");
+  brrr::lab::Options options;
+  options.device = brrr::lab::LabDevice::Emulator;
+  options.size = {4096};
+  options.out = nullptr;
+  const brrr::lab::CountersReport report = brrr::lab::run_counters(gelu, options);
+  int ran = 0;
+  for (const brrr::lab::CounterRow& row : report.rows) {
+    if (!row.failure.empty()) continue;  // the exercise stub, not written yet
+    ++ran;
+    CAPTURE(row.variant);
+    const LaunchCounts& t = row.total;
+    CHECK(t.global_ld_sectors == t.global_ld_ideal_sectors);  // fully coalesced
+    CHECK(t.global_ld_sectors * 32 == 4096 * 4);
+    CHECK(row.reads_over_minimum() == 1.0);
+    CHECK(row.writes_over_minimum() == 1.0);
+    CHECK(row.dram_floor_bytes() == 2 * 4096 * 4);
+    CHECK(row.h100_floor_us() > 0);
+    if (row.variant == "float4") CHECK(t.global_ld_sectors / t.global_ld_requests == 16);
+    if (row.variant == "naive") CHECK(t.global_ld_sectors / t.global_ld_requests == 4);
+  }
+  CHECK(ran >= 2);
+  const std::string json = brrr::lab::counters_json_lines(report);
+  CHECK(brrr::test::contains(json, "\"l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum\":512"));
+  CHECK(brrr::test::contains(json, "\"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum\":0"));
+
+  options.variant = "naive";
+  options.misaligned = true;  // every array one float past a 256-byte boundary
+  const brrr::lab::CountersReport off = brrr::lab::run_counters(gelu, options);
+  REQUIRE(off.rows.size() == 1);
+  CHECK(off.rows[0].reads_over_minimum() == doctest::Approx(1.25).epsilon(0.01));
+  CHECK(off.rows[0].total.global_ld_sectors == 5 * off.rows[0].total.global_ld_requests);
+}
+
+TEST_CASE("kernel-lab counters: on another device, a one-line error that names the emulator") {
+  const brrr::lab::Case& gelu = brrr::lab::find_case("gelu_forward");
+  brrr::lab::Options options;
+  options.device = brrr::lab::LabDevice::CPU;
+  options.out = nullptr;
+  const std::string message = brrr::test::error_of([&] { brrr::lab::run_counters(gelu, options); });
+  CHECK(brrr::test::contains(message, "use --device emulator"));
 }
