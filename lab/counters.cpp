@@ -91,6 +91,7 @@ double CounterRow::reads_over_minimum() const {
 double CounterRow::writes_over_minimum() const {
   return ratio(static_cast<double>(total.global_st_sectors) * total.sector_bytes, min_write_bytes);
 }
+double CounterRow::dram_over_minimum() const { return ratio(dram_floor_bytes(), min_read_bytes + min_write_bytes); }
 double CounterRow::h100_floor_us(const H100Peaks& peaks) const {
   const double wavefronts = static_cast<double>(total.shared_ld_wavefronts + total.shared_st_wavefronts);
   return 1e6 * std::max({dram_floor_bytes() / peaks.bandwidth_bytes_per_s, flops / peaks.flops_per_s,
@@ -187,9 +188,9 @@ void print_counters(std::FILE* out, const CountersReport& report) {
   std::size_t width = 7;
   for (const CounterRow& r : report.rows) width = std::max(width, r.variant.size() + 2);
   const int w = static_cast<int>(width);
-  say(out, "\n%-*s | %8s | %13s | %8s | %13s | %9s | %9s | %9s | %9s | %6s | %6s | %6s | %9s\n", w, "variant",
-      "ld req", "ld sect/req", "st req", "st sect/req", "sh ld wf", "sh ld cf", "sh st wf", "sh st cf", "lanes",
-      "reads", "writes", "H100 us");
+  say(out, "\n%-*s | %8s | %13s | %8s | %13s | %9s | %9s | %9s | %9s | %6s | %6s | %6s | %6s | %9s\n", w,
+      "variant", "ld req", "ld sect/req", "st req", "st sect/req", "sh ld wf", "sh ld cf", "sh st wf", "sh st cf",
+      "lanes", "reads", "writes", "DRAM", "H100 us");
   bool any_inexact = false;
   for (const CounterRow& r : report.rows) {
     const std::string name = r.variant + (r.is_default ? " *" : "");
@@ -200,22 +201,23 @@ void print_counters(std::FILE* out, const CountersReport& report) {
     const simt::LaunchCounts& t = r.total;
     const double lanes = ratio(static_cast<double>(t.lanes), 32.0 * static_cast<double>(t.requests()));
     any_inexact |= t.inexact > 0;
-    say(out, "%-*s | %8s | %13s | %8s | %13s | %9s | %9s | %9s | %9s | %5.1f%% | %5.2fx | %5.2fx | %9.3g%s\n", w,
+    say(out, "%-*s | %8s | %13s | %8s | %13s | %9s | %9s | %9s | %9s | %5.1f%% | %5.2fx | %5.2fx | %5.2fx | %9.3g%s\n", w,
         name.c_str(), count_text(t.global_ld_requests).c_str(),
         per_request(t.global_ld_sectors, t.global_ld_ideal_sectors, t.global_ld_requests).c_str(),
         count_text(t.global_st_requests).c_str(),
         per_request(t.global_st_sectors, t.global_st_ideal_sectors, t.global_st_requests).c_str(),
         count_text(t.shared_ld_wavefronts).c_str(), count_text(t.shared_ld_wavefronts - t.shared_ld_ideal).c_str(),
         count_text(t.shared_st_wavefronts).c_str(), count_text(t.shared_st_wavefronts - t.shared_st_ideal).c_str(),
-        100 * lanes, r.reads_over_minimum(), r.writes_over_minimum(), r.h100_floor_us(),
+        100 * lanes, r.reads_over_minimum(), r.writes_over_minimum(), r.dram_over_minimum(), r.h100_floor_us(),
         t.inexact ? format("  (%d instructions inexact)", t.inexact).c_str() : "");
   }
   say(out,
       "* the default variant. ld/st: global loads and stores; sect/req: sectors per request (in parentheses the "
       "ideal, the least sectors each request's bytes fit in); sh wf / cf: shared-memory wavefronts and bank "
       "conflicts (wavefronts above the ideal); lanes: active lanes per memory request; reads, writes: sectors "
-      "requested over the least bytes the op must read (write), each input read once, each output written once; "
-      "H100 us: an estimate, the least time on an H100 for the distinct sectors each launch moves (%.0f GB/s), "
+      "requested over the least bytes the op must read (write), each input read once, each output written once "
+      "(re-reads a cache serves included); DRAM: an estimate, the distinct sectors each launch reads and writes "
+      "over those least bytes; H100 us: an estimate, the least time on an H100 for the distinct sectors each launch moves (%.0f GB/s), "
       "the op's FLOPs and the shared wavefronts (lab/counters.h)\n",
       H100Peaks{}.bandwidth_bytes_per_s / 1e9);
   if (any_inexact)
@@ -290,6 +292,7 @@ std::string counters_json_lines(const CountersReport& report) {
     j["emulator__reads_over_minimum"] = r.reads_over_minimum();
     j["emulator__writes_over_minimum"] = r.writes_over_minimum();
     j["estimate__dram_bytes_floor"] = r.dram_floor_bytes();
+    j["estimate__dram_over_minimum"] = r.dram_over_minimum();
     j["estimate__h100_time_floor_us"] = r.h100_floor_us();
     lines += j.dump() + "\n";
   }

@@ -41,8 +41,12 @@ struct CounterRow {
   double dram_floor_bytes() const;
   // Sectors the loads (stores) request, over the least bytes the op must read (write): 1.0 is
   // each input read once by fully used sectors; 2.0 reads everything twice.
+  // These count what L1 is asked for (ncu's l1tex sectors), re-reads that a cache serves included.
   double reads_over_minimum() const;
   double writes_over_minimum() const;
+  // The DRAM floor over the least bytes read and written: above 1 when a launch touches bytes
+  // the op does not need (a workspace), or several launches touch the same bytes.
+  double dram_over_minimum() const;
   // The longest of: the DRAM floor at the H100's bandwidth, the FLOPs at its float32 peak, the
   // shared wavefronts at one per SM per clock. In microseconds.
   double h100_floor_us(const H100Peaks& peaks = {}) const;

@@ -63,6 +63,9 @@ __global__ void copy_float4(float4* out, const float4* in) {
   out[lane] = make_float4(v.x * 2.0f, v.y * 2.0f, v.z * 2.0f, v.w * 2.0f);
 }
 
+// A constant float4 (GCC would write a constant aggregate as four 4-byte stores).
+__global__ void zero_float4(float4* out) { out[threadIdx.x] = make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
+
 __global__ void half_warp(float* out, const float* in) {
   const int lane = static_cast<int>(threadIdx.x);
   if (lane < 16) out[lane] = in[lane];
@@ -174,6 +177,9 @@ TEST_CASE("counters: a float4 load is one 16-byte request per warp, 512 bytes in
   CHECK(c.global_st_sectors == 16);
   for (const auto& instruction : c.instructions) CHECK(instruction.bytes == 16);
   CHECK(out.host()[31].w == 8.0f);
+  const LaunchCounts zero = count([&] { BRRR_LAUNCH(zero_float4, 1, 32, 0, stream(), out.data); });
+  CHECK(zero.global_st_requests == 1);
+  CHECK(zero.global_st_sectors == 16);
 }
 
 TEST_CASE("counters: if (lane < 16) runs the load and the store with half of the warp's lanes") {
@@ -345,6 +351,7 @@ TEST_CASE("kernel-lab counters: GELU's variants read and write the least there i
     CHECK(row.reads_over_minimum() == 1.0);
     CHECK(row.writes_over_minimum() == 1.0);
     CHECK(row.dram_floor_bytes() == 2 * 4096 * 4);
+    CHECK(row.dram_over_minimum() == 1.0);
     CHECK(row.h100_floor_us() > 0);
     if (row.variant == "float4") CHECK(t.global_ld_sectors / t.global_ld_requests == 16);
     if (row.variant == "naive") CHECK(t.global_ld_sectors / t.global_ld_requests == 4);
