@@ -319,8 +319,9 @@ void access(Recorder& r, std::uintptr_t address, std::size_t bytes, bool write, 
     if (within(&threadIdx, sizeof threadIdx) || within(&blockIdx, sizeof blockIdx) ||
         within(&blockDim, sizeof blockDim) || within(&gridDim, sizeof gridDim))
       return;  // the emulator's globals
-    if (races::in_static_segment(address)) shared = true;  // a static __shared__ variable
-    else if (r.strict || address - r.host_stack_low < r.host_stack_bytes) return;  // arguments, constants
+    if (address - r.host_stack_low < r.host_stack_bytes) return;  // the launch's arguments
+    if (races::in_static_segment(address)) shared = true;         // a static __shared__ variable
+    else if (r.strict) return;                                     // constant tables
     else shared = false;  // host memory as device memory (HostMemoryKernels)
   }
   for (std::uint32_t piece = 0; piece * kWidest < bytes; ++piece)
@@ -338,6 +339,7 @@ void begin_launch(const LaunchSite& site) {
   }
   r.strict = !host_memory_kernels();
   memory::arena(r.arena_begin, r.arena_bytes);
+  races::refresh_static_segments();
   pthread_attr_t attributes;
   void* stack = nullptr;
   std::size_t stack_bytes = 0;

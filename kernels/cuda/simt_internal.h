@@ -55,7 +55,9 @@ void async_copy_complete(const void* destination, std::size_t bytes, const void*
 // end of every block and throws.
 std::string take_error();
 // Whether `address` is in a writable static segment: a static __shared__ variable, when a
-// kernel touches it (see the detector's Segment). The memory counters ask it too.
+// kernel touches it (see the detector's Segment). The memory counters ask it too, after
+// refresh_static_segments at the start of a launch (a library may have been loaded since).
+void refresh_static_segments();
 bool in_static_segment(std::uintptr_t address);
 // The source line of an instruction address, as the detector's messages print it.
 std::string source_line(std::uintptr_t pc);

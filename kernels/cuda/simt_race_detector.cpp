@@ -13,6 +13,7 @@
 // stay plain CUDA. (ThreadSanitizer itself, with fiber annotations, would find the same
 // races, but it cannot run beside AddressSanitizer, it cannot name a buffer or a block, and it
 // reports by printing, not by an exception a test can catch.)
+// The same hooks feed the memory counters (simt_counters.cpp) when counting is on.
 //
 // When two accesses race
 // ----------------------
@@ -124,8 +125,12 @@ int add_writable_segments(dl_phdr_info* info, std::size_t, void* out) {
 
 // The writable static segments of every loaded module, sorted; read again when a library
 // was loaded or unloaded since (a notebook loads libraries as it goes).
-const std::vector<Segment>& static_segments() {
+std::vector<Segment>& segment_list() {
   static std::vector<Segment> segments;
+  return segments;
+}
+const std::vector<Segment>& static_segments() {
+  std::vector<Segment>& segments = segment_list();
   static unsigned long long loads = ~0ull;
   unsigned long long now = 0;
   dl_iterate_phdr(
@@ -466,7 +471,8 @@ void access(Detector& d, std::uintptr_t address, std::size_t bytes, bool write, 
 // ---------------------------------------------------------------------------------------------
 // What the emulator calls
 
-bool in_static_segment(std::uintptr_t address) { return in_static_segment(static_segments(), address); }
+void refresh_static_segments() { static_segments(); }
+bool in_static_segment(std::uintptr_t address) { return in_static_segment(segment_list(), address); }
 std::string source_line(std::uintptr_t pc) { return source_line_of_instruction(pc); }
 
 void begin_launch(const LaunchSite& site, const void* kernel, const void* const* pointers, int count) {
