@@ -25,8 +25,10 @@
 // Where the pairing is known to be doubtful (the lanes' k-th executions fall between different
 // barriers, or lanes ran it different numbers of times along different paths) the instruction
 // is marked inexact, and every table says so. Instruction counts, issue slots and branch
-// efficiency are not modelled. Atomics, ldmatrix and cp.async's writes to shared memory
-// (simt_tensor_cores.cpp, not instrumented) are not counted; cp.async's global reads are.
+// efficiency are not modelled. Atomics and cp.async's writes to shared memory
+// (simt_tensor_cores.cpp, not instrumented) are not counted; cp.async's global reads are, apart
+// from the loads. An ldmatrix is counted as the shared loads it makes here, 16 bytes from each
+// lane that gives a row (ncu counts it apart, as LDSM; the wavefronts are the same).
 #pragma once
 #include <cstdint>
 #include <string>
