@@ -146,7 +146,7 @@ struct Instance {
 // One instruction (pc, piece) of one warp of the running block.
 struct Site {
   std::uintptr_t pc = 0;
-  bool write = false;
+  bool write = false, async = false;
   int bytes = 0;
   std::uint32_t executions[kLanes] = {};
   std::vector<Instance> instances;
@@ -245,11 +245,13 @@ void count_site(Recorder& r, const Site& site) {
       if (!access.lanes) continue;
       std::copy(in.address, in.address + kLanes, access.address);
       if (!counts) {
-        const PcKey key{site.pc, static_cast<std::uint32_t>(site.bytes << 2 | site.write << 1 | space)};
+        const PcKey key{site.pc,
+                        static_cast<std::uint32_t>(site.bytes << 3 | site.async << 2 | site.write << 1 | space)};
         counts = &r.by_pc[key];
         counts->pc = site.pc;
         counts->space = space == 0 ? MemorySpace::kGlobal : MemorySpace::kShared;
         counts->store = site.write;
+        counts->async_copy = site.async;
         counts->bytes = site.bytes;
         if (!why.empty() && counts->exact) {
           counts->exact = false;
@@ -267,9 +269,15 @@ void count_site(Recorder& r, const Site& site) {
         const std::uint64_t ideal = (useful + r.model.sector_bytes - 1) / static_cast<std::uint64_t>(r.model.sector_bytes);
         counts->sectors += sectors;
         counts->ideal_sectors += ideal;
-        (site.write ? r.launch.global_st_ideal_sectors : r.launch.global_ld_ideal_sectors) += ideal;
-        (site.write ? r.launch.global_st_requests : r.launch.global_ld_requests) += 1;
-        (site.write ? r.launch.global_st_sectors : r.launch.global_ld_sectors) += sectors;
+        if (site.async) {
+          r.launch.global_ldgsts_ideal_sectors += ideal;
+          r.launch.global_ldgsts_requests += 1;
+          r.launch.global_ldgsts_sectors += sectors;
+        } else {
+          (site.write ? r.launch.global_st_ideal_sectors : r.launch.global_ld_ideal_sectors) += ideal;
+          (site.write ? r.launch.global_st_requests : r.launch.global_ld_requests) += 1;
+          (site.write ? r.launch.global_st_sectors : r.launch.global_ld_sectors) += sectors;
+        }
         for (int lane = 0; lane < kLanes; ++lane)
           if (access.lanes >> lane & 1)
             note_sectors(r, site.write ? r.sectors_written : r.sectors_read, access.address[lane], site.bytes);
@@ -286,13 +294,14 @@ void count_site(Recorder& r, const Site& site) {
   }
 }
 
-void record(Recorder& r, std::uintptr_t address, int bytes, bool write, std::uintptr_t pc, std::uint32_t piece,
-            bool shared) {
+void record(Recorder& r, std::uintptr_t address, int bytes, bool write, bool async, std::uintptr_t pc,
+            std::uint32_t piece, bool shared) {
   const int warp = r.thread / kLanes, lane = r.thread % kLanes;
-  Site& site = r.sites[Key{pc, static_cast<std::uint32_t>(warp << 16 | piece << 1 | (write ? 1 : 0))}];
+  Site& site = r.sites[Key{pc, static_cast<std::uint32_t>(warp << 16 | piece << 2 | async << 1 | write)}];
   if (site.instances.empty()) {
     site.pc = pc;
     site.write = write;
+    site.async = async;
     site.bytes = bytes;
   }
   const std::uint32_t k = site.executions[lane]++;
@@ -307,7 +316,7 @@ void record(Recorder& r, std::uintptr_t address, int bytes, bool write, std::uin
 
 }  // namespace
 
-void access(Recorder& r, std::uintptr_t address, std::size_t bytes, bool write, std::uintptr_t pc) {
+void access(Recorder& r, std::uintptr_t address, std::size_t bytes, bool write, std::uintptr_t pc, bool async) {
   if (address - r.stack_low < r.stack_bytes) return;  // the thread's own locals
   bool shared;
   if (address - r.shared_begin < r.shared_bytes) {
@@ -325,8 +334,8 @@ void access(Recorder& r, std::uintptr_t address, std::size_t bytes, bool write, 
     else shared = false;  // host memory as device memory (HostMemoryKernels)
   }
   for (std::uint32_t piece = 0; piece * kWidest < bytes; ++piece)
-    record(r, address + piece * kWidest, static_cast<int>(std::min(kWidest, bytes - piece * kWidest)), write, pc,
-           piece, shared);
+    record(r, address + piece * kWidest, static_cast<int>(std::min(kWidest, bytes - piece * kWidest)), write, async,
+           pc, piece, shared);
 }
 
 bool on() { return counting_on.load() && memory_counting_available(); }

@@ -25,8 +25,10 @@
 // Where the pairing is known to be doubtful (the lanes' k-th executions fall between different
 // barriers, or lanes ran it different numbers of times along different paths) the instruction
 // is marked inexact, and every table says so. Instruction counts, issue slots and branch
-// efficiency are not modelled. Atomics, ldmatrix and cp.async (simt_tensor_cores.cpp, not
-// instrumented) are not counted.
+// efficiency are not modelled. Atomics and cp.async's writes to shared memory
+// (simt_tensor_cores.cpp, not instrumented) are not counted; cp.async's global reads are, apart
+// from the loads. An ldmatrix is counted as the shared loads it makes here, 16 bytes from each
+// lane that gives a row (ncu counts it apart, as LDSM; the wavefronts are the same).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -62,6 +64,7 @@ struct InstructionCounts {
   std::uintptr_t pc = 0;  // the instruction's address in the program (source_line_of)
   MemorySpace space = MemorySpace::kGlobal;
   bool store = false;
+  bool async_copy = false;                // the global read of a cp.async (ncu's LDGSTS)
   int bytes = 0;                          // per lane
   std::uint64_t requests = 0;             // warp-level executions
   std::uint64_t lanes = 0;                // lanes that took part, summed over the requests
@@ -80,6 +83,8 @@ struct LaunchCounts {
   // The least sectors each request's distinct bytes fit in, summed: sectors above it are the
   // cost of misaligned or scattered lanes.
   std::uint64_t global_ld_ideal_sectors = 0, global_st_ideal_sectors = 0;
+  // cp.async's reads of global memory (its writes to shared memory are not counted).
+  std::uint64_t global_ldgsts_requests = 0, global_ldgsts_sectors = 0, global_ldgsts_ideal_sectors = 0;
   std::uint64_t shared_ld_requests = 0, shared_ld_wavefronts = 0, shared_ld_ideal = 0;
   std::uint64_t shared_st_requests = 0, shared_st_wavefronts = 0, shared_st_ideal = 0;
   std::uint64_t lanes = 0;  // active lanes, summed over every memory request
@@ -89,7 +94,8 @@ struct LaunchCounts {
   std::vector<InstructionCounts> instructions;  // one per instruction, in no particular order
   int inexact = 0;                              // instructions marked inexact
   std::uint64_t requests() const {
-    return global_ld_requests + global_st_requests + shared_ld_requests + shared_st_requests;
+    return global_ld_requests + global_st_requests + global_ldgsts_requests + shared_ld_requests +
+           shared_st_requests;
   }
 };
 

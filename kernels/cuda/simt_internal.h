@@ -70,7 +70,8 @@ namespace counters {
 struct Recorder;
 // The recorder of the launch running on this OS thread, or nullptr (counting off).
 extern thread_local Recorder* active __attribute__((tls_model("initial-exec")));
-void access(Recorder& r, std::uintptr_t address, std::size_t bytes, bool write, std::uintptr_t pc);
+// `async`: the global read of a cp.async (simt_tensor_cores.cpp), which ncu counts apart (LDGSTS).
+void access(Recorder& r, std::uintptr_t address, std::size_t bytes, bool write, std::uintptr_t pc, bool async = false);
 bool on();
 void begin_launch(const LaunchSite& site);
 void end_launch(bool completed);  // completed: false when the launch threw (nothing is kept)

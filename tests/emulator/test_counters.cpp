@@ -66,6 +66,17 @@ __global__ void copy_float4(float4* out, const float4* in) {
 // A constant float4 (GCC would write a constant aggregate as four 4-byte stores).
 __global__ void zero_float4(float4* out) { out[threadIdx.x] = make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
 
+// A warp copies 32 float4s into shared memory with cp.async, then reads them back.
+__global__ void async_copy(float4* out, const float4* in) {
+  __shared__ float4 s[32];
+  const int lane = static_cast<int>(threadIdx.x);
+  cp_async<16>(&s[lane], &in[lane]);
+  cp_async_commit_group();
+  cp_async_wait_group<0>();
+  __syncwarp();
+  out[lane] = s[(lane + 1) % 32];
+}
+
 __global__ void half_warp(float* out, const float* in) {
   const int lane = static_cast<int>(threadIdx.x);
   if (lane < 16) out[lane] = in[lane];
@@ -131,7 +142,7 @@ LaunchCounts strided(int offset, int stride, const MemoryModel& model = {}) {
 // ---------------------------------------------------------------------------------------------
 // Global memory: requests and sectors
 
-TEST_CASE("counters: a warp reading 32 aligned floats makes 1 request of 4 sectors; 64-byte sectors would be 2") {
+TEST_CASE("counters: a warp reading 32 aligned floats makes 1 request of 4 sectors (with 64-byte sectors, 2)") {
   REQUIRE_COUNTERS();
   const LaunchCounts c = strided(0, 1);
   CHECK(c.kernel == "read_strided");
@@ -153,7 +164,7 @@ TEST_CASE("counters: shifted by one float, the warp's 128 bytes straddle 5 secto
   CHECK(strided(1, 1, MemoryModel{.sector_bytes = 64}).global_ld_sectors == 3);
 }
 
-TEST_CASE("counters: stride-32 floats touch one sector per lane, 32; all lanes at one address, 1") {
+TEST_CASE("counters: stride-32 floats touch one sector per lane (32), all lanes at one address touch 1") {
   REQUIRE_COUNTERS();
   const LaunchCounts spread = strided(0, 32), same = strided(5, 0);
   CHECK(spread.global_ld_requests == 1);
@@ -180,6 +191,17 @@ TEST_CASE("counters: a float4 load is one 16-byte request per warp, 512 bytes in
   const LaunchCounts zero = count([&] { BRRR_LAUNCH(zero_float4, 1, 32, 0, stream(), out.data); });
   CHECK(zero.global_st_requests == 1);
   CHECK(zero.global_st_sectors == 16);
+}
+
+TEST_CASE("counters: a cp.async of a float4 per lane reads 16 sectors in one request, apart from the loads") {
+  REQUIRE_COUNTERS();
+  DeviceArray<float4> in(std::vector<float4>(32, float4{1, 2, 3, 4})), out(32);
+  const LaunchCounts c = count([&] { BRRR_LAUNCH(async_copy, 1, 32, 0, stream(), out.data, in.data); });
+  CHECK(c.global_ldgsts_requests == 1);
+  CHECK(c.global_ldgsts_sectors == 16);
+  CHECK(c.global_ld_requests == 0);
+  CHECK(c.shared_ld_wavefronts == 4);
+  CHECK(c.global_st_sectors == 16);
 }
 
 TEST_CASE("counters: if (lane < 16) runs the load and the store with half of the warp's lanes") {
@@ -210,7 +232,7 @@ TEST_CASE("counters: s[32 * lane] puts all 32 lanes on one bank: 32 wavefronts, 
   CHECK(plain.shared_ld_ideal == 1);
 }
 
-TEST_CASE("counters: a column of a [32][33] tile is read in 1 wavefront; of a [32][32] tile, in 32") {
+TEST_CASE("counters: a column of a 32 x 33 tile is read in 1 wavefront, of a 32 x 32 tile in 32") {
   REQUIRE_COUNTERS();
   DeviceArray<float> out(32);
   const LaunchCounts padded = count([&] { BRRR_LAUNCH(shared_column<33>, 1, 32, 0, stream(), out.data, 5); });
@@ -332,7 +354,7 @@ TEST_CASE("counters: off by default, and nothing is kept while off") {
 // ---------------------------------------------------------------------------------------------
 // The kernel lab's counters mode (lab/counters.h)
 
-TEST_CASE("kernel-lab counters: GELU's variants read and write the least there is; one element off costs 1.25x") {
+TEST_CASE("kernel-lab counters: GELU's variants read and write the least there is, one element off costs 1.25x") {
   REQUIRE_COUNTERS();
   const brrr::lab::Case& gelu = brrr::lab::find_case("gelu_forward");
   brrr::lab::Options options;
