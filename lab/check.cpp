@@ -70,8 +70,8 @@ Comparison compare(const std::string& name, const std::vector<double>& got, cons
       c.max_abs = std::max(c.max_abs, abs_error);
       c.max_rel = std::max(c.max_rel, rel_error);
       if (!(rel_error <= tolerance))  // also catches a NaN error from an infinite reference
-        why = format("%s[%zu] = %.9g but the reference is %.9g (relative error %.3g > %s %.3g%s)", name.c_str(), i,
-                     g, r, rel_error, allowance.empty() ? "tolerance" : "", tolerance, allowance.c_str());
+        why = format("%s[%zu] = %.9g but the reference is %.9g (relative error %.3g > %s%.3g%s)", name.c_str(), i,
+                     g, r, rel_error, allowance.empty() ? "tolerance " : "", tolerance, allowance.c_str());
     }
     if (!why.empty() && c.bad++ == 0) c.first_failure = why;
   }

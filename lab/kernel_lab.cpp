@@ -438,24 +438,27 @@ bool any_bf16_inputs(const std::vector<Variant>& variants) {
 
 // Reference mode: what a check costs before any kernel runs, timed (the inputs at the timed size
 // and the check size, and the references at the check size). For a GPU's list, run on any
-// device: the bf16 references are computed when the op has a bf16 variant on the GPU.
+// device: the bf16 references and the baselines are computed when the op has such variants on the GPU.
 void run_reference_only(const Case& c, const Options& options, const Plan& plan, Report& report) {
   std::FILE* out = options.out;
   const auto t0 = std::chrono::steady_clock::now();
   if (plan.check_dims != plan.dims) make_problem(c, plan.dims, options);
   const double make_full = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  const bool bf16 = any_bf16_inputs(variants_of(c.op_name(), DeviceType::CUDA, plan.registry_dtype)) ||
-                    any_bf16_inputs(plan.variants);
-  expected_outputs(c, make_problem(c, plan.check_dims, options), false, bf16, precisions_of(c, plan.variants, options),
-                   report, out);
+  std::vector<Variant> both = variants_of(c.op_name(), DeviceType::CUDA, plan.registry_dtype);
+  both.insert(both.end(), plan.variants.begin(), plan.variants.end());
+  expected_outputs(c, make_problem(c, plan.check_dims, options), false, any_bf16_inputs(both),
+                   precisions_of(c, both, options), report, out);
   const double reference = seconds_since(t1);
   report.reference_seconds = make_full + reference;
   say(out, "size: %s%s\n", report.size.c_str(),
       report.check_size.empty() ? "" : (", checked at " + report.check_size).c_str());
   say(out, "reference: %.2f s on %d threads (inputs at the timed size %.2f s; inputs and %s at the checked size "
            "%.2f s)\n",
-      report.reference_seconds, get_num_threads(), make_full, bf16 ? "both references" : "the reference", reference);
+      report.reference_seconds, get_num_threads(), make_full,
+      any_bf16_inputs(both) || !precisions_of(c, both, options).empty() ? "the references and baselines"
+                                                                         : "the reference",
+      reference);
 }
 
 // One variant: checked at the check size; then, in perf mode, timed at the size asked for.

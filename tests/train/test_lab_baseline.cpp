@@ -155,7 +155,7 @@ TEST_CASE("lab baseline: tf32 rounds to nearest with ties away from zero, keepin
   CHECK(std::isnan(lab::round_to_tf32(NAN)));
 }
 
-TEST_CASE("lab baseline: a bf16 GEMM that sums in float32 passes, and one whose accumulator is bf16 fails, on every seed") {
+TEST_CASE("lab baseline: a bf16 GEMM that sums in float32 passes, one whose accumulator is bf16 fails, on every seed") {
   register_test_variants();
   const lab::Case c = test_matmul_case();
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
@@ -172,7 +172,7 @@ TEST_CASE("lab baseline: a bf16 GEMM that sums in float32 passes, and one whose 
   }
 }
 
-TEST_CASE("lab baseline: bf16 attention with P rounded as the baseline passes near 1x, and a bf16 accumulator fails") {
+TEST_CASE("lab baseline: bf16 attention with P rounded as the baseline passes near 1x, a bf16 accumulator fails") {
   register_test_variants();
   const lab::Case c = test_attention_case();
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
