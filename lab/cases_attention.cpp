@@ -132,6 +132,88 @@ double attention_loss(const Problem& p) {
   return dot(p.in("dout"), out);
 }
 
+// --- The low-precision baselines (chapter 18; Case::baseline) ---------------------------------
+// What a careful bf16 attention computes, on the inputs as a bf16 variant sees them: q, k, v
+// (and dout, out) through `round`, each product of rounded operands summed in double (float32
+// or better, as the tensor cores' accumulators), the softmax in double, and the intermediates
+// that enter a product rounded on their way in: P before P v in the forward; P before P^T dout
+// and dS before dS k and dS^T q in the backward. That is FlashAttention-2's algorithm with the
+// rounding a bf16 product cannot avoid and no more. (PyTorch's bf16 math path rounds more: S,
+// dP and every product's output; its float32 softmax rounds P as this does, normalized.)
+
+std::vector<double> through(const std::vector<double>& v, float (*round)(float)) {
+  std::vector<double> r(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) r[i] = round(static_cast<float>(v[i]));
+  return r;
+}
+
+void attention_forward_baseline(Problem& p, float (*round)(float)) {
+  const std::int64_t BH = p.dims[0], T = p.dims[1], hs = p.dims[2];
+  const double scale = scale_for(p.dims);
+  const std::vector<double> q = through(p.in("q"), round), k = through(p.in("k"), round),
+                            v = through(p.in("v"), round);
+  std::vector<double>&out = p.out("out"), &lse = p.out("lse");
+  parallel_rows(BH, [&](std::int64_t b) {
+    std::vector<double> s(T), o(hs);
+    for (std::int64_t i = 0; i < T; ++i) {
+      const double* qi = q.data() + (b * T + i) * hs;
+      double max = -1e300;
+      for (std::int64_t j = 0; j <= i; ++j) {
+        double dot = 0;
+        for (std::int64_t c = 0; c < hs; ++c) dot += qi[c] * k[(b * T + j) * hs + c];
+        s[j] = scale * dot;
+        max = std::max(max, s[j]);
+      }
+      double sum = 0;
+      for (std::int64_t j = 0; j <= i; ++j) sum += std::exp(s[j] - max);
+      const double l = max + std::log(sum);
+      lse[b * T + i] = l;
+      std::fill(o.begin(), o.end(), 0.0);
+      for (std::int64_t j = 0; j <= i; ++j) {
+        const double pj = round(static_cast<float>(std::exp(s[j] - l)));  // P, rounded for P v
+        for (std::int64_t c = 0; c < hs; ++c) o[c] += pj * v[(b * T + j) * hs + c];
+      }
+      std::copy(o.begin(), o.end(), out.begin() + (b * T + i) * hs);
+    }
+  });
+}
+
+void attention_backward_baseline(Problem& p, float (*round)(float)) {
+  const std::int64_t BH = p.dims[0], T = p.dims[1], hs = p.dims[2];
+  const double scale = scale_for(p.dims);
+  const std::vector<double> dout = through(p.in("dout"), round), q = through(p.in("q"), round),
+                            k = through(p.in("k"), round), v = through(p.in("v"), round),
+                            out = through(p.in("out"), round);
+  const std::vector<double>& lse = p.in("lse");
+  std::vector<double>&dq = p.out("dq"), &dk = p.out("dk"), &dv = p.out("dv");
+  std::fill(dq.begin(), dq.end(), 0.0);
+  std::fill(dk.begin(), dk.end(), 0.0);
+  std::fill(dv.begin(), dv.end(), 0.0);
+  parallel_rows(BH, [&](std::int64_t b) {
+    for (std::int64_t i = 0; i < T; ++i) {
+      const std::int64_t row = (b * T + i) * hs;
+      double D = 0;
+      for (std::int64_t c = 0; c < hs; ++c) D += dout[row + c] * out[row + c];
+      for (std::int64_t j = 0; j <= i; ++j) {
+        const std::int64_t col = (b * T + j) * hs;
+        double s = 0, dp = 0;
+        for (std::int64_t c = 0; c < hs; ++c) {
+          s += q[row + c] * k[col + c];
+          dp += dout[row + c] * v[col + c];
+        }
+        const double prob = std::exp(scale * s - lse[b * T + i]);
+        const double prob_in = round(static_cast<float>(prob));             // for P^T dout
+        const double ds_in = round(static_cast<float>(prob * (dp - D)));  // for dS k and dS^T q
+        for (std::int64_t c = 0; c < hs; ++c) {
+          dv[col + c] += prob_in * dout[row + c];
+          dq[row + c] += scale * ds_in * k[col + c];
+          dk[col + c] += scale * ds_in * q[row + c];
+        }
+      }
+    }
+  });
+}
+
 // --- attention_forward:bf16, attention_backward:bf16: bf16 products (chapter 18) ------------
 // The float32 formulas on q, k, v (and dout) rounded to the nearest bf16, ties to even: what is
 // left to a kernel's error is its own arithmetic (float32 sums; the tensor-core variant's bf16
@@ -264,6 +346,8 @@ Case attention_bf16_memory_case(Case c) {
   c.shapes = {{1, 1, 64}, {2, 37, 64}};
   c.aligned_only = true;
   c.grad_shape = {};
+  // The float32 ops' tolerances, the floor of the bf16 judgement (Case::baseline).
+  c.tolerance = c.name == "attention_forward/bf16" ? 1e-4 : 1e-3;
   return c;
 }
 
@@ -278,6 +362,7 @@ std::vector<Case> attention_cases() {
                       .flops = &attention_flops,
                       .make = &make_attention_forward,
                       .reference = &attention_forward_reference,
+                      .baseline = &attention_forward_baseline,
                       .call = call(op::attention_forward<float>, &call_attention_forward<float>,
                                    op::attention_forward<double>, &call_attention_forward<double>)}),
       attention_case({.name = "attention_backward",
@@ -286,6 +371,7 @@ std::vector<Case> attention_cases() {
                       .bytes = &attention_backward_bytes,
                       .flops = &attention_backward_flops,
                       .make = &make_attention_backward, .reference = &attention_backward_reference,
+                      .baseline = &attention_backward_baseline,
                       .call = call(op::attention_backward<float>, &call_attention_backward<float>,
                                    op::attention_backward<double>, &call_attention_backward<double>),
                       .grads = {{.output = "dq", .input = "q"}, {.output = "dk", .input = "k"},
@@ -298,6 +384,7 @@ std::vector<Case> attention_cases() {
                            .flops = &attention_flops,
                            .make = &make_attention_forward,
                            .reference = &attention_forward_bf16_reference,
+                           .baseline = &attention_forward_baseline,
                            .call = call(op::attention_forward<float>.autocast(), &call_attention_forward<float>,
                                         op::attention_forward<float>.autocast(), &call_attention_forward<float>)}),
       attention_bf16_case({.name = "attention_backward:bf16",
@@ -307,6 +394,7 @@ std::vector<Case> attention_cases() {
                            .flops = &attention_backward_flops,
                            .make = &make_attention_backward_bf16,
                            .reference = &attention_backward_bf16_reference,
+                           .baseline = &attention_backward_baseline,
                            .call = call(op::attention_backward<float>.autocast(), &call_attention_backward<float>,
                                         op::attention_backward<float>.autocast(), &call_attention_backward<float>)}),
       attention_bf16_memory_case(
@@ -320,6 +408,7 @@ std::vector<Case> attention_cases() {
              p.array("lse").type = Array::kFloat32;
            },
            .reference = &attention_forward_reference,
+           .baseline = &attention_forward_baseline,
            .call = call(op::attention_forward_on_bf16, &call_attention_forward_bf16_memory,
                         op::attention_forward_on_bf16, &call_attention_forward_bf16_memory)}),
       attention_bf16_memory_case(
@@ -333,6 +422,7 @@ std::vector<Case> attention_cases() {
              for (const char* name : {"lse", "dq", "dk", "dv"}) p.array(name).type = Array::kFloat32;
            },
            .reference = &attention_backward_reference,
+           .baseline = &attention_backward_baseline,
            .call = call(op::attention_backward_on_bf16, &call_attention_backward_bf16_memory,
                         op::attention_backward_on_bf16, &call_attention_backward_bf16_memory)}),
       Case{.name = "causal_attention",

@@ -84,6 +84,8 @@ Case matmul_case(Case c) {
   // one element; sizes that are no multiple of any tile (ragged edges in every direction)
   c.shapes = {{1, 1, 1}, {67, 45, 33}, {17, 130, 65}};
   c.tolerance = 1e-4;  // sums of K products: float32 rounding grows like sqrt(K)
+  // Variant 10 takes its operands as tf32: judged against the tf32 baseline (Case::baseline).
+  if (c.op_name() == "matmul") c.tf32_variants = {"tf32_pipelined"};
   c.report_flops = true;
   c.bytes = [](const Dims& d) { return 4.0 * (d[0] * d[2] + d[2] * d[1] + d[0] * d[1]); };
   c.flops = [](const Dims& d) { return 2.0 * d[0] * d[1] * d[2]; };
@@ -144,7 +146,8 @@ void call_matmul_bf16_memory(kernels::matmul_on_bf16_fn f, const Args& a) {
 
 // Run with --dtype bfloat16 (its data is bf16 only): a and b are uploaded as bf16, out stays
 // float32 (Array::kFloat32), and the reference is matmul:bf16's on the same rounded values, so
-// only the float32 sums are left to differ: held to matmul's 1e-4, not to one bf16 step.
+// only the float32 sums are left to differ: its bf16 baseline (the same product, float32 out)
+// is that reference, and a variant is held to 2x its ~1e-7 plus matmul's 1e-4 (the floor).
 Case matmul_bf16_memory_case() {
   Case c = matmul_case({.name = "matmul/bf16",
                         .op = "matmul",
@@ -160,7 +163,6 @@ Case matmul_bf16_memory_case() {
                                      &call_matmul_bf16_memory)});
   c.chapter = "18";
   c.peak_op = "matmul:bf16";  // % of the best bf16 GEMM's FLOP/s (cuBLAS's on a GPU)
-  c.tolerance_bf16 = c.tolerance;
   c.shapes = {{1, 1, 1}, {67, 45, 33}, {17, 130, 66}};
   // In float32 bytes, as every case counts them: the lab scales a and b to their 2 bytes.
   c.bytes = [](const Dims& d) { return 4.0 * (d[0] * d[2] + d[2] * d[1] + d[0] * d[1]); };
@@ -225,6 +227,14 @@ Case matmul_bias_gelu_case() {
                         .reference = &matmul_bias_gelu_reference,
                         .call = call(op::matmul_bias_gelu<float>, &call_matmul_bias_gelu<float>,
                                      op::matmul_bias_gelu<double>, &call_matmul_bias_gelu<double>)});
+  // Variant 11 is variant 10's tf32 products with the epilogue: its baseline rounds a and b only
+  // (the bias is added in float32, after the product).
+  c.tf32_variants = {"tf32_epilogue"};
+  c.baseline = [](Problem& p, float (*round)(float)) {
+    for (const char* name : {"a", "b"})
+      for (double& x : p.array(name).values) x = round(static_cast<float>(x));
+    matmul_bias_gelu_reference(p);
+  };
   // N odd (the epilogue's column pairs end half way), ragged tiles in every direction
   c.shapes = {{1, 1, 1}, {67, 45, 33}, {17, 131, 65}};
   c.bytes = [](const Dims& d) { return 4.0 * (d[0] * d[2] + d[2] * d[1] + d[1] + 2 * d[0] * d[1]); };

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <set>
 
@@ -249,7 +250,8 @@ bool plan_run(const Case& c, const Options& options, Target& target, Report& rep
   if (plan.check_dims != plan.dims) report.check_size = size_string(c, plan.check_dims);
   report.unit = c.report_flops ? "TFLOP/s" : "GB/s";
   const bool f64 = options.dtype == kFloat64, in_bf16 = options.dtype == kBFloat16;
-  const double case_tolerance = f64 ? c.tolerance64 : in_bf16 ? c.tolerance_bf16 : c.tolerance;
+  // In bf16 the case's float32 tolerance is the floor of the baseline's judgement (Case::baseline).
+  const double case_tolerance = f64 ? c.tolerance64 : c.tolerance;
   // Finite differences are good to about 1e-9 (see above): a float64 gradient is held to 1e-6.
   plan.tolerance = options.tolerance >= 0 ? options.tolerance
                    : grad                 ? std::max(case_tolerance, 1e-6)
@@ -332,15 +334,64 @@ Problem make_problem(const Case& c, const Dims& dims, const Options& options) {
 }
 
 // A problem and what its outputs must be: the float64 reference (grad mode: finite differences),
-// and for variants that round their inputs to bf16, the reference on those rounded inputs.
+// and for variants that round their inputs to bf16, the reference on those rounded inputs; and
+// the baselines the low-precision variants are judged against (Case::baseline).
 struct Expected {
   Problem problem, rounded;  // rounded: empty unless a variant rounds its inputs to bf16
   std::vector<std::vector<double>> outputs, outputs_bf16;
   std::vector<std::string> which;  // the outputs compared (grad mode: the gradients only)
+  std::optional<Baseline> bf16, tf32;
 };
 
-Expected expected_outputs(const Case& c, Problem problem, bool grad, bool any_bf16_inputs, Report& report,
-                          std::FILE* out) {
+// The precision a variant is judged in: "bf16" (bf16 data, or inputs it rounds to bf16), "tf32"
+// (Case::tf32_variants), or "" (float32 or float64: the case's tolerance).
+std::string precision_of(const Case& c, const Variant& v, DType dtype) {
+  if (dtype == kBFloat16 || v.meta.bf16_inputs) return "bf16";
+  if (std::find(c.tf32_variants.begin(), c.tf32_variants.end(), v.name) != c.tf32_variants.end()) return "tf32";
+  return "";
+}
+
+}  // namespace
+
+float round_to_tf32(float x) {
+  if (!std::isfinite(x)) return x;
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits = (bits + 0x1000u) & 0xFFFFE000u;  // add half of the 13 dropped bits' place: ties away from zero
+  std::memcpy(&x, &bits, sizeof bits);
+  return x;
+}
+
+namespace {
+
+float bf16_rounding(float x) { return round_to_bf16(x); }
+
+// The baseline's outputs on `p`, the inputs as the variant sees them: the case's baseline, or
+// the reference on the inputs through `round`; in bf16 data, the outputs stored in bf16 rounded.
+Baseline baseline_outputs(const Case& c, Problem p, const char* precision, float (*round)(float)) {
+  if (c.baseline) {
+    c.baseline(p, round);
+  } else {
+    for (Array& a : p.arrays)
+      if (a.role == Array::kInput && a.type == Array::kFloat)  // not what an in-place op adds to
+        for (double& x : a.values) x = round(static_cast<float>(x));
+    c.reference(p);
+  }
+  Baseline b;
+  b.precision = precision;
+  b.outputs.resize(p.arrays.size());
+  for (std::size_t i = 0; i < p.arrays.size(); ++i) {
+    Array& a = p.arrays[i];
+    if (!a.compared()) continue;
+    if (p.dtype == kBFloat16 && a.type == Array::kFloat)
+      for (double& x : a.values) x = round_to_bf16(static_cast<float>(x));
+    b.outputs[i] = std::move(a.values);
+  }
+  return b;
+}
+
+Expected expected_outputs(const Case& c, Problem problem, bool grad, bool any_bf16_inputs,
+                          const std::set<std::string>& precisions, Report& report, std::FILE* out) {
   Expected e;
   e.problem = std::move(problem);
   if (grad) {
@@ -359,7 +410,26 @@ Expected expected_outputs(const Case& c, Problem problem, bool grad, bool any_bf
     e.outputs_bf16 = reference_outputs(c, e.rounded);
     say(out, "bf16 variants are checked against the reference on their inputs rounded to bfloat16\n");
   }
+  if (precisions.count("bf16")) e.bf16 = baseline_outputs(c, any_bf16_inputs ? e.rounded : e.problem, "bf16", &bf16_rounding);
+  if (precisions.count("tf32")) e.tf32 = baseline_outputs(c, e.problem, "tf32", &round_to_tf32);
+  if (!precisions.empty())
+    say(out, "%s variants are judged against the %s baseline on the same inputs: err <= %gx the baseline's + %.1e\n",
+        join(std::vector<std::string>(precisions.begin(), precisions.end()), " and ").c_str(),
+        join(std::vector<std::string>(precisions.begin(), precisions.end()), " or ").c_str(), kBaselineFactor,
+        c.tolerance);
   return e;
+}
+
+// The precisions of the variants that are judged against a baseline (none in grad mode, or
+// where --tolerance sets one for every variant).
+std::set<std::string> precisions_of(const Case& c, const std::vector<Variant>& variants, const Options& options) {
+  std::set<std::string> p;
+  if (options.mode == Mode::Grad || options.tolerance >= 0) return p;
+  for (const Variant& v : variants) {
+    const std::string precision = precision_of(c, v, options.dtype);
+    if (!precision.empty()) p.insert(precision);
+  }
+  return p;
 }
 
 bool any_bf16_inputs(const std::vector<Variant>& variants) {
@@ -368,23 +438,27 @@ bool any_bf16_inputs(const std::vector<Variant>& variants) {
 
 // Reference mode: what a check costs before any kernel runs, timed (the inputs at the timed size
 // and the check size, and the references at the check size). For a GPU's list, run on any
-// device: the bf16 references are computed when the op has a bf16 variant on the GPU.
+// device: the bf16 references and the baselines are computed when the op has such variants on the GPU.
 void run_reference_only(const Case& c, const Options& options, const Plan& plan, Report& report) {
   std::FILE* out = options.out;
   const auto t0 = std::chrono::steady_clock::now();
   if (plan.check_dims != plan.dims) make_problem(c, plan.dims, options);
   const double make_full = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  const bool bf16 = any_bf16_inputs(variants_of(c.op_name(), DeviceType::CUDA, plan.registry_dtype)) ||
-                    any_bf16_inputs(plan.variants);
-  expected_outputs(c, make_problem(c, plan.check_dims, options), false, bf16, report, out);
+  std::vector<Variant> both = variants_of(c.op_name(), DeviceType::CUDA, plan.registry_dtype);
+  both.insert(both.end(), plan.variants.begin(), plan.variants.end());
+  expected_outputs(c, make_problem(c, plan.check_dims, options), false, any_bf16_inputs(both),
+                   precisions_of(c, both, options), report, out);
   const double reference = seconds_since(t1);
   report.reference_seconds = make_full + reference;
   say(out, "size: %s%s\n", report.size.c_str(),
       report.check_size.empty() ? "" : (", checked at " + report.check_size).c_str());
   say(out, "reference: %.2f s on %d threads (inputs at the timed size %.2f s; inputs and %s at the checked size "
            "%.2f s)\n",
-      report.reference_seconds, get_num_threads(), make_full, bf16 ? "both references" : "the reference", reference);
+      report.reference_seconds, get_num_threads(), make_full,
+      any_bf16_inputs(both) || !precisions_of(c, both, options).empty() ? "the references and baselines"
+                                                                         : "the reference",
+      reference);
 }
 
 // One variant: checked at the check size; then, in perf mode, timed at the size asked for.
@@ -423,9 +497,13 @@ VariantResult run_variant(const Case& c, const Variant& v, const Options& option
   if (!call_variant(r, target, bf16 ? e.rounded : e.problem, bf16 ? *check.bf16 : check.plain, kernel,
                     options.variant != "all", out, &got))
     return r;
-  const double allowed = options.tolerance >= 0 ? plan.tolerance : std::max(plan.tolerance, v.meta.tolerance);
+  // A low-precision variant is judged against its precision's baseline, with the case's float32
+  // tolerance as the floor; the others against the tolerance (a variant's own, if looser).
+  const std::string precision = options.tolerance >= 0 || grad ? "" : precision_of(c, v, options.dtype);
+  const Baseline* baseline = precision == "bf16" ? &*e.bf16 : precision == "tf32" ? &*e.tf32 : nullptr;
+  const double allowed = options.tolerance >= 0 || baseline ? plan.tolerance : std::max(plan.tolerance, v.meta.tolerance);
   compare_outputs(r, e.problem, got, v.meta.bf16_inputs && !grad ? e.outputs_bf16 : e.outputs, allowed, e.which,
-                  target.type() == DeviceType::CUDA, out);
+                  target.type() == DeviceType::CUDA, out, baseline);
   if (!timing || !r.passed) return r;  // a wrong kernel's speed means nothing
   const bool gpu = target.type() == DeviceType::CUDA && !target.emulated();
   const int repeats = options.repeat > 0 ? options.repeat : gpu ? 50 : options.device == LabDevice::CPU ? 10 : 3;
@@ -470,7 +548,8 @@ Report run(const Case& c, const Options& options) {
     say(out, "checked at %s (the float64 reference at the timed size would take long), timed at %s\n",
         report.check_size.c_str(), report.size.c_str());
   const auto t0 = std::chrono::steady_clock::now();
-  const Expected e = expected_outputs(c, std::move(problem), grad, any_bf16_inputs(plan.variants), report, out);
+  const Expected e = expected_outputs(c, std::move(problem), grad, any_bf16_inputs(plan.variants),
+                                      precisions_of(c, plan.variants, options), report, out);
   report.reference_seconds = seconds_since(t0);
   say(out, "mode %s: against %s (%.2f s)\n", mode_name(options.mode), report.reference.c_str(),
       report.reference_seconds);

@@ -188,9 +188,7 @@ struct Case {
                                          // run aligned and misaligned by the tests)
   double tolerance = 1e-5;               // the largest relative error allowed in float32
   double tolerance64 = 1e-9;             // ... in float64
-  // ... in bfloat16 (ops with bf16 kernels, chapter 18): one bf16 step, 2^-7 of a value. An
-  // output computed in float32 and rounded once is within half of it.
-  double tolerance_bf16 = 0x1p-7;
+  // (In low precision, bf16 or tf32, `tolerance` is the floor of the baseline's judgement: below.)
   bool report_flops = false;             // TFLOP/s (matmul, attention) rather than GB/s
   // Its kernels copy 16 bytes at a time (cp.async): checked at aligned pointers only, never one
   // element off (they refuse a misaligned pointer with a message; tests check that apart).
@@ -205,6 +203,22 @@ struct Case {
   double (*flops)(const Dims&) = nullptr;
   void (*make)(Problem& problem, Random& random) = nullptr;  // inputs, and outputs as NaN
   void (*reference)(Problem& problem) = nullptr;            // the outputs, in float64
+  // A low-precision variant (bf16 data, bf16 inputs, tf32 products: chapter 18) has no fixed
+  // tolerance: on the same inputs, the case's baseline computes the outputs the way a careful
+  // library does in that precision, and the variant may have at most kBaselineFactor times the
+  // baseline's error, plus `tolerance` above (what any float32 kernel of the op may add):
+  //   err(variant) <= 2 err(baseline) + tolerance,   each output apart, both against float64.
+  // baseline(problem, round) gets the inputs as the variant sees them and writes the outputs,
+  // each matrix product taking its operands through `round` (round_to_bf16 or round_to_tf32)
+  // and summing in float32 or better, as the tensor cores and PyTorch's bf16 matmul do; outputs
+  // stored in bf16 are rounded by the lab afterwards. nullptr: the reference on the inputs
+  // through `round` (enough for a GEMM, whose only rounded operands are its inputs, and for an
+  // elementwise or reduction op, whose bf16 kernels round only what they store).
+  void (*baseline)(Problem& problem, float (*round)(float)) = nullptr;
+  // The variants of the op whose products take tf32 operands (10 bits of mantissa): judged
+  // against the baseline with round_to_tf32. bf16 variants say so themselves (bf16_inputs, or
+  // the op's bf16 data).
+  std::vector<std::string> tf32_variants{};
   Call call{};
   // grad mode. A backward kernel: its gradients and the forward's loss. An op built from ops:
   // gradcheck(variant, device), brrr::gradcheck on the registered variant in float64.
@@ -247,6 +261,12 @@ struct Options {
   std::FILE* out = stdout;      // where the report is printed as it runs (nullptr: nowhere)
 };
 
+// The judgement of a low-precision variant (see Case::baseline): err <= 2 err(baseline) + floor.
+constexpr double kBaselineFactor = 2.0;
+// x rounded to tf32 (1 sign, 8 exponent, 10 mantissa bits), to nearest, ties away from zero: what
+// cvt.rna.tf32.f32 hands the tensor cores (matmul.cu's variants 10 and 11). As float32.
+float round_to_tf32(float x);
+
 struct VariantResult {
   std::string variant;
   bool is_default = false;      // the variant the registry selects for the dtype
@@ -256,6 +276,11 @@ struct VariantResult {
   std::string passed_over;      // why the registry never runs it at this size (its eligibility
                                 // rule: a head size past its tiles); not checked
   double max_abs_error = 0, max_rel_error = 0;
+  // A low-precision variant (Case::baseline): "bf16" or "tf32", the baseline's largest relative
+  // error over the outputs, and the largest of the variant's error over the baseline's, output
+  // by output (1.1: 1.1 times the baseline's error). Empty, 0, 0 for a float32 or float64 check.
+  std::string precision;
+  double baseline_rel_error = 0, baseline_ratio = 0;
   std::string failure;          // why it failed: "out[17] = nan (reference 0.2517)"
   bool timed = false;
   double median_ms = 0, min_ms = 0;

@@ -34,11 +34,17 @@ void print_table(std::FILE* out, const Case& c, const Report& report, bool timed
     say(out, "\n%-*s | %s\n", w, "variant", "check (max rel err)");
   for (const VariantResult& r : report.results) {
     const std::string name = r.variant + (r.is_default ? " *" : "");
-    const std::string check = !r.passed      ? (r.checked ? format("FAIL %.2e", r.max_rel_error) : "FAIL")
+    std::string check = !r.passed      ? (r.checked ? format("FAIL %.2e", r.max_rel_error) : "FAIL")
                               : r.not_written ? "not written yet (an exercise stub)"
                               : !r.passed_over.empty() ? "passed over: " + r.passed_over
                               : r.checked     ? format("ok %.2e", r.max_rel_error)
                                               : "unchecked (no reference)";
+    // A low-precision variant's error against its baseline's: "ok 1.74e-02 (1.00x bf16)".
+    const std::string versus = !r.checked || r.precision.empty() ? ""
+                               : r.baseline_rel_error > 0
+                                   ? format(" (%.2fx %s)", r.baseline_ratio, r.precision.c_str())
+                                   : format(" (%s baseline exact)", r.precision.c_str());
+    check += versus;
     if (!timed) {
       say(out, "%-*s | %s\n", w, name.c_str(), check.c_str());
       continue;
@@ -78,6 +84,11 @@ std::string json_lines(const Report& report) {
                                   {"passed", r.passed},
                                   {"checked", r.checked},
                                   {"max_rel_error", r.max_rel_error}};
+    if (!r.precision.empty()) {  // a low-precision variant: its judgement against the baseline
+      row["precision"] = r.precision;
+      row["baseline_rel_error"] = r.baseline_rel_error;
+      row["baseline_ratio"] = r.baseline_ratio;
+    }
     if (!r.passed_over.empty()) row["passed_over"] = r.passed_over;
     if (!report.check_size.empty()) row["check_size"] = report.check_size;
     if (r.timed) {

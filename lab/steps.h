@@ -16,10 +16,19 @@ namespace brrr::lab {
 // whether the call ran.
 bool call_variant(VariantResult& r, Target& target, const Problem& problem, DeviceProblem& device, const Bound& kernel,
                   bool asked_by_name, std::FILE* out, std::vector<std::vector<double>>* got);
-// Compares the outputs named in `which` (all compared arrays when empty) with `expected`.
+// What a low-precision variant is judged against (Case::baseline): the baseline's outputs on
+// the same inputs, in the problem's array order (empty for an input), and their precision.
+struct Baseline {
+  std::string precision;  // "bf16" or "tf32"
+  std::vector<std::vector<double>> outputs;
+};
+// Compares the outputs named in `which` (all compared arrays when empty) with `expected`: each
+// element within `tolerance`, or, given a baseline, within kBaselineFactor times the baseline's
+// largest error on that output plus `tolerance` (the floor).
 void compare_outputs(VariantResult& r, const Problem& problem, const std::vector<std::vector<double>>& got,
                      const std::vector<std::vector<double>>& expected, double tolerance,
-                     const std::vector<std::string>& which, bool on_gpu, std::FILE* out);
+                     const std::vector<std::string>& which, bool on_gpu, std::FILE* out,
+                     const Baseline* baseline = nullptr);
 // The expected outputs: the case's float64 reference on the problem.
 std::vector<std::vector<double>> reference_outputs(const Case& c, Problem p);
 // The expected gradients: finite differences of the case's loss (added to what the output held

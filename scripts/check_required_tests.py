@@ -38,6 +38,8 @@ REQUIRED = [
     (r"^models: ?a brrr checkpoint loads in PyTorch", "a checkpoint read by PyTorch", lambda: True),
     (r"^models: ?hf: ", "Hugging Face GPT-2 folders made by transformers and tokenizers (the .venv's)", lambda: True),
     (r"^core: ?bfloat16 safetensors: brrr writes BF16 that PyTorch reads", "bf16 files read by PyTorch", lambda: True),
+    (r"^train: ?lab baseline: the bf16 baselines agree with PyTorch", "the kernel lab's bf16 baselines beside PyTorch's",
+     lambda: True),
     (r"^notebook: ?", "the notebooks (cppyy, nbclient in .venv)", lambda: True),
     (r"^models: ?cnn: ", "the handwritten digits (python3-sklearn) and the CNN against PyTorch", lambda: True),
     (r"^core: ?blocked matmul", "the AVX-512 GEMM on a CPU that has AVX-512", cpu_has_avx512),
@@ -116,6 +118,8 @@ def self_test():
                       " Passed   9.0 sec")
     everything.append("  14/14 Test #14: serve: the page in headless Chromium: type, stream, hover, inspect, stop, no "
                       "console error ..   Passed   9.0 sec")
+    everything.append("  16/16 Test #16: train: lab baseline: the bf16 baselines agree with PyTorch's bf16 matmul and "
+                      "attention on the same inputs ..   Passed   2.0 sec")
     assert check(everything) == [], check(everything)
     print("self-test: a skipped, a failed and a missing required test are each reported; all passing is clean")
     return 0

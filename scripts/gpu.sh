@@ -7,7 +7,7 @@
 #
 # Part 1 (correctness): env, build, tests, sanitize, reference, train, determinism, lab.
 # Part 2 (speed beside PyTorch): env, build, peers, step, attention, tensor_cores, lab_bf16.
-# Without --part, every step of both, in that order. Each part builds first (a fresh machine has
+# Without --part, every step of both, in that order, then counters (run it alone: --only counters). Each part builds first (a fresh machine has
 # no build; on a warm one the build is a no-op).
 #
 # What comes back from a lent machine is at most 8 files, so OUT_DIR holds three, refreshed
@@ -38,6 +38,8 @@
 #   attention    brrr's flash attention beside composed (float32, T = 256 and 1024)
 #   tensor_cores brrr's bf16-in-memory GEMM and flash attention (T = 1024 and 4096)
 #   lab_bf16     brrr kernel-lab, the bf16 ops and the convolutions
+#   counters     the emulator's memory counters (kernel-lab --mode counters) against Nsight
+#                Compute's (ncu) on the same launches: scripts/compare_counters.py
 # Each measurement of peers, step, attention and tensor_cores runs on its own (a failure of one
 # is its own row in steps.tsv, and the next one still runs).
 #
@@ -135,6 +137,21 @@ lab_bf16_runs=(
   "conv2d_backward_input" "conv2d_backward_weight"
   "max_pool2d_forward" "max_pool2d_backward" "avg_pool2d_forward" "avg_pool2d_backward"
 )
+# The counters step: the emulator's memory counters (kernels/cuda/simt_counters.h) and ncu's on the
+# same launches (the lab's sizes and its 256-byte-aligned buffers), at the GPU bars' ops scaled
+# down (the emulator counts every access of every lane).
+counters_runs=(
+  "gelu_forward --size 2^20" "gelu_backward --size 2^20"
+  "layernorm_forward --size 256x768" "layernorm_backward --size 256x768"
+  "cross_entropy_fused --size 64x4096"
+  "adamw_step --size 2^20" "adamw_multi_step --size 2^20"
+)
+counters_metrics=l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
+counters_metrics+=,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum
+counters_metrics+=,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum
+counters_metrics+=,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum
+counters_metrics+=,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum
+counters_metrics+=,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
 # Sourced (gpu_bundle.sh --check, bench/lab_references.sh): the functions and lists above only.
 if [[ ${BRRR_GPU_SH_SOURCED:-0} == 1 ]]; then return 0; fi
 
@@ -146,7 +163,8 @@ root=$PWD
 
 part1_steps=(env build tests sanitize reference train determinism lab)
 part2_steps=(env build peers step attention tensor_cores lab_bf16)
-all_steps=(env build tests sanitize reference train determinism lab peers step attention tensor_cores lab_bf16)
+all_steps=(env build tests sanitize reference train determinism lab peers step attention tensor_cores lab_bf16
+           counters)
 script_args=("$@")  # run_step runs each step as this script again, under `timeout`
 out="" part="" only="" skip="" build=build-gpu shared="" jobs=$(nproc) dry_run=0 budget=530
 while (($#)); do
@@ -432,6 +450,35 @@ step_lab_bf16() {
   run_lab "${lab_bf16_runs[@]}"
 }
 
+# The counters: the emulator's for each run, then ncu's for each variant the emulator counted
+# (one ncu run each: the variant's launches, summed), compared by scripts/compare_counters.py.
+step_counters() {
+  command -v ncu >/dev/null || { echo "counters: no ncu (Nsight Compute) on this machine"; return 77; }
+  rm -rf "$logs/ncu" "$logs/counters.jsonl"
+  mkdir -p "$logs/ncu"
+  local run op dims variant file
+  for run in "${counters_runs[@]}"; do
+    # shellcheck disable=SC2086  # the options are words
+    measure "${run%% *} emulator" 90 "$brrr" kernel-lab $run --device emulator --mode counters --seed 1 \
+      --json "$logs/counters.jsonl"
+  done
+  while IFS=$'\t' read -r op dims variant file; do
+    measure "$op $variant ncu" 90 ncu --csv --print-units base --metrics "$counters_metrics" \
+      --log-file "$logs/ncu/$file" "$brrr" kernel-lab "$op" --device cuda --mode check --variant "$variant" \
+      --size "$dims" --seed 1
+  done < <("$python" -c 'import json, sys
+sys.path.insert(0, sys.argv[2])
+from compare_counters import file_name
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r["ran"]:
+        print(r["op"], "x".join(map(str, r["dims"])), r["variant"], file_name(r["op"], r["size"], r["variant"]), sep="\t")
+' "$logs/counters.jsonl" "$root/scripts")
+  measure "compare" 30 "$python" "$root/scripts/compare_counters.py" "$logs/counters.jsonl" "$logs/ncu" \
+    --out "$logs/counters.md"
+  measure_status
+}
+
 # The benchmarks beside PyTorch (chapter 17): the peers first, so that a failing brrr kernel
 # cannot cost the comparison its other half. The same commands as bench/gpu_step.sh,
 # bench/attention.sh and bench/tensor_cores.sh, each on its own.
@@ -514,8 +561,16 @@ if ((dry_run)); then
     echo "the kernel lab's runs (part 2):"
     printf '  brrr kernel-lab %s\n' "${lab_bf16_runs[@]}"
   fi
+  if wanted counters; then
+    echo "the counters' runs (each on the emulator, then each variant under ncu --metrics $counters_metrics):"
+    printf '  brrr kernel-lab %s --mode counters\n' "${counters_runs[@]}"
+    echo "  then scripts/compare_counters.py (requests, sectors and ideal wavefronts equal; conflicts reported)"
+  fi
   echo "the device calls (one per part, each under its 600 s limit):"
   if [[ -n $part ]]; then print_device_call "$part"; else print_device_call 1; print_device_call 2; fi
+  if [[ -z $part ]] && wanted counters; then
+    echo "counters: run(command=\"scripts/gpu.sh \\\"\$OUT\\\" --only env,build,counters --budget $budget\", carry=[\".gpu-bundle\"], timeout_s=600)"
+  fi
   command -v nvidia-smi >/dev/null && echo "GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" ||
     echo "GPU: none here (the run needs one)"
   exit 0
@@ -545,6 +600,7 @@ else
   wanted attention && run_step attention 150 step_attention
   wanted tensor_cores && run_step tensor_cores 150 step_tensor_cores
   wanted lab_bf16 && run_step lab_bf16 300 step_lab_bf16
+  wanted counters && run_step counters 400 step_counters
 fi
 echo "gpu.sh: done in $(($(date +%s) - started)) s"
 publish

@@ -18,7 +18,7 @@ scripts/setup.sh
 
 jobs=$(nproc)
 echo "== Release build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBRRR_SHARED=ON -DBRRR_WERROR=ON >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBRRR_SHARED=ON -DBRRR_WERROR=ON -DBRRR_SERVE=ON >/dev/null
 cmake --build build -j "$jobs"
 echo "== Tests (Release)"
 (cd build && ctest --output-on-failure -j "$jobs" -LE exercise | tee ctest.log)
@@ -26,10 +26,13 @@ scripts/check_required_tests.py build/ctest.log
 
 echo "== Sanitizer build (ASan + UBSan)"
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRRR_SANITIZE=ON -DBRRR_CUDA=OFF \
-  -DBRRR_BENCH=OFF -DBRRR_WERROR=ON >/dev/null
+  -DBRRR_BENCH=OFF -DBRRR_WERROR=ON -DBRRR_SERVE=ON >/dev/null
 cmake --build build-sanitize -j "$jobs"
 echo "== Tests (sanitizers)"
 # detect_leaks needs ptrace, which some sandboxes forbid; leaks are checked where it works.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-(cd build-sanitize && ctest --output-on-failure -j "$jobs" -LE "slow|install|exercise|notebook")
+# Left out here, run in the Release pass above: `docs` and `course` (the docs check is Python
+# reading Markdown; the graders drive the kernel lab, which the `train` lab tests run under the
+# sanitizers; on the 2-core machine they were 544 s of the pass's 1469 s of summed test time).
+(cd build-sanitize && ctest --output-on-failure -j "$jobs" -LE "slow|install|exercise|notebook|docs|course")

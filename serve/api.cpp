@@ -133,6 +133,7 @@ CompletionRequest parse_completion(const json& body, const tokenizer::TextTokeni
   p.stop = stops(body);
   p.logprobs = static_cast<int>(integer(body, "logprobs", -1, 0, 20));
   p.echo = boolean(body, "echo");
+  p.ignore_eos = boolean(body, "ignore_eos");
   r.stream = boolean(body, "stream");
   if (body.contains("stream_options") && !body["stream_options"].is_null()) {
     const json& o = body["stream_options"];

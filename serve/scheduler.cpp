@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "brrr/parallel.h"
+#include "brrr/tokenizer/bpe.h"
 #include "serve/text_stream.h"
 
 namespace brrr::serve {
@@ -67,6 +68,8 @@ struct Scheduler::Sequence {
   SequenceCache cache;
   Generator gen;
   bool prefilled = false, finished = false;
+  std::size_t prompt_fed = 0;                    // prompt tokens in the cache so far
+  std::vector<std::vector<float>> prompt_logits;  // with echo and logprobs: every prompt position's, so far
   std::vector<std::uint32_t> generated;
   std::size_t text_sent = 0;  // bytes of the generated text already sent
 };
@@ -75,7 +78,8 @@ Scheduler::Scheduler(ModelRunner& runner, const tokenizer::TextTokenizer& tokeni
     : runner_(runner),
       tokenizer_(tokenizer),
       options_(options),
-      vocab_(std::min<std::size_t>(static_cast<std::size_t>(runner.config().vocab_size), tokenizer.vocab_size())) {
+      vocab_(std::min<std::size_t>(static_cast<std::size_t>(runner.config().vocab_size), tokenizer.vocab_size())),
+      end_of_text_(tokenizer.special_token(tokenizer::kEndOfText)) {
   BRRR_CHECK(options_.slots >= 1, "brrr serve: --slots must be at least 1, got ", options_.slots);
   for (int i = 0; i < options_.slots; ++i) free_caches_.push_back(runner_.new_cache());
   metrics_.ttft_buckets.assign(std::size(kTtftBounds), 0);
@@ -214,9 +218,13 @@ void Scheduler::run_step() {
     StepInput in;
     in.cache = &s->cache;
     if (!s->prefilled) {
-      in.tokens = p.prompt;
+      const std::size_t chunk = options_.prefill_chunk == 0 ? p.prompt.size() : options_.prefill_chunk;
+      const std::size_t n = std::min(chunk, p.prompt.size() - s->prompt_fed);
+      in.tokens.assign(p.prompt.begin() + static_cast<std::ptrdiff_t>(s->prompt_fed),
+                       p.prompt.begin() + static_cast<std::ptrdiff_t>(s->prompt_fed + n));
+      s->prompt_fed += n;
       in.all_logits = p.echo && p.logprobs >= 0;
-      prompt_tokens += p.prompt.size();
+      prompt_tokens += n;
     } else {
       in.tokens = {s->generated.back()};
     }
@@ -228,7 +236,20 @@ void Scheduler::run_step() {
   if (!inputs.empty()) {
     try {
       const auto logits = runner_.step(inputs);
-      for (std::size_t i = 0; i < fed.size(); ++i) advance(*fed[i], logits[i]);
+      for (std::size_t i = 0; i < fed.size(); ++i) {
+        Sequence& s = *fed[i];
+        if (s.prefilled || s.prompt_fed == s.request->params.prompt.size()) {
+          if (s.prompt_logits.empty()) {
+            advance(s, logits[i]);
+          } else {  // the prompt's last chunk: advance sees every prompt position's logits
+            s.prompt_logits.insert(s.prompt_logits.end(), logits[i].begin(), logits[i].end());
+            advance(s, s.prompt_logits);
+            s.prompt_logits = {};
+          }
+        } else if (s.request->params.echo && s.request->params.logprobs >= 0) {  // a chunk before the last
+          s.prompt_logits.insert(s.prompt_logits.end(), logits[i].begin(), logits[i].end());
+        }
+      }
     } catch (const std::exception& e) {  // a bug, not a client's mistake: said, and the batch ends
       std::fprintf(stderr, "brrr serve: step failed: %s\n", e.what());
       for (Sequence* s : fed)
@@ -277,6 +298,10 @@ void Scheduler::advance(Sequence& s, const std::vector<std::vector<float>>& logi
   }
   const std::vector<float> last = usable(logits.back());
   const std::uint32_t token = models::sample_token(last, p.sampling, s.gen);
+  if (end_of_text_ && token == *end_of_text_ && !p.ignore_eos) {  // the end of the document: not part of the text
+    e.text = tokenizer_.decode(s.generated).substr(s.text_sent);  // with what was held back
+    return finish(s, "stop", std::move(e));
+  }
   e.tokens.push_back(token_info(last, token, std::max(p.logprobs, 0)));
   s.generated.push_back(token);
   if (s.generated.size() == 1) {

@@ -4,7 +4,8 @@
 //
 // HTTP threads never run the model: they submit a Request and wait on its events. The
 // scheduler thread keeps up to `slots` sequences running. Every step it admits waiting
-// requests into free slots (their whole prompt is this step's prefill), feeds every running
+// requests into free slots (their prompt is prefilled over the next steps, at most
+// prefill_chunk tokens a step, beside the others' decoding), feeds every running
 // sequence its new tokens in one ModelRunner::step, samples each one's next token from its own
 // seeded Generator, and drops sequences that finished or whose client went away (cancelled).
 // This is continuous batching (Orca, vLLM): a request joins or leaves at any step, it never
@@ -18,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +38,7 @@ struct CompletionParams {
   std::vector<std::string> stop;      // generation ends before the first of these in its text
   int logprobs = -1;                  // -1: none; n >= 0: each token's logprob and the n most likely
   bool echo = false;                  // the prompt is part of the answer (its logprobs too)
+  bool ignore_eos = false;            // go on past <|endoftext|> (llama.cpp's field; default: stop there)
 };
 
 // One token as the client sees it: its id, log-probability under the model (before temperature
@@ -78,6 +81,10 @@ struct SchedulerOptions {
   int slots = 4;           // sequences running at once, each with its own KV cache
   std::size_t queue = 64;  // requests waiting for a slot before the API answers 429
   int threads = 0;         // OpenMP threads of the model's step (0: brrr's default)
+  // A prompt enters the model at most this many tokens a step (chunked prefill), so the
+  // sequences already generating wait one short step for it, not one as long as the prompt
+  // (0: the whole prompt in one step).
+  std::size_t prefill_chunk = 64;
 };
 
 // Counters for GET /metrics (Prometheus text).
@@ -125,6 +132,9 @@ class Scheduler {
   const tokenizer::TextTokenizer& tokenizer_;
   const SchedulerOptions options_;
   const std::size_t vocab_;  // ids a completion may hold: the model's and the tokenizer's both
+  // <|endoftext|>'s id where the tokenizer has it: a completion that samples it ends there
+  // ("stop"), as GPT-2's documents end in training and as OpenAI's and llama.cpp's servers do.
+  const std::optional<std::uint32_t> end_of_text_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Request>> waiting_;

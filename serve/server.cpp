@@ -137,16 +137,37 @@ void Server::State::completions(const httplib::Request& req, httplib::Response& 
   c->include_usage = cr.include_usage;
   c->prompt_tokens = cr.params.prompt.size();
   if (!cr.stream) {
-    json choice;
-    for (;;) {
-      Event e;
-      if (!request->next(e, std::chrono::milliseconds(100))) continue;
-      merge(choice, c->choice(e, tok, cr.params.prompt));
-      if (e.done) break;
-    }
-    json out = {{"id", c->id}, {"object", "text_completion"}, {"created", c->created}, {"model", c->model},
-                {"choices", json::array({choice})}, {"usage", c->usage()}};
-    reply(res, 200, out);
+    // One JSON answer at the end. A closed connection shows only when something is written to
+    // it (the write fails), so while the answer is being generated the provider writes a space
+    // every 100 ms (JSON allows whitespace before a value): a client that went away is seen
+    // within two of them and its request cancelled, instead of generated to the end for nobody.
+    const std::vector<std::uint32_t> prompt = cr.params.prompt;
+    res.set_chunked_content_provider(
+        "application/json",
+        [request, c, prompt, &tok, choice = json()](std::size_t, httplib::DataSink& sink) mutable {
+          auto last_write = std::chrono::steady_clock::now();
+          for (;;) {
+            Event e;
+            const bool got = request->next(e, std::chrono::milliseconds(50));
+            if (std::chrono::steady_clock::now() - last_write > std::chrono::milliseconds(100)) {
+              if (!sink.write(" ", 1)) {
+                request->cancelled = true;
+                return false;
+              }
+              last_write = std::chrono::steady_clock::now();
+            }
+            if (!got) continue;
+            merge(choice, c->choice(e, tok, prompt));
+            if (e.done) break;
+          }
+          const std::string out = dump(json{{"id", c->id}, {"object", "text_completion"}, {"created", c->created},
+                                            {"model", c->model}, {"choices", json::array({choice})},
+                                            {"usage", c->usage()}});
+          if (!sink.write(out.data(), out.size())) return false;
+          sink.done();
+          return true;
+        },
+        [request](bool) { request->cancelled = true; });
     return;
   }
   // Streamed: one server-sent event per scheduler event. A client that went away is noticed
@@ -367,7 +388,7 @@ void Server::start() {
     try {
       LoadedModel m = s.loader();
       auto runner = std::make_unique<ModelRunner>(m.model);
-      SchedulerOptions so{s.options.slots, s.options.queue, s.options.threads};
+      SchedulerOptions so{s.options.slots, s.options.queue, s.options.threads, s.options.prefill_chunk};
       auto scheduler = std::make_unique<Scheduler>(*runner, *m.tokenizer, so);
       s.loaded = std::move(m);
       s.runner = std::move(runner);

@@ -33,6 +33,7 @@ struct ServerOptions {
   int slots = 4;
   std::size_t queue = 64;
   int threads = 0;  // the model's OpenMP threads (0: brrr's default)
+  std::size_t prefill_chunk = 64;  // prompt tokens a sequence feeds per step (0: all at once)
   std::string api_key;                   // when set, the API needs "Authorization: Bearer KEY"
   std::size_t max_body_bytes = 1 << 20;  // a longer body is answered 413
   std::string model_name = "brrr";

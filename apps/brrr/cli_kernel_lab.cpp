@@ -12,6 +12,7 @@
 //   brrr kernel-lab layernorm_backward --device cpu --mode grad
 //   brrr kernel-lab layernorm_forward --variant student --size N=4096,C=768 --size C=1024
 //   brrr kernel-lab adamw_step --device cpu --seed 7 --repeat 20
+//   brrr kernel-lab gelu_forward --device emulator --mode counters   memory counters (lab/counters.h)
 //
 // Exit status 0 when every variant passed its check, 1 (with one line per failure) if not.
 #include <fstream>
@@ -25,6 +26,7 @@
 #include "brrr/strings.h"
 #include "commands.h"
 #include "lab_sizes.h"
+#include "lab/counters.h"
 #include "lab/kernel_lab.h"
 
 namespace brrr::cli {
@@ -152,8 +154,10 @@ void add_kernel_lab_commands(CLI::App& app) {
   cmd->add_option("--mode", args->mode,
                   "check (against the float64 reference), grad (backward against finite differences), perf "
                   "(check, then time; a size whose reference would take long is checked at a smaller size of "
-                  "the same shape) or reference (the reference alone, timed)")
-      ->check(CLI::IsMember({"check", "grad", "perf", "reference"}))
+                  "the same shape), reference (the reference alone, timed) or counters (--device emulator: "
+                  "memory requests, sectors, bank conflicts as Nsight Compute counts them; with --variant, by "
+                  "source line)")
+      ->check(CLI::IsMember({"check", "grad", "perf", "reference", "counters"}))
       ->capture_default_str();
   cmd->add_option("--variant", args->variant, "One variant's name, or all")->capture_default_str();
   cmd->add_option("--size", args->sizes,
@@ -187,7 +191,8 @@ void add_kernel_lab_commands(CLI::App& app) {
     const lab::Case& c = lab_case(args->op, args->autocast, args->dtype == "bfloat16");
     lab::Options options;
     options.device = lab::parse_device(args->device);
-    options.mode = args->check_only ? lab::Mode::Check : lab::parse_mode(args->mode);
+    const bool counters = args->mode == "counters" && !args->check_only;
+    options.mode = args->check_only ? lab::Mode::Check : counters ? lab::Mode::Check : lab::parse_mode(args->mode);
     options.dtype = args->dtype == "float64" ? kFloat64 : args->dtype == "bfloat16" ? kBFloat16 : kFloat32;
     options.misaligned = args->misaligned;
     options.variant = args->variant;
@@ -202,6 +207,11 @@ void add_kernel_lab_commands(CLI::App& app) {
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       if (i > 0) std::printf("\n");
       options.size = sizes[i];
+      if (counters) {  // lab/counters.h
+        const lab::CountersReport report = lab::run_counters(c, options);
+        if (!args->json.empty()) append_file(args->json, lab::counters_json_lines(report));
+        continue;
+      }
       const lab::Report report = lab::run(c, options);
       for (const std::string& f : report.failures()) failures.push_back(f);
       if (!args->json.empty()) append_file(args->json, lab::json_lines(report));

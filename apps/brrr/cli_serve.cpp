@@ -1,5 +1,6 @@
 // apps/brrr/cli_serve.cpp: `brrr serve`, the model behind an OpenAI-style API and a page (chapter 20).
 // Read before: serve/server.h. The model comes from train/model_source.h, as for brrr sample.
+// Built without cpp-httplib (BRRR_SERVE, CMakeLists.txt), `brrr serve` says what is missing.
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -11,10 +12,23 @@
 #include "brrr/error.h"
 #include "brrr/parallel.h"
 #include "commands.h"
+#ifdef BRRR_HAVE_SERVE
 #include "serve/server.h"
 #include "train/model_source.h"
+#endif
 
 namespace brrr::cli {
+
+#ifndef BRRR_HAVE_SERVE
+void add_serve_commands(CLI::App& app) {
+  CLI::App* serve = app.add_subcommand("serve", "Serve a model (not in this build: it needs cpp-httplib)");
+  serve->allow_extras();
+  serve->callback([] {
+    throw Error("brrr serve: this brrr was built without cpp-httplib (Debian: apt-get install libcpp-httplib-dev, "
+                "then configure again)");
+  });
+}
+#else
 
 namespace {
 // Set by SIGINT and SIGTERM; the main thread polls it (a signal handler may do nothing else).
@@ -46,6 +60,9 @@ void add_serve_commands(CLI::App& app) {
       ->check(CLI::Range(1, 256))->capture_default_str();
   serve->add_option("--queue", a->options.queue, "Requests that may wait for a slot; more are answered 429")
       ->check(CLI::Range(0, 4096))->capture_default_str();
+  serve->add_option("--prefill-chunk", a->options.prefill_chunk,
+                    "Prompt tokens a request feeds the model per step, beside the others' decoding (0: the whole prompt at once)")
+      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
   serve->add_option("--threads", a->threads, "CPU threads of the model's steps (0: all)")->check(CLI::NonNegativeNumber)->capture_default_str();
   serve->add_option("--api-key", a->options.api_key, "Require Authorization: Bearer KEY on every API call");
   serve->callback([a] {
@@ -76,5 +93,6 @@ void add_serve_commands(CLI::App& app) {
     std::printf("brrr serve: stopped\n");
   });
 }
+#endif
 
 }  // namespace brrr::cli

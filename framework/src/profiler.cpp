@@ -86,7 +86,6 @@ void trace(bool trace_it, int rank) {
   keep_events = trace_it;
   trace_rank = rank;
 }
-bool tracing() { return keep_events; }
 
 // On a GPU an op returns once its kernels are queued: the profiler waits for the device at
 // both ends of an op, so each row is the op's device time (plus its launches), and the step

@@ -283,11 +283,34 @@ struct alignas(16) int4 {
 struct alignas(16) double2 {
   double x, y;
 };
-inline constexpr float2 make_float2(float x, float y) { return {x, y}; }
-inline constexpr float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
-inline constexpr int2 make_int2(int x, int y) { return {x, y}; }
-inline constexpr int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
-inline constexpr double2 make_double2(double x, double y) { return {x, y}; }
+// Built field by field and not constexpr (nor are CUDA's): GCC writes a constant aggregate,
+// make_float4(0, 0, 0, 0), as four 4-byte stores, which the memory counters
+// (simt_counters.h) would count as four requests where the GPU issues one 16-byte store.
+inline float2 make_float2(float x, float y) {
+  float2 v;
+  v.x = x, v.y = y;
+  return v;
+}
+inline float4 make_float4(float x, float y, float z, float w) {
+  float4 v;
+  v.x = x, v.y = y, v.z = z, v.w = w;
+  return v;
+}
+inline int2 make_int2(int x, int y) {
+  int2 v;
+  v.x = x, v.y = y;
+  return v;
+}
+inline int4 make_int4(int x, int y, int z, int w) {
+  int4 v;
+  v.x = x, v.y = y, v.z = z, v.w = w;
+  return v;
+}
+inline double2 make_double2(double x, double y) {
+  double2 v;
+  v.x = x, v.y = y;
+  return v;
+}
 inline constexpr uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return {x, y, z}; }
 
 // --- the runtime (simt_emulator.cpp) -------------------------------------------------------------

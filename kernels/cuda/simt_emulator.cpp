@@ -136,6 +136,7 @@ struct Emulator {
   std::size_t shared_bytes = 0;
   std::mt19937_64 random;       // the schedule
   bool races = false;           // the race detector watches this launch
+  bool counting = false;        // the memory counters count this launch (simt_counters.cpp)
 
   // The current block.
   int threads = 0, warps = 0;
@@ -275,6 +276,8 @@ void resume(Context& self, Fiber& next) {
   if (emu.races)
     races::switch_to(next.index, next.warp, next.mapping,
                      static_cast<const char*>(next.mapping) + next.mapping_bytes);
+  if (emu.counting)
+    counters::switch_to(next.index, next.mapping, static_cast<const char*>(next.mapping) + next.mapping_bytes);
   if (&self == &next.context) return;  // it was its own next
   switch_context(self, next.context);
 }
@@ -357,6 +360,7 @@ void check_mask(const char* name, unsigned mask, const Warp& warp, const Fiber& 
 // result is undefined).
 void arrive_at_warp_barrier(Fiber& self, const char* name, const std::source_location& at) {
   Emulator& emu = emulator();
+  if (emu.counting) counters::barrier(self.index);
   Warp& warp = emu.warp[self.warp];
   if (warp.arrived > 0) {
     const Fiber& first = *emu.fibers[warp.waiting[0]];
@@ -455,6 +459,7 @@ void run_block(Emulator& emu, std::uint64_t linear) {
   std::memset(emu.shared, 0xFF, emu.shared_bytes);
   async_copies_begin_block(emu.threads);
   if (emu.races) races::begin_block(linear, blockIdx, emu.shared, emu.shared_bytes);
+  if (emu.counting) counters::begin_block(emu.shared, emu.shared_bytes, emu.threads);
 
   // Start the first thread; the fibers pass the CPU among themselves and give it back here
   // when none can run.
@@ -475,6 +480,7 @@ void run_block(Emulator& emu, std::uint64_t linear) {
     const std::string race = races::take_error();
     if (!race.empty()) throw Error(race);
   }
+  if (emu.counting) counters::end_block();
 }
 
 thread_local bool inside_launch = false;
@@ -587,16 +593,21 @@ void run_launch(const LaunchSite& site, const void* kernel, dim3 grid, dim3 bloc
 #endif
   const memory::Open device_memory_open;  // kernels may touch device memory, host code too now
   emu.races = race_detection_on.load() && race_detection_available();
+  emu.counting = counters::on();
   struct Done {  // runs however the launch ends
     Emulator& emu;
+    bool completed = false;
     ~Done() {
       if (emu.races) races::end_launch();
+      if (emu.counting) counters::end_launch(completed);
+      emu.counting = false;
       emu.site = nullptr;
       emu.shared = nullptr;
       inside_launch = false;
     }
   } done{emu};
   if (emu.races) races::begin_launch(site, kernel, pointers.data(), static_cast<int>(pointers.size()));
+  if (emu.counting) counters::begin_launch(site);
 
   const int threads = static_cast<int>(block.x * block.y * block.z);
   add_fibers(emu, threads);
@@ -640,6 +651,7 @@ void run_launch(const LaunchSite& site, const void* kernel, dim3 grid, dim3 bloc
   } catch (const Error& error) {
     throw Error(error.what() + schedule_note());
   }
+  done.completed = true;
 }
 
 void* dynamic_shared_memory() {
@@ -659,6 +671,7 @@ void sync_block(const char* name, const std::source_location& at) {
                            " (every thread of a block must reach the same __syncthreads)");
   }
   self.waiting_line = at;
+  if (emu.counting) counters::barrier(self.index);
   if (++emu.arrived_at_syncthreads == emu.threads) {
     // The last thread: the block moves to its next phase. Everyone, this thread too, is ready
     // again, and the warps of the new phase run in a new order.

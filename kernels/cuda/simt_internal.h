@@ -54,6 +54,33 @@ void async_copy_complete(const void* destination, std::size_t bytes, const void*
 // (the compiler's hooks are called where no exception may pass); the emulator asks at the
 // end of every block and throws.
 std::string take_error();
+// Whether `address` is in a writable static segment: a static __shared__ variable, when a
+// kernel touches it (see the detector's Segment). The memory counters ask it too, after
+// refresh_static_segments at the start of a launch (a library may have been loaded since).
+void refresh_static_segments();
+bool in_static_segment(std::uintptr_t address);
+// The source line of an instruction address, as the detector's messages print it.
+std::string source_line(std::uintptr_t pc);
 }  // namespace races
+
+// --- the memory counters (simt_counters.cpp) ---------------------------------------------------
+// Told of launches, blocks, fiber switches and barriers by the emulator, and of every load and
+// store of kernel code by the compiler's hooks (simt_race_detector.cpp), when counting is on.
+namespace counters {
+struct Recorder;
+// The recorder of the launch running on this OS thread, or nullptr (counting off).
+extern thread_local Recorder* active __attribute__((tls_model("initial-exec")));
+// `async`: the global read of a cp.async (simt_tensor_cores.cpp), which ncu counts apart (LDGSTS).
+void access(Recorder& r, std::uintptr_t address, std::size_t bytes, bool write, std::uintptr_t pc, bool async = false);
+bool on();
+void begin_launch(const LaunchSite& site);
+void end_launch(bool completed);  // completed: false when the launch threw (nothing is kept)
+void begin_block(const void* shared, std::size_t shared_bytes, int threads);
+void end_block();
+void switch_to(int thread, const void* stack_low, const void* stack_high);
+// The running thread passed a barrier (__syncthreads, or a warp operation: shuffle, vote,
+// __syncwarp, mma): its next accesses are in a new phase.
+void barrier(int thread);
+}  // namespace counters
 
 }  // namespace brrr::simt::detail

@@ -13,6 +13,7 @@
 // stay plain CUDA. (ThreadSanitizer itself, with fiber annotations, would find the same
 // races, but it cannot run beside AddressSanitizer, it cannot name a buffer or a block, and it
 // reports by printing, not by an exception a test can catch.)
+// The same hooks feed the memory counters (simt_counters.cpp) when counting is on.
 //
 // When two accesses race
 // ----------------------
@@ -124,8 +125,12 @@ int add_writable_segments(dl_phdr_info* info, std::size_t, void* out) {
 
 // The writable static segments of every loaded module, sorted; read again when a library
 // was loaded or unloaded since (a notebook loads libraries as it goes).
-const std::vector<Segment>& static_segments() {
+std::vector<Segment>& segment_list() {
   static std::vector<Segment> segments;
+  return segments;
+}
+const std::vector<Segment>& static_segments() {
+  std::vector<Segment>& segments = segment_list();
   static unsigned long long loads = ~0ull;
   unsigned long long now = 0;
   dl_iterate_phdr(
@@ -200,7 +205,7 @@ std::string base_name(const std::string& path) {
 // "reduce.cu:158", or "common.h:65 (inlined into reduce.cu:201)": where the instruction before
 // `pc` comes from (pc is a return address). Empty when it cannot be known (no addr2line, no
 // line tables).
-std::string source_line(std::uintptr_t pc) {
+std::string source_line_of_instruction(std::uintptr_t pc) {
   std::string path;
   std::uintptr_t relative = 0;
   if (!pc || !module_of(pc - 1, path, relative)) return "";
@@ -320,7 +325,7 @@ std::string thread_name(int thread, std::uint64_t block) {
 }
 
 std::string at_line(const Detector& d, std::uint32_t pc) {
-  const std::string line = source_line(full_pc(d, pc));
+  const std::string line = source_line_of_instruction(full_pc(d, pc));
   return line.empty() ? "" : " at " + line;
 }
 
@@ -466,6 +471,10 @@ void access(Detector& d, std::uintptr_t address, std::size_t bytes, bool write, 
 // ---------------------------------------------------------------------------------------------
 // What the emulator calls
 
+void refresh_static_segments() { static_segments(); }
+bool in_static_segment(std::uintptr_t address) { return in_static_segment(segment_list(), address); }
+std::string source_line(std::uintptr_t pc) { return source_line_of_instruction(pc); }
+
 void begin_launch(const LaunchSite& site, const void* kernel, const void* const* pointers, int count) {
   Detector& d = detector();
   if (d.serial > 0xF0000000u) {  // serials would wrap: forget everything, start again
@@ -575,11 +584,18 @@ void atomic_access(const void* address, std::size_t bytes, const void* pc) {
 namespace {
 using brrr::simt::detail::races::access;
 using brrr::simt::detail::races::active;
+namespace counters = brrr::simt::detail::counters;
+// Each access goes to the race detector and to the memory counters, where they are on (outside
+// launches, and with both off, a hook costs two thread-local loads and two branches).
 inline void read(void* p, std::size_t n, void* pc) {
   if (auto* d = active) access(*d, reinterpret_cast<std::uintptr_t>(p), n, false, false, reinterpret_cast<std::uintptr_t>(pc));
+  if (auto* r = counters::active)
+    counters::access(*r, reinterpret_cast<std::uintptr_t>(p), n, false, reinterpret_cast<std::uintptr_t>(pc));
 }
 inline void write(void* p, std::size_t n, void* pc) {
   if (auto* d = active) access(*d, reinterpret_cast<std::uintptr_t>(p), n, true, false, reinterpret_cast<std::uintptr_t>(pc));
+  if (auto* r = counters::active)
+    counters::access(*r, reinterpret_cast<std::uintptr_t>(p), n, true, reinterpret_cast<std::uintptr_t>(pc));
 }
 }  // namespace
 

@@ -252,6 +252,9 @@ void cp_async(void* destination, const void* source, int bytes, int src_bytes, c
                          " source bytes; the source size must be 0 to the copy's size");
   ThreadCopies& mine = copies()[static_cast<std::size_t>(thread_in_block())];
   races::async_copy_issue(destination, static_cast<std::size_t>(bytes), pc);
+  if (src_bytes > 0)
+    if (counters::Recorder* r = counters::active)  // its global read, counted as ncu's LDGSTS
+      counters::access(*r, s, static_cast<std::size_t>(src_bytes), false, reinterpret_cast<std::uintptr_t>(pc), true);
   std::memset(destination, 0xFF, static_cast<std::size_t>(bytes));  // in flight: garbage until the wait
   mine.queue.push_back({static_cast<std::byte*>(destination), static_cast<const std::byte*>(source), bytes, src_bytes,
                         mine.committed, pc});

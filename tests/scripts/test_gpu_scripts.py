@@ -12,7 +12,9 @@ scripts/gpu.sh runs only where a GPU is; what can be checked here is checked her
 - a gpu.sh run leaves exactly report.md, steps.tsv and logs.tgz in OUT_DIR, and one failing
   measurement neither stops the others nor loses their figures (a fake build folder whose
   programs print the benchmarks' lines stands in for the GPU);
-- brrr kernel-lab --json writes one parsable object per variant.
+- brrr kernel-lab --json writes one parsable object per variant;
+- compare_counters.py (gpu.sh's counters step) finds the emulator's counts equal to an ncu CSV
+  that holds them, and a sector off is a failure; gpu.sh --dry-run --only counters plans it.
 Exit status 0 when everything holds; each failure is printed.
 """
 import json
@@ -207,6 +209,57 @@ def test_report_new_bars():
                   f"bar '{bar}': expected {figure} and '{verdict}', got '{line.strip()}'")
 
 
+def test_compare_counters(cli):
+    """The emulator's counters of gelu_forward against a stand-in for ncu's CSV of the same launches."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from compare_counters import file_name
+    compare = os.path.join(ROOT, "scripts", "compare_counters.py")
+    with tempfile.TemporaryDirectory() as tmp:
+        jsonl = os.path.join(tmp, "counters.jsonl")
+        r = run([cli, "kernel-lab", "gelu_forward", "--device", "emulator", "--mode", "counters", "--size", "4096",
+                 "--variant", "float4", "--seed", "1", "--json", jsonl])
+        if "has no memory counters" in r.stderr:  # the AddressSanitizer build
+            print("SKIPPED: compare_counters.py (no memory counters in this build)")
+            return
+        check(r.returncode == 0 and "variant float4 by instruction" in r.stdout,
+              f"kernel-lab --mode counters --variant float4: exit {r.returncode}, {r.stdout[-400:]} {r.stderr}")
+        if r.returncode != 0:
+            return
+        row = json.loads(open(jsonl).readline())
+        check(row["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"] == 512, f"gelu 4096 floats: 512 sectors: {row}")
+        ncu = os.path.join(tmp, "ncu")
+        os.makedirs(ncu)
+
+        def write_csv(sectors):
+            header = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+                      '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"\n')
+            metrics = {m: row[m] for m in row if m.startswith("l1tex__") or m.startswith("smsp__")}
+            metrics["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"] = sectors
+            with open(os.path.join(ncu, file_name(row["op"], row["size"], row["variant"])), "w") as f:
+                f.write("==PROF== Connected to process\n" + header)
+                for name, value in metrics.items():
+                    f.write(f'"0","1","brrr","host","gelu_kernel","1","7","(256, 1, 1)","(4, 1, 1)","0","9.0",'
+                            f'"Command line profiler metrics","{name}","","{value:,}"\n')
+
+        write_csv(512)
+        r = run([sys.executable, compare, jsonl, ncu])
+        check(r.returncode == 0 and "| global ld sectors | 512 | 512 | equal |" in r.stdout,
+              f"compare_counters.py, equal counts: exit {r.returncode}, {r.stdout} {r.stderr}")
+        write_csv(640)
+        r = run([sys.executable, compare, jsonl, ncu])
+        check(r.returncode == 1 and "| global ld sectors | 512 | 640 | DIFFERENT |" in r.stdout,
+              f"compare_counters.py, a sector count off: exit 1: exit {r.returncode}, {r.stdout}")
+        shared = os.path.join(tmp, "shared")
+        for name in ("reference/gpt2_tiny.safetensors", "data/tinyshakespeare.txt"):
+            os.makedirs(os.path.dirname(os.path.join(shared, name)), exist_ok=True)
+            open(os.path.join(shared, name), "w").close()
+        r = run(["bash", os.path.join(ROOT, "scripts", "gpu.sh"), os.path.join(tmp, "out"), "--dry-run", "--shared",
+                 shared, "--only", "counters"])
+        plan = [line.strip() for line in r.stdout.splitlines() if line.startswith("  ") and " " not in line.strip()]
+        check(r.returncode == 0 and plan == ["counters"] and "gelu_forward --size 2^20 --mode counters" in r.stdout,
+              f"--dry-run --only counters plans [counters] and its runs: {plan} {r.stdout}")
+
+
 if __name__ == "__main__":
     test_report()
     test_report_new_bars()
@@ -214,5 +267,6 @@ if __name__ == "__main__":
     test_gpu_sh_run()
     if len(sys.argv) > 1:
         test_lab_json(sys.argv[1])
+        test_compare_counters(sys.argv[1])
     print(f"{len(failures)} failure(s)" if failures else "all GPU script checks passed")
     sys.exit(1 if failures else 0)

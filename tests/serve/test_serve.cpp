@@ -459,3 +459,135 @@ TEST_CASE("server: a client that goes away is cancelled and frees its slot") {
   }
   CHECK(idle);
 }
+
+// A model that always says <|endoftext|>: ln_f's output is all ones at every position (weight 0,
+// bias 1) and wte's row for <|endoftext|> is all ones too, so that token's logit is n_embd (40)
+// while every other token's is a sum of 40 small random weights.
+serve::LoadedModel end_of_text_loaded() {
+  auto tok = tokenizer::TextTokenizer::train("bpe", "hello world, hello there, hello again", 262, false);
+  const std::uint32_t eos = tok->special_token("<|endoftext|>").value();
+  models::GPTConfig c = small_config();
+  c.vocab_size = static_cast<std::int64_t>(tok->vocab_size());
+  Generator gen(3);
+  auto model = std::make_shared<models::GPT>(c, gen);
+  model->eval();
+  float* w = model->ln_f->weight.data_ptr<float>();
+  float* b = model->ln_f->bias.data_ptr<float>();
+  float* row = model->wte->weight.data_ptr<float>() + static_cast<std::int64_t>(eos) * c.n_embd;
+  for (std::int64_t i = 0; i < c.n_embd; ++i) w[i] = 0.0f, b[i] = 1.0f, row[i] = 1.0f;
+  return {model, std::move(tok)};
+}
+
+TEST_CASE("server: a completion ends at <|endoftext|>, the token left out, unless ignore_eos") {
+  CHECK(!tokenizer::TextTokenizer::train("char", kAlphabet, 0, false)->special_token("<|endoftext|>"));
+  serve::ServerOptions o;
+  Running r(o, end_of_text_loaded);
+  REQUIRE(r.wait_ready());
+  const json a = completion(r, {{"prompt", "hello"}, {"max_tokens", 5}, {"temperature", 0}, {"logprobs", 1}});
+  CHECK(a["choices"][0]["finish_reason"] == "stop");
+  CHECK(a["choices"][0]["text"] == "");
+  CHECK(a["usage"]["completion_tokens"] == 0);
+  CHECK(a["choices"][0]["logprobs"]["tokens"].empty());
+  // Sampled (temperature 1) it is still the end: its probability is all but 1.
+  const json s = completion(r, {{"prompt", "hello"}, {"max_tokens", 5}, {"seed", 4}});
+  CHECK(s["choices"][0]["finish_reason"] == "stop");
+  const json g = completion(r, {{"prompt", "hello"}, {"max_tokens", 3}, {"temperature", 0}, {"ignore_eos", true}});
+  CHECK(g["choices"][0]["finish_reason"] == "length");
+  CHECK(g["usage"]["completion_tokens"] == 3);
+  CHECK(g["choices"][0]["text"] == "<|endoftext|><|endoftext|><|endoftext|>");
+  auto bad = r.post("/v1/completions", json{{"prompt", "hello"}, {"ignore_eos", 1}}.dump());
+  REQUIRE(bad);
+  CHECK(bad->status == 400);
+  CHECK(bad->body.find("ignore_eos") != std::string::npos);
+}
+
+// The steps the scheduler has run, from GET /metrics.
+std::uint64_t steps_of(const Running& r) {
+  auto m = r.client().Get("/metrics");
+  REQUIRE(m);
+  const std::string key = "\nbrrr_steps_total ";
+  const std::size_t at = m->body.find(key);
+  REQUIRE(at != std::string::npos);
+  return std::stoull(m->body.substr(at + key.size()));
+}
+
+TEST_CASE("server: a prompt prefilled in chunks gives the same bits as one prefilled whole, in as many steps as chunks") {
+  const std::string prompt = "the quick brown fox jumps over the lazy dog";  // 43 tokens
+  const json body = {{"prompt", prompt}, {"max_tokens", 5}, {"temperature", 0}, {"echo", true}, {"logprobs", 2}};
+  std::vector<std::pair<std::string, std::string>> outcomes;
+  for (std::size_t chunk : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{64}}) {
+    CAPTURE(chunk);
+    serve::ServerOptions o;
+    o.prefill_chunk = chunk;
+    Running r(o);
+    REQUIRE(r.wait_ready());
+    const std::uint64_t before = steps_of(r);
+    const json a = completion(r, body);
+    // The prompt's echo carries a logprob for each of its tokens but the first.
+    CHECK(a["choices"][0]["logprobs"]["token_logprobs"].size() == prompt.size() + 5);
+    outcomes.push_back(outcome(a));
+    // Alone on the server: ceil(43 / chunk) prefill steps (the last samples the first token),
+    // then one step for each of the 4 tokens after it. The counter is bumped after the answer
+    // is sent, so wait for it a moment.
+    const std::uint64_t chunks = chunk == 0 ? 1 : (prompt.size() + chunk - 1) / chunk;
+    std::uint64_t steps = 0;
+    for (int i = 0; i < 200 && (steps = steps_of(r) - before) < chunks + 4; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CHECK(steps == chunks + 4);
+  }
+  for (const auto& o : outcomes) CHECK(o == outcomes.front());
+}
+
+// A model slow enough that 400 tokens take a good part of a second (6 layers, 256 wide).
+serve::LoadedModel slower_loaded() {
+  models::GPTConfig c;
+  c.vocab_size = 65, c.block_size = 512, c.n_layer = 6, c.n_head = 4, c.n_embd = 256;
+  Generator gen(5);
+  auto model = std::make_shared<models::GPT>(c, gen);
+  model->eval();
+  return {model, tokenizer::TextTokenizer::train("char", kAlphabet, 0, false)};
+}
+
+std::uint64_t metric_of(const Running& r, const std::string& name) {
+  auto m = r.client().Get("/metrics");
+  REQUIRE(m);
+  const std::string key = "\n" + name + " ";
+  const std::size_t at = m->body.find(key);
+  REQUIRE(at != std::string::npos);
+  return std::stoull(m->body.substr(at + key.size()));
+}
+
+TEST_CASE("server: a client that hangs up on a non-streamed completion has it cancelled, not generated to the end") {
+  serve::ServerOptions o;
+  o.slots = 1;
+  Running r(o, slower_loaded);
+  REQUIRE(r.wait_ready());
+  // How long 400 tokens take here, asked for in full first.
+  const auto t0 = std::chrono::steady_clock::now();
+  const json full = completion(r, {{"prompt", "a"}, {"max_tokens", 400}, {"ignore_eos", true}});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(full["usage"]["completion_tokens"] == 400);
+  const std::uint64_t generated = metric_of(r, "brrr_generated_tokens_total");
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(r.port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  const std::string body = R"({"prompt": "a", "max_tokens": 400})";
+  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  REQUIRE(::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds / 10));  // it is generating now
+  ::close(fd);
+  bool cancelled = false;
+  for (int i = 0; i < 400 && !cancelled; ++i) {
+    cancelled = metric_of(r, "brrr_requests_cancelled_total") == 1;
+    if (!cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(cancelled);
+  INFO("400 tokens took " << seconds << " s");
+  CHECK(metric_of(r, "brrr_generated_tokens_total") - generated < 400);
+  // The slot is free again: the next request is answered in full.
+  CHECK(completion(r, {{"prompt", "c"}, {"max_tokens", 3}})["usage"]["completion_tokens"] == 3);
+}

@@ -276,6 +276,13 @@ std::string HfTokenizer::decode(std::span<const std::uint32_t> ids) const {
 
 void HfTokenizer::save(const std::string& path) const { write_file_atomic(path, to_hf_json()); }
 
+std::optional<std::uint32_t> HfTokenizer::special_token(std::string_view text) const {
+  for (std::size_t i = 0; i < added_.size(); ++i)
+    if (added_[i] == text) return added_ids_[i];
+  if (const auto it = vocab_.find(std::string(text)); it != vocab_.end()) return it->second;
+  return std::nullopt;
+}
+
 std::string HfTokenizer::to_hf_json() const {
   nlohmann::ordered_json added = nlohmann::ordered_json::array();
   for (std::size_t i = 0; i < added_.size(); ++i)

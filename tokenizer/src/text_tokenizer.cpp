@@ -24,6 +24,7 @@ class CharText final : public TextTokenizer {
   std::string kind() const override { return "char"; }
   void save(const std::string& path) const override { t_.save(path); }
   std::string to_hf_json() const override { return hf_tokenizer_json(t_); }
+  std::optional<std::uint32_t> special_token(std::string_view) const override { return std::nullopt; }
 
  private:
   CharTokenizer t_;
@@ -38,6 +39,11 @@ class BpeText final : public TextTokenizer {
   std::string kind() const override { return "bpe"; }
   void save(const std::string& path) const override { t_.save(path); }
   std::string to_hf_json() const override { return hf_tokenizer_json(t_); }
+  std::optional<std::uint32_t> special_token(std::string_view text) const override {
+    for (std::size_t i = 0; i < t_.special_tokens().size(); ++i)
+      if (t_.special_tokens()[i] == text) return t_.special_ids()[i];
+    return std::nullopt;
+  }
 
  private:
   Bpe t_;

@@ -34,7 +34,6 @@ std::string report(double step_count = 1.0);
 // process row (the data-parallel rank). write_trace writes them atomically and returns how many
 // (a trace keeps the first 2^20 events; it says in "otherData" how many it dropped after them).
 void trace(bool on = true, int rank = 0);
-bool tracing();
 std::size_t write_trace(const std::string& path);
 
 class Scope {

@@ -68,6 +68,9 @@ class HfTokenizer final : public TextTokenizer {
   // Writes the tokenizer.json this tokenizer was read from (or an equivalent one), atomically.
   void save(const std::string& path) const override;
   std::string to_hf_json() const override;
+  // An added token written `text`, else a vocabulary entry of that text (vocab.json + merges.txt
+  // list GPT-2's "<|endoftext|>" among the tokens, not as an added token).
+  std::optional<std::uint32_t> special_token(std::string_view text) const override;
 
   const std::vector<std::string>& added_tokens() const { return added_; }
 

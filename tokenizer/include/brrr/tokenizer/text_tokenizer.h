@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,6 +22,9 @@ class TextTokenizer {
   virtual void save(const std::string& path) const = 0;
   // The same tokenizer as Hugging Face's tokenizer.json (hf_tokenizer.h), for brrr export.
   virtual std::string to_hf_json() const = 0;
+  // The id of the special token written `text` (such as "<|endoftext|>"), if this tokenizer has
+  // one: what a generator stops at (serve/scheduler.cpp). A character tokenizer has none.
+  virtual std::optional<std::uint32_t> special_token(std::string_view text) const = 0;
 
   // "char": the characters of text; "bpe": byte-level BPE trained on text to vocab_size.
   static std::unique_ptr<TextTokenizer> train(const std::string& kind, std::string_view text, int vocab_size, bool verbose);

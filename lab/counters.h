@@ -1,0 +1,74 @@
+// lab/counters.h: the kernel lab's counters mode: every variant of an op run once on the
+// emulator with its memory counters on (kernels/cuda/simt_counters.h), and shown as Nsight
+// Compute shows them: requests, sectors per request, shared wavefronts and bank conflicts,
+// active lanes; against the op's least traffic (each input read once, each output written
+// once), with an H100 time floor as an estimate. Chapter 11 (the roofline and the kernel lab).
+// Read before: kernel_lab.h, kernels/cuda/simt_counters.h. Read next: counters.cpp.
+//
+//   brrr kernel-lab gelu_forward --device emulator --mode counters
+//   brrr kernel-lab softmax_cross_entropy --device emulator --mode counters --variant 2   (its lines)
+#pragma once
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/simt_counters.h"
+#include "lab/kernel_lab.h"
+
+namespace brrr::lab {
+
+// The H100's peaks the time floor divides by: the lab's copy bandwidth and float32 matmul peak
+// measured on the H100 (docs/measurements.md, scripts/gpu.sh, 2026-11-22/23), and shared
+// memory's one wavefront per SM per clock at 132 SMs and the 1.98 GHz boost clock (NVIDIA's
+// specification, not measured).
+struct H100Peaks {
+  double bandwidth_bytes_per_s = 3000e9;
+  double flops_per_s = 51.7e12;
+  double wavefronts_per_s = 132 * 1.98e9;
+};
+
+// One variant's counts, summed over the launches one call makes.
+struct CounterRow {
+  std::string variant;
+  bool is_default = false;
+  std::string failure;               // why it did not run ("not written yet", an error); empty: it ran
+  std::vector<std::string> kernels;  // the kernels it launched, in order
+  simt::LaunchCounts total;          // instructions summed per instruction over the launches
+  double min_read_bytes = 0, min_write_bytes = 0;  // each input read once, each output written once
+  double flops = 0;                                // the case's count (0: a bandwidth op)
+
+  // Estimates. DRAM moves at least the distinct sectors each launch reads and writes.
+  double dram_floor_bytes() const;
+  // Sectors the loads (stores) request, over the least bytes the op must read (write): 1.0 is
+  // each input read once by fully used sectors; 2.0 reads everything twice.
+  // These count what L1 is asked for (ncu's l1tex sectors), re-reads that a cache serves included.
+  double reads_over_minimum() const;
+  double writes_over_minimum() const;
+  // The DRAM floor over the least bytes read and written: above 1 when a launch touches bytes
+  // the op does not need (a workspace), or several launches touch the same bytes.
+  double dram_over_minimum() const;
+  // The longest of: the DRAM floor at the H100's bandwidth, the FLOPs at its float32 peak, the
+  // shared wavefronts at one per SM per clock. In microseconds.
+  double h100_floor_us(const H100Peaks& peaks = {}) const;
+};
+
+struct CountersReport {
+  std::string op, size;
+  Dims dims;
+  std::vector<CounterRow> rows;
+  std::string note;  // why nothing ran, if nothing did
+};
+
+// Runs each variant of c (or options.variant) once at options.size (default: the emulator's
+// size) on the emulator, counting. options.device must be the emulator.
+CountersReport run_counters(const Case& c, const Options& options);
+// The table, one row per variant, and its legend.
+void print_counters(std::FILE* out, const CountersReport& report);
+// One variant's instructions by source line, those with the most excess sectors or bank
+// conflicts first (`top` of them).
+void print_counter_lines(std::FILE* out, const CounterRow& row, int top = 12);
+// One JSON object per variant, keyed by Nsight Compute's metric names (and emulator__ names
+// for what ncu has no metric of).
+std::string counters_json_lines(const CountersReport& report);
+
+}  // namespace brrr::lab
