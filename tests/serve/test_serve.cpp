@@ -419,24 +419,31 @@ TEST_CASE("server: the API key, 503 while loading, 429 with Retry-After when the
   CHECK(refused + done == kClients);
 }
 
-TEST_CASE("server: a client that goes away is cancelled and frees its slot") {
-  serve::ServerOptions o;
-  o.slots = 1;
-  Running r(o);
-  REQUIRE(r.wait_ready());
-  // A raw connection: ask for a long stream, read its first event, hang up.
+// A completion request sent on a raw connection, which the caller closes when it likes (a
+// client hanging up); returns the socket.
+int post_raw(const Running& r, const std::string& body) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<std::uint16_t>(r.port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  // Large enough that it could not have finished: 47 tokens, each step slowed by nothing but
-  // the model, yet the request must end "cancelled", not "length".
-  const std::string body = R"({"prompt": "b", "max_tokens": 47, "stream": true})";
   const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   REQUIRE(::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
+  return fd;
+}
+
+TEST_CASE("server: a client that goes away is cancelled and frees its slot") {
+  serve::ServerOptions o;
+  o.slots = 1;
+  Running r(o);
+  REQUIRE(r.wait_ready());
+  // A raw connection: ask for a long stream, read its first event, hang up.
+  // Large enough that it could not have finished: 47 tokens, each step slowed by nothing but
+  // the model, yet the request must end "cancelled", not "length".
+  const std::string body = R"({"prompt": "b", "max_tokens": 47, "stream": true})";
+  const int fd = post_raw(r, body);
   char buffer[256];
   REQUIRE(::recv(fd, buffer, sizeof buffer, 0) > 0);
   ::close(fd);
@@ -501,11 +508,11 @@ TEST_CASE("server: a completion ends at <|endoftext|>, the token left out, unles
   CHECK(bad->body.find("ignore_eos") != std::string::npos);
 }
 
-// The steps the scheduler has run, from GET /metrics.
-std::uint64_t steps_of(const Running& r) {
+// A counter of GET /metrics.
+std::uint64_t metric_of(const Running& r, const std::string& name) {
   auto m = r.client().Get("/metrics");
   REQUIRE(m);
-  const std::string key = "\nbrrr_steps_total ";
+  const std::string key = "\n" + name + " ";
   const std::size_t at = m->body.find(key);
   REQUIRE(at != std::string::npos);
   return std::stoull(m->body.substr(at + key.size()));
@@ -521,7 +528,7 @@ TEST_CASE("server: a prompt prefilled in chunks gives the same bits as one prefi
     o.prefill_chunk = chunk;
     Running r(o);
     REQUIRE(r.wait_ready());
-    const std::uint64_t before = steps_of(r);
+    const std::uint64_t before = metric_of(r, "brrr_steps_total");
     const json a = completion(r, body);
     // The prompt's echo carries a logprob for each of its tokens but the first.
     CHECK(a["choices"][0]["logprobs"]["token_logprobs"].size() == prompt.size() + 5);
@@ -531,7 +538,7 @@ TEST_CASE("server: a prompt prefilled in chunks gives the same bits as one prefi
     // is sent, so wait for it a moment.
     const std::uint64_t chunks = chunk == 0 ? 1 : (prompt.size() + chunk - 1) / chunk;
     std::uint64_t steps = 0;
-    for (int i = 0; i < 200 && (steps = steps_of(r) - before) < chunks + 4; ++i)
+    for (int i = 0; i < 200 && (steps = metric_of(r, "brrr_steps_total") - before) < chunks + 4; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     CHECK(steps == chunks + 4);
   }
@@ -548,15 +555,6 @@ serve::LoadedModel slower_loaded() {
   return {model, tokenizer::TextTokenizer::train("char", kAlphabet, 0, false)};
 }
 
-std::uint64_t metric_of(const Running& r, const std::string& name) {
-  auto m = r.client().Get("/metrics");
-  REQUIRE(m);
-  const std::string key = "\n" + name + " ";
-  const std::size_t at = m->body.find(key);
-  REQUIRE(at != std::string::npos);
-  return std::stoull(m->body.substr(at + key.size()));
-}
-
 TEST_CASE("server: a client that hangs up on a non-streamed completion has it cancelled, not generated to the end") {
   serve::ServerOptions o;
   o.slots = 1;
@@ -568,16 +566,8 @@ TEST_CASE("server: a client that hangs up on a non-streamed completion has it ca
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   REQUIRE(full["usage"]["completion_tokens"] == 400);
   const std::uint64_t generated = metric_of(r, "brrr_generated_tokens_total");
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(r.port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
   const std::string body = R"({"prompt": "a", "max_tokens": 400})";
-  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-  REQUIRE(::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
+  const int fd = post_raw(r, body);
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds / 10));  // it is generating now
   ::close(fd);
   bool cancelled = false;
