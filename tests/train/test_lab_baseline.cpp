@@ -60,8 +60,10 @@ enum class Loss { kNone, kBF16Accumulator, kScoresInBF16 };
 // for P v; out summed in float32. kBF16Accumulator rounds out's running sums to bf16 (planted);
 // kScoresInBF16 rounds S to bf16 before the softmax (what PyTorch's bf16 math path stores).
 template <Loss LOSS>
-void test_attention_bf16(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t BH,
-                         std::int64_t T, std::int64_t hs, float scale, kernels::Stream) {
+void test_attention_bf16(float* out, float* lse, const float* q, const float* k, const float* v,
+                         const kernels::AttentionShape& shape, kernels::Stream) {
+  const std::int64_t BH = shape.BH, T = shape.T, hs = shape.hs;
+  const float scale = static_cast<float>(shape.scale);
   std::vector<float> s(T), o(hs);
   for (std::int64_t b = 0; b < BH; ++b)
     for (std::int64_t i = 0; i < T; ++i) {
@@ -90,8 +92,8 @@ void test_attention_bf16(float* out, float* lse, const float* q, const float* k,
 }
 
 void call_test_attention(kernels::attention_forward_fn<float> f, const lab::Args& a) {
-  f(a.f<float>("out"), a.f<float>("lse"), a.f<float>("q"), a.f<float>("k"), a.f<float>("v"), a.dims[0], a.dims[1],
-    a.dims[2], 1.0f / std::sqrt(static_cast<float>(a.dims[2])), a.stream);
+  f(a.f<float>("out"), a.f<float>("lse"), a.f<float>("q"), a.f<float>("k"), a.f<float>("v"),
+    kernels::AttentionShape::of(a.dims[0], a.dims[1], a.dims[2]), a.stream);
 }
 
 void register_test_variants() {
