@@ -1,7 +1,8 @@
-// bench/bench_elementwise.cpp: add, GELU and the dropout mask beside memcpy of the same bytes.
+// bench/bench_elementwise.cpp: add, GELU (tanh and exact) and the dropout mask beside memcpy of
+// the same bytes.
 // Chapter 04 (matmul and the CPU backend): an elementwise op is bound by memory, so its
 // ceiling is how fast the machine moves bytes. We count bytes read + written: add moves
-// 12 bytes per float32 element, GELU 8, the dropout mask 4 (written; its random numbers are
+// 12 bytes per float32 element, GELU 8 (its backward 12), the dropout mask 4 (written; its random numbers are
 // computed, Philox 4x32-10, 16 counters at a time), and a memcpy of N bytes moves 2N.
 //   build/bench/bench_elementwise [elements]   (default 16M)
 #include <cstdlib>
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
   auto add = kernels::lookup(kernels::op::add<float>, DeviceType::CPU);
   auto gelu = kernels::lookup(kernels::op::gelu_forward<float>, DeviceType::CPU);
   auto gelu_bwd = kernels::lookup(kernels::op::gelu_backward<float>, DeviceType::CPU);
+  auto gelu_erf = kernels::lookup(kernels::op::gelu_erf_forward<float>, DeviceType::CPU);
+  auto gelu_erf_bwd = kernels::lookup(kernels::op::gelu_erf_backward<float>, DeviceType::CPU);
   auto dropout_mask = kernels::lookup(kernels::op::dropout_mask<float>, DeviceType::CPU);
   kernels::Loop loop;
   loop.ndim = 1;
@@ -50,6 +53,8 @@ int main(int argc, char** argv) {
     row("add (kernel)", bench::median_seconds([&] { add(out.data_ptr<float>(), a.data_ptr<float>(), b.data_ptr<float>(), loop, nullptr); }, 20), 12.0 * n);
     row("gelu_forward (kernel)", bench::median_seconds([&] { gelu(out.data_ptr<float>(), a.data_ptr<float>(), n, nullptr); }, 20), 8.0 * n);
     row("gelu_backward (kernel)", bench::median_seconds([&] { gelu_bwd(out.data_ptr<float>(), b.data_ptr<float>(), a.data_ptr<float>(), n, nullptr); }, 20), 12.0 * n);
+    row("gelu_erf_forward", bench::median_seconds([&] { gelu_erf(out.data_ptr<float>(), a.data_ptr<float>(), n, nullptr); }, 20), 8.0 * n);
+    row("gelu_erf_backward", bench::median_seconds([&] { gelu_erf_bwd(out.data_ptr<float>(), b.data_ptr<float>(), a.data_ptr<float>(), n, nullptr); }, 20), 12.0 * n);
     row("dropout_mask (kernel)", bench::median_seconds([&] { dropout_mask(out.data_ptr<float>(), n, 0.2f, 1, 0, nullptr); }, 20), 4.0 * n);
     row("ops::add (allocates)", bench::median_seconds([&] { ops::add(a, b); }, 20), 12.0 * n);
     row("ops::gelu (allocates)", bench::median_seconds([&] { ops::gelu(a); }, 20), 8.0 * n);

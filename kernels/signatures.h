@@ -139,10 +139,10 @@ template <class T> using random_fn = void (*)(T* out, std::int64_t n, std::uint6
 // dropout_mask: mask[i] = 0 with probability p, else 1 / (1 - p), from philox(seed, counter + i / 4).
 template <class T> using dropout_mask_fn = void (*)(T* mask, std::int64_t n, T p, std::uint64_t seed, std::uint64_t counter, Stream);
 
-// neg exp log sqrt tanh relu sigmoid gelu_forward
+// neg exp log sqrt tanh relu sigmoid gelu_forward gelu_erf_forward
 template <class T> using unary_fn = void (*)(T* out, const T* x, std::int64_t n, Stream);
 template <class T> using pow_scalar_fn = void (*)(T* out, const T* x, T exponent, std::int64_t n, Stream);
-// relu_backward gelu_backward: dx = dout * f'(x)
+// relu_backward gelu_backward gelu_erf_backward: dx = dout * f'(x)
 template <class T> using unary_backward_fn = void (*)(T* dx, const T* dout, const T* x, std::int64_t n, Stream);
 // add sub mul div
 template <class T> using binary_fn = void (*)(T* out, const T* a, const T* b, const Loop& loop, Stream);
@@ -302,6 +302,9 @@ template <class T> inline constexpr Op<cross_entropy_forward_fn<T>> cross_entrop
 template <class T> inline constexpr Op<cross_entropy_backward_fn<T>> cross_entropy_backward{"cross_entropy_backward", dtype_of<T>()};
 template <class T> inline constexpr Op<unary_fn<T>> gelu_forward{"gelu_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<unary_backward_fn<T>> gelu_backward{"gelu_backward", dtype_of<T>()};
+// GELU exact, x Phi(x) (Hugging Face's "gelu"); gelu_forward and gelu_backward are the tanh form.
+template <class T> inline constexpr Op<unary_fn<T>> gelu_erf_forward{"gelu_erf_forward", dtype_of<T>()};
+template <class T> inline constexpr Op<unary_backward_fn<T>> gelu_erf_backward{"gelu_erf_backward", dtype_of<T>()};
 template <class T> inline constexpr Op<layernorm_forward_fn<T>> layernorm_forward{"layernorm_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<layernorm_backward_fn<T>> layernorm_backward{"layernorm_backward", dtype_of<T>()};
 template <class T> inline constexpr Op<bias_gelu_forward_fn<T>> bias_gelu_forward{"bias_gelu_forward", dtype_of<T>()};

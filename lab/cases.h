@@ -65,6 +65,13 @@ inline double gelu_grad(double x) {
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
+// GELU exact (Hugging Face's "gelu"): x Phi(x), Phi(x) = 0.5 erfc(-x / sqrt 2).
+inline double gelu_erf(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
+// Its derivative: Phi(x) + x phi(x), phi the normal density.
+inline double gelu_erf_grad(double x) {
+  return 0.5 * std::erfc(-x / std::sqrt(2.0)) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+}
+
 // A copy of one problem's float array as float32 numbers, for a case that builds its inputs
 // from another reference's outputs (a backward's saved statistics).
 inline std::vector<float> as_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }

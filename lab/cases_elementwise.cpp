@@ -1,6 +1,6 @@
 // lab/cases_elementwise.cpp: the kernel lab's cases for the elementwise ops of chapter 02
 // (fill, copy, cast, the unary and binary ops, masked_fill), the GELU kernels of chapter 12
-// (gelu, bias_gelu, forward and backward), and gelu, the op whose variants the registry picks. Read before: cases.h. Read next:
+// (gelu, bias_gelu, forward and backward; the exact gelu_erf), and gelu, the op whose variants the registry picks. Read before: cases.h. Read next:
 // cases_random.cpp.
 //
 // Every reference here is one line of math per element, in double. The backward cases also
@@ -327,6 +327,17 @@ std::vector<Case> elementwise_cases() {
             .call = call(op::gelu_backward<float>, &call_unary_backward<float>, op::gelu_backward<double>,
                          &call_unary_backward<double>, op::gelu_backward<bf16>, &call_unary_backward<bf16>),
             .grads = {{.output = "dx", .input = "x"}}, .loss = &unary_loss<gelu>}),
+      flat({.name = "gelu_erf_forward", .what = "out (n) = x Phi(x), the exact GELU (Hugging Face's \"gelu\")",
+            .chapter = "12", .tolerance = 1e-5,  // erfc by a fit of relative error 1.2e-7, and float rounding
+            .bytes = &bytes_unary, .make = &make_unary, .reference = &unary_reference<gelu_erf>,
+            .call = call(op::gelu_erf_forward<float>, &call_unary<float>, op::gelu_erf_forward<double>,
+                         &call_unary<double>, op::gelu_erf_forward<bf16>, &call_unary<bf16>)}),
+      flat({.name = "gelu_erf_backward", .what = "dx (n) = dout (n) * (Phi(x) + x phi(x)), the exact GELU's",
+            .chapter = "12", .tolerance = 1e-5, .bytes = &bytes_binary, .make = &make_unary_backward,
+            .reference = &unary_backward_reference<gelu_erf_grad>,
+            .call = call(op::gelu_erf_backward<float>, &call_unary_backward<float>, op::gelu_erf_backward<double>,
+                         &call_unary_backward<double>, op::gelu_erf_backward<bf16>, &call_unary_backward<bf16>),
+            .grads = {{.output = "dx", .input = "x"}}, .loss = &unary_loss<gelu_erf>}),
       flat({.name = "gelu", .what = "out (n) = gelu(x (n)): kernels or composed (chapter 07), as the registry picks",
             .chapter = "07", .tolerance = 1e-4,
             .bytes = &bytes_unary, .make = &make_unary, .reference = &unary_reference<gelu>,

@@ -181,6 +181,7 @@ models::GPTConfig model_config(const TrainConfig& c, const TextDataset& data, co
   if (init) {  // a Hugging Face model's vocabulary may be larger than its tokenizer's
     const models::GPTConfig& m = init->model->config();
     mc.vocab_size = m.vocab_size, mc.layer_norm_eps = m.layer_norm_eps, mc.tie_head = m.tie_head;
+    mc.activation = m.activation;
   }
   return mc;
 }

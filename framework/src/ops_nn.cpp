@@ -247,26 +247,43 @@ Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets) {
 // ---------------------------------------------------------------------------------------------
 // GELU
 
-Tensor gelu_kernels(const Tensor& x) {
-  BRRR_PROFILE("gelu", x);
-  detail::check_defined("gelu", x);
+namespace {
+// An activation with a forward kernel and a backward kernel, dx = dout * f'(x) from the saved
+// input: both GELUs.
+Tensor activation_kernels(const char* name, detail::KernelFamily<kernels::unary_fn>& forward,
+                          detail::KernelFamily<kernels::unary_backward_fn>& backward, const Tensor& x) {
+  detail::check_defined(name, x);
   const Tensor in = x.contiguous();
   Tensor out = detail::new_like(in);
-  static detail::KernelFamily<kernels::unary_fn> k(kernels::op::gelu_forward<float>);
-  detail::dispatch_floating_or_bf16(in.dtype(), "gelu", [&]<class T>() {
-    k.get<T>(in.device())(out.data_ptr<T>(), in.data_ptr<T>(), in.numel(), detail::stream(in.device()));
+  detail::dispatch_floating_or_bf16(in.dtype(), name, [&]<class T>() {
+    forward.get<T>(in.device())(out.data_ptr<T>(), in.data_ptr<T>(), in.numel(), detail::stream(in.device()));
   });
   if (autograd::needs_grad({&x}))
-    autograd::record("gelu", {x}, out, [x = saved(in)](const Tensor& g_in) {
-      static detail::KernelFamily<kernels::unary_backward_fn> kb(kernels::op::gelu_backward<float>);
+    autograd::record(name, {x}, out, [name, &backward, x = saved(in)](const Tensor& g_in) {
       const Tensor g = g_in.contiguous();
       Tensor dx = detail::new_like(g);
-      detail::dispatch_floating_or_bf16(g.dtype(), "gelu", [&]<class T>() {
-        kb.get<T>(g.device())(dx.data_ptr<T>(), g.data_ptr<T>(), x.data_ptr<T>(), g.numel(), detail::stream(g.device()));
+      detail::dispatch_floating_or_bf16(g.dtype(), name, [&]<class T>() {
+        backward.get<T>(g.device())(dx.data_ptr<T>(), g.data_ptr<T>(), x.data_ptr<T>(), g.numel(),
+                                    detail::stream(g.device()));
       });
       return TensorList{dx};
     });
   return out;
+}
+}  // namespace
+
+Tensor gelu_kernels(const Tensor& x) {
+  BRRR_PROFILE("gelu", x);
+  static detail::KernelFamily<kernels::unary_fn> forward(kernels::op::gelu_forward<float>);
+  static detail::KernelFamily<kernels::unary_backward_fn> backward(kernels::op::gelu_backward<float>);
+  return activation_kernels("gelu", forward, backward, x);
+}
+
+Tensor gelu_erf(const Tensor& x) {
+  BRRR_PROFILE("gelu_erf", x);
+  static detail::KernelFamily<kernels::unary_fn> forward(kernels::op::gelu_erf_forward<float>);
+  static detail::KernelFamily<kernels::unary_backward_fn> backward(kernels::op::gelu_erf_backward<float>);
+  return activation_kernels("gelu_erf", forward, backward, x);
 }
 
 Tensor gelu_composed(const Tensor& x) {

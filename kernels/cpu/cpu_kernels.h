@@ -61,6 +61,8 @@ template <class T> void cross_entropy_forward(T* losses, T* lse, const T* logits
 template <class T> void cross_entropy_backward(T* dlogits, const T* dlosses, const T* logits, const T* lse, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, Stream);
 template <class T> void gelu_forward(T* out, const T* x, std::int64_t n, Stream);
 template <class T> void gelu_backward(T* dx, const T* dout, const T* x, std::int64_t n, Stream);
+template <class T> void gelu_erf_forward(T* out, const T* x, std::int64_t n, Stream);
+template <class T> void gelu_erf_backward(T* dx, const T* dout, const T* x, std::int64_t n, Stream);
 template <class T> void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias, std::int64_t N, std::int64_t C, T eps, Stream);
 template <class T> void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight, const T* mean, const T* rstd, std::int64_t N, std::int64_t C, Stream);
 
@@ -90,6 +92,8 @@ void cross_entropy_fused_rowwise(float* losses, float* dlogits, const float* log
 // nn_bf16.cpp (chapter 18): bf16 in memory, the float32 kernels above inside, one rounding per output
 void gelu_forward_bf16(bf16* out, const bf16* x, std::int64_t n, Stream);
 void gelu_backward_bf16(bf16* dx, const bf16* dout, const bf16* x, std::int64_t n, Stream);
+void gelu_erf_forward_bf16(bf16* out, const bf16* x, std::int64_t n, Stream);
+void gelu_erf_backward_bf16(bf16* dx, const bf16* dout, const bf16* x, std::int64_t n, Stream);
 void bias_gelu_forward_bf16(bf16* out, const bf16* x, const bf16* bias, std::int64_t N, std::int64_t C, Stream);
 void bias_gelu_backward_bf16(bf16* dx, bf16* dbias, const bf16* dout, const bf16* x, const bf16* bias, std::int64_t N, std::int64_t C, Stream);
 void layernorm_forward_bf16(bf16* out, bf16* mean, bf16* rstd, const bf16* x, const bf16* weight, const bf16* bias, std::int64_t N, std::int64_t C, bf16 eps, Stream);

@@ -228,6 +228,18 @@ inline float gelu_tanh(float v) {  // 0.5 v (1 + tanh(u)) written as v / (1 + ex
   return v / (1.0f + exp_vec(k2 * (v + c * v * v * v)));
 }
 
+inline float gelu_erf(float v) { return 0.5f * v * erfc_vec(-0.70710678f * v); }  // as nn.cpp's gelu_erf_forward
+
+inline float epilogue(Epilogue e, float dst, float v) {
+  switch (e) {
+    case Epilogue::kStore: return v;
+    case Epilogue::kAdd: return dst + v;
+    case Epilogue::kGeluTanh: return gelu_tanh(v);
+    case Epilogue::kGeluErf: return gelu_erf(v);
+  }
+  return v;
+}
+
 template <int R, int J, class W>
 inline void tile(float* y, const float* x, const W* w, const float* bias, i64 m, i64 n, i64 N, i64 K, Epilogue e) {
   float out[R][J];
@@ -236,7 +248,7 @@ inline void tile(float* y, const float* x, const W* w, const float* bias, i64 m,
     for (int j = 0; j < J; ++j) {
       const float v = bias ? out[r][j] + bias[n + j] : out[r][j];
       float& dst = y[(m + r) * N + n + j];
-      dst = e == Epilogue::kStore ? v : e == Epilogue::kAdd ? dst + v : gelu_tanh(v);
+      dst = epilogue(e, dst, v);
     }
 }
 

@@ -22,6 +22,7 @@ enum class Epilogue {
   kStore,     // y = x W^T + b
   kAdd,       // y += x W^T + b (a residual connection: y holds the residual)
   kGeluTanh,  // y = gelu_tanh(x W^T + b) (GPT-2's "gelu_new")
+  kGeluErf,   // y = gelu_erf(x W^T + b), the exact x Phi(x) (Hugging Face's "gelu")
 };
 
 // y (M, N) = x (M, K) @ W^T (+ bias), W (N, K) row-major (a Linear's weight), x and y with row

@@ -199,6 +199,31 @@ void gelu_backward(T* dx, const T* dout, const T* x, std::int64_t n, Stream) {
   });
 }
 
+// GELU, exact (Hugging Face's "gelu", PyTorch's nn.GELU()): gelu(x) = x Phi(x), Phi the normal
+// distribution's CDF, Phi(x) = 0.5 erfc(-x / sqrt 2). gelu'(x) = Phi(x) + x phi(x), phi(x) =
+// exp(-x^2 / 2) / sqrt(2 pi). GPT-2 uses the tanh form above; a pretrained model whose config
+// says "gelu" needs this one (the two differ by up to about 5e-4).
+template <class T>
+void gelu_erf_forward(T* out, const T* x, std::int64_t n, Stream) {
+  const T r = static_cast<T>(-0.7071067811865476);  // -1 / sqrt 2
+  parallel_for(n, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
+#pragma omp simd
+    for (std::int64_t i = b; i < e; ++i) out[i] = T(0.5) * x[i] * erfc_vec(r * x[i]);
+  });
+}
+
+template <class T>
+void gelu_erf_backward(T* dx, const T* dout, const T* x, std::int64_t n, Stream) {
+  const T r = static_cast<T>(-0.7071067811865476), k = static_cast<T>(0.3989422804014327);  // 1 / sqrt(2 pi)
+  parallel_for(n, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
+#pragma omp simd
+    for (std::int64_t i = b; i < e; ++i) {
+      const T v = x[i];
+      dx[i] = (T(0.5) * erfc_vec(r * v) + v * k * exp_vec(T(-0.5) * v * v)) * dout[i];
+    }
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 // LayerNorm over rows of (N, C): out = (x - mean) * rstd * weight + bias,
 // rstd = 1 / sqrt(var + eps) with the biased variance. mean and rstd are saved for backward.
@@ -297,6 +322,8 @@ void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, 
                                           std::int64_t, std::int64_t, Stream);                                    \
   template void gelu_forward<T>(T*, const T*, std::int64_t, Stream);                                              \
   template void gelu_backward<T>(T*, const T*, const T*, std::int64_t, Stream);                                   \
+  template void gelu_erf_forward<T>(T*, const T*, std::int64_t, Stream);                                          \
+  template void gelu_erf_backward<T>(T*, const T*, const T*, std::int64_t, Stream);                               \
   template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, std::int64_t, std::int64_t, T,     \
                                      Stream);                                                                     \
   template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, std::int64_t,  \

@@ -43,6 +43,18 @@ void gelu_backward_bf16(bf16* dx, const bf16* dout, const bf16* x, std::int64_t 
   narrow(dx, d);
 }
 
+void gelu_erf_forward_bf16(bf16* out, const bf16* x, std::int64_t n, Stream s) {
+  std::vector<float> y(static_cast<std::size_t>(n));
+  gelu_erf_forward<float>(y.data(), widen(x, n).data(), n, s);
+  narrow(out, y);
+}
+
+void gelu_erf_backward_bf16(bf16* dx, const bf16* dout, const bf16* x, std::int64_t n, Stream s) {
+  std::vector<float> d(static_cast<std::size_t>(n));
+  gelu_erf_backward<float>(d.data(), widen(dout, n).data(), widen(x, n).data(), n, s);
+  narrow(dx, d);
+}
+
 void bias_gelu_forward_bf16(bf16* out, const bf16* x, const bf16* bias, std::int64_t N, std::int64_t C, Stream s) {
   std::vector<float> y(static_cast<std::size_t>(N * C));
   bias_gelu_forward<float>(y.data(), widen(x, N * C).data(), widen(bias, C).data(), N, C, s);

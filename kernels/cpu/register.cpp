@@ -51,6 +51,8 @@ void register_floating() {
   add(op::cross_entropy_backward<T>, kCpu, "cpu", &cpu::cross_entropy_backward<T>, 0, about("softmax rebuilt from the saved lse, minus the one-hot target"));
   add(op::gelu_forward<T>, kCpu, "cpu", &cpu::gelu_forward<T>, 0, about("the tanh form as x / (1 + exp(-2u)): one exp, vectorized"));
   add(op::gelu_backward<T>, kCpu, "cpu", &cpu::gelu_backward<T>, 0, about("gelu'(x) from the formula, vectorized tanh"));
+  add(op::gelu_erf_forward<T>, kCpu, "cpu", &cpu::gelu_erf_forward<T>, 0, about("0.5 x erfc(-x / sqrt 2), a vectorized erfc"));
+  add(op::gelu_erf_backward<T>, kCpu, "cpu", &cpu::gelu_erf_backward<T>, 0, about("Phi(x) + x phi(x), vectorized erfc and exp"));
   add(op::layernorm_forward<T>, kCpu, "cpu", &cpu::layernorm_forward<T>, 0, about("per row: mean, biased variance, normalize, scale and shift"));
   add(op::layernorm_backward<T>, kCpu, "cpu", &cpu::layernorm_backward<T>, 0, about("dx per row; dweight, dbias from fixed row chunks added in order"));
   add(op::attention_forward<T>, kCpu, "cpu", &cpu::attention_forward<T>, 0, about("one row of scores at a time (no (T, T) matrix), sums in double"));
@@ -135,6 +137,8 @@ void register_cpu_kernels() {
   const char* const widened = "widened to float32, the float32 kernel, each output rounded once";
   add(op::gelu_forward<bf16>, kCpu, "cpu", &cpu::gelu_forward_bf16, 0, about(widened));
   add(op::gelu_backward<bf16>, kCpu, "cpu", &cpu::gelu_backward_bf16, 0, about(widened));
+  add(op::gelu_erf_forward<bf16>, kCpu, "cpu", &cpu::gelu_erf_forward_bf16, 0, about(widened));
+  add(op::gelu_erf_backward<bf16>, kCpu, "cpu", &cpu::gelu_erf_backward_bf16, 0, about(widened));
   add(op::bias_gelu_forward<bf16>, kCpu, "cpu", &cpu::bias_gelu_forward_bf16, 0, about(widened));
   add(op::bias_gelu_backward<bf16>, kCpu, "cpu", &cpu::bias_gelu_backward_bf16, 0, about(widened));
   add(op::layernorm_forward<bf16>, kCpu, "cpu", &cpu::layernorm_forward_bf16, 0, about(widened));

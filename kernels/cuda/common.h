@@ -37,6 +37,8 @@ __device__ inline float sqrt_of(float x) { return ::sqrtf(x); }
 __device__ inline double sqrt_of(double x) { return ::sqrt(x); }
 __device__ inline float tanh_of(float x) { return ::tanhf(x); }
 __device__ inline double tanh_of(double x) { return ::tanh(x); }
+__device__ inline float erfc_of(float x) { return ::erfcf(x); }
+__device__ inline double erfc_of(double x) { return ::erfc(x); }
 __device__ inline float pow_of(float x, float y) { return ::powf(x, y); }
 __device__ inline double pow_of(double x, double y) { return ::pow(x, y); }
 // a * b + c with one rounding. Written out where bits must not depend on the compiler: left

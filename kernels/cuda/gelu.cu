@@ -13,7 +13,8 @@
 // Formulas (the CPU kernel's, in the same order of operations):
 //   gelu(x)  = x / (1 + exp(-2u)),  u = sqrt(2/pi) (x + 0.044715 x^3)   (= 0.5 x (1 + tanh u))
 //   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
-// Every variant is checked against brrr::kernels::cpu::gelu_forward / gelu_backward.
+// Every variant is checked against brrr::kernels::cpu::gelu_forward / gelu_backward. At the end,
+// the exact GELU (x Phi(x), Hugging Face's "gelu") that some pretrained models ask for.
 //
 // Measured on an H100 80GB HBM3, 2026-11-23, with `scripts/gpu.sh` (see docs/measurements.md),
 // as a share of the lab's measured copy bandwidth (about 3000 GB/s): at n = 2^26 the float4
@@ -24,6 +25,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -410,6 +412,67 @@ template void bias_gelu_backward2<double>(double*, double*, const double*, const
 // The float4 variants are the defaults for float32 (measured on an H100 at n = 2^26: 93.1% and
 // 95.5% of copy bandwidth, forward and backward, against naive's 74.6% and 89.5%);
 // float64, used by gradient checks on the device, gets the templated ones.
+// =============================================================================================
+// Exact GELU (Hugging Face's "gelu", PyTorch's nn.GELU()): gelu(x) = x Phi(x) = 0.5 x
+// erfc(-x / sqrt 2), gelu'(x) = Phi(x) + x exp(-x^2 / 2) / sqrt(2 pi). GPT-2 uses the tanh form;
+// a pretrained model whose config asks for this one runs it. One variant: variant 1's memory
+// pattern in a grid-stride loop (the CPU kernel, kernels/cpu/nn.cpp, is its reference). S is
+// the stored type; bf16 is loaded to float for the math and each output rounded once.
+
+template <class T>
+static __device__ __forceinline__ T gelu_erf_value(T x) {
+  return T(0.5) * x * erfc_of(static_cast<T>(-0.7071067811865476) * x);
+}
+
+template <class T>
+static __device__ __forceinline__ T gelu_erf_grad(T x) {
+  const T r = static_cast<T>(-0.7071067811865476), k = static_cast<T>(0.3989422804014327);  // 1 / sqrt(2 pi)
+  return T(0.5) * erfc_of(r * x) + x * k * exp_of(T(-0.5) * x * x);
+}
+
+template <class S> struct MathOf { using type = S; };  // float and double compute in themselves
+template <> struct MathOf<brrr::bf16> { using type = float; };
+template <class S> static __device__ __forceinline__ typename MathOf<S>::type to_math(S v) {
+  if constexpr (std::is_same_v<S, brrr::bf16>) return float_of(v); else return v;
+}
+template <class S> static __device__ __forceinline__ S from_math(typename MathOf<S>::type v) {
+  if constexpr (std::is_same_v<S, brrr::bf16>) return bf16_of(v); else return v;
+}
+
+template <class S>
+__global__ void gelu_erf_forward_kernel(S* out, const S* x, std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = from_math<S>(gelu_erf_value(to_math(x[i])));
+}
+
+template <class S>
+__global__ void gelu_erf_backward_kernel(S* dx, const S* dout, const S* x, std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    dx[i] = from_math<S>(to_math(dout[i]) * gelu_erf_grad(to_math(x[i])));
+}
+
+template <class S>
+void gelu_erf_forward(S* out, const S* x, std::int64_t n, Stream stream) {
+  if (n == 0) return;
+  BRRR_LAUNCH((gelu_erf_forward_kernel<S>), grid_for(n, kBlockSize, kMaxBlocks), kBlockSize, 0, stream, out, x, n);
+}
+
+template <class S>
+void gelu_erf_backward(S* dx, const S* dout, const S* x, std::int64_t n, Stream stream) {
+  if (n == 0) return;
+  BRRR_LAUNCH((gelu_erf_backward_kernel<S>), grid_for(n, kBlockSize, kMaxBlocks), kBlockSize, 0, stream, dx, dout,
+              x, n);
+}
+
+template void gelu_erf_forward<float>(float*, const float*, std::int64_t, Stream);
+template void gelu_erf_forward<double>(double*, const double*, std::int64_t, Stream);
+template void gelu_erf_forward<brrr::bf16>(brrr::bf16*, const brrr::bf16*, std::int64_t, Stream);
+template void gelu_erf_backward<float>(float*, const float*, const float*, std::int64_t, Stream);
+template void gelu_erf_backward<double>(double*, const double*, const double*, std::int64_t, Stream);
+template void gelu_erf_backward<brrr::bf16>(brrr::bf16*, const brrr::bf16*, const brrr::bf16*, std::int64_t, Stream);
+
 void register_gelu_kernels() {
   const DeviceType cuda = DeviceType::CUDA;
   const VariantMeta naive = about("variant 1: one thread per element");
@@ -438,6 +501,15 @@ void register_gelu_kernels() {
   add(op::bias_gelu_forward<brrr::bf16>, cuda, "bf16", &bias_gelu_forward_bf16, 10, in_bf16);
   add(op::bias_gelu_backward<brrr::bf16>, cuda, "bf16", &bias_gelu_backward_bf16, 10,
       about("variant 3: bf16 in memory, float32 math; dbias one thread a column, from the float32 dx"));
+  // Exact GELU: one grid-stride kernel per direction, for every dtype.
+  const VariantMeta erf = about("grid-stride, 0.5 x erfc(-x / sqrt 2) (bf16: float32 math, rounded once)");
+  const VariantMeta erf_grad = about("grid-stride, Phi(x) + x phi(x) (bf16: float32 math, rounded once)");
+  add(op::gelu_erf_forward<float>, cuda, "grid_stride", &gelu_erf_forward<float>, 10, erf);
+  add(op::gelu_erf_forward<double>, cuda, "grid_stride", &gelu_erf_forward<double>, 10, erf);
+  add(op::gelu_erf_forward<brrr::bf16>, cuda, "grid_stride", &gelu_erf_forward<brrr::bf16>, 10, erf);
+  add(op::gelu_erf_backward<float>, cuda, "grid_stride", &gelu_erf_backward<float>, 10, erf_grad);
+  add(op::gelu_erf_backward<double>, cuda, "grid_stride", &gelu_erf_backward<double>, 10, erf_grad);
+  add(op::gelu_erf_backward<brrr::bf16>, cuda, "grid_stride", &gelu_erf_backward<brrr::bf16>, 10, erf_grad);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

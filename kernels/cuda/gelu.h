@@ -30,6 +30,9 @@
   template <class T>                                                                                              \
   void bias_gelu_backward2(T* dx, T* dbias, const T* dout, const T* x, const T* bias, std::int64_t N,              \
                            std::int64_t C, Stream stream);                                                        \
+  /* Exact GELU, x Phi(x), and dx = dout * gelu'(x): grid-stride, S float, double or bf16. */                      \
+  template <class S> void gelu_erf_forward(S* out, const S* x, std::int64_t n, Stream stream);                    \
+  template <class S> void gelu_erf_backward(S* dx, const S* dout, const S* x, std::int64_t n, Stream stream);     \
   }
 
 namespace brrr::kernels {

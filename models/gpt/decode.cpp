@@ -137,6 +137,7 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
     for (std::int64_t c = 0; c < C; ++c) x[c] = te[c] + pe[c];
   }
   const float eps = static_cast<float>(config_.layer_norm_eps);
+  const kc::Epilogue gelu = config_.activation == "gelu_erf" ? kc::Epilogue::kGeluErf : kc::Epilogue::kGeluTanh;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
     kc::layer_norm_rows(normed_.data(), x_.data(), L.ln_1_w, L.ln_1_b, R, C, eps);
@@ -159,7 +160,7 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
     });
     linear(x_.data(), attended_.data(), L.attn_proj, dtype_, L.attn_proj_b, R, C, C, kc::Epilogue::kAdd);
     kc::layer_norm_rows(normed_.data(), x_.data(), L.ln_2_w, L.ln_2_b, R, C, eps);
-    linear(hidden_.data(), normed_.data(), L.c_fc, dtype_, L.c_fc_b, R, 4 * C, C, kc::Epilogue::kGeluTanh);
+    linear(hidden_.data(), normed_.data(), L.c_fc, dtype_, L.c_fc_b, R, 4 * C, C, gelu);
     linear(x_.data(), hidden_.data(), L.mlp_proj, dtype_, L.mlp_proj_b, R, C, 4 * C, kc::Epilogue::kAdd);
   }
   const std::int64_t rows = R - logits_from;

@@ -27,6 +27,8 @@ void GPTConfig::validate() const {
              n_head, ")");
   BRRR_CHECK(dropout >= 0.0 && dropout < 1.0, "GPT config: dropout must be in [0, 1), got ", dropout);
   BRRR_CHECK(layer_norm_eps > 0.0, "GPT config: layer_norm_eps must be positive, got ", layer_norm_eps);
+  BRRR_CHECK(activation == "gelu_tanh" || activation == "gelu_erf",
+             "GPT config: activation must be gelu_tanh or gelu_erf, got '", activation, "'");
 }
 
 std::string GPTConfig::to_json() const {
@@ -34,6 +36,7 @@ std::string GPTConfig::to_json() const {
                       {"n_embd", n_embd},         {"dropout", dropout},       {"bias", bias}};
   if (layer_norm_eps != 1e-5) j["layer_norm_eps"] = layer_norm_eps;
   if (!tie_head) j["tie_head"] = false;
+  if (activation != "gelu_tanh") j["activation"] = activation;
   return j.dump();
 }
 
@@ -61,6 +64,7 @@ GPTConfig GPTConfig::from_json(const std::string& text) {
       }
       else if (key == "layer_norm_eps") c.layer_norm_eps = value.get<double>();
       else if (key == "tie_head") c.tie_head = value.get<bool>();
+      else if (key == "activation") c.activation = value.get<std::string>();
       else detail::fail("GPT config: unknown key '", key, "'");
     } catch (const nlohmann::json::exception& e) {
       detail::fail("GPT config: key '", key, "' has the wrong type: ", e.what());
@@ -155,15 +159,16 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const AttentionExtras* extr
   return resid_dropout->forward(c_proj->forward(y.transpose(1, 2).reshape({B, T, C})));
 }
 
-FeedForward::FeedForward(const GPTConfig& c, Generator& gen) {
+FeedForward::FeedForward(const GPTConfig& c, Generator& gen) : gelu_erf_(c.activation == "gelu_erf") {
   c_fc = register_module("c_fc", std::make_shared<nn::Linear>(c.n_embd, 4 * c.n_embd, gen, c.bias));
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(4 * c.n_embd, c.n_embd, gen, c.bias));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(c.dropout, gen.next_u64()));
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
-  // gelu(x W^T + b): how (the bias in the GEMM, fused with GELU, or composed) is the registry's choice.
-  const Tensor h = ops::linear_gelu(x, c_fc->weight, c_fc->bias);
+  // gelu(x W^T + b): how (the bias in the GEMM, fused with GELU, or composed) is the registry's
+  // choice. The exact GELU of some pretrained models has its own kernels, after the linear.
+  const Tensor h = gelu_erf_ ? ops::gelu_erf(c_fc->forward(x)) : ops::linear_gelu(x, c_fc->weight, c_fc->bias);
   return dropout->forward(c_proj->forward(h));
 }
 

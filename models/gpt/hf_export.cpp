@@ -25,7 +25,7 @@ void save_hf_model(const std::string& dir, const GPT& model) {
       {"n_layer", c.n_layer},
       {"n_head", c.n_head},
       {"n_inner", nullptr},
-      {"activation_function", "gelu_new"},
+      {"activation_function", c.activation == "gelu_erf" ? "gelu" : "gelu_new"},
       {"layer_norm_epsilon", c.layer_norm_eps},
       {"resid_pdrop", c.dropout},
       {"embd_pdrop", c.dropout},

@@ -82,9 +82,10 @@ GPTConfig read_hf_config(const std::string& dir) {
   }
   if (has("activation_function")) {
     const std::string a = j["activation_function"].is_string() ? j["activation_function"].get<std::string>() : j["activation_function"].dump();
-    // brrr's GELU is the tanh form, which is what gelu_new and gelu_pytorch_tanh compute.
-    BRRR_CHECK(a == "gelu_new" || a == "gelu_pytorch_tanh", path, ": activation_function '", a,
-               "' is not implemented (brrr's GELU is the tanh form: gelu_new or gelu_pytorch_tanh)");
+    // gelu_new and gelu_pytorch_tanh are GPT-2's tanh form; gelu is the exact x Phi(x).
+    BRRR_CHECK(a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu", path, ": activation_function '", a,
+               "' is not implemented (brrr has gelu_new, gelu_pytorch_tanh and gelu)");
+    if (a == "gelu") c.activation = "gelu_erf";
   }
   if (has("tie_word_embeddings")) {
     BRRR_CHECK(j["tie_word_embeddings"].is_boolean(), path, ": tie_word_embeddings must be true or false");

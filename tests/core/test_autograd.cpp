@@ -29,6 +29,13 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
+// erf of each element of a float64 tensor, by the C library (no op of brrr's computes erf).
+Tensor erf_of(const Tensor& x) {
+  std::vector<double> v = x.to_vector<double>();
+  for (double& e : v) e = std::erf(e);
+  return from_vector(v, x.shape(), kFloat64);
+}
+
 void check_grad(const char* name, const Fn& f, const std::vector<Tensor>& inputs) {
   INFO("op: ", std::string(name));
   const GradcheckResult r = gradcheck(f, inputs);
@@ -184,6 +191,7 @@ TEST_CASE("gradcheck: neural-network ops, fused and composed") {
   check_grad("cross_entropy_composed", [&](auto& x) { return ops::cross_entropy_composed(x[0], targets); }, {param({4, 5}, 7)});
   check_grad("gelu", [](auto& x) { return ops::gelu(x[0]); }, {param({4, 5}, 8, 2.0)});
   check_grad("gelu_composed", [](auto& x) { return ops::gelu_composed(x[0]); }, {param({4, 5}, 9, 2.0)});
+  check_grad("gelu_erf", [](auto& x) { return ops::gelu_erf(x[0]); }, {param({4, 5}, 21, 2.0)});
   check_grad("layer_norm", [](auto& x) { return ops::layer_norm(x[0], x[1], x[2]); },
              {param({2, 3, 6}, 10), param({6}, 11), param({6}, 12)});
   check_grad("layer_norm_composed", [](auto& x) { return ops::layer_norm_composed(x[0], x[1], x[2]); },
@@ -212,6 +220,13 @@ TEST_CASE("fused and composed forms agree") {
   // float32 fused GELU (vectorized exp) stays within float rounding of the float64 one
   Tensor xf = x.to(kFloat32);
   CHECK(max_abs_diff(ops::gelu(xf).to(kFloat64), ops::gelu(x)) < 2e-6);
+  // The exact GELU against PyTorch's formula written out in float64 (erf from the C library),
+  // and its float32 kernel (a fitted erfc) within float rounding of it.
+  const Tensor exact = ops::mul(ops::mul(x, 0.5), ops::add(erf_of(ops::mul(x, 1.0 / std::sqrt(2.0))), 1.0));
+  CHECK(max_abs_diff(ops::gelu_erf(x), exact) < 1e-12);
+  CHECK(max_abs_diff(ops::gelu_erf(xf).to(kFloat64), exact) < 2e-6);
+  // It is not the tanh form: they differ by up to about 5e-4 (at |x| near 2).
+  CHECK(max_abs_diff(ops::gelu_erf(x), ops::gelu(x)) > 1e-4);
 }
 
 TEST_CASE("gradients accumulate across backward calls and zero_grad clears them") {

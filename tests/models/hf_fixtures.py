@@ -12,8 +12,8 @@ compare brrr against:
   eval_text, eval_loss             the mean loss brrr eval defines (its --help), computed with transformers
 
 The folders differ where brrr could go wrong: head sizes other than 64, an untied lm_head, odd
-vocabulary sizes, a model vocabulary larger than its tokenizer's, a sharded checkpoint, and the
-older vocab.json + merges.txt tokenizer files. Chapter 08 (training: "Pretrained models").
+vocabulary sizes, a model vocabulary larger than its tokenizer's, a sharded checkpoint, the
+older vocab.json + merges.txt tokenizer files, and the exact GELU ("gelu", not GPT-2's "gelu_new"). Chapter 08 (training: "Pretrained models").
 """
 import json
 import os
@@ -25,12 +25,12 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2Tokenizer, GPT2TokenizerFast
 
 # (name, layers, heads, width, context, tokenizer vocabulary, extra model vocabulary, tied,
-#  layer_norm_epsilon, how the files are written)
+#  layer_norm_epsilon, how the files are written, activation_function)
 SHAPES = [
-    ("tied", 2, 3, 48, 64, 701, 0, True, 1e-5, "tokenizer.json"),
-    ("untied", 1, 2, 40, 32, 523, 0, False, 1e-6, "tokenizer.json"),
-    ("padded", 2, 4, 32, 48, 590, 7, True, 1e-5, "vocab+merges"),
-    ("sharded", 3, 2, 64, 40, 611, 0, False, 1e-5, "sharded"),
+    ("tied", 2, 3, 48, 64, 701, 0, True, 1e-5, "tokenizer.json", "gelu_new"),
+    ("untied", 1, 2, 40, 32, 523, 0, False, 1e-6, "tokenizer.json", "gelu"),
+    ("padded", 2, 4, 32, 48, 590, 7, True, 1e-5, "vocab+merges", "gelu_new"),
+    ("sharded", 3, 2, 64, 40, 611, 0, False, 1e-5, "sharded", "gelu_new"),
 ]
 
 
@@ -67,7 +67,7 @@ def main():
     torch.manual_seed(0)
     os.makedirs(out, exist_ok=True)
     inputs = texts(corpus)
-    for name, n_layer, n_head, n_embd, n_ctx, tok_vocab, extra, tied, eps, files in SHAPES:
+    for name, n_layer, n_head, n_embd, n_ctx, tok_vocab, extra, tied, eps, files, activation in SHAPES:
         folder = os.path.join(out, name)
         os.makedirs(folder, exist_ok=True)
         tok = train_tokenizer(corpus, tok_vocab)
@@ -82,7 +82,8 @@ def main():
             fast.save_pretrained(folder, legacy_format=False)  # tokenizer.json
             encode = lambda s: tok.encode(s).ids  # noqa: E731
         config = GPT2Config(vocab_size=vocab + extra, n_positions=n_ctx, n_layer=n_layer, n_head=n_head, n_embd=n_embd,
-                            layer_norm_epsilon=eps, tie_word_embeddings=tied, resid_pdrop=0.0, embd_pdrop=0.0,
+                            layer_norm_epsilon=eps, tie_word_embeddings=tied, activation_function=activation,
+                            resid_pdrop=0.0, embd_pdrop=0.0,
                             attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
         model = GPT2LMHeadModel(config)
         # A few steps of training, so the weights are not all N(0, 0.02) and the logits are of size.

@@ -27,6 +27,21 @@ TEST_CASE("a saved GPT loads back with the same config and parameters") {
   CHECK(safetensors::File(dir + "/m.safetensors").metadata().at("step") == "7");
 }
 
+TEST_CASE("a config's activation survives a checkpoint, and one brrr does not have is refused") {
+  const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-checkpoint";
+  std::filesystem::create_directories(dir);
+  Generator g(3);
+  models::GPTConfig c = models::gpt_preset("cpu-tiny");
+  c.n_layer = 1, c.activation = "gelu_erf";
+  models::GPT model(c, g);
+  models::save_model(dir + "/erf.safetensors", model);
+  CHECK(models::load_model(dir + "/erf.safetensors")->config().activation == "gelu_erf");
+  // The default is not written, so checkpoints from before the field read the same.
+  CHECK(models::gpt_preset("cpu-tiny").to_json().find("activation") == std::string::npos);
+  CHECK_THROWS_WITH(models::GPTConfig::from_json(R"({"activation": "relu"})"),
+                    doctest::Contains("activation must be gelu_tanh or gelu_erf, got 'relu'"));
+}
+
 TEST_CASE("loading a checkpoint into the wrong model names the tensor") {
   const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-checkpoint";
   std::filesystem::create_directories(dir);

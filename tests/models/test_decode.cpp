@@ -32,17 +32,17 @@ std::unique_ptr<models::GPT> make_model(models::GPTConfig c, std::uint64_t seed)
 }
 
 models::GPTConfig shape(std::int64_t layers, std::int64_t heads, std::int64_t width, std::int64_t vocab, bool bias,
-                        bool tied) {
+                        bool tied, const char* activation = "gelu_tanh") {
   models::GPTConfig c;
   c.n_layer = layers, c.n_head = heads, c.n_embd = width, c.vocab_size = vocab, c.block_size = 48;
-  c.bias = bias, c.tie_head = tied;
+  c.bias = bias, c.tie_head = tied, c.activation = activation;
   return c;
 }
 
 // Shapes: hs 32 (cpu-tiny's), hs 12 and 20 (not multiples of 8), no biases, an untied head,
-// an odd vocabulary.
+// an odd vocabulary, the exact GELU.
 const models::GPTConfig kShapes[] = {shape(2, 4, 128, 65, true, true), shape(2, 3, 36, 97, true, false),
-                                     shape(3, 2, 40, 51, false, true)};
+                                     shape(3, 2, 40, 51, false, true, "gelu_erf")};
 
 std::vector<float> last_logits(models::GPT& model, const std::vector<std::uint32_t>& ids) {
   NoGradGuard no_grad;

@@ -83,6 +83,9 @@ Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets);
 Tensor gelu(const Tensor& x);
 Tensor gelu_kernels(const Tensor& x);   // its own kernels: one forward, one backward
 Tensor gelu_composed(const Tensor& x);  // from mul, add, tanh: autograd derives the backward
+// GELU exact, x Phi(x) = 0.5 x erfc(-x / sqrt 2) (PyTorch's nn.GELU(), Hugging Face's "gelu"):
+// what a pretrained model whose config says "gelu" runs (GPTConfig::activation). Its kernels.
+Tensor gelu_erf(const Tensor& x);
 // LayerNorm over the last dim: (x - mean) / sqrt(var + eps) * weight + bias. The registry
 // picks how ("layer_norm"): "kernels" (the default) or "composed".
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);

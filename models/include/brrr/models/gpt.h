@@ -32,9 +32,12 @@ struct GPTConfig {
   // the teaching versions built from primitives) is not the model's: the registry picks
   // (ops::select_composed(), BRRR_KERNELS='*=composed').
   // Hugging Face models may differ from GPT-2 here (chapter 08, "Pretrained models"). to_json
-  // writes these two only when they differ from the defaults, so older checkpoints read the same.
+  // writes these three only when they differ from the defaults, so older checkpoints read the same.
   double layer_norm_eps = 1e-5;  // every LayerNorm's epsilon
   bool tie_head = true;          // lm_head shares wte's weight; false: a lm_head.weight (V, C) of its own
+  // The MLP's GELU: "gelu_tanh", GPT-2's tanh form (Hugging Face's "gelu_new"), or "gelu_erf",
+  // the exact x Phi(x) (Hugging Face's "gelu"; ops::gelu_erf).
+  std::string activation = "gelu_tanh";
 
   void validate() const;        // throws brrr::Error naming the bad field
   std::string to_json() const;  // {"vocab_size": 65, ...}
@@ -81,6 +84,9 @@ class FeedForward : public nn::Module {
   Tensor forward(const Tensor& x) override;  // (B, T, C) -> (B, T, C), 4C hidden
   std::shared_ptr<nn::Linear> c_fc, c_proj;
   std::shared_ptr<nn::Dropout> dropout;
+
+ private:
+  bool gelu_erf_;  // config.activation == "gelu_erf"
 };
 
 class Block : public nn::Module {
