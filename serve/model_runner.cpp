@@ -13,11 +13,9 @@
 // code, by one thread: so a request's logits are the same bits alone or beside any others, at
 // any thread count (tests/serve/test_serve.cpp checks both). The linear layers and LayerNorm
 // are the Decoder's kernels (kernels/cpu/decode.h: linear_rows reads each weight once for all
-// the step's rows, and sums every output element in one order whatever the rows around it);
-// attention is here, since each row attends over its own sequence's cache.
+// the step's rows, and sums every output element in one order whatever the rows around it), and
+// so is attention (attend_row, each row over its own sequence's cache).
 #include "serve/model_runner.h"
-
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -31,20 +29,6 @@ namespace brrr::serve {
 namespace {
 
 using i64 = std::int64_t;
-
-// dot(a, b) over n floats in one fixed order, for attention's scores (q . k): 16 running sums
-// (lane l takes elements l, l + 16, ...; the compiler turns them into vector registers), then a
-// fixed tree 8 + 4 + 2 + 1. Each (row, head) uses it alone, whatever the batch.
-inline float dot(const float* __restrict a, const float* __restrict b, i64 n) {
-  float acc[16] = {};
-  const i64 whole = n / 16 * 16;
-  for (i64 k = 0; k < whole; k += 16)
-    for (int l = 0; l < 16; ++l) acc[l] += a[k + l] * b[k + l];
-  for (i64 k = whole; k < n; ++k) acc[k - whole] += a[k] * b[k];
-  for (int width = 8; width > 0; width /= 2)
-    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  return acc[0];
-}
 
 const float* floats(const Tensor& t, const char* what) {
   BRRR_CHECK(t.defined() && t.device().is_cpu() && t.dtype() == kFloat32 && t.is_contiguous(),
@@ -99,30 +83,23 @@ void ModelRunner::attention(const std::vector<Row>& rows, std::size_t layer, con
     std::copy(qkv + r * 3 * C + C, qkv + r * 3 * C + 2 * C, k);
     std::copy(qkv + r * 3 * C + 2 * C, qkv + r * 3 * C + 3 * C, v);
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-#pragma omp parallel if (R * H > 8)
-  {
-    std::vector<float> p(static_cast<std::size_t>(T));
-#pragma omp for schedule(static)
-    for (i64 job = 0; job < R * H; ++job) {
+  // The Decoder's attention of one query (kernels/cpu/decode.h, attend_row): each (row, head)
+  // on its own, claimed one at a time (late rows of a prompt attend over more keys).
+  if (scores_.size() < static_cast<std::size_t>(R * H * T)) scores_.resize(static_cast<std::size_t>(R * H * T));
+  kernels::cpu::decode_parallel(R * H, 1, [&](i64 b, i64 e) {
+    for (i64 job = b; job < e; ++job) {
       const i64 r = job / H, h = job % H, n = rows[r].pos + 1;
-      const float* q = qkv + r * 3 * C + h * hs;
-      const float* keys = rows[r].cache->keys.data() + static_cast<i64>(layer) * T * C + h * hs;
-      const float* values = rows[r].cache->values.data() + static_cast<i64>(layer) * T * C + h * hs;
-      float largest = -INFINITY;
-      for (i64 t = 0; t < n; ++t) largest = std::max(largest, p[t] = dot(q, keys + t * C, hs) * scale);
-      double total = 0.0;
-      for (i64 t = 0; t < n; ++t) total += p[t] = std::exp(p[t] - largest);
-      const float inv = static_cast<float>(1.0 / total);
-      float* o = out + r * C + h * hs;
-      std::fill(o, o + hs, 0.0f);
-      for (i64 t = 0; t < n; ++t) {
-        const float w = p[t] * inv;
-        if (capture && r == R - 1) capture[h * n + t] = w;
-        for (i64 d = 0; d < hs; ++d) o[d] += w * values[t * C + d];
+      const i64 at = static_cast<i64>(layer) * T * C + h * hs;
+      float* scores = scores_.data() + job * T;
+      kernels::cpu::attend_row(out + r * C + h * hs, qkv + r * 3 * C + h * hs, rows[r].cache->keys.data() + at,
+                               rows[r].cache->values.data() + at, n, C, hs, scores);
+      if (capture && r == R - 1) {  // the weights: attend_row leaves exp(s - max) in scores
+        float total = 0.0f;
+        for (i64 t = 0; t < n; ++t) total += scores[t];
+        for (i64 t = 0; t < n; ++t) capture[h * n + t] = scores[t] / total;
       }
     }
-  }
+  });
 }
 
 std::vector<std::vector<std::vector<float>>> ModelRunner::step(std::vector<StepInput>& inputs) {
@@ -148,6 +125,7 @@ std::vector<std::vector<std::vector<float>>> ModelRunner::step(std::vector<StepI
   using kernels::cpu::layer_norm_rows;
   using kernels::cpu::linear_rows;
   const auto eps = static_cast<float>(config_.layer_norm_eps);
+  const Epilogue gelu = config_.activation == "gelu_erf" ? Epilogue::kGeluErf : Epilogue::kGeluTanh;
   std::vector<float>* capture = capture_;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
@@ -157,7 +135,7 @@ std::vector<std::vector<std::vector<float>>> ModelRunner::step(std::vector<StepI
               capture ? capture->data() + l * config_.n_head * (rows.back().pos + 1) : nullptr);
     linear_rows(x.data(), att.data(), L.proj_w, L.proj_b, R, C, C, Epilogue::kAdd);  // x += attention's projection
     layer_norm_rows(h.data(), x.data(), L.ln2_w, L.ln2_b, R, C, eps);
-    linear_rows(fc.data(), h.data(), L.fc_w, L.fc_b, R, 4 * C, C, Epilogue::kGeluTanh);
+    linear_rows(fc.data(), h.data(), L.fc_w, L.fc_b, R, 4 * C, C, gelu);
     linear_rows(x.data(), fc.data(), L.fc_proj_w, L.fc_proj_b, R, C, 4 * C, Epilogue::kAdd);  // x += the MLP's
   }
   for (Row& row : rows) row.cache->length = std::max(row.cache->length, row.pos + 1);

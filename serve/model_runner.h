@@ -75,6 +75,7 @@ class ModelRunner {
   const float *wte_, *wpe_, *lnf_w_, *lnf_b_, *head_;
   std::vector<Layer> layers_;
   std::vector<float>* capture_ = nullptr;  // attention_of_last's weights, while it runs
+  mutable std::vector<float> scores_;      // attend_row's room: (rows, heads, block_size)
 };
 
 }  // namespace brrr::serve
