@@ -79,7 +79,8 @@ TEST_CASE("ex14.2: an uncoalesced store, bank conflicts and unwritten edge tiles
                  {"transpose variant 'naive'", "the global stores are not coalesced",
                   "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum 6144 = 32.00 (ideal 4.00) sectors per request"});
   check_rejected(grade_variant("ex14.2", "wrong_unpadded"),
-                 {"transpose variant 'wrong_unpadded'", "shared memory has bank conflicts: 5952 on loads and 0 on stores",
+                 {"transpose variant 'wrong_unpadded'",
+                  "shared memory has bank conflicts: 5952 on loads and 0 on stores",
                   "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum 5952"});
   check_rejected(grade_variant("ex14.2", "wrong_whole_tiles"),
                  {"transpose variant 'wrong_whole_tiles'", "M=67 N=45", "= nan (reference "});
