@@ -2,8 +2,8 @@
 // brrr::exercises; the public side is grader.h). Read before: grader.h. Read next: the graders,
 // one file beside each stub in exercises/student/ (NAME_grader.cpp), in the course's order:
 // div_backward (ex03.1), matmul_tiled (ex04.1), bpe_merge (ex06.1), im2col (ex09.1), gelu
-// (ex12.1, ex12.2), layernorm (ex13.1, ex13.2), matmul (ex14.1), attention (ex15.1),
-// crossentropy (ex16.1), adamw (ex16.2), bf16_round (ex18.1).
+// (ex12.1, ex12.2), layernorm (ex13.1, ex13.2), matmul (ex14.1), transpose (ex14.2), attention
+// (ex15.1), crossentropy (ex16.1), adamw (ex16.2), bf16_round (ex18.1).
 #pragma once
 #include <functional>
 #include <sstream>
@@ -48,6 +48,7 @@ Result grade_gelu_backward(const std::string& variant);            // ex12.2, ge
 Result grade_layernorm_forward(const std::string& variant);        // ex13.1, layernorm_grader.cpp
 Result grade_layernorm_backward(const std::string& variant);       // ex13.2, layernorm_grader.cpp
 Result grade_matmul_shared(const std::string& variant);            // ex14.1, matmul_grader.cpp
+Result grade_transpose(const std::string& variant);                // ex14.2, transpose_grader.cpp
 Result grade_flash_attention_forward(const std::string& variant);  // ex15.1, attention_grader.cpp
 Result grade_cross_entropy_fused(const std::string& variant);      // ex16.1, crossentropy_grader.cpp
 Result grade_adamw_step(const std::string& variant);               // ex16.2, adamw_grader.cpp

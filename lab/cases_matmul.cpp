@@ -1,11 +1,12 @@
 // lab/cases_matmul.cpp: the kernel lab's cases for matmul (chapter 04 on the CPU, chapter 14
-// on the GPU) in its three layouts, and linear_gelu, the MLP's first half, an op whose
-// variants are built from ops (framework/src/op_variants.cpp). Read before: cases.h.
-// Read next: cases_nn.cpp.
+// on the GPU) in its three layouts, linear_gelu, the MLP's first half, an op whose
+// variants are built from ops (framework/src/op_variants.cpp), and chapter 14's transpose.
+// Read before: cases.h. Read next: cases_nn.cpp.
 #include "brrr/bfloat16.h"
 #include "brrr/generator.h"
 #include "brrr/ops.h"
 #include "brrr/tensor.h"
+#include "kernels/transpose.h"
 #include "lab/cases.h"
 
 namespace brrr::lab {
@@ -75,6 +76,11 @@ void call_matmul_batched(kernels::matmul_fn<T> f, const Args& a) {
   s.batch = a.dims[0], s.M = a.dims[1], s.N = a.dims[2], s.K = a.dims[3];
   s.stride_a = s.M * s.K, s.stride_b = 0, s.stride_out = s.M * s.N;
   f(a.f<T>("out"), a.f<T>("a"), a.f<T>("b"), s, a.stream);
+}
+
+template <class T>
+void call_transpose(kernels::transpose_fn<T> f, const Args& a) {
+  f(a.f<T>("out"), a.f<T>("in"), a.dims[0], a.dims[1], a.stream);
 }
 
 Case matmul_case(Case c) {
@@ -327,6 +333,28 @@ std::vector<Case> matmul_cases() {
            .call = call(ops::variants::linear_gelu<float>, &call_linear_gelu, ops::variants::linear_gelu<double>,
                         &call_linear_gelu),
            .gradcheck = &linear_gelu_gradcheck},
+      // Chapter 14's memory section and exercise ex14.2: the copy whose loads and stores cannot
+      // both be coalesced without shared memory.
+      Case{.name = "transpose",
+           .what = "out (N, M) = in (M, N)^T, both row-major",
+           .chapter = "14",
+           .dim_names = {"M", "N"},
+           .gpu_size = {8192, 8192}, .emulator_size = {256, 256}, .cpu_size = {4096, 4096},
+           // one element, one row, one column; sizes that are no multiple of a 32 x 32 tile
+           .shapes = {{1, 1}, {1, 45}, {45, 1}, {67, 45}, {33, 130}},
+           .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1]; },  // in read once, out written once
+           .make = [](Problem& p, Random& r) {
+             p.input("in", r.normal(p.dims[0] * p.dims[1]));
+             p.output("out", p.dims[0] * p.dims[1]);
+           },
+           .reference = [](Problem& p) {
+             const std::int64_t M = p.dims[0], N = p.dims[1];
+             const std::vector<double>& in = p.in("in");
+             std::vector<double>& out = p.out("out");
+             for (std::int64_t i = 0; i < M; ++i)
+               for (std::int64_t j = 0; j < N; ++j) out[j * M + i] = in[i * N + j];
+           },
+           .call = call(op::transpose<float>, &call_transpose<float>, op::transpose<double>, &call_transpose<double>)},
   };
 }
 

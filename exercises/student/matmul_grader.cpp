@@ -1,6 +1,6 @@
 // exercises/student/matmul_grader.cpp: the grader of ex14.1 (chapter 14), the shared-memory matmul
 // kernel, the whole MatmulShape contract. Read before: the stub beside it, then
-// exercises/grading.h. Read next: exercises/student/attention_grader.cpp (ex15.1).
+// exercises/grading.h. Read next: exercises/student/transpose_grader.cpp (ex14.2).
 #include <cmath>
 
 #include "exercises/grading.h"

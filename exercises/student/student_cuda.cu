@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/simt.h"
 #include "kernels/registry.h"
+#include "kernels/transpose.h"
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 
@@ -28,6 +29,7 @@ void register_student_cuda_kernels() {
   add(op::layernorm_forward<float>, kCuda, "student", &student::layernorm_forward, -10, stub);    // ex13.1
   add(op::layernorm_backward<float>, kCuda, "student", &student::layernorm_backward, -10, stub);  // ex13.2
   add(op::matmul<float>, kCuda, "student", &student::matmul_shared, -10, stub);                   // ex14.1
+  add(op::transpose<float>, kCuda, "student", &student::transpose, -10, stub);                    // ex14.2
   add(op::attention_forward<float>, kCuda, "student", &student::flash_attention_forward, -10, stub);  // ex15.1
   add(op::cross_entropy_fused<float>, kCuda, "student", &student::cross_entropy_fused, -10, stub);    // ex16.1
   add(op::adamw_step<float>, kCuda, "student", &student::adamw_step, -10, stub);                      // ex16.2
@@ -39,6 +41,7 @@ void register_student_cuda_kernels() {
   add(op::layernorm_forward<float>, kCuda, "solution", &solution::layernorm_forward, -20, answer);
   add(op::layernorm_backward<float>, kCuda, "solution", &solution::layernorm_backward, -20, answer);
   add(op::matmul<float>, kCuda, "solution", &solution::matmul_shared, -20, answer);
+  add(op::transpose<float>, kCuda, "solution", &solution::transpose, -20, answer);
   add(op::attention_forward<float>, kCuda, "solution", &solution::flash_attention_forward, -20, answer);
   add(op::cross_entropy_fused<float>, kCuda, "solution", &solution::cross_entropy_fused, -20, answer);
   add(op::adamw_step<float>, kCuda, "solution", &solution::adamw_step, -20, answer);

@@ -6,6 +6,7 @@
 //   ex12.1 gelu_forward, ex12.2 gelu_backward           exercises/student/gelu.cu         (chapter 12)
 //   ex13.1 layernorm_forward, ex13.2 layernorm_backward exercises/student/layernorm.cu    (chapter 13)
 //   ex14.1 matmul_shared                              exercises/student/matmul.cu       (chapter 14)
+//   ex14.2 transpose (graded on its memory counters)  exercises/student/transpose.cu    (chapter 14)
 //   ex15.1 flash_attention_forward                    exercises/student/attention.cu    (chapter 15)
 //   ex16.1 cross_entropy_fused                        exercises/student/crossentropy.cu (chapter 16)
 //   ex16.2 adamw_step                                 exercises/student/adamw.cu        (chapter 16)
@@ -31,6 +32,7 @@ namespace brrr::student {
                           const float* weight, const float* mean, const float* rstd, std::int64_t N,               \
                           std::int64_t C, Stream stream);                                                          \
   void matmul_shared(float* out, const float* a, const float* b, const MatmulShape& shape, Stream stream);         \
+  void transpose(float* out, const float* in, std::int64_t M, std::int64_t N, Stream stream);                      \
   void flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,             \
                                const AttentionShape& shape, Stream stream);                                        \
   void cross_entropy_fused(float* losses, float* dlogits, const float* logits, const std::int32_t* targets,        \

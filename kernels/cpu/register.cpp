@@ -6,6 +6,7 @@
 #include "brrr/bfloat16.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/registry.h"
+#include "kernels/transpose.h"
 
 namespace brrr::kernels {
 
@@ -98,6 +99,7 @@ void register_cast() {
 void register_cpu_kernels() {
   register_floating<float>();
   register_floating<double>();
+  cpu::register_transpose_kernels();  // kernels/cpu/transpose.cpp (chapter 14's transpose)
 #ifdef __AVX512F__
   // float32 only, and only where the AVX-512 micro-kernel compiles: beats "eigen" (10).
   add(op::matmul<float>, kCpu, "blocked", &cpu::matmul_blocked<float>, 20,

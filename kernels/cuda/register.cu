@@ -4,6 +4,7 @@
 // exercises' kernels join through a provider: exercises/install.cpp).
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/simt.h"
+#include "kernels/transpose.h"
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 
@@ -18,6 +19,7 @@ void register_kernels() {
   register_adamw_kernels();
   register_attention_kernels();
   register_conv_kernels();
+  register_transpose_kernels();  // transpose.cu (declared in kernels/transpose.h)
 #if !BRRR_EMULATOR
   register_cublas_kernels();  // the default matmul on a GPU; the emulator has no cuBLAS
 #endif

@@ -71,6 +71,21 @@ TEST_CASE("ex06.1: a tie to the larger pair, and merging overlapping pairs, both
 #endif
 }
 
+// ex14.2 is graded on its memory counters too (on the emulator): the naive kernel (the op's
+// built-in variant) writes a column per warp, a [32][32] tile conflicts on its column reads, and
+// a grid rounded down leaves the ragged edges unwritten.
+TEST_CASE("ex14.2: an uncoalesced store, bank conflicts and unwritten edge tiles all fail") {
+  check_rejected(grade_variant("ex14.2", "naive"),
+                 {"transpose variant 'naive'", "the global stores are not coalesced",
+                  "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum 6144 = 32.00 (ideal 4.00) sectors per request"});
+  check_rejected(grade_variant("ex14.2", "wrong_unpadded"),
+                 {"transpose variant 'wrong_unpadded'",
+                  "shared memory has bank conflicts: 5952 on loads and 0 on stores",
+                  "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum 5952"});
+  check_rejected(grade_variant("ex14.2", "wrong_whole_tiles"),
+                 {"transpose variant 'wrong_whole_tiles'", "M=67 N=45", "= nan (reference "});
+}
+
 // ex12.1-ex16.2 run on the GPU, or on the emulator without one (slow: every thread a fiber, but the
 // graders' sizes are small).
 TEST_CASE("ex12.1-ex16.2: each CUDA kernel with one planted mistake fails its grader") {

@@ -3,7 +3,7 @@
 // SIMT emulator), registered as variants "wrong_<mistake>" by register_wrong_cuda_kernels().
 // test_wrong_answers.cpp grades them: each grader must fail them and say where.
 // Plain kernels on purpose: one thread per element, row or output, except where the mistake
-// lives in the tiling (ex14.1) or the online softmax (ex15.1).
+// lives in the tiling (ex14.1, ex14.2) or the online softmax (ex15.1).
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include "kernels/cuda/simt.h"
 #include "kernels/registry.h"
 #include "kernels/signatures.h"
+#include "kernels/transpose.h"
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE::wrong {
 
@@ -151,6 +152,40 @@ void matmul_tile_short(float* out, const float* a, const float* b, const MatmulS
 }
 
 // ---------------------------------------------------------------------------------------------
+// ex14.2: the shared-memory transpose, two slips. wrong_unpadded: the tile is [32][32], so the
+// column read of the store loop has all 32 lanes in one bank (right results, 31 bank conflicts
+// per request). wrong_whole_tiles: padded, but the grid is N / 32 by M / 32 blocks, rounded
+// down, so the ragged edge tiles are never written (right counts at multiples of 32).
+
+constexpr int kTransposeTile = 32, kTransposeRows = 8;
+
+template <int kPad>
+__global__ void transpose_tile_kernel(float* out, const float* in, std::int64_t M, std::int64_t N) {
+  __shared__ float tile[kTransposeTile][kTransposeTile + kPad];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * kTransposeTile;
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.y) * kTransposeTile;
+  for (int r = 0; r < kTransposeTile; r += kTransposeRows) {
+    const std::int64_t i = row0 + ty + r, j = col0 + tx;
+    if (i < M && j < N) tile[ty + r][tx] = in[i * N + j];
+  }
+  __syncthreads();
+  for (int r = 0; r < kTransposeTile; r += kTransposeRows) {
+    const std::int64_t j = col0 + ty + r, i = row0 + tx;
+    if (j < N && i < M) out[j * M + i] = tile[tx][ty + r];
+  }
+}
+template <int kPad, bool kWholeTilesOnly>
+void transpose_tile(float* out, const float* in, std::int64_t M, std::int64_t N, Stream stream) {
+  if (M == 0 || N == 0) return;
+  const std::int64_t tiles_n = kWholeTilesOnly ? N / kTransposeTile : ceil_div(N, kTransposeTile);  // the slip
+  const std::int64_t tiles_m = kWholeTilesOnly ? M / kTransposeTile : ceil_div(M, kTransposeTile);
+  if (tiles_n == 0 || tiles_m == 0) return;
+  const dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m));
+  BRRR_LAUNCH((transpose_tile_kernel<kPad>), grid, dim3(kTransposeTile, kTransposeRows), 0, stream, out, in, M, N);
+}
+
+// ---------------------------------------------------------------------------------------------
 // ex15.1: flash attention whose online softmax never rescales: when a later tile of keys raises
 // the running max, what was summed under the old max is kept as it was. Right while T fits
 // one tile (32 keys), wrong past it. One thread per query row.
@@ -261,6 +296,8 @@ void register_wrong_cuda_kernels() {
   add(op::layernorm_backward<float>, kCuda, "wrong_no_mean_term", &wrong::layernorm_backward_no_mean_term,
       -30);                                                                                                // ex13.2
   add(op::matmul<float>, kCuda, "wrong_tile_short", &wrong::matmul_tile_short, -30);                    // ex14.1
+  add(op::transpose<float>, kCuda, "wrong_unpadded", &wrong::transpose_tile<0, false>, -30);               // ex14.2
+  add(op::transpose<float>, kCuda, "wrong_whole_tiles", &wrong::transpose_tile<1, true>, -30);            // ex14.2
   add(op::attention_forward<float>, kCuda, "wrong_no_rescale", &wrong::attention_forward_no_rescale, -30);  // ex15.1
   add(op::cross_entropy_fused<float>, kCuda, "wrong_no_dloss", &wrong::cross_entropy_fused_no_dloss, -30);  // ex16.1
   add(op::adamw_step<float>, kCuda, "wrong_no_bias_correction", &wrong::adamw_step_no_bias_correction,
