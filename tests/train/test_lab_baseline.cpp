@@ -28,7 +28,8 @@ namespace {
 float bf16(float x) { return round_to_bf16(x); }
 
 // --- Test-only bf16 GEMMs: out (M, N) = bf16(a) @ bf16(b), float32 out ------------------------
-constexpr kernels::Op<kernels::matmul_fn<float>> kTestMatmul{"lab_test_matmul_bf16", kFloat32};
+// A slot of bf16 products (as matmul:bf16): its variants are judged against the bf16 baseline.
+constexpr auto kTestMatmul = kernels::Op<kernels::matmul_fn<float>>{"lab_test_matmul", kFloat32}.autocast();
 
 // BF16_SUM: the planted loss, the running sum rounded to bf16 after every product (a bf16
 // accumulator) where a tensor core keeps float32.
@@ -52,7 +53,7 @@ void call_test_matmul(kernels::matmul_fn<float> f, const lab::Args& a) {
 }
 
 // --- Test-only bf16 attention forwards (one head at a time, the causal mask) ------------------
-constexpr kernels::Op<kernels::attention_forward_fn<float>> kTestAttention{"lab_test_attention_bf16", kFloat32};
+constexpr auto kTestAttention = kernels::Op<kernels::attention_forward_fn<float>>{"lab_test_attention", kFloat32}.autocast();
 
 enum class Loss { kNone, kBF16Accumulator, kScoresInBF16 };
 
@@ -100,8 +101,7 @@ void register_test_variants() {
   static std::once_flag once;
   std::call_once(once, [] {
     kernels::ops();  // build the registry first
-    kernels::VariantMeta meta;
-    meta.bf16_inputs = true;  // bf16 variants: judged against the bf16 baseline
+    const kernels::VariantMeta meta;  // bf16 inputs: the slot (autocast()) says so
     const DeviceType cpu = DeviceType::CPU;
     kernels::add(kTestMatmul, cpu, "rounded", &test_matmul_bf16<false>, 10, meta);
     kernels::add(kTestMatmul, cpu, "bf16_accumulator", &test_matmul_bf16<true>, 0, meta);
@@ -113,15 +113,15 @@ void register_test_variants() {
 
 lab::Case test_matmul_case() {
   lab::Case c = lab::find_case("matmul:bf16");
-  c.name = c.op = kTestMatmul.name;
   c.call = lab::call(kTestMatmul, &call_test_matmul, kTestMatmul, &call_test_matmul);
+  c.name = c.op = c.call.op;  // "lab_test_matmul:bf16"
   return c;
 }
 
 lab::Case test_attention_case() {
   lab::Case c = lab::find_case("attention_forward:bf16");
-  c.name = c.op = kTestAttention.name;
   c.call = lab::call(kTestAttention, &call_test_attention, kTestAttention, &call_test_attention);
+  c.name = c.op = c.call.op;
   return c;
 }
 
