@@ -194,6 +194,9 @@ template <class T> using bias_gelu_backward_fn = void (*)(T* dx, T* dbias, const
 // a @ b before the bias (the x that bias_gelu_backward takes). shape as matmul's; accumulate
 // is refused.
 template <class T> using matmul_bias_gelu_fn = void (*)(T* out, T* pre, const T* a, const T* b, const T* bias, const MatmulShape& shape, Stream);
+// transpose (chapter 14's exercise ex14.2): out (N, M) = in (M, N)^T, both row-major,
+// out[j * M + i] = in[i * N + j]. Its kernels are declared in kernels/transpose.h.
+template <class T> using transpose_fn = void (*)(T* out, const T* in, std::int64_t M, std::int64_t N, Stream);
 // residual_layernorm_forward: sum (N, C) = x + residual, then out = layernorm(sum) with its
 // mean and rstd (N). The backward of the sum is the identity, so layernorm_backward serves.
 template <class T> using residual_layernorm_forward_fn = void (*)(T* sum, T* out, T* mean, T* rstd, const T* x, const T* residual, const T* weight, const T* bias, std::int64_t N, std::int64_t C, T eps, Stream);
@@ -327,6 +330,7 @@ template <class T> inline constexpr Op<avg_pool2d_backward_fn<T>> avg_pool2d_bac
 template <class T> inline constexpr Op<adamw_step_fn<T>> adamw_step{"adamw_step", dtype_of<T>()};
 template <class T> inline constexpr Op<adamw_multi_step_fn<T>> adamw_multi_step{"adamw_multi_step", dtype_of<T>()};
 template <class T> inline constexpr Op<sgd_step_fn<T>> sgd_step{"sgd_step", dtype_of<T>()};
+template <class T> inline constexpr Op<transpose_fn<T>> transpose{"transpose", dtype_of<T>()};
 }  // namespace op
 
 }  // namespace brrr::kernels

@@ -1,9 +1,9 @@
-// kernels/transpose.h: the transpose op, out (N, M) = in (M, N)^T: its signature, its
-// descriptor and its kernels. Chapter 14 (the memory section and exercise ex14.2), where a
-// transpose is the smallest kernel whose loads and stores cannot both be coalesced without
-// shared memory. Read before: kernels/signatures.h (every other op's signature; this one is in
-// a header of its own so that only the files that use it include it). Read next:
-// kernels/cuda/transpose.cu, then exercises/student/transpose.cu.
+// kernels/transpose.h: the transpose op's kernels, out (N, M) = in (M, N)^T (its signature
+// and descriptor are kernels/signatures.h's, op::transpose, as every op's). Chapter 14 (the
+// memory section and exercise ex14.2), where a transpose is the smallest kernel whose loads
+// and stores cannot both be coalesced without shared memory. Read before:
+// kernels/signatures.h. Read next: kernels/cuda/transpose.cu, then
+// exercises/student/transpose.cu.
 //
 // The framework transposes by copying with strides (op::copy, kernels/signatures.h's Loop);
 // this op is the same copy for one contiguous (M, N) matrix, with the kernels that the
@@ -14,14 +14,6 @@
 #include "kernels/signatures.h"
 
 namespace brrr::kernels {
-
-// out (N, M) from in (M, N), both row-major: out[j * M + i] = in[i * N + j].
-template <class T>
-using transpose_fn = void (*)(T* out, const T* in, std::int64_t M, std::int64_t N, Stream);
-
-namespace op {
-template <class T> inline constexpr Op<transpose_fn<T>> transpose{"transpose", dtype_of<T>()};
-}  // namespace op
 
 namespace cpu {
 // The CPU's kernel (kernels/cpu/transpose.cpp): the two loops, in blocks of rows over the cores.
