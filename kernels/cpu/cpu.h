@@ -99,4 +99,11 @@ inline float erfc_vec(float x) {
 }
 inline double erfc_vec(double x) { return std::erfc(x); }
 
+// The exact GELU of one value, 0.5 x erfc(-x / sqrt 2): nn.cpp's gelu_erf_forward and the
+// Decoder's epilogue (decode.cpp) both compute it with this, so their bits agree.
+template <class T>
+inline T gelu_erf_value(T x) {
+  return T(0.5) * x * erfc_vec(static_cast<T>(-0.7071067811865476) * x);
+}
+
 }  // namespace brrr::kernels::cpu

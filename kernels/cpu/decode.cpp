@@ -228,14 +228,12 @@ inline float gelu_tanh(float v) {  // 0.5 v (1 + tanh(u)) written as v / (1 + ex
   return v / (1.0f + exp_vec(k2 * (v + c * v * v * v)));
 }
 
-inline float gelu_erf(float v) { return 0.5f * v * erfc_vec(-0.70710678f * v); }  // as nn.cpp's gelu_erf_forward
-
 inline float epilogue(Epilogue e, float dst, float v) {
   switch (e) {
     case Epilogue::kStore: return v;
     case Epilogue::kAdd: return dst + v;
     case Epilogue::kGeluTanh: return gelu_tanh(v);
-    case Epilogue::kGeluErf: return gelu_erf(v);
+    case Epilogue::kGeluErf: return gelu_erf_value(v);  // cpu.h, as nn.cpp's gelu_erf_forward
   }
   return v;
 }

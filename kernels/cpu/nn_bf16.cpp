@@ -29,30 +29,37 @@ void narrow(bf16* out, const std::vector<float>& x) {
   for (std::size_t i = 0; i < x.size(); ++i) out[i] = bf16(x[i]);
 }
 
+// An elementwise float32 kernel (out from x; or dx from dout and x) on bf16 data.
+template <void (*F)(float*, const float*, std::int64_t, Stream)>
+void unary_bf16(bf16* out, const bf16* x, std::int64_t n, Stream s) {
+  std::vector<float> y(static_cast<std::size_t>(n));
+  F(y.data(), widen(x, n).data(), n, s);
+  narrow(out, y);
+}
+
+template <void (*F)(float*, const float*, const float*, std::int64_t, Stream)>
+void unary_backward_bf16(bf16* dx, const bf16* dout, const bf16* x, std::int64_t n, Stream s) {
+  std::vector<float> d(static_cast<std::size_t>(n));
+  F(d.data(), widen(dout, n).data(), widen(x, n).data(), n, s);
+  narrow(dx, d);
+}
+
 }  // namespace
 
 void gelu_forward_bf16(bf16* out, const bf16* x, std::int64_t n, Stream s) {
-  std::vector<float> y(static_cast<std::size_t>(n));
-  gelu_forward<float>(y.data(), widen(x, n).data(), n, s);
-  narrow(out, y);
+  unary_bf16<&gelu_forward<float>>(out, x, n, s);
 }
 
 void gelu_backward_bf16(bf16* dx, const bf16* dout, const bf16* x, std::int64_t n, Stream s) {
-  std::vector<float> d(static_cast<std::size_t>(n));
-  gelu_backward<float>(d.data(), widen(dout, n).data(), widen(x, n).data(), n, s);
-  narrow(dx, d);
+  unary_backward_bf16<&gelu_backward<float>>(dx, dout, x, n, s);
 }
 
 void gelu_erf_forward_bf16(bf16* out, const bf16* x, std::int64_t n, Stream s) {
-  std::vector<float> y(static_cast<std::size_t>(n));
-  gelu_erf_forward<float>(y.data(), widen(x, n).data(), n, s);
-  narrow(out, y);
+  unary_bf16<&gelu_erf_forward<float>>(out, x, n, s);
 }
 
 void gelu_erf_backward_bf16(bf16* dx, const bf16* dout, const bf16* x, std::int64_t n, Stream s) {
-  std::vector<float> d(static_cast<std::size_t>(n));
-  gelu_erf_backward<float>(d.data(), widen(dout, n).data(), widen(x, n).data(), n, s);
-  narrow(dx, d);
+  unary_backward_bf16<&gelu_erf_backward<float>>(dx, dout, x, n, s);
 }
 
 void bias_gelu_forward_bf16(bf16* out, const bf16* x, const bf16* bias, std::int64_t N, std::int64_t C, Stream s) {
