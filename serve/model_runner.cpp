@@ -115,7 +115,7 @@ std::vector<std::vector<std::vector<float>>> ModelRunner::step(std::vector<StepI
     }
   }
   const i64 R = static_cast<i64>(rows.size());
-  std::vector<float> x(R * C), h(R * C), qkv(R * 3 * C), att(R * C), fc(R * 4 * C);
+  aligned_vector<float> x(R * C), h(R * C), qkv(R * 3 * C), att(R * C), fc(R * 4 * C);
   for (i64 r = 0, at = 0; at < static_cast<i64>(inputs.size()); ++at)
     for (std::uint32_t token : inputs[at].tokens) {
       for (i64 c = 0; c < C; ++c) x[r * C + c] = wte_[token * C + c] + wpe_[rows[r].pos * C + c];
@@ -147,7 +147,7 @@ std::vector<std::vector<std::vector<float>>> ModelRunner::step(std::vector<StepI
     r += n;
   }
   const i64 W = static_cast<i64>(wanted.size());
-  std::vector<float> picked(W * C), normed(W * C), logits(W * V);
+  aligned_vector<float> picked(W * C), normed(W * C), logits(W * V);
   for (i64 w = 0; w < W; ++w) std::copy(x.begin() + wanted[w] * C, x.begin() + (wanted[w] + 1) * C, picked.begin() + w * C);
   layer_norm_rows(normed.data(), picked.data(), lnf_w_, lnf_b_, W, C, eps);
   linear_rows(logits.data(), normed.data(), head_, nullptr, W, V, C, Epilogue::kStore);

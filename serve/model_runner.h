@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "brrr/aligned_vector.h"
 #include "brrr/models/gpt.h"
 
 namespace brrr::serve {
@@ -28,7 +29,7 @@ namespace brrr::serve {
 // One sequence's keys and values, every layer: (n_layer, block_size, C) each, filled up to
 // length(). Reserved whole when the slot is made: 2 * n_layer * block_size * C floats.
 struct SequenceCache {
-  std::vector<float> keys, values;
+  aligned_vector<float> keys, values;  // on cache lines, as the Decoder's (brrr/aligned_vector.h)
   std::int64_t length = 0;
 };
 

@@ -4,13 +4,17 @@
 // linear_rows is a matrix-vector product (a GEMV) when M = 1, generation's case: each row of
 // W is read once, multiplied with x and summed, so the time is W's bytes over the memory
 // bandwidth. Rows of W go to the threads in blocks of 48; within a block, a micro-kernel takes
-// 4 rows of W against 1 or 2 rows of x when x has fewer than 4 rows (decoding: four independent
-// sums per row), and 3 rows of W against 4 rows of x otherwise (a batch of sequences, a
-// prefill: 12 vector accumulators from 3 loads of W and 4 of x, 7 loads per 12 FMAs, as a GEMM's
-// micro-kernel). The loads of W come first and the rows of x one at a time, so the tile needs
-// 12 + 3 + 1 of AVX2's 16 vector registers. (Loading the 4 rows of x first needs 17: GCC then
-// reloaded them for every row of W, 2 loads per FMA.) When decoding, each tile prefetches the
-// rows of W two tiles on (see tile).
+// 4 rows of W against 1 or 2 rows of x when x has fewer than 3 rows (decoding: four independent
+// sums per row), and 3 rows of W against 3 rows of x otherwise (a batch of sequences, a
+// prefill: 9 vector accumulators from 3 loads of W and 3 of x, 6 loads per 9 FMAs, as a GEMM's
+// micro-kernel), 13 of AVX2's 16 vector registers. A 4 x 3 tile (12 sums, 7 loads) needs all
+// 16, and GCC then reloaded a row of x or of W from memory for every FMA instead, 15 or 16
+// loads per 12 FMAs: measured at 512 x 1536 x 384 on one thread, in a test program, 3 x 3 ran
+// 1.5-1.9x the 4 x 3's GFLOP/s. When decoding, each tile prefetches the rows of W two tiles on
+// (see tile). Both operands should start on 32-byte boundaries (the buffers below are
+// aligned_vector, decode.h): a vector load that straddles two cache lines costs two, and with
+// 16-byte aligned rows that was every other load (the same test program: 28-33 GFLOP/s against
+// 47-60 with aligned rows).
 // With AVX2 and FMA (this build's -march says whether) a vector is 8 floats; otherwise a plain
 // array of 8 that computes the same sums, so the numbers are the same bits either way.
 #include "kernels/cpu/decode.h"
@@ -202,23 +206,25 @@ inline float hsum(Vec v) {
 }
 #endif
 
-// out[r][j] = x_r . w_j for R rows of x (stride ldx) and J rows of w (stride K), in decode.h's order.
-// `ahead`, when given, is prefetched along at the pace W is read (see block).
+// out[r][j] = x_r . w_j over K numbers, for R rows of x (stride ldx) and J rows of w (stride
+// ldw), in decode.h's order. `ahead`, when given, is prefetched along at the pace W is read
+// (see tile).
 template <int R, int J, class W>
-inline void dots(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 K, const char* ahead = nullptr) {
+inline void dots(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 ldw, i64 K,
+                 const char* ahead = nullptr) {
   Vec acc[R][J];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < J; ++j) acc[r][j] = zero();
   const i64 K8 = K - K % 8;
   for (i64 k = 0; k < K8; k += 8) {
-    // J loads of W, then the rows of x one at a time: R x J sums + J + 1 registers (16 at 4 x 3).
+    // J loads of W, then the rows of x one at a time: R x J sums + J + 1 registers (13 at 3 x 3).
     Vec wv[J];
     if (ahead) {
       constexpr int kBytes = J * 8 * static_cast<int>(sizeof(W));  // W's bytes per step of k
       for (int b = 0; b < kBytes; b += 64) prefetch(ahead + b);
       ahead += kBytes;
     }
-    for (int j = 0; j < J; ++j) wv[j] = load(w + j * K + k);
+    for (int j = 0; j < J; ++j) wv[j] = load(w + j * ldw + k);
     for (int r = 0; r < R; ++r) {
       const Vec xv = load(x + r * ldx + k);
       for (int j = 0; j < J; ++j) acc[r][j] = fma(xv, wv[j], acc[r][j]);
@@ -227,7 +233,7 @@ inline void dots(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 K,
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < J; ++j) {
       float s = hsum(acc[r][j]);
-      for (i64 k = K8; k < K; ++k) s = std::fma(x[r * ldx + k], widen(w[j * K + k]), s);
+      for (i64 k = K8; k < K; ++k) s = std::fma(x[r * ldx + k], widen(w[j * ldw + k]), s);
       out[r][j] = s;
     }
 }
@@ -262,7 +268,7 @@ inline void tile(float* y, const float* x, const W* w, const float* bias, i64 m,
   const char* ahead = Stream ? reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(w) +
                                                              sizeof(W) * static_cast<std::uintptr_t>((n + J * kPrefetchTiles) * K))
                              : nullptr;
-  dots<R, J>(out, x + m * K, K, w + n * K, K, ahead);
+  dots<R, J>(out, x + m * K, K, w + n * K, K, K, ahead);
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < J; ++j) {
       const float v = bias ? out[r][j] + bias[n + j] : out[r][j];
@@ -285,13 +291,13 @@ void block(float* y, const float* x, const W* w, const float* bias, i64 M, i64 n
     i64 n = n0;
     for (; n + J <= n1; n += J) {
       i64 m = m0;
-      for (; m + RX <= m1; m += RX) tile<RX < 4, RX, J>(y, x, w, bias, m, n, N, K, e);
-      for (; m < m1; ++m) tile<RX < 4, 1, J>(y, x, w, bias, m, n, N, K, e);
+      for (; m + RX <= m1; m += RX) tile<RX < 3, RX, J>(y, x, w, bias, m, n, N, K, e);
+      for (; m < m1; ++m) tile<RX < 3, 1, J>(y, x, w, bias, m, n, N, K, e);
     }
     for (; n < n1; ++n) {
       i64 m = m0;
-      for (; m + RX <= m1; m += RX) tile<RX < 4, RX, 1>(y, x, w, bias, m, n, N, K, e);
-      for (; m < m1; ++m) tile<RX < 4, 1, 1>(y, x, w, bias, m, n, N, K, e);
+      for (; m + RX <= m1; m += RX) tile<RX < 3, RX, 1>(y, x, w, bias, m, n, N, K, e);
+      for (; m < m1; ++m) tile<RX < 3, 1, 1>(y, x, w, bias, m, n, N, K, e);
     }
   }
 }
@@ -299,12 +305,12 @@ void block(float* y, const float* x, const W* w, const float* bias, i64 M, i64 n
 template <class W>
 void linear_rows_impl(float* y, const float* x, const W* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
   constexpr i64 kRowsOfW = 48;  // a block of W's rows (144 KiB at K = 768 in float32): one thread's share of work
-  // A few rows (decoding): 1 x 4 or 2 x 4 tiles, four independent sums per row of x. Four rows or
-  // more (a batch of sequences, a prefill): 4 x 3 tiles, 12 sums from 7 loads, as a GEMM's
+  // A few rows (decoding): 1 x 4 or 2 x 4 tiles, four independent sums per row of x. Three rows
+  // or more (a batch of sequences, a prefill): 3 x 3 tiles, 9 sums from 6 loads, as a GEMM's
   // micro-kernel. Either way every output is the same dot product (the order above).
   share(N, kRowsOfW, [&](i64 n0, i64 n1) {
-    if (M >= 4)
-      block<4, 3>(y, x, w, bias, M, n0, n1, N, K, e);
+    if (M >= 3)
+      block<3, 3>(y, x, w, bias, M, n0, n1, N, K, e);
     else
       block<2, 4>(y, x, w, bias, M, n0, n1, N, K, e);
   });
@@ -338,27 +344,61 @@ void layer_norm_rows(float* y, const float* x, const float* w, const float* b, i
   });
 }
 
+void attend_rows(float* out, i64 ldo, const float* q, i64 ldq, const float* keys, const float* values, i64 t0,
+                 i64 n, i64 stride, i64 hs, float* scores, i64 lds) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  // The scores of 3 rows at a time, q_i . k_p as 3 x 3 tiles of dot products (the tile of a
+  // prefill's linear layer, decode.h's order, so each is the number a row alone would get):
+  // 6 loads per 9 products where one row's dots take 2 per product. The last keys of a tile
+  // may lie past a row's own position; those scores are computed and never read.
+  i64 i0 = 0;
+  for (; i0 + 3 <= n; i0 += 3) {
+    const i64 t = t0 + i0 + 3;  // the tile's keys: the last row's
+    i64 p = 0;
+    for (; p + 3 <= t; p += 3) {
+      float s[3][3];
+      dots<3, 3>(s, q + i0 * ldq, ldq, keys + p * stride, stride, hs);
+      for (int r = 0; r < 3; ++r)
+        for (int j = 0; j < 3; ++j) scores[(i0 + r) * lds + p + j] = s[r][j] * scale;
+    }
+    for (; p < t; ++p) {
+      float s[3][1];
+      dots<3, 1>(s, q + i0 * ldq, ldq, keys + p * stride, stride, hs);
+      for (int r = 0; r < 3; ++r) scores[(i0 + r) * lds + p] = s[r][0] * scale;
+    }
+  }
+  for (i64 i = i0; i < n; ++i)
+    for (i64 p = 0; p <= t0 + i; ++p) {
+      float s[1][1];
+      dots<1, 1>(s, q + i * ldq, ldq, keys + p * stride, stride, hs);
+      scores[i * lds + p] = s[0][0] * scale;
+    }
+  // Each row's softmax and weighted sum of values, over its own positions 0 .. t0 + i.
+  for (i64 i = 0; i < n; ++i) {
+    const i64 t = t0 + i + 1;
+    float* sc = scores + i * lds;
+    float* o = out + i * ldo;
+    float top = -INFINITY;
+    for (i64 p = 0; p < t; ++p) top = std::max(top, sc[p]);
+#pragma omp simd
+    for (i64 p = 0; p < t; ++p) sc[p] = exp_vec(sc[p] - top);
+    float total = 0.0f;
+    for (i64 p = 0; p < t; ++p) total += sc[p];
+    std::fill(o, o + hs, 0.0f);
+    for (i64 p = 0; p < t; ++p) {
+      const float a = sc[p];
+      const float* v = values + p * stride;
+#pragma omp simd
+      for (i64 d = 0; d < hs; ++d) o[d] = std::fma(a, v[d], o[d]);
+    }
+    const float inv = 1.0f / total;
+    for (i64 d = 0; d < hs; ++d) o[d] *= inv;
+  }
+}
+
 void attend_row(float* out, const float* q, const float* keys, const float* values, i64 t, i64 stride, i64 hs,
                 float* scores) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  float top = -INFINITY;
-  for (i64 p = 0; p < t; ++p) {
-    float s[1][1];
-    dots<1, 1>(s, q, hs, keys + p * stride, hs);
-    scores[p] = s[0][0] * scale;
-    top = std::max(top, scores[p]);
-  }
-  float total = 0.0f;
-  for (i64 p = 0; p < t; ++p) total += scores[p] = exp_vec(scores[p] - top);
-  std::fill(out, out + hs, 0.0f);
-  for (i64 p = 0; p < t; ++p) {
-    const float a = scores[p];
-    const float* v = values + p * stride;
-#pragma omp simd
-    for (i64 d = 0; d < hs; ++d) out[d] = std::fma(a, v[d], out[d]);
-  }
-  const float inv = 1.0f / total;
-  for (i64 d = 0; d < hs; ++d) out[d] *= inv;
+  attend_rows(out, hs, q, hs, keys, values, t - 1, 1, stride, hs, scores, t);
 }
 
 }  // namespace brrr::kernels::cpu

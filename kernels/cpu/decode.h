@@ -48,4 +48,12 @@ void decode_parallel(std::int64_t n, std::int64_t grain, const std::function<voi
 void attend_row(float* out, const float* q, const float* keys, const float* values, std::int64_t t,
                 std::int64_t stride, std::int64_t hs, float* scores);
 
+// The same for n consecutive rows of one sequence and head (a prefill): row i's query, at
+// q + i * ldq, attends over positions 0 .. t0 + i; its output goes to out + i * ldo and its
+// scores (room for t0 + n floats) to scores + i * lds. Each row's numbers are attend_row's,
+// bit for bit; the scores are computed as 3 x 3 tiles of dot products.
+void attend_rows(float* out, std::int64_t ldo, const float* q, std::int64_t ldq, const float* keys,
+                 const float* values, std::int64_t t0, std::int64_t n, std::int64_t stride, std::int64_t hs,
+                 float* scores, std::int64_t lds);
+
 }  // namespace brrr::kernels::cpu

@@ -138,8 +138,22 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
   }
   const float eps = static_cast<float>(config_.layer_norm_eps);
   const kc::Epilogue gelu = config_.activation == "gelu_erf" ? kc::Epilogue::kGeluErf : kc::Epilogue::kGeluTanh;
+  // Attention works on groups of up to 16 consecutive rows of one sequence (a prefill's), whose
+  // scores are tiles of dot products (kc::attend_rows); a decoding step's rows are one each.
+  constexpr std::int64_t kGroup = 16;
+  groups_.clear();
+  for (std::int64_t r = 0; r < R; ++r)
+    if (r == 0 || states[r] != states[r - 1] || positions[r] != positions[r - 1] + 1 ||
+        r - groups_.back() == kGroup)
+      groups_.push_back(r);
+  const auto G = static_cast<std::int64_t>(groups_.size());
+  groups_.push_back(R);
+  const std::int64_t scores_stride = H * config_.block_size;  // row r, head h: scores_ + r * that + h * block_size
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
+    // The last layer's rows before logits_from only write their keys and values: nothing reads
+    // the rest of their pass, so it runs on rows [first, R) alone (a prefill's last row).
+    const std::int64_t first = l + 1 == layers_.size() ? logits_from : 0, rows = R - first;
     kc::layer_norm_rows(normed_.data(), x_.data(), L.ln_1_w, L.ln_1_b, R, C, eps);
     linear(qkv_.data(), normed_.data(), L.c_attn, dtype_, L.c_attn_b, R, 3 * C, C, kc::Epilogue::kStore);
     for (std::int64_t r = 0; r < R; ++r) {  // the keys and values, in place
@@ -148,20 +162,24 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
       std::memcpy(states[r]->keys[l].data() + at, qkv + C, C * sizeof(float));
       std::memcpy(states[r]->values[l].data() + at, qkv + 2 * C, C * sizeof(float));
     }
-    // Each (row, head) on its own, claimed one at a time: a prefill's late rows attend over
-    // more keys than its early ones (the numbers do not depend on who computes them).
-    kc::decode_parallel(R * H, 1, [&](std::int64_t b, std::int64_t e) {
+    // Each (group, head) on its own, claimed one at a time, the late groups first: a prefill's
+    // late rows attend over more keys than its early ones (the numbers do not depend on who
+    // computes them).
+    kc::decode_parallel(G * H, 1, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t i = b; i < e; ++i) {
-        const std::int64_t r = i / H, h = i % H;
-        kc::attend_row(attended_.data() + r * C + h * hs, qkv_.data() + r * 3 * C + h * hs,
-                       states[r]->keys[l].data() + h * hs, states[r]->values[l].data() + h * hs, positions[r] + 1,
-                       C, hs, scores_.data() + i * config_.block_size);
+        const std::int64_t g = G - 1 - i / H, h = i % H;
+        const std::int64_t r0 = std::max(groups_[g], first), n = groups_[g + 1] - r0;
+        if (n <= 0) continue;
+        kc::attend_rows(attended_.data() + r0 * C + h * hs, C, qkv_.data() + r0 * 3 * C + h * hs, 3 * C,
+                        states[r0]->keys[l].data() + h * hs, states[r0]->values[l].data() + h * hs, positions[r0],
+                        n, C, hs, scores_.data() + r0 * scores_stride + h * config_.block_size, scores_stride);
       }
     });
-    linear(x_.data(), attended_.data(), L.attn_proj, dtype_, L.attn_proj_b, R, C, C, kc::Epilogue::kAdd);
-    kc::layer_norm_rows(normed_.data(), x_.data(), L.ln_2_w, L.ln_2_b, R, C, eps);
-    linear(hidden_.data(), normed_.data(), L.c_fc, dtype_, L.c_fc_b, R, 4 * C, C, gelu);
-    linear(x_.data(), hidden_.data(), L.mlp_proj, dtype_, L.mlp_proj_b, R, C, 4 * C, kc::Epilogue::kAdd);
+    float* x = x_.data() + first * C;
+    linear(x, attended_.data() + first * C, L.attn_proj, dtype_, L.attn_proj_b, rows, C, C, kc::Epilogue::kAdd);
+    kc::layer_norm_rows(normed_.data(), x, L.ln_2_w, L.ln_2_b, rows, C, eps);
+    linear(hidden_.data(), normed_.data(), L.c_fc, dtype_, L.c_fc_b, rows, 4 * C, C, gelu);
+    linear(x, hidden_.data(), L.mlp_proj, dtype_, L.mlp_proj_b, rows, C, 4 * C, kc::Epilogue::kAdd);
   }
   const std::int64_t rows = R - logits_from;
   if (logits_.size() < static_cast<std::size_t>(rows * V)) logits_.resize(static_cast<std::size_t>(rows * V));

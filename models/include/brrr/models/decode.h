@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "brrr/aligned_vector.h"
 #include "brrr/dtype.h"
 #include "brrr/models/gpt.h"
 
@@ -33,7 +34,7 @@ namespace brrr::models {
 struct DecodeState {
   std::int64_t length = 0;    // positions held; the next token goes at this position
   std::int64_t capacity = 0;  // positions allocated
-  std::vector<std::vector<float>> keys, values;  // per layer, (capacity, C)
+  std::vector<aligned_vector<float>> keys, values;  // per layer, (capacity, C)
   void clear() { length = 0; }  // forget the sequence, keep the memory
   std::int64_t bytes() const;   // the memory the cache holds
 };
@@ -86,12 +87,13 @@ class Decoder {
   const float* wpe_ = nullptr;  // (block_size, C)
   const float *ln_f_w_ = nullptr, *ln_f_b_ = nullptr;
   const void* head_ = nullptr;  // (V, C) in dtype_
-  std::vector<std::uint16_t> bf16_store_;  // the bfloat16 copies, when dtype_ is kBFloat16
+  aligned_vector<std::uint16_t> bf16_store_;  // the bfloat16 copies, when dtype_ is kBFloat16
   // Activations for up to rows_ rows (positions of one sequence or sequences of one step).
   std::int64_t rows_ = 0;
-  std::vector<float> x_, normed_, qkv_, attended_, hidden_, logits_, scores_;
+  aligned_vector<float> x_, normed_, qkv_, attended_, hidden_, logits_, scores_;
   std::vector<DecodeState*> row_states_;
   std::vector<std::int64_t> row_positions_;
+  std::vector<std::int64_t> groups_;  // run's attention groups: the first row of each, then R
 };
 
 }  // namespace brrr::models
