@@ -178,6 +178,8 @@ inline Vec load(const std::uint16_t* p) {  // 8 bfloat16: widen to 32 bits, shif
 }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
 inline void prefetch(const char* p) { _mm_prefetch(p, _MM_HINT_T0); }
+inline Vec splat(float a) { return _mm256_set1_ps(a); }
+inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
 // ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), as decode.h says.
 inline float hsum(Vec v) {
   const __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l_i + l_{i+4}
@@ -200,6 +202,12 @@ inline Vec fma(Vec a, Vec b, Vec c) {
   return c;
 }
 inline void prefetch(const char* p) { __builtin_prefetch(p); }
+inline Vec splat(float a) {
+  Vec v;
+  for (float& l : v.l) l = a;
+  return v;
+}
+inline void store(float* p, Vec v) { std::memcpy(p, v.l, sizeof v.l); }
 inline float hsum(Vec v) {
   const float a0 = v.l[0] + v.l[4], a1 = v.l[1] + v.l[5], a2 = v.l[2] + v.l[6], a3 = v.l[3] + v.l[7];
   return (a0 + a2) + (a1 + a3);
@@ -384,12 +392,23 @@ void attend_rows(float* out, i64 ldo, const float* q, i64 ldq, const float* keys
     for (i64 p = 0; p < t; ++p) sc[p] = exp_vec(sc[p] - top);
     float total = 0.0f;
     for (i64 p = 0; p < t; ++p) total += sc[p];
-    std::fill(o, o + hs, 0.0f);
+    // o[d] = sum over p of sc[p] v_p[d], one FMA per p in increasing p, 32 of the d at a time
+    // in registers (so o is not loaded and stored for every position).
+    i64 d0 = 0;
+    for (; d0 + 32 <= hs; d0 += 32) {
+      Vec acc[4] = {zero(), zero(), zero(), zero()};
+      for (i64 p = 0; p < t; ++p) {
+        const Vec a = splat(sc[p]);
+        const float* v = values + p * stride + d0;
+        for (int j = 0; j < 4; ++j) acc[j] = fma(a, load(v + 8 * j), acc[j]);
+      }
+      for (int j = 0; j < 4; ++j) store(o + d0 + 8 * j, acc[j]);
+    }
+    std::fill(o + d0, o + hs, 0.0f);
     for (i64 p = 0; p < t; ++p) {
       const float a = sc[p];
       const float* v = values + p * stride;
-#pragma omp simd
-      for (i64 d = 0; d < hs; ++d) o[d] = std::fma(a, v[d], o[d]);
+      for (i64 d = d0; d < hs; ++d) o[d] = std::fma(a, v[d], o[d]);
     }
     const float inv = 1.0f / total;
     for (i64 d = 0; d < hs; ++d) o[d] *= inv;
