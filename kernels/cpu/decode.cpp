@@ -11,7 +11,7 @@
 // 16, and GCC then reloaded a row of x or of W from memory for every FMA instead, 15 or 16
 // loads per 12 FMAs: measured at 512 x 1536 x 384 on one thread, in a test program, 3 x 3 ran
 // 1.5-1.9x the 4 x 3's GFLOP/s. When decoding, each tile prefetches the rows of W two tiles on
-// (see tile). Both operands should start on 32-byte boundaries (the buffers below are
+// (see block). Both operands should start on 32-byte boundaries (the buffers below are
 // aligned_vector, decode.h): a vector load that straddles two cache lines costs two, and with
 // 16-byte aligned rows that was every other load (the same test program: 28-33 GFLOP/s against
 // 47-60 with aligned rows).
@@ -261,21 +261,20 @@ inline float epilogue(Epilogue e, float dst, float v) {
   return v;
 }
 
-// Decoding (a row or two of x) streams W from memory once, J short rows at a time (768 bytes
-// each at K = 384 in bf16), too short for the hardware's prefetcher to get ahead of: each tile
-// asks for the rows two tiles on while it sums its own. Measured with bench_decode at gpt-12m
-// in bf16 (2 threads, the two alternating, 3 runs each): 337-407 tokens/s without, 589-693
-// with (docs/measurements.md); three, four or six tiles on were no faster than two.
+// Decoding (a few rows of x) streams W from memory once, J short rows at a time (768 bytes
+// each at K = 384 in bf16), too short for the hardware's prefetcher to get ahead of: the first
+// tile of each J rows of W asks for the rows two tiles on while it sums its own. Measured with
+// bench_decode at gpt-12m in bf16 (2 threads, the two alternating, 3 runs each): 337-407
+// tokens/s without, 589-693 with (docs/measurements.md); three, four or six tiles on were no
+// faster than two.
 constexpr i64 kPrefetchTiles = 2;
+constexpr i64 kStreamRows = 32;  // up to this many rows of x, W is read from memory rather than cache
 
-template <bool Stream, int R, int J, class W>
-inline void tile(float* y, const float* x, const W* w, const float* bias, i64 m, i64 n, i64 N, i64 K, Epilogue e) {
+// `ahead`: where the prefetches of dots start, or nullptr for none.
+template <int R, int J, class W>
+inline void tile(float* y, const float* x, const W* w, const float* bias, i64 m, i64 n, i64 N, i64 K, Epilogue e,
+                 const char* ahead) {
   float out[R][J];
-  // An address, never dereferenced (a prefetch past the end of W is dropped, not a fault), so
-  // computed as an integer rather than as a pointer past the array.
-  const char* ahead = Stream ? reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(w) +
-                                                             sizeof(W) * static_cast<std::uintptr_t>((n + J * kPrefetchTiles) * K))
-                             : nullptr;
   dots<R, J>(out, x + m * K, K, w + n * K, K, K, ahead);
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < J; ++j) {
@@ -294,18 +293,29 @@ void block(float* y, const float* x, const W* w, const float* bias, i64 M, i64 n
   // W pass over them J at a time (J rows of W, 9 KiB at K = 768 and J = 3, stay in L1 while the
   // chunk's rows go by RX at a time). Decode has one row: the chunk is x itself.
   const i64 chunk = std::max<i64>(RX, (i64{144} * 1024 / (K * static_cast<i64>(sizeof(float)))) / RX * RX);
+  // The prefetch address for W's rows n onwards (see kPrefetchTiles), when x has few rows: an
+  // address, never dereferenced (a prefetch past the end of W is dropped, not a fault), so
+  // computed as an integer rather than as a pointer past the array.
+  const auto ahead = [&](i64 n, i64 j) -> const char* {
+    if (M > kStreamRows) return nullptr;
+    return reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(w) +
+                                         sizeof(W) * static_cast<std::uintptr_t>((n + j * kPrefetchTiles) * K));
+  };
   for (i64 m0 = 0; m0 < M; m0 += chunk) {
     const i64 m1 = std::min(M, m0 + chunk);
     i64 n = n0;
     for (; n + J <= n1; n += J) {
       i64 m = m0;
-      for (; m + RX <= m1; m += RX) tile<RX < 3, RX, J>(y, x, w, bias, m, n, N, K, e);
-      for (; m < m1; ++m) tile<RX < 3, 1, J>(y, x, w, bias, m, n, N, K, e);
+      for (; m + RX <= m1; m += RX) tile<RX, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? ahead(n, J) : nullptr);
+      // Two rows left are one 2 x J tile (2J independent sums, not J twice: an FMA's result is
+      // ready 4 cycles later, so a tile needs 8 sums in flight to keep both FMA units busy).
+      if (RX > 2 && m + 2 <= m1) tile<2, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? ahead(n, J) : nullptr), m += 2;
+      for (; m < m1; ++m) tile<1, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? ahead(n, J) : nullptr);
     }
     for (; n < n1; ++n) {
       i64 m = m0;
-      for (; m + RX <= m1; m += RX) tile<RX < 3, RX, 1>(y, x, w, bias, m, n, N, K, e);
-      for (; m < m1; ++m) tile<RX < 3, 1, 1>(y, x, w, bias, m, n, N, K, e);
+      for (; m + RX <= m1; m += RX) tile<RX, 1>(y, x, w, bias, m, n, N, K, e, nullptr);
+      for (; m < m1; ++m) tile<1, 1>(y, x, w, bias, m, n, N, K, e, nullptr);
     }
   }
 }
@@ -375,12 +385,21 @@ void attend_rows(float* out, i64 ldo, const float* q, i64 ldq, const float* keys
       for (int r = 0; r < 3; ++r) scores[(i0 + r) * lds + p] = s[r][0] * scale;
     }
   }
-  for (i64 i = i0; i < n; ++i)
-    for (i64 p = 0; p <= t0 + i; ++p) {
+  // The rows left (a decoding step's one row), 3 keys at a time: 3 sums in flight, not 1.
+  for (i64 i = i0; i < n; ++i) {
+    const i64 t = t0 + i + 1;
+    i64 p = 0;
+    for (; p + 3 <= t; p += 3) {
+      float s[1][3];
+      dots<1, 3>(s, q + i * ldq, ldq, keys + p * stride, stride, hs);
+      for (int j = 0; j < 3; ++j) scores[i * lds + p + j] = s[0][j] * scale;
+    }
+    for (; p < t; ++p) {
       float s[1][1];
       dots<1, 1>(s, q + i * ldq, ldq, keys + p * stride, stride, hs);
       scores[i * lds + p] = s[0][0] * scale;
     }
+  }
   // Each row's softmax and weighted sum of values, over its own positions 0 .. t0 + i.
   for (i64 i = 0; i < n; ++i) {
     const i64 t = t0 + i + 1;
