@@ -10,28 +10,28 @@
 // all of them: R matrix-vector products become one matrix-matrix product (the roofline's
 // reason for batching, chapter 20).
 //
+// The pass itself is the Decoder's (brrr/models/decode.h, chapter 08): Decoder::forward takes
+// several sequences' new tokens in one pass, and a sequence's cache is its DecodeState.
+//
 // Batch invariance: a row's numbers must not depend on which other rows share its step, nor
 // on the thread count. The registry's GEMMs do not promise that (Eigen picks its blocking from
-// M, N and K, and switches to a matrix-vector product for M = 1), so the linear layers run the
-// Decoder's linear_rows (kernels/cpu/decode.h), which computes every output element as one dot
-// product in one fixed order, whatever the other rows and the threads; its LayerNorm sums each
-// row in order. Attention, here, sums each (row, head) over its positions in order.
+// M, N and K, and switches to a matrix-vector product for M = 1); the Decoder's kernels
+// (kernels/cpu/decode.h) compute every output element as one dot product in one fixed order,
+// whatever the other rows and the threads; LayerNorm sums each row in order, and attention
+// each (row, head) over its positions in order.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "brrr/aligned_vector.h"
+#include "brrr/models/decode.h"
 #include "brrr/models/gpt.h"
 
 namespace brrr::serve {
 
-// One sequence's keys and values, every layer: (n_layer, block_size, C) each, filled up to
-// length(). Reserved whole when the slot is made: 2 * n_layer * block_size * C floats.
-struct SequenceCache {
-  aligned_vector<float> keys, values;  // on cache lines, as the Decoder's (brrr/aligned_vector.h)
-  std::int64_t length = 0;
-};
+// One sequence's keys and values, every layer: the Decoder's DecodeState, reserved whole
+// (block_size positions) when the slot is made: 2 * n_layer * block_size * C floats.
+using SequenceCache = models::DecodeState;
 
 // One sequence's part of a step: its new tokens (they sit at positions cache->length onwards),
 // and whether the logits of every new position are wanted (echo with logprobs) or only the last.
@@ -60,23 +60,12 @@ class ModelRunner {
   std::vector<float> attention_of_last(const std::vector<std::uint32_t>& tokens);
 
  private:
-  struct Layer {
-    const float *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b;
-    const float *ln2_w, *ln2_b, *fc_w, *fc_b, *fc_proj_w, *fc_proj_b;
-  };
-  struct Row {  // one new token of the step: its sequence and position
-    SequenceCache* cache;
-    std::int64_t pos;
-  };
-  void attention(const std::vector<Row>& rows, std::size_t layer, const float* qkv, float* out,
-                 float* capture) const;
-
   std::shared_ptr<models::GPT> model_;
   models::GPTConfig config_;
-  const float *wte_, *wpe_, *lnf_w_, *lnf_b_, *head_;
-  std::vector<Layer> layers_;
-  std::vector<float>* capture_ = nullptr;  // attention_of_last's weights, while it runs
-  mutable std::vector<float> scores_;      // attend_row's room: (rows, heads, block_size)
+  models::Decoder decoder_;  // float32: the model's own weights, read in place
+  std::vector<SequenceCache*> states_;  // step's scratch
+  std::vector<std::int64_t> counts_, wanted_;
+  std::vector<std::uint32_t> tokens_;
 };
 
 }  // namespace brrr::serve

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "brrr/bfloat16.h"
 #include "kernels/cpu/decode.h"
@@ -122,13 +123,14 @@ void linear(float* y, const float* x, const void* w, DType dtype, const float* b
 
 // The pass over R rows: row r is token tokens[r] of states[r] at position positions[r] (the
 // row's keys and values go there). Rows of one sequence come in increasing position, so a row
-// sees the keys its sequence's earlier rows wrote. logits_from: the first row whose logits
+// sees the keys its sequence's earlier rows wrote. wanted: the W rows (ascending) whose logits
 // are computed (into logits_, one row of V each).
 const float* Decoder::run(DecodeState* const* states, const std::uint32_t* tokens, const std::int64_t* positions,
-                          std::int64_t R, std::int64_t logits_from) {
+                          std::int64_t R, const std::int64_t* wanted, std::int64_t W) {
   const std::int64_t C = config_.n_embd, H = config_.n_head, hs = C / H, V = config_.vocab_size;
+  const std::int64_t T = config_.block_size;
   ensure_rows(R);
-  const std::size_t score_room = static_cast<std::size_t>(R * H * config_.block_size);
+  const std::size_t score_room = static_cast<std::size_t>(R * H * T);
   if (scores_.size() < score_room) scores_.resize(score_room);
   for (std::int64_t r = 0; r < R; ++r) {
     const float* te = wte_ + static_cast<std::int64_t>(tokens[r]) * C;
@@ -148,12 +150,11 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
       groups_.push_back(r);
   const auto G = static_cast<std::int64_t>(groups_.size());
   groups_.push_back(R);
-  const std::int64_t scores_stride = H * config_.block_size;  // row r, head h: scores_ + r * that + h * block_size
+  const std::int64_t scores_stride = H * T;  // row r, head h: scores_ + r * scores_stride + h * T
+  const bool every_row = W == R;             // wanted is then 0, 1, ..., R - 1
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
-    // The last layer's rows before logits_from only write their keys and values: nothing reads
-    // the rest of their pass, so it runs on rows [first, R) alone (a prefill's last row).
-    const std::int64_t first = l + 1 == layers_.size() ? logits_from : 0, rows = R - first;
+    const bool last = l + 1 == layers_.size();
     kc::layer_norm_rows(normed_.data(), x_.data(), L.ln_1_w, L.ln_1_b, R, C, eps);
     linear(qkv_.data(), normed_.data(), L.c_attn, dtype_, L.c_attn_b, R, 3 * C, C, kc::Epilogue::kStore);
     for (std::int64_t r = 0; r < R; ++r) {  // the keys and values, in place
@@ -162,66 +163,103 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
       std::memcpy(states[r]->keys[l].data() + at, qkv + C, C * sizeof(float));
       std::memcpy(states[r]->values[l].data() + at, qkv + 2 * C, C * sizeof(float));
     }
-    // Each (group, head) on its own, claimed one at a time, the late groups first: a prefill's
-    // late rows attend over more keys than its early ones (the numbers do not depend on who
-    // computes them).
-    kc::decode_parallel(G * H, 1, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) {
-        const std::int64_t g = G - 1 - i / H, h = i % H;
-        const std::int64_t r0 = std::max(groups_[g], first), n = groups_[g + 1] - r0;
-        if (n <= 0) continue;
-        kc::attend_rows(attended_.data() + r0 * C + h * hs, C, qkv_.data() + r0 * 3 * C + h * hs, 3 * C,
-                        states[r0]->keys[l].data() + h * hs, states[r0]->values[l].data() + h * hs, positions[r0],
-                        n, C, hs, scores_.data() + r0 * scores_stride + h * config_.block_size, scores_stride);
+    // The last layer's other rows only write their keys and values: nothing reads the rest of
+    // their pass, so it runs on the wanted rows alone (a prefill's last), gathered to the top
+    // of the buffers (row w of them is row wanted[w]; rows ascending, so w <= wanted[w] and no
+    // row is overwritten before it is read).
+    const std::int64_t rows = last ? W : R;
+    if (!last || every_row) {
+      // Each (group, head) on its own, claimed one at a time, the late groups first: a
+      // prefill's late rows attend over more keys than its early ones (the numbers do not
+      // depend on who computes them).
+      kc::decode_parallel(G * H, 1, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) {
+          const std::int64_t g = G - 1 - i / H, h = i % H, r0 = groups_[g], n = groups_[g + 1] - r0;
+          kc::attend_rows(attended_.data() + r0 * C + h * hs, C, qkv_.data() + r0 * 3 * C + h * hs, 3 * C,
+                          states[r0]->keys[l].data() + h * hs, states[r0]->values[l].data() + h * hs,
+                          positions[r0], n, C, hs, scores_.data() + r0 * scores_stride + h * T, scores_stride);
+        }
+      });
+    } else {
+      kc::decode_parallel(W * H, 1, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) {
+          const std::int64_t w = W - 1 - i / H, h = i % H, r = wanted[w];
+          kc::attend_row(attended_.data() + w * C + h * hs, qkv_.data() + r * 3 * C + h * hs,
+                         states[r]->keys[l].data() + h * hs, states[r]->values[l].data() + h * hs,
+                         positions[r] + 1, C, hs, scores_.data() + r * scores_stride + h * T);
+        }
+      });
+      for (std::int64_t w = 0; w < W; ++w)
+        if (wanted[w] != w) std::memcpy(x_.data() + w * C, x_.data() + wanted[w] * C, C * sizeof(float));
+    }
+    if (capture_) {  // the last row's softmax weights: attend_row(s) leave exp(s - max) in its scores
+      const std::int64_t n = positions[R - 1] + 1;
+      for (std::int64_t h = 0; h < H; ++h) {
+        const float* sc = scores_.data() + (R - 1) * scores_stride + h * T;
+        float total = 0.0f;  // summed as attend_rows sums it, so the weights are the ones it used
+        for (std::int64_t t = 0; t < n; ++t) total += sc[t];
+        for (std::int64_t t = 0; t < n; ++t) capture_[(static_cast<std::int64_t>(l) * H + h) * n + t] = sc[t] / total;
       }
-    });
-    float* x = x_.data() + first * C;
-    linear(x, attended_.data() + first * C, L.attn_proj, dtype_, L.attn_proj_b, rows, C, C, kc::Epilogue::kAdd);
+    }
+    float* x = x_.data();
+    linear(x, attended_.data(), L.attn_proj, dtype_, L.attn_proj_b, rows, C, C, kc::Epilogue::kAdd);
     kc::layer_norm_rows(normed_.data(), x, L.ln_2_w, L.ln_2_b, rows, C, eps);
     linear(hidden_.data(), normed_.data(), L.c_fc, dtype_, L.c_fc_b, rows, 4 * C, C, gelu);
     linear(x, hidden_.data(), L.mlp_proj, dtype_, L.mlp_proj_b, rows, C, 4 * C, kc::Epilogue::kAdd);
   }
-  const std::int64_t rows = R - logits_from;
-  if (logits_.size() < static_cast<std::size_t>(rows * V)) logits_.resize(static_cast<std::size_t>(rows * V));
-  kc::layer_norm_rows(normed_.data(), x_.data() + logits_from * C, ln_f_w_, ln_f_b_, rows, C, eps);
-  linear(logits_.data(), normed_.data(), head_, dtype_, nullptr, rows, V, C, kc::Epilogue::kStore);
+  if (logits_.size() < static_cast<std::size_t>(W * V)) logits_.resize(static_cast<std::size_t>(W * V));
+  kc::layer_norm_rows(normed_.data(), x_.data(), ln_f_w_, ln_f_b_, W, C, eps);
+  linear(logits_.data(), normed_.data(), head_, dtype_, nullptr, W, V, C, kc::Epilogue::kStore);
   return logits_.data();
+}
+
+const float* Decoder::forward(DecodeState* const* states, const std::int64_t* counts, std::int64_t n,
+                              const std::uint32_t* tokens, const std::int64_t* wanted, std::int64_t W) {
+  BRRR_CHECK(n >= 1, "Decoder: no sequences");
+  std::int64_t R = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    DecodeState& s = *states[i];
+    BRRR_CHECK(counts[i] >= 1, "Decoder: sequence ", i, " has no tokens");
+    const std::int64_t t = s.keys.size() == static_cast<std::size_t>(config_.n_layer) ? s.length : 0;
+    BRRR_CHECK(t + counts[i] <= config_.block_size, "Decoder: ", n > 1 ? "sequence " + std::to_string(i) + ": " : "",
+               t, " cached + ", counts[i], " new positions exceed block_size ", config_.block_size);
+    for (std::int64_t j = 0; j < i; ++j)
+      BRRR_CHECK(states[j] != states[i], "Decoder: sequence ", i, " is also sequence ", j);
+    R += counts[i];
+  }
+  for (std::int64_t r = 0; r < R; ++r)
+    BRRR_CHECK(tokens[r] < config_.vocab_size, "Decoder: token ", tokens[r], " is outside the vocabulary (",
+               config_.vocab_size, ")");
+  BRRR_CHECK(W >= 1 && W <= R, "Decoder: ", W, " rows of logits asked for, of ", R);
+  for (std::int64_t w = 0; w < W; ++w)
+    BRRR_CHECK(wanted[w] >= 0 && wanted[w] < R && (w == 0 || wanted[w] > wanted[w - 1]),
+               "Decoder: the rows of logits must ascend within 0 .. ", R - 1);
+  BRRR_CHECK(!capture_ || wanted[W - 1] == R - 1, "Decoder: capturing attention needs the last row's logits");
+  if (static_cast<std::int64_t>(row_states_.size()) < R) row_states_.resize(R), row_positions_.resize(R);
+  for (std::int64_t i = 0, r = 0; i < n; ++i) {
+    DecodeState& s = *states[i];
+    const std::int64_t t = s.keys.size() == static_cast<std::size_t>(config_.n_layer) ? s.length : 0;
+    reserve(s, t + counts[i]);
+    for (std::int64_t j = 0; j < counts[i]; ++j, ++r) row_states_[r] = &s, row_positions_[r] = t + j;
+  }
+  const float* logits = run(row_states_.data(), tokens, row_positions_.data(), R, wanted, W);
+  for (std::int64_t i = 0, r = 0; i < n; r += counts[i], ++i) states[i]->length = row_positions_[r + counts[i] - 1] + 1;
+  return logits;
 }
 
 const float* Decoder::prefill(DecodeState& state, const std::uint32_t* tokens, std::int64_t n) {
   BRRR_CHECK(n >= 1, "Decoder::prefill: no tokens");
-  const std::int64_t t0 = state.keys.size() == static_cast<std::size_t>(config_.n_layer) ? state.length : 0;
-  BRRR_CHECK(t0 + n <= config_.block_size, "Decoder: ", t0, " cached + ", n, " new positions exceed block_size ",
-             config_.block_size);
-  for (std::int64_t i = 0; i < n; ++i)
-    BRRR_CHECK(tokens[i] < config_.vocab_size, "Decoder: token ", tokens[i], " is outside the vocabulary (",
-               config_.vocab_size, ")");
-  reserve(state, t0 + n);
-  if (static_cast<std::int64_t>(row_states_.size()) < n) row_states_.resize(n), row_positions_.resize(n);
-  for (std::int64_t i = 0; i < n; ++i) row_states_[i] = &state, row_positions_[i] = t0 + i;
-  const float* logits = run(row_states_.data(), tokens, row_positions_.data(), n, n - 1);
-  state.length = t0 + n;
-  return logits;
+  DecodeState* s = &state;
+  const std::int64_t last = n - 1;
+  return forward(&s, &n, 1, tokens, &last, 1);
 }
 
 const float* Decoder::step(DecodeState* const* states, const std::uint32_t* tokens, std::int64_t n) {
   BRRR_CHECK(n >= 1, "Decoder::step: no sequences");
-  if (static_cast<std::int64_t>(row_positions_.size()) < n) row_states_.resize(n), row_positions_.resize(n);
-  for (std::int64_t i = 0; i < n; ++i) {
-    DecodeState& s = *states[i];
-    const std::int64_t t = s.keys.size() == static_cast<std::size_t>(config_.n_layer) ? s.length : 0;
-    BRRR_CHECK(t + 1 <= config_.block_size, "Decoder: sequence ", i, " holds ", t, " positions, block_size is ",
-               config_.block_size);
-    BRRR_CHECK(tokens[i] < config_.vocab_size, "Decoder: token ", tokens[i], " is outside the vocabulary (",
-               config_.vocab_size, ")");
-    for (std::int64_t j = 0; j < i; ++j)
-      BRRR_CHECK(states[j] != states[i], "Decoder::step: sequence ", i, " is also sequence ", j);
-    reserve(s, t + 1);
-    row_positions_[i] = t;
-  }
-  const float* logits = run(states, tokens, row_positions_.data(), n, 0);
-  for (std::int64_t i = 0; i < n; ++i) states[i]->length = row_positions_[i] + 1;
-  return logits;
+  ones_.assign(static_cast<std::size_t>(n), 1);
+  every_.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) every_[i] = i;
+  return forward(states, ones_.data(), n, tokens, every_.data(), n);
 }
 
 }  // namespace brrr::models

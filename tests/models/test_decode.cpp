@@ -143,6 +143,62 @@ TEST_CASE("decode: a sequence's logits are the same bits alone, batched with oth
   CHECK(second == alone[2]);
 }
 
+// Decoder::forward is what brrr serve's steps are: prompts (whose attention runs in groups of up
+// to 16 rows as tiles of dot products), decoding rows and chunks in one pass, with the logits
+// of only some rows (the last layer then runs on those alone).
+TEST_CASE("decode: forward over several sequences' prompts and steps gives every row the bits it gets alone") {
+  const models::GPTConfig c = kShapes[1];
+  const std::int64_t V = c.vocab_size;
+  auto model = make_model(c, 12);
+  models::Decoder decoder(*model);
+  std::vector<std::uint32_t> a(20);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::uint32_t>((7 * i + 1) % V);
+  std::vector<std::vector<float>> a_alone;  // every position's logits, one token at a time
+  {
+    models::DecodeState s;
+    for (std::uint32_t t : a) a_alone.push_back(copy(decoder.step(s, t), V));
+  }
+  models::DecodeState sb, sc;
+  decoder.prefill(sb, {3, 4});
+  const std::vector<float> b_alone = copy(decoder.step(sb, 9), V);
+  decoder.prefill(sc, {8});
+  const std::vector<float> c_alone = copy(decoder.prefill(sc, {1, 2, 3, 4, 5}), V);
+
+  std::vector<std::uint32_t> tokens = a;
+  tokens.push_back(9);
+  for (std::uint32_t t : {1, 2, 3, 4, 5}) tokens.push_back(t);
+  const std::int64_t counts[] = {20, 1, 5};
+  for (const bool every_of_a : {true, false}) {
+    INFO((every_of_a ? "every row of the prompt wanted" : "only the last rows wanted"));
+    models::DecodeState s1, s2, s3;
+    decoder.prefill(s2, {3, 4});
+    decoder.prefill(s3, {8});
+    models::DecodeState* states[] = {&s1, &s2, &s3};
+    std::vector<std::int64_t> wanted;
+    for (std::int64_t r = every_of_a ? 0 : 19; r < 20; ++r) wanted.push_back(r);
+    wanted.push_back(20), wanted.push_back(25);
+    const std::int64_t W = static_cast<std::int64_t>(wanted.size());
+    const float* logits = decoder.forward(states, counts, 3, tokens.data(), wanted.data(), W);
+    for (std::int64_t w = 0; w < W - 2; ++w) {
+      INFO("prompt row ", wanted[w]);
+      CHECK(std::memcmp(logits + w * V, a_alone[wanted[w]].data(), V * sizeof(float)) == 0);
+    }
+    CHECK(std::memcmp(logits + (W - 2) * V, b_alone.data(), V * sizeof(float)) == 0);
+    CHECK(std::memcmp(logits + (W - 1) * V, c_alone.data(), V * sizeof(float)) == 0);
+    CHECK(s1.length == 20);
+    CHECK(s2.length == 3);
+    CHECK(s3.length == 6);
+  }
+  models::DecodeState s1, s2;
+  models::DecodeState* twice[] = {&s1, &s1};
+  const std::int64_t ones[] = {1, 1}, rows[] = {0, 1}, backwards[] = {1, 0};
+  CHECK_THROWS_WITH_AS(decoder.forward(twice, ones, 2, tokens.data(), rows, 2), "Decoder: sequence 1 is also sequence 0",
+                       Error);
+  models::DecodeState* two[] = {&s1, &s2};
+  CHECK_THROWS_WITH_AS(decoder.forward(two, ones, 2, tokens.data(), backwards, 2),
+                       "Decoder: the rows of logits must ascend within 0 .. 1", Error);
+}
+
 TEST_CASE("decode: bfloat16 weights give the float32 path's bits on the weights rounded to bfloat16") {
   const models::GPTConfig c = kShapes[0];
   auto model = make_model(c, 5);

@@ -72,13 +72,27 @@ class Decoder {
   // One token for each of n sequences (states[i] gets tokens[i]) in one pass over the weights:
   // returns the logits (n, V), row i for states[i], the same bits as step(*states[i], tokens[i]).
   const float* step(DecodeState* const* states, const std::uint32_t* tokens, std::int64_t n);
+  // The general pass (what brrr serve's steps are): n distinct sequences, sequence i taking
+  // counts[i] tokens, consecutive in `tokens` (R in all), at positions states[i]->length on.
+  // Returns the logits of the W rows `wanted` (indexes into `tokens`, ascending), W rows of V
+  // in that order. Every row's numbers are those it gets from prefill or step alone.
+  const float* forward(DecodeState* const* states, const std::int64_t* counts, std::int64_t n,
+                       const std::uint32_t* tokens, const std::int64_t* wanted, std::int64_t W);
+
+  // Makes room in `state` for `positions` positions (up to block_size), so that no step
+  // reallocates it: a server reserves each slot's state whole when the slot is made.
+  void reserve(DecodeState& state, std::int64_t positions) const;
+
+  // While set (not nullptr), each pass writes the softmax weights of its last row, every layer
+  // and head, to `weights`: (n_layer, n_head, that row's position + 1). For brrr serve's
+  // attention map; the numbers of the pass do not change.
+  void capture_attention(float* weights) { capture_ = weights; }
 
  private:
   void ensure_rows(std::int64_t rows);
-  void reserve(DecodeState& state, std::int64_t positions) const;
   // The pass over R rows (decode.cpp): row r is tokens[r] of *states[r] at positions[r].
   const float* run(DecodeState* const* states, const std::uint32_t* tokens, const std::int64_t* positions,
-                   std::int64_t R, std::int64_t logits_from);
+                   std::int64_t R, const std::int64_t* wanted, std::int64_t W);
 
   GPTConfig config_;
   DType dtype_;
@@ -94,6 +108,8 @@ class Decoder {
   std::vector<DecodeState*> row_states_;
   std::vector<std::int64_t> row_positions_;
   std::vector<std::int64_t> groups_;  // run's attention groups: the first row of each, then R
+  std::vector<std::int64_t> ones_, every_;  // step's counts (all 1) and rows wanted (all)
+  float* capture_ = nullptr;
 };
 
 }  // namespace brrr::models
