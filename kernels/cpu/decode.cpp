@@ -251,15 +251,9 @@ inline float gelu_tanh(float v) {  // 0.5 v (1 + tanh(u)) written as v / (1 + ex
   return v / (1.0f + exp_vec(k2 * (v + c * v * v * v)));
 }
 
-inline float epilogue(Epilogue e, float dst, float v) {
-  switch (e) {
-    case Epilogue::kStore: return v;
-    case Epilogue::kAdd: return dst + v;
-    case Epilogue::kGeluTanh: return gelu_tanh(v);
-    case Epilogue::kGeluErf: return gelu_erf_value(v);  // cpu.h, as nn.cpp's gelu_erf_forward
-  }
-  return v;
-}
+// What a tile does with an output: store it or add it to y (the GELUs are stored, then applied
+// along the row by gelu_row).
+inline float epilogue(Epilogue e, float dst, float v) { return e == Epilogue::kAdd ? dst + v : v; }
 
 // Decoding (a few rows of x) streams W from memory once, J short rows at a time (768 bytes
 // each at K = 384 in bf16), too short for the hardware's prefetcher to get ahead of: the first
@@ -320,17 +314,35 @@ void block(float* y, const float* x, const W* w, const float* bias, i64 M, i64 n
   }
 }
 
+// y = gelu(y) over n numbers, in vectors: gelu_tanh above, or cpu.h's gelu_erf_value (as nn.cpp's
+// gelu_erf_forward).
+void gelu_row(float* y, i64 n, Epilogue e) {
+  if (e == Epilogue::kGeluTanh) {
+#pragma omp simd
+    for (i64 i = 0; i < n; ++i) y[i] = gelu_tanh(y[i]);
+  } else {
+#pragma omp simd
+    for (i64 i = 0; i < n; ++i) y[i] = gelu_erf_value(y[i]);
+  }
+}
+
 template <class W>
 void linear_rows_impl(float* y, const float* x, const W* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
   constexpr i64 kRowsOfW = 48;  // a block of W's rows (144 KiB at K = 768 in float32): one thread's share of work
   // A few rows (decoding): 1 x 4 or 2 x 4 tiles, four independent sums per row of x. Three rows
   // or more (a batch of sequences, a prefill): 3 x 3 tiles, 9 sums from 6 loads, as a GEMM's
   // micro-kernel. Either way every output is the same dot product (the order above).
+  // GELU is applied after the block, along each row's piece of y, 8 outputs at a time (the
+  // tiles' outputs come one at a time, and GELU's exp costs more than a tile's sums at K = 128).
+  const bool gelu = e == Epilogue::kGeluTanh || e == Epilogue::kGeluErf;
   share(N, kRowsOfW, [&](i64 n0, i64 n1) {
+    const Epilogue tiles = gelu ? Epilogue::kStore : e;
     if (M >= 3)
-      block<3, 3>(y, x, w, bias, M, n0, n1, N, K, e);
+      block<3, 3>(y, x, w, bias, M, n0, n1, N, K, tiles);
     else
-      block<2, 4>(y, x, w, bias, M, n0, n1, N, K, e);
+      block<2, 4>(y, x, w, bias, M, n0, n1, N, K, tiles);
+    if (gelu)
+      for (i64 m = 0; m < M; ++m) gelu_row(y + m * N + n0, n1 - n0, e);
   });
 }
 
