@@ -6,15 +6,14 @@
 // bandwidth. Rows of W go to the threads in blocks of 48; within a block, a micro-kernel takes
 // 4 rows of W against 1 or 2 rows of x when x has fewer than 3 rows (decoding: four independent
 // sums per row), and 3 rows of W against 3 rows of x otherwise (a batch of sequences, a
-// prefill: 9 vector accumulators from 3 loads of W and 3 of x, 6 loads per 9 FMAs, as a GEMM's
-// micro-kernel), 13 of AVX2's 16 vector registers. A 4 x 3 tile (12 sums, 7 loads) needs all
-// 16, and GCC then reloaded a row of x or of W from memory for every FMA instead, 15 or 16
-// loads per 12 FMAs: measured at 512 x 1536 x 384 on one thread, in a test program, 3 x 3 ran
-// 1.5-1.9x the 4 x 3's GFLOP/s. When decoding, each tile prefetches the rows of W two tiles on
-// (see block). Both operands should start on 32-byte boundaries (the buffers below are
-// aligned_vector, decode.h): a vector load that straddles two cache lines costs two, and with
-// 16-byte aligned rows that was every other load (the same test program: 28-33 GFLOP/s against
-// 47-60 with aligned rows).
+// prefill: 9 vector accumulators, 6 loads per 9 FMAs as written, like a GEMM's micro-kernel;
+// GCC 12 folds each load of W into the FMAs that use it, so the compiled loop makes 12). A 4 x 3
+// tile (12 sums) compiled to 15 or 16 loads per 12 FMAs: measured at 512 x 1536 x 384 on one
+// thread, in a test program, 3 x 3 ran 1.5-1.9x the 4 x 3's GFLOP/s. When decoding, each tile
+// prefetches the rows of W two tiles on (see block). Both operands should start on 32-byte
+// boundaries (the callers' buffers are brrr/aligned_vector.h's): a vector load that straddles
+// two cache lines costs two, and with 16-byte aligned rows that was every other load (the same
+// test program: 28-33 GFLOP/s against 47-60 with aligned rows).
 // With AVX2 and FMA (this build's -march says whether) a vector is 8 floats; otherwise a plain
 // array of 8 that computes the same sums, so the numbers are the same bits either way.
 #include "kernels/cpu/decode.h"
