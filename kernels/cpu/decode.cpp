@@ -102,7 +102,10 @@ class Team {
     std::uint64_t seen = 0;
     for (;;) {
       std::uint64_t current = word_.load(std::memory_order_acquire) >> 32;
-      for (int spins = 0; current == seen && spins < 4000; ++spins) {  // a few microseconds: steps come back to back
+      // Spin before sleeping: within a step the next job comes microseconds later. 4000 pauses
+      // are about 200 us on this project's Zen 3 (a pause takes about 50 ns there); bounding the
+      // spin at 30 us instead changed neither decode nor the server's throughput measurably.
+      for (int spins = 0; current == seen && spins < 4000; ++spins) {
 #if BRRR_DECODE_AVX2
         _mm_pause();
 #endif
