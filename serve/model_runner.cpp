@@ -36,14 +36,12 @@ std::int64_t ModelRunner::cache_bytes_per_sequence() const {
 }
 
 std::vector<std::vector<std::vector<float>>> ModelRunner::step(std::vector<StepInput>& inputs) {
-  const i64 V = config_.vocab_size, T = config_.block_size;
+  const i64 V = config_.vocab_size;
   states_.clear(), counts_.clear(), wanted_.clear(), tokens_.clear();
   for (const StepInput& in : inputs) {
+    // Decoder::forward checks the rest (block_size, the vocabulary, distinct sequences) before
+    // it touches any cache.
     BRRR_CHECK(in.cache && !in.tokens.empty(), "ModelRunner::step: an input without a cache or tokens");
-    BRRR_CHECK(in.cache->length + static_cast<i64>(in.tokens.size()) <= T, "ModelRunner::step: ",
-               in.cache->length, " cached + ", in.tokens.size(), " new positions exceed block_size ", T);
-    for (std::uint32_t token : in.tokens)
-      BRRR_CHECK(token < V, "ModelRunner::step: token ", token, " is outside the vocabulary (", V, ")");
     // The logits wanted: the input's last row, or all of its rows.
     const i64 first = static_cast<i64>(tokens_.size()), n = static_cast<i64>(in.tokens.size());
     for (i64 i = in.all_logits ? 0 : n - 1; i < n; ++i) wanted_.push_back(first + i);

@@ -301,12 +301,13 @@ void block(float* y, const float* x, const W* w, const float* bias, i64 M, i64 n
     const i64 m1 = std::min(M, m0 + chunk);
     i64 n = n0;
     for (; n + J <= n1; n += J) {
+      const char* first = ahead(n, J);  // only the first tile of these J rows of W prefetches
       i64 m = m0;
-      for (; m + RX <= m1; m += RX) tile<RX, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? ahead(n, J) : nullptr);
+      for (; m + RX <= m1; m += RX) tile<RX, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? first : nullptr);
       // Two rows left are one 2 x J tile (2J independent sums, not J twice: an FMA's result is
       // ready 4 cycles later, so a tile needs 8 sums in flight to keep both FMA units busy).
-      if (RX > 2 && m + 2 <= m1) tile<2, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? ahead(n, J) : nullptr), m += 2;
-      for (; m < m1; ++m) tile<1, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? ahead(n, J) : nullptr);
+      if (RX > 2 && m + 2 <= m1) tile<2, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? first : nullptr), m += 2;
+      for (; m < m1; ++m) tile<1, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? first : nullptr);
     }
     for (; n < n1; ++n) {
       i64 m = m0;
@@ -376,44 +377,42 @@ void layer_norm_rows(float* y, const float* x, const float* w, const float* b, i
   });
 }
 
+namespace {
+
+// The scores of R consecutive rows (queries q, stride ldq) against keys 0 .. t - 1, 3 keys at a
+// time as R x 3 tiles of dot products, then the last keys 1 at a time: row r's score for key p
+// goes to scores[r * lds + p], times scale. Every score is decode.h's dot product, whatever R.
+template <int R>
+void tile_scores(float* scores, i64 lds, const float* q, i64 ldq, const float* keys, i64 stride, i64 hs, i64 t,
+                 float scale) {
+  i64 p = 0;
+  for (; p + 3 <= t; p += 3) {
+    float s[R][3];
+    dots<R, 3>(s, q, ldq, keys + p * stride, stride, hs);
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < 3; ++j) scores[r * lds + p + j] = s[r][j] * scale;
+  }
+  for (; p < t; ++p) {
+    float s[R][1];
+    dots<R, 1>(s, q, ldq, keys + p * stride, stride, hs);
+    for (int r = 0; r < R; ++r) scores[r * lds + p] = s[r][0] * scale;
+  }
+}
+
+}  // namespace
+
 void attend_rows(float* out, i64 ldo, const float* q, i64 ldq, const float* keys, const float* values, i64 t0,
                  i64 n, i64 stride, i64 hs, float* scores, i64 lds) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  // The scores of 3 rows at a time, q_i . k_p as 3 x 3 tiles of dot products (the tile of a
-  // prefill's linear layer, decode.h's order, so each is the number a row alone would get):
-  // 6 loads per 9 products where one row's dots take 2 per product. The last keys of a tile
-  // may lie past a row's own position; those scores are computed and never read.
+  // The scores of 3 rows at a time, as 3 x 3 tiles (the tile of a prefill's linear layer): 6
+  // loads per 9 products where one row's dots take 2 per product. A tile's keys run to its last
+  // row's position; the scores past an earlier row's own position are computed and never read.
+  // The rows left (a decoding step's one row) take 1 x 3 tiles: 3 sums in flight, not 1.
   i64 i0 = 0;
-  for (; i0 + 3 <= n; i0 += 3) {
-    const i64 t = t0 + i0 + 3;  // the tile's keys: the last row's
-    i64 p = 0;
-    for (; p + 3 <= t; p += 3) {
-      float s[3][3];
-      dots<3, 3>(s, q + i0 * ldq, ldq, keys + p * stride, stride, hs);
-      for (int r = 0; r < 3; ++r)
-        for (int j = 0; j < 3; ++j) scores[(i0 + r) * lds + p + j] = s[r][j] * scale;
-    }
-    for (; p < t; ++p) {
-      float s[3][1];
-      dots<3, 1>(s, q + i0 * ldq, ldq, keys + p * stride, stride, hs);
-      for (int r = 0; r < 3; ++r) scores[(i0 + r) * lds + p] = s[r][0] * scale;
-    }
-  }
-  // The rows left (a decoding step's one row), 3 keys at a time: 3 sums in flight, not 1.
-  for (i64 i = i0; i < n; ++i) {
-    const i64 t = t0 + i + 1;
-    i64 p = 0;
-    for (; p + 3 <= t; p += 3) {
-      float s[1][3];
-      dots<1, 3>(s, q + i * ldq, ldq, keys + p * stride, stride, hs);
-      for (int j = 0; j < 3; ++j) scores[i * lds + p + j] = s[0][j] * scale;
-    }
-    for (; p < t; ++p) {
-      float s[1][1];
-      dots<1, 1>(s, q + i * ldq, ldq, keys + p * stride, stride, hs);
-      scores[i * lds + p] = s[0][0] * scale;
-    }
-  }
+  for (; i0 + 3 <= n; i0 += 3)
+    tile_scores<3>(scores + i0 * lds, lds, q + i0 * ldq, ldq, keys, stride, hs, t0 + i0 + 3, scale);
+  for (i64 i = i0; i < n; ++i)
+    tile_scores<1>(scores + i * lds, lds, q + i * ldq, ldq, keys, stride, hs, t0 + i + 1, scale);
   // Each row's softmax and weighted sum of values, over its own positions 0 .. t0 + i.
   for (i64 i = 0; i < n; ++i) {
     const i64 t = t0 + i + 1;

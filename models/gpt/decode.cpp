@@ -216,11 +216,14 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
 const float* Decoder::forward(DecodeState* const* states, const std::int64_t* counts, std::int64_t n,
                               const std::uint32_t* tokens, const std::int64_t* wanted, std::int64_t W) {
   BRRR_CHECK(n >= 1, "Decoder: no sequences");
+  // The positions a state holds: none until reserve gives it this model's layers.
+  const auto held = [&](const DecodeState& s) {
+    return s.keys.size() == static_cast<std::size_t>(config_.n_layer) ? s.length : std::int64_t{0};
+  };
   std::int64_t R = 0;
   for (std::int64_t i = 0; i < n; ++i) {
-    DecodeState& s = *states[i];
     BRRR_CHECK(counts[i] >= 1, "Decoder: sequence ", i, " has no tokens");
-    const std::int64_t t = s.keys.size() == static_cast<std::size_t>(config_.n_layer) ? s.length : 0;
+    const std::int64_t t = held(*states[i]);
     BRRR_CHECK(t + counts[i] <= config_.block_size, "Decoder: ", n > 1 ? "sequence " + std::to_string(i) + ": " : "",
                t, " cached + ", counts[i], " new positions exceed block_size ", config_.block_size);
     for (std::int64_t j = 0; j < i; ++j)
@@ -238,7 +241,7 @@ const float* Decoder::forward(DecodeState* const* states, const std::int64_t* co
   if (static_cast<std::int64_t>(row_states_.size()) < R) row_states_.resize(R), row_positions_.resize(R);
   for (std::int64_t i = 0, r = 0; i < n; ++i) {
     DecodeState& s = *states[i];
-    const std::int64_t t = s.keys.size() == static_cast<std::size_t>(config_.n_layer) ? s.length : 0;
+    const std::int64_t t = held(s);
     reserve(s, t + counts[i]);
     for (std::int64_t j = 0; j < counts[i]; ++j, ++r) row_states_[r] = &s, row_positions_[r] = t + j;
   }
