@@ -9,11 +9,12 @@
 // prefill: 9 vector accumulators, 6 loads per 9 FMAs as written, like a GEMM's micro-kernel;
 // GCC 12 folds each load of W into the FMAs that use it, so the compiled loop makes 12). A 4 x 3
 // tile (12 sums) compiled to 15 or 16 loads per 12 FMAs: measured at 512 x 1536 x 384 on one
-// thread, in a test program, 3 x 3 ran 1.5-1.9x the 4 x 3's GFLOP/s. When decoding, each tile
+// thread, in a throwaway copy of these loops (docs/measurements.md), 3 x 3 ran 1.5-1.9x the
+// 4 x 3's GFLOP/s. When decoding, each tile
 // prefetches the rows of W two tiles on (see block). Both operands should start on 32-byte
 // boundaries (the callers' buffers are brrr/aligned_vector.h's): a vector load that straddles
 // two cache lines costs two, and with 16-byte aligned rows that was every other load (the same
-// test program: 28-33 GFLOP/s against 47-60 with aligned rows).
+// copy: 28-33 GFLOP/s against 47-60 with aligned rows).
 // With AVX2 and FMA (this build's -march says whether) a vector is 8 floats; otherwise a plain
 // array of 8 that computes the same sums, so the numbers are the same bits either way.
 #include "kernels/cpu/decode.h"
