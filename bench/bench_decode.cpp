@@ -10,7 +10,8 @@
 // Prefill: PREFILL tokens into an empty cache, up to the logits of the last; the median of 3.
 // The floor: the weight bytes one step reads over the copy bandwidth that the kernel lab
 // measures on this machine (lab/timing.cpp: a parallel memcpy, read + write bytes counted);
-// the roof line adds the lab's float32 matmul peak and the ridge point.
+// the roof line adds the lab's float32 matmul peak and the ridge point; the peak line, the
+// arithmetic peak of an FMA loop (bench_util.h) and the prefill's share of it.
 // bench/decode.sh runs this beside transformers (bench/decode_peer.py) and prints the ratios.
 #include <chrono>
 #include <cstdlib>
@@ -106,6 +107,17 @@ int main(int argc, char** argv) {
               peaks.tflops * 1e3, peaks.flops_how.c_str(), peaks.bandwidth_gbs, peaks.tflops * 1e3 / peaks.bandwidth_gbs,
               dtype == kFloat32 ? 0.5 : 1.0, static_cast<long long>(prefill),
               (dtype == kFloat32 ? 0.5 : 1.0) * static_cast<double>(prefill));
+  // The compute peak (bench_util.h's FMA loop) and what the prefill did, as the Decoder does it:
+  // q, k and v of every row in every layer; the rest of the last layer (attention, projection,
+  // MLP) and the head only for the last row, whose logits are wanted. 2 FLOPs per multiply-add;
+  // attention counts q.k and the weighted sum of values, row t over t + 1 positions.
+  const double C = static_cast<double>(c.n_embd), T = static_cast<double>(prefill), L = static_cast<double>(c.n_layer);
+  const double prefill_flops = 2.0 * 3 * C * C * T * L + 2.0 * 9 * C * C * (T * (L - 1) + 1) +
+                               4.0 * C * T * (T + 1) / 2 * (L - 1) + 4.0 * C * T + 2.0 * C * static_cast<double>(c.vocab_size);
+  const double peak = bench::fma_peak_gflops(get_num_threads());
+  std::printf("peak    %.0f GFLOP/s (an FMA loop, %d threads): the prefill's %.1f GFLOP ran at %.0f GFLOP/s, %.0f%% of it\n",
+              peak, get_num_threads(), prefill_flops / 1e9, prefill_flops / prefill_s / 1e9,
+              100.0 * prefill_flops / prefill_s / 1e9 / peak);
   if (old) {  // the cached forward of kv_cache.cpp: tensors and ops, float32
     o.fast = false;
     o.weights = kFloat32;

@@ -3,10 +3,13 @@
 // the median (robust to a stray slow run; brrr/median_timer.h, the lab's and the graders'
 // timer too), and report the machine.
 #pragma once
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "brrr/cuda.h"
 #include "brrr/dtype.h"
@@ -38,6 +41,37 @@ inline std::string cpu_model() {
   while (std::getline(in, line))
     if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
   return "unknown CPU";
+}
+
+// The CPU's arithmetic peak, measured: each of `threads` threads runs 12 independent chains of
+// 8-wide float32 multiply-adds (a = a * b + c, which -march=native compiles to one FMA
+// instruction; 12 chains hide the FMA's latency on two FMA units) for about 0.3 s, and the
+// FLOPs of all threads over the wall time are the peak in GFLOP/s. No memory is touched: this
+// is the roof of the roofline that no kernel can pass, where a large matmul (the lab's `roof`)
+// is what a good kernel reaches.
+inline double fma_peak_gflops(int threads) {
+  typedef float v8 __attribute__((vector_size(32)));
+  constexpr int kChains = 12;
+  constexpr long kIterations = 25'000'000;
+  std::vector<float> sink(static_cast<std::size_t>(threads));
+  const auto chains = [&](int t) {
+    v8 a[kChains];
+    for (int i = 0; i < kChains; ++i) a[i] = v8{} + (1.0f + 1e-7f * static_cast<float>(i + t));
+    const v8 b = v8{} + 0.9999999f, c = v8{} + 1e-7f;
+    for (long it = 0; it < kIterations; ++it)
+      for (int i = 0; i < kChains; ++i) a[i] = a[i] * b + c;
+    float s = 0;
+    for (int i = 0; i < kChains; ++i) s += a[i][0];
+    sink[static_cast<std::size_t>(t)] = s;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> team;
+  for (int t = 0; t < threads; ++t) team.emplace_back(chains, t);
+  for (std::thread& t : team) t.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  volatile float kept = 0;  // the chains' results are used, so the loop is not dead code
+  for (float s : sink) kept = kept + s;
+  return 2.0 * 8 * kChains * static_cast<double>(kIterations) * threads / seconds / 1e9;
 }
 
 }  // namespace brrr::bench

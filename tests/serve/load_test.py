@@ -8,12 +8,14 @@ text and token logprobs equal its alone-run, bit for bit (the JSON numbers as wr
 
 --measure 1,8,32 instead measures, for each concurrency C: C clients each sending the same
 requests for S seconds, and prints tokens/s, time to first token p50/p99 and inter-token
-latency p50/p99 (the figures of docs/measurements.md). The ctest entry (label slow) is the
+latency p50/p99 (the figures of docs/measurements.md), and the CPU time per token of the server
+and of these clients, which share the machine's cores with it. The ctest entry (label slow) is the
 short form: 16 clients, 8 seconds.
 """
 import argparse
 import http.client
 import json
+import os
 import random
 import statistics
 import sys
@@ -116,9 +118,19 @@ def load(s, requests, clients, seconds, rng_seed):
     return errors, finished[0], hung_up[0]
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds of process pid so far (Linux's /proc/PID/stat), all its threads."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(s, requests, concurrency, seconds):
+    """Returns tokens/s, TTFT and inter-token latencies, the number of requests, and the CPU
+    seconds the server and these clients spent (they share the machine's cores)."""
     results, lock = [], threading.Lock()
     end = time.time() + seconds
+    server_cpu, own = cpu_seconds(s.proc.pid), os.times()
     start = time.perf_counter()
 
     def client(k):
@@ -135,10 +147,12 @@ def measure(s, requests, concurrency, seconds):
     for t in threads:
         t.join()
     wall = time.perf_counter() - start
+    server_cpu = cpu_seconds(s.proc.pid) - server_cpu
+    clients_cpu = sum(os.times()[:2]) - sum(own[:2])
     tokens = sum(len(r[3]) for r in results)
     ttft = [r[3][0] for r in results if r[3]]
     itl = [b - a for r in results for a, b in zip(r[3], r[3][1:])]
-    return tokens / wall, ttft, itl, len(results)
+    return tokens / wall, ttft, itl, len(results), server_cpu / tokens, clients_cpu / tokens
 
 
 def main():
@@ -158,10 +172,11 @@ def main():
             # Fixed work per request: greedy, 32 tokens (or what the context allows), no stop.
             reqs = [{"prompt": p, "max_tokens": min(32, block_size - 16), "temperature": 0} for p in PROMPTS]
             for c in [int(x) for x in a.measure.split(",")]:
-                tps, ttft, itl, n = measure(s, reqs, c, a.seconds)
+                tps, ttft, itl, n, server_cpu, clients_cpu = measure(s, reqs, c, a.seconds)
                 print(f"concurrency {c:3d}: {n:5d} requests, {tps:8.1f} tokens/s, TTFT p50 {percentile(ttft, 50) * 1e3:7.1f} ms "
                       f"p99 {percentile(ttft, 99) * 1e3:7.1f} ms, inter-token p50 {percentile(itl, 50) * 1e3:6.2f} ms "
-                      f"p99 {percentile(itl, 99) * 1e3:6.2f} ms", flush=True)
+                      f"p99 {percentile(itl, 99) * 1e3:6.2f} ms; CPU per token: server {server_cpu * 1e6:.0f} us, "
+                      f"clients {clients_cpu * 1e6:.0f} us", flush=True)
             return
         requests = make_requests(random.Random(7), 24, block_size)
         errors, finished, hung_up = load(s, requests, a.clients, a.seconds, 1)
