@@ -45,14 +45,14 @@ inline std::string cpu_model() {
 
 // The CPU's arithmetic peak, measured: each of `threads` threads runs 12 independent chains of
 // 8-wide float32 multiply-adds (a = a * b + c, which -march=native compiles to one FMA
-// instruction; 12 chains hide the FMA's latency on two FMA units) for about 0.3 s, and the
-// FLOPs of all threads over the wall time are the peak in GFLOP/s. No memory is touched: this
-// is the roof of the roofline that no kernel can pass, where a large matmul (the lab's `roof`)
-// is what a good kernel reaches.
+// instruction; 12 chains hide the FMA's latency on two FMA units) for 100 million steps (about
+// 0.2 s on the project's Zen 3), and the FLOPs of all threads over the wall time are the peak in
+// GFLOP/s. No memory is touched: this is the roof of the roofline that no kernel can pass,
+// where a large matmul (the lab's `roof`) is what a good kernel reaches.
 inline double fma_peak_gflops(int threads) {
   typedef float v8 __attribute__((vector_size(32)));
   constexpr int kChains = 12;
-  constexpr long kIterations = 25'000'000;
+  constexpr long kIterations = 100'000'000;
   std::vector<float> sink(static_cast<std::size_t>(threads));
   const auto chains = [&](int t) {
     v8 a[kChains];
