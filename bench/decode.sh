@@ -24,12 +24,13 @@ for shape in $shapes; do
     echo "$peer"
     echo "$ours"
     field() { awk -v k="$1" '$1 == k { print $'"$2"' }' <<<"$3"; }
+    # The ratios, and what a prefill 1.5x transformers' would take: its FLOPs in two thirds of
+    # the peer's time, against the FMA peak.
     awk -v pd="$(field decode 4 "$peer")" -v od="$(field decode 4 "$ours")" \
         -v pp="$(field prefill 4 "$peer")" -v op="$(field prefill 4 "$ours")" -v s="$shape" -v d="$dtype" \
-        'BEGIN { printf "ratio   %s %-7s decode %.2fx transformers, prefill %.2fx\n", s, d, od / pd, pp / op }'
-    # What a prefill 1.5x transformers' would take: its FLOPs in two thirds of the peer's time.
-    awk -v pp="$(field prefill 4 "$peer")" -v gflop="$(field peak 11 "$ours")" -v peak="$(field peak 2 "$ours")" \
-        -v s="$shape" -v d="$dtype" \
-        'BEGIN { need = gflop / (pp / 1.5); printf "needs   %s %-7s prefill at 1.5x transformers: %.0f GFLOP/s, %.0f%% of the FMA peak\n", s, d, need, 100 * need / peak }'
+        -v gflop="$(field peak 11 "$ours")" -v peak="$(field peak 2 "$ours")" \
+        'BEGIN { printf "ratio   %s %-7s decode %.2fx transformers, prefill %.2fx\n", s, d, od / pd, pp / op
+                 need = gflop / (pp / 1.5)
+                 printf "needs   %s %-7s prefill at 1.5x transformers: %.0f GFLOP/s, %.0f%% of the FMA peak\n", s, d, need, 100 * need / peak }'
   done
 done

@@ -259,9 +259,7 @@ const float* Decoder::prefill(DecodeState& state, const std::uint32_t* tokens, s
 
 const float* Decoder::step(DecodeState* const* states, const std::uint32_t* tokens, std::int64_t n) {
   BRRR_CHECK(n >= 1, "Decoder::step: no sequences");
-  ones_.assign(static_cast<std::size_t>(n), 1);
-  every_.resize(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) every_[i] = i;
+  for (auto i = static_cast<std::int64_t>(every_.size()); i < n; ++i) ones_.push_back(1), every_.push_back(i);
   return forward(states, ones_.data(), n, tokens, every_.data(), n);
 }
 

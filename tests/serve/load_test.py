@@ -127,7 +127,7 @@ def cpu_seconds(pid):
 
 def measure(s, requests, concurrency, seconds):
     """Returns tokens/s, TTFT and inter-token latencies, the number of requests, and the CPU
-    seconds the server and these clients spent (they share the machine's cores)."""
+    seconds per token that the server and these clients spent (they share the machine's cores)."""
     results, lock = [], threading.Lock()
     end = time.time() + seconds
     server_cpu, own = cpu_seconds(s.proc.pid), os.times()

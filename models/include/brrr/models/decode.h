@@ -108,7 +108,7 @@ class Decoder {
   std::vector<DecodeState*> row_states_;
   std::vector<std::int64_t> row_positions_;
   std::vector<std::int64_t> groups_;  // run's attention groups: the first row of each, then R
-  std::vector<std::int64_t> ones_, every_;  // step's counts (all 1) and rows wanted (all)
+  std::vector<std::int64_t> ones_, every_;  // step's counts (all 1) and rows wanted (0, 1, ...), grown as n grows
   float* capture_ = nullptr;
 };
 
