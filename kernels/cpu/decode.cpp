@@ -5,9 +5,10 @@
 // W is read once, multiplied with x and summed, so the time is W's bytes over the memory
 // bandwidth. Rows of W go to the threads in blocks of 48; within a block, a micro-kernel takes
 // 4 rows of W against 1 or 2 rows of x when x has fewer than 3 rows (decoding: four independent
-// sums per row), and 3 rows of W against 3 rows of x otherwise (a batch of sequences, a
-// prefill: 9 vector accumulators, 6 loads per 9 FMAs as written, like a GEMM's micro-kernel;
-// GCC 12 folds each load of W into the FMAs that use it, so the compiled loop makes 12). A 4 x 3
+// sums per row), and 3 rows of W against 3 rows of x up to 47 rows (a batch of sequences: 9
+// vector accumulators, 6 loads per 9 FMAs as written; GCC 12 folds each load of W into the
+// FMAs that use it, so the compiled loop makes 12). From 48 rows (a prefill) a GEMM's tile
+// takes over that computes the very same sums (see "Many rows" below). A 4 x 3
 // tile (12 sums) compiled to 15 or 16 loads per 12 FMAs: measured at 512 x 1536 x 384 on one
 // thread, in a throwaway copy of these loops (docs/measurements.md), 3 x 3 ran 1.5-1.9x the
 // 4 x 3's GFLOP/s. When decoding, each tile
@@ -28,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "brrr/aligned_vector.h"
 #include "kernels/cpu/cpu.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -181,8 +183,21 @@ inline Vec load(const std::uint16_t* p) {  // 8 bfloat16: widen to 32 bits, shif
 }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
 inline void prefetch(const char* p) { _mm_prefetch(p, _MM_HINT_T0); }
+inline void prefetch_write(const float* p) { __builtin_prefetch(p, 1, 3); }
 inline Vec splat(float a) { return _mm256_set1_ps(a); }
 inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+inline Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+inline Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+// r[j][l] -> r[l][j]: 8 vectors of 8 as a matrix, transposed in registers (24 shuffles).
+inline void transpose8(Vec (&r)[8]) {
+  Vec t[8], u[8];
+  for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20), r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+}
 // ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), as decode.h says.
 inline float hsum(Vec v) {
   const __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l_i + l_{i+4}
@@ -205,12 +220,25 @@ inline Vec fma(Vec a, Vec b, Vec c) {
   return c;
 }
 inline void prefetch(const char* p) { __builtin_prefetch(p); }
+inline void prefetch_write(const float* p) { __builtin_prefetch(p, 1, 3); }
 inline Vec splat(float a) {
   Vec v;
   for (float& l : v.l) l = a;
   return v;
 }
 inline void store(float* p, Vec v) { std::memcpy(p, v.l, sizeof v.l); }
+inline Vec add(Vec a, Vec b) {
+  for (int i = 0; i < 8; ++i) a.l[i] += b.l[i];
+  return a;
+}
+inline Vec mul(Vec a, Vec b) {
+  for (int i = 0; i < 8; ++i) a.l[i] *= b.l[i];
+  return a;
+}
+inline void transpose8(Vec (&r)[8]) {
+  for (int i = 0; i < 8; ++i)
+    for (int j = i + 1; j < 8; ++j) std::swap(r[i].l[j], r[j].l[i]);
+}
 inline float hsum(Vec v) {
   const float a0 = v.l[0] + v.l[4], a1 = v.l[1] + v.l[5], a2 = v.l[2] + v.l[6], a3 = v.l[3] + v.l[7];
   return (a0 + a2) + (a1 + a3);
@@ -330,12 +358,168 @@ void gelu_row(float* y, i64 n, Epilogue e) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Many rows (a prefill, a step of many sequences): the same sums, computed as a GEMM computes
+//
+// dots keeps one output's 8 lane sums in a vector and adds the lanes at the end: per step of k, a
+// 3 x 3 tile makes 9 FMAs from 6 loads as written (12 as compiled), and every output ends in a
+// horizontal sum. A GEMM's micro-kernel holds 8 outputs in a vector instead and broadcasts x:
+// a 6 x 16 tile makes 12 FMAs from 2 loads of W and 6 broadcasts of x, and 12 sums in flight keep
+// both FMA units busy. It can make dots' very numbers. Lane l of an output's dot product is a
+// chain of FMAs over k = l, l + 8, l + 16, ..., from zero: a dot product of its own, over the
+// T = K / 8 values of k in lane class l. So the tile runs the 8 lane classes one after another
+// (each a GEMM chain over its T values of k), keeps each output's 8 lane sums, adds them in
+// dots' order, then the last K % 8 products, then the bias. Same additions, same order, same
+// bits: so which of the two kernels a call takes (it depends on M) never changes a number, and
+// a sequence's numbers stay the same alone or batched.
+//
+// W's rows are packed 16 at a time into a panel, wp[(l * T + t) * 16 + j] = W[n + j][8 t + l],
+// widened to float32 (bfloat16 included), zeros past the last row, so that a lane class of the
+// panel is one contiguous stream. A panel (48 KiB at K = 768) stays in the core's caches while
+// every row of x passes over it, so W is read from memory once per call. x is read where it is,
+// a broadcast every 8 numbers: its tile of 6 rows stays in L1 or L2 through the 8 lane classes.
+constexpr i64 kPanel = 16;     // outputs per panel: two vectors
+constexpr i64 kGemmRows = 6;   // rows of x per tile
+constexpr i64 kPanelsPerBlock = 4;  // a thread's share of the work: 4 panels, 64 outputs
+// From this many rows of x on, linear_rows takes the GEMM. Below it, packing W costs more than
+// the GEMM's tile saves: gpt-12m's 24 matrices on 2 threads (docs/measurements.md) took 4.7-7.3
+// ms at 8 rows against the dot products' 3.8-4.1, 12.4-13.0 against 13.0-15.2 at 48 rows, and
+// 0.73-0.86 of the dot products' time at 64 to 256 rows.
+constexpr i64 kGemmThreshold = 48;
+
+// The tile: R (<= 6) rows of x (x + r * ldx) against a panel, the lane classes one after
+// another, then each output's 8 lane sums added in dots' order into sum[r][j] (the last K % 8
+// products not yet). Named accumulators: GCC 12 kept an array of 12 vectors on the stack.
+template <int R>
+inline void gemm_sums(float (&sum)[R][kPanel], const float* x, i64 ldx, const float* wp, i64 T) {
+  float part[8][R][kPanel];
+  for (int l = 0; l < 8; ++l) {
+    const float* a0 = x + l;
+    const float* b = wp + l * T * kPanel;
+    Vec c00 = zero(), c01 = zero(), c10 = zero(), c11 = zero(), c20 = zero(), c21 = zero();
+    Vec c30 = zero(), c31 = zero(), c40 = zero(), c41 = zero(), c50 = zero(), c51 = zero();
+    for (i64 t = 0; t < T; ++t) {
+      const Vec w0 = load(b + t * kPanel), w1 = load(b + t * kPanel + 8);
+#define BRRR_GEMM_ROW(r)                                           \
+  if constexpr (R > r) {                                           \
+    const Vec a = splat(a0[r * ldx + 8 * t]);                      \
+    c##r##0 = fma(a, w0, c##r##0), c##r##1 = fma(a, w1, c##r##1); \
+  }
+      BRRR_GEMM_ROW(0) BRRR_GEMM_ROW(1) BRRR_GEMM_ROW(2) BRRR_GEMM_ROW(3) BRRR_GEMM_ROW(4) BRRR_GEMM_ROW(5)
+#undef BRRR_GEMM_ROW
+    }
+    const Vec c[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    for (int r = 0; r < R; ++r) store(part[l][r], c[r][0]), store(part[l][r] + 8, c[r][1]);
+  }
+  // dots' order, 8 outputs at a time: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+  for (int r = 0; r < R; ++r)
+    for (int h = 0; h < kPanel; h += 8) {
+      const auto p = [&](int l) { return load(part[l][r] + h); };
+      store(sum[r] + h, add(add(add(p(0), p(4)), add(p(2), p(6))), add(add(p(1), p(5)), add(p(3), p(7)))));
+    }
+}
+
+// Packs rows [0, J) of w (stride ldw; J <= 16) into a panel, rows past J as zeros. k = 8 t ..
+// 8 t + 7 of 8 rows at a time are transposed in registers: lane class l of those rows. Meanwhile
+// the rows of `next` (next_rows of them, stride ldw), the next panel's, are asked for at the same
+// pace, a cache line of each every 64 bytes: 16 rows read side by side are 16 streams, more than
+// the hardware prefetcher follows.
+template <class W>
+inline void pack_panel(float* wp, const W* w, i64 ldw, i64 J, i64 T, const W* next, i64 next_rows) {
+  for (i64 t = 0; t < T; ++t) {
+    if ((8 * t * static_cast<i64>(sizeof(W))) % 64 == 0)
+      for (i64 j = 0; j < next_rows; ++j) prefetch(reinterpret_cast<const char*>(next + j * ldw + 8 * t));
+    for (i64 h = 0; h < kPanel; h += 8) {
+      Vec r[8];
+      for (i64 j = 0; j < 8; ++j) r[j] = h + j < J ? load(w + (h + j) * ldw + 8 * t) : zero();
+      transpose8(r);
+      for (i64 l = 0; l < 8; ++l) store(wp + (l * T + t) * kPanel + h, r[l]);
+    }
+  }
+}
+
+// Rows [m, m + R) of y, the panel's outputs [n, n + J): the tile's sums, the last K % 8
+// products, the bias, the epilogue (store or add; a GELU comes after, along the row).
+template <int R, class W>
+inline void gemm_rows(float* y, const float* x, const W* w, const float* wp, const float* bias, i64 m, i64 n, i64 J,
+                      i64 N, i64 K, Epilogue e) {
+  const i64 K8 = K - K % 8;
+  // The tile's outputs are R short pieces of R rows of y, one or two cache lines each, which no
+  // hardware prefetcher foresees: asked for now, they arrive while the tile sums.
+  for (int r = 0; r < R; ++r) {
+    prefetch_write(y + (m + r) * N + n);
+    prefetch_write(y + (m + r) * N + n + J - 1);
+  }
+  float sum[R][kPanel];
+  gemm_sums<R>(sum, x + m * K, K, wp, K8 / 8);
+  for (int r = 0; r < R; ++r) {
+    float* dst = y + (m + r) * N + n;
+    if (J == kPanel && K8 == K) {  // a whole panel, no products left: 8 outputs at a time
+      for (int h = 0; h < kPanel; h += 8) {
+        Vec v = load(sum[r] + h);
+        if (bias) v = add(v, load(bias + n + h));
+        store(dst + h, e == Epilogue::kAdd ? add(load(dst + h), v) : v);
+      }
+      continue;
+    }
+    for (i64 j = 0; j < J; ++j) {
+      float s = sum[r][j];
+      for (i64 k = K8; k < K; ++k) s = std::fma(x[(m + r) * K + k], widen(w[(n + j) * K + k]), s);
+      const float v = bias ? s + bias[n + j] : s;
+      if (e == Epilogue::kAdd) dst[j] += v;
+      else dst[j] = v;
+    }
+  }
+}
+
+// A panel's scratch, one per thread for as long as the thread lives: a panel is packed by the
+// thread that uses it.
+float* panel_scratch(i64 floats) {
+  thread_local aligned_vector<float> panel;
+  if (panel.size() < static_cast<std::size_t>(floats)) panel.resize(static_cast<std::size_t>(floats));
+  return panel.data();
+}
+
+// Calls f.template operator()<R>() with R = rows (1 .. 6) as a constant.
+template <class F>
+inline void with_rows(i64 rows, F&& f) {
+  switch (rows) {
+    case 6: f.template operator()<6>(); break;
+    case 5: f.template operator()<5>(); break;
+    case 4: f.template operator()<4>(); break;
+    case 3: f.template operator()<3>(); break;
+    case 2: f.template operator()<2>(); break;
+    case 1: f.template operator()<1>(); break;
+    default: break;
+  }
+}
+
+template <class W>
+void gemm(float* y, const float* x, const W* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
+  const i64 T = K / 8;
+  const bool gelu = e == Epilogue::kGeluTanh || e == Epilogue::kGeluErf;
+  const Epilogue tiles = gelu ? Epilogue::kStore : e;
+  share((N + kPanel - 1) / kPanel, kPanelsPerBlock, [&](i64 p0, i64 p1) {
+    float* wp = panel_scratch(kPanel * 8 * T);
+    for (i64 p = p0; p < p1; ++p) {
+      const i64 n = p * kPanel, J = std::min(kPanel, N - n);
+      const i64 next_rows = p + 1 < p1 ? std::min(kPanel, N - n - kPanel) : 0;
+      pack_panel(wp, w + n * K, K, J, T, next_rows > 0 ? w + (n + kPanel) * K : nullptr, next_rows);
+      for (i64 m = 0; m < M; m += kGemmRows)
+        with_rows(std::min(kGemmRows, M - m), [&]<int R>() { gemm_rows<R>(y, x, w, wp, bias, m, n, J, N, K, tiles); });
+      if (gelu)
+        for (i64 r = 0; r < M; ++r) gelu_row(y + r * N + n, J, e);
+    }
+  });
+}
+
 template <class W>
 void linear_rows_impl(float* y, const float* x, const W* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
+  if (M >= kGemmThreshold) return gemm(y, x, w, bias, M, N, K, e);
   constexpr i64 kRowsOfW = 48;  // a block of W's rows (144 KiB at K = 768 in float32): one thread's share of work
   // A few rows (decoding): 1 x 4 or 2 x 4 tiles, four independent sums per row of x. Three rows
-  // or more (a batch of sequences, a prefill): 3 x 3 tiles, 9 sums from 6 loads, as a GEMM's
-  // micro-kernel. Either way every output is the same dot product (the order above).
+  // or more (a batch of sequences): 3 x 3 tiles, 9 sums from 6 loads. Either way, and in the
+  // GEMM above, every output is the same dot product (the order above).
   // GELU is applied after the block, along each row's piece of y, 8 outputs at a time (the
   // tiles' outputs come one at a time, and GELU's exp costs more than a tile's sums at K = 128).
   const bool gelu = e == Epilogue::kGeluTanh || e == Epilogue::kGeluErf;
@@ -402,49 +586,132 @@ void tile_scores(float* scores, i64 lds, const float* q, i64 ldq, const float* k
 
 }  // namespace
 
-void attend_rows(float* out, i64 ldo, const float* q, i64 ldq, const float* keys, const float* values, i64 t0,
-                 i64 n, i64 stride, i64 hs, float* scores, i64 lds) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  // The scores of 3 rows at a time, as 3 x 3 tiles (the tile of a prefill's linear layer): 6
-  // loads per 9 products where one row's dots take 2 per product. A tile's keys run to its last
-  // row's position; the scores past an earlier row's own position are computed and never read.
-  // The rows left (a decoding step's one row) take 1 x 3 tiles: 3 sums in flight, not 1.
-  i64 i0 = 0;
-  for (; i0 + 3 <= n; i0 += 3)
-    tile_scores<3>(scores + i0 * lds, lds, q + i0 * ldq, ldq, keys, stride, hs, t0 + i0 + 3, scale);
-  for (i64 i = i0; i < n; ++i)
-    tile_scores<1>(scores + i * lds, lds, q + i * ldq, ldq, keys, stride, hs, t0 + i + 1, scale);
-  // Each row's softmax and weighted sum of values, over its own positions 0 .. t0 + i.
-  for (i64 i = 0; i < n; ++i) {
-    const i64 t = t0 + i + 1;
-    float* sc = scores + i * lds;
-    float* o = out + i * ldo;
-    float top = -INFINITY;
-    for (i64 p = 0; p < t; ++p) top = std::max(top, sc[p]);
-#pragma omp simd
-    for (i64 p = 0; p < t; ++p) sc[p] = exp_vec(sc[p] - top);
-    float total = 0.0f;
-    for (i64 p = 0; p < t; ++p) total += sc[p];
-    // o[d] = sum over p of sc[p] v_p[d], one FMA per p in increasing p, 32 of the d at a time
-    // in registers (so o is not loaded and stored for every position).
-    i64 d0 = 0;
-    for (; d0 + 32 <= hs; d0 += 32) {
-      Vec acc[4] = {zero(), zero(), zero(), zero()};
-      for (i64 p = 0; p < t; ++p) {
-        const Vec a = splat(sc[p]);
-        const float* v = values + p * stride + d0;
-        for (int j = 0; j < 4; ++j) acc[j] = fma(a, load(v + 8 * j), acc[j]);
+namespace {
+
+// The scores of rows [0, n) (row i's query at q + i * ldq, its keys 0 .. t0 + i) as GEMM tiles
+// (gemm_sums above): the keys 16 at a time packed into a panel, against 6 rows of queries at a
+// time. The numbers are tile_scores's (dots' order, then the last hs % 8 products, then the
+// scale). A tile writes the scores of a panel's keys up to its last row's position; those past
+// an earlier row's own position are never read.
+void gemm_scores(float* scores, i64 lds, const float* q, i64 ldq, const float* keys, i64 stride, i64 hs, i64 t0,
+                 i64 n, float scale) {
+  const i64 K8 = hs - hs % 8, T = K8 / 8, keys_total = t0 + n;
+  float* wp = panel_scratch(kPanel * K8);
+  for (i64 k0 = 0; k0 < keys_total; k0 += kPanel) {
+    const i64 J = std::min(kPanel, keys_total - k0);
+    pack_panel(wp, keys + k0 * stride, stride, J, T, static_cast<const float*>(nullptr), 0);
+    // Rows whose last key is before this panel have all their scores already.
+    for (i64 m = std::max<i64>(0, k0 - t0); m < n; m += kGemmRows)
+      with_rows(std::min(kGemmRows, n - m), [&]<int R>() {
+        // The tile's scores land in R rows far apart (a row of scores per head is block_size
+        // long): their cache lines, asked for now, arrive while the tile sums (as gemm_rows).
+        for (int r = 0; r < R; ++r) {
+          prefetch_write(scores + (m + r) * lds + k0);
+          prefetch_write(scores + (m + r) * lds + k0 + J - 1);
+        }
+        float sum[R][kPanel];
+        gemm_sums<R>(sum, q + m * ldq, ldq, wp, T);
+        const i64 upto = std::min(J, t0 + m + R - k0);  // keys of this panel the tile's last row sees
+        if (upto == kPanel && K8 == hs) {  // 8 scores at a time (the sums read back as they were written)
+          for (int r = 0; r < R; ++r)
+            for (int h = 0; h < kPanel; h += 8) store(scores + (m + r) * lds + k0 + h, mul(load(sum[r] + h), splat(scale)));
+          return;
+        }
+        for (int r = 0; r < R; ++r)
+          for (i64 j = 0; j < upto; ++j) {
+            float s = sum[r][j];
+            for (i64 k = K8; k < hs; ++k) s = std::fma(q[(m + r) * ldq + k], keys[(k0 + j) * stride + k], s);
+            scores[(m + r) * lds + k0 + j] = s * scale;
+          }
+      });
+  }
+}
+
+// o_r (hs) = sum over p < t0 + r of sc_r[p] v_p, for R consecutive rows r of one sequence (row r
+// sees t0 + r positions; its scores at scores + r * lds, its output at out + r * ldo): each o[d]
+// one FMA per p in increasing p, from 0, as attend_rows has always summed it. D vectors of d at
+// a time for all R rows, R x D = 8 sums in flight: each load of v serves R rows.
+template <int R>
+void weigh_values(float* out, i64 ldo, const float* scores, i64 lds, const float* values, i64 stride, i64 hs, i64 t0) {
+  constexpr int D = R <= 2 ? 4 : 2;
+  i64 d0 = 0;
+  for (; d0 + 8 * D <= hs; d0 += 8 * D) {
+    Vec acc[R][D];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < D; ++j) acc[r][j] = zero();
+    for (i64 p = 0; p < t0; ++p) {
+      const float* v = values + p * stride + d0;
+      Vec vj[D];
+      for (int j = 0; j < D; ++j) vj[j] = load(v + 8 * j);
+      for (int r = 0; r < R; ++r) {
+        const Vec a = splat(scores[r * lds + p]);
+        for (int j = 0; j < D; ++j) acc[r][j] = fma(a, vj[j], acc[r][j]);
       }
-      for (int j = 0; j < 4; ++j) store(o + d0 + 8 * j, acc[j]);
     }
+    for (int r = 1; r < R; ++r)  // the later rows' last positions
+      for (i64 p = t0; p < t0 + r; ++p) {
+        const float* v = values + p * stride + d0;
+        const Vec a = splat(scores[r * lds + p]);
+        for (int j = 0; j < D; ++j) acc[r][j] = fma(a, load(v + 8 * j), acc[r][j]);
+      }
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < D; ++j) store(out + r * ldo + d0 + 8 * j, acc[r][j]);
+  }
+  for (int r = 0; r < R; ++r) {
+    float* o = out + r * ldo;
     std::fill(o + d0, o + hs, 0.0f);
-    for (i64 p = 0; p < t; ++p) {
-      const float a = sc[p];
+    for (i64 p = 0; p < t0 + r; ++p) {
+      const float a = scores[r * lds + p];
       const float* v = values + p * stride;
       for (i64 d = d0; d < hs; ++d) o[d] = std::fma(a, v[d], o[d]);
     }
-    const float inv = 1.0f / total;
-    for (i64 d = 0; d < hs; ++d) o[d] *= inv;
+  }
+}
+
+}  // namespace
+
+void attend_rows(float* out, i64 ldo, const float* q, i64 ldq, const float* keys, const float* values, i64 t0,
+                 i64 n, i64 stride, i64 hs, float* scores, i64 lds) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  if (n >= kGemmRows) {
+    gemm_scores(scores, lds, q, ldq, keys, stride, hs, t0, n, scale);
+  } else {
+    // A few rows: 3 x 3 tiles of dot products (6 loads per 9 products, where one row's dots take
+    // 2 per product), then the rows left (a decoding step's one row) as 1 x 3 tiles, 3 sums in
+    // flight, not 1. A tile's keys run to its last row's position.
+    i64 i0 = 0;
+    for (; i0 + 3 <= n; i0 += 3)
+      tile_scores<3>(scores + i0 * lds, lds, q + i0 * ldq, ldq, keys, stride, hs, t0 + i0 + 3, scale);
+    for (i64 i = i0; i < n; ++i)
+      tile_scores<1>(scores + i * lds, lds, q + i * ldq, ldq, keys, stride, hs, t0 + i + 1, scale);
+  }
+  // Each row's softmax over its own positions 0 .. t0 + i, then the weighted sums of values 4
+  // rows at a time, then each row divided by its total.
+  constexpr i64 kRows = 4;
+  for (i64 i0 = 0; i0 < n; i0 += kRows) {
+    const i64 rows = std::min(kRows, n - i0);
+    float inv[kRows];
+    for (i64 i = i0; i < i0 + rows; ++i) {
+      const i64 t = t0 + i + 1;
+      float* sc = scores + i * lds;
+      float top = -INFINITY;
+      for (i64 p = 0; p < t; ++p) top = std::max(top, sc[p]);
+#pragma omp simd
+      for (i64 p = 0; p < t; ++p) sc[p] = exp_vec(sc[p] - top);
+      float total = 0.0f;
+      for (i64 p = 0; p < t; ++p) total += sc[p];
+      inv[i - i0] = 1.0f / total;
+    }
+    float* o = out + i0 * ldo;
+    const float* sc = scores + i0 * lds;
+    switch (rows) {
+      case 4: weigh_values<4>(o, ldo, sc, lds, values, stride, hs, t0 + i0 + 1); break;
+      case 3: weigh_values<3>(o, ldo, sc, lds, values, stride, hs, t0 + i0 + 1); break;
+      case 2: weigh_values<2>(o, ldo, sc, lds, values, stride, hs, t0 + i0 + 1); break;
+      default: weigh_values<1>(o, ldo, sc, lds, values, stride, hs, t0 + i0 + 1); break;
+    }
+    for (i64 r = 0; r < rows; ++r)
+      for (i64 d = 0; d < hs; ++d) o[r * ldo + d] *= inv[r];
   }
 }
 

@@ -10,7 +10,10 @@
 // holding the products of k = l, l + 8, l + 16, ... below K - K % 8, each added with one fused
 // multiply-add in increasing k; then the lanes summed as ((l0 + l4) + (l2 + l6)) + ((l1 + l5) +
 // (l3 + l7)); then the last K % 8 products, in order; then the bias. So a sequence's numbers do
-// not depend on which other rows ran beside it (batch invariance).
+// not depend on which other rows ran beside it (batch invariance). Two kernels compute them:
+// tiles of dot products for a few rows (decoding, a step of a few sequences), and from 48 rows
+// (a prefill) a GEMM's tile that runs the 8 lanes' chains one after another and adds them in
+// the same order, so a row's bits never depend on which kernel ran it (decode.cpp).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -51,7 +54,8 @@ void attend_row(float* out, const float* q, const float* keys, const float* valu
 // The same for n consecutive rows of one sequence and head (a prefill): row i's query, at
 // q + i * ldq, attends over positions 0 .. t0 + i; its output goes to out + i * ldo and its
 // scores (room for t0 + n floats) to scores + i * lds. Each row's numbers are attend_row's,
-// bit for bit; the scores are computed as 3 x 3 tiles of dot products.
+// bit for bit: the scores are linear_rows's dot products (3 x 3 tiles of them below 6 rows, the
+// GEMM tile from 6), times 1 / sqrt(hs).
 void attend_rows(float* out, std::int64_t ldo, const float* q, std::int64_t ldq, const float* keys,
                  const float* values, std::int64_t t0, std::int64_t n, std::int64_t stride, std::int64_t hs,
                  float* scores, std::int64_t lds);
