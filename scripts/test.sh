@@ -25,10 +25,10 @@ echo "== Tests (Release)"
 scripts/check_required_tests.py build/ctest.log
 
 echo "== Sanitizer build (ASan + UBSan)"
-# -O1 -g1 rather than RelWithDebInfo's -O2 -g: on the 2-core machine (2026-11-27) the build
-# took 35 minutes at -O2 -g and 21 at -O1 -g1 (73 and 37 minutes of compiler CPU time), while
-# its tests ran about 1.3x longer; -g1 keeps the line tables that sanitizer reports name source
-# lines with.
+# -O1 -g1 rather than RelWithDebInfo's -O2 -g: in fresh clones on the 2-core machine
+# (2026-11-27) the build took 35 minutes at -O2 -g and 18.5 at -O1 -g1, its tests 694 s and
+# 729 s (docs/measurements.md, "The test command's time"); -g1 keeps the line tables that
+# sanitizer reports name source lines with.
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
   -DBRRR_SANITIZE=ON -DBRRR_CUDA=OFF -DBRRR_BENCH=OFF -DBRRR_WERROR=ON -DBRRR_SERVE=ON >/dev/null
 cmake --build build-sanitize -j "$jobs"
