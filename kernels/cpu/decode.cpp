@@ -283,8 +283,11 @@ inline float gelu_tanh(float v) {  // 0.5 v (1 + tanh(u)) written as v / (1 + ex
 }
 
 // What a tile does with an output: store it or add it to y (the GELUs are stored, then applied
-// along the row by gelu_row).
-inline float epilogue(Epilogue e, float dst, float v) { return e == Epilogue::kAdd ? dst + v : v; }
+// along the row by gelu_row). y is read only to add to it.
+inline void put(Epilogue e, float& dst, float v) {
+  if (e == Epilogue::kAdd) dst += v;
+  else dst = v;
+}
 
 // Decoding (a few rows of x) streams W from memory once, J short rows at a time (768 bytes
 // each at K = 384 in bf16), too short for the hardware's prefetcher to get ahead of: the first
@@ -304,8 +307,7 @@ inline void tile(float* y, const float* x, const W* w, const float* bias, i64 m,
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < J; ++j) {
       const float v = bias ? out[r][j] + bias[n + j] : out[r][j];
-      float& dst = y[(m + r) * N + n + j];
-      dst = epilogue(e, dst, v);
+      put(e, y[(m + r) * N + n + j], v);
     }
 }
 
@@ -465,9 +467,7 @@ inline void gemm_rows(float* y, const float* x, const W* w, const float* wp, con
     for (i64 j = 0; j < J; ++j) {
       float s = sum[r][j];
       for (i64 k = K8; k < K; ++k) s = std::fma(x[(m + r) * K + k], widen(w[(n + j) * K + k]), s);
-      const float v = bias ? s + bias[n + j] : s;
-      if (e == Epilogue::kAdd) dst[j] += v;
-      else dst[j] = v;
+      put(e, dst[j], bias ? s + bias[n + j] : s);
     }
   }
 }
@@ -704,12 +704,7 @@ void attend_rows(float* out, i64 ldo, const float* q, i64 ldq, const float* keys
     }
     float* o = out + i0 * ldo;
     const float* sc = scores + i0 * lds;
-    switch (rows) {
-      case 4: weigh_values<4>(o, ldo, sc, lds, values, stride, hs, t0 + i0 + 1); break;
-      case 3: weigh_values<3>(o, ldo, sc, lds, values, stride, hs, t0 + i0 + 1); break;
-      case 2: weigh_values<2>(o, ldo, sc, lds, values, stride, hs, t0 + i0 + 1); break;
-      default: weigh_values<1>(o, ldo, sc, lds, values, stride, hs, t0 + i0 + 1); break;
-    }
+    with_rows(rows, [&]<int R>() { weigh_values<R>(o, ldo, sc, lds, values, stride, hs, t0 + i0 + 1); });
     for (i64 r = 0; r < rows; ++r)
       for (i64 d = 0; d < hs; ++d) o[r * ldo + d] *= inv[r];
   }
