@@ -377,26 +377,33 @@ void gelu_row(float* y, i64 n, Epilogue e) {
 //
 // W's rows are packed 16 at a time into a panel, wp[(l * T + t) * 16 + j] = W[n + j][8 t + l],
 // widened to float32 (bfloat16 included), zeros past the last row, so that a lane class of the
-// panel is one contiguous stream. A panel (48 KiB at K = 768) stays in the core's caches while
-// every row of x passes over it, so W is read from memory once per call. x is read where it is,
-// a broadcast every 8 numbers: its tile of 6 rows stays in L1 or L2 through the 8 lane classes.
+// panel is one contiguous stream. x's rows are packed the same way, 6 at a time into a tile,
+// xp[(l * T + t) * 6 + r] = x[m + r][8 t + l], zeros past the last row: a step of the tile reads
+// the next 24 bytes of the tile, where x read in place took one float from each of 6 rows 8
+// floats apart (on one thread at 512 rows, the packed tile ran 5-20% faster in a throwaway copy
+// of these loops). x is packed once per call, by the team; W a block of panels at a time, by the
+// thread that uses them. Each tile of x then passes over every panel of the block while it is
+// in L1 (the panels, up to 192 KiB, stay in L2), and every row of x passes over each block, so W
+// is read from memory once per call.
 constexpr i64 kPanel = 16;     // outputs per panel: two vectors
 constexpr i64 kGemmRows = 6;   // rows of x per tile
-constexpr i64 kPanelsPerBlock = 4;  // a thread's share of the work: 4 panels, 64 outputs
+// A thread's share of the work: a block of up to 4 panels (64 outputs) of at most 192 KiB of
+// packed W, so 4 panels at K = 384 or 768, 2 at K = 1536, 1 at K = 3072.
+constexpr i64 kPanelsPerBlock = 4, kBlockBytes = 192 * 1024;
 // From this many rows of x on, linear_rows takes the GEMM. Below it, packing W costs more than
 // the GEMM's tile saves: gpt-12m's 24 matrices on 2 threads (docs/measurements.md) took 4.7-7.3
 // ms at 8 rows against the dot products' 3.8-4.1, 12.4-13.0 against 13.0-15.2 at 48 rows, and
 // 0.73-0.86 of the dot products' time at 64 to 256 rows.
 constexpr i64 kGemmThreshold = 48;
 
-// The tile: R (<= 6) rows of x (x + r * ldx) against a panel, the lane classes one after
+// The tile: R (<= 6) rows of a packed tile of x against a panel, the lane classes one after
 // another, then each output's 8 lane sums added in dots' order into sum[r][j] (the last K % 8
 // products not yet). Named accumulators: GCC 12 kept an array of 12 vectors on the stack.
 template <int R>
-inline void gemm_sums(float (&sum)[R][kPanel], const float* x, i64 ldx, const float* wp, i64 T) {
+inline void gemm_sums(float (&sum)[R][kPanel], const float* xp, const float* wp, i64 T) {
   float part[8][R][kPanel];
   for (int l = 0; l < 8; ++l) {
-    const float* a0 = x + l;
+    const float* a = xp + l * T * kGemmRows;
     const float* b = wp + l * T * kPanel;
     Vec c00 = zero(), c01 = zero(), c10 = zero(), c11 = zero(), c20 = zero(), c21 = zero();
     Vec c30 = zero(), c31 = zero(), c40 = zero(), c41 = zero(), c50 = zero(), c51 = zero();
@@ -404,8 +411,8 @@ inline void gemm_sums(float (&sum)[R][kPanel], const float* x, i64 ldx, const fl
       const Vec w0 = load(b + t * kPanel), w1 = load(b + t * kPanel + 8);
 #define BRRR_GEMM_ROW(r)                                           \
   if constexpr (R > r) {                                           \
-    const Vec a = splat(a0[r * ldx + 8 * t]);                      \
-    c##r##0 = fma(a, w0, c##r##0), c##r##1 = fma(a, w1, c##r##1); \
+    const Vec s = splat(a[t * kGemmRows + r]);                     \
+    c##r##0 = fma(s, w0, c##r##0), c##r##1 = fma(s, w1, c##r##1); \
   }
       BRRR_GEMM_ROW(0) BRRR_GEMM_ROW(1) BRRR_GEMM_ROW(2) BRRR_GEMM_ROW(3) BRRR_GEMM_ROW(4) BRRR_GEMM_ROW(5)
 #undef BRRR_GEMM_ROW
@@ -440,11 +447,33 @@ inline void pack_panel(float* wp, const W* w, i64 ldw, i64 J, i64 T, const W* ne
   }
 }
 
-// Rows [m, m + R) of y, the panel's outputs [n, n + J): the tile's sums, the last K % 8
-// products, the bias, the epilogue (store or add; a GELU comes after, along the row).
+// Packs rows [0, R) of x (stride ldx; R <= 6) into a tile, rows past R as zeros: 8 rows (the
+// last two zeros) transposed in registers as pack_panel does, lane class l's 8 numbers stored
+// at its step t, the 2 past the tile's 6 overwritten by step t + 1 (the last step stores 6).
+inline void pack_tile(float* xp, const float* x, i64 ldx, i64 R, i64 T) {
+  for (i64 t = 0; t < T; ++t) {
+    Vec r[8];
+    for (i64 j = 0; j < 8; ++j) r[j] = j < R ? load(x + j * ldx + 8 * t) : zero();
+    transpose8(r);
+    for (i64 l = 0; l < 8; ++l) {
+      float* dst = xp + (l * T + t) * kGemmRows;
+      if (t + 1 < T) {
+        store(dst, r[l]);
+      } else {
+        float last[8];
+        store(last, r[l]);
+        std::memcpy(dst, last, kGemmRows * sizeof(float));
+      }
+    }
+  }
+}
+
+// Rows [m, m + R) of y, the panel's outputs [n, n + J): the tile's sums (xp: the rows' packed
+// tile), the last K % 8 products, the bias, the epilogue (store or add; a GELU comes after,
+// along the row).
 template <int R, class W>
-inline void gemm_rows(float* y, const float* x, const W* w, const float* wp, const float* bias, i64 m, i64 n, i64 J,
-                      i64 N, i64 K, Epilogue e) {
+inline void gemm_rows(float* y, const float* x, const W* w, const float* xp, const float* wp, const float* bias,
+                      i64 m, i64 n, i64 J, i64 N, i64 K, Epilogue e) {
   const i64 K8 = K - K % 8;
   // The tile's outputs are R short pieces of R rows of y, one or two cache lines each, which no
   // hardware prefetcher foresees: asked for now, they arrive while the tile sums.
@@ -453,7 +482,7 @@ inline void gemm_rows(float* y, const float* x, const W* w, const float* wp, con
     prefetch_write(y + (m + r) * N + n + J - 1);
   }
   float sum[R][kPanel];
-  gemm_sums<R>(sum, x + m * K, K, wp, K8 / 8);
+  gemm_sums<R>(sum, xp, wp, K8 / 8);
   for (int r = 0; r < R; ++r) {
     float* dst = y + (m + r) * N + n;
     if (J == kPanel && K8 == K) {  // a whole panel, no products left: 8 outputs at a time
@@ -472,12 +501,15 @@ inline void gemm_rows(float* y, const float* x, const W* w, const float* wp, con
   }
 }
 
-// A panel's scratch, one per thread for as long as the thread lives: a panel is packed by the
-// thread that uses it.
-float* panel_scratch(i64 floats) {
-  thread_local aligned_vector<float> panel;
-  if (panel.size() < static_cast<std::size_t>(floats)) panel.resize(static_cast<std::size_t>(floats));
-  return panel.data();
+// Scratch a thread keeps for as long as it lives, one for each use: the panels a thread packs
+// and uses, the tiles of x a call packs (the calling thread's, read by the team), the tiles of
+// queries attend_rows packs.
+enum class Scratch { kPanels, kTilesOfX, kTilesOfQueries };
+template <Scratch S>
+float* scratch(i64 floats) {
+  thread_local aligned_vector<float> room;
+  if (room.size() < static_cast<std::size_t>(floats)) room.resize(static_cast<std::size_t>(floats));
+  return room.data();
 }
 
 // Calls f.template operator()<R>() with R = rows (1 .. 6) as a constant.
@@ -496,20 +528,37 @@ inline void with_rows(i64 rows, F&& f) {
 
 template <class W>
 void gemm(float* y, const float* x, const W* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
-  const i64 T = K / 8;
+  const i64 T = K / 8, tiles = (M + kGemmRows - 1) / kGemmRows, tile_floats = kGemmRows * 8 * T;
+  const i64 panel_floats = kPanel * 8 * T;
   const bool gelu = e == Epilogue::kGeluTanh || e == Epilogue::kGeluErf;
-  const Epilogue tiles = gelu ? Epilogue::kStore : e;
-  share((N + kPanel - 1) / kPanel, kPanelsPerBlock, [&](i64 p0, i64 p1) {
-    float* wp = panel_scratch(kPanel * 8 * T);
+  const Epilogue epilogue = gelu ? Epilogue::kStore : e;
+  float* xp = scratch<Scratch::kTilesOfX>(tiles * tile_floats);
+  share(tiles, 4, [&](i64 i0, i64 i1) {
+    for (i64 i = i0; i < i1; ++i)
+      pack_tile(xp + i * tile_floats, x + i * kGemmRows * K, K, std::min(kGemmRows, M - i * kGemmRows), T);
+  });
+  const i64 per_block =
+      std::clamp<i64>(kBlockBytes / std::max<i64>(1, panel_floats * static_cast<i64>(sizeof(float))), 1, kPanelsPerBlock);
+  share((N + kPanel - 1) / kPanel, per_block, [&](i64 p0, i64 p1) {
+    float* wp = scratch<Scratch::kPanels>(per_block * panel_floats);
     for (i64 p = p0; p < p1; ++p) {
       const i64 n = p * kPanel, J = std::min(kPanel, N - n);
       const i64 next_rows = p + 1 < p1 ? std::min(kPanel, N - n - kPanel) : 0;
-      pack_panel(wp, w + n * K, K, J, T, next_rows > 0 ? w + (n + kPanel) * K : nullptr, next_rows);
-      for (i64 m = 0; m < M; m += kGemmRows)
-        with_rows(std::min(kGemmRows, M - m), [&]<int R>() { gemm_rows<R>(y, x, w, wp, bias, m, n, J, N, K, tiles); });
-      if (gelu)
-        for (i64 r = 0; r < M; ++r) gelu_row(y + r * N + n, J, e);
+      pack_panel(wp + (p - p0) * panel_floats, w + n * K, K, J, T, next_rows > 0 ? w + (n + kPanel) * K : nullptr,
+                 next_rows);
     }
+    for (i64 i = 0; i < tiles; ++i) {
+      const i64 m = i * kGemmRows;
+      with_rows(std::min(kGemmRows, M - m), [&]<int R>() {
+        for (i64 p = p0; p < p1; ++p) {
+          const i64 n = p * kPanel;
+          gemm_rows<R>(y, x, w, xp + i * tile_floats, wp + (p - p0) * panel_floats, bias, m, n,
+                       std::min(kPanel, N - n), N, K, epilogue);
+        }
+      });
+    }
+    if (gelu)
+      for (i64 r = 0; r < M; ++r) gelu_row(y + r * N + p0 * kPanel, std::min(N, p1 * kPanel) - p0 * kPanel, e);
   });
 }
 
@@ -596,12 +645,14 @@ namespace {
 void gemm_scores(float* scores, i64 lds, const float* q, i64 ldq, const float* keys, i64 stride, i64 hs, i64 t0,
                  i64 n, float scale) {
   const i64 K8 = hs - hs % 8, T = K8 / 8, keys_total = t0 + n;
-  float* wp = panel_scratch(kPanel * K8);
+  float* wp = scratch<Scratch::kPanels>(kPanel * K8);
+  float* qp = scratch<Scratch::kTilesOfQueries>((n + kGemmRows - 1) / kGemmRows * kGemmRows * K8);
+  for (i64 m = 0; m < n; m += kGemmRows) pack_tile(qp + m * K8, q + m * ldq, ldq, std::min(kGemmRows, n - m), T);
   for (i64 k0 = 0; k0 < keys_total; k0 += kPanel) {
     const i64 J = std::min(kPanel, keys_total - k0);
     pack_panel(wp, keys + k0 * stride, stride, J, T, static_cast<const float*>(nullptr), 0);
-    // Rows whose last key is before this panel have all their scores already.
-    for (i64 m = std::max<i64>(0, k0 - t0); m < n; m += kGemmRows)
+    // Tiles whose rows' last keys are all before this panel have all their scores already.
+    for (i64 m = std::max<i64>(0, k0 - t0) / kGemmRows * kGemmRows; m < n; m += kGemmRows)
       with_rows(std::min(kGemmRows, n - m), [&]<int R>() {
         // The tile's scores land in R rows far apart (a row of scores per head is block_size
         // long): their cache lines, asked for now, arrive while the tile sums (as gemm_rows).
@@ -610,7 +661,7 @@ void gemm_scores(float* scores, i64 lds, const float* q, i64 ldq, const float* k
           prefetch_write(scores + (m + r) * lds + k0 + J - 1);
         }
         float sum[R][kPanel];
-        gemm_sums<R>(sum, q + m * ldq, ldq, wp, T);
+        gemm_sums<R>(sum, qp + m * K8, wp, T);
         const i64 upto = std::min(J, t0 + m + R - k0);  // keys of this panel the tile's last row sees
         if (upto == kPanel && K8 == hs) {  // 8 scores at a time (the sums read back as they were written)
           for (int r = 0; r < R; ++r)
