@@ -188,6 +188,7 @@ inline Vec splat(float a) { return _mm256_set1_ps(a); }
 inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
 inline Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
 inline Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+inline Vec vmax(Vec a, Vec b) { return _mm256_max_ps(a, b); }
 // r[j][l] -> r[l][j]: 8 vectors of 8 as a matrix, transposed in registers (24 shuffles).
 inline void transpose8(Vec (&r)[8]) {
   Vec t[8], u[8];
@@ -233,6 +234,10 @@ inline Vec add(Vec a, Vec b) {
 }
 inline Vec mul(Vec a, Vec b) {
   for (int i = 0; i < 8; ++i) a.l[i] *= b.l[i];
+  return a;
+}
+inline Vec vmax(Vec a, Vec b) {  // as _mm256_max_ps: b where either is NaN
+  for (int i = 0; i < 8; ++i) a.l[i] = a.l[i] > b.l[i] ? a.l[i] : b.l[i];
   return a;
 }
 inline void transpose8(Vec (&r)[8]) {
@@ -681,7 +686,7 @@ void gemm_scores(float* scores, i64 lds, const float* q, i64 ldq, const float* k
 // o_r (hs) = sum over p < t0 + r of sc_r[p] v_p, for R consecutive rows r of one sequence (row r
 // sees t0 + r positions; its scores at scores + r * lds, its output at out + r * ldo): each o[d]
 // one FMA per p in increasing p, from 0, as attend_rows has always summed it. D vectors of d at
-// a time for all R rows, R x D = 8 sums in flight: each load of v serves R rows.
+// a time for all R rows, R x D = 8 to 12 sums in flight: each load of v serves R rows.
 template <int R>
 void weigh_values(float* out, i64 ldo, const float* scores, i64 lds, const float* values, i64 stride, i64 hs, i64 t0) {
   constexpr int D = R <= 2 ? 4 : 2;
@@ -721,6 +726,29 @@ void weigh_values(float* out, i64 ldo, const float* scores, i64 lds, const float
 
 }  // namespace
 
+float row_max(const float* v, i64 n) {
+  float top = -INFINITY;
+  i64 p = 0;
+  if (n >= 8) {
+    Vec m = load(v);
+    for (p = 8; p + 8 <= n; p += 8) m = vmax(load(v + p), m);
+    float lanes[8];
+    store(lanes, m);
+    for (const float l : lanes) top = std::max(top, l);
+  }
+  for (; p < n; ++p) top = std::max(top, v[p]);
+  return top;
+}
+
+float softmax_total(const float* e, i64 n) {
+  Vec lanes = zero();
+  i64 p = 0;
+  for (; p + 8 <= n; p += 8) lanes = add(lanes, load(e + p));
+  float total = hsum(lanes);
+  for (; p < n; ++p) total += e[p];
+  return total;
+}
+
 void attend_rows(float* out, i64 ldo, const float* q, i64 ldq, const float* keys, const float* values, i64 t0,
                  i64 n, i64 stride, i64 hs, float* scores, i64 lds) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -736,22 +764,18 @@ void attend_rows(float* out, i64 ldo, const float* q, i64 ldq, const float* keys
     for (i64 i = i0; i < n; ++i)
       tile_scores<1>(scores + i * lds, lds, q + i * ldq, ldq, keys, stride, hs, t0 + i + 1, scale);
   }
-  // Each row's softmax over its own positions 0 .. t0 + i, then the weighted sums of values 4
+  // Each row's softmax over its own positions 0 .. t0 + i, then the weighted sums of values 6
   // rows at a time, then each row divided by its total.
-  constexpr i64 kRows = 4;
-  for (i64 i0 = 0; i0 < n; i0 += kRows) {
-    const i64 rows = std::min(kRows, n - i0);
-    float inv[kRows];
+  for (i64 i0 = 0; i0 < n; i0 += kGemmRows) {
+    const i64 rows = std::min(kGemmRows, n - i0);
+    float inv[kGemmRows];
     for (i64 i = i0; i < i0 + rows; ++i) {
       const i64 t = t0 + i + 1;
       float* sc = scores + i * lds;
-      float top = -INFINITY;
-      for (i64 p = 0; p < t; ++p) top = std::max(top, sc[p]);
+      const float top = row_max(sc, t);
 #pragma omp simd
       for (i64 p = 0; p < t; ++p) sc[p] = exp_vec(sc[p] - top);
-      float total = 0.0f;
-      for (i64 p = 0; p < t; ++p) total += sc[p];
-      inv[i - i0] = 1.0f / total;
+      inv[i - i0] = 1.0f / softmax_total(sc, t);
     }
     float* o = out + i0 * ldo;
     const float* sc = scores + i0 * lds;

@@ -45,6 +45,14 @@ void layer_norm_rows(float* y, const float* x, const float* w, const float* b, s
 // never waits for a thread that has not started a block.
 void decode_parallel(std::int64_t n, std::int64_t grain, const std::function<void(std::int64_t, std::int64_t)>& body);
 
+// The largest of v[0 .. n) (-inf when n is 0). Max is exact, so 8 lanes at a time give what a
+// loop in order gives (NaNs aside).
+float row_max(const float* v, std::int64_t n);
+// The total attend_row(s) divide a row's weights exp(s_p - max) by: lane l adds e[p] for p = l,
+// l + 8, ... in order, the 8 lanes are added as the dot products add theirs, then e[p] for the
+// last n % 8 positions in order. Whoever wants the weights attend_row used divides by this.
+float softmax_total(const float* e, std::int64_t n);
+
 // One query's attention over positions 0 .. t - 1 of one head: out (hs) = softmax(q . k_p /
 // sqrt(hs)) weighted sum of v_p, where k_p = keys + p * stride (hs numbers; so does v_p).
 // scores has room for t floats. The sums run over p in increasing order.

@@ -196,8 +196,7 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
       const std::int64_t n = positions[R - 1] + 1;
       for (std::int64_t h = 0; h < H; ++h) {
         const float* sc = scores_.data() + (R - 1) * scores_stride + h * T;
-        float total = 0.0f;  // summed as attend_rows sums it, so the weights are the ones it used
-        for (std::int64_t t = 0; t < n; ++t) total += sc[t];
+        const float total = kc::softmax_total(sc, n);  // the total attend_row divided by
         for (std::int64_t t = 0; t < n; ++t) capture_[(static_cast<std::int64_t>(l) * H + h) * n + t] = sc[t] / total;
       }
     }

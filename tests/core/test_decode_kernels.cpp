@@ -18,6 +18,8 @@
 
 using brrr::kernels::cpu::Epilogue;
 using brrr::kernels::cpu::linear_rows;
+using brrr::kernels::cpu::row_max;
+using brrr::kernels::cpu::softmax_total;
 using i64 = std::int64_t;
 
 namespace {
@@ -67,6 +69,13 @@ std::vector<Case> cases() {
         out.push_back({M, N, K, e, i % 3 != 0, i % 2 == 1});
         ++i;
       }
+  // Long rows: the GEMM's blocks then hold 2 panels (K = 1544) or 1 (K = 3077) where the shapes
+  // above hold 4, and 9 panels make several blocks with a short last one.
+  for (i64 K : {1544, 3077})
+    for (i64 N : {40, 137}) {
+      out.push_back({50, N, K, static_cast<Epilogue>(i % 4), i % 3 != 0, i % 2 == 1});
+      ++i;
+    }
   return out;
 }
 
@@ -174,4 +183,28 @@ TEST_CASE("attend_rows: against a float64 softmax attention, and each row the sa
         CHECK(bad == 0);
         CHECK(differ == 0);
       }
+}
+
+TEST_CASE("row_max and softmax_total: the largest number and the total of a row, at ragged lengths") {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 4.0f);
+  CHECK(row_max(nullptr, 0) == -INFINITY);
+  CHECK(softmax_total(nullptr, 0) == 0.0f);
+  for (i64 n : {1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000, 1023}) {
+    INFO("n ", n);
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (float& f : v) f = g(rng);
+    // The largest anywhere in the row, the lanes' maxima and the tail's alike.
+    for (i64 at : {i64{0}, n / 2, n - 1}) {
+      std::vector<float> w = v;
+      w[static_cast<std::size_t>(at)] = 100.0f;
+      CHECK(row_max(w.data(), n) == 100.0f);
+    }
+    float top = v[0];
+    for (const float f : v) top = std::max(top, f);
+    CHECK(row_max(v.data(), n) == top);
+    double total = 0, scale = 0;
+    for (float& f : v) f = std::exp(f - top), total += f, scale += std::abs(f);
+    CHECK(std::abs(softmax_total(v.data(), n) - total) <= 1e-6 * double(n) * scale);
+  }
 }
