@@ -385,11 +385,12 @@ void gelu_row(float* y, i64 n, Epilogue e) {
 // panel is one contiguous stream. x's rows are packed the same way, 6 at a time into a tile,
 // xp[(l * T + t) * 6 + r] = x[m + r][8 t + l], zeros past the last row: a step of the tile reads
 // the next 24 bytes of the tile, where x read in place took one float from each of 6 rows 8
-// floats apart (on one thread at 512 rows, the packed tile ran 5-20% faster in a throwaway copy
-// of these loops). x is packed once per call, by the team; W a block of panels at a time, by the
-// thread that uses them. Each tile of x then passes over every panel of the block while it is
+// floats apart and came back to the same cache lines for each lane class. x is packed once per
+// call, by the team; W a block of panels at a time, by the thread that uses them. Each tile of x then passes over every panel of the block while it is
 // in L1 (the panels, up to 192 KiB, stay in L2), and every row of x passes over each block, so W
-// is read from memory once per call.
+// is read from memory once per call. On one thread at 510 rows, in a throwaway copy of these
+// loops, this ran at 60-80 GFLOP/s where x read in place and one panel at a time ran at 49-72
+// (docs/measurements.md, "Packed tiles of x").
 constexpr i64 kPanel = 16;     // outputs per panel: two vectors
 constexpr i64 kGemmRows = 6;   // rows of x per tile
 // A thread's share of the work: a block of up to 4 panels (64 outputs) of at most 192 KiB of
