@@ -1223,14 +1223,17 @@ void matmul_bias_gelu_unfused(T* out, T* pre, const T* a, const T* b, const T* b
 //     destination) put the 8 rows an ldmatrix reads on 8 different 16-byte bank groups.
 //   - Edges. 8 values whose row lies outside the matrix are 16 zero bytes, stored (not a
 //     cp.async of 0 source bytes: its source address must still be aligned, and the matrix's
-//     need not be). A copy that straddles the end of a row (the last k's when K is not a
-//     multiple of 8) reads only its 2 x inside bytes and zero-fills the rest, so nothing past
-//     the row is read. But cp.async wants a 16-byte aligned source, and when the row length is
-//     not a multiple of 8 most rows start mid-way through 16 bytes: those copies go through
-//     registers instead, value by value with zeros past the edge (plain shared stores; they
-//     are complete before the same barrier that publishes the cp.async copies). The pipeline
-//     is unchanged; only such operands lose the asynchronous copies, and a caller wanting the
-//     fast path pads K (and the leading dimensions) to multiples of 8.
+//     need not be). 8 values that straddle the end of a row (the last k's when K is not a
+//     multiple of 8), and 8 whose source is not 16-byte aligned (when the row length is not a
+//     multiple of 8, most rows start mid-way through 16 bytes), go through registers instead,
+//     value by value with zeros past the edge (plain shared stores; they are complete before
+//     the same barrier that publishes the cp.async copies). The straddling ones could be a
+//     zero-filling cp.async of 2 x inside source bytes, which the PTX ISA says reads only
+//     those; but on an H200 (2026-11-27) compute-sanitizer's memcheck reported such a copy at
+//     the end of a matrix as a 16-byte read past its allocation, and initcheck as a read of
+//     uninitialized bytes (the emulator now refuses it too). The pipeline is unchanged; only
+//     such operands lose the asynchronous copies, and a caller wanting the fast path pads K
+//     (and the leading dimensions) to multiples of 8.
 // What limits it (expected, untimed): the (64, 64) block tile of variants 9 and 10, kept so the
 // emulator tests stay small: a value of a is loaded again for every 64 columns of out, one of b
 // for every 64 rows, and a warp does 8 mma's per 4 ldmatrix. cuBLAS-class kernels use (128, 128) or
@@ -1271,8 +1274,8 @@ Bf16Matrix stored_bf16(const __nv_bfloat16* data, std::int64_t batch_stride, std
 }
 
 // Starts copying the (ROWS, COLS) tile of m's matrix `base` at (r0, c0) into tile[r * pitch + c],
-// zeros past the edges: 16-byte cp.async copies where the source is aligned, values through
-// registers where it is not (see above).
+// zeros past the edges: 16-byte cp.async copies of 8 values inside the matrix from an aligned
+// source, values through registers otherwise (see above).
 template <int ROWS, int COLS>
 __device__ inline void copy_tile_bf16(__nv_bfloat16* tile, int pitch, const __nv_bfloat16* base, const Bf16Matrix& m,
                                       int r0, int c0, int tid) {
@@ -1286,8 +1289,8 @@ __device__ inline void copy_tile_bf16(__nv_bfloat16* tile, int pitch, const __nv
       continue;
     }
     const __nv_bfloat16* source = base + static_cast<std::int64_t>(row) * m.leading + col;
-    if (reinterpret_cast<std::uintptr_t>(source) % 16 == 0) {
-      cp_async<16>(destination, source, 2 * inside);
+    if (inside == 8 && reinterpret_cast<std::uintptr_t>(source) % 16 == 0) {
+      cp_async<16>(destination, source);
     } else {
       for (int x = 0; x < 8; ++x) destination[x] = x < inside ? source[x] : __ushort_as_bfloat16(0);
     }

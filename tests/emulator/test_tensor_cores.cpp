@@ -287,7 +287,26 @@ __global__ void zero_fill_from_misaligned(float* out, const float* in) {
   out[t] = tile[4 * t];
 }
 
+// A zero-filling copy of the last 2 floats of `in` (n floats, n % 4 == 2): it reads 8 source
+// bytes, but its 16 bytes end 8 past the allocation, which compute-sanitizer reports on a GPU.
+__global__ void partial_copy_at_the_end(float* out, const float* in, int n) {
+  BRRR_DYNAMIC_SHARED(float, tile);
+  cp_async<16>(&tile[0], in + (n - 2), 8);
+  cp_async_commit_group();
+  cp_async_wait_group<0>();
+  out[0] = tile[0];
+}
+
 }  // namespace
+
+TEST_CASE("planted: a partial cp.async whose 16 bytes end past the allocation is refused, as compute-sanitizer does") {
+  DeviceArray<float> in(quarters(66, 5)), out(1);
+  const std::string message = error_of(
+      [&] { BRRR_LAUNCH(partial_copy_at_the_end, 1, 1, 4 * sizeof(float), stream(), out.data, in.data, 66); });
+  CAPTURE(message);
+  CHECK(contains(message, "a cp.async of 16 bytes reading 8 source bytes"));
+  CHECK(contains(message, "ends past the source's allocation"));
+}
 
 TEST_CASE("planted: a cp.async of 0 source bytes from a misaligned address is refused, as on a GPU") {
   DeviceArray<float> in(quarters(64, 3)), out(32);
