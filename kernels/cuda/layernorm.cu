@@ -384,11 +384,15 @@ __global__ void layernorm_backward_kernel2(T* dx, T* partial, const T* dout, con
     const T m = mean[n], s = rstd[n];
     T sum_g = 0, sum_gn = 0;
     for (std::int64_t c = lane; c < C; c += 32) {
-      const T norm = (row[c] - m) * s, gw = g[c] * weight[c];
+      // dout[c] read once, into a register: nvcc knows dweight and dbias are shared memory and
+      // keeps one load for the three uses, but the emulator's g++ must assume the store to
+      // dweight[c] may change g[c] and loads it again, and its memory counters then disagreed
+      // with ncu's (7 load requests an element against 6, on the H200, 2026-11-27).
+      const T gc = g[c], norm = (row[c] - m) * s, gw = gc * weight[c];
       sum_g += gw;
       sum_gn += gw * norm;
-      dweight[c] += g[c] * norm;  // only this lane of this warp touches column c of this slice
-      dbias[c] += g[c];
+      dweight[c] += gc * norm;  // only this lane of this warp touches column c of this slice
+      dbias[c] += gc;
     }
     const T mean_g = warp_sum(sum_g) / static_cast<T>(C), mean_gn = warp_sum(sum_gn) / static_cast<T>(C);
     for (std::int64_t c = lane; c < C; c += 32) {
