@@ -163,7 +163,8 @@ void adamw_step2(float* param, const float* grad, float* m, float* v, std::int64
 // tensor t (a prefix sum over the tensors' chunk counts, made on the host), so a block finds
 // its tensor with a binary search over at most 64 entries, then its chunk as blockIdx.x -
 // first_block[t]. Inside the chunk each thread updates one float4 when that tensor's four
-// pointers are aligned (else the block loops over the chunk's scalars). Each parameter gets
+// pointers share their offset from a 16-byte boundary, the chunks then starting after the head
+// (below; else the block loops over the chunk's scalars). Each parameter gets
 // exactly adamw_update with the same constants as adamw_step, so the results are
 // bit-identical to adamw_step's on the same device.
 // Measured on an H100 at n = 2^26: chunks of 4096 with each thread looping over its four
@@ -171,9 +172,11 @@ void adamw_step2(float* param, const float* grad, float* m, float* v, std::int64
 // update, 58% (more registers, fewer resident blocks, each block one burst of loads, then
 // one of stores); one float4 a thread, as variant 2 does, 74.7%. The lab's case cuts n into
 // six tensors of ragged sizes laid end to end, so five of them start off a 16-byte boundary
-// and take the scalar loop; variant 2 on one aligned tensor reaches 99.7%. Peeling each
-// tensor's first few parameters up to a 16-byte boundary (its four pointers share their
-// misalignment) is the next step; the GPT's own tensors, each allocated apart, are aligned.
+// and took the scalar loop; variant 2 on one aligned tensor reaches 99.7%. On an H200
+// (2026-11-27) the same case read 67.6% of copy. So each tensor whose four pointers share
+// their misalignment now peels its first 0 to 3 parameters (the head) up to a 16-byte
+// boundary, and the rest takes float4s (not yet timed on a GPU). The GPT's own tensors, each
+// allocated apart, are aligned and have no head.
 
 constexpr int kMultiTensors = 64;
 constexpr std::int64_t kChunk = 4 * kBlockSize;
@@ -187,7 +190,8 @@ struct AdamWChunks {
   std::int64_t n[kMultiTensors];
   T decay[kMultiTensors];
   int first_block[kMultiTensors + 1];  // first_block[count] = the grid size
-  bool vector[kMultiTensors];
+  bool vector[kMultiTensors];        // float4 loads after the head
+  unsigned char head[kMultiTensors];  // parameters before the first 16-byte boundary (0 to 3)
   int count;
 };
 
@@ -210,21 +214,34 @@ __global__ void adamw_multi_kernel(AdamWChunks<T> list, AdamWConstants<T> argume
   T* m = list.m[t];
   T* v = list.v[t];
   const T decay = from_memory ? k.decay : list.decay[t];
-  const std::int64_t begin = (static_cast<std::int64_t>(blockIdx.x) - list.first_block[t]) * kChunk;
+  // The chunks start after the tensor's head (0 to 3 parameters before its first 16-byte
+  // boundary), which the first chunk's block does one parameter a thread.
+  const std::int64_t head = list.head[t], chunk = static_cast<std::int64_t>(blockIdx.x) - list.first_block[t];
+  if (chunk == 0 && threadIdx.x < head) {
+    const std::int64_t i = threadIdx.x;
+    T p = param[i], mi = m[i], vi = v[i];
+    adamw_update(p, grad[i], mi, vi, decay, k);
+    param[i] = p;
+    m[i] = mi;
+    v[i] = vi;
+  }
+  const std::int64_t begin = head + chunk * kChunk;
   const std::int64_t end = begin + kChunk < list.n[t] ? begin + kChunk : list.n[t];
   std::int64_t scalar_begin = begin;
   if constexpr (std::is_same_v<T, float>) {
     if (list.vector[t]) {
-      scalar_begin = begin + (end - begin) / 4 * 4;  // chunks start at multiples of 1024
+      scalar_begin = begin + (end - begin) / 4 * 4;  // begin is 16-byte aligned: head + 1024 chunk
       // One float4 per thread, as in variant 2 (see kChunk).
-      const std::int64_t i = begin / 4 + threadIdx.x;
-      if (i < scalar_begin / 4) {
-        float4 p = reinterpret_cast<float4*>(param)[i], mi = reinterpret_cast<float4*>(m)[i],
-               vi = reinterpret_cast<float4*>(v)[i];
-        adamw_update4(p, __ldg(reinterpret_cast<const float4*>(grad) + i), mi, vi, decay, k);
-        reinterpret_cast<float4*>(param)[i] = p;
-        reinterpret_cast<float4*>(m)[i] = mi;
-        reinterpret_cast<float4*>(v)[i] = vi;
+      const std::int64_t i = begin / 4 + threadIdx.x;  // head < 4: begin / 4 is chunk * 256
+      if (4 * static_cast<std::int64_t>(threadIdx.x) < scalar_begin - begin) {
+        float4* p4 = reinterpret_cast<float4*>(param + head);
+        float4* m4 = reinterpret_cast<float4*>(m + head);
+        float4* v4 = reinterpret_cast<float4*>(v + head);
+        float4 p = p4[i], mi = m4[i], vi = v4[i];
+        adamw_update4(p, __ldg(reinterpret_cast<const float4*>(grad + head) + i), mi, vi, decay, k);
+        p4[i] = p;
+        m4[i] = mi;
+        v4[i] = vi;
       }
     }
   }
@@ -259,7 +276,19 @@ void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParam
                " has weight decay ", tensor.weight_decay, ", but constants read from memory hold one decay, ",
                hp.weight_decay);
     if (tensor.n == 0) continue;
-    const std::int64_t chunks = ceil_div(tensor.n, kChunk);
+    // float4 loads need the four pointers 16-byte aligned. A tensor cut out of a larger buffer
+    // may start anywhere, but its four pointers usually share their misalignment (the lab's
+    // case: six tensors end to end in four buffers): then the first 0 to 3 parameters (the
+    // head) are done one by one, and everything after them is aligned.
+    std::int64_t head = 0;
+    bool vector = false;
+    if constexpr (std::is_same_v<T, float>) {
+      const auto offset = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16; };
+      const std::uintptr_t off = offset(tensor.param);
+      vector = off % sizeof(T) == 0 && offset(tensor.grad) == off && offset(tensor.m) == off && offset(tensor.v) == off;
+      if (vector) head = std::min<std::int64_t>(tensor.n, static_cast<std::int64_t>((16 - off) % 16 / sizeof(T)));
+    }
+    const std::int64_t chunks = std::max<std::int64_t>(1, ceil_div(tensor.n - head, kChunk));
     BRRR_CHECK(chunks <= INT_MAX, "adamw_multi_step: tensor ", i, " of ", tensor.n, " parameters is too large");
     if (list.count == kMultiTensors || blocks + chunks > INT_MAX) launch();
     const int t = list.count++;
@@ -270,7 +299,8 @@ void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParam
     list.n[t] = tensor.n;
     list.decay[t] = adamw_decay<T>(hp.lr, tensor.weight_decay);
     list.first_block[t] = static_cast<int>(blocks);
-    list.vector[t] = aligned16(tensor.param) && aligned16(tensor.grad) && aligned16(tensor.m) && aligned16(tensor.v);
+    list.vector[t] = vector;
+    list.head[t] = static_cast<unsigned char>(head);
     blocks += chunks;
   }
   launch();

@@ -400,17 +400,19 @@ AdamWParams adamw_params(std::int64_t step, double weight_decay) {
 template <class T>
 struct Slot {
   std::vector<T> param, grad, m, v;
-  int offset;
+  int offset, grad_shift;  // grad starts grad_shift values further than the other three
   std::int64_t n;
-  Slot(std::int64_t n_, int offset_, std::mt19937& rng) : offset(offset_), n(n_) {
+  Slot(std::int64_t n_, int offset_, std::mt19937& rng, int grad_shift_ = 0)
+      : offset(offset_), grad_shift(grad_shift_), n(n_) {
     param = random_values<T>(n + offset, rng);
-    grad = random_values<T>(n + offset, rng);
+    grad = random_values<T>(n + offset + grad_shift, rng);
     m = random_values<T>(n + offset, rng, 0.1);
     v = random_values<T>(n + offset, rng, 0.01);
     for (T& x : v) x = x * x;  // second moments are >= 0
   }
   AdamWTensor<T> tensor(double weight_decay) {
-    return {param.data() + offset, grad.data() + offset, m.data() + offset, v.data() + offset, n, weight_decay};
+    return {param.data() + offset, grad.data() + offset + grad_shift, m.data() + offset, v.data() + offset, n,
+            weight_decay};
   }
 };
 }  // namespace
@@ -451,15 +453,18 @@ TEST_CASE("adamw_step variants 1 and 2 match the CPU over three steps, ragged n,
 namespace {
 template <class T>
 void check_multi_tensor(std::mt19937& rng) {
-  // Odd sizes, a tensor of several 4096-parameter chunks, empty and misaligned ones, their own
-  // weight decays; 70 tensors in all, so the list takes two launches (64 + 6).
-  std::vector<std::int64_t> sizes = {1, 3, 4097, 33, 0, 9000, 385, 4096, 5};
+  // Odd sizes, tensors of several 1024-parameter chunks, empty and misaligned ones, their own
+  // weight decays; 70 tensors in all, so the list takes two launches (64 + 6). Offsets of 1, 2
+  // and 3 values give float tensors a head of 3, 2 or 1 parameters before their float4s (the
+  // heads of sizes 1 and 3 are the whole tensor); every fifth tensor's grad is one value
+  // further than its other pointers, so it takes the scalar loop.
+  std::vector<std::int64_t> sizes = {1, 3, 4097, 33, 0, 9000, 385, 4096, 5, 2050, 1027, 2};
   while (sizes.size() < 70) sizes.push_back(static_cast<std::int64_t>(sizes.size() % 7 + 1));
   std::vector<Slot<T>> multi, single;
   std::vector<AdamWTensor<T>> list;
   std::vector<double> decays;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    multi.emplace_back(sizes[i], i % 3 == 1 ? 1 : 0, rng);
+    multi.emplace_back(sizes[i], static_cast<int>(i % 4), rng, i % 5 == 4 ? 1 : 0);
     decays.push_back(i % 2 ? 0.0 : 0.1 * static_cast<double>(i % 5));
   }
   single = multi;
