@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # scripts/gpu.sh: every GPU check of brrr, in two commands that each fit a lent GPU's 10-minute
-# limit, on a machine with an NVIDIA GPU.
+# limit and together a session's 15 minutes of device time, on a machine with an NVIDIA GPU.
 #
 #   scripts/gpu.sh OUT_DIR [--part 1|2] [--only STEP,...] [--skip STEP,...] [--build DIR]
 #                  [--shared DIR] [--jobs N] [--budget SECONDS] [--dry-run]
 #
 # Part 1 (correctness): env, build, tests, sanitize, reference, train, determinism, lab.
-# Part 2 (speed beside PyTorch): env, build, peers, step, attention, tensor_cores, lab_bf16.
-# Without --part, every step of both, in that order, then counters (run it alone: --only counters). Each part builds first (a fresh machine has
-# no build; on a warm one the build is a no-op).
+# Part 2 (speed beside PyTorch): env, build, peers, step, attention, tensor_cores, lab_bf16,
+# racecheck.
+# Without --part, every step, in that order, then counters (run it alone: --only counters).
+# Each part builds first (a fresh machine has no build; on a warm one the build is a no-op).
+# On an H200 (2026-11-27) the steps took: build 75 s, tests 14, sanitize over 150 (racecheck
+# was then one of its tools), reference 1, determinism 5, lab 168, peers 134, step 13,
+# attention 3, tensor_cores 3, lab_bf16 40, counters 61; so part 1 gets --budget 460 and part 2
+# --budget 360 by default, about 14 minutes with the machine's start.
 #
 # What comes back from a lent machine is at most 8 files, so OUT_DIR holds three, refreshed
 # after every step and every measurement (a command killed at its limit still returns what ran):
@@ -23,10 +28,14 @@
 #   env          what the machine is: GPU, driver, CUDA, compilers, PyTorch
 #   build        configure and build (all cores); uses .gpu-bundle (scripts/gpu_bundle.sh) for
 #                any library the system lacks
-#   tests        ctest -L '^cuda$' (the GPU tests); ctest -L '^emulator$' runs beside the
-#                rest of part 1 on half the cores
-#   sanitize     compute-sanitizer memcheck, racecheck, synccheck and initcheck over the GPU
-#                test program (every kernel variant checked at small, ragged sizes; the GPT)
+#   tests        ctest -L '^cuda$' (the GPU tests)
+#   emulator     ctest -L '^emulator$' (no GPU needed; in no part, since CI runs the same tests),
+#                started after the build at low priority on half the cores beside the steps
+#                that follow, and waited for before part 2's steps
+#   sanitize     compute-sanitizer memcheck, synccheck and initcheck over the GPU test program
+#                (every kernel variant checked at small, ragged sizes; the GPT), side by side
+#   racecheck    compute-sanitizer racecheck over the same program (the slowest tool: last in
+#                part 2, with what is left of the budget)
 #   reference    brrr verify-reference on the shared reference file, fused and composed
 #   train        a short brrr train --device cuda, then brrr sample
 #   determinism  the same run twice: bitwise-identical losses and checkpoints
@@ -47,9 +56,9 @@
 # python3 with PyTorch; no network. --dry-run checks the bundle and the shared files and prints
 # the plan and, for each part, the device call that runs it (command, carry, files back),
 # without a GPU. --build reuses a build folder (default build-gpu). --shared names the folder
-# with reference/ and data/ (default ../shared, else .gpu-bundle/shared). --budget (default 530:
-# under 9 minutes) is the whole run's time: a step gets at most what is left, and one that
-# cannot start is reported as not run.
+# with reference/ and data/ (default ../shared, else .gpu-bundle/shared). --budget (default 460
+# for part 1, 360 for part 2, 530 otherwise) is the whole run's time: a step gets at most what
+# is left, and one that cannot start is reported as not run.
 set -uo pipefail
 
 # ---------------------------------------------------------------------------------------------
@@ -162,11 +171,11 @@ root=$PWD
 # Arguments
 
 part1_steps=(env build tests sanitize reference train determinism lab)
-part2_steps=(env build peers step attention tensor_cores lab_bf16)
-all_steps=(env build tests sanitize reference train determinism lab peers step attention tensor_cores lab_bf16
-           counters)
+part2_steps=(env build peers step attention tensor_cores lab_bf16 racecheck)
+all_steps=(env build tests emulator sanitize reference train determinism lab peers step attention tensor_cores lab_bf16
+           racecheck counters)
 script_args=("$@")  # run_step runs each step as this script again, under `timeout`
-out="" part="" only="" skip="" build=build-gpu shared="" jobs=$(nproc) dry_run=0 budget=530
+out="" part="" only="" skip="" build=build-gpu shared="" jobs=$(nproc) dry_run=0 budget=""
 while (($#)); do
   case $1 in
     --part) part=${2:-}; shift ;;
@@ -185,6 +194,8 @@ while (($#)); do
 done
 [[ -n $out ]] || { echo "gpu.sh: name the output folder: scripts/gpu.sh OUT_DIR (try --help)" >&2; exit 2; }
 [[ -z $part || $part == 1 || $part == 2 ]] || { echo "gpu.sh: --part is 1 or 2, not '$part'" >&2; exit 2; }
+part_budget() { case $1 in 1) echo 460 ;; 2) echo 360 ;; *) echo 530 ;; esac; }
+[[ -n $budget ]] || budget=$(part_budget "$part")
 [[ $budget =~ ^[0-9]+$ ]] || { echo "gpu.sh: --budget is a number of seconds, not '$budget'" >&2; exit 2; }
 for list in "$only" "$skip"; do
   for s in ${list//,/ }; do
@@ -375,10 +386,10 @@ finish_emulator_tests() {
   publish
 }
 
-step_sanitize() {
-  # Every kernel variant at small, ragged sizes (the lab's check), the GPU memory tests and
-  # the GPT on the GPU, under each tool; the four run side by side.
-  local tools=(memcheck racecheck synccheck initcheck) pids=() rc=0 i
+# sanitize_with TOOL...: every kernel variant at small, ragged sizes (the lab's check), the GPU
+# memory tests and the GPT on the GPU, under each tool; the tools run side by side.
+sanitize_with() {
+  local tools=("$@") pids=() rc=0 i
   local test_program=$build/tests/cuda/test_gpu
   for tool in "${tools[@]}"; do
     # (No --leak-check: the caching allocator keeps its blocks until exit by design.)
@@ -401,6 +412,11 @@ step_sanitize() {
   done
   return $rc
 }
+step_sanitize() { sanitize_with memcheck synccheck initcheck; }
+# racecheck is the slow one: beside the other three on an H200 (2026-11-27) it had finished 2 of
+# the 6 test cases when the 150 s limit struck, while the others were done. So it is a step of its
+# own, last in part 2, with what is left of the budget.
+step_racecheck() { sanitize_with racecheck; }
 
 step_reference() {
   "$brrr" verify-reference "$reference" --device cuda && "$brrr" verify-reference "$reference" --device cuda --composed
@@ -484,15 +500,17 @@ for line in open(sys.argv[1]):
 # bench/attention.sh and bench/tensor_cores.sh, each on its own.
 step_peers() {
   local peer=bench/gpt_step_peer.py
+  # The bars' peers first (eager and SDPA float32, cuBLAS and SDPA bf16), torch.compile last: it
+  # spends tens of seconds compiling before it measures, and a short budget should lose it first.
   measure "eager f32" 120 "$python" $peer gpt-12m 64 20 --device cuda
   measure "eager sdpa f32" 120 "$python" $peer gpt-12m 64 20 --device cuda --sdpa
-  measure "compile f32" 180 "$python" $peer gpt-12m 64 20 --device cuda --sdpa --compile
-  measure "compile bf16" 180 "$python" $peer gpt-12m 64 20 --device cuda --sdpa --compile --dtype bf16
-  measure "compile bf16 gpt2-124m" 180 "$python" $peer gpt2-124m 16 10 --device cuda --sdpa --compile --dtype bf16
-  measure "sdpa T=256 T=1024" 120 bash -c "'$python' bench/attention_peer.py 256 384 64 20 &&
-    '$python' bench/attention_peer.py 1024 384 64 20"
   measure "cublas bf16, sdpa bf16" 120 "$python" bench/tensor_cores_peer.py --gemm 4096 --attention 1024 96 64 \
     --attention 4096 96 64
+  measure "sdpa T=256 T=1024" 120 bash -c "'$python' bench/attention_peer.py 256 384 64 20 &&
+    '$python' bench/attention_peer.py 1024 384 64 20"
+  measure "compile bf16" 180 "$python" $peer gpt-12m 64 20 --device cuda --sdpa --compile --dtype bf16
+  measure "compile f32" 180 "$python" $peer gpt-12m 64 20 --device cuda --sdpa --compile
+  measure "compile bf16 gpt2-124m" 180 "$python" $peer gpt2-124m 16 10 --device cuda --sdpa --compile --dtype bf16
   measure_status
 }
 step_step() {
@@ -506,6 +524,7 @@ step_step() {
   measure "gpt2-124m bf16" 120 "$b" gpt2-124m 16 10 --device cuda --dtype bf16
   # Where brrr's step spends its time, op by op (the profiler synchronizes after each op).
   measure "profile" 60 "$b" gpt-12m 64 5 --device cuda --profile
+  measure "profile bf16" 60 "$b" gpt-12m 64 5 --device cuda --dtype bf16 --profile
   measure_status
 }
 step_attention() {
@@ -532,7 +551,7 @@ fi
 # the checkout's root, $OUT is the folder whose files come back, .gpu-bundle is git-ignored and
 # travels only when carried.
 print_device_call() {  # print_device_call PART
-  echo "part $1: run(command=\"scripts/gpu.sh \\\"\$OUT\\\" --part $1 --budget $budget\", carry=[\".gpu-bundle\"], timeout_s=600)"
+  echo "part $1: run(command=\"scripts/gpu.sh \\\"\$OUT\\\" --part $1 --budget $(part_budget "$1")\", carry=[\".gpu-bundle\"], timeout_s=600)"
   echo "  files back: \$OUT/report.md, \$OUT/steps.tsv, \$OUT/logs.tgz"
 }
 
@@ -587,7 +606,7 @@ if [[ ! -x $brrr ]]; then
   echo "gpu.sh: no $brrr (the build failed or was skipped); stopping"
   failed=1
 else
-  wanted tests && start_emulator_tests
+  wanted emulator && start_emulator_tests
   wanted tests && run_step tests 240 step_tests
   wanted sanitize && run_step sanitize 150 step_sanitize
   wanted reference && run_step reference 90 step_reference
@@ -600,6 +619,7 @@ else
   wanted attention && run_step attention 150 step_attention
   wanted tensor_cores && run_step tensor_cores 150 step_tensor_cores
   wanted lab_bf16 && run_step lab_bf16 300 step_lab_bf16
+  wanted racecheck && run_step racecheck 400 step_racecheck
   wanted counters && run_step counters 400 step_counters
 fi
 echo "gpu.sh: done in $(($(date +%s) - started)) s"

@@ -185,6 +185,9 @@ def main():
 
     # --- the 12.3M GPT: bench/gpu_step.sh
     step = read(os.path.join(logs, "step.log"))
+    # A --profile run synchronizes after every op: its step time is not the step's, so its
+    # measurement (from its "$ command" line to the next) is left out of the figures.
+    step = re.sub(r"^\$ [^\n]*--profile[^\n]*\n(?:(?!\$ )[^\n]*\n?)*", "", step, flags=re.M)
     step_all = step + "\n" + peers
     # Keyed by who and mode ("brrr kernels, bf16 autocast"), for gpt-12m at B = 64; other presets
     # and batches get their own keys ("brrr gpt2-124m B=16 kernels, bf16 autocast").
