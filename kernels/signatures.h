@@ -194,6 +194,15 @@ template <class T> using bias_gelu_backward_fn = void (*)(T* dx, T* dbias, const
 // a @ b before the bias (the x that bias_gelu_backward takes). shape as matmul's; accumulate
 // is refused.
 template <class T> using matmul_bias_gelu_fn = void (*)(T* out, T* pre, const T* a, const T* b, const T* bias, const MatmulShape& shape, Stream);
+// linear_rows and attend_rows (chapter 08): the Decoder's kernels for inference on the CPU
+// (kernels/cpu/decode.h), ops so that the kernel lab checks and times them. linear_rows: y (M,
+// N) = x (M, K) @ w^T + bias, w (N, K) as a Linear stores it, bias (N) or nullptr, then the
+// epilogue: 0 stores, 1 adds to what y holds (a residual), 2 applies GELU (tanh), 3 the exact
+// GELU (erf); anything else is refused. attend_rows: n consecutive rows of one head's causal
+// attention, row i at position t0 + i: out (n, hs) row i = the softmax(q_i . k_p / sqrt(hs))
+// weighted sum of v_p over p = 0 .. t0 + i; q (n, hs), k and v (t0 + n, hs), all contiguous.
+template <class T> using linear_rows_fn = void (*)(T* y, const T* x, const T* w, const T* bias, std::int64_t M, std::int64_t N, std::int64_t K, int epilogue);
+template <class T> using attend_rows_fn = void (*)(T* out, const T* q, const T* k, const T* v, std::int64_t t0, std::int64_t n, std::int64_t hs);
 // transpose (chapter 14's exercise ex14.2): out (N, M) = in (M, N)^T, both row-major,
 // out[j * M + i] = in[i * N + j]. Its kernels are declared in kernels/transpose.h.
 template <class T> using transpose_fn = void (*)(T* out, const T* in, std::int64_t M, std::int64_t N, Stream);
@@ -313,6 +322,8 @@ template <class T> inline constexpr Op<layernorm_backward_fn<T>> layernorm_backw
 template <class T> inline constexpr Op<bias_gelu_forward_fn<T>> bias_gelu_forward{"bias_gelu_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<bias_gelu_backward_fn<T>> bias_gelu_backward{"bias_gelu_backward", dtype_of<T>()};
 template <class T> inline constexpr Op<matmul_bias_gelu_fn<T>> matmul_bias_gelu{"matmul_bias_gelu", dtype_of<T>()};
+template <class T> inline constexpr Op<linear_rows_fn<T>> linear_rows{"linear_rows", dtype_of<T>()};
+template <class T> inline constexpr Op<attend_rows_fn<T>> attend_rows{"attend_rows", dtype_of<T>()};
 template <class T> inline constexpr Op<residual_layernorm_forward_fn<T>> residual_layernorm_forward{"residual_layernorm_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<cross_entropy_fused_fn<T>> cross_entropy_fused{"cross_entropy_fused", dtype_of<T>()};
 template <class T> inline constexpr Op<attention_forward_fn<T>> attention_forward{"attention_forward", dtype_of<T>()};

@@ -21,6 +21,7 @@ std::vector<Case> elementwise_cases();  // cases_elementwise.cpp: chapters 02 an
 std::vector<Case> random_cases();       // cases_random.cpp: chapter 01 (uniform, normal, dropout_mask)
 std::vector<Case> reduction_cases();    // cases_reduction.cpp: chapter 13 (sums, softmax, cross-entropy, LayerNorm)
 std::vector<Case> matmul_cases();       // cases_matmul.cpp: chapters 04 and 14 (matmul, linear_gelu)
+std::vector<Case> decode_cases();       // cases_decode.cpp: chapter 08 (linear_rows, attend_rows)
 std::vector<Case> nn_cases();           // cases_nn.cpp: chapters 07 and 17 (embedding, check_indices)
 std::vector<Case> conv_cases();         // cases_conv.cpp: chapter 09 (convolution, pooling)
 std::vector<Case> attention_cases();    // cases_attention.cpp: chapter 15 (attention, causal_attention)

@@ -1,7 +1,7 @@
 // lab/cases_matmul.cpp: the kernel lab's cases for matmul (chapter 04 on the CPU, chapter 14
 // on the GPU) in its three layouts, linear_gelu, the MLP's first half, an op whose
 // variants are built from ops (framework/src/op_variants.cpp), and chapter 14's transpose.
-// Read before: cases.h. Read next: cases_nn.cpp.
+// Read before: cases.h. Read next: cases_decode.cpp.
 #include "brrr/bfloat16.h"
 #include "brrr/generator.h"
 #include "brrr/ops.h"

@@ -146,8 +146,8 @@ const Dims& Case::default_size(LabDevice device) const {
 const std::vector<Case>& cases() {
   static const std::vector<Case> table = [] {
     std::vector<Case> all;
-    for (auto part : {elementwise_cases, random_cases, reduction_cases, matmul_cases, nn_cases, conv_cases, attention_cases,
-                      optim_cases})
+    for (auto part : {elementwise_cases, random_cases, reduction_cases, matmul_cases, decode_cases, nn_cases, conv_cases,
+                      attention_cases, optim_cases})
       for (Case& c : part()) all.push_back(std::move(c));
     return all;
   }();

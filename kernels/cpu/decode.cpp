@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "brrr/aligned_vector.h"
+#include "brrr/error.h"
 #include "kernels/cpu/cpu.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -789,6 +790,73 @@ void attend_rows(float* out, i64 ldo, const float* q, i64 ldq, const float* keys
 void attend_row(float* out, const float* q, const float* keys, const float* values, i64 t, i64 stride, i64 hs,
                 float* scores) {
   attend_rows(out, hs, q, hs, keys, values, t - 1, 1, stride, hs, scores, t);
+}
+
+// ---------------------------------------------------------------------------------------------
+// As registry ops (kernels/signatures.h), for the kernel lab (chapter 11). The float64 loops are
+// the formulas as written, no tiles: the lab checks them against its own reference too.
+
+namespace {
+void check_epilogue(int epilogue) {
+  BRRR_CHECK(epilogue >= 0 && epilogue <= 3, "linear_rows: epilogue ", epilogue,
+             " is not 0 (store), 1 (add), 2 (GELU, tanh) or 3 (GELU, erf)");
+}
+}  // namespace
+
+void linear_rows_op(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, int epilogue) {
+  check_epilogue(epilogue);
+  linear_rows(y, x, w, bias, M, N, K, static_cast<Epilogue>(epilogue));
+}
+
+void linear_rows_loop(double* y, const double* x, const double* w, const double* bias, i64 M, i64 N, i64 K,
+                      int epilogue) {
+  check_epilogue(epilogue);
+  decode_parallel(M, 1, [&](i64 begin, i64 end) {
+    for (i64 m = begin; m < end; ++m)
+      for (i64 n = 0; n < N; ++n) {
+        double s = bias ? bias[n] : 0.0;
+        for (i64 k = 0; k < K; ++k) s += x[m * K + k] * w[n * K + k];
+        double& out = y[m * N + n];
+        if (epilogue == 0) out = s;
+        else if (epilogue == 1) out += s;
+        else if (epilogue == 2) out = 0.5 * s * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (s + 0.044715 * s * s * s)));
+        else out = 0.5 * s * std::erfc(-s / std::sqrt(2.0));
+      }
+  });
+}
+
+void attend_rows_op(float* out, const float* q, const float* k, const float* v, i64 t0, i64 n, i64 hs) {
+  if (n <= 0) return;
+  // The Decoder's groups of up to 16 rows (models/gpt/decode.cpp), one after the other.
+  constexpr i64 kGroup = 16;
+  std::vector<float> scores(static_cast<std::size_t>(std::min(n, kGroup) * (t0 + n)));
+  for (i64 g = 0; g < n; g += kGroup)
+    attend_rows(out + g * hs, hs, q + g * hs, hs, k, v, t0 + g, std::min(kGroup, n - g), hs, hs, scores.data(),
+                t0 + n);
+}
+
+void attend_rows_loop(double* out, const double* q, const double* k, const double* v, i64 t0, i64 n, i64 hs) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
+  decode_parallel(n, 1, [&](i64 begin, i64 end) {
+    std::vector<double> s(static_cast<std::size_t>(t0 + n));
+    for (i64 i = begin; i < end; ++i) {
+      const i64 t = t0 + i + 1;  // positions 0 .. t0 + i
+      double top = -INFINITY;
+      for (i64 p = 0; p < t; ++p) {
+        double dot = 0;
+        for (i64 d = 0; d < hs; ++d) dot += q[i * hs + d] * k[p * hs + d];
+        s[p] = dot * scale;
+        top = std::max(top, s[p]);
+      }
+      double total = 0;
+      for (i64 p = 0; p < t; ++p) total += s[p] = std::exp(s[p] - top);
+      for (i64 d = 0; d < hs; ++d) {
+        double sum = 0;
+        for (i64 p = 0; p < t; ++p) sum += s[p] * v[p * hs + d];
+        out[i * hs + d] = sum / total;
+      }
+    }
+  });
 }
 
 }  // namespace brrr::kernels::cpu

@@ -68,4 +68,16 @@ void attend_rows(float* out, std::int64_t ldo, const float* q, std::int64_t ldq,
                  const float* values, std::int64_t t0, std::int64_t n, std::int64_t stride, std::int64_t hs,
                  float* scores, std::int64_t lds);
 
+// The registry's linear_rows and attend_rows (kernels/signatures.h; chapter 11's kernel lab
+// checks and times them): float32, the kernels above ("tiles"; attend_rows in groups of 16
+// rows, as the Decoder calls it); float64, plain loops ("loop").
+void linear_rows_op(float* y, const float* x, const float* w, const float* bias, std::int64_t M, std::int64_t N,
+                    std::int64_t K, int epilogue);
+void linear_rows_loop(double* y, const double* x, const double* w, const double* bias, std::int64_t M,
+                      std::int64_t N, std::int64_t K, int epilogue);
+void attend_rows_op(float* out, const float* q, const float* k, const float* v, std::int64_t t0, std::int64_t n,
+                    std::int64_t hs);
+void attend_rows_loop(double* out, const double* q, const double* k, const double* v, std::int64_t t0,
+                      std::int64_t n, std::int64_t hs);
+
 }  // namespace brrr::kernels::cpu

@@ -5,6 +5,7 @@
 
 #include "brrr/bfloat16.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/decode.h"
 #include "kernels/registry.h"
 #include "kernels/transpose.h"
 
@@ -130,6 +131,15 @@ void register_cpu_kernels() {
       about("widened to float32 (exact), attention_forward's loops, out rounded once"));
   add(op::attention_backward_on_bf16, kCpu, "cpu", &cpu::attention_backward_bf16_memory, 0,
       about("widened to float32 (exact), attention_backward's loops"));
+  // The Decoder's kernels (chapter 08, kernels/cpu/decode.h), registered for the kernel lab; the
+  // Decoder calls them directly.
+  add(op::linear_rows<float>, kCpu, "tiles", &cpu::linear_rows_op, 0,
+      about("a GEMV of 4 weight rows at a time up to 2 rows, 3 x 3 tiles up to 47, then the GEMM's 6 x 16 tile "
+            "over packed x and W (decode.cpp)"));
+  add(op::linear_rows<double>, kCpu, "loop", &cpu::linear_rows_loop, 0, about("the formula, a dot product per output"));
+  add(op::attend_rows<float>, kCpu, "tiles", &cpu::attend_rows_op, 0,
+      about("scores as linear_rows's dot products, the softmax 8 lanes at a time, values 6 rows at a time (decode.cpp)"));
+  add(op::attend_rows<double>, kCpu, "loop", &cpu::attend_rows_loop, 0, about("the formula, row by row"));
   register_integer<std::int32_t>();
   register_integer<std::int64_t>();
   // bfloat16 (chapter 18): storage and conversion only; ops on bf16 tensors compute in float32.
