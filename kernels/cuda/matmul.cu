@@ -884,10 +884,9 @@ void matmul_warptiling(float* out, const float* a, const float* b, const MatmulS
 //     put the 8 rows on 8 different 16-byte bank groups: no conflict.
 // What limits it: everything around the mma: the tile loads go through registers (to round to
 // bf16) and wait at a __syncthreads, with no copy in flight while the tensor cores work; a
-// small block tile (64, 64) reads each input element 2 x (M / 64) times from L2. Untimed on a
-// GPU (written after the H100 run; docs/measurements.md, "Every CUDA variant"): the
-// tensor-core issue's bar is >= 50% of cuBLAS's bf16 GEMM at 4096^3, for a bf16-in-memory
-// variant of this one (variant 12).
+// small block tile (64, 64) reads each input element 2 x (M / 64) times from L2. Measured on
+// an H200 (2026-11-27, the lab at 4096^3 under autocast): 6.04 ms, 22.8 TFLOP/s, against
+// cuBLAS's bf16 GEMM on the same float32 data 525.2 (docs/measurements.md, "Every CUDA variant").
 
 constexpr int kMmaBM = 64, kMmaBN = 64, kMmaBK = 32;
 constexpr int kMmaThreads = 128;  // 4 warps: 2 (rows) x 2 (columns), each (32, 32) of out
@@ -1002,8 +1001,9 @@ void matmul_bf16_mma(float* out, const float* a, const float* b, const MatmulSha
 // Padding again keeps the fragment reads conflict-free: a row pitch of 20 floats puts the 32
 // (row g, column t) reads of an a fragment on 32 different banks, 72 does so for b's (k t, n g).
 // (The tensor cores' truncating accumulation, variant 7's lesson, is not corrected here: one
-// tf32 product per term is already a 1e-3 approximation.) Untimed on a GPU (written after the
-// H100 run; docs/measurements.md, "Every CUDA variant").
+// tf32 product per term is already a 1e-3 approximation.) Measured on an H200 (2026-11-27, the
+// lab at 4096^3): 2.275 ms, 60.4 TFLOP/s, 1.18x cuBLAS's SGEMM with TF32 off (51.2)
+// (docs/measurements.md, "Every CUDA variant").
 
 constexpr int kPipeBM = 64, kPipeBN = 64, kPipeBK = 16, kPipeStages = 3;
 constexpr int kPipeThreads = 128;  // 4 warps, 2 x 2, each (32, 32) of out, as in variant 9
@@ -1234,15 +1234,16 @@ void matmul_bias_gelu_unfused(T* out, T* pre, const T* a, const T* b, const T* b
 //     uninitialized bytes (the emulator now refuses it too). The pipeline is unchanged; only
 //     such operands lose the asynchronous copies, and a caller wanting the fast path pads K
 //     (and the leading dimensions) to multiples of 8.
-// What limits it (expected, untimed): the (64, 64) block tile of variants 9 and 10, kept so the
+// What limits it (expected, not yet profiled): the (64, 64) block tile of variants 9 and 10, kept so the
 // emulator tests stay small: a value of a is loaded again for every 64 columns of out, one of b
 // for every 64 rows, and a warp does 8 mma's per 4 ldmatrix. cuBLAS-class kernels use (128, 128) or
 // (128, 256) blocks of 8 warps, (64, 64) per warp, for twice to four times the reuse. That is
 // the first knob to turn on a GPU (ptxas gives this one 58-63 registers: there is room).
 // Registered as matmul's "bf16_pipelined" on bf16 data (op::matmul_on_bf16) (bf16 data, float32 out); no framework
-// op calls it, since autocast's activations are float32. Untimed on a GPU (written after the
-// H100 run; docs/measurements.md, "Every CUDA variant"): the tensor-core issue's bar is >= 50%
-// of cuBLAS's bf16 GEMM at 4096^3 (bench/tensor_cores.sh).
+// op calls it, since autocast's activations are float32. Measured on an H200 (2026-11-27,
+// bench/tensor_cores.sh at 4096^3): 1.083 ms, 126.9 TFLOP/s, 19% of PyTorch's cuBLAS bf16 GEMM
+// (672.8 TFLOP/s), where the tensor-core issue's bar is 50% (docs/measurements.md, "The GPU,
+// second round").
 
 constexpr int kBfBM = 64, kBfBN = 64, kBfBK = 32, kBfStages = 3;
 constexpr int kBfThreads = 128;  // 4 warps, 2 x 2, each (32, 32) of out, as in variants 9 and 10
