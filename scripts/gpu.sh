@@ -145,6 +145,14 @@ lab_bf16_runs=(
   "conv2d_forward --size 32x64x56x56x64x3x1x1x1x1 --size 32x64x56x56x64x3x1x1x1x64"
   "conv2d_backward_input" "conv2d_backward_weight"
   "max_pool2d_forward" "max_pool2d_backward" "avg_pool2d_forward" "avg_pool2d_backward"
+  # Untimed until now (the H200 run of 2026-11-27 had none of them): the kernels on bf16 data of
+  # chapters 12 and 13, the exact GELU, and matmul's fused epilogue (variant 11).
+  "gelu_forward --dtype bfloat16 --size 2^26" "gelu_backward --dtype bfloat16 --size 2^26"
+  "bias_gelu_forward --dtype bfloat16" "bias_gelu_backward --dtype bfloat16"
+  "layernorm_forward --dtype bfloat16 --size 65536x768" "layernorm_backward --dtype bfloat16 --size 65536x768"
+  "cross_entropy_forward --dtype bfloat16 --size 8192x50304" "cross_entropy_backward --dtype bfloat16 --size 8192x50304"
+  "gelu_erf_forward --size 2^26" "gelu_erf_backward --size 2^26"
+  "matmul_bias_gelu"
 )
 # The counters step: the emulator's memory counters (kernels/cuda/simt_counters.h) and ncu's on the
 # same launches (the lab's sizes and its 256-byte-aligned buffers), at the GPU bars' ops scaled
