@@ -75,10 +75,11 @@ Case linear_rows_case(const char* name, const char* what) {
                            &call_linear_rows<E, kBias, double>)};
 }
 
-// --- attend_rows: n rows of one head's causal attention, at positions t0 .. t0 + n - 1 --------
+// --- attend_rows: the last n of T positions of one head's causal attention ---------------------
+// (the lab's sizes are positive, so the case names T = t0 + n, the positions in all)
 
 void attend_rows_reference(Problem& p) {
-  const std::int64_t n = p.dims[0], t0 = p.dims[1], hs = p.dims[2];
+  const std::int64_t n = p.dims[0], t0 = p.dims[1] - n, hs = p.dims[2];
   const std::vector<double>&q = p.in("q"), &k = p.in("k"), &v = p.in("v");
   std::vector<double>& out = p.out("out");
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
@@ -103,7 +104,7 @@ void attend_rows_reference(Problem& p) {
 
 template <class T>
 void call_attend_rows(kernels::attend_rows_fn<T> f, const Args& a) {
-  f(a.f<T>("out"), a.f<T>("q"), a.f<T>("k"), a.f<T>("v"), a.dims[1], a.dims[0], a.dims[2]);
+  f(a.f<T>("out"), a.f<T>("q"), a.f<T>("k"), a.f<T>("v"), a.dims[1] - a.dims[0], a.dims[0], a.dims[2]);
 }
 
 }  // namespace
@@ -118,23 +119,24 @@ std::vector<Case> decode_cases() {
       linear_rows_case<kGeluErf, true>("linear_rows/gelu_erf",
                                        "y (M, N) = gelu_erf(x (M, K) @ w (N, K)^T + bias): c_fc with the exact GELU"),
       Case{.name = "attend_rows",
-           .what = "out (n, hs): rows t0 .. t0 + n - 1 of one head's causal softmax(q k^T / sqrt(hs)) v, "
-                   "q (n, hs), k and v (t0 + n, hs)",
+           .what = "out (n, hs): the last n rows (positions T - n .. T - 1) of one head's causal softmax(q k^T "
+                   "/ sqrt(hs)) v, q (n, hs), k and v (T, hs)",
            .chapter = "08",
-           .dim_names = {"n", "t0", "hs"},
-           .gpu_size = {512, 0, 64}, .emulator_size = {32, 8, 64}, .cpu_size = {512, 0, 64},
+           .dim_names = {"n", "T", "hs"},
+           .gpu_size = {512, 512, 64}, .emulator_size = {32, 40, 64}, .cpu_size = {512, 512, 64},
            // one row (a decoding step), a group of rows, rows past one group of 16, a long cache
-           .shapes = {{1, 0, 1}, {1, 37, 64}, {5, 3, 64}, {7, 0, 24}, {23, 10, 64}, {40, 100, 32}},
+           .shapes = {{1, 1, 1}, {1, 38, 64}, {5, 8, 64}, {7, 7, 24}, {23, 33, 64}, {40, 140, 32}},
            .tolerance = 1e-4,
            .report_flops = true,
-           .bytes = [](const Dims& d) { return 4.0 * (2 * d[0] * d[2] + 2 * (d[1] + d[0]) * d[2]); },
-           // two products of n rows by about t0 + n / 2 positions of hs
-           .flops = [](const Dims& d) { return 4.0 * d[0] * (d[1] + (d[0] + 1) / 2.0) * d[2]; },
+           .bytes = [](const Dims& d) { return 4.0 * (2 * d[0] * d[2] + 2 * d[1] * d[2]); },
+           // two products of n rows by about T - n / 2 positions of hs
+           .flops = [](const Dims& d) { return 4.0 * d[0] * (d[1] - (d[0] - 1) / 2.0) * d[2]; },
            .make = [](Problem& p, Random& r) {
-             const std::int64_t n = p.dims[0], t0 = p.dims[1], hs = p.dims[2];
+             const std::int64_t n = p.dims[0], T = p.dims[1], hs = p.dims[2];
+             BRRR_CHECK(T >= n, "attend_rows: the positions T (", T, ") must be at least the rows n (", n, ")");
              p.input("q", r.normal(n * hs));
-             p.input("k", r.normal((t0 + n) * hs));
-             p.input("v", r.normal((t0 + n) * hs));
+             p.input("k", r.normal(T * hs));
+             p.input("v", r.normal(T * hs));
              p.output("out", n * hs);
            },
            .reference = &attend_rows_reference,
