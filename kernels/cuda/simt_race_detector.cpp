@@ -552,25 +552,8 @@ void async_copy_complete(const void* destination, std::size_t bytes, const void*
   if (!d) return;
   const auto address = reinterpret_cast<std::uintptr_t>(destination);
   for (std::size_t i = 0; i < bytes; ++i) entries_of(*d, (address + i) / kPageBytes)[(address + i) % kPageBytes].flags &= ~kInFlight;
-  const auto from = reinterpret_cast<std::uintptr_t>(source);
-  if (src_bytes > 0 && src_bytes < bytes && d->error.empty() && d->strict && from - d->arena_begin < d->arena_bytes) {
-    // A partial copy (the zero-filling form) reads src_bytes by the PTX ISA, but on an H200
-    // (2026-11-27) compute-sanitizer reported one that ended 6 bytes past its allocation as an
-    // invalid read of all 16 bytes (memcheck), and one over freshly allocated bytes as a read of
-    // uninitialized memory (initcheck). The emulator holds the whole copy to its allocation, so
-    // a kernel it passes also passes the GPU's tools; a copy of 0 source bytes reads nothing.
-    memory::Allocation allocation;
-    if (!memory::find(source, allocation) || from + bytes > allocation.begin + allocation.bytes) {
-      d->error = launch_name(*d->site) + ": " + thread_name(d->thread, block_of(*d, d->serial)) + ": a cp.async of " +
-                 std::to_string(bytes) + " bytes reading " + std::to_string(src_bytes) +
-                 " source bytes (zero-filling the rest) ends past the source's allocation: " +
-                 place(*d, from, Space::kGlobal) + at_line(*d, static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(issue_pc))) +
-                 "; compute-sanitizer checks all " + std::to_string(bytes) +
-                 " bytes, so copy the last values of a row another way (plain loads)";
-      return;
-    }
-  }
-  if (src_bytes > 0) access(*d, from, src_bytes, false, false, reinterpret_cast<std::uintptr_t>(issue_pc));
+  if (src_bytes > 0)
+    access(*d, reinterpret_cast<std::uintptr_t>(source), src_bytes, false, false, reinterpret_cast<std::uintptr_t>(issue_pc));
   access(*d, address, bytes, true, false, reinterpret_cast<std::uintptr_t>(wait_pc));
 }
 

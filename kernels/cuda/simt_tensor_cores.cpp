@@ -40,6 +40,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cuda/emulator_memory.h"
 #include "kernels/cuda/simt_internal.h"
 #include "kernels/cuda/simt_tensor_cores.h"
 
@@ -250,6 +251,18 @@ void cp_async(void* destination, const void* source, int bytes, int src_bytes, c
   if (src_bytes < 0 || src_bytes > bytes)
     ::brrr::detail::fail(where(), " of ", bytes, " bytes reading ", src_bytes,
                          " source bytes; the source size must be 0 to the copy's size");
+  // A partial copy (the zero-filling form) reads src_bytes by the PTX ISA, but on an H200
+  // (2026-11-27) compute-sanitizer reported one that ended 6 bytes past its allocation as an
+  // invalid read of all 16 bytes (memcheck), and one over freshly allocated bytes as a read of
+  // uninitialized memory (initcheck). So the emulator holds the whole copy to its allocation,
+  // and a kernel it passes also passes the GPU's tools. (A copy of 0 source bytes reads nothing.)
+  memory::Allocation allocation;
+  if (src_bytes > 0 && src_bytes < bytes && memory::find(source, allocation) &&
+      s + static_cast<unsigned>(bytes) > allocation.begin + allocation.bytes)
+    ::brrr::detail::fail(where(), " of ", bytes, " bytes reading ", src_bytes,
+                         " source bytes (zero-filling the rest) ends past the source's allocation: ",
+                         memory::describe(source), "; compute-sanitizer checks all ", bytes,
+                         " bytes, so copy the last values of a row another way (plain loads)");
   ThreadCopies& mine = copies()[static_cast<std::size_t>(thread_in_block())];
   races::async_copy_issue(destination, static_cast<std::size_t>(bytes), pc);
   if (src_bytes > 0)

@@ -304,7 +304,7 @@ TEST_CASE("planted: a partial cp.async whose 16 bytes end past the allocation is
   const std::string message = error_of(
       [&] { BRRR_LAUNCH(partial_copy_at_the_end, 1, 1, 4 * sizeof(float), stream(), out.data, in.data, 66); });
   CAPTURE(message);
-  CHECK(contains(message, "a cp.async of 16 bytes reading 8 source bytes"));
+  CHECK(contains(message, "cp.async of 16 bytes reading 8 source bytes"));
   CHECK(contains(message, "ends past the source's allocation"));
 }
 
