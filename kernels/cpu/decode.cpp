@@ -820,19 +820,18 @@ void linear_rows_loop(double* y, const double* x, const double* w, const double*
         if (epilogue == 0) out = s;
         else if (epilogue == 1) out += s;
         else if (epilogue == 2) out = 0.5 * s * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (s + 0.044715 * s * s * s)));
-        else out = 0.5 * s * std::erfc(-s / std::sqrt(2.0));
+        else out = gelu_erf_value(s);
       }
   });
 }
 
 void attend_rows_op(float* out, const float* q, const float* k, const float* v, i64 t0, i64 n, i64 hs) {
   if (n <= 0) return;
-  // The Decoder's groups of up to 16 rows (models/gpt/decode.cpp), one after the other.
-  constexpr i64 kGroup = 16;
-  std::vector<float> scores(static_cast<std::size_t>(std::min(n, kGroup) * (t0 + n)));
-  for (i64 g = 0; g < n; g += kGroup)
-    attend_rows(out + g * hs, hs, q + g * hs, hs, k, v, t0 + g, std::min(kGroup, n - g), hs, hs, scores.data(),
-                t0 + n);
+  // The Decoder's groups of rows (models/gpt/decode.cpp), one after the other.
+  std::vector<float> scores(static_cast<std::size_t>(std::min(n, kAttendGroup) * (t0 + n)));
+  for (i64 g = 0; g < n; g += kAttendGroup)
+    attend_rows(out + g * hs, hs, q + g * hs, hs, k, v, t0 + g, std::min(kAttendGroup, n - g), hs, hs,
+                scores.data(), t0 + n);
 }
 
 void attend_rows_loop(double* out, const double* q, const double* k, const double* v, i64 t0, i64 n, i64 hs) {

@@ -59,6 +59,10 @@ float softmax_total(const float* e, std::int64_t n);
 void attend_row(float* out, const float* q, const float* keys, const float* values, std::int64_t t,
                 std::int64_t stride, std::int64_t hs, float* scores);
 
+// The rows of one sequence that attend_rows takes at a time, in the Decoder and in the
+// registry's attend_rows: a prefill's (group, head) pairs are the threads' units of work.
+constexpr std::int64_t kAttendGroup = 16;
+
 // The same for n consecutive rows of one sequence and head (a prefill): row i's query, at
 // q + i * ldq, attends over positions 0 .. t0 + i; its output goes to out + i * ldo and its
 // scores (room for t0 + n floats) to scores + i * lds. Each row's numbers are attend_row's,

@@ -216,15 +216,15 @@ __global__ void adamw_multi_kernel(AdamWChunks<T> list, AdamWConstants<T> argume
   const T decay = from_memory ? k.decay : list.decay[t];
   // The chunks start after the tensor's head (0 to 3 parameters before its first 16-byte
   // boundary), which the first chunk's block does one parameter a thread.
-  const std::int64_t head = list.head[t], chunk = static_cast<std::int64_t>(blockIdx.x) - list.first_block[t];
-  if (chunk == 0 && threadIdx.x < head) {
-    const std::int64_t i = threadIdx.x;
+  const auto update_one = [&](std::int64_t i) {  // parameter i, one value at a time
     T p = param[i], mi = m[i], vi = v[i];
     adamw_update(p, grad[i], mi, vi, decay, k);
     param[i] = p;
     m[i] = mi;
     v[i] = vi;
-  }
+  };
+  const std::int64_t head = list.head[t], chunk = static_cast<std::int64_t>(blockIdx.x) - list.first_block[t];
+  if (chunk == 0 && threadIdx.x < head) update_one(threadIdx.x);
   const std::int64_t begin = head + chunk * kChunk;
   const std::int64_t end = begin + kChunk < list.n[t] ? begin + kChunk : list.n[t];
   std::int64_t scalar_begin = begin;
@@ -245,13 +245,7 @@ __global__ void adamw_multi_kernel(AdamWChunks<T> list, AdamWConstants<T> argume
       }
     }
   }
-  for (std::int64_t i = scalar_begin + threadIdx.x; i < end; i += blockDim.x) {
-    T p = param[i], mi = m[i], vi = v[i];
-    adamw_update(p, grad[i], mi, vi, decay, k);
-    param[i] = p;
-    m[i] = mi;
-    v[i] = vi;
-  }
+  for (std::int64_t i = scalar_begin + threadIdx.x; i < end; i += blockDim.x) update_one(i);
 }
 
 template <class T>

@@ -140,13 +140,13 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
   }
   const float eps = static_cast<float>(config_.layer_norm_eps);
   const kc::Epilogue gelu = config_.activation == "gelu_erf" ? kc::Epilogue::kGeluErf : kc::Epilogue::kGeluTanh;
-  // Attention works on groups of up to 16 consecutive rows of one sequence (a prefill's), whose
-  // scores are tiles of dot products (kc::attend_rows); a decoding step's rows are one each.
-  constexpr std::int64_t kGroup = 16;
+  // Attention works on groups of up to kc::kAttendGroup (16) consecutive rows of one sequence (a
+  // prefill's), whose scores are tiles of dot products (kc::attend_rows); a decoding step's rows
+  // are one each.
   groups_.clear();
   for (std::int64_t r = 0; r < R; ++r)
     if (r == 0 || states[r] != states[r - 1] || positions[r] != positions[r - 1] + 1 ||
-        r - groups_.back() == kGroup)
+        r - groups_.back() == kc::kAttendGroup)
       groups_.push_back(r);
   const auto G = static_cast<std::int64_t>(groups_.size());
   groups_.push_back(R);
