@@ -1,5 +1,5 @@
 // bench/bench_tensor_cores.cpp: the tensor-core kernels with bf16 in memory, timed on the GPU
-// (or the emulator, for a try): matmul.cu's variant 12 (bf16_pipelined) at N^3, and
+// (or the emulator, for a try): matmul.cu's variants 12 (bf16_pipelined) and 13 (bf16_wide) at N^3, and
 // attention.cu's variant 4, causal, at (BH, T, hs): its forward, and forward + backward. Their bars are
 // against cuBLAS's bf16 GEMM and PyTorch's bf16 SDPA, which bench/tensor_cores_peer.py times;
 // bench/tensor_cores.sh runs both. Chapters 14 and 15.
@@ -17,6 +17,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_util.h"
@@ -79,12 +80,13 @@ int main(int argc, char** argv) {
   if (!bench::bench_device(device_name, "bench_tensor_cores")) return 1;
   const bool emulated = device_name == "emulator";
   gpu::Runtime* runtime = emulated ? &gpu::emulator_runtime() : gpu::cuda_runtime();
-  GemmFn gemm = &kernels::emu::matmul_bf16_pipelined;
+  GemmFn gemm = &kernels::emu::matmul_bf16_pipelined, gemm_wide = &kernels::emu::matmul_bf16_wide;
   AttentionFn attention = &kernels::emu::attention_forward_bf16_pipelined;
   BackwardFn backward = &kernels::emu::attention_backward_bf16_pipelined;
 #if BRRR_WITH_CUDA
   if (!emulated) {
     gemm = &kernels::cuda::matmul_bf16_pipelined;
+    gemm_wide = &kernels::cuda::matmul_bf16_wide;
     attention = &kernels::cuda::attention_forward_bf16_pipelined;
     backward = &kernels::cuda::attention_backward_bf16_pipelined;
   }
@@ -105,9 +107,11 @@ int main(int argc, char** argv) {
         out(*runtime, count, sizeof(float));
     kernels::MatmulShape s;
     s.M = s.N = s.K = n;
-    const double ms = median_ms([&] { gemm(out.as<float>(), a.as<bf16>(), b.as<bf16>(), s, runtime->stream()); });
-    std::printf("matmul bf16_pipelined (variant 12) bf16 in, float32 out, %lld^3: %.4f ms, %.2f TFLOP/s\n",
-                static_cast<long long>(n), ms, 2.0 * n * n * n / (ms * 1e-3) / 1e12);
+    for (const auto& [fn, name] : {std::pair{gemm, "bf16_pipelined (variant 12)"}, std::pair{gemm_wide, "bf16_wide (variant 13)"}}) {
+      const double ms = median_ms([&] { fn(out.as<float>(), a.as<bf16>(), b.as<bf16>(), s, runtime->stream()); });
+      std::printf("matmul %s bf16 in, float32 out, %lld^3: %.4f ms, %.2f TFLOP/s\n", name, static_cast<long long>(n),
+                  ms, 2.0 * n * n * n / (ms * 1e-3) / 1e12);
+    }
   }
   for (const auto& [T, BH, hs] : attentions) {
     const std::size_t count = static_cast<std::size_t>(BH * T * hs);

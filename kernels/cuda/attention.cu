@@ -28,7 +28,8 @@
 //   what ops::flash_attention calls under Autocast(kBFloat16); float32 in memory, inputs
 //   rounded to bf16)
 //                       3 bf16_mma   variant 2 on tensor cores, bf16 operands: the default up
-//                                    to hs = 128 (its rule)
+//                                    to hs = 128 (its rule); its backward at hs = 64 and 128
+//                                    runs variant 4's kernels on inputs rounded once
 //                       1 naive      variant 1, every input rounded to bf16 as it is read
 //
 // Each tiled variant carries an eligibility rule, the largest head size its tiles hold (flash:
@@ -787,6 +788,22 @@ __device__ inline unsigned pack_bf16(float lo, float hi) {
   return lo_bits | (hi_bits << 16);
 }
 
+// A lane's two neighbours (d, d + 1) of an accumulator row, stored into `row` (hs wide): one
+// 8-byte store where the matrix allows it (`pairs`: hs even and the matrix 8-byte aligned, so
+// every even d is), which fills the 8 sectors of a warp's request where two 4-byte stores
+// would each use half of them; else each value inside hs on its own.
+__device__ inline void store_two(float* row, int d, int hs, float a, float b, bool pairs) {
+  if (pairs && d + 1 < hs) {
+    *reinterpret_cast<float2*>(row + d) = make_float2(a, b);
+  } else {
+    if (d < hs) row[d] = a;
+    if (d + 1 < hs) row[d + 1] = b;
+  }
+}
+__device__ inline bool pairs_fit(const float* matrix, int hs) {
+  return hs % 2 == 0 && reinterpret_cast<std::uintptr_t>(matrix) % 8 == 0;
+}
+
 // d (16 x 8) += a (16 x 16) b (16 x 8): bf16 operands, float32 accumulators (simt.h).
 __device__ inline void mma_bf16_m16n8k16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
   mma_m16n8k16_bf16(d, a, b, d);
@@ -915,11 +932,9 @@ __global__ void __launch_bounds__(kMmaThreads)
     row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
     if (row[h] >= T_len) continue;
     float* out_row = out + head + static_cast<std::int64_t>(row[h]) * hs;
+    const bool pairs = pairs_fit(out, hs);
     for (int n = 0; n < kOutTiles; ++n)
-      for (int e = 0; e < 2; ++e) {
-        const int d = 8 * n + 2 * t + e;
-        if (d < hs) out_row[d] = o[n][2 * h + e] / row_l;
-      }
+      store_two(out_row, 8 * n + 2 * t, hs, o[n][2 * h] / row_l, o[n][2 * h + 1] / row_l, pairs);
     // lse in natural log units: (m + log2(l)) * ln(2).
     if (t == 0) lse[blockIdx.x * static_cast<std::int64_t>(T_len) + row[h]] = (m[h] + log2f(row_l)) * 0.69314718f;
   }
@@ -972,11 +987,16 @@ void attention_forward_bf16_mma(float* out, float* lse, const float* q, const fl
 // queries) for dk and dv; k and v row-major for S and dP, k transposed for dq. Rows are padded
 // by 8 bf16 (16 bytes). Register budget at hs = 128: 128 accumulators for dk and dv, 32 for the
 // two score tiles, addresses and fragments; the query tile is 32 (not 64) to stay under 255.
-// Candid notes: loads are plain (no cp.async, no ldmatrix), the transposed stores conflict in
-// the banks, D is recomputed by both kernels; the forward's p is rounded to bf16 for p v, the
-// backward rounds P^T and dS^T for their products the same way. Measured on an H200
-// (2026-11-27, the lab at (96, 1024, 64)): forward 0.188 ms (68.6 TFLOP/s), backward 2.09 ms
-// (docs/measurements.md, "Every CUDA variant").
+// D_i = dout_i . out_i is computed once for every row, before the two kernels
+// (attention_backward_prepare_kernel), and read beside lse_i.
+// Candid notes: loads are plain (no cp.async, no ldmatrix) and the transposed stores conflict in
+// the banks, so at head sizes 64 and 128 (the GPTs') the backward rounds q, k, v and dout to
+// bf16 once, in the pass that computes D, and runs variant 4's kernels on those copies: the
+// same products of the same bf16 values. These kernels serve the other head sizes. The
+// forward's p is rounded to bf16 for p v, the backward rounds P^T and dS^T for their products
+// the same way. Measured on an H200 (2026-11-27, the lab at (96, 1024, 64)), before D was
+// computed once and before the hand-over to variant 4: forward 0.188 ms (68.6 TFLOP/s),
+// backward 2.09 ms (docs/measurements.md, "Every CUDA variant").
 
 constexpr int kBwdQueries = 32;  // queries per tile of the dk, dv kernel; keys per tile of dq
 
@@ -989,7 +1009,7 @@ constexpr std::size_t bwd_mma_shared_bytes() {  // 64 rows + 32 rows + two trans
 namespace {
 // Rows row0 .. row0 + ROWS - 1 of x (T_len, hs) rounded to bf16, into tile (ROWS, HS + 8) and,
 // if transposed is not null, into transposed (HS, ROWS + 8); zeros past T_len and hs.
-// load_D's In: float, rounded here, or __nv_bfloat16 (variant 4), for which the rounding is exact.
+// as_float's In: float (variant 3), or __nv_bfloat16 (variant 4), for which rounding to bf16 is exact.
 __device__ inline float as_float(float x) { return x; }
 __device__ inline float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 
@@ -1005,21 +1025,44 @@ __device__ inline void load_rows_bf16(unsigned short* tile, unsigned short* tran
   }
 }
 
-// D_i = dout_i . out_i for rows row0 .. row0 + rows - 1, into D (0 past T_len), from dout and
-// out rounded to bf16, as the tensor cores see dout (and as a bf16 forward would store out):
-// then dS = P (dP - D) is exactly 0 where it should be (a row with one key: dP = D).
+// D_i = dout_i . out_i for every row of every head, computed once before the two kernels from
+// dout and out rounded to bf16, as the tensor cores see dout (and as a bf16 forward would store
+// out): then dS = P (dP - D) is exactly 0 where it should be (a row with one key: dP = D). A warp
+// per row, its lanes along the row (coalesced), summed by a fixed butterfly (deterministic).
+// Each kernel then reads D_i beside lse_i. (It used to be computed inside the tiles, by a
+// thread per row walking its row: the dk, dv kernel redid it for every key tile that sees the
+// row, O(T^2 / 64) rows in all, each lane reading a different row: 32 sectors per request.)
+// With `rounded` (variant 3 on float32 data), the same pass also writes q, k, v and dout
+// rounded to bf16 into rounded[0 .. 4 rows hs), in that order, for variant 4's kernels.
 template <class In>
-__device__ inline void load_D(float* D, const In* dout, const In* out, int row0, int rows, int T_len, int hs) {
-  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-    float sum = 0.0f;
-    if (row0 + r < T_len)
-      for (int d = 0; d < hs; ++d) {
-        const std::int64_t at = static_cast<std::int64_t>(row0 + r) * hs + d;
-        sum += __bfloat162float(__float2bfloat16_rn(as_float(dout[at]))) *
-               __bfloat162float(__float2bfloat16_rn(as_float(out[at])));
-      }
-    D[r] = sum;
+__global__ void attention_backward_prepare_kernel(float* D, __nv_bfloat16* rounded, const In* q, const In* k,
+                                                  const In* v, const In* dout, const In* out, std::int64_t rows,
+                                                  int hs) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;  // the whole warp leaves together: the shuffles below stay full
+  const std::int64_t n = rows * hs;
+  float sum = 0.0f;
+  for (int d = threadIdx.x % 32; d < hs; d += 32) {
+    const std::int64_t at = row * hs + d;
+    const __nv_bfloat16 g = __float2bfloat16_rn(as_float(dout[at]));
+    sum += __bfloat162float(g) * __bfloat162float(__float2bfloat16_rn(as_float(out[at])));
+    if (rounded) {
+      rounded[at] = __float2bfloat16_rn(as_float(q[at]));
+      rounded[n + at] = __float2bfloat16_rn(as_float(k[at]));
+      rounded[2 * n + at] = __float2bfloat16_rn(as_float(v[at]));
+      rounded[3 * n + at] = g;
+    }
   }
+  sum = warp_sum(sum);
+  if (threadIdx.x % 32 == 0) D[row] = sum;
+}
+
+template <class In>
+void prepare_backward(float* D, __nv_bfloat16* rounded, const In* q, const In* k, const In* v, const In* dout,
+                      const In* out, std::int64_t rows, std::int64_t hs, Stream stream) {
+  const int block = 256;
+  BRRR_LAUNCH((attention_backward_prepare_kernel<In>), grid_for(rows, block / 32), block, 0, stream, D, rounded, q,
+              k, v, dout, out, rows, static_cast<int>(hs));
 }
 
 // acc (16 x 8 n) += A (16 x 16 per step, fragments from a row-major bf16 tile) B, where B's
@@ -1064,11 +1107,10 @@ __device__ inline void store_rows(float* x, const float (&acc)[HS / 8][4], int r
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + g + 8 * h;
     if (row >= T_len) continue;
+    float* x_row = x + static_cast<std::int64_t>(row) * hs;
+    const bool pairs = pairs_fit(x, hs);
     for (int n = 0; n < HS / 8; ++n)
-      for (int e = 0; e < 2; ++e) {
-        const int d = 8 * n + 2 * t + e;
-        if (d < hs) x[static_cast<std::int64_t>(row) * hs + d] = acc[n][2 * h + e] * factor;
-      }
+      store_two(x_row, 8 * n + 2 * t, hs, acc[n][2 * h] * factor, acc[n][2 * h + 1] * factor, pairs);
   }
 }
 }  // namespace
@@ -1076,7 +1118,7 @@ __device__ inline void store_rows(float* x, const float (&acc)[HS / 8][4], int r
 template <int HS>
 __global__ void __launch_bounds__(kMmaThreads)
     attention_backward_dkdv_bf16_mma_kernel(float* dk, float* dv, const float* dout, const float* q, const float* k,
-                                            const float* v, const float* out, const float* lse, int T_len, int hs,
+                                            const float* v, const float* Dg, const float* lse, int T_len, int hs,
                                             float scale) {
   constexpr int ld = HS + 8, ldt = kBwdQueries + 8, kQ = kBwdQueries;
   BRRR_DYNAMIC_SHARED(unsigned short, smem);
@@ -1099,9 +1141,12 @@ __global__ void __launch_bounds__(kMmaThreads)
     __syncthreads();  // everyone is done with the previous query tile
     load_rows_bf16<kQ, HS>(q_tile, qt_tile, q + head, q0, T_len, hs);
     load_rows_bf16<kQ, HS>(do_tile, dot_tile, dout + head, q0, T_len, hs);
-    load_D(D, dout + head, out + head, q0, kQ, T_len, hs);
-    for (int r = threadIdx.x; r < kQ; r += blockDim.x)
-      L[r] = q0 + r < T_len ? lse[blockIdx.x * static_cast<std::int64_t>(T_len) + q0 + r] : 0.0f;
+    for (int r = threadIdx.x; r < kQ; r += blockDim.x) {
+      const bool inside = q0 + r < T_len;
+      const std::int64_t at = blockIdx.x * static_cast<std::int64_t>(T_len) + q0 + r;
+      L[r] = inside ? lse[at] : 0.0f;
+      D[r] = inside ? Dg[at] : 0.0f;
+    }
     __syncthreads();
     // S^T and dP^T (16 keys x 32 queries): k q^T and v dout^T.
     float p[kQ / 8][4] = {}, ds[kQ / 8][4] = {};
@@ -1124,29 +1169,27 @@ __global__ void __launch_bounds__(kMmaThreads)
 template <int HS>
 __global__ void __launch_bounds__(kMmaThreads)
     attention_backward_dq_bf16_mma_kernel(float* dq, const float* dout, const float* q, const float* k,
-                                          const float* v, const float* out, const float* lse, int T_len, int hs,
+                                          const float* v, const float* D, const float* lse, int T_len, int hs,
                                           float scale) {
-  constexpr int ld = HS + 8, ldt = kBwdQueries + 8, kK = kBwdQueries;
+  constexpr int ld = HS + 8, kK = kBwdQueries;
   BRRR_DYNAMIC_SHARED(unsigned short, smem);
   unsigned short* q_tile = smem;                 // (64, HS) queries
   unsigned short* do_tile = q_tile + kTile * ld; // (64, HS)
   unsigned short* k_tile = do_tile + kTile * ld; // (32, HS) keys
   unsigned short* v_tile = k_tile + kK * ld;     // (32, HS)
   unsigned short* kt_tile = v_tile + kK * ld;    // (HS, 32): k transposed
-  float* D = reinterpret_cast<float*>(kt_tile + 2 * HS * ldt);  // (64), after the (unused) second transposed slot
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int query_tile = gridDim.y - 1 - blockIdx.y;  // the longest rows first
   const int q0 = query_tile * kTile, row0 = warp * 16;
   const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * hs;
   load_rows_bf16<kTile, HS>(q_tile, nullptr, q + head, q0, T_len, hs);
   load_rows_bf16<kTile, HS>(do_tile, nullptr, dout + head, q0, T_len, hs);
-  load_D(D, dout + head, out + head, q0, kTile, T_len, hs);
-  __syncthreads();
   const int row[2] = {q0 + row0 + g, q0 + row0 + g + 8};
   float L[2], Drow[2];
   for (int h = 0; h < 2; ++h) {
-    L[h] = row[h] < T_len ? lse[blockIdx.x * static_cast<std::int64_t>(T_len) + row[h]] : 0.0f;
-    Drow[h] = D[row0 + g + 8 * h];
+    const std::int64_t at = blockIdx.x * static_cast<std::int64_t>(T_len) + row[h];
+    L[h] = row[h] < T_len ? lse[at] : 0.0f;
+    Drow[h] = row[h] < T_len ? D[at] : 0.0f;
   }
   float dq_acc[HS / 8][4] = {};
   const int key_end = min(T_len, q0 + kTile);  // keys up to the tile's last query
@@ -1173,15 +1216,22 @@ __global__ void __launch_bounds__(kMmaThreads)
 
 template <int HS>
 void launch_backward_bf16_mma(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                              const float* v, const float* out, const float* lse, std::int64_t BH, std::int64_t T_len,
+                              const float* v, const float* D, const float* lse, std::int64_t BH, std::int64_t T_len,
                               std::int64_t hs, float scale, Stream stream) {
   const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
   const int T = static_cast<int>(T_len), h = static_cast<int>(hs);
   BRRR_LAUNCH(attention_backward_dkdv_bf16_mma_kernel<HS>, grid, kMmaThreads, bwd_mma_shared_bytes<HS>(), stream, dk,
-              dv, dout, q, k, v, out, lse, T, h, scale);
+              dv, dout, q, k, v, D, lse, T, h, scale);
   BRRR_LAUNCH(attention_backward_dq_bf16_mma_kernel<HS>, grid, kMmaThreads, bwd_mma_shared_bytes<HS>(), stream, dq,
-              dout, q, k, v, out, lse, T, h, scale);
+              dout, q, k, v, D, lse, T, h, scale);
 }
+
+// Variant 4's launcher (below), which variant 3 hands head sizes 64 and 128 to.
+template <int HS>
+void launch_backward_bf16_pipelined(float* dq, float* dk, float* dv, const __nv_bfloat16* dout,
+                                    const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                    const float* D, const float* lse, std::int64_t BH, std::int64_t T_len,
+                                    float scale, Stream stream);
 
 void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                                  const float* v, const float* out, const float* lse, const AttentionShape& shape,
@@ -1193,10 +1243,29 @@ void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* d
   if (BH == 0 || T_len == 0) return;
   BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, "attention_backward: BH = ", BH, ", T = ", T_len,
              " is more blocks than a grid holds");
+  const std::int64_t rows = BH * T_len;
+  if (hs == 64 || hs == 128) {
+    // q, k, v and dout rounded to bf16 once, into the workspace after D, then variant 4's
+    // kernels: the same products on the same bf16 values, without variant 3's transposed
+    // stores (their bank conflicts) and with its loads by cp.async, overlapped with the math.
+    const std::int64_t n = rows * hs;
+    const std::size_t d_bytes = (static_cast<std::size_t>(rows) * sizeof(float) + 255) / 256 * 256;
+    auto* base = static_cast<unsigned char*>(workspace(d_bytes + 4 * static_cast<std::size_t>(n) * 2, stream));
+    float* D = reinterpret_cast<float*>(base);
+    auto* rounded = reinterpret_cast<__nv_bfloat16*>(base + d_bytes);  // q, k, v, dout
+    prepare_backward(D, rounded, q, k, v, dout, out, rows, hs, stream);
+    if (hs == 64)
+      return launch_backward_bf16_pipelined<64>(dq, dk, dv, rounded + 3 * n, rounded, rounded + n, rounded + 2 * n, D,
+                                                lse, BH, T_len, scale, stream);
+    return launch_backward_bf16_pipelined<128>(dq, dk, dv, rounded + 3 * n, rounded, rounded + n, rounded + 2 * n, D,
+                                               lse, BH, T_len, scale, stream);
+  }
+  auto* D = static_cast<float*>(workspace(static_cast<std::size_t>(rows) * sizeof(float), stream));
+  prepare_backward<float>(D, nullptr, q, k, v, dout, out, rows, hs, stream);
   switch (padded_head_size(hs)) {
-    case 32: return launch_backward_bf16_mma<32>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
-    case 64: return launch_backward_bf16_mma<64>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
-    default: return launch_backward_bf16_mma<128>(dq, dk, dv, dout, q, k, v, out, lse, BH, T_len, hs, scale, stream);
+    case 32: return launch_backward_bf16_mma<32>(dq, dk, dv, dout, q, k, v, D, lse, BH, T_len, hs, scale, stream);
+    case 64: return launch_backward_bf16_mma<64>(dq, dk, dv, dout, q, k, v, D, lse, BH, T_len, hs, scale, stream);
+    default: return launch_backward_bf16_mma<128>(dq, dk, dv, dout, q, k, v, D, lse, BH, T_len, hs, scale, stream);
   }
 }
 
@@ -1402,17 +1471,21 @@ void attention_forward_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::b
 // kernel) read them as B operands stored (k, n), ldmatrix .trans, as the forward reads v. With
 // only row-major tiles, every load is a 16-byte cp.async, and the streamed tiles (queries in
 // the dk, dv kernel, keys in the dq kernel, 32 at a time) are double-buffered as in the
-// forward: the copy of tile j + 1 runs while tile j is computed. D = dout . out and lse are
-// read through registers (a few floats a row). The same two kernels and the same loop order
-// as variant 3 otherwise (deterministic: no atomics), dq, dk and dv written in float32.
-// Head sizes 64 and 128; 16-byte aligned pointers. Measured on an H200 (2026-11-27, same
-// shapes as the forward): 0.924 ms at T = 1024 and 12.61 ms at T = 4096, 11.7 times the
-// forward there, where SDPA's backward is 2.4 times its forward: forward + backward 2.17x and
-// 6.88x SDPA's (docs/measurements.md, "The GPU, second round").
+// forward: the copy of tile j + 1 runs while tile j is computed. D = dout . out, computed once
+// per row before the kernels, and lse are read through registers (a few floats a row). The
+// same two kernels and the same loop order as variant 3 otherwise (deterministic: no atomics),
+// dq, dk and dv written in float32. Variant 3 runs these kernels too, on bf16 copies, for head
+// sizes 64 and 128. Head sizes 64 and 128; 16-byte aligned pointers. Measured on an H200
+// (2026-11-27, same shapes as the forward), when the dk, dv kernel still computed D itself for
+// every query tile (a thread per row, reading 32 sectors a request: `brrr kernel-lab
+// attention_backward --dtype bfloat16 --device emulator --mode counters` read 25.1x the least
+// bytes at (2, 256, 64), 3.4x now): 0.924 ms at T = 1024 and 12.61 ms at T = 4096, 11.7 times
+// the forward there, where SDPA's backward is 2.4 times its forward: forward + backward 2.17x
+// and 6.88x SDPA's (docs/measurements.md, "The GPU, second round").
 
 template <int HS>
-constexpr std::size_t bwd_pipelined_shared_bytes() {  // 2 fixed (64, HS) tiles, 4 streamed (32, HS), D and L
-  return (2 * kTile + 4 * kBwdQueries) * (HS + 8) * sizeof(__nv_bfloat16) + 2 * kTile * sizeof(float);
+constexpr std::size_t bwd_pipelined_shared_bytes() {  // 2 fixed (64, HS) tiles, 4 streamed (32, HS)
+  return (2 * kTile + 4 * kBwdQueries) * (HS + 8) * sizeof(__nv_bfloat16);
 }
 
 namespace {
@@ -1465,7 +1538,7 @@ template <int HS>
 __global__ void __launch_bounds__(kMmaThreads)
     attention_backward_dkdv_bf16_pipelined_kernel(float* dk, float* dv, const __nv_bfloat16* dout,
                                                   const __nv_bfloat16* q, const __nv_bfloat16* k,
-                                                  const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse,
+                                                  const __nv_bfloat16* v, const float* D, const float* lse,
                                                   int T_len, float scale) {
   constexpr int ld = HS + 8, kQ = kBwdQueries;
   BRRR_DYNAMIC_SHARED(__nv_bfloat16, smem);
@@ -1474,8 +1547,6 @@ __global__ void __launch_bounds__(kMmaThreads)
   __nv_bfloat16* streamed = v_tile + kTile * ld;
   __nv_bfloat16* q_stage[2] = {streamed, streamed + kQ * ld};              // (32, HS) queries, two stages
   __nv_bfloat16* do_stage[2] = {streamed + 2 * kQ * ld, streamed + 3 * kQ * ld};
-  float* D = reinterpret_cast<float*>(streamed + 4 * kQ * ld);  // (32)
-  float* L = D + kTile;                                           // (32): lse
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int k0 = blockIdx.y * kTile, key0 = warp * 16;
   const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * HS;
@@ -1493,9 +1564,16 @@ __global__ void __launch_bounds__(kMmaThreads)
       copy_rows_async<HS, kQ>(do_stage[1 - stage], dout + head, q0 + kQ, T_len);
     }
     cp_async_commit_group();
-    load_D(D, dout + head, out + head, q0, kQ, T_len, HS);
-    for (int r = threadIdx.x; r < kQ; r += blockDim.x)
-      L[r] = q0 + r < T_len ? lse[blockIdx.x * static_cast<std::int64_t>(T_len) + q0 + r] : 0.0f;
+    // lse and D of the queries this thread's accumulator columns hold (8 of each), read while
+    // the copies land: a lane's 8 are 4 pairs of neighbours, the same for the 8 lanes of a column.
+    float Lq[kQ / 8][2], Dq[kQ / 8][2];
+    for (int n = 0; n < kQ / 8; ++n)
+      for (int e = 0; e < 2; ++e) {
+        const int query = q0 + 8 * n + 2 * t + e;
+        const std::int64_t at = blockIdx.x * static_cast<std::int64_t>(T_len) + query;
+        Lq[n][e] = query < T_len ? lse[at] : 0.0f;
+        Dq[n][e] = query < T_len ? D[at] : 0.0f;
+      }
     cp_async_wait_group<1>();  // this query tile (and k, v) have landed
     __syncthreads();
     float p[kQ / 8][4] = {}, ds[kQ / 8][4] = {};
@@ -1505,12 +1583,12 @@ __global__ void __launch_bounds__(kMmaThreads)
       for (int i = 0; i < 4; ++i) {
         const int query = 8 * n + 2 * t + i % 2, kk = key[i / 2];
         const bool seen = kk <= q0 + query && q0 + query < T_len;
-        p[n][i] = seen ? __expf(p[n][i] * scale - L[query]) : 0.0f;
-        ds[n][i] = p[n][i] * (ds[n][i] - D[query]);
+        p[n][i] = seen ? __expf(p[n][i] * scale - Lq[n][i % 2]) : 0.0f;
+        ds[n][i] = p[n][i] * (ds[n][i] - Dq[n][i % 2]);
       }
     mma_accumulators_trans<kQ, HS>(dv_acc, p, do_stage[stage], lane);  // dv += P^T dout
     mma_accumulators_trans<kQ, HS>(dk_acc, ds, q_stage[stage], lane);  // dk += dS^T q
-    __syncthreads();  // everyone is done with this stage, D and L before the next step refills them
+    __syncthreads();  // everyone is done with this stage before the next step refills it
   }
   cp_async_wait_group<0>();
   store_rows<HS>(dk + head, dk_acc, k0 + key0, T_len, HS, scale, g, t);
@@ -1520,8 +1598,8 @@ __global__ void __launch_bounds__(kMmaThreads)
 template <int HS>
 __global__ void __launch_bounds__(kMmaThreads)
     attention_backward_dq_bf16_pipelined_kernel(float* dq, const __nv_bfloat16* dout, const __nv_bfloat16* q,
-                                                const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                                const __nv_bfloat16* out, const float* lse, int T_len, float scale) {
+                                                const __nv_bfloat16* k, const __nv_bfloat16* v, const float* D,
+                                                const float* lse, int T_len, float scale) {
   constexpr int ld = HS + 8, kK = kBwdQueries;
   BRRR_DYNAMIC_SHARED(__nv_bfloat16, smem);
   __nv_bfloat16* q_tile = smem;                  // (64, HS) this block's queries
@@ -1529,7 +1607,6 @@ __global__ void __launch_bounds__(kMmaThreads)
   __nv_bfloat16* streamed = do_tile + kTile * ld;
   __nv_bfloat16* k_stage[2] = {streamed, streamed + kK * ld};  // (32, HS) keys, two stages
   __nv_bfloat16* v_stage[2] = {streamed + 2 * kK * ld, streamed + 3 * kK * ld};
-  float* D = reinterpret_cast<float*>(streamed + 4 * kK * ld);  // (64)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int query_tile = gridDim.y - 1 - blockIdx.y;  // the longest rows first
   const int q0 = query_tile * kTile, row0 = warp * 16;
@@ -1539,10 +1616,13 @@ __global__ void __launch_bounds__(kMmaThreads)
   copy_rows_async<HS, kK>(k_stage[0], k + head, 0, T_len);
   copy_rows_async<HS, kK>(v_stage[0], v + head, 0, T_len);
   cp_async_commit_group();
-  load_D(D, dout + head, out + head, q0, kTile, T_len, HS);
   const int row[2] = {q0 + row0 + g, q0 + row0 + g + 8};
-  float L[2], Drow[2] = {0.0f, 0.0f};
-  for (int h = 0; h < 2; ++h) L[h] = row[h] < T_len ? lse[blockIdx.x * static_cast<std::int64_t>(T_len) + row[h]] : 0.0f;
+  float L[2], Drow[2];
+  for (int h = 0; h < 2; ++h) {
+    const std::int64_t at = blockIdx.x * static_cast<std::int64_t>(T_len) + row[h];
+    L[h] = row[h] < T_len ? lse[at] : 0.0f;
+    Drow[h] = row[h] < T_len ? D[at] : 0.0f;
+  }
   float dq_acc[HS / 8][4] = {};
   const int key_end = min(T_len, q0 + kTile);  // keys up to the tile's last query
   for (int kb = 0, j = 0; kb < key_end; kb += kK, ++j) {
@@ -1554,8 +1634,6 @@ __global__ void __launch_bounds__(kMmaThreads)
     cp_async_commit_group();
     cp_async_wait_group<1>();
     __syncthreads();
-    if (j == 0)
-      for (int h = 0; h < 2; ++h) Drow[h] = D[row0 + g + 8 * h];
     float p[kK / 8][4] = {}, ds[kK / 8][4] = {};
     mma_rows_ldmatrix<HS, kK / 8>(p, q_tile, row0, k_stage[stage], lane);    // S = q k^T
     mma_rows_ldmatrix<HS, kK / 8>(ds, do_tile, row0, v_stage[stage], lane);  // dP = dout v^T
@@ -1576,14 +1654,14 @@ __global__ void __launch_bounds__(kMmaThreads)
 template <int HS>
 void launch_backward_bf16_pipelined(float* dq, float* dk, float* dv, const __nv_bfloat16* dout,
                                     const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                    const __nv_bfloat16* out, const float* lse, std::int64_t BH, std::int64_t T_len,
+                                    const float* D, const float* lse, std::int64_t BH, std::int64_t T_len,
                                     float scale, Stream stream) {
   const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
   const int T = static_cast<int>(T_len);
   BRRR_LAUNCH(attention_backward_dkdv_bf16_pipelined_kernel<HS>, grid, kMmaThreads, bwd_pipelined_shared_bytes<HS>(),
-              stream, dk, dv, dout, q, k, v, out, lse, T, scale);
+              stream, dk, dv, dout, q, k, v, D, lse, T, scale);
   BRRR_LAUNCH(attention_backward_dq_bf16_pipelined_kernel<HS>, grid, kMmaThreads, bwd_pipelined_shared_bytes<HS>(),
-              stream, dq, dout, q, k, v, out, lse, T, scale);
+              stream, dq, dout, q, k, v, D, lse, T, scale);
 }
 
 void attention_backward_bf16_pipelined(float* dq, float* dk, float* dv, const brrr::bf16* dout, const brrr::bf16* q,
@@ -1606,10 +1684,13 @@ void attention_backward_bf16_pipelined(float* dq, float* dk, float* dv, const br
   const auto* kk = reinterpret_cast<const In*>(k);
   const auto* vv = reinterpret_cast<const In*>(v);
   const auto* oo = reinterpret_cast<const In*>(out);
+  const std::int64_t rows = BH * T_len;
+  auto* D = static_cast<float*>(workspace(static_cast<std::size_t>(rows) * sizeof(float), stream));
+  prepare_backward<In>(D, nullptr, qq, kk, vv, d_out, oo, rows, hs, stream);
   if (hs == 64)
-    launch_backward_bf16_pipelined<64>(dq, dk, dv, d_out, qq, kk, vv, oo, lse, BH, T_len, scale, stream);
+    launch_backward_bf16_pipelined<64>(dq, dk, dv, d_out, qq, kk, vv, D, lse, BH, T_len, scale, stream);
   else
-    launch_backward_bf16_pipelined<128>(dq, dk, dv, d_out, qq, kk, vv, oo, lse, BH, T_len, scale, stream);
+    launch_backward_bf16_pipelined<128>(dq, dk, dv, d_out, qq, kk, vv, D, lse, BH, T_len, scale, stream);
 }
 
 // =============================================================================================
@@ -1659,7 +1740,7 @@ void register_attention_kernels() {
   bf16.tolerance = 3e-2, bf16.max_head_size = kMmaMaxHeadSize;
   bf16.about = "variant 3: q, k, v rounded to bf16 as loaded, mma.sync, float32 softmax";
   add(op::attention_forward<float>.autocast(), DeviceType::CUDA, "bf16_mma", &attention_forward_bf16_mma, 10, bf16);
-  bf16.about = "variant 3's backward on the tensor cores, dq in a second pass";
+  bf16.about = "variant 3's backward on the tensor cores, dq in a second pass (hs 64, 128: variant 4's kernels)";
   add(op::attention_backward<float>.autocast(), DeviceType::CUDA, "bf16_mma", &attention_backward_bf16_mma, 10, bf16);
   // float32 arithmetic on rounded inputs: held to the op's own tolerance
   add(op::attention_forward<float>.autocast(), DeviceType::CUDA, "naive", &attention_forward_naive_bf16, 0,

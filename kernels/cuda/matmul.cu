@@ -1,5 +1,5 @@
 // kernels/cuda/matmul.cu: matmul on the GPU, from one thread per output to tensor cores, in
-// twelve numbered variants. Each one changes one thing about the one before it, says why that
+// thirteen numbered variants. Each one changes one thing about the one before it, says why that
 // should be faster on an H100, and what still limits it.
 // Chapter 14 (matmul from naive to tensor cores). Read before: kernels/cpu/matmul.cpp (the
 // reference), kernels/cuda/examples.cu (a first CUDA file), kernels/cuda/matmul.h.
@@ -8,20 +8,19 @@
 // The order follows Simon Boehm's "How to optimize a CUDA matmul kernel for cuBLAS-like
 // performance": naive, coalesced, shared-memory tiles, 1-D then 2-D register blocking,
 // vectorized loads; then tensor cores; and last, back on the float32 units, warp tiles and
-// double buffering (variant 8, his kernels 10 and 11). Variants 9 to 12 return to the
+// double buffering (variant 8, his kernels 10 and 11). Variants 9 to 13 return to the
 // tensor cores through their own instructions (mma.sync, ldmatrix, cp.async;
 // simt_tensor_cores.h), which the emulator runs too: bf16 from padded tiles, a tf32 cp.async
-// pipeline, that pipeline with a fused epilogue (bias, GELU), and bf16 in memory through a
-// pipeline. `brrr kernel-lab
-// matmul` checks and times them all (variant 11 under matmul_bias_gelu, variant 12 under
-// matmul --dtype bfloat16). register_matmul_kernels, at the end, registers
-// them in this order.
+// pipeline, that pipeline with a fused epilogue (bias, GELU), bf16 in memory through a
+// pipeline, and that pipeline with a block twice as large each way. `brrr kernel-lab matmul`
+// checks and times them all (variant 11 under matmul_bias_gelu, variants 12 and 13 under
+// matmul --dtype bfloat16). register_matmul_kernels, at the end, registers them in this order.
 //
 // Measured on an H100 80GB HBM3, 2026-11-23, with `scripts/gpu.sh` (see docs/measurements.md):
 // at 4096^3 in float32, as a share of cuBLAS's SGEMM (2.659 ms, 51.69 TFLOP/s, TF32 off), naive
 // 1.0%, coalesced 6.1%, smem 10.1%, blocking1d 11.7%, blocking2d 24.8%, vectorized 52.7%,
 // tensorcore (3xTF32) 32.6%, warptiling 85.4%. Each variant's paragraph has its figure.
-// Variants 9 to 12 were written after that run and have not been timed on a GPU yet:
+// Variants 9 to 13 were written after that run; 13 has not been timed on a GPU yet:
 // docs/measurements.md, "Every CUDA variant: measured, or not yet", lists which are.
 //
 // Every variant implements the whole contract of MatmulShape (kernels/signatures.h), because the
@@ -903,12 +902,14 @@ __device__ inline void load_tile_bf16(__nv_bfloat16* tile, int pitch, const floa
   }
 }
 
-// The (32, 32) warp tile's accumulators, acc[mi][nj][i], to out: value i of mma tile (mi, nj)
-// is row 16 mi + g + 8 (i / 2), column 8 nj + 2 t + i % 2 (lane = 4 g + t).
-__device__ inline void store_warp_tile(const Gemm<float>& g, float* out, int i0, int j0, const float (&acc)[2][4][4],
+// A warp tile's accumulators ((32, 32) in variants 9 to 12, (64, 32) in 13), acc[mi][nj][i],
+// to out: value i of mma tile (mi, nj) is row 16 mi + g + 8 (i / 2), column 8 nj + 2 t + i % 2
+// (lane = 4 g + t).
+template <int MI, int NJ>
+__device__ inline void store_warp_tile(const Gemm<float>& g, float* out, int i0, int j0, const float (&acc)[MI][NJ][4],
                                        int lane) {
-  for (int mi = 0; mi < 2; ++mi)
-    for (int nj = 0; nj < 4; ++nj)
+  for (int mi = 0; mi < MI; ++mi)
+    for (int nj = 0; nj < NJ; ++nj)
       for (int i = 0; i < 4; ++i)
         store_out(g, out, i0 + 16 * mi + lane / 4 + 8 * (i / 2), j0 + 8 * nj + 2 * (lane % 4) + i % 2, acc[mi][nj][i]);
 }
@@ -922,9 +923,10 @@ __device__ inline void store_warp_tile(const Gemm<float>& g, float* out, int i0,
 // (`brrr kernel-lab matmul --autocast --device emulator --size 64x64xK`, 2026-11-26) the largest
 // relative error was 5.4e-6 at K = 4096 and 1.2e-5 at K = 16384 without promotion, 1.2e-6 and
 // 1.9e-6 with it (variant 12 alike); the lab's check is 1e-4.
-__device__ inline void promote(float (&acc)[2][4][4], const float (&tile_sum)[2][4][4]) {
-  for (int mi = 0; mi < 2; ++mi)
-    for (int nj = 0; nj < 4; ++nj)
+template <int MI, int NJ>
+__device__ inline void promote(float (&acc)[MI][NJ][4], const float (&tile_sum)[MI][NJ][4]) {
+  for (int mi = 0; mi < MI; ++mi)
+    for (int nj = 0; nj < NJ; ++nj)
       for (int i = 0; i < 4; ++i) acc[mi][nj][i] += tile_sum[mi][nj][i];
 }
 
@@ -1238,20 +1240,33 @@ void matmul_bias_gelu_unfused(T* out, T* pre, const T* a, const T* b, const T* b
 // emulator tests stay small: a value of a is loaded again for every 64 columns of out, one of b
 // for every 64 rows, and a warp does 8 mma's per 4 ldmatrix. cuBLAS-class kernels use (128, 128) or
 // (128, 256) blocks of 8 warps, (64, 64) per warp, for twice to four times the reuse. That is
-// the first knob to turn on a GPU (ptxas gives this one 58-63 registers: there is room).
+// the first knob to turn on a GPU (ptxas gives this one 72-80 registers: there is room), and
+// variant 13 turns it.
 // Registered as matmul's "bf16_pipelined" on bf16 data (op::matmul_on_bf16) (bf16 data, float32 out); no framework
 // op calls it, since autocast's activations are float32. Measured on an H200 (2026-11-27,
 // bench/tensor_cores.sh at 4096^3): 1.083 ms, 126.9 TFLOP/s, 19% of PyTorch's cuBLAS bf16 GEMM
 // (672.8 TFLOP/s), where the tensor-core issue's bar is 50% (docs/measurements.md, "The GPU,
 // second round").
 
-constexpr int kBfBM = 64, kBfBN = 64, kBfBK = 32, kBfStages = 3;
-constexpr int kBfThreads = 128;  // 4 warps, 2 x 2, each (32, 32) of out, as in variants 9 and 10
-constexpr int kBfPitchK = kBfBK + 8, kBfPitchMN = kBfBM + 8;  // bf16: rows along k, rows along m or n
-constexpr int kBfTileValues = kBfBM * kBfPitchK;               // >= kBfBK * kBfPitchMN: either layout fits
-constexpr int kBfStageValues = 2 * kBfTileValues;              // a's tile, then b's
-constexpr std::size_t kBfSharedBytes = sizeof(__nv_bfloat16) * kBfStages * kBfStageValues;  // 30720
-static_assert(kBfBK * kBfPitchMN <= kBfTileValues, "a tile stored the other way round must fit its stage");
+// The block's shape, a template parameter so that variant 13 (below) is this kernel with a
+// larger block. Variant 12: (64, 64), 4 warps, 2 x 2, each (32, 32) of out, as in variants 9
+// and 10.
+template <int BM_, int BN_, int WARPS_M, int WARPS_N>
+struct BfTiles {
+  static constexpr int BM = BM_, BN = BN_, BK = 32, kStages = 3;
+  static constexpr int kThreads = 32 * WARPS_M * WARPS_N, kWarpsN = WARPS_N;
+  static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;  // a warp's tile of out
+  static constexpr int MI = WM / 16, NJ = WN / 8;             // its m16n8 accumulator tiles
+  static constexpr int kPitchK = BK + 8;                      // bf16: rows along k
+  static constexpr int kPitchM = BM + 8, kPitchN = BN + 8;    // rows along m or n
+  // A tile in either storage order fits its slot of the stage: a's, then b's.
+  static constexpr int kAValues = BM * kPitchK > BK * kPitchM ? BM * kPitchK : BK * kPitchM;
+  static constexpr int kBValues = BN * kPitchK > BK * kPitchN ? BN * kPitchK : BK * kPitchN;
+  static constexpr int kStageValues = kAValues + kBValues;
+  static constexpr std::size_t kSharedBytes = sizeof(__nv_bfloat16) * kStages * kStageValues;
+  static_assert(WM % 16 == 0 && WN % 16 == 0, "a warp's tile is whole m16 rows and pairs of n8 columns");
+};
+using Bf12Tiles = BfTiles<64, 64, 2, 2>;  // 30,720 bytes of shared memory
 
 namespace {
 // The operands in the storage order of the shared tiles: element (r, c) of matrix z at
@@ -1277,10 +1292,10 @@ Bf16Matrix stored_bf16(const __nv_bfloat16* data, std::int64_t batch_stride, std
 // Starts copying the (ROWS, COLS) tile of m's matrix `base` at (r0, c0) into tile[r * pitch + c],
 // zeros past the edges: 16-byte cp.async copies of 8 values inside the matrix from an aligned
 // source, values through registers otherwise (see above).
-template <int ROWS, int COLS>
+template <int ROWS, int COLS, int THREADS>
 __device__ inline void copy_tile_bf16(__nv_bfloat16* tile, int pitch, const __nv_bfloat16* base, const Bf16Matrix& m,
                                       int r0, int c0, int tid) {
-  for (int e = tid; e < ROWS * COLS / 8; e += kBfThreads) {
+  for (int e = tid; e < ROWS * COLS / 8; e += THREADS) {
     const int r = e / (COLS / 8), c = 8 * (e % (COLS / 8)), row = r0 + r, col = c0 + c;
     __nv_bfloat16* destination = &tile[r * pitch + c];
     const int inside = row < m.rows ? max(0, min(8, m.cols - col)) : 0;  // values of the 8 in the matrix
@@ -1298,48 +1313,51 @@ __device__ inline void copy_tile_bf16(__nv_bfloat16* tile, int pitch, const __nv
   }
 }
 
-// Matrix z's (64, 64) tile of out at (i0, j0) into this warp's accumulators. TRANS_A: a is
+// Matrix z's (BM, BN) tile of out at (i0, j0) into this warp's accumulators. TRANS_A: a is
 // stored (K, M); TRANS_B: b is stored (N, K).
-template <bool TRANS_A, bool TRANS_B>
+template <class Tiles, bool TRANS_A, bool TRANS_B>
 __device__ inline void bf16_pipelined_tile(const Gemm<float>& g, const Bf16Matrix& ma, const Bf16Matrix& mb,
                                            std::int64_t z, __nv_bfloat16* stages, int i0, int j0,
-                                           float (&acc)[2][4][4]) {
+                                           float (&acc)[Tiles::MI][Tiles::NJ][4]) {
+  constexpr int BM = Tiles::BM, BN = Tiles::BN, BK = Tiles::BK, kStages = Tiles::kStages, MI = Tiles::MI,
+                NJ = Tiles::NJ, kThreads = Tiles::kThreads;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-  const int warp_i = (warp / 2) * 32, warp_j = (warp % 2) * 32;
+  const int warp_i = (warp / Tiles::kWarpsN) * Tiles::WM, warp_j = (warp % Tiles::kWarpsN) * Tiles::WN;
   const int piece = lane / 8, row = lane % 8;  // the row this lane names to ldmatrix, of matrix `piece`
-  const int k_tiles = static_cast<int>(ceil_div(g.K, kBfBK));
+  const int k_tiles = static_cast<int>(ceil_div(g.K, BK));
   const __nv_bfloat16* a = ma.data + z * ma.batch_stride;
   const __nv_bfloat16* b = mb.data + z * mb.batch_stride;
-  constexpr int kPitchA = TRANS_A ? kBfPitchMN : kBfPitchK, kPitchB = TRANS_B ? kBfPitchK : kBfPitchMN;
+  constexpr int kPitchA = TRANS_A ? Tiles::kPitchM : Tiles::kPitchK;
+  constexpr int kPitchB = TRANS_B ? Tiles::kPitchK : Tiles::kPitchN;
   const auto copy_k_tile = [&](int t) {
     if (t < k_tiles) {
-      __nv_bfloat16* stage = stages + (t % kBfStages) * kBfStageValues;
+      __nv_bfloat16* stage = stages + (t % kStages) * Tiles::kStageValues;
       if (TRANS_A)
-        copy_tile_bf16<kBfBK, kBfBM>(stage, kPitchA, a, ma, t * kBfBK, i0, tid);
+        copy_tile_bf16<BK, BM, kThreads>(stage, kPitchA, a, ma, t * BK, i0, tid);
       else
-        copy_tile_bf16<kBfBM, kBfBK>(stage, kPitchA, a, ma, i0, t * kBfBK, tid);
+        copy_tile_bf16<BM, BK, kThreads>(stage, kPitchA, a, ma, i0, t * BK, tid);
       if (TRANS_B)
-        copy_tile_bf16<kBfBN, kBfBK>(stage + kBfTileValues, kPitchB, b, mb, j0, t * kBfBK, tid);
+        copy_tile_bf16<BN, BK, kThreads>(stage + Tiles::kAValues, kPitchB, b, mb, j0, t * BK, tid);
       else
-        copy_tile_bf16<kBfBK, kBfBN>(stage + kBfTileValues, kPitchB, b, mb, t * kBfBK, j0, tid);
+        copy_tile_bf16<BK, BN, kThreads>(stage + Tiles::kAValues, kPitchB, b, mb, t * BK, j0, tid);
     }
     cp_async_commit_group();
   };
-  for (int t = 0; t < kBfStages - 1; ++t) copy_k_tile(t);
-  for (int mi = 0; mi < 2; ++mi)
-    for (int nj = 0; nj < 4; ++nj)
+  for (int t = 0; t < kStages - 1; ++t) copy_k_tile(t);
+  for (int mi = 0; mi < MI; ++mi)
+    for (int nj = 0; nj < NJ; ++nj)
       for (int i = 0; i < 4; ++i) acc[mi][nj][i] = 0.0f;
   for (int t = 0; t < k_tiles; ++t) {
-    cp_async_wait_group<kBfStages - 2>();
+    cp_async_wait_group<kStages - 2>();
     __syncthreads();
-    copy_k_tile(t + kBfStages - 1);
-    const __nv_bfloat16* a_tile = stages + (t % kBfStages) * kBfStageValues;
-    const __nv_bfloat16* b_tile = a_tile + kBfTileValues;
-    float tile_sum[2][4][4] = {};  // this k-tile's products, promoted into acc (variant 9)
-    for (int k = 0; k < kBfBK; k += 16) {
+    copy_k_tile(t + kStages - 1);
+    const __nv_bfloat16* a_tile = stages + (t % kStages) * Tiles::kStageValues;
+    const __nv_bfloat16* b_tile = a_tile + Tiles::kAValues;
+    float tile_sum[MI][NJ][4] = {};  // this k-tile's products, promoted into acc (variant 9)
+    for (int k = 0; k < BK; k += 16) {
       // a's four 8 x 8 matrices: (i 0-7, k 0-7), (i 8-15, k 0-7), (i 0-7, k 8-15), (i 8-15, k 8-15).
-      unsigned a_frag[2][4], b_frag[4][2];
-      for (int mi = 0; mi < 2; ++mi) {
+      unsigned a_frag[MI][4], b_frag[NJ][2];
+      for (int mi = 0; mi < MI; ++mi) {
         const int i = warp_i + 16 * mi + 8 * (piece % 2), kk = k + 8 * (piece / 2);
         if (TRANS_A)
           ldmatrix_x4_trans(a_frag[mi], &a_tile[(kk + row) * kPitchA + i]);
@@ -1347,7 +1365,7 @@ __device__ inline void bf16_pipelined_tile(const Gemm<float>& g, const Bf16Matri
           ldmatrix_x4(a_frag[mi], &a_tile[(i + row) * kPitchA + kk]);
       }
       // b's: (k 0-7, n-tile nj), (k 8-15, nj), (k 0-7, nj + 1), (k 8-15, nj + 1).
-      for (int nj = 0; nj < 4; nj += 2) {
+      for (int nj = 0; nj < NJ; nj += 2) {
         const int j = warp_j + 8 * nj + 8 * (piece / 2), kk = k + 8 * (piece % 2);
         unsigned r[4];
         if (TRANS_B)
@@ -1356,8 +1374,8 @@ __device__ inline void bf16_pipelined_tile(const Gemm<float>& g, const Bf16Matri
           ldmatrix_x4_trans(r, &b_tile[(kk + row) * kPitchB + j]);
         b_frag[nj][0] = r[0], b_frag[nj][1] = r[1], b_frag[nj + 1][0] = r[2], b_frag[nj + 1][1] = r[3];
       }
-      for (int mi = 0; mi < 2; ++mi)
-        for (int nj = 0; nj < 4; ++nj)
+      for (int mi = 0; mi < MI; ++mi)
+        for (int nj = 0; nj < NJ; ++nj)
           mma_m16n8k16_bf16(tile_sum[mi][nj], a_frag[mi], b_frag[nj], tile_sum[mi][nj]);
     }
     promote(acc, tile_sum);
@@ -1367,21 +1385,24 @@ __device__ inline void bf16_pipelined_tile(const Gemm<float>& g, const Bf16Matri
 }
 }  // namespace
 
-template <bool TRANS_A, bool TRANS_B>
-__global__ void __launch_bounds__(kBfThreads) matmul_bf16_pipelined_kernel(Gemm<float> g, Bf16Matrix a, Bf16Matrix b) {
+template <class Tiles, bool TRANS_A, bool TRANS_B>
+__global__ void __launch_bounds__(Tiles::kThreads) matmul_bf16_pipelined_kernel(Gemm<float> g, Bf16Matrix a,
+                                                                                 Bf16Matrix b) {
   BRRR_DYNAMIC_SHARED(__nv_bfloat16, stages);
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int i0 = static_cast<int>(blockIdx.y) * kBfBM, j0 = static_cast<int>(blockIdx.x) * kBfBN;
+  const int i0 = static_cast<int>(blockIdx.y) * Tiles::BM, j0 = static_cast<int>(blockIdx.x) * Tiles::BN;
+  const int warp_i = (warp / Tiles::kWarpsN) * Tiles::WM, warp_j = (warp % Tiles::kWarpsN) * Tiles::WN;
   for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
-    float acc[2][4][4];
-    bf16_pipelined_tile<TRANS_A, TRANS_B>(g, a, b, z, stages, i0, j0, acc);
-    store_warp_tile(g, g.out + z * g.stride_out, i0 + (warp / 2) * 32, j0 + (warp % 2) * 32, acc, lane);
+    float acc[Tiles::MI][Tiles::NJ][4];
+    bf16_pipelined_tile<Tiles, TRANS_A, TRANS_B>(g, a, b, z, stages, i0, j0, acc);
+    store_warp_tile(g, g.out + z * g.stride_out, i0 + warp_i, j0 + warp_j, acc, lane);
   }
 }
 
-void matmul_bf16_pipelined(float* out, const brrr::bf16* a_bf16, const brrr::bf16* b_bf16, const MatmulShape& s,
-                           Stream stream) {
-  const char* op = "matmul bf16_pipelined";
+namespace {
+template <class Tiles>
+void launch_bf16_pipelined(const char* op, float* out, const brrr::bf16* a_bf16, const brrr::bf16* b_bf16,
+                           const MatmulShape& s, Stream stream) {
   // The output side (sizes, out, accumulate) is every variant's; the operands are bf16.
   const Gemm<float> g = describe<float>(op, out, nullptr, nullptr, s);
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
@@ -1389,15 +1410,48 @@ void matmul_bf16_pipelined(float* out, const brrr::bf16* a_bf16, const brrr::bf1
   const auto* b = reinterpret_cast<const __nv_bfloat16*>(b_bf16);
   const Bf16Matrix ma = stored_bf16(a, s.stride_a, s.M, s.K, s.trans_a);
   const Bf16Matrix mb = stored_bf16(b, s.stride_b, s.K, s.N, s.trans_b);
-  const dim3 grid = grid_of(op, ceil_div(g.N, kBfBN), ceil_div(g.M, kBfBM), g.batch);
+  const dim3 grid = grid_of(op, ceil_div(g.N, Tiles::BN), ceil_div(g.M, Tiles::BM), g.batch);
+  constexpr int threads = Tiles::kThreads;
+  constexpr std::size_t shared = Tiles::kSharedBytes;
   if (!s.trans_a && !s.trans_b)
-    BRRR_LAUNCH((matmul_bf16_pipelined_kernel<false, false>), grid, kBfThreads, kBfSharedBytes, stream, g, ma, mb);
+    BRRR_LAUNCH((matmul_bf16_pipelined_kernel<Tiles, false, false>), grid, threads, shared, stream, g, ma, mb);
   else if (!s.trans_a)
-    BRRR_LAUNCH((matmul_bf16_pipelined_kernel<false, true>), grid, kBfThreads, kBfSharedBytes, stream, g, ma, mb);
+    BRRR_LAUNCH((matmul_bf16_pipelined_kernel<Tiles, false, true>), grid, threads, shared, stream, g, ma, mb);
   else if (!s.trans_b)
-    BRRR_LAUNCH((matmul_bf16_pipelined_kernel<true, false>), grid, kBfThreads, kBfSharedBytes, stream, g, ma, mb);
+    BRRR_LAUNCH((matmul_bf16_pipelined_kernel<Tiles, true, false>), grid, threads, shared, stream, g, ma, mb);
   else
-    BRRR_LAUNCH((matmul_bf16_pipelined_kernel<true, true>), grid, kBfThreads, kBfSharedBytes, stream, g, ma, mb);
+    BRRR_LAUNCH((matmul_bf16_pipelined_kernel<Tiles, true, true>), grid, threads, shared, stream, g, ma, mb);
+}
+}  // namespace
+
+void matmul_bf16_pipelined(float* out, const brrr::bf16* a_bf16, const brrr::bf16* b_bf16, const MatmulShape& s,
+                           Stream stream) {
+  launch_bf16_pipelined<Bf12Tiles>("matmul bf16_pipelined", out, a_bf16, b_bf16, s, stream);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 13. bf16_wide: variant 12 with a (128, 128) block of 8 warps, 2 x 4, each (64, 32) of out
+//
+// Variant 12's (64, 64) block loads every value of a once for each 64 columns of out and every
+// value of b once for each 64 rows: per k-tile of 32, 8 KiB of bf16 copied for 64 x 64 x 32
+// multiply-adds, 32 FLOPs a byte from L2. A (128, 128) block halves the copies per FLOP (64
+// FLOPs a byte), and a warp's (64, 32) tile takes 4 ldmatrix of a and 2 of b for 16 mma's per
+// 16 of k, where variant 12's (32, 32) takes 2 and 2 for 8: the tensor cores wait less on
+// shared memory. The price: 3 stages of (128, 40) and (32, 136) bf16 tiles are 61,440 bytes of
+// shared memory (past the 48 KiB a block gets without opting in; BRRR_LAUNCH opts in), and 128
+// accumulators a thread (64 running sums, 64 for the k-tile's products before promotion), where
+// variant 12 has 64: ptxas gives it 128 to 166 registers (by layout; variant 12 72 to 80), so
+// an SM holds one or two of its blocks, 8 or 16 warps (asking for two with __launch_bounds__
+// made ptxas spill). This is the tile of cuBLAS-class kernels and of variant 8 on the float32
+// units (kWtWM x kWtWN), and the first knob the H200 run pointed at (variant 12: 19% of
+// cuBLAS's bf16 GEMM at 4096^3). Same code as variant 12 (the BfTiles parameter), so the same
+// numerics, bit for bit. Ranked below variant 12 until a GPU has timed it.
+using Bf13Tiles = BfTiles<128, 128, 2, 4>;  // 61,440 bytes of shared memory
+static_assert(Bf13Tiles::kSharedBytes == 61440 && Bf12Tiles::kSharedBytes == 30720, "the sizes the comments give");
+
+void matmul_bf16_wide(float* out, const brrr::bf16* a_bf16, const brrr::bf16* b_bf16, const MatmulShape& s,
+                      Stream stream) {
+  launch_bf16_pipelined<Bf13Tiles>("matmul bf16_wide", out, a_bf16, b_bf16, s, stream);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1458,6 +1512,8 @@ void register_matmul_kernels() {
   // --dtype bfloat16`); float32 sums and out, as variant 9.
   add(op::matmul_on_bf16, cuda, "bf16_pipelined", &matmul_bf16_pipelined, 10,
       about("variant 12: bf16 tiles by a three-stage cp.async pipeline, ldmatrix, mma.sync, float32 out"));
+  add(op::matmul_on_bf16, cuda, "bf16_wide", &matmul_bf16_wide, 9,
+      about("variant 13: variant 12 with a (128, 128) block of 8 warps, each (64, 32) of out"));
   // float64 (gradient checks on the device): the first three are templates.
   add(op::matmul<double>, cuda, "naive", &matmul_naive<double>, 10, naive);
   add(op::matmul<double>, cuda, "coalesced", &matmul_coalesced<double>, 20, coalesced);

@@ -37,6 +37,8 @@ void matmul_bias_gelu(float* out, float* pre, const float* a, const float* b, co
                       const MatmulShape& shape, Stream stream);  // 11
 void matmul_bf16_pipelined(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& shape,
                            Stream stream);  // 12
+void matmul_bf16_wide(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& shape,
+                      Stream stream);  // 13
 }  // namespace emu
 
 namespace cuda {
@@ -68,6 +70,10 @@ void matmul_bias_gelu(float* out, float* pre, const float* a, const float* b, co
 // "bf16_pipelined" (bf16 data, float32 out), which the kernel lab checks and times.
 void matmul_bf16_pipelined(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& shape,
                            Stream stream);
+// 13: variant 12 with a (128, 128) block of 8 warps (each (64, 32) of out): the same contract
+// and the same bits, "bf16_wide" on bf16 data.
+void matmul_bf16_wide(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& shape,
+                      Stream stream);
 }  // namespace cuda
 
 }  // namespace brrr::kernels

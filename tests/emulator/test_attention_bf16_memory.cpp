@@ -8,11 +8,13 @@
 // refilled while the first is read; the race detector, under the extra schedules of
 // tests/emulator/CMakeLists.txt, reports a copy that lands on a tile still being read).
 // Head sizes 64 and 128, the sizes the kernel is written for; others are refused.
+// Variant 3's backward runs these kernels at those head sizes: on bf16 values, the same bits.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -131,4 +133,56 @@ TEST_CASE("attention bf16_pipelined (variant 4): head sizes other than 64 and 12
                                            lse.data, {1, 2, 64, 0.1f}, nullptr);
   });
   CHECK(brrr::test::contains(backward_misaligned, "16-byte aligned"));
+}
+
+// Variant 3's backward (float32 in memory) hands head sizes 64 and 128 to variant 4's kernels,
+// after one pass that computes D and rounds q, k, v and dout to bf16. On values that are
+// already bf16 (out too, so D sees what variant 4 sees), the two must agree bit for bit.
+TEST_CASE("attention bf16_mma (variant 3) backward at head sizes 64 and 128 gives variant 4's bits on the same "
+          "bf16 values") {
+  const Shape shapes[] = {{2, 67, 64}, {1, 130, 128}, {1, 1, 64}};
+  std::mt19937 rng(47);
+  for (const Shape& s : shapes) {
+    CAPTURE(s.BH);
+    CAPTURE(s.T);
+    CAPTURE(s.hs);
+    const std::size_t n = static_cast<std::size_t>(s.BH * s.T * s.hs), rows = static_cast<std::size_t>(s.BH * s.T);
+    auto values = [&](float scale) {
+      std::normal_distribution<float> normal(0.0f, scale);
+      std::vector<bf16> v(n);
+      for (bf16& x : v) x = bf16(normal(rng));
+      return v;
+    };
+    auto widened = [](const std::vector<bf16>& x) {
+      std::vector<float> w(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) w[i] = static_cast<float>(x[i]);
+      return w;
+    };
+    const std::vector<bf16> q = values(1.5f), k = values(1.5f), v = values(1.0f), dout = values(1.0f),
+                            out = values(0.5f);
+    std::vector<float> lse(rows);
+    std::normal_distribution<float> around(2.0f, 0.5f);  // any lse will do: both read the same
+    for (float& x : lse) x = around(rng);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.hs));
+    const DeviceArray<float> lse_device(lse);
+
+    const DeviceArray<bf16> q16(q), k16(k), v16(v), dout16(dout), out16(out);
+    DeviceArray<float> dq4(std::vector<float>(n, NAN)), dk4(std::vector<float>(n, NAN)), dv4(std::vector<float>(n, NAN));
+    emu::attention_backward_bf16_pipelined(dq4.data, dk4.data, dv4.data, dout16.data, q16.data, k16.data, v16.data,
+                                           out16.data, lse_device.data, {s.BH, s.T, s.hs, scale},
+                                           brrr::gpu::emulator_runtime().stream());
+
+    const DeviceArray<float> q32(widened(q)), k32(widened(k)), v32(widened(v)), dout32(widened(dout)),
+        out32(widened(out));
+    DeviceArray<float> dq3(std::vector<float>(n, NAN)), dk3(std::vector<float>(n, NAN)), dv3(std::vector<float>(n, NAN));
+    emu::attention_backward_bf16_mma(dq3.data, dk3.data, dv3.data, dout32.data, q32.data, k32.data, v32.data,
+                                     out32.data, lse_device.data, {s.BH, s.T, s.hs, scale},
+                                     brrr::gpu::emulator_runtime().stream());
+    const std::vector<float> dq3h = dq3.host(), dk3h = dk3.host(), dv3h = dv3.host();
+    const std::vector<float> dq4h = dq4.host(), dk4h = dk4.host(), dv4h = dv4.host();
+    CHECK(std::all_of(dq4h.begin(), dq4h.end(), [](float x) { return std::isfinite(x); }));
+    CHECK(std::memcmp(dq3h.data(), dq4h.data(), n * sizeof(float)) == 0);
+    CHECK(std::memcmp(dk3h.data(), dk4h.data(), n * sizeof(float)) == 0);
+    CHECK(std::memcmp(dv3h.data(), dv4h.data(), n * sizeof(float)) == 0);
+  }
 }

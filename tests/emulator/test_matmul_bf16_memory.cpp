@@ -9,6 +9,8 @@
 // start mid-way through 16 bytes, loaded through registers (odd leading dimensions, and a
 // problem whose pointers all start one value past a 16-byte boundary). All four layouts, a
 // batch with b broadcast, accumulate, more k-tiles than stages, ragged M and N (N odd).
+// Variant 13 (bf16_wide) is variant 12's code with a (128, 128) block of 8 warps: the same
+// problems, some larger than its block both ways, against the loop and against variant 12's bits.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -42,9 +44,13 @@ std::string describe(const Problem& p) {
   return text.str();
 }
 
-// Runs variant 12 on device buffers; returns the number of elements of out that differ from
-// the float64 loop by more than 1e-5 (1 + |want|), or that changed past the end.
-int wrong_elements(const Problem& p, std::mt19937& rng) {
+using GemmFn = void (*)(float*, const bf16*, const bf16*, const MatmulShape&, brrr::kernels::Stream);
+
+// Runs `gemm` (variant 12 unless told) on device buffers; returns the number of elements of out
+// that differ from the float64 loop by more than 1e-5 (1 + |want|), or that changed past the
+// end. `result`, if given, receives out as the kernel left it.
+int wrong_elements(const Problem& p, std::mt19937& rng, GemmFn gemm = &emu::matmul_bf16_pipelined,
+                   std::vector<float>* result = nullptr) {
   const std::int64_t offset = p.misaligned ? 1 : 0;
   MatmulShape s;
   s.batch = p.batch, s.M = p.M, s.N = p.N, s.K = p.K;
@@ -64,9 +70,10 @@ int wrong_elements(const Problem& p, std::mt19937& rng) {
   for (float& x : out) x = uniform(rng);
   const DeviceArray<bf16> a_device(a), b_device(b);
   DeviceArray<float> out_device(out);
-  emu::matmul_bf16_pipelined(out_device.data + offset, a_device.data + offset, b_device.data + offset, s,
-                             brrr::gpu::emulator_runtime().stream());
+  gemm(out_device.data + offset, a_device.data + offset, b_device.data + offset, s,
+       brrr::gpu::emulator_runtime().stream());
   const std::vector<float> got = out_device.host();
+  if (result) *result = got;
 
   int wrong = 0;
   for (std::int64_t z = 0; z < p.batch; ++z)
@@ -107,6 +114,27 @@ TEST_CASE("matmul_bf16_memory: 12 bf16_pipelined matches the float64 loop on the
   for (const Problem& p : problems) {
     INFO(describe(p));
     CHECK(wrong_elements(p, rng) == 0);
+  }
+}
+
+TEST_CASE("matmul_bf16_memory: 13 bf16_wide matches the float64 loop, and variant 12 bit for bit") {
+  const Problem problems[] = {
+      {1, 1, 1, 1, false, false, false, false, false},       // one element
+      {1, 67, 45, 40, false, true, false, false, false},     // inside one block
+      {1, 150, 131, 33, false, false, false, false, false},  // two blocks each way, straddling copies
+      {1, 130, 260, 100, true, true, false, true, false},    // 4 k-tiles through 3 stages, accumulate
+      {2, 129, 40, 64, true, false, true, false, true},      // a batch, b broadcast, misaligned
+      {1, 200, 9, 7, false, true, false, false, false},      // K < 8, N < one warp's columns
+  };
+  std::uint32_t seed = 13;
+  for (const Problem& p : problems) {
+    INFO(describe(p));
+    std::mt19937 rng13(seed), rng12(seed);
+    ++seed;
+    std::vector<float> wide, narrow;
+    CHECK(wrong_elements(p, rng13, &emu::matmul_bf16_wide, &wide) == 0);
+    CHECK(wrong_elements(p, rng12, &emu::matmul_bf16_pipelined, &narrow) == 0);
+    CHECK(wide == narrow);  // the same sums in the same order: the block's shape changes no bits
   }
 }
 
