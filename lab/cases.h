@@ -7,6 +7,7 @@
 // chapter, never a call of the kernels it checks (a reference that is the code under test
 // checks only its rounding).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -71,6 +72,35 @@ inline double gelu_erf(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0
 // Its derivative: Phi(x) + x phi(x), phi the normal density.
 inline double gelu_erf_grad(double x) {
   return 0.5 * std::erfc(-x / std::sqrt(2.0)) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+}
+
+// Causal attention for one query row q (hs) over the keys and values at positions 0 .. t - 1
+// (rows of k and v, hs apart): s_j = scale q . k_j, lse = log(sum_j exp(s_j)), and, when out
+// is given, out (hs) = sum_j exp(s_j - lse) v_j. Returns lse. `s` is scratch for t scores.
+// The formula of chapter 15, shared by the attention cases (cases_attention.cpp) and the
+// Decoder's attend_rows (cases_decode.cpp), whose rows are the last n of T positions.
+inline double attend_row(const double* q, const double* k, const double* v, std::int64_t t, std::int64_t hs,
+                         double scale, std::vector<double>& s, double* out) {
+  s.resize(static_cast<std::size_t>(t));
+  double max = -INFINITY;
+  for (std::int64_t j = 0; j < t; ++j) {
+    const double* kj = k + j * hs;
+    double dot = 0;
+    for (std::int64_t c = 0; c < hs; ++c) dot += q[c] * kj[c];
+    s[j] = scale * dot;
+    max = std::max(max, s[j]);
+  }
+  double sum = 0;
+  for (std::int64_t j = 0; j < t; ++j) sum += std::exp(s[j] - max);
+  const double lse = max + std::log(sum);
+  if (!out) return lse;
+  std::fill(out, out + hs, 0.0);
+  for (std::int64_t j = 0; j < t; ++j) {  // along v's rows (contiguous)
+    const double pj = std::exp(s[j] - lse);
+    const double* vj = v + j * hs;
+    for (std::int64_t c = 0; c < hs; ++c) out[c] += pj * vj[c];
+  }
+  return lse;
 }
 
 // A copy of one problem's float array as float32 numbers, for a case that builds its inputs

@@ -38,36 +38,19 @@ void call_attention_backward(kernels::attention_backward_fn<T> f, const Args& a)
     a.f<T>("lse"), shape_of(a.dims), a.stream);
 }
 
-// out (BH, T, hs) and lse (BH, T) from q, k, v, as in the formulas above; the BH problems spread
-// over the cores. Each row's weights p[j] = exp(s[j] - lse) are computed once, then out[i] is
-// accumulated along v's rows (contiguous).
+// out (BH, T, hs) and lse (BH, T) from q, k, v, as in the formulas above (attend_row, cases.h,
+// for each query row: its weights computed once, out accumulated along v's rows); the BH
+// problems spread over the cores.
 void attention(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
                std::int64_t BH, std::int64_t T, std::int64_t hs, double scale, std::vector<double>* out,
                std::vector<double>* lse) {
   parallel_rows(BH, [&](std::int64_t b) {
-    std::vector<double> s(T), o(hs);
+    std::vector<double> s;
+    const double *kb = k.data() + b * T * hs, *vb = v.data() + b * T * hs;
     for (std::int64_t i = 0; i < T; ++i) {
-      const double* qi = q.data() + (b * T + i) * hs;
-      double max = -1e300;
-      for (std::int64_t j = 0; j <= i; ++j) {
-        const double* kj = k.data() + (b * T + j) * hs;
-        double dot = 0;
-        for (std::int64_t c = 0; c < hs; ++c) dot += qi[c] * kj[c];
-        s[j] = scale * dot;
-        max = std::max(max, s[j]);
-      }
-      double sum = 0;
-      for (std::int64_t j = 0; j <= i; ++j) sum += std::exp(s[j] - max);
-      const double l = max + std::log(sum);
+      const double l = attend_row(q.data() + (b * T + i) * hs, kb, vb, i + 1, hs, scale, s,
+                                  out ? out->data() + (b * T + i) * hs : nullptr);
       if (lse) (*lse)[b * T + i] = l;
-      if (!out) continue;
-      std::fill(o.begin(), o.end(), 0.0);
-      for (std::int64_t j = 0; j <= i; ++j) {
-        const double pj = std::exp(s[j] - l);
-        const double* vj = v.data() + (b * T + j) * hs;
-        for (std::int64_t c = 0; c < hs; ++c) o[c] += pj * vj[c];
-      }
-      std::copy(o.begin(), o.end(), out->begin() + (b * T + i) * hs);
     }
   });
 }

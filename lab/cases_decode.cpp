@@ -83,22 +83,9 @@ void attend_rows_reference(Problem& p) {
   const std::vector<double>&q = p.in("q"), &k = p.in("k"), &v = p.in("v");
   std::vector<double>& out = p.out("out");
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
-  parallel_rows(n, [&](std::int64_t i) {
-    const std::int64_t t = t0 + i + 1;  // row i sees positions 0 .. t0 + i
-    std::vector<double> weight(static_cast<std::size_t>(t));
-    double top = -INFINITY, total = 0;
-    for (std::int64_t j = 0; j < t; ++j) {
-      double s = 0;
-      for (std::int64_t d = 0; d < hs; ++d) s += q[i * hs + d] * k[j * hs + d];
-      weight[j] = s * scale;
-      top = std::max(top, weight[j]);
-    }
-    for (std::int64_t j = 0; j < t; ++j) total += weight[j] = std::exp(weight[j] - top);
-    for (std::int64_t d = 0; d < hs; ++d) {
-      double s = 0;
-      for (std::int64_t j = 0; j < t; ++j) s += weight[j] * v[j * hs + d];
-      out[i * hs + d] = s / total;
-    }
+  parallel_rows(n, [&](std::int64_t i) {  // row i sees positions 0 .. t0 + i (cases.h)
+    std::vector<double> s;
+    attend_row(q.data() + i * hs, k.data(), v.data(), t0 + i + 1, hs, scale, s, out.data() + i * hs);
   });
 }
 
