@@ -261,7 +261,7 @@ TEST_CASE("Ctrl-C at a random step, then --resume, ends bit for bit where an uni
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    std::freopen((out + "/stdout.txt").c_str(), "w", stdout);
+    if (!std::freopen((out + "/stdout.txt").c_str(), "w", stdout)) _exit(126);
     execl("/bin/sh", "sh", "-c", ("exec " + std::string(BRRR_CLI) + " " + train_args(out)).c_str(),
           static_cast<char*>(nullptr));
     _exit(127);
