@@ -12,6 +12,11 @@
 // bf16-products slots instead ("attention_forward:bf16"): inputs rounded to bfloat16, sums and
 // softmax statistics in float32, as matmul does (ops_matmul.cpp). The backward closure remembers the scope.
 // bf16 tensors go the same way, through float32 copies, the output rounded once.
+//
+// flash_attention_qkv is the same op on the GPT's packed projection qkv (B, T, 3 C): it splits
+// the heads by copies (which flash_attention makes too, of the transposed views) and its
+// backward writes the gradient of qkv as one tensor, where the three views' own backwards
+// would fill three zero (B, T, 3 C) tensors for autograd to add.
 #include <type_traits>
 
 #include "brrr/autocast.h"
@@ -23,6 +28,61 @@ namespace brrr::ops {
 
 using autograd::saved;
 using autograd::TensorList;
+
+namespace {
+
+// The registry's attention kernels for the forward and the backward, as one op call sees them:
+// float32 or float64, and under Autocast(kBFloat16) the float32 bf16-products slots. `call`
+// carries the head size the tiled variants' rules read.
+struct FlashKernels {
+  DType precision;
+  kernels::Call call;
+  kernels::AttentionShape shape;
+};
+
+FlashKernels flash_kernels(std::int64_t BH, std::int64_t T, std::int64_t hs) {
+  FlashKernels f;
+  f.precision = autocast_dtype();
+  f.call.head_size = hs;  // a tiled kernel holds hs <= 128
+  f.shape = kernels::AttentionShape::of(BH, T, hs);  // scale 1 / sqrt(hs)
+  return f;
+}
+
+// out and lse from contiguous (BH, T, hs) q, k, v.
+void flash_forward(const FlashKernels& f, const Tensor& qc, const Tensor& kc, const Tensor& vc, Tensor& out,
+                   Tensor& lse) {
+  static detail::KernelFamily<kernels::attention_forward_fn> forward(kernels::op::attention_forward<float>);
+  static kernels::Kernel<kernels::attention_forward_fn<float>> forward_bf16(
+      kernels::op::attention_forward<float>.autocast());
+  detail::dispatch_floating(qc.dtype(), "flash_attention", [&]<class F>() {
+    auto kernel = forward.get<F>(qc.device(), f.call);
+    if constexpr (std::is_same_v<F, float>)
+      if (f.precision == kBFloat16) kernel = forward_bf16(qc.device().type, kFloat32, f.call);
+    kernel(out.data_ptr<F>(), lse.data_ptr<F>(), qc.data_ptr<F>(), kc.data_ptr<F>(), vc.data_ptr<F>(), f.shape,
+           detail::stream(qc.device()));
+  });
+}
+
+// dq, dk, dv (new, contiguous like qc) from the gradient g of out (contiguous).
+TensorList flash_backward(const FlashKernels& f, const Tensor& g, const Tensor& qc, const Tensor& kc,
+                          const Tensor& vc, const Tensor& out, const Tensor& lse) {
+  static detail::KernelFamily<kernels::attention_backward_fn> backward(kernels::op::attention_backward<float>);
+  static kernels::Kernel<kernels::attention_backward_fn<float>> backward_bf16(
+      kernels::op::attention_backward<float>.autocast());
+  Tensor dq = detail::new_like(qc), dk = detail::new_like(kc), dv = detail::new_like(vc);
+  detail::dispatch_floating(g.dtype(), "flash_attention", [&]<class F>() {
+    auto kernel = backward.get<F>(g.device(), f.call);
+    if constexpr (std::is_same_v<F, float>)
+      if (f.precision == kBFloat16)  // as the forward
+        kernel = backward_bf16(g.device().type, kFloat32, f.call);
+    kernel(dq.data_ptr<F>(), dk.data_ptr<F>(), dv.data_ptr<F>(), g.data_ptr<F>(), qc.data_ptr<F>(),
+           kc.data_ptr<F>(), vc.data_ptr<F>(), out.data_ptr<F>(), lse.data_ptr<F>(), f.shape,
+           detail::stream(g.device()));
+  });
+  return TensorList{dq, dk, dv};
+}
+
+}  // namespace
 
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   BRRR_PROFILE("flash_attention", q, k, v);
@@ -39,43 +99,51 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
     return flash_attention(q.to(kFloat32), k.to(kFloat32), v.to(kFloat32)).to(kBFloat16);
   }
   const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), hs = q.size(3);
-  const kernels::AttentionShape shape = kernels::AttentionShape::of(B * H, T, hs);  // scale 1 / sqrt(hs)
+  const FlashKernels f = flash_kernels(B * H, T, hs);
   // The kernels take (BH, T, hs) contiguous: the GPT's q, k, v are transposed views.
   const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   Tensor out = detail::new_like(qc);
   Tensor lse = detail::new_tensor({B, H, T}, q.dtype(), q.device());
-  const DType precision = autocast_dtype();
-  kernels::Call call;  // what the variants' eligibility rules read: a tiled kernel holds hs <= 128
-  call.head_size = hs;
-  static detail::KernelFamily<kernels::attention_forward_fn> forward(kernels::op::attention_forward<float>);
-  static kernels::Kernel<kernels::attention_forward_fn<float>> forward_bf16(
-      kernels::op::attention_forward<float>.autocast());
-  detail::dispatch_floating(q.dtype(), "flash_attention", [&]<class F>() {
-    auto kernel = forward.get<F>(q.device(), call);
-    if constexpr (std::is_same_v<F, float>)
-      if (precision == kBFloat16) kernel = forward_bf16(q.device().type, kFloat32, call);
-    kernel(out.data_ptr<F>(), lse.data_ptr<F>(), qc.data_ptr<F>(), kc.data_ptr<F>(), vc.data_ptr<F>(), shape,
-           detail::stream(q.device()));
-  });
+  flash_forward(f, qc, kc, vc, out, lse);
   if (autograd::needs_grad({&q, &k, &v}))
     autograd::record("flash_attention", {q, k, v}, out,
-                     [qc = saved(qc), kc = saved(kc), vc = saved(vc), o = saved(out), lse, shape, precision,
-                      call](const Tensor& g_in) {
-                       static detail::KernelFamily<kernels::attention_backward_fn> backward(kernels::op::attention_backward<float>);
-                       static kernels::Kernel<kernels::attention_backward_fn<float>> backward_bf16(
-                           kernels::op::attention_backward<float>.autocast());
-                       const Tensor g = g_in.contiguous();
-                       Tensor dq = detail::new_like(qc), dk = detail::new_like(kc), dv = detail::new_like(vc);
-                       detail::dispatch_floating(g.dtype(), "flash_attention", [&]<class F>() {
-                         auto kernel = backward.get<F>(g.device(), call);
-                         if constexpr (std::is_same_v<F, float>)
-                           if (precision == kBFloat16)  // as the forward
-                             kernel = backward_bf16(g.device().type, kFloat32, call);
-                         kernel(dq.data_ptr<F>(), dk.data_ptr<F>(), dv.data_ptr<F>(), g.data_ptr<F>(),
-                                qc.data_ptr<F>(), kc.data_ptr<F>(), vc.data_ptr<F>(), o.data_ptr<F>(),
-                                lse.data_ptr<F>(), shape, detail::stream(g.device()));
-                       });
-                       return TensorList{dq, dk, dv};
+                     [qc = saved(qc), kc = saved(kc), vc = saved(vc), o = saved(out), lse, f](const Tensor& g) {
+                       return flash_backward(f, g.contiguous(), qc, kc, vc, o, lse);
+                     });
+  return out;
+}
+
+Tensor flash_attention_qkv(const Tensor& qkv, std::int64_t n_head) {
+  BRRR_PROFILE("flash_attention_qkv", qkv);
+  detail::check_defined("flash_attention_qkv", qkv);
+  BRRR_CHECK(qkv.dim() == 3 && n_head > 0 && qkv.size(2) % (3 * n_head) == 0,
+             "flash_attention_qkv: qkv must be (B, T, 3 C) with C a multiple of n_head = ", n_head, ", got ",
+             shape_str(qkv.shape()));
+  if (qkv.dtype() == kBFloat16) {  // as flash_attention
+    const Autocast autocast(kBFloat16);
+    return flash_attention_qkv(qkv.to(kFloat32), n_head).to(kBFloat16);
+  }
+  const std::int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hs = C / n_head;
+  const FlashKernels f = flash_kernels(B * n_head, T, hs);
+  // Split and move the heads next to the batch, (B, T, C) -> (B, H, T, hs), as copies the
+  // kernels can read; no autograd node for them (this op's backward writes qkv's gradient).
+  const Tensor data = qkv.detach();
+  auto heads = [&](int i) { return data.narrow(2, i * C, C).view({B, T, n_head, hs}).transpose(1, 2); };
+  const Tensor qc = heads(0).contiguous(), kc = heads(1).contiguous(), vc = heads(2).contiguous();
+  Tensor out = detail::new_like(qc);
+  Tensor lse = detail::new_tensor({B, n_head, T}, qkv.dtype(), qkv.device());
+  flash_forward(f, qc, kc, vc, out, lse);
+  if (autograd::needs_grad({&qkv}))
+    autograd::record("flash_attention_qkv", {qkv}, out,
+                     [qc, kc, vc, o = saved(out), lse, f, B, T, C, n_head, hs](const Tensor& g) {
+                       const TensorList d = flash_backward(f, g.contiguous(), qc, kc, vc, o, lse);
+                       // dq, dk, dv straight into their slices of one (B, T, 3 C) gradient: every
+                       // element written once, where three narrow backwards would each fill a
+                       // zero (B, T, 3 C) tensor and autograd would add the three.
+                       Tensor grad = detail::new_tensor({B, T, 3 * C}, g.dtype(), g.device());
+                       for (int i = 0; i < 3; ++i)
+                         grad.narrow(2, i * C, C).view({B, T, n_head, hs}).transpose(1, 2).copy_(d[i]);
+                       return TensorList{grad};
                      });
   return out;
 }

@@ -150,10 +150,10 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const AttentionExtras* extr
   if (extras) {  // inference: the caller's attention (the KV cache's, kv_cache.cpp; or the weights too)
     y = extras->attend(heads(0).contiguous(), heads(1).contiguous(), heads(2).contiguous());
   } else {
-    const Tensor q = heads(0), k = heads(1), v = heads(2);
     const double p = attn_dropout->is_training() ? attn_dropout->p : 0.0;
-    // How attention is computed on this device is the registry's choice (ops::causal_attention).
-    y = ops::causal_attention(q, k, v, p, &attn_dropout->gen);
+    // How attention is computed on this device is the registry's choice (ops::causal_attention);
+    // given qkv whole, its flash variant also writes qkv's gradient whole.
+    y = ops::causal_attention_qkv(qkv, n_head_, p, &attn_dropout->gen);
   }
   // Heads side by side again: (B, H, T, hs) -> (B, T, C).
   return resid_dropout->forward(c_proj->forward(y.transpose(1, 2).reshape({B, T, C})));

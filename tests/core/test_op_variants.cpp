@@ -192,3 +192,45 @@ TEST_CASE("precision is a slot of the op: bf16-rounding variants run autocast's 
   CHECK(kernels::why_not(tiled, {128, 0.0, false}).empty());
   CHECK(kernels::why_not(tiled, {64, 0.0, true}).empty());  // the precision is the slot's, not a rule
 }
+
+// The GPT hands its packed projection qkv (B, T, 3 C) to ops::causal_attention_qkv. Whichever
+// variant the registry picks, the values and the gradient of qkv are what causal_attention on
+// qkv's head views gives: the flash variant runs flash_attention_qkv, whose backward writes
+// d qkv in one tensor instead of three zero-filled ones summed (the same numbers: adding a zero
+// changes none).
+TEST_CASE("causal_attention_qkv on packed qkv: each variant's values and qkv's gradient, as on qkv's head views") {
+  const std::int64_t B = 2, T = 7, H = 3, hs = 4, C = H * hs;
+  for (DType dtype : {kFloat32, kFloat64}) {
+    for (const char* variant : {"composed", "flash"}) {
+      CAPTURE(variant);
+      CAPTURE(dtype_name(dtype));
+      kernels::reset_selection();
+      ops::register_op_variants();
+      kernels::select("causal_attention", variant, DeviceType::CPU);
+      Generator g(21);
+      const Tensor data = randn({B, T, 3 * C}, g).to(dtype), dy = randn({B, H, T, hs}, g).to(dtype);
+
+      const Tensor packed = data.clone().requires_grad_(true);
+      const Tensor y = ops::causal_attention_qkv(packed, H);
+      (y * dy).sum().backward();
+
+      const Tensor split = data.clone().requires_grad_(true);
+      auto heads = [&](int i) { return split.narrow(2, i * C, C).view({B, T, H, hs}).transpose(1, 2); };
+      const Tensor y2 = ops::causal_attention(heads(0), heads(1), heads(2));
+      (y2 * dy).sum().backward();
+
+      CHECK(same_bits(y, y2));
+      REQUIRE(packed.grad().defined());
+      CHECK(same_bits(packed.grad(), split.grad()));
+    }
+  }
+  kernels::reset_selection();
+  const Tensor odd = zeros({1, 2, 10});
+  CHECK_THROWS_WITH_AS(ops::causal_attention_qkv(odd, 4), doctest::Contains("qkv must be (B, T, 3 C)"), Error);
+  // With flash selected, a call with dropout is refused as causal_attention refuses it.
+  kernels::select("causal_attention", "flash", DeviceType::CPU);
+  Generator a(3);
+  CHECK_THROWS_WITH_AS(ops::causal_attention_qkv(zeros({1, 2, 12}), 2, 0.1, &a),
+                       doctest::Contains("the selected variant 'flash' cannot run this call"), Error);
+  kernels::reset_selection();
+}

@@ -113,6 +113,12 @@ Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int
 // registry runs it then, and a selected "flash" is an error naming the dropout.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout = 0.0,
                         Generator* gen = nullptr);
+// The same from the packed projection the GPT makes, qkv (B, T, 3 C) (q, k, v side by side,
+// each C = n_head hs wide; FlashAttention's "qkvpacked" form): the registry picks the variant
+// as above. Where it picks "flash", flash_attention_qkv runs, whose backward writes the
+// gradient of qkv as one tensor; the other variants get qkv's head views (three narrows, whose
+// backwards fill three zero (B, T, 3 C) tensors that autograd adds).
+Tensor causal_attention_qkv(const Tensor& qkv, std::int64_t n_head, double dropout = 0.0, Generator* gen = nullptr);
 // The same from matmul, mask and softmax (chapter 07): autograd derives the backward, and
 // the (B, H, T, T) weights are kept for it.
 Tensor causal_attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, double dropout = 0.0,
@@ -120,6 +126,9 @@ Tensor causal_attention_composed(const Tensor& q, const Tensor& k, const Tensor&
 // The same with its own kernels (chapter 15): one forward kernel that never holds the (T, T)
 // scores (flash attention on the GPU) and one backward kernel. No dropout.
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v);
+// flash_attention on packed qkv (B, T, 3 C) -> (B, H, T, hs): the heads are split by copies
+// inside, and the backward writes d qkv (B, T, 3 C) directly, each element once.
+Tensor flash_attention_qkv(const Tensor& qkv, std::int64_t n_head);
 // gelu(x @ weight^T + bias), the MLP's first half: x (.., in), weight (out, in), bias (out)
 // or undefined. The registry picks how, per device ("linear_gelu"): "bias_in_gemm" (the bias
 // rides in the GEMM, then ops::gelu: the CPU's default), "bias_gelu" (the GEMM, then bias and
