@@ -107,7 +107,9 @@ int main(int argc, char** argv) {
         out(*runtime, count, sizeof(float));
     kernels::MatmulShape s;
     s.M = s.N = s.K = n;
-    for (const auto& [fn, name] : {std::pair{gemm, "bf16_pipelined (variant 12)"}, std::pair{gemm_wide, "bf16_wide (variant 13)"}}) {
+    const std::pair<GemmFn, const char*> variants[] = {{gemm, "bf16_pipelined (variant 12)"},
+                                                       {gemm_wide, "bf16_wide (variant 13)"}};
+    for (const auto& [fn, name] : variants) {
       const double ms = median_ms([&] { fn(out.as<float>(), a.as<bf16>(), b.as<bf16>(), s, runtime->stream()); });
       std::printf("matmul %s bf16 in, float32 out, %lld^3: %.4f ms, %.2f TFLOP/s\n", name, static_cast<long long>(n),
                   ms, 2.0 * n * n * n / (ms * 1e-3) / 1e12);

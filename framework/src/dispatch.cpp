@@ -32,6 +32,12 @@ bool device_checks() {
 
 void check_defined(const char* op, const Tensor& t) { BRRR_CHECK(t.defined(), op, ": tensor is undefined"); }
 
+void check_qkv(const char* op, const Tensor& qkv, std::int64_t n_head) {
+  check_defined(op, qkv);
+  BRRR_CHECK(qkv.dim() == 3 && n_head > 0 && qkv.size(2) % (3 * n_head) == 0, op,
+             ": qkv must be (B, T, 3 C) with C a multiple of n_head = ", n_head, ", got ", shape_str(qkv.shape()));
+}
+
 void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
   BRRR_CHECK(a.device() == b.device(), op, ": tensors are on different devices: ", a.device().str(), " and ",
              b.device().str());

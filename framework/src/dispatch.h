@@ -64,6 +64,8 @@ void check_defined(const char* op, const Tensor& t);
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
 void check_floating(const char* op, const Tensor& t);
+// qkv is the GPT's packed projection (B, T, 3 C), C a multiple of n_head (n_head > 0).
+void check_qkv(const char* op, const Tensor& qkv, std::int64_t n_head);
 
 // Strides of `t` seen from a broadcast shape: 0 for dims it is broadcast over.
 Shape broadcast_strides(const Tensor& t, const Shape& shape);

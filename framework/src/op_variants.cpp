@@ -196,19 +196,14 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
 }
 
 Tensor causal_attention_qkv(const Tensor& qkv, std::int64_t n_head, double dropout, Generator* gen) {
-  detail::check_defined("causal_attention_qkv", qkv);
-  BRRR_CHECK(qkv.dim() == 3 && n_head > 0 && qkv.size(2) % (3 * n_head) == 0,
-             "causal_attention_qkv: qkv must be (B, T, 3 C) with C a multiple of n_head = ", n_head, ", got ",
-             shape_str(qkv.shape()));
-  const std::int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hs = C / n_head;
+  detail::check_qkv("causal_attention_qkv", qkv, n_head);
   kernels::Call call;  // as causal_attention's
   call.dropout = dropout;
-  call.head_size = hs;
+  call.head_size = qkv.size(2) / 3 / n_head;
   static detail::OpVariant variant(variants::causal_attention<float>);
   const variants::attention_fn chosen = variant(qkv.device(), qkv.dtype(), call);
   if (chosen == &attention_flash) return flash_attention_qkv(qkv, n_head);
-  auto heads = [&](int i) { return qkv.narrow(2, i * C, C).view({B, T, n_head, hs}).transpose(1, 2); };
-  return chosen(heads(0), heads(1), heads(2), dropout, gen);
+  return chosen(qkv_head(qkv, n_head, 0), qkv_head(qkv, n_head, 1), qkv_head(qkv, n_head, 2), dropout, gen);
 }
 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {

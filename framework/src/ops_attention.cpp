@@ -113,12 +113,16 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   return out;
 }
 
+Tensor qkv_head(const Tensor& qkv, std::int64_t n_head, int which) {
+  detail::check_qkv("qkv_head", qkv, n_head);
+  BRRR_CHECK(which >= 0 && which < 3, "qkv_head: which must be 0 (q), 1 (k) or 2 (v), got ", which);
+  const std::int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+  return qkv.narrow(2, which * C, C).view({B, T, n_head, C / n_head}).transpose(1, 2);
+}
+
 Tensor flash_attention_qkv(const Tensor& qkv, std::int64_t n_head) {
   BRRR_PROFILE("flash_attention_qkv", qkv);
-  detail::check_defined("flash_attention_qkv", qkv);
-  BRRR_CHECK(qkv.dim() == 3 && n_head > 0 && qkv.size(2) % (3 * n_head) == 0,
-             "flash_attention_qkv: qkv must be (B, T, 3 C) with C a multiple of n_head = ", n_head, ", got ",
-             shape_str(qkv.shape()));
+  detail::check_qkv("flash_attention_qkv", qkv, n_head);
   if (qkv.dtype() == kBFloat16) {  // as flash_attention
     const Autocast autocast(kBFloat16);
     return flash_attention_qkv(qkv.to(kFloat32), n_head).to(kBFloat16);
@@ -128,21 +132,20 @@ Tensor flash_attention_qkv(const Tensor& qkv, std::int64_t n_head) {
   // Split and move the heads next to the batch, (B, T, C) -> (B, H, T, hs), as copies the
   // kernels can read; no autograd node for them (this op's backward writes qkv's gradient).
   const Tensor data = qkv.detach();
-  auto heads = [&](int i) { return data.narrow(2, i * C, C).view({B, T, n_head, hs}).transpose(1, 2); };
-  const Tensor qc = heads(0).contiguous(), kc = heads(1).contiguous(), vc = heads(2).contiguous();
+  const Tensor qc = qkv_head(data, n_head, 0).contiguous(), kc = qkv_head(data, n_head, 1).contiguous(),
+               vc = qkv_head(data, n_head, 2).contiguous();
   Tensor out = detail::new_like(qc);
   Tensor lse = detail::new_tensor({B, n_head, T}, qkv.dtype(), qkv.device());
   flash_forward(f, qc, kc, vc, out, lse);
   if (autograd::needs_grad({&qkv}))
     autograd::record("flash_attention_qkv", {qkv}, out,
-                     [qc, kc, vc, o = saved(out), lse, f, B, T, C, n_head, hs](const Tensor& g) {
+                     [qc, kc, vc, o = saved(out), lse, f, B, T, C, n_head](const Tensor& g) {
                        const TensorList d = flash_backward(f, g.contiguous(), qc, kc, vc, o, lse);
                        // dq, dk, dv straight into their slices of one (B, T, 3 C) gradient: every
                        // element written once, where three narrow backwards would each fill a
                        // zero (B, T, 3 C) tensor and autograd would add the three.
                        Tensor grad = detail::new_tensor({B, T, 3 * C}, g.dtype(), g.device());
-                       for (int i = 0; i < 3; ++i)
-                         grad.narrow(2, i * C, C).view({B, T, n_head, hs}).transpose(1, 2).copy_(d[i]);
+                       for (int i = 0; i < 3; ++i) qkv_head(grad, n_head, i).copy_(d[i]);
                        return TensorList{grad};
                      });
   return out;

@@ -1028,8 +1028,9 @@ __device__ inline void load_rows_bf16(unsigned short* tile, unsigned short* tran
 // D_i = dout_i . out_i for every row of every head, computed once before the two kernels from
 // dout and out rounded to bf16, as the tensor cores see dout (and as a bf16 forward would store
 // out): then dS = P (dP - D) is exactly 0 where it should be (a row with one key: dP = D). A warp
-// per row, its lanes along the row (coalesced), summed by a fixed butterfly (deterministic).
-// Each kernel then reads D_i beside lse_i. (It used to be computed inside the tiles, by a
+// per row, its lanes along the row (coalesced), summed by a fixed butterfly (deterministic): the
+// shape of attention_row_dot_kernel (variants 1 and 2), here with both factors rounded, inputs
+// of either type, and float sums. Each kernel then reads D_i beside lse_i. (It used to be computed inside the tiles, by a
 // thread per row walking its row: the dk, dv kernel redid it for every key tile that sees the
 // row, O(T^2 / 64) rows in all, each lane reading a different row: 32 sectors per request.)
 // With `rounded` (variant 3 on float32 data), the same pass also writes q, k, v and dout

@@ -1254,7 +1254,7 @@ void matmul_bias_gelu_unfused(T* out, T* pre, const T* a, const T* b, const T* b
 template <int BM_, int BN_, int WARPS_M, int WARPS_N>
 struct BfTiles {
   static constexpr int BM = BM_, BN = BN_, BK = 32, kStages = 3;
-  static constexpr int kThreads = 32 * WARPS_M * WARPS_N, kWarpsN = WARPS_N;
+  static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
   static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;  // a warp's tile of out
   static constexpr int MI = WM / 16, NJ = WN / 8;             // its m16n8 accumulator tiles
   static constexpr int kPitchK = BK + 8;                      // bf16: rows along k
@@ -1265,6 +1265,9 @@ struct BfTiles {
   static constexpr int kStageValues = kAValues + kBValues;
   static constexpr std::size_t kSharedBytes = sizeof(__nv_bfloat16) * kStages * kStageValues;
   static_assert(WM % 16 == 0 && WN % 16 == 0, "a warp's tile is whole m16 rows and pairs of n8 columns");
+  // Where warp `warp`'s tile starts in the block's: warps row by row, WARPS_N to a row.
+  __device__ static int warp_row(int warp) { return (warp / WARPS_N) * WM; }
+  __device__ static int warp_col(int warp) { return (warp % WARPS_N) * WN; }
 };
 using Bf12Tiles = BfTiles<64, 64, 2, 2>;  // 30,720 bytes of shared memory
 
@@ -1322,7 +1325,7 @@ __device__ inline void bf16_pipelined_tile(const Gemm<float>& g, const Bf16Matri
   constexpr int BM = Tiles::BM, BN = Tiles::BN, BK = Tiles::BK, kStages = Tiles::kStages, MI = Tiles::MI,
                 NJ = Tiles::NJ, kThreads = Tiles::kThreads;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-  const int warp_i = (warp / Tiles::kWarpsN) * Tiles::WM, warp_j = (warp % Tiles::kWarpsN) * Tiles::WN;
+  const int warp_i = Tiles::warp_row(warp), warp_j = Tiles::warp_col(warp);
   const int piece = lane / 8, row = lane % 8;  // the row this lane names to ldmatrix, of matrix `piece`
   const int k_tiles = static_cast<int>(ceil_div(g.K, BK));
   const __nv_bfloat16* a = ma.data + z * ma.batch_stride;
@@ -1391,7 +1394,7 @@ __global__ void __launch_bounds__(Tiles::kThreads) matmul_bf16_pipelined_kernel(
   BRRR_DYNAMIC_SHARED(__nv_bfloat16, stages);
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int i0 = static_cast<int>(blockIdx.y) * Tiles::BM, j0 = static_cast<int>(blockIdx.x) * Tiles::BN;
-  const int warp_i = (warp / Tiles::kWarpsN) * Tiles::WM, warp_j = (warp % Tiles::kWarpsN) * Tiles::WN;
+  const int warp_i = Tiles::warp_row(warp), warp_j = Tiles::warp_col(warp);
   for (std::int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
     float acc[Tiles::MI][Tiles::NJ][4];
     bf16_pipelined_tile<Tiles, TRANS_A, TRANS_B>(g, a, b, z, stages, i0, j0, acc);

@@ -142,13 +142,13 @@ Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t t0
 Tensor CausalSelfAttention::forward(const Tensor& x) { return forward(x, nullptr); }
 
 Tensor CausalSelfAttention::forward(const Tensor& x, const AttentionExtras* extras) {
-  const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2), hs = C / n_head_;
+  const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   const Tensor qkv = c_attn->forward(x);  // (B, T, 3C)
-  // Split into q, k, v and move the heads next to the batch: (B, T, C) -> (B, H, T, hs).
-  auto heads = [&](int i) { return qkv.narrow(2, i * C, C).view({B, T, n_head_, hs}).transpose(1, 2); };
   Tensor y;
   if (extras) {  // inference: the caller's attention (the KV cache's, kv_cache.cpp; or the weights too)
-    y = extras->attend(heads(0).contiguous(), heads(1).contiguous(), heads(2).contiguous());
+    // q, k, v with the heads next to the batch: (B, T, C) -> (B, H, T, hs).
+    auto heads = [&](int i) { return ops::qkv_head(qkv, n_head_, i).contiguous(); };
+    y = extras->attend(heads(0), heads(1), heads(2));
   } else {
     const double p = attn_dropout->is_training() ? attn_dropout->p : 0.0;
     // How attention is computed on this device is the registry's choice (ops::causal_attention);

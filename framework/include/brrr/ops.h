@@ -119,6 +119,9 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
 // gradient of qkv as one tensor; the other variants get qkv's head views (three narrows, whose
 // backwards fill three zero (B, T, 3 C) tensors that autograd adds).
 Tensor causal_attention_qkv(const Tensor& qkv, std::int64_t n_head, double dropout = 0.0, Generator* gen = nullptr);
+// q (which = 0), k (1) or v (2) of a packed qkv (B, T, 3 C) as a (B, n_head, T, hs) view: the
+// columns [which C, (which + 1) C), heads moved next to the batch (no copy).
+Tensor qkv_head(const Tensor& qkv, std::int64_t n_head, int which);
 // The same from matmul, mask and softmax (chapter 07): autograd derives the backward, and
 // the (B, H, T, T) weights are kept for it.
 Tensor causal_attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, double dropout = 0.0,
