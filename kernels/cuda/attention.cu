@@ -54,6 +54,7 @@
 #include "kernels/cuda/attention.h"
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -809,6 +810,118 @@ __device__ inline void mma_bf16_m16n8k16(float (&d)[4], const unsigned (&a)[4], 
   mma_m16n8k16_bf16(d, a, b, d);
 }
 
+// The pieces of the tensor-core flash attention that variants 3 and 4, forward and backward,
+// share. A tile's rows are padded by 8 bf16 (ld = HS + 8); E, its element type, is one of the
+// two 16-bit forms of bf16 (variant 3 rounds float32 into unsigned short, variant 4 copies
+// __nv_bfloat16 as it is).
+namespace {
+// acc (16 x 8 NT) += A B: A = rows a_row0 .. a_row0 + 15 of a_tile (16, HS deep), B's n-th
+// column = row n of b_tile (stored (n, k)); fragments by ldmatrix, as the forward's q k^T.
+template <int HS, int NT, class E>
+__device__ inline void mma_rows_ldmatrix(float (&acc)[NT][4], const E* a_tile, int a_row0, const E* b_tile,
+                                         int lane) {
+  constexpr int ld = HS + 8;
+  const int piece = lane / 8, piece_row = lane % 8;
+  const int a_row = piece_row + 8 * (piece % 2), a_col = 8 * (piece / 2);
+  const int b_row = piece_row + 8 * (piece / 2), b_col = 8 * (piece % 2);
+  for (int st = 0; st < HS / 16; ++st) {
+    unsigned a[4];
+    ldmatrix_x4(a, &a_tile[(a_row0 + a_row) * ld + 16 * st + a_col]);
+    for (int n = 0; n < NT; n += 2) {
+      unsigned r[4];
+      ldmatrix_x4(r, &b_tile[(8 * n + b_row) * ld + 16 * st + b_col]);
+      const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+      mma_bf16_m16n8k16(acc[n], a, b0);
+      mma_bf16_m16n8k16(acc[n + 1], a, b1);
+    }
+  }
+}
+
+// The same product with A's fragments already in registers (the forward's q, loaded once for
+// every key tile): s (16 x 8 NT) = q k^T, k's rows the B operand's columns. One ldmatrix_x4 of k
+// (stored (n, k)) gives the B fragments of two n-tiles: its four 8 x 8 matrices are keys 0-7
+// with d 0-7, keys 0-7 with d 8-15, keys 8-15 with d 0-7, keys 8-15 with d 8-15.
+template <int HS, int NT, class E>
+__device__ inline void mma_fragments_rows(float (&acc)[NT][4], const unsigned (&a)[HS / 16][4], const E* b_tile,
+                                          int lane) {
+  constexpr int ld = HS + 8;
+  const int piece = lane / 8, piece_row = lane % 8;
+  const int b_row = piece_row + 8 * (piece / 2), b_col = 8 * (piece % 2);
+  for (int n = 0; n < NT; n += 2)
+    for (int st = 0; st < HS / 16; ++st) {
+      unsigned r[4];  // the b fragments of n-tiles n and n + 1
+      ldmatrix_x4(r, &b_tile[(8 * n + b_row) * ld + 16 * st + b_col]);
+      const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+      mma_bf16_m16n8k16(acc[n], a[st], b0);
+      mma_bf16_m16n8k16(acc[n + 1], a[st], b1);
+    }
+}
+
+// acc (16 x HS) += X B: X (16 x COLS) in accumulator tiles (the A operand, FA-2's trick), B
+// (COLS, HS) stored row-major in b_tile; its fragments by ldmatrix .trans, as the forward's p v.
+template <int COLS, int HS, class E>
+__device__ inline void mma_accumulators_trans(float (&acc)[HS / 8][4], const float (&x)[COLS / 8][4],
+                                              const E* b_tile, int lane) {
+  constexpr int ld = HS + 8;
+  const int piece = lane / 8, piece_row = lane % 8;
+  const int b_row = piece_row + 8 * (piece % 2), b_col = 8 * (piece / 2);
+  for (int kc = 0; kc < COLS / 16; ++kc) {
+    // x's accumulators 2 kc and 2 kc + 1 are the A operand for its columns 16 kc .. 16 kc + 15.
+    const unsigned a[4] = {pack_bf16(x[2 * kc][0], x[2 * kc][1]), pack_bf16(x[2 * kc][2], x[2 * kc][3]),
+                           pack_bf16(x[2 * kc + 1][0], x[2 * kc + 1][1]),
+                           pack_bf16(x[2 * kc + 1][2], x[2 * kc + 1][3])};
+    for (int n = 0; n < HS / 8; n += 2) {
+      unsigned r[4];
+      ldmatrix_x4_trans(r, &b_tile[(16 * kc + b_row) * ld + 8 * n + b_col]);
+      const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+      mma_bf16_m16n8k16(acc[n], a, b0);
+      mma_bf16_m16n8k16(acc[n + 1], a, b1);
+    }
+  }
+}
+
+// The forward's online softmax over one key tile (keys k0 .. k0 + 63), in base 2: scale_log2 =
+// scale * log2(e), so exp(x) = exp2(x * log2(e)). A lane holds rows row[0] (accumulator values
+// 0, 1) and row[1] (2, 3), keys 8 n + 2 t and + 1 of each n-tile. s: the tile's scores, turned
+// into p = exp2(s - m'); m, l: the rows' running max (log2 units) and sum; o, rescaled.
+template <int OUT_TILES>
+__device__ inline void online_softmax(float (&s)[8][4], float (&m)[2], float (&l)[2], float (&o)[OUT_TILES][4],
+                                      const int (&row)[2], int k0, int T_len, float scale_log2, int t) {
+  for (int h = 0; h < 2; ++h) {
+    float tile_max = -INFINITY;
+    for (int n = 0; n < 8; ++n)
+      for (int e = 0; e < 2; ++e) {
+        const int j = k0 + 8 * n + 2 * t + e;
+        float& x = s[n][2 * h + e];
+        x = j <= row[h] && j < T_len ? x * scale_log2 : -INFINITY;
+        tile_max = fmaxf(tile_max, x);
+      }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));  // the quad shares the row
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float m_new = fmaxf(m[h], tile_max);
+    const float correction = exp2f(m[h] - m_new);
+    m[h] = m_new;
+    l[h] *= correction;
+    for (int n = 0; n < OUT_TILES; ++n) {
+      o[n][2 * h] *= correction;
+      o[n][2 * h + 1] *= correction;
+    }
+    for (int n = 0; n < 8; ++n)
+      for (int e = 0; e < 2; ++e) {
+        float& x = s[n][2 * h + e];
+        x = exp2f(x - m_new);
+        l[h] += x;
+      }
+  }
+}
+
+// A row's total over the quad of lanes that hold it.
+__device__ inline float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+}  // namespace
+
 // 32 bits (two bf16) at element `index` of a bf16 array in shared memory; index is even.
 __device__ inline unsigned load_pair(const unsigned short* base, int index) {
   return *reinterpret_cast<const unsigned*>(base + index);
@@ -835,12 +948,9 @@ __global__ void __launch_bounds__(kMmaThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   // The row this lane names to ldmatrix_x4: row lane % 8 of matrix lane / 8, the matrices
   // being (rows 0-7, columns 0-7), (rows 8-15, columns 0-7), (rows 0-7, 8-15), (rows 8-15, 8-15)
-  // of a 16 x 16 piece: for q an A fragment; for k (rows = keys) the B fragments of two n-tiles
-  // (with rows and columns swapped: keys 0-7 d 0-7, keys 0-7 d 8-15, keys 8-15 ...); for v, with
-  // .trans, the B fragments of two n-tiles of the output.
-  const int piece = lane / 8, piece_row = lane % 8;
-  const int a_row = piece_row + 8 * (piece % 2), a_col = 8 * (piece / 2);  // q, v
-  const int k_row = piece_row + 8 * (piece / 2), k_col = 8 * (piece % 2);  // k
+  // of a 16 x 16 piece of q: its A fragment. (k's and v's B fragments: mma_fragments_rows and
+  // mma_accumulators_trans above.)
+  const int piece = lane / 8, a_row = lane % 8 + 8 * (piece % 2), a_col = 8 * (piece / 2);
   const int query_tile = gridDim.y - 1 - blockIdx.y;
   const int q0 = query_tile * kTile;
   const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * hs;
@@ -872,64 +982,14 @@ __global__ void __launch_bounds__(kMmaThreads)
     }
     __syncthreads();
 
-    // s (16 x 64) = q k^T as 8 accumulator tiles of 16 x 8.
-    float s[8][4] = {};
-    for (int n = 0; n < 8; n += 2)
-      for (int st = 0; st < kSteps; ++st) {
-        unsigned r[4];  // the b fragments of key n-tiles n and n + 1
-        ldmatrix_x4(r, &k_tile[(8 * n + k_row) * ld + 16 * st + k_col]);
-        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-        mma_bf16_m16n8k16(s[n], q_frag[st], b0);
-        mma_bf16_m16n8k16(s[n + 1], q_frag[st], b1);
-      }
-
-    // Online softmax in base 2: scale_log2 = scale * log2(e), so exp(x) = exp2(x * log2(e)).
-    for (int h = 0; h < 2; ++h) {  // h = 0: row g (c0, c1); h = 1: row g + 8 (c2, c3)
-      float tile_max = -INFINITY;
-      for (int n = 0; n < 8; ++n)
-        for (int e = 0; e < 2; ++e) {
-          const int j = k0 + 8 * n + 2 * t + e;
-          float& x = s[n][2 * h + e];
-          x = j <= row[h] && j < T_len ? x * scale_log2 : -INFINITY;
-          tile_max = fmaxf(tile_max, x);
-        }
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));  // the quad shares the row
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float m_new = fmaxf(m[h], tile_max);
-      const float correction = exp2f(m[h] - m_new);
-      m[h] = m_new;
-      l[h] *= correction;
-      for (int n = 0; n < kOutTiles; ++n) {
-        o[n][2 * h] *= correction;
-        o[n][2 * h + 1] *= correction;
-      }
-      for (int n = 0; n < 8; ++n)
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[n][2 * h + e];
-          x = exp2f(x - m_new);
-          l[h] += x;
-        }
-    }
-
-    // o += p v: p's accumulators 2 kc and 2 kc + 1 are the A operand for keys 16 kc .. 16 kc + 15.
-    for (int kc = 0; kc < 4; ++kc) {
-      const unsigned a[4] = {pack_bf16(s[2 * kc][0], s[2 * kc][1]), pack_bf16(s[2 * kc][2], s[2 * kc][3]),
-                             pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]),
-                             pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3])};
-      for (int n = 0; n < kOutTiles; n += 2) {
-        unsigned r[4];  // the b fragments of output n-tiles n and n + 1: v's columns, by .trans
-        ldmatrix_x4_trans(r, &v_tile[(16 * kc + a_row) * ld + 8 * n + a_col]);
-        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-        mma_bf16_m16n8k16(o[n], a, b0);
-        mma_bf16_m16n8k16(o[n + 1], a, b1);
-      }
-    }
+    float s[8][4] = {};  // s (16 x 64) = q k^T as 8 accumulator tiles of 16 x 8
+    mma_fragments_rows<HS, 8>(s, q_frag, k_tile, lane);
+    online_softmax(s, m, l, o, row, k0, T_len, scale_log2, t);
+    mma_accumulators_trans<kTile, HS>(o, s, v_tile, lane);  // o += p v
   }
 
   for (int h = 0; h < 2; ++h) {
-    float row_l = l[h];
-    row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
-    row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
+    const float row_l = quad_sum(l[h]);
     if (row[h] >= T_len) continue;
     float* out_row = out + head + static_cast<std::int64_t>(row[h]) * hs;
     const bool pairs = pairs_fit(out, hs);
@@ -1331,9 +1391,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   __nv_bfloat16* k_stage[2] = {q_tile + kTile * ld, q_tile + 2 * kTile * ld};
   __nv_bfloat16* v_stage[2] = {q_tile + 3 * kTile * ld, q_tile + 4 * kTile * ld};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int piece = lane / 8, piece_row = lane % 8;  // as in variant 3
-  const int a_row = piece_row + 8 * (piece % 2), a_col = 8 * (piece / 2);  // q, v
-  const int k_row = piece_row + 8 * (piece / 2), k_col = 8 * (piece % 2);  // k
+  const int piece = lane / 8, a_row = lane % 8 + 8 * (piece % 2), a_col = 8 * (piece / 2);  // q, as variant 3
   const int query_tile = gridDim.y - 1 - blockIdx.y;  // the longest rows first
   const int q0 = query_tile * kTile;
   const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * HS;
@@ -1363,66 +1421,16 @@ __global__ void __launch_bounds__(kMmaThreads)
     const __nv_bfloat16* k_tile = k_stage[stage];
     const __nv_bfloat16* v_tile = v_stage[stage];
 
-    // s (16 x 64) = q k^T as 8 accumulator tiles of 16 x 8.
-    float s[8][4] = {};
-    for (int n = 0; n < 8; n += 2)
-      for (int st = 0; st < kSteps; ++st) {
-        unsigned r[4];
-        ldmatrix_x4(r, &k_tile[(8 * n + k_row) * ld + 16 * st + k_col]);
-        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-        mma_bf16_m16n8k16(s[n], q_frag[st], b0);
-        mma_bf16_m16n8k16(s[n + 1], q_frag[st], b1);
-      }
-
-    // Online softmax in base 2, as variant 3.
-    for (int h = 0; h < 2; ++h) {
-      float tile_max = -INFINITY;
-      for (int n = 0; n < 8; ++n)
-        for (int e = 0; e < 2; ++e) {
-          const int j = k0 + 8 * n + 2 * t + e;
-          float& x = s[n][2 * h + e];
-          x = j <= row[h] && j < T_len ? x * scale_log2 : -INFINITY;
-          tile_max = fmaxf(tile_max, x);
-        }
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float m_new = fmaxf(m[h], tile_max);
-      const float correction = exp2f(m[h] - m_new);
-      m[h] = m_new;
-      l[h] *= correction;
-      for (int n = 0; n < kOutTiles; ++n) {
-        o[n][2 * h] *= correction;
-        o[n][2 * h + 1] *= correction;
-      }
-      for (int n = 0; n < 8; ++n)
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[n][2 * h + e];
-          x = exp2f(x - m_new);
-          l[h] += x;
-        }
-    }
-
-    // o += p v, p's accumulators as A operands, v's columns by ldmatrix .trans.
-    for (int kc = 0; kc < 4; ++kc) {
-      const unsigned a[4] = {pack_bf16(s[2 * kc][0], s[2 * kc][1]), pack_bf16(s[2 * kc][2], s[2 * kc][3]),
-                             pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]),
-                             pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3])};
-      for (int n = 0; n < kOutTiles; n += 2) {
-        unsigned r[4];
-        ldmatrix_x4_trans(r, &v_tile[(16 * kc + a_row) * ld + 8 * n + a_col]);
-        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-        mma_bf16_m16n8k16(o[n], a, b0);
-        mma_bf16_m16n8k16(o[n + 1], a, b1);
-      }
-    }
+    float s[8][4] = {};  // s (16 x 64) = q k^T as 8 accumulator tiles of 16 x 8
+    mma_fragments_rows<HS, 8>(s, q_frag, k_tile, lane);
+    online_softmax(s, m, l, o, row, k0, T_len, scale_log2, t);
+    mma_accumulators_trans<kTile, HS>(o, s, v_tile, lane);  // o += p v
     __syncthreads();  // everyone is done with this stage before the next step refills it
   }
   cp_async_wait_group<0>();  // (only an empty group is left)
 
   for (int h = 0; h < 2; ++h) {
-    float row_l = l[h];
-    row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
-    row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
+    const float row_l = quad_sum(l[h]);
     if (row[h] >= T_len) continue;
     __nv_bfloat16* out_row = out + head + static_cast<std::int64_t>(row[h]) * HS;
     const float inverse = 1.0f / row_l;
@@ -1433,19 +1441,29 @@ __global__ void __launch_bounds__(kMmaThreads)
   }
 }
 
+// Variant 4's checks, forward and backward: the sizes, head size 64 or 128 (a row is 8 or 16
+// whole 16-byte copies), a grid that holds the problem, and 16-byte aligned operands (named in
+// `names`) for cp.async. False when there is nothing to compute.
+namespace {
+bool check_pipelined(const char* op, const AttentionShape& shape, std::initializer_list<const brrr::bf16*> operands,
+                     const char* names) {
+  const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs;
+  check_sizes(op, BH, T_len, hs);
+  BRRR_CHECK(hs == 64 || hs == 128, op, ": head size ", hs, "; this kernel is written for 64 and 128");
+  if (BH == 0 || T_len == 0) return false;
+  BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, op, ": BH = ", BH, ", T = ", T_len,
+             " is more blocks than a grid holds");
+  for (const brrr::bf16* p : operands)
+    BRRR_CHECK(aligned16(p), op, ": ", names, " must start 16-byte aligned (cp.async copies 16 bytes)");
+  return true;
+}
+}  // namespace
+
 void attention_forward_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::bf16* q, const brrr::bf16* k,
                                       const brrr::bf16* v, const AttentionShape& shape, Stream stream) {
   const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs;
   const float scale = static_cast<float>(shape.scale);
-  const char* op = "attention_forward bf16_pipelined";
-  check_sizes(op, BH, T_len, hs);
-  BRRR_CHECK(hs == 64 || hs == 128, op, ": head size ", hs, "; this kernel is written for 64 and 128");
-  if (BH == 0 || T_len == 0) return;
-  BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, op, ": BH = ", BH, ", T = ", T_len,
-             " is more blocks than a grid holds");
-  for (const void* p : {static_cast<const void*>(out), static_cast<const void*>(q), static_cast<const void*>(k),
-                        static_cast<const void*>(v)})
-    BRRR_CHECK(aligned16(p), op, ": q, k, v and out must start 16-byte aligned (cp.async copies 16 bytes)");
+  if (!check_pipelined("attention_forward bf16_pipelined", shape, {q, k, v, out}, "q, k, v and out")) return;
   auto* o = reinterpret_cast<__nv_bfloat16*>(out);
   const auto* qq = reinterpret_cast<const __nv_bfloat16*>(q);
   const auto* kk = reinterpret_cast<const __nv_bfloat16*>(k);
@@ -1489,51 +1507,6 @@ constexpr std::size_t bwd_pipelined_shared_bytes() {  // 2 fixed (64, HS) tiles,
   return (2 * kTile + 4 * kBwdQueries) * (HS + 8) * sizeof(__nv_bfloat16);
 }
 
-namespace {
-// acc (16 x 8 NT) += A B: A = rows a_row0 .. a_row0 + 15 of a_tile (16, HS deep), B's n-th
-// column = row n of b_tile (stored (n, k)); fragments by ldmatrix, as the forward's q k^T.
-template <int HS, int NT>
-__device__ inline void mma_rows_ldmatrix(float (&acc)[NT][4], const __nv_bfloat16* a_tile, int a_row0,
-                                         const __nv_bfloat16* b_tile, int lane) {
-  constexpr int ld = HS + 8;
-  const int piece = lane / 8, piece_row = lane % 8;
-  const int a_row = piece_row + 8 * (piece % 2), a_col = 8 * (piece / 2);
-  const int b_row = piece_row + 8 * (piece / 2), b_col = 8 * (piece % 2);
-  for (int st = 0; st < HS / 16; ++st) {
-    unsigned a[4];
-    ldmatrix_x4(a, &a_tile[(a_row0 + a_row) * ld + 16 * st + a_col]);
-    for (int n = 0; n < NT; n += 2) {
-      unsigned r[4];
-      ldmatrix_x4(r, &b_tile[(8 * n + b_row) * ld + 16 * st + b_col]);
-      const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-      mma_bf16_m16n8k16(acc[n], a, b0);
-      mma_bf16_m16n8k16(acc[n + 1], a, b1);
-    }
-  }
-}
-
-// acc (16 x HS) += X B: X (16 x COLS) in accumulator tiles (the A operand, FA-2's trick), B
-// (COLS, HS) stored row-major in b_tile; its fragments by ldmatrix .trans, as the forward's p v.
-template <int COLS, int HS>
-__device__ inline void mma_accumulators_trans(float (&acc)[HS / 8][4], const float (&x)[COLS / 8][4],
-                                              const __nv_bfloat16* b_tile, int lane) {
-  constexpr int ld = HS + 8;
-  const int piece = lane / 8, piece_row = lane % 8;
-  const int b_row = piece_row + 8 * (piece % 2), b_col = 8 * (piece / 2);
-  for (int kc = 0; kc < COLS / 16; ++kc) {
-    const unsigned a[4] = {pack_bf16(x[2 * kc][0], x[2 * kc][1]), pack_bf16(x[2 * kc][2], x[2 * kc][3]),
-                           pack_bf16(x[2 * kc + 1][0], x[2 * kc + 1][1]),
-                           pack_bf16(x[2 * kc + 1][2], x[2 * kc + 1][3])};
-    for (int n = 0; n < HS / 8; n += 2) {
-      unsigned r[4];
-      ldmatrix_x4_trans(r, &b_tile[(16 * kc + b_row) * ld + 8 * n + b_col]);
-      const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-      mma_bf16_m16n8k16(acc[n], a, b0);
-      mma_bf16_m16n8k16(acc[n + 1], a, b1);
-    }
-  }
-}
-}  // namespace
 
 template <int HS>
 __global__ void __launch_bounds__(kMmaThreads)
@@ -1670,15 +1643,7 @@ void attention_backward_bf16_pipelined(float* dq, float* dk, float* dv, const br
                                        const float* lse, const AttentionShape& shape, Stream stream) {
   const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs;
   const float scale = static_cast<float>(shape.scale);
-  const char* op = "attention_backward bf16_pipelined";
-  check_sizes(op, BH, T_len, hs);
-  BRRR_CHECK(hs == 64 || hs == 128, op, ": head size ", hs, "; this kernel is written for 64 and 128");
-  if (BH == 0 || T_len == 0) return;
-  BRRR_CHECK(BH <= INT32_MAX && ceil_div(T_len, kTile) <= 65535, op, ": BH = ", BH, ", T = ", T_len,
-             " is more blocks than a grid holds");
-  for (const void* p : {static_cast<const void*>(dout), static_cast<const void*>(q), static_cast<const void*>(k),
-                        static_cast<const void*>(v)})
-    BRRR_CHECK(aligned16(p), op, ": q, k, v and dout must start 16-byte aligned (cp.async copies 16 bytes)");
+  if (!check_pipelined("attention_backward bf16_pipelined", shape, {q, k, v, dout}, "q, k, v and dout")) return;
   using In = __nv_bfloat16;
   const auto* d_out = reinterpret_cast<const In*>(dout);
   const auto* qq = reinterpret_cast<const In*>(q);

@@ -121,7 +121,7 @@ TEST_CASE("attention bf16_pipelined (variant 4): head sizes other than 64 and 12
   const std::string misaligned = brrr::test::error_of([&] {
     emu::attention_forward_bf16_pipelined(x.data, lse.data, x.data + 1, x.data, x.data, {1, 2, 64, 0.1f}, nullptr);
   });
-  CHECK(brrr::test::contains(misaligned, "16-byte aligned"));
+  CHECK(brrr::test::contains(misaligned, "attention_forward bf16_pipelined: q, k, v and out must start 16-byte aligned"));
   DeviceArray<float> d(3 * 2 * 40);
   const std::string backward = brrr::test::error_of([&] {
     emu::attention_backward_bf16_pipelined(d.data, d.data, d.data, x.data, x.data, x.data, x.data, x.data, lse.data,
@@ -132,7 +132,8 @@ TEST_CASE("attention bf16_pipelined (variant 4): head sizes other than 64 and 12
     emu::attention_backward_bf16_pipelined(d.data, d.data, d.data, x.data, x.data + 1, x.data, x.data, x.data,
                                            lse.data, {1, 2, 64, 0.1f}, nullptr);
   });
-  CHECK(brrr::test::contains(backward_misaligned, "16-byte aligned"));
+  CHECK(brrr::test::contains(backward_misaligned,
+                             "attention_backward bf16_pipelined: q, k, v and dout must start 16-byte aligned"));
 }
 
 // Variant 3's backward (float32 in memory) hands head sizes 64 and 128 to variant 4's kernels,
