@@ -75,16 +75,21 @@ void make_attention_backward(Problem& p, Random& r) {
   p.output("dv", n);
 }
 
-// The backward from the saved out and lse, as the kernels read them.
-void attention_backward_reference(Problem& p) {
+// The backward's formulas in double on the operands given (the problem's, or the baseline's
+// rounded copies) and the saved lse: D = dout . out per row, then every (query, key) pair's
+// P and dS. `round`, when given, rounds P and dS on their way into the products (the bf16
+// baseline's); without it every number stays a double.
+void backward_rows(Problem& p, const std::vector<double>& dout, const std::vector<double>& q,
+                   const std::vector<double>& k, const std::vector<double>& v, const std::vector<double>& out,
+                   float (*round)(float)) {
   const std::int64_t BH = p.dims[0], T = p.dims[1], hs = p.dims[2];
   const double scale = scale_for(p.dims);
-  const std::vector<double>&dout = p.in("dout"), &q = p.in("q"), &k = p.in("k"), &v = p.in("v"),
-                            &out = p.in("out"), &lse = p.in("lse");
+  const std::vector<double>& lse = p.in("lse");
   std::vector<double>&dq = p.out("dq"), &dk = p.out("dk"), &dv = p.out("dv");
   std::fill(dq.begin(), dq.end(), 0.0);
   std::fill(dk.begin(), dk.end(), 0.0);
   std::fill(dv.begin(), dv.end(), 0.0);
+  const auto rounded = [&](double x) { return round ? static_cast<double>(round(static_cast<float>(x))) : x; };
   parallel_rows(BH, [&](std::int64_t b) {  // each of the BH problems writes its own rows
     for (std::int64_t i = 0; i < T; ++i) {
       const std::int64_t row = (b * T + i) * hs;
@@ -98,15 +103,21 @@ void attention_backward_reference(Problem& p) {
           dp += dout[row + c] * v[col + c];
         }
         const double prob = std::exp(scale * s - lse[b * T + i]);
-        const double ds = prob * (dp - D);
+        const double prob_in = rounded(prob);           // for P^T dout
+        const double ds_in = rounded(prob * (dp - D));  // for dS k and dS^T q
         for (std::int64_t c = 0; c < hs; ++c) {
-          dv[col + c] += prob * dout[row + c];
-          dq[row + c] += scale * ds * k[col + c];
-          dk[col + c] += scale * ds * q[row + c];
+          dv[col + c] += prob_in * dout[row + c];
+          dq[row + c] += scale * ds_in * k[col + c];
+          dk[col + c] += scale * ds_in * q[row + c];
         }
       }
     }
   });
+}
+
+// The backward from the saved out and lse, as the kernels read them.
+void attention_backward_reference(Problem& p) {
+  backward_rows(p, p.in("dout"), p.in("q"), p.in("k"), p.in("v"), p.in("out"), nullptr);
 }
 
 double attention_loss(const Problem& p) {
@@ -162,39 +173,8 @@ void attention_forward_baseline(Problem& p, float (*round)(float)) {
 }
 
 void attention_backward_baseline(Problem& p, float (*round)(float)) {
-  const std::int64_t BH = p.dims[0], T = p.dims[1], hs = p.dims[2];
-  const double scale = scale_for(p.dims);
-  const std::vector<double> dout = through(p.in("dout"), round), q = through(p.in("q"), round),
-                            k = through(p.in("k"), round), v = through(p.in("v"), round),
-                            out = through(p.in("out"), round);
-  const std::vector<double>& lse = p.in("lse");
-  std::vector<double>&dq = p.out("dq"), &dk = p.out("dk"), &dv = p.out("dv");
-  std::fill(dq.begin(), dq.end(), 0.0);
-  std::fill(dk.begin(), dk.end(), 0.0);
-  std::fill(dv.begin(), dv.end(), 0.0);
-  parallel_rows(BH, [&](std::int64_t b) {
-    for (std::int64_t i = 0; i < T; ++i) {
-      const std::int64_t row = (b * T + i) * hs;
-      double D = 0;
-      for (std::int64_t c = 0; c < hs; ++c) D += dout[row + c] * out[row + c];
-      for (std::int64_t j = 0; j <= i; ++j) {
-        const std::int64_t col = (b * T + j) * hs;
-        double s = 0, dp = 0;
-        for (std::int64_t c = 0; c < hs; ++c) {
-          s += q[row + c] * k[col + c];
-          dp += dout[row + c] * v[col + c];
-        }
-        const double prob = std::exp(scale * s - lse[b * T + i]);
-        const double prob_in = round(static_cast<float>(prob));             // for P^T dout
-        const double ds_in = round(static_cast<float>(prob * (dp - D)));  // for dS k and dS^T q
-        for (std::int64_t c = 0; c < hs; ++c) {
-          dv[col + c] += prob_in * dout[row + c];
-          dq[row + c] += scale * ds_in * k[col + c];
-          dk[col + c] += scale * ds_in * q[row + c];
-        }
-      }
-    }
-  });
+  backward_rows(p, through(p.in("dout"), round), through(p.in("q"), round), through(p.in("k"), round),
+                through(p.in("v"), round), through(p.in("out"), round), round);
 }
 
 // --- attention_forward:bf16, attention_backward:bf16: bf16 products (chapter 18) ------------
