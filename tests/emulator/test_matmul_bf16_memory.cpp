@@ -110,6 +110,12 @@ TEST_CASE("matmul_bf16_memory: 12 bf16_pipelined matches the float64 loop on the
       {3, 19, 40, 64, true, false, true, false, true},     // a batch, b broadcast, misaligned
       {1, 33, 9, 7, true, false, false, false, false},     // K < 8: a single ragged chunk
       {2, 5, 6, 0, false, true, false, true, false},       // K = 0: out unchanged when accumulating
+      // Whole tiles with aligned rows take copy_tile_bf16's unchecked path; edge tiles and
+      // misaligned matrices the checked one, in the same GEMM.
+      {1, 128, 64, 96, false, false, false, false, false},  // every tile whole
+      {2, 64, 128, 64, true, true, false, true, false},     // whole, both transposed, accumulate
+      {1, 136, 72, 80, false, true, false, false, false},   // whole tiles and edges
+      {1, 64, 64, 64, true, false, false, false, true},     // whole tiles of a misaligned matrix
   };
   for (const Problem& p : problems) {
     INFO(describe(p));
@@ -125,6 +131,9 @@ TEST_CASE("matmul_bf16_memory: 13 bf16_wide matches the float64 loop, and varian
       {1, 130, 260, 100, true, true, false, true, false},    // 4 k-tiles through 3 stages, accumulate
       {2, 129, 40, 64, true, false, true, false, true},      // a batch, b broadcast, misaligned
       {1, 200, 9, 7, false, true, false, false, false},      // K < 8, N < one warp's columns
+      {1, 256, 128, 64, false, false, false, false, false},  // every (128, 128) tile whole
+      {1, 136, 264, 80, true, true, false, true, false},     // whole tiles and edges, accumulate
+      {1, 128, 128, 32, false, true, false, false, true},    // a whole tile of a misaligned matrix
   };
   std::uint32_t seed = 13;
   for (const Problem& p : problems) {
