@@ -1371,8 +1371,17 @@ constexpr std::size_t pipelined_shared_bytes() {
 template <int HS, int ROWS = kTile>
 __device__ inline void copy_rows_async(__nv_bfloat16* tile, const __nv_bfloat16* matrix, int r0, int T_len) {
   constexpr int kChunks = HS / 8;  // 16-byte copies a row
-  for (int e = threadIdx.x; e < ROWS * kChunks; e += kMmaThreads) {
-    const int r = e / kChunks, c = 8 * (e % kChunks);
+  // The same number of copies for every thread (2 to 8), counted as a constant and kept a loop.
+  // Written `for (e = threadIdx.x; e < ROWS * kChunks; e += kMmaThreads)`, nvcc made it a loop
+  // unrolled by 4 plus a remainder; unrolled whole, the addresses of every copy stayed live
+  // across the kernel's loop, and the dk, dv kernel at hs = 128 spilled (ptxas, sm_90). Kept a
+  // loop, ptxas gives the four backward kernels 10 to 34 registers fewer than the first form
+  // (dq at hs = 64: 101, which fits 5 blocks an SM where 122 fit 4) and the copies take fewer
+  // instructions in the PTX.
+  static_assert(ROWS * kChunks % kMmaThreads == 0, "every thread makes the same number of copies");
+  BRRR_NO_UNROLL
+  for (int i = 0; i < ROWS * kChunks / kMmaThreads; ++i) {
+    const int e = static_cast<int>(threadIdx.x) + i * kMmaThreads, r = e / kChunks, c = 8 * (e % kChunks);
     const bool inside = r0 + r < T_len;
     const __nv_bfloat16* source = inside ? matrix + static_cast<std::int64_t>(r0 + r) * HS + c : matrix;
     cp_async<16>(&tile[r * (HS + 8) + c], source, inside ? 16 : 0);

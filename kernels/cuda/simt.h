@@ -190,6 +190,8 @@ void validate_launch(const LaunchSite& site, const Dim3& grid, const Dim3& block
 // Unroll the next loop (so that an array it indexes can live in registers): `#pragma unroll`,
 // which g++ does not know, spelled so that both compilers read it.
 #define BRRR_UNROLL _Pragma("unroll")
+// Keep the next loop a loop (its body's registers are not multiplied by its trip count).
+#define BRRR_NO_UNROLL _Pragma("unroll 1")
 
 // One extern array serves every kernel of a file; each kernel views it as its own type.
 // (Two kernels declaring `extern __shared__ float a[]` and `extern __shared__ int a[]` in one
@@ -241,6 +243,7 @@ void launch(const LaunchSite& site, void (*kernel)(Params...), dim3 grid, dim3 b
 #define BRRR_EMULATOR 1
 #define BRRR_SIMT_NAMESPACE emu
 #define BRRR_UNROLL _Pragma("GCC unroll 16")
+#define BRRR_NO_UNROLL _Pragma("GCC unroll 1")
 
 // CUDA's function and variable qualifiers. On the CPU every function is host code.
 #define __global__
