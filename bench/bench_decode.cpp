@@ -10,7 +10,8 @@
 // Prefill: PREFILL tokens into an empty cache, up to the logits of the last; the median of 3.
 // The floor: the weight bytes one step reads over the copy bandwidth that the kernel lab
 // measures on this machine (lab/timing.cpp: a parallel memcpy, read + write bytes counted);
-// the roof line adds the lab's float32 matmul peak and the ridge point; the peak line, the
+// the read line, a read-only stream's bandwidth (bench_util.h) and the share of it that decode's
+// weight reads reach; the roof line adds the lab's float32 matmul peak and the ridge point; the peak line, the
 // arithmetic peak of an FMA loop (bench_util.h) and the prefill's share of it.
 // bench/decode.sh runs this beside transformers (bench/decode_peer.py) and prints the ratios.
 #include <chrono>
@@ -100,6 +101,12 @@ int main(int argc, char** argv) {
               "decode reaches %.0f%% of it\n",
               shape.c_str(), dtype_name.c_str(), bytes / 1e6, peaks.bandwidth_gbs, peaks.bandwidth_how.c_str(),
               floor_s * 1e3, 1.0 / floor_s, 100.0 * tokens_per_s * floor_s);
+  // The copy figure counts a byte read and a byte written, so a copy moves each at about half of
+  // it; decoding mostly reads. The read line says how fast the weights could stream.
+  const double read_gbs = bench::read_stream_gbs(get_num_threads());
+  std::printf("read    %.1f GB/s (a read-only stream of 256 MiB, %d threads): decode reads its weights at %.1f GB/s, "
+              "%.0f%% of it\n",
+              read_gbs, get_num_threads(), bytes * tokens_per_s / 1e9, 100.0 * bytes * tokens_per_s / 1e9 / read_gbs);
   // The roofline (chapter 11): a GEMV does 2 FLOPs per weight read, 0.5 FLOP per byte in
   // float32, 1 in bf16; the ridge point is where the arithmetic would become the limit.
   std::printf("roof    %.0f GFLOP/s (%s) / %.1f GB/s: ridge at %.1f FLOP/byte; decode's GEMV has %.1f, a prefill of "

@@ -3,6 +3,7 @@
 // the median (robust to a stray slow run; brrr/median_timer.h, the lab's and the graders'
 // timer too), and report the machine.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -72,6 +73,53 @@ inline double fma_peak_gflops(int threads) {
   volatile float kept = 0;  // the chains' results are used, so the loop is not dead code
   for (float s : sink) kept = kept + s;
   return 2.0 * 8 * kChains * static_cast<double>(kIterations) * threads / seconds / 1e9;
+}
+
+// The read bandwidth, measured: `threads` threads each sum their share of a 256 MiB float32
+// array (each thread first writes its own share, so its pages sit where it runs) in 8-wide
+// vectors, 4 sums in flight; the best of 5 passes, bytes read over the wall time, in GB/s.
+// Decoding reads its weights and writes almost nothing, so this, not a copy's read + write
+// figure, is the speed its weights can stream at.
+inline double read_stream_gbs(int threads) {
+  typedef float v8 __attribute__((vector_size(32)));
+  constexpr std::size_t kFloats = std::size_t{64} << 20, kVectors = kFloats / 8;
+  std::vector<v8> data(kVectors);
+  std::vector<float> sink(static_cast<std::size_t>(threads));
+  const auto share = [&](int t, std::size_t& begin, std::size_t& end) {
+    begin = kVectors / static_cast<std::size_t>(threads) * static_cast<std::size_t>(t);
+    end = t + 1 == threads ? kVectors : begin + kVectors / static_cast<std::size_t>(threads);
+  };
+  const auto run = [&](auto&& body) {
+    std::vector<std::thread> team;
+    for (int t = 0; t < threads; ++t) team.emplace_back(body, t);
+    for (std::thread& t : team) t.join();
+  };
+  run([&](int t) {
+    std::size_t begin, end;
+    share(t, begin, end);
+    for (std::size_t i = begin; i < end; ++i) data[i] = v8{} + 1.0f;
+  });
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    const auto start = std::chrono::steady_clock::now();
+    run([&](int t) {
+      std::size_t begin, end;
+      share(t, begin, end);
+      v8 s0{}, s1{}, s2{}, s3{};
+      std::size_t i = begin;
+      for (; i + 4 <= end; i += 4) s0 += data[i], s1 += data[i + 1], s2 += data[i + 2], s3 += data[i + 3];
+      for (; i < end; ++i) s0 += data[i];
+      const v8 s = (s0 + s1) + (s2 + s3);
+      float total = 0;
+      for (int l = 0; l < 8; ++l) total += s[l];
+      sink[static_cast<std::size_t>(t)] = total;
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, static_cast<double>(kFloats) * sizeof(float) / seconds / 1e9);
+  }
+  volatile float kept = 0;  // the sums are used, so the loop is not dead code
+  for (float s : sink) kept = kept + s;
+  return best;
 }
 
 }  // namespace brrr::bench
