@@ -1238,15 +1238,15 @@ void matmul_bias_gelu_unfused(T* out, T* pre, const T* a, const T* b, const T* b
 //     (and the leading dimensions) to multiples of 8.
 // What limits it (read from nvcc's PTX, not yet profiled on a GPU): first, the issue of all
 // that is not an mma. Per k-tile a warp issues 16 mma's; with every copy checked against the
-// edges (about 45 instructions each, 4 copies a thread) the k-tile took some 300 instructions,
+// edges (about 48 instructions each, 4 copies a thread) the k-tile took some 300 instructions,
 // and a scheduler issues one a cycle, so the tensor cores waited on the rest. Whole tiles of
 // matrices with aligned rows now skip the checks (copy_tile_bf16): about 200 instructions a
 // k-tile. Second, the (64, 64) block tile of variants 9 and 10, kept so the emulator tests stay
 // small: a value of a is loaded again for every 64 columns of out, one of b for every 64 rows,
 // and a warp does 8 mma's per 4 ldmatrix. cuBLAS-class kernels use (128, 128) or (128, 256)
 // blocks of 8 warps, (64, 64) per warp, for twice to four times the reuse (and fewer
-// instructions per mma). Variant 13 turns that knob (ptxas gives this one 72-80 registers:
-// there is room).
+// instructions per mma). Variant 13 turns that knob (ptxas gives this one 96 registers: there
+// is room).
 // Registered as matmul's "bf16_pipelined" on bf16 data (op::matmul_on_bf16) (bf16 data, float32 out); no framework
 // op calls it, since autocast's activations are float32. Measured on an H200 (2026-11-27,
 // bench/tensor_cores.sh at 4096^3): 1.083 ms, 126.9 TFLOP/s, 19% of PyTorch's cuBLAS bf16 GEMM
@@ -1306,7 +1306,7 @@ __device__ inline void copy_tile_bf16(__nv_bfloat16* tile, int pitch, const __nv
   // A tile wholly inside a matrix whose rows all start 16-byte aligned (every tile of a GEMM
   // whose sizes are multiples of the tile's, the bars' 4096^3 among them) needs none of the
   // checks below: each 8 values are one cp.async, its address one multiply-add. The checks cost
-  // about 45 instructions a copy (nvcc's PTX), 4 copies a thread per k-tile, where a warp of
+  // about 48 instructions a copy (nvcc's PTX), 4 copies a thread per k-tile, where a warp of
   // variant 12 issues 16 mma's per k-tile: enough to leave the tensor cores waiting on the
   // issue of everything else. The same values land either way.
   if (aligned_rows && r0 + ROWS <= m.rows && c0 + COLS <= m.cols) {
@@ -1353,8 +1353,8 @@ __device__ inline void bf16_pipelined_tile(const Gemm<float>& g, const Bf16Matri
   const __nv_bfloat16* b = mb.data + z * mb.batch_stride;
   constexpr int kPitchA = TRANS_A ? Tiles::kPitchM : Tiles::kPitchK;
   constexpr int kPitchB = TRANS_B ? Tiles::kPitchK : Tiles::kPitchN;
-  // Every row of a matrix starts 16-byte aligned: copy_tile_bf16 may then copy its whole tiles
-  // without checks.
+  // Whether every row of a matrix starts 16-byte aligned: if so, copy_tile_bf16 copies its whole
+  // tiles without checks.
   const bool a_aligned = ma.leading % 8 == 0 && reinterpret_cast<std::uintptr_t>(a) % 16 == 0;
   const bool b_aligned = mb.leading % 8 == 0 && reinterpret_cast<std::uintptr_t>(b) % 16 == 0;
   const auto copy_k_tile = [&](int t) {
