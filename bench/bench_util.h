@@ -44,6 +44,14 @@ inline std::string cpu_model() {
   return "unknown CPU";
 }
 
+// body(t) on `threads` threads of their own, t = 0 .. threads - 1; returns when all are done.
+template <class Body>
+void on_threads(int threads, const Body& body) {
+  std::vector<std::thread> team;
+  for (int t = 0; t < threads; ++t) team.emplace_back(body, t);
+  for (std::thread& t : team) t.join();
+}
+
 // The CPU's arithmetic peak, measured: each of `threads` threads runs 12 independent chains of
 // 8-wide float32 multiply-adds (a = a * b + c, which -march=native compiles to one FMA
 // instruction; 12 chains hide the FMA's latency on two FMA units) for 100 million steps (about
@@ -66,9 +74,7 @@ inline double fma_peak_gflops(int threads) {
     sink[static_cast<std::size_t>(t)] = s;
   };
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::thread> team;
-  for (int t = 0; t < threads; ++t) team.emplace_back(chains, t);
-  for (std::thread& t : team) t.join();
+  on_threads(threads, chains);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   volatile float kept = 0;  // the chains' results are used, so the loop is not dead code
   for (float s : sink) kept = kept + s;
@@ -89,12 +95,7 @@ inline double read_stream_gbs(int threads) {
     begin = kVectors / static_cast<std::size_t>(threads) * static_cast<std::size_t>(t);
     end = t + 1 == threads ? kVectors : begin + kVectors / static_cast<std::size_t>(threads);
   };
-  const auto run = [&](auto&& body) {
-    std::vector<std::thread> team;
-    for (int t = 0; t < threads; ++t) team.emplace_back(body, t);
-    for (std::thread& t : team) t.join();
-  };
-  run([&](int t) {
+  on_threads(threads, [&](int t) {
     std::size_t begin, end;
     share(t, begin, end);
     for (std::size_t i = begin; i < end; ++i) data[i] = v8{} + 1.0f;
@@ -102,7 +103,7 @@ inline double read_stream_gbs(int threads) {
   double best = 0;
   for (int pass = 0; pass < 5; ++pass) {
     const auto start = std::chrono::steady_clock::now();
-    run([&](int t) {
+    on_threads(threads, [&](int t) {
       std::size_t begin, end;
       share(t, begin, end);
       v8 s0{}, s1{}, s2{}, s3{};
