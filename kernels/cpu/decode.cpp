@@ -252,11 +252,11 @@ inline float hsum(Vec v) {
 #endif
 
 // out[r][j] = x_r . w_j over K numbers, for R rows of x (stride ldx) and J rows of w (stride
-// ldw), in decode.h's order. `ahead`, when given, is prefetched along at the pace W is read
-// (see tile).
-template <int R, int J, class W>
+// ldw), in decode.h's order. `ahead`, when given, is prefetched along the way (see block): at
+// the pace W is read, or with kShared, one cache line a step until ahead_end.
+template <int R, int J, class W, bool kShared = false>
 inline void dots(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 ldw, i64 K,
-                 const char* ahead = nullptr) {
+                 const char* ahead = nullptr, const char* ahead_end = nullptr) {
   Vec acc[R][J];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < J; ++j) acc[r][j] = zero();
@@ -266,8 +266,12 @@ inline void dots(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 ld
     Vec wv[J];
     if (ahead) {
       constexpr int kBytes = J * 8 * static_cast<int>(sizeof(W));  // W's bytes per step of k
-      for (int b = 0; b < kBytes; b += 64) prefetch(ahead + b);
-      ahead += kBytes;
+      if constexpr (!kShared) {
+        for (int b = 0; b < kBytes; b += 64) prefetch(ahead + b);
+        ahead += kBytes;
+      } else if (ahead < ahead_end) {
+        prefetch(ahead), ahead += 64;
+      }
     }
     for (int j = 0; j < J; ++j) wv[j] = load(w + j * ldw + k);
     for (int r = 0; r < R; ++r) {
@@ -300,16 +304,21 @@ inline void put(Epilogue e, float& dst, float v) {
 // tile of each J rows of W asks for the rows two tiles on while it sums its own. Measured with
 // bench_decode at gpt-12m in bf16 (2 threads, the two alternating, 3 runs each): 337-407
 // tokens/s without, 589-693 with (docs/measurements.md); three, four or six tiles on were no
-// faster than two.
+// faster than two. With more rows of x (a step of several sequences) the same J rows of W meet
+// several tiles of x, and only the first reads them from memory: if that tile asked for all of
+// the rows two on, the memory sat idle through the others. So there each tile asks for its
+// share of those rows, a cache line per step of k: gpt-12m's 24 matrices 1.03-1.13x faster at
+// 8 to 32 rows (bench/decode_ab.sh, both orders; docs/measurements.md, "The prefetches of a
+// step of several sequences"). Decoding's one or two rows take the path they took before.
 constexpr i64 kPrefetchTiles = 2;
 constexpr i64 kStreamRows = 32;  // up to this many rows of x, W is read from memory rather than cache
 
-// `ahead`: where the prefetches of dots start, or nullptr for none.
-template <int R, int J, class W>
+// `ahead`, `ahead_end`, kShared: what dots prefetches (nullptr for nothing).
+template <int R, int J, class W, bool kShared = false>
 inline void tile(float* y, const float* x, const W* w, const float* bias, i64 m, i64 n, i64 N, i64 K, Epilogue e,
-                 const char* ahead) {
+                 const char* ahead, const char* ahead_end = nullptr) {
   float out[R][J];
-  dots<R, J>(out, x + m * K, K, w + n * K, K, K, ahead);
+  dots<R, J, W, kShared>(out, x + m * K, K, w + n * K, K, K, ahead, ahead_end);
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < J; ++j) {
       const float v = bias ? out[r][j] + bias[n + j] : out[r][j];
@@ -329,20 +338,38 @@ void block(float* y, const float* x, const W* w, const float* bias, i64 M, i64 n
   // The prefetch address for W's rows n onwards (see kPrefetchTiles), when x has few rows: an
   // address, never dereferenced (a prefetch past the end of W is dropped, not a fault), so
   // computed as an integer rather than as a pointer past the array.
-  const auto ahead = [&](i64 n, i64 j) -> const char* {
-    if (M > kStreamRows) return nullptr;
-    return reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(w) +
-                                         sizeof(W) * static_cast<std::uintptr_t>((n + j * kPrefetchTiles) * K));
+  const auto ahead = [&](i64 n, i64 j) -> std::uintptr_t {
+    if (M > kStreamRows) return 0;
+    return reinterpret_cast<std::uintptr_t>(w) + sizeof(W) * static_cast<std::uintptr_t>((n + j * kPrefetchTiles) * K);
   };
   for (i64 m0 = 0; m0 < M; m0 += chunk) {
     const i64 m1 = std::min(M, m0 + chunk);
+    // The tiles that each J rows of W meet below (RX rows of x at a time, then 2, then 1) and,
+    // when there are several, each one's share of the J rows kPrefetchTiles on.
+    const i64 rows = m1 - m0, tiles = rows / RX + (rows % RX) / 2 + (rows % RX) % 2;
+    const auto share = static_cast<std::uintptr_t>((J * K * static_cast<i64>(sizeof(W)) + tiles - 1) / tiles);
     i64 n = n0;
     for (; n + J <= n1; n += J) {
-      const char* first = ahead(n, J);  // only the first tile of these J rows of W prefetches
+      std::uintptr_t next = ahead(n, J);
       i64 m = m0;
+      if constexpr (RX > 2) {  // (block<2, 4> takes fewer than 3 rows: one tile)
+        if (tiles > 1 && next != 0) {
+          const auto shared = [&]<int R>() {  // the next tile, with the next share
+            tile<R, J, W, true>(y, x, w, bias, m, n, N, K, e, reinterpret_cast<const char*>(next),
+                                reinterpret_cast<const char*>(next + share));
+            next += share, m += R;
+          };
+          while (m + RX <= m1) shared.template operator()<RX>();
+          // Two rows left are one 2 x J tile (2J independent sums, not J twice: an FMA's result
+          // is ready 4 cycles later, so a tile needs 8 sums in flight to keep both FMA units busy).
+          if (m + 2 <= m1) shared.template operator()<2>();
+          while (m < m1) shared.template operator()<1>();
+          continue;
+        }
+      }
+      // One tile (decoding): it prefetches the rows at the pace it reads its own.
+      const char* first = reinterpret_cast<const char*>(next);
       for (; m + RX <= m1; m += RX) tile<RX, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? first : nullptr);
-      // Two rows left are one 2 x J tile (2J independent sums, not J twice: an FMA's result is
-      // ready 4 cycles later, so a tile needs 8 sums in flight to keep both FMA units busy).
       if (RX > 2 && m + 2 <= m1) tile<2, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? first : nullptr), m += 2;
       for (; m < m1; ++m) tile<1, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? first : nullptr);
     }
