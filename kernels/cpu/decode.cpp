@@ -253,7 +253,8 @@ inline float hsum(Vec v) {
 
 // out[r][j] = x_r . w_j over K numbers, for R rows of x (stride ldx) and J rows of w (stride
 // ldw), in decode.h's order. `ahead`, when given, is prefetched along the way (see block): at
-// the pace W is read, or with kShared, one cache line a step until ahead_end.
+// the pace W is read, or with kShared, [ahead, ahead_end) a cache line every few steps, spread
+// over the whole loop.
 template <int R, int J, class W, bool kShared = false>
 inline void dots(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 ldw, i64 K,
                  const char* ahead = nullptr, const char* ahead_end = nullptr) {
@@ -261,6 +262,9 @@ inline void dots(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 ld
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < J; ++j) acc[r][j] = zero();
   const i64 K8 = K - K % 8;
+  // kShared: a line every `every` steps (1 when the share has more lines than the loop steps).
+  const i64 every = kShared ? std::max<i64>(1, (K8 / 8) * 64 / std::max<i64>(64, ahead_end - ahead)) : 1;
+  i64 countdown = every;
   for (i64 k = 0; k < K8; k += 8) {
     // J loads of W, then the rows of x one at a time: R x J sums + J + 1 registers (13 at 3 x 3).
     Vec wv[J];
@@ -269,8 +273,9 @@ inline void dots(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 ld
       if constexpr (!kShared) {
         for (int b = 0; b < kBytes; b += 64) prefetch(ahead + b);
         ahead += kBytes;
-      } else if (ahead < ahead_end) {
-        prefetch(ahead), ahead += 64;
+      } else if (--countdown == 0) {
+        countdown = every;
+        if (ahead < ahead_end) prefetch(ahead), ahead += 64;
       }
     }
     for (int j = 0; j < J; ++j) wv[j] = load(w + j * ldw + k);
@@ -307,9 +312,9 @@ inline void put(Epilogue e, float& dst, float v) {
 // faster than two. With more rows of x (a step of several sequences) the same J rows of W meet
 // several tiles of x, and only the first reads them from memory: if that tile asked for all of
 // the rows two on, the memory sat idle through the others. So there each tile asks for its
-// share of those rows, a cache line per step of k: gpt-12m's 24 matrices 1.03-1.13x faster at
-// 8 to 32 rows (bench/decode_ab.sh, both orders; docs/measurements.md, "The prefetches of a
-// step of several sequences"). Decoding's one or two rows take the path they took before.
+// share of those rows, spread over its loop: gpt-12m's 24 matrices 1.10-1.23x faster at 8 to
+// 32 rows (bench/decode_ab.sh, both orders; docs/measurements.md, "The prefetches of a step of
+// several sequences"). Decoding's one or two rows take the path they took before.
 constexpr i64 kPrefetchTiles = 2;
 constexpr i64 kStreamRows = 32;  // up to this many rows of x, W is read from memory rather than cache
 
