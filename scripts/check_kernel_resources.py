@@ -55,7 +55,11 @@ def kernel_commands(build):
 
 
 def compile_for_sm90(source, entry, folder):
-    """ptxas's report and the PTX of one file, compiled for sm_90 only."""
+    """ptxas's report and the PTX of one file, compiled for sm_90 only.
+
+    `-cubin` stops after the device code: the host half of the file (the other half of nvcc's
+    time) is the build's business, and ptxas's report is all this needs. On the 2-core machine,
+    alone, the whole check took 120 s as a full `-c` compile and 51 s this way (2026-11-28)."""
     words = shlex.split(entry["command"])
     kept = []
     skip = False
@@ -68,9 +72,11 @@ def compile_for_sm90(source, entry, folder):
             continue
         if word.startswith("--generate-code") or word.startswith("-gencode") or word.startswith("-arch"):
             continue
+        if word == "-c":
+            continue
         kept.append(word)
     base = os.path.join(folder, os.path.basename(source))
-    kept += ["-arch=sm_90", "-Xptxas", "-v", "--keep", "--keep-dir", folder, "-o", base + ".o"]
+    kept += ["-cubin", "-arch=sm_90", "-Xptxas", "-v", "--keep", "--keep-dir", folder, "-o", base + ".cubin"]
     result = subprocess.run(kept, cwd=entry["directory"], capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError("%s: nvcc failed:\n%s" % (source, result.stderr[-3000:]))

@@ -41,7 +41,7 @@ REQUIRED = [
     (r"^train: ?lab baseline: the bf16 baselines agree with PyTorch", "the kernel lab's bf16 baselines beside PyTorch's",
      lambda: True),
     (r"^notebook: ?", "the notebooks (cppyy, nbclient in .venv)", lambda: True),
-    (r"^models: ?cnn: ", "the handwritten digits (python3-sklearn) and the CNN against PyTorch", lambda: True),
+    (r"^models(_slow)?: ?cnn: ", "the handwritten digits (python3-sklearn) and the CNN against PyTorch", lambda: True),
     (r"^core: ?blocked matmul", "the AVX-512 GEMM on a CPU that has AVX-512", cpu_has_avx512),
     (r"^distributed: ?", "data-parallel training under mpirun (Debian's openmpi-bin, libopenmpi-dev)", lambda: True),
     (r"^serve: ?the openai package", "brrr serve with the real openai client (the .venv's openai)", lambda: True),

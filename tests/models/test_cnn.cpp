@@ -1,5 +1,6 @@
-// tests/models/test_cnn.cpp: the digits loader, the CNN against the same network in PyTorch,
-// and `brrr cnn`'s bar: >= 97% on the held-out digits (chapter 09, convolutions).
+// tests/models/test_cnn.cpp: the digits loader, and the CNN against the same network in PyTorch
+// (chapter 09, convolutions). `brrr cnn`'s bar, >= 97% on the held-out digits, is
+// tests/models/test_cnn_train.cpp.
 // The digits come with python3-sklearn (scripts/setup.sh); without it these say Skipped, and
 // scripts/check_required_tests.py fails a CI run on that.
 #include <doctest/doctest.h>
@@ -72,20 +73,4 @@ TEST_CASE("cnn: a brrr CNN's state dict loads in PyTorch and gives the same logi
   INFO(out);
   CHECK(rc == 0);
   CHECK(out.find("max abs difference") != std::string::npos);
-}
-
-TEST_CASE("cnn: brrr cnn reaches 97% on the held-out digits and writes its PNGs") {
-  if (!have_digits()) return test::skip("python3-sklearn's digits.csv.gz is not installed (scripts/setup.sh)");
-  const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-cnn-run";
-  std::filesystem::remove_all(dir);
-  std::string out;
-  const int rc = test::run(std::string(BRRR_CLI) + " cnn --out " + dir, &out);
-  INFO(out);
-  REQUIRE(rc == 0);
-  const std::size_t at = out.find("test accuracy: ");
-  REQUIRE(at != std::string::npos);
-  CHECK(std::stod(out.substr(at + 15)) >= 97.0);
-  for (const char* png : {"cnn_loss.png", "cnn_misclassified.png", "cnn_filters.png"})
-    CHECK(std::filesystem::file_size(dir + "/" + png) > 1000);
-  CHECK(test::run(std::string(BRRR_CLI) + " cnn --epochs 0", &out) == 2);  // a bad option: exit 2
 }

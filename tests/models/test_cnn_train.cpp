@@ -1,0 +1,35 @@
+// tests/models/test_cnn_train.cpp: `brrr cnn`'s bar, >= 97% on the held-out digits (chapter 09,
+// convolutions). Its own program, labelled models-slow (tests/models/CMakeLists.txt): it trained
+// for 8-25 s in the Release build on the 2-core machine and 138 s under the sanitizers, for
+// code that the faster tests of test_cnn.cpp and tests/core/test_conv.cpp already run there.
+// The digits come with python3-sklearn (scripts/setup.sh); without them this says Skipped, and
+// scripts/check_required_tests.py fails a CI run on that.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include "brrr/models/cnn.h"
+#include "tests/models/test_util.h"
+#include "tests/skip.h"
+
+using namespace brrr;
+
+namespace {
+bool have_digits() { return std::filesystem::exists(models::kDigitsPath); }
+}  // namespace
+
+TEST_CASE("cnn: brrr cnn reaches 97% on the held-out digits and writes its PNGs") {
+  if (!have_digits()) return test::skip("python3-sklearn's digits.csv.gz is not installed (scripts/setup.sh)");
+  const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-cnn-run";
+  std::filesystem::remove_all(dir);
+  std::string out;
+  const int rc = test::run(std::string(BRRR_CLI) + " cnn --out " + dir, &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  const std::size_t at = out.find("test accuracy: ");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stod(out.substr(at + 15)) >= 97.0);
+  for (const char* png : {"cnn_loss.png", "cnn_misclassified.png", "cnn_filters.png"})
+    CHECK(std::filesystem::file_size(dir + "/" + png) > 1000);
+  CHECK(test::run(std::string(BRRR_CLI) + " cnn --epochs 0", &out) == 2);  // a bad option: exit 2
+}
