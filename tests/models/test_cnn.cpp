@@ -15,10 +15,6 @@
 
 using namespace brrr;
 
-namespace {
-bool have_digits() { return std::filesystem::exists(models::kDigitsPath); }
-}  // namespace
-
 TEST_CASE("cnn: the digits load with the fixed split, and a missing file names the package") {
   std::string message;
   try {
@@ -27,7 +23,7 @@ TEST_CASE("cnn: the digits load with the fixed split, and a missing file names t
     message = e.what();
   }
   CHECK(message.find("python3-sklearn") != std::string::npos);
-  if (!have_digits()) return test::skip("python3-sklearn's digits.csv.gz is not installed (scripts/setup.sh)");
+  if (!test::have_digits()) return test::skip("python3-sklearn's digits.csv.gz is not installed (scripts/setup.sh)");
   const models::DigitsSplit d = models::load_digits();
   CHECK(d.train.size() == 1437);
   CHECK(d.test.size() == 360);

@@ -8,18 +8,13 @@
 
 #include <filesystem>
 
-#include "brrr/models/cnn.h"
 #include "tests/models/test_util.h"
 #include "tests/skip.h"
 
 using namespace brrr;
 
-namespace {
-bool have_digits() { return std::filesystem::exists(models::kDigitsPath); }
-}  // namespace
-
 TEST_CASE("cnn: brrr cnn reaches 97% on the held-out digits and writes its PNGs") {
-  if (!have_digits()) return test::skip("python3-sklearn's digits.csv.gz is not installed (scripts/setup.sh)");
+  if (!test::have_digits()) return test::skip("python3-sklearn's digits.csv.gz is not installed (scripts/setup.sh)");
   const std::string dir = std::string(BRRR_BINARY_DIR) + "/test-cnn-run";
   std::filesystem::remove_all(dir);
   std::string out;

@@ -1,8 +1,12 @@
-// tests/models/test_util.h: helpers for tests that call Python (PyTorch) as a peer.
+// tests/models/test_util.h: helpers for tests that call Python (PyTorch) as a peer, or read
+// what a Python package installed.
 #pragma once
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+
+#include "brrr/models/cnn.h"
 
 namespace brrr::test {
 
@@ -21,5 +25,8 @@ inline int run(const std::string& command, std::string* output = nullptr) {
 inline bool python_has(const std::string& module) {
   return run(std::string(BRRR_PYTHON) + " -c 'import " + module + "'") == 0;
 }
+
+// The handwritten digits of the CNN chapter, which python3-sklearn installs.
+inline bool have_digits() { return std::filesystem::exists(models::kDigitsPath); }
 
 }  // namespace brrr::test

@@ -393,8 +393,7 @@ TEST_CASE("kernel lab: a size whose reference would take long is checked smaller
   o.size = {1024, 2048, 2048};  // 2^33 FLOPs: checked at M = 512
   o.repeat = 1;
   // One variant is enough to see where it is checked and timed; the naive loop alone took 15 s
-  // at this size on 2 cores (20 times that under the sanitizers). `every CPU variant passes
-  // check mode` checks them all.
+  // at this size on 2 cores. `every CPU variant passes check mode` checks them all.
   o.variant = "eigen";
   const lab::Report report = lab::run(matmul, o);
   CHECK(report.size == "M=1024 N=2048 K=2048");
