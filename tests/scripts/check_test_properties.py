@@ -2,7 +2,7 @@
 """tests/scripts/check_test_properties.py: the properties ctest holds for the tests are the ones
 the CMake files meant to give them.
 
-doctest_discover_tests (tests/CMakeLists.txt) passes its PROPERTIES on as one flat list, so a
+doctest_discover_tests (tests/CMakeLists.txt, brrr_discover_tests) passes its PROPERTIES on as one flat list, so a
 value of two items, such as ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;BRRR_EMULATOR_SEED=2", loses its
 second item without a word. Until 2026-11-28 that made the emulator's "seed 2" and "seed 3" tests
 run seed 1's schedule again, and the 50-seed lab test run 10 seeds with no `slow` label. This
@@ -69,11 +69,11 @@ def faults(tests):
                 out.append(f"{name}: runs with BRRR_LAB_SEEDS={got}, not 50")
             if not any("slow" in label for label in labels(t)):
                 out.append(f"{name}: labels {labels(t)}: none has `slow`, so the sanitizer pass runs it")
+    if not seed1:
+        out.append("no `emulator:` tests of test_emulator: is this a build folder with the tests?")
     for seed in ("2", "3"):
         missing = sorted(seed1 - seeded.get(seed, set()))
-        if not seed1:
-            out.append("no `emulator:` tests of test_emulator: is this a build folder with the tests?")
-        elif missing:
+        if missing:
             out.append(f"seed {seed} lacks {len(missing)} of seed 1's emulator tests, e.g. {missing[0]}")
     return out
 
