@@ -122,8 +122,8 @@ int main(int argc, char** argv) {
   const double prefill_flops = 2.0 * 3 * C * C * T * L + 2.0 * 9 * C * C * (T * (L - 1) + 1) +
                                4.0 * C * T * (T + 1) / 2 * (L - 1) + 4.0 * C * T + 2.0 * C * static_cast<double>(c.vocab_size);
   const double peak = bench::fma_peak_gflops(get_num_threads());
-  std::printf("peak    %.0f GFLOP/s (an FMA loop, %d threads): the prefill's %.1f GFLOP ran at %.0f GFLOP/s, %.0f%% of it\n",
-              peak, get_num_threads(), prefill_flops / 1e9, prefill_flops / prefill_s / 1e9,
+  std::printf("peak    %.0f GFLOP/s (an FMA loop, %d-wide, %d threads): the prefill's %.1f GFLOP ran at %.0f GFLOP/s, %.0f%% of it\n",
+              peak, bench::kPeakLanes, get_num_threads(), prefill_flops / 1e9, prefill_flops / prefill_s / 1e9,
               100.0 * prefill_flops / prefill_s / 1e9 / peak);
   if (old) {  // the cached forward of kv_cache.cpp: tensors and ops, float32
     o.fast = false;

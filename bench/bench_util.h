@@ -53,20 +53,27 @@ void on_threads(int threads, const Body& body) {
 }
 
 // The CPU's arithmetic peak, measured: each of `threads` threads runs 12 independent chains of
-// 8-wide float32 multiply-adds (a = a * b + c, which -march=native compiles to one FMA
-// instruction; 12 chains hide the FMA's latency on two FMA units) for 100 million steps (about
-// 0.2 s on the project's Zen 3), and the FLOPs of all threads over the wall time are the peak in
-// GFLOP/s. No memory is touched: this is the roof of the roofline that no kernel can pass,
-// where a large matmul (the lab's `roof`) is what a good kernel reaches.
+// float32 multiply-adds as wide as the build's widest vector (16 lanes with AVX-512, 8 with AVX2:
+// a = a * b + c, which -march=native compiles to one FMA instruction; 12 chains hide the FMA's
+// latency on two FMA units) for 100 million steps (about 0.2 s on the project's Zen 3), and the
+// FLOPs of all threads over the wall time are the peak in GFLOP/s. No memory is touched: this is
+// the roof of the roofline that no kernel can pass, where a large matmul (the lab's `roof`) is
+// what a good kernel reaches.
+inline constexpr int kPeakLanes =
+#if defined(__AVX512F__)
+    16;
+#else
+    8;
+#endif
 inline double fma_peak_gflops(int threads) {
-  typedef float v8 __attribute__((vector_size(32)));
+  typedef float vec __attribute__((vector_size(4 * kPeakLanes)));
   constexpr int kChains = 12;
   constexpr long kIterations = 100'000'000;
   std::vector<float> sink(static_cast<std::size_t>(threads));
   const auto chains = [&](int t) {
-    v8 a[kChains];
-    for (int i = 0; i < kChains; ++i) a[i] = v8{} + (1.0f + 1e-7f * static_cast<float>(i + t));
-    const v8 b = v8{} + 0.9999999f, c = v8{} + 1e-7f;
+    vec a[kChains];
+    for (int i = 0; i < kChains; ++i) a[i] = vec{} + (1.0f + 1e-7f * static_cast<float>(i + t));
+    const vec b = vec{} + 0.9999999f, c = vec{} + 1e-7f;
     for (long it = 0; it < kIterations; ++it)
       for (int i = 0; i < kChains; ++i) a[i] = a[i] * b + c;
     float s = 0;
@@ -78,7 +85,7 @@ inline double fma_peak_gflops(int threads) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   volatile float kept = 0;  // the chains' results are used, so the loop is not dead code
   for (float s : sink) kept = kept + s;
-  return 2.0 * 8 * kChains * static_cast<double>(kIterations) * threads / seconds / 1e9;
+  return 2.0 * kPeakLanes * kChains * static_cast<double>(kIterations) * threads / seconds / 1e9;
 }
 
 // The read bandwidth, measured: `threads` threads each sum their share of a 256 MiB float32

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench/decode_ab.sh REV [C LAYERS THREADS PASSES M ...]: kernels/cpu/decode.cpp as it was at git
-# revision REV (build A) against the working tree's (build B), in one process taking turns
+# bench/decode_ab.sh REV [C LAYERS THREADS PASSES M ...]: the Decoder's kernels
+# (kernels/cpu/decode*) as they were at git revision REV (build A) against the working tree's
+# (build B), in one process taking turns
 # (bench/decode_ab.cpp says why). Defaults: gpt-12m's shape (384 6), 2 threads, 30 passes,
 # M = 1 8 16 32. Run it twice with A and B swapped (SWAP=1) before believing a few percent: the
 # build that runs second in each pass finds the caches as the first left them.
@@ -12,16 +13,27 @@ args=("$@")
 [[ ${#args[@]} -gt 0 ]] || args=(384 6 2 30 1 8 16 32)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-git show "$rev:kernels/cpu/decode.cpp" > "$work/a.cpp"
-cp kernels/cpu/decode.cpp "$work/b.cpp"
-[[ -n ${SWAP:-} ]] && { mv "$work/a.cpp" "$work/t.cpp"; mv "$work/b.cpp" "$work/a.cpp"; mv "$work/t.cpp" "$work/b.cpp"; }
+# The kernels' files at REV (build A) and in the working tree (build B), each build in its own
+# folder so that its .cpp files include its own decode_internal.h (REVs before 2026-11-28 have
+# decode.cpp alone).
+files=(kernels/cpu/decode.cpp kernels/cpu/decode_gemm.cpp kernels/cpu/decode_internal.h)
+for f in "${files[@]}"; do
+  mkdir -p "$work/a/$(dirname "$f")" "$work/b/$(dirname "$f")"
+  git cat-file -e "$rev:$f" 2>/dev/null && git show "$rev:$f" > "$work/a/$f"
+  [[ -f $f ]] && cp "$f" "$work/b/$f"
+done
+[[ -n ${SWAP:-} ]] && { mv "$work/a" "$work/t"; mv "$work/b" "$work/a"; mv "$work/t" "$work/b"; }
 # The flags of the library's Release build (CMakeLists.txt); the includes resolve from the
-# repository root, so the copies compile in the scratch folder.
+# build's folder first, then the repository root.
 flags=(-O3 -DNDEBUG -fopenmp -fno-math-errno -fno-trapping-math -march=native -std=c++20)
 includes=(-I"$PWD" -I"$PWD/kernels/include" -I"$PWD/base/include" -I"$PWD/framework/include")
+objects=()
 for build in a b; do
-  g++ "${flags[@]}" "${includes[@]}" "-Dcpu=cpu${build^^}" -c "$work/$build.cpp" -o "$work/$build.o"
+  for f in "$work/$build"/kernels/cpu/*.cpp; do
+    g++ "${flags[@]}" -I"$work/$build" "${includes[@]}" "-Dcpu=cpu${build^^}" -c "$f" -o "$f.o"
+    objects+=("$f.o")
+  done
 done
-g++ "${flags[@]}" "${includes[@]}" bench/decode_ab.cpp "$work/a.o" "$work/b.o" -o "$work/decode_ab"
+g++ "${flags[@]}" "${includes[@]}" bench/decode_ab.cpp "${objects[@]}" -o "$work/decode_ab"
 echo "# bench/decode_ab.sh $rev: A = $([[ -n ${SWAP:-} ]] && echo "the working tree" || echo "$rev"), B = $([[ -n ${SWAP:-} ]] && echo "$rev" || echo "the working tree"), $(date -u +%Y-%m-%dT%H:%MZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 "$work/decode_ab" "${args[@]}"

@@ -1,0 +1,170 @@
+// kernels/cpu/decode_internal.h: what the two files of the Decoder's kernels share (chapter 08):
+// decode.cpp (the team, the dot-product tiles of a few rows, LayerNorm, attention) and
+// decode_gemm.cpp (the GEMM tiles of many rows, and of a prefill's attention scores). Not part
+// of decode.h's interface: only those two files include it. Read before: decode.h. Read next:
+// decode.cpp.
+//
+// With AVX2 and FMA (this build's -march says whether) a vector is 8 floats; otherwise a plain
+// array of 8 that computes the same sums, so the numbers are the same bits either way.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "kernels/cpu/decode.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define BRRR_DECODE_AVX2 1
+#endif
+
+namespace brrr::kernels::cpu::decode_detail {
+
+using i64 = std::int64_t;
+
+// Runs fn(ctx, b) for b in [0, blocks) on decode.cpp's team of threads (see "The team" there).
+void run_blocks(i64 blocks, void (*fn)(void*, i64), void* ctx);
+
+// body(begin, end) over [0, n) in blocks of `grain`, on the team.
+template <class Body>
+void share(i64 n, i64 grain, const Body& body) {
+  if (n <= 0) return;
+  struct Job {
+    const Body* body;
+    i64 n, grain;
+  } job{&body, n, grain};
+  run_blocks((n + grain - 1) / grain, [](void* ctx, i64 b) {
+    const Job& j = *static_cast<const Job*>(ctx);
+    (*j.body)(b * j.grain, std::min(j.n, (b + 1) * j.grain));
+  }, &job);
+}
+
+inline float widen(float x) { return x; }
+inline float widen(std::uint16_t bits) {  // bfloat16 -> float32, exact
+  const std::uint32_t u = std::uint32_t{bits} << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+#if BRRR_DECODE_AVX2
+using Vec = __m256;
+inline Vec zero() { return _mm256_setzero_ps(); }
+inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec load(const std::uint16_t* p) {  // 8 bfloat16: widen to 32 bits, shift into the top half
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline void prefetch(const char* p) { _mm_prefetch(p, _MM_HINT_T0); }
+inline void prefetch_write(const float* p) { __builtin_prefetch(p, 1, 3); }
+inline Vec splat(float a) { return _mm256_set1_ps(a); }
+inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+inline Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+inline Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+inline Vec vmax(Vec a, Vec b) { return _mm256_max_ps(a, b); }
+// r[j][l] -> r[l][j]: 8 vectors of 8 as a matrix, transposed in registers (24 shuffles).
+inline void transpose8(Vec (&r)[8]) {
+  Vec t[8], u[8];
+  for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20), r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+}
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), as decode.h says.
+inline float hsum(Vec v) {
+  const __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l_i + l_{i+4}
+  const __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));                                  // a0 + a2, a1 + a3
+  return _mm_cvtss_f32(_mm_add_ss(b, _mm_shuffle_ps(b, b, 1)));
+}
+#else
+struct Vec {
+  float l[8];
+};
+inline Vec zero() { return Vec{}; }
+template <class T>
+inline Vec load(const T* p) {
+  Vec v;
+  for (int i = 0; i < 8; ++i) v.l[i] = widen(p[i]);
+  return v;
+}
+inline Vec fma(Vec a, Vec b, Vec c) {
+  for (int i = 0; i < 8; ++i) c.l[i] = std::fma(a.l[i], b.l[i], c.l[i]);
+  return c;
+}
+inline void prefetch(const char* p) { __builtin_prefetch(p); }
+inline void prefetch_write(const float* p) { __builtin_prefetch(p, 1, 3); }
+inline Vec splat(float a) {
+  Vec v;
+  for (float& l : v.l) l = a;
+  return v;
+}
+inline void store(float* p, Vec v) { std::memcpy(p, v.l, sizeof v.l); }
+inline Vec add(Vec a, Vec b) {
+  for (int i = 0; i < 8; ++i) a.l[i] += b.l[i];
+  return a;
+}
+inline Vec mul(Vec a, Vec b) {
+  for (int i = 0; i < 8; ++i) a.l[i] *= b.l[i];
+  return a;
+}
+inline Vec vmax(Vec a, Vec b) {  // as _mm256_max_ps: b where either is NaN
+  for (int i = 0; i < 8; ++i) a.l[i] = a.l[i] > b.l[i] ? a.l[i] : b.l[i];
+  return a;
+}
+inline void transpose8(Vec (&r)[8]) {
+  for (int i = 0; i < 8; ++i)
+    for (int j = i + 1; j < 8; ++j) std::swap(r[i].l[j], r[j].l[i]);
+}
+inline float hsum(Vec v) {
+  const float a0 = v.l[0] + v.l[4], a1 = v.l[1] + v.l[5], a2 = v.l[2] + v.l[6], a3 = v.l[3] + v.l[7];
+  return (a0 + a2) + (a1 + a3);
+}
+#endif
+
+// What a tile does with an output: store it or add it to y (the GELUs are stored, then applied
+// along the row by gelu_row). y is read only to add to it.
+inline void put(Epilogue e, float& dst, float v) {
+  if (e == Epilogue::kAdd) dst += v;
+  else dst = v;
+}
+
+// y = gelu(y) over n numbers, in vectors (decode.cpp).
+void gelu_row(float* y, i64 n, Epilogue e);
+
+// Calls f.template operator()<R>() with R = rows (1 .. 6) as a constant.
+template <class F>
+inline void with_rows(i64 rows, F&& f) {
+  switch (rows) {
+    case 6: f.template operator()<6>(); break;
+    case 5: f.template operator()<5>(); break;
+    case 4: f.template operator()<4>(); break;
+    case 3: f.template operator()<3>(); break;
+    case 2: f.template operator()<2>(); break;
+    case 1: f.template operator()<1>(); break;
+    default: break;
+  }
+}
+
+// Rows of x per tile of the GEMM (decode_gemm.cpp), and per group of attention's weighted sums.
+constexpr i64 kGemmRows = 6;
+// From this many rows of x on, linear_rows takes the GEMM. Below it, packing W costs more than
+// the GEMM's tile saves: gpt-12m's 24 matrices on 2 threads (docs/measurements.md) took 4.7-7.3
+// ms at 8 rows against the dot products' 3.8-4.1, 12.4-13.0 against 13.0-15.2 at 48 rows, and
+// 0.73-0.86 of the dot products' time at 64 to 256 rows.
+constexpr i64 kGemmThreshold = 48;
+
+// The GEMM of many rows (decode_gemm.cpp): linear_rows's numbers, for M >= kGemmThreshold.
+void gemm(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e);
+void gemm(float* y, const float* x, const std::uint16_t* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e);
+
+// A prefill's attention scores as GEMM tiles (decode_gemm.cpp): attend_rows's scores of rows
+// [0, n), for n >= kGemmRows.
+void gemm_scores(float* scores, i64 lds, const float* q, i64 ldq, const float* keys, i64 stride, i64 hs, i64 t0,
+                 i64 n, float scale);
+
+}  // namespace brrr::kernels::cpu::decode_detail
