@@ -342,8 +342,8 @@ void gemm(float* y, const float* x, const std::uint16_t* w, const float* bias, i
 }
 
 // The scores of rows [0, n) (row i's query at q + i * ldq, its keys 0 .. t0 + i) as GEMM tiles
-// (gemm_sums above): the keys 16 at a time packed into a panel, against 6 rows of queries at a
-// time. The numbers are tile_scores's (dots' order, then the last hs % 8 products, then the
+// (gemm_sums_pair above): the keys 16 at a time packed into a panel, two panels against 6 rows of
+// queries at a time. The numbers are tile_scores's (dots' order, then the last hs % 8 products, then the
 // scale). A tile writes the scores of a panel's keys up to its last row's position; those past
 // an earlier row's own position are never read.
 void gemm_scores(float* scores, i64 lds, const float* q, i64 ldq, const float* keys, i64 stride, i64 hs, i64 t0,
