@@ -15,6 +15,7 @@
 //   brrr kernel-lab gelu_forward --device emulator --mode counters   memory counters (lab/counters.h)
 //
 // Exit status 0 when every variant passed its check, 1 (with one line per failure) if not.
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <random>
@@ -53,7 +54,9 @@ std::string registry_listing(const std::string& only) {
     // Per device: one line per set of dtypes whose variants (and default) are the same, then
     // each variant's description once.
     for (const char* device : {"cpu", "cuda"}) {
-      std::map<std::string, std::vector<std::string>> dtypes_of;  // "cpu*, naive" -> its dtypes
+      // "cpu*, naive" -> its dtypes, in the order of DType (float32 first): the order of the
+      // variants' names would put float32's line first or not as the CPU has AVX-512 or not.
+      std::vector<std::pair<std::string, std::vector<std::string>>> dtypes_of;
       std::map<std::string, std::string> about;                   // variant -> its description
       std::map<DType, std::vector<std::string>> names;
       for (const kernels::VariantInfo& v : kernels::variants(op)) {
@@ -67,7 +70,13 @@ std::string registry_listing(const std::string& only) {
         if (!about.emplace(v.variant, line).second && about[v.variant] != line)
           about.emplace(v.variant + " (" + dtype_name(v.dtype) + ")", line);
       }
-      for (const auto& [dtype, list] : names) dtypes_of[join(list)].push_back(dtype_name(dtype));
+      for (const auto& [dtype, list] : names) {
+        const std::string variants = join(list);
+        const auto same = std::find_if(dtypes_of.begin(), dtypes_of.end(),
+                                       [&](const auto& e) { return e.first == variants; });
+        if (same == dtypes_of.end()) dtypes_of.push_back({variants, {dtype_name(dtype)}});
+        else same->second.push_back(dtype_name(dtype));
+      }
       for (const auto& [list, dtypes] : dtypes_of) text += "  " + std::string(device) + " " + join(dtypes) + ": " + list + "\n";
       for (const auto& [variant, line] : about) text += "    " + variant + ": " + line + "\n";
     }

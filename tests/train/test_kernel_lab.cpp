@@ -464,9 +464,11 @@ TEST_CASE("cli: brrr kernel-lab reports mistakes and runs small tables") {
   CHECK(contains(out, "check_indices (N, limit) [ch. 17]"));
   CHECK(contains(out, "layernorm_backward (N, C) [ch. 13, grad]"));
   CHECK(run_command(b + " kernels", &out) == 0);
-  // matmul on bf16 data first, then "cpu float32: " where an AVX-512 variant is float32's alone,
-  // else "cpu float32, float64: "; then the bf16 products autocast calls, matmul:bf16
-  CHECK(contains(out, "matmul\n  cpu bfloat16: cpu*\n  cpu float32"));
+  // A line per set of dtypes with the same variants, in DType's order: "cpu float32: " where an
+  // AVX-512 variant is float32's alone, else "cpu float32, float64: ", on every machine first;
+  // matmul on bf16 data after them; then the bf16 products autocast calls, matmul:bf16.
+  CHECK(contains(out, "matmul\n  cpu float32"));
+  CHECK(contains(out, "\n  cpu bfloat16: cpu*\n"));
   CHECK(contains(out, "matmul:bf16\n  cpu float32: "));
   CHECK(contains(out, "naive: the textbook triple loop"));
   CHECK(contains(out, "causal_attention\n"));
