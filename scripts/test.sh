@@ -20,7 +20,8 @@ jobs=$(nproc)
 # Without a GPU the CUDA objects never run here, so they are compiled to PTX for sm_90 only
 # (90-virtual): every kernel still goes through nvcc, and the ptxas test compiles each kernel file
 # to sm_90 machine code on its own. The default (sm_80 and sm_90 machine code, sm_90 PTX) took
-# 30.5 s for attention.cu where PTX alone took 11.9 (docs/measurements.md). With a GPU, the default.
+# 30.5 s for attention.cu where PTX alone took 11.9 (docs/measurements.md). With a GPU, test.sh
+# sets nothing: the build folder keeps what it has (CMakeLists.txt's default in a fresh clone).
 cuda_arch=()
 nvidia-smi -L >/dev/null 2>&1 || cuda_arch=(-DCMAKE_CUDA_ARCHITECTURES=90-virtual)
 echo "== Release build"
