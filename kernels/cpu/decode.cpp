@@ -376,6 +376,38 @@ void tile_scores(float* scores, i64 lds, const float* q, i64 ldq, const float* k
 
 namespace {
 
+// weigh_values's sums for d from d0 on, D vectors of L (decode_internal.h) at a time while they
+// fit in hs; returns where it stopped.
+template <int R, int D, class L>
+i64 weigh_blocks(float* out, i64 ldo, const float* scores, i64 lds, const float* values, i64 stride, i64 hs, i64 t0,
+                 i64 d0) {
+  using V = typename L::V;
+  constexpr i64 kWidth = D * L::kLanes;
+  for (; d0 + kWidth <= hs; d0 += kWidth) {
+    V acc[R][D];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < D; ++j) acc[r][j] = L::zero();
+    for (i64 p = 0; p < t0; ++p) {
+      const float* v = values + p * stride + d0;
+      V vj[D];
+      for (int j = 0; j < D; ++j) vj[j] = L::load(v + L::kLanes * j);
+      for (int r = 0; r < R; ++r) {
+        const V a = L::splat(scores[r * lds + p]);
+        for (int j = 0; j < D; ++j) acc[r][j] = L::fma(a, vj[j], acc[r][j]);
+      }
+    }
+    for (int r = 1; r < R; ++r)  // the later rows' last positions
+      for (i64 p = t0; p < t0 + r; ++p) {
+        const float* v = values + p * stride + d0;
+        const V a = L::splat(scores[r * lds + p]);
+        for (int j = 0; j < D; ++j) acc[r][j] = L::fma(a, L::load(v + L::kLanes * j), acc[r][j]);
+      }
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < D; ++j) L::store(out + r * ldo + d0 + L::kLanes * j, acc[r][j]);
+  }
+  return d0;
+}
+
 // o_r (hs) = sum over p < t0 + r of sc_r[p] v_p, for R consecutive rows r of one sequence (row r
 // sees t0 + r positions; its scores at scores + r * lds, its output at out + r * ldo): each o[d]
 // one FMA per p in increasing p, from 0, as attend_rows has always summed it. D vectors of d at
@@ -383,55 +415,10 @@ namespace {
 template <int R>
 void weigh_values(float* out, i64 ldo, const float* scores, i64 lds, const float* values, i64 stride, i64 hs, i64 t0) {
   i64 d0 = 0;
-#if BRRR_DECODE_AVX2 && defined(__AVX512F__)
-  // With AVX-512, 16 numbers of d per vector: the same chains, twice as wide.
-  constexpr int D16 = R <= 3 ? 4 : 2;
-  for (; d0 + 16 * D16 <= hs; d0 += 16 * D16) {
-    __m512 acc[R][D16];
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < D16; ++j) acc[r][j] = _mm512_setzero_ps();
-    for (i64 p = 0; p < t0; ++p) {
-      const float* v = values + p * stride + d0;
-      __m512 vj[D16];
-      for (int j = 0; j < D16; ++j) vj[j] = _mm512_loadu_ps(v + 16 * j);
-      for (int r = 0; r < R; ++r) {
-        const __m512 a = _mm512_set1_ps(scores[r * lds + p]);
-        for (int j = 0; j < D16; ++j) acc[r][j] = _mm512_fmadd_ps(a, vj[j], acc[r][j]);
-      }
-    }
-    for (int r = 1; r < R; ++r)
-      for (i64 p = t0; p < t0 + r; ++p) {
-        const float* v = values + p * stride + d0;
-        const __m512 a = _mm512_set1_ps(scores[r * lds + p]);
-        for (int j = 0; j < D16; ++j) acc[r][j] = _mm512_fmadd_ps(a, _mm512_loadu_ps(v + 16 * j), acc[r][j]);
-      }
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < D16; ++j) _mm512_storeu_ps(out + r * ldo + d0 + 16 * j, acc[r][j]);
-  }
+#if BRRR_DECODE_AVX512  // 16 numbers of d per vector: the same chains, twice as wide
+  d0 = weigh_blocks<R, (R <= 3 ? 4 : 2), Lanes16>(out, ldo, scores, lds, values, stride, hs, t0, d0);
 #endif
-  constexpr int D = R <= 2 ? 4 : 2;
-  for (; d0 + 8 * D <= hs; d0 += 8 * D) {
-    Vec acc[R][D];
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < D; ++j) acc[r][j] = zero();
-    for (i64 p = 0; p < t0; ++p) {
-      const float* v = values + p * stride + d0;
-      Vec vj[D];
-      for (int j = 0; j < D; ++j) vj[j] = load(v + 8 * j);
-      for (int r = 0; r < R; ++r) {
-        const Vec a = splat(scores[r * lds + p]);
-        for (int j = 0; j < D; ++j) acc[r][j] = fma(a, vj[j], acc[r][j]);
-      }
-    }
-    for (int r = 1; r < R; ++r)  // the later rows' last positions
-      for (i64 p = t0; p < t0 + r; ++p) {
-        const float* v = values + p * stride + d0;
-        const Vec a = splat(scores[r * lds + p]);
-        for (int j = 0; j < D; ++j) acc[r][j] = fma(a, load(v + 8 * j), acc[r][j]);
-      }
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < D; ++j) store(out + r * ldo + d0 + 8 * j, acc[r][j]);
-  }
+  d0 = weigh_blocks<R, (R <= 2 ? 4 : 2), Lanes8>(out, ldo, scores, lds, values, stride, hs, t0, d0);
   for (int r = 0; r < R; ++r) {
     float* o = out + r * ldo;
     std::fill(o + d0, o + hs, 0.0f);

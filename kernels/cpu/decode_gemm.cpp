@@ -46,36 +46,49 @@ constexpr i64 kPanel = 16;     // outputs per panel: two vectors
 // prefill's FLOPs at half the speed of the rest, measured in docs/measurements.md).
 constexpr i64 kPanelsPerBlock = 4, kBlockBytes = 192 * 1024;
 
+// One lane class of the tile, in L's vectors (decode_internal.h): R (<= 6) rows of x (a: the lane
+// class of a packed tile) against two vectors of outputs per step (b0 and b1, each a panel's
+// lane class or one half of it), 12 chains of FMAs from zero; row r's sums go to d0 + r * kPanel
+// and d1 + r * kPanel. Named accumulators: GCC 12 kept an array of 12 vectors on the stack.
+template <int R, class L>
+inline void lane_class_sums(float* d0, float* d1, const float* a, const float* b0, const float* b1, i64 T) {
+  using V = typename L::V;
+  V c00 = L::zero(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  V c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (i64 t = 0; t < T; ++t) {
+    const V w0 = L::load(b0 + t * kPanel), w1 = L::load(b1 + t * kPanel);
+#define BRRR_GEMM_ROW(r)                                                 \
+  if constexpr (R > r) {                                                 \
+    const V s = L::splat(a[t * kGemmRows + r]);                          \
+    c##r##0 = L::fma(s, w0, c##r##0), c##r##1 = L::fma(s, w1, c##r##1); \
+  }
+    BRRR_GEMM_ROW(0) BRRR_GEMM_ROW(1) BRRR_GEMM_ROW(2) BRRR_GEMM_ROW(3) BRRR_GEMM_ROW(4) BRRR_GEMM_ROW(5)
+#undef BRRR_GEMM_ROW
+  }
+  const V c[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  for (int r = 0; r < R; ++r) L::store(d0 + r * kPanel, c[r][0]), L::store(d1 + r * kPanel, c[r][1]);
+}
+
+// One vector of outputs' 8 lane sums (lane class l's at part + l * stride) added in dots' order,
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), into dst.
+template <class L>
+inline void add_lane_classes(float* dst, const float* part, i64 stride) {
+  const auto p = [&](int l) { return L::load(part + l * stride); };
+  L::store(dst, L::add(L::add(L::add(p(0), p(4)), L::add(p(2), p(6))), L::add(L::add(p(1), p(5)), L::add(p(3), p(7)))));
+}
+
 // The tile: R (<= 6) rows of a packed tile of x against a panel, the lane classes one after
-// another, then each output's 8 lane sums added in dots' order into sum[r][j] (the last K % 8
-// products not yet). Named accumulators: GCC 12 kept an array of 12 vectors on the stack.
+// another (8 outputs per vector: each step's two vectors are the panel's two halves), then each
+// output's 8 lane sums added in dots' order into sum[r][j] (the last K % 8 products not yet).
 template <int R>
 inline void gemm_sums(float (&sum)[R][kPanel], const float* xp, const float* wp, i64 T) {
   float part[8][R][kPanel];
   for (int l = 0; l < 8; ++l) {
-    const float* a = xp + l * T * kGemmRows;
     const float* b = wp + l * T * kPanel;
-    Vec c00 = zero(), c01 = zero(), c10 = zero(), c11 = zero(), c20 = zero(), c21 = zero();
-    Vec c30 = zero(), c31 = zero(), c40 = zero(), c41 = zero(), c50 = zero(), c51 = zero();
-    for (i64 t = 0; t < T; ++t) {
-      const Vec w0 = load(b + t * kPanel), w1 = load(b + t * kPanel + 8);
-#define BRRR_GEMM_ROW(r)                                           \
-  if constexpr (R > r) {                                           \
-    const Vec s = splat(a[t * kGemmRows + r]);                     \
-    c##r##0 = fma(s, w0, c##r##0), c##r##1 = fma(s, w1, c##r##1); \
+    lane_class_sums<R, Lanes8>(part[l][0], part[l][0] + 8, xp + l * T * kGemmRows, b, b + 8, T);
   }
-      BRRR_GEMM_ROW(0) BRRR_GEMM_ROW(1) BRRR_GEMM_ROW(2) BRRR_GEMM_ROW(3) BRRR_GEMM_ROW(4) BRRR_GEMM_ROW(5)
-#undef BRRR_GEMM_ROW
-    }
-    const Vec c[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    for (int r = 0; r < R; ++r) store(part[l][r], c[r][0]), store(part[l][r] + 8, c[r][1]);
-  }
-  // dots' order, 8 outputs at a time: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
   for (int r = 0; r < R; ++r)
-    for (int h = 0; h < kPanel; h += 8) {
-      const auto p = [&](int l) { return load(part[l][r] + h); };
-      store(sum[r] + h, add(add(add(p(0), p(4)), add(p(2), p(6))), add(add(p(1), p(5)), add(p(3), p(7)))));
-    }
+    for (int h = 0; h < kPanel; h += 8) add_lane_classes<Lanes8>(sum[r] + h, &part[0][r][h], R * kPanel);
 }
 
 // Two panels at a time: the tile's sums for 32 outputs. With AVX-512, a panel's 16 outputs fill
@@ -85,40 +98,20 @@ inline void gemm_sums(float (&sum)[R][kPanel], const float* xp, const float* wp,
 // numbers are gemm_sums' to the bit. Without AVX-512 it is gemm_sums twice.
 template <int R>
 inline void gemm_sums_pair(float (&sum)[2][R][kPanel], const float* xp, const float* wp0, const float* wp1, i64 T) {
-#if BRRR_DECODE_AVX2 && defined(__AVX512F__)
+#if BRRR_DECODE_AVX512
   alignas(64) float part[8][2][R][kPanel];
-  for (int l = 0; l < 8; ++l) {
-    const float* a = xp + l * T * kGemmRows;
-    const float* b0 = wp0 + l * T * kPanel;
-    const float* b1 = wp1 + l * T * kPanel;
-    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-    __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    for (i64 t = 0; t < T; ++t) {
-      const __m512 w0 = _mm512_loadu_ps(b0 + t * kPanel), w1 = _mm512_loadu_ps(b1 + t * kPanel);
-#define BRRR_GEMM_ROW(r)                                                                 \
-  if constexpr (R > r) {                                                                 \
-    const __m512 s = _mm512_set1_ps(a[t * kGemmRows + r]);                               \
-    c##r##0 = _mm512_fmadd_ps(s, w0, c##r##0), c##r##1 = _mm512_fmadd_ps(s, w1, c##r##1); \
-  }
-      BRRR_GEMM_ROW(0) BRRR_GEMM_ROW(1) BRRR_GEMM_ROW(2) BRRR_GEMM_ROW(3) BRRR_GEMM_ROW(4) BRRR_GEMM_ROW(5)
-#undef BRRR_GEMM_ROW
-    }
-    const __m512 c[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    for (int r = 0; r < R; ++r) _mm512_store_ps(part[l][0][r], c[r][0]), _mm512_store_ps(part[l][1][r], c[r][1]);
-  }
+  for (int l = 0; l < 8; ++l)
+    lane_class_sums<R, Lanes16>(part[l][0][0], part[l][1][0], xp + l * T * kGemmRows, wp0 + l * T * kPanel,
+                                wp1 + l * T * kPanel, T);
   for (int q = 0; q < 2; ++q)
-    for (int r = 0; r < R; ++r) {
-      const auto p = [&](int l) { return _mm512_load_ps(part[l][q][r]); };
-      _mm512_storeu_ps(sum[q][r], _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(p(0), p(4)), _mm512_add_ps(p(2), p(6))),
-                                                _mm512_add_ps(_mm512_add_ps(p(1), p(5)), _mm512_add_ps(p(3), p(7)))));
-    }
+    for (int r = 0; r < R; ++r) add_lane_classes<Lanes16>(sum[q][r], part[0][q][r], 2 * R * kPanel);
 #else
   gemm_sums<R>(sum[0], xp, wp0, T);
   gemm_sums<R>(sum[1], xp, wp1, T);
 #endif
 }
 
-#if BRRR_DECODE_AVX2 && defined(__AVX512F__)
+#if BRRR_DECODE_AVX512
 // Two full tiles of x (12 rows) against two panels (32 outputs): 24 vectors of sums, 24 FMAs
 // from 2 loads of W and 12 broadcasts of x, so each load of W serves 12 rows where
 // gemm_sums_pair's serves 6: half the reads of W from L2. Same chains, same order, same bits.
@@ -154,11 +147,8 @@ inline void gemm_sums_quad(float (&sum)[2][2][kGemmRows][kPanel], const float* x
   }
   for (int i = 0; i < 2; ++i)
     for (int q = 0; q < 2; ++q)
-      for (int r = 0; r < kGemmRows; ++r) {
-        const auto p = [&](int l) { return _mm512_load_ps(part[l][i][q][r]); };
-        _mm512_storeu_ps(sum[i][q][r], _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(p(0), p(4)), _mm512_add_ps(p(2), p(6))),
-                                                     _mm512_add_ps(_mm512_add_ps(p(1), p(5)), _mm512_add_ps(p(3), p(7)))));
-      }
+      for (int r = 0; r < kGemmRows; ++r)
+        add_lane_classes<Lanes16>(sum[i][q][r], part[0][i][q][r], 2 * 2 * kGemmRows * kPanel);
 }
 #endif
 
@@ -290,7 +280,7 @@ void gemm_impl(float* y, const float* x, const W* w, const float* bias, i64 M, i
     }
     for (i64 i = 0; i < tiles; ++i) {
       const i64 m = i * kGemmRows;
-#if BRRR_DECODE_AVX2 && defined(__AVX512F__)
+#if BRRR_DECODE_AVX512
       if (M - m >= 2 * kGemmRows) {  // two full tiles at a time
         for (i64 p = p0; p < p1; p += 2) {
           const i64 n = p * kPanel;

@@ -126,6 +126,33 @@ inline float hsum(Vec v) {
 }
 #endif
 
+// The vector a loop's sums run in, as a type: Lanes8 (Vec above) and, with AVX-512, Lanes16. A
+// loop written once over L computes the same chains at either width; only how many outputs one
+// instruction serves changes.
+struct Lanes8 {
+  using V = Vec;
+  static constexpr int kLanes = 8;
+  static V zero() { return decode_detail::zero(); }
+  static V load(const float* p) { return decode_detail::load(p); }
+  static V fma(V a, V b, V c) { return decode_detail::fma(a, b, c); }
+  static V splat(float a) { return decode_detail::splat(a); }
+  static V add(V a, V b) { return decode_detail::add(a, b); }
+  static void store(float* p, V v) { decode_detail::store(p, v); }
+};
+#if BRRR_DECODE_AVX2 && defined(__AVX512F__)
+#define BRRR_DECODE_AVX512 1
+struct Lanes16 {
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V splat(float a) { return _mm512_set1_ps(a); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+};
+#endif
+
 // What a tile does with an output: store it or add it to y (the GELUs are stored, then applied
 // along the row by gelu_row). y is read only to add to it.
 inline void put(Epilogue e, float& dst, float v) {
