@@ -336,17 +336,8 @@ void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* 
 
 void layer_norm_rows(float* y, const float* x, const float* w, const float* b, i64 M, i64 C, float eps) {
   share(M, 16, [&](i64 m0, i64 m1) {
-    for (i64 m = m0; m < m1; ++m) {
-      const float* row = x + m * C;
-      double sum = 0, sq = 0;
-      for (i64 c = 0; c < C; ++c) sum += row[c];
-      const double mean = sum / static_cast<double>(C);
-      for (i64 c = 0; c < C; ++c) sq += (row[c] - mean) * (row[c] - mean);
-      const float mu = static_cast<float>(mean);
-      const float rstd = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(C) + eps));
-      float* out = y + m * C;
-      for (i64 c = 0; c < C; ++c) out[c] = (row[c] - mu) * rstd * w[c] + (b ? b[c] : 0.0f);
-    }
+    double mean, rstd;
+    for (i64 m = m0; m < m1; ++m) layer_norm_row(y + m * C, mean, rstd, x + m * C, w, b, C, eps);
   });
 }
 

@@ -36,7 +36,7 @@ void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* 
                  std::int64_t K, Epilogue epilogue);
 
 // y (M, C) = LayerNorm of each row of x (M, C) (mean and variance in float64), then * w + b
-// (b may be nullptr).
+// (b may be nullptr): cpu.h's layer_norm_row, the training forward's numbers.
 void layer_norm_rows(float* y, const float* x, const float* w, const float* b, std::int64_t M, std::int64_t C,
                      float eps);
 
