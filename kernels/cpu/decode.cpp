@@ -402,12 +402,13 @@ i64 weigh_blocks(float* out, i64 ldo, const float* scores, i64 lds, const float*
 // o_r (hs) = sum over p < t0 + r of sc_r[p] v_p, for R consecutive rows r of one sequence (row r
 // sees t0 + r positions; its scores at scores + r * lds, its output at out + r * ldo): each o[d]
 // one FMA per p in increasing p, from 0, as attend_rows has always summed it. D vectors of d at
-// a time for all R rows, R x D = 8 to 12 sums in flight: each load of v serves R rows.
+// a time for all R rows, R x D = 8 to 12 sums in flight (with AVX-512, 4 vectors: a head of 64
+// numbers at once, up to 24 sums): each load of v serves R rows.
 template <int R>
 void weigh_values(float* out, i64 ldo, const float* scores, i64 lds, const float* values, i64 stride, i64 hs, i64 t0) {
   i64 d0 = 0;
 #if BRRR_DECODE_AVX512  // 16 numbers of d per vector: the same chains, twice as wide
-  d0 = weigh_blocks<R, (R <= 3 ? 4 : 2), Lanes16>(out, ldo, scores, lds, values, stride, hs, t0, d0);
+  d0 = weigh_blocks<R, 4, Lanes16>(out, ldo, scores, lds, values, stride, hs, t0, d0);
 #endif
   d0 = weigh_blocks<R, (R <= 2 ? 4 : 2), Lanes8>(out, ldo, scores, lds, values, stride, hs, t0, d0);
   for (int r = 0; r < R; ++r) {

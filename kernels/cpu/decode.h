@@ -60,8 +60,11 @@ void attend_row(float* out, const float* q, const float* keys, const float* valu
                 std::int64_t stride, std::int64_t hs, float* scores);
 
 // The rows of one sequence that attend_rows takes at a time, in the Decoder and in the
-// registry's attend_rows: a prefill's (group, head) pairs are the threads' units of work.
-constexpr std::int64_t kAttendGroup = 16;
+// registry's attend_rows: a prefill's (group, head) pairs are the threads' units of work. Each
+// group packs its keys into panels once (decode_gemm.cpp's gemm_scores), so the fewer groups, the
+// less packing: at 16 rows the packing was 40% of gemm_scores in GPT-2's 512-token prefill (perf,
+// docs/measurements.md), at 64 a quarter of that, with still 96 units of work at 512 rows.
+constexpr std::int64_t kAttendGroup = 64;
 
 // The same for n consecutive rows of one sequence and head (a prefill): row i's query, at
 // q + i * ldq, attends over positions 0 .. t0 + i; its output goes to out + i * ldo and its
@@ -73,7 +76,7 @@ void attend_rows(float* out, std::int64_t ldo, const float* q, std::int64_t ldq,
                  float* scores, std::int64_t lds);
 
 // The registry's linear_rows and attend_rows (kernels/signatures.h; chapter 11's kernel lab
-// checks and times them): float32, the kernels above ("tiles"; attend_rows in groups of 16
+// checks and times them): float32, the kernels above ("tiles"; attend_rows in groups of kAttendGroup
 // rows, as the Decoder calls it); float64, plain loops ("loop").
 void linear_rows_op(float* y, const float* x, const float* w, const float* bias, std::int64_t M, std::int64_t N,
                     std::int64_t K, int epilogue);

@@ -140,7 +140,7 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
   }
   const float eps = static_cast<float>(config_.layer_norm_eps);
   const kc::Epilogue gelu = config_.activation == "gelu_erf" ? kc::Epilogue::kGeluErf : kc::Epilogue::kGeluTanh;
-  // Attention works on groups of up to kc::kAttendGroup (16) consecutive rows of one sequence (a
+  // Attention works on groups of up to kc::kAttendGroup (64) consecutive rows of one sequence (a
   // prefill's), whose scores are tiles of dot products (kc::attend_rows); a decoding step's rows
   // are one each.
   groups_.clear();

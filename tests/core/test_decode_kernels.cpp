@@ -148,7 +148,7 @@ TEST_CASE("attend_rows: against a float64 softmax attention, and each row the sa
   std::mt19937 rng(11);
   for (i64 hs : {1, 5, 8, 13, 16, 24, 64, 70})
     for (i64 t0 : {0, 1, 17, 40})
-      for (i64 n : {1, 2, 3, 5, 6, 7, 16, 21}) {
+      for (i64 n : {1, 2, 3, 5, 6, 7, 16, 21, 64}) {  // 64: kAttendGroup, a prefill's group
         INFO("hs ", hs, " t0 ", t0, " n ", n);
         const Attention a(t0, n, hs, rng);
         const i64 lds = t0 + n;
