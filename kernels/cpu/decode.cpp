@@ -331,6 +331,7 @@ void linear_rows(float* y, const float* x, const float* w, const float* bias, i6
 }
 void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* bias, i64 M, i64 N, i64 K,
                  Epilogue e) {
+  if (amx_enabled()) return linear_rows_amx(y, x, w, bias, M, N, K, e);
   linear_rows_impl(y, x, w, bias, M, N, K, e);
 }
 

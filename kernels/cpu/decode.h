@@ -29,11 +29,26 @@ enum class Epilogue {
 };
 
 // y (M, N) = x (M, K) @ W^T (+ bias), W (N, K) row-major (a Linear's weight), x and y with row
-// strides K and N. W is float32, or bfloat16 bits (the top half of a float32; widened exactly).
+// strides K and N. W is float32, or bfloat16 bits (the top half of a float32; widened exactly;
+// on the tile unit instead while amx_enabled(), below).
 void linear_rows(float* y, const float* x, const float* w, const float* bias, std::int64_t M, std::int64_t N,
                  std::int64_t K, Epilogue epilogue);
 void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* bias, std::int64_t M, std::int64_t N,
                  std::int64_t K, Epilogue epilogue);
+
+// bfloat16 weights on Intel's AMX tile unit (decode_amx.cpp): x split into two bf16 (hi + lo)
+// whose products the unit sums; not the FMA sums' bits above, but the same bits for a row
+// whatever M and the thread count. amx_available: this CPU has the unit and the OS lets brrr use
+// it. linear_rows with bfloat16 weights takes it while amx_enabled(): where available and the
+// environment sets BRRR_AMX=1 (it pays for batches of rows, not for decoding's one: see
+// decode_amx.cpp); set_amx_enabled switches it for the whole process (tests and benchmarks
+// compare the two paths). linear_rows_amx is that path alone (an error where the unit is not
+// available).
+bool amx_available();
+bool amx_enabled();
+void set_amx_enabled(bool on);
+void linear_rows_amx(float* y, const float* x, const std::uint16_t* w, const float* bias, std::int64_t M,
+                     std::int64_t N, std::int64_t K, Epilogue epilogue);
 
 // y (M, C) = LayerNorm of each row of x (M, C) (mean and variance in float64), then * w + b
 // (b may be nullptr): cpu.h's layer_norm_row, the training forward's numbers.

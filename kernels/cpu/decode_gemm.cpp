@@ -1,8 +1,8 @@
 // kernels/cpu/decode_gemm.cpp: the Decoder's kernels for many rows (chapter 08): linear_rows
 // from kGemmThreshold rows of x (a prefill, a step of many sequences) and a prefill's attention
 // scores, as GEMM tiles that compute the dot products' very numbers. Read before: decode.cpp
-// (the dot products, whose order these tiles keep). Read next: models/gpt/decode.cpp (the
-// Decoder that calls them).
+// (the dot products, whose order these tiles keep). Read next: decode_amx.cpp (bf16 weights on
+// AMX's tile unit), then models/gpt/decode.cpp (the Decoder that calls them).
 #include <algorithm>
 #include <cstring>
 

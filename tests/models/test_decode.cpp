@@ -14,6 +14,7 @@
 #include "brrr/brrr.h"
 #include "brrr/models/decode.h"
 #include "brrr/models/generate.h"
+#include "kernels/cpu/decode.h"
 
 using namespace brrr;
 
@@ -53,6 +54,13 @@ std::vector<float> last_logits(models::GPT& model, const std::vector<std::uint32
 }
 
 std::vector<float> copy(const float* p, std::int64_t n) { return std::vector<float>(p, p + n); }
+
+// Sets whether bfloat16 weights take AMX's tile unit (kernels/cpu/decode.h) for a scope.
+struct AmxScope {
+  bool was = kernels::cpu::amx_enabled();
+  explicit AmxScope(bool on) { kernels::cpu::set_amx_enabled(on); }
+  ~AmxScope() { kernels::cpu::set_amx_enabled(was); }
+};
 
 }  // namespace
 
@@ -200,6 +208,7 @@ TEST_CASE("decode: forward over several sequences' prompts and steps gives every
 }
 
 TEST_CASE("decode: bfloat16 weights give the float32 path's bits on the weights rounded to bfloat16") {
+  const AmxScope fma(false);  // the FMA path's property; the tile unit's sums are its own
   const models::GPTConfig c = kShapes[0];
   auto model = make_model(c, 5);
   auto rounded = make_model(c, 5);
@@ -231,6 +240,40 @@ TEST_CASE("decode: bfloat16 weights give the float32 path's bits on the weights 
   const auto tokens = models::generate(*model, prompt, o);
   o.weights = kFloat32;
   CHECK(tokens == models::generate(*rounded, prompt, o));
+}
+
+TEST_CASE("decode: bfloat16 weights on AMX's tile unit: a row's bits alone or among others, near the FMA path's") {
+  if (!kernels::cpu::amx_available()) {
+    MESSAGE("no AMX tile unit here (or the OS refuses it): nothing to check");
+    return;
+  }
+  for (const models::GPTConfig& c : kShapes) {
+    auto model = make_model(c, 9);
+    models::Decoder decoder(*model, kBFloat16);
+    std::vector<std::uint32_t> prompt(40);  // 40 rows: the tile unit's many-rows layout (from 32)
+    for (std::size_t i = 0; i < prompt.size(); ++i)
+      prompt[i] = static_cast<std::uint32_t>((i * 7 + 3) % c.vocab_size);
+    std::vector<float> fma_logits;
+    {
+      const AmxScope off(false);
+      models::DecodeState s;
+      fma_logits = copy(decoder.prefill(s, prompt), c.vocab_size);
+    }
+    const AmxScope on(true);
+    models::DecodeState whole, stepped;
+    const std::vector<float> logits = copy(decoder.prefill(whole, prompt), c.vocab_size);
+    // The same sequence a row at a time (the few-rows layout): the same bits.
+    const float* last = decoder.prefill(stepped, {prompt[0]});
+    for (std::size_t i = 1; i < prompt.size(); ++i) last = decoder.step(stepped, prompt[i]);
+    CHECK(std::memcmp(last, logits.data(), c.vocab_size * sizeof(float)) == 0);
+    // Near the FMA path's: x's split keeps 16 of its 24 bits, the sums are float32 either way.
+    float top = 0, worst = 0;
+    for (std::int64_t v = 0; v < c.vocab_size; ++v)
+      top = std::max(top, std::abs(fma_logits[v])), worst = std::max(worst, std::abs(logits[v] - fma_logits[v]));
+    CHECK(worst <= 1e-4f * top);
+    // And not the FMA path's bits everywhere: the switch did switch.
+    CHECK(std::memcmp(fma_logits.data(), logits.data(), c.vocab_size * sizeof(float)) != 0);
+  }
 }
 
 TEST_CASE("decode: bad input is a one-line error") {
