@@ -2,7 +2,8 @@
 // chapter 20) at R = 1, 2, 4, 8, 16, 32 sequences decoding one token each: the time per step
 // and per token. A step reads every weight once whatever R is, so while the weights dominate,
 // tokens per second grow with R (GEMV -> GEMM).
-//   build/bench/bench_serve_step [preset=cpu-tiny] [threads] [R,R,...=1,2,4,8,16,32]
+//   build/bench/bench_serve_step [preset=cpu-tiny] [threads] [R,R,...=1,2,4,8,16,32] [float32|bf16]
+// bf16: the weights as brrr serve --dtype bf16 reads them (BRRR_AMX=1: on AMX's tile unit).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,10 +20,15 @@ int main(int argc, char** argv) {
   Generator gen(1);
   auto model = std::make_shared<models::GPT>(models::gpt_preset(preset), gen);
   model->eval();
-  serve::ModelRunner runner(model);
+  const std::string dtype = argc > 4 ? argv[4] : "float32";
+  if (dtype != "float32" && dtype != "bf16") {
+    std::fprintf(stderr, "usage: bench_serve_step [preset] [threads] [R,R,...] [float32|bf16]\n");
+    return 2;
+  }
+  serve::ModelRunner runner(model, dtype == "bf16" ? kBFloat16 : kFloat32);
   const std::int64_t T = runner.config().block_size;
-  std::printf("bench_serve_step %s, %d threads: decode steps at position %lld\n", preset.c_str(), get_num_threads(),
-              static_cast<long long>(T / 2));
+  std::printf("bench_serve_step %s, %d threads, %s weights: decode steps at position %lld\n", preset.c_str(),
+              get_num_threads(), dtype.c_str(), static_cast<long long>(T / 2));
   std::printf("%4s | %10s | %12s | %10s\n", "R", "ms/step", "tokens/s", "vs R=1");
   double base = 0.0;
   std::vector<int> rows{1, 2, 4, 8, 16, 32};

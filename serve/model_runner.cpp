@@ -22,8 +22,8 @@ namespace brrr::serve {
 
 using i64 = std::int64_t;
 
-ModelRunner::ModelRunner(std::shared_ptr<models::GPT> model)
-    : model_(std::move(model)), config_(model_->config()), decoder_(*model_, kFloat32) {}
+ModelRunner::ModelRunner(std::shared_ptr<models::GPT> model, DType weights)
+    : model_(std::move(model)), config_(model_->config()), decoder_(*model_, weights) {}
 
 SequenceCache ModelRunner::new_cache() const {
   SequenceCache cache;

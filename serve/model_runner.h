@@ -43,8 +43,10 @@ struct StepInput {
 
 class ModelRunner {
  public:
-  // The model's parameters are read in place (float32, on the CPU); model is kept alive.
-  explicit ModelRunner(std::shared_ptr<models::GPT> model);
+  // The model's parameters are read in place (float32, on the CPU), or, with weights kBFloat16,
+  // its matrices rounded once to a bfloat16 copy (half the bytes a step reads; with BRRR_AMX=1
+  // on a CPU with AMX, the tile unit's products: kernels/cpu/decode_amx.cpp); model is kept alive.
+  explicit ModelRunner(std::shared_ptr<models::GPT> model, DType weights = kFloat32);
 
   const models::GPTConfig& config() const { return config_; }
   SequenceCache new_cache() const;
@@ -62,7 +64,7 @@ class ModelRunner {
  private:
   std::shared_ptr<models::GPT> model_;
   models::GPTConfig config_;
-  models::Decoder decoder_;  // float32: the model's own weights, read in place
+  models::Decoder decoder_;  // float32: the model's own weights, read in place; or their bfloat16 copy
   std::vector<SequenceCache*> states_;  // step's scratch
   std::vector<std::int64_t> counts_, wanted_;
   std::vector<std::uint32_t> tokens_;

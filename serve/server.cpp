@@ -312,6 +312,7 @@ void Server::State::routes() {
     const json meta = {{"n_ctx", c.block_size}, {"n_vocab", vocab()}, {"n_layer", c.n_layer}, {"n_head", c.n_head},
                        {"n_embd", c.n_embd}, {"n_params", c.num_parameters()}, {"slots", options.slots},
                        {"kv_cache_bytes_per_slot", runner->cache_bytes_per_sequence()},
+                       {"dtype", options.weights == kBFloat16 ? "bf16" : "float32"},
                        {"tokenizer", loaded.tokenizer->kind()}, {"attention_maps", c.num_parameters() <= options.attention_limit}};
     reply(res, 200, {{"object", "list"}, {"data", json::array({{{"id", options.model_name}, {"object", "model"},
                                                                 {"created", created}, {"owned_by", "brrr"}, {"meta", meta}}})}});
@@ -387,7 +388,7 @@ void Server::start() {
   s.loading = std::thread([&s] {
     try {
       LoadedModel m = s.loader();
-      auto runner = std::make_unique<ModelRunner>(m.model);
+      auto runner = std::make_unique<ModelRunner>(m.model, s.options.weights);
       SchedulerOptions so{s.options.slots, s.options.queue, s.options.threads, s.options.prefill_chunk};
       auto scheduler = std::make_unique<Scheduler>(*runner, *m.tokenizer, so);
       s.loaded = std::move(m);

@@ -38,6 +38,7 @@ struct ServerOptions {
   std::size_t max_body_bytes = 1 << 20;  // a longer body is answered 413
   std::string model_name = "brrr";
   std::int64_t attention_limit = 200'000'000;  // parameters above which /v1/attention refuses
+  DType weights = kFloat32;  // what the steps read: the model's float32 weights, or a bfloat16 copy
 };
 
 // What the loader returns: the model (float32, on the CPU) and its tokenizer.

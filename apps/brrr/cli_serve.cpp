@@ -44,7 +44,7 @@ std::string basename_of(std::string path) {
 
 void add_serve_commands(CLI::App& app) {
   struct ServeArgs {
-    std::string checkpoint = "out", tokenizer;
+    std::string checkpoint = "out", tokenizer, dtype = "float32";
     serve::ServerOptions options;
     int threads = 0;
   };
@@ -65,8 +65,14 @@ void add_serve_commands(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 20))->capture_default_str();
   serve->add_option("--threads", a->threads, "CPU threads of the model's steps (0: all)")->check(CLI::NonNegativeNumber)->capture_default_str();
   serve->add_option("--api-key", a->options.api_key, "Require Authorization: Bearer KEY on every API call");
+  serve->add_option("--dtype", a->dtype, "The weights the steps read: float32, or bf16 (rounded to bfloat16 once, half "
+                    "the bytes per step; products and sums in float32; BRRR_AMX=1 puts them on AMX's tile unit where "
+                    "the CPU has one)")
+      ->check(CLI::IsMember({"float32", "bf16"}))
+      ->capture_default_str();
   serve->callback([a] {
     a->options.threads = a->threads;
+    a->options.weights = a->dtype == "bf16" ? kBFloat16 : kFloat32;
     a->options.model_name = basename_of(a->checkpoint);
     const std::string checkpoint = a->checkpoint, tokenizer = a->tokenizer;
     serve::Server server(a->options, [checkpoint, tokenizer] {

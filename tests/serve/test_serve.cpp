@@ -23,6 +23,7 @@
 #include "brrr/parallel.h"
 #include "brrr/tensor.h"
 #include "doctest/doctest.h"
+#include "kernels/cpu/decode.h"
 #include "serve/model_runner.h"
 #include "serve/server.h"
 #include "serve/text_stream.h"
@@ -124,7 +125,13 @@ TEST_CASE("runner: its logits match GPT::forward's") {
 }
 
 TEST_CASE("runner: a sequence's logits are the same bits alone, batched, chunked and at any thread count") {
-  serve::ModelRunner runner(small_model());
+  // float32 weights; bfloat16 weights on FMAs; and on AMX's tile unit where the CPU has one.
+  const bool amx_was = kernels::cpu::amx_enabled();
+  for (int weights = 0; weights < 3; ++weights) {
+  if (weights == 2 && !kernels::cpu::amx_available()) break;
+  kernels::cpu::set_amx_enabled(weights == 2);
+  CAPTURE(weights);
+  serve::ModelRunner runner(small_model(), weights == 0 ? kFloat32 : kBFloat16);
   const std::vector<std::vector<std::uint32_t>> prompts = {
       ids_of({1, 2, 3}), ids_of({40, 41, 12, 13, 14, 15, 16, 17, 18, 19, 20}), ids_of({7}),
       ids_of({9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21})};
@@ -143,6 +150,8 @@ TEST_CASE("runner: a sequence's logits are the same bits alone, batched, chunked
     CHECK(pairs[s] == alone[s]);
     CHECK(chunked[s] == alone[s]);
   }
+  }
+  kernels::cpu::set_amx_enabled(amx_was);
 }
 
 TEST_CASE("runner: the attention map of the last token sums to 1 over the context, per layer and head") {
@@ -222,6 +231,7 @@ TEST_CASE("server: health, models, completions, tokenize and detokenize") {
   auto models = r.client().Get("/v1/models");
   REQUIRE(models);
   CHECK(json::parse(models->body)["data"][0]["meta"]["n_ctx"] == 48);
+  CHECK(json::parse(models->body)["data"][0]["meta"]["dtype"] == "float32");
   const json a = completion(r, {{"prompt", "hello"}, {"max_tokens", 7}, {"temperature", 0}, {"logprobs", 3}});
   CHECK(a["object"] == "text_completion");
   CHECK(a["usage"]["prompt_tokens"] == 5);
@@ -254,6 +264,33 @@ TEST_CASE("server: health, models, completions, tokenize and detokenize") {
   auto att = r.post("/v1/attention", json{{"tokens", ids}}.dump());
   REQUIRE(att);
   CHECK(json::parse(att->body)["weights"][1][1].size() == 5);
+}
+
+TEST_CASE("server: with bfloat16 weights (--dtype bf16), a greedy completion is the runner's on those weights") {
+  serve::ServerOptions o;
+  o.weights = kBFloat16;
+  Running r(o);
+  REQUIRE(r.wait_ready());
+  auto models = r.client().Get("/v1/models");
+  REQUIRE(models);
+  CHECK(json::parse(models->body)["data"][0]["meta"]["dtype"] == "bf16");
+  auto tok = r.post("/tokenize", json{{"content", "hello"}}.dump());
+  REQUIRE(tok);
+  const auto prompt = json::parse(tok->body)["tokens"].get<std::vector<std::uint32_t>>();
+  const json a = completion(r, {{"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0}});
+  // The same greedy tokens from a runner of its own on the same model with bfloat16 weights.
+  serve::ModelRunner runner(small_model(), kBFloat16);
+  serve::SequenceCache cache = runner.new_cache();
+  std::vector<std::uint32_t> tokens = prompt, greedy;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<serve::StepInput> in{{&cache, tokens, false}};
+    const std::vector<float> logits = runner.step(in)[0].back();
+    const auto next = static_cast<std::uint32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    greedy.push_back(next), tokens = {next};
+  }
+  auto text = r.post("/detokenize", json{{"tokens", greedy}}.dump());
+  REQUIRE(text);
+  CHECK(a["choices"][0]["text"] == json::parse(text->body)["content"]);
 }
 
 TEST_CASE("server: a streamed completion is the same as the answer, ends with [DONE] and reports usage") {
