@@ -203,6 +203,8 @@ template <class T> using matmul_bias_gelu_fn = void (*)(T* out, T* pre, const T*
 // weighted sum of v_p over p = 0 .. t0 + i; q (n, hs), k and v (t0 + n, hs), all contiguous.
 template <class T> using linear_rows_fn = void (*)(T* y, const T* x, const T* w, const T* bias, std::int64_t M, std::int64_t N, std::int64_t K, int epilogue);
 template <class T> using attend_rows_fn = void (*)(T* out, const T* q, const T* k, const T* v, std::int64_t t0, std::int64_t n, std::int64_t hs);
+// linear_rows on bfloat16 weights (--dtype bf16): x, bias and y float32, w bfloat16.
+using linear_rows_on_bf16_fn = void (*)(float* y, const float* x, const bf16* w, const float* bias, std::int64_t M, std::int64_t N, std::int64_t K, int epilogue);
 // transpose (chapter 14's exercise ex14.2): out (N, M) = in (M, N)^T, both row-major,
 // out[j * M + i] = in[i * N + j]. Its kernels are declared in kernels/transpose.h.
 template <class T> using transpose_fn = void (*)(T* out, const T* in, std::int64_t M, std::int64_t N, Stream);
@@ -324,6 +326,8 @@ template <class T> inline constexpr Op<bias_gelu_backward_fn<T>> bias_gelu_backw
 template <class T> inline constexpr Op<matmul_bias_gelu_fn<T>> matmul_bias_gelu{"matmul_bias_gelu", dtype_of<T>()};
 template <class T> inline constexpr Op<linear_rows_fn<T>> linear_rows{"linear_rows", dtype_of<T>()};
 template <class T> inline constexpr Op<attend_rows_fn<T>> attend_rows{"attend_rows", dtype_of<T>()};
+// linear_rows with bfloat16 weights: the op "linear_rows" in dtype bfloat16 (as matmul_on_bf16).
+inline constexpr Op<linear_rows_on_bf16_fn> linear_rows_on_bf16{linear_rows<float>.name, kBFloat16};
 template <class T> inline constexpr Op<residual_layernorm_forward_fn<T>> residual_layernorm_forward{"residual_layernorm_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<cross_entropy_fused_fn<T>> cross_entropy_fused{"cross_entropy_fused", dtype_of<T>()};
 template <class T> inline constexpr Op<attention_forward_fn<T>> attention_forward{"attention_forward", dtype_of<T>()};

@@ -75,6 +75,34 @@ Case linear_rows_case(const char* name, const char* what) {
                            &call_linear_rows<E, kBias, double>)};
 }
 
+// --- linear_rows on bfloat16 weights (--dtype bf16; the tile unit's kernel, decode_amx.cpp) ------
+// Run with --dtype bfloat16: w is uploaded as bf16 (and the reference sees it rounded), x, the
+// bias and y stay float32, as the Decoder keeps them.
+
+void linear_rows_bf16_make(Problem& p, Random& r) {
+  const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
+  p.input("x", r.normal(M * K), Array::kFloat32);
+  p.input("w", r.normal(N * K, 0.0f, 1.0f / std::sqrt(static_cast<float>(K))));
+  p.input("bias", r.normal(N, 0.0f, 0.1f), Array::kFloat32);
+  p.output("y", M * N, Array::kFloat32);
+}
+
+void call_linear_rows_bf16(kernels::linear_rows_on_bf16_fn f, const Args& a) {
+  f(a.f<float>("y"), a.f<float>("x"), a.f<bf16>("w"), a.f<float>("bias"), a.dims[0], a.dims[1], a.dims[2], kStore);
+}
+
+Case linear_rows_bf16_case() {
+  Case c = linear_rows_case<kStore, true>(
+      "linear_rows/bf16", "y (M, N) float32 = x (M, K) float32 @ w (N, K)^T bfloat16 + bias: --dtype bf16's Linear");
+  c.make = &linear_rows_bf16_make;
+  // In float32 bytes, as every case counts them (no residual read): the lab scales them to what
+  // the arrays take stored, w's 2 bytes included (kernel_lab.cpp, traffic_bytes).
+  c.bytes = [](const Dims& d) { return 4.0 * (d[0] * d[2] + d[1] * d[2] + d[1] + d[0] * d[1]); };
+  // the same descriptor twice: one dtype, bfloat16 (lab/kernel_lab.h)
+  c.call = call(op::linear_rows_on_bf16, &call_linear_rows_bf16, op::linear_rows_on_bf16, &call_linear_rows_bf16);
+  return c;
+}
+
 // --- attend_rows: the last n of T positions of one head's causal attention ---------------------
 // (the lab's sizes are positive, so the case names T = t0 + n, the positions in all)
 
@@ -105,6 +133,7 @@ std::vector<Case> decode_cases() {
       linear_rows_case<kGeluTanh, true>("linear_rows/gelu", "y (M, N) = gelu_tanh(x (M, K) @ w (N, K)^T + bias): c_fc"),
       linear_rows_case<kGeluErf, true>("linear_rows/gelu_erf",
                                        "y (M, N) = gelu_erf(x (M, K) @ w (N, K)^T + bias): c_fc with the exact GELU"),
+      linear_rows_bf16_case(),
       Case{.name = "attend_rows",
            .what = "out (n, hs): the last n rows (positions T - n .. T - 1) of one head's causal softmax(q k^T "
                    "/ sqrt(hs)) v, q (n, hs), k and v (T, hs)",

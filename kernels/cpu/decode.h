@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "brrr/bfloat16.h"
+
 namespace brrr::kernels::cpu {
 
 // What linear_rows does to each output after the bias.
@@ -99,6 +101,12 @@ void linear_rows_loop(double* y, const double* x, const double* w, const double*
                       std::int64_t N, std::int64_t K, int epilogue);
 void attend_rows_op(float* out, const float* q, const float* k, const float* v, std::int64_t t0, std::int64_t n,
                     std::int64_t hs);
+// linear_rows with bfloat16 weights for the registry: on the FMA tiles ("tiles", the default
+// path), and on AMX's tile unit ("amx", registered where amx_available()), whatever the switch.
+void linear_rows_bf16_op(float* y, const float* x, const bf16* w, const float* bias, std::int64_t M, std::int64_t N,
+                         std::int64_t K, int epilogue);
+void linear_rows_bf16_amx_op(float* y, const float* x, const bf16* w, const float* bias, std::int64_t M,
+                             std::int64_t N, std::int64_t K, int epilogue);
 void attend_rows_loop(double* out, const double* q, const double* k, const double* v, std::int64_t t0,
                       std::int64_t n, std::int64_t hs);
 

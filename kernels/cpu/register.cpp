@@ -137,6 +137,11 @@ void register_cpu_kernels() {
       about("a GEMV of 4 weight rows at a time up to 2 rows, 3 x 3 tiles up to 47, then the GEMM's 6 x 16 tile "
             "over packed x and W (decode.cpp)"));
   add(op::linear_rows<double>, kCpu, "loop", &cpu::linear_rows_loop, 0, about("the formula, a dot product per output"));
+  add(op::linear_rows_on_bf16, kCpu, "tiles", &cpu::linear_rows_bf16_op, 0,
+      about("bf16 weights widened in registers (a shift), linear_rows's float32 tiles and numbers"));
+  if (cpu::amx_available())
+    add(op::linear_rows_on_bf16, kCpu, "amx", &cpu::linear_rows_bf16_amx_op, -1,
+        about("AMX's tile unit, x split into two bf16 (decode_amx.cpp): what BRRR_AMX=1 runs"));
   add(op::attend_rows<float>, kCpu, "tiles", &cpu::attend_rows_op, 0,
       about("scores as linear_rows's dot products, the softmax 8 lanes at a time, values 6 rows at a time (decode.cpp)"));
   add(op::attend_rows<double>, kCpu, "loop", &cpu::attend_rows_loop, 0, about("the formula, row by row"));
