@@ -228,6 +228,21 @@ TEST_CASE("kernel lab: every CPU variant passes check mode on every shape") {
   CHECK(runs > 300);
 }
 
+// linear_rows/bf16 (bf16 weights, float32 x and y: the Decoder's --dtype bf16) has CPU kernels
+// only, so the emulator's bf16 table does not run it: its variants here, every shape (the tile
+// unit's `amx` where the CPU has one).
+TEST_CASE("kernel lab: linear_rows/bf16's CPU variants pass check mode on every shape") {
+  int runs = 0;
+  std::vector<std::string> notes;
+  const lab::Case& c = lab::find_case("linear_rows/bf16");
+  const std::vector<std::string> failures = lab::run_shapes(c, lab::LabDevice::CPU, lab::Mode::Check, kBFloat16,
+                                                            &notes, &runs);
+  INFO(joined(failures));
+  CHECK(failures.empty());
+  CHECK(notes.empty());
+  CHECK(runs >= static_cast<int>(c.shapes.size()));
+}
+
 TEST_CASE("kernel lab: every CPU backward passes grad mode (finite differences)") {
   for (const lab::Case& c : lab::cases()) {
     if (!c.has_grad()) continue;
