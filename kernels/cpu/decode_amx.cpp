@@ -50,7 +50,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "brrr/aligned_vector.h"
 #include "brrr/error.h"
 #include "kernels/cpu/decode_internal.h"
 
@@ -234,29 +233,19 @@ BRRR_AMX_TARGET void few_rows_tiles(float* y, const std::uint16_t* xh, const std
     if (s + 8 < steps)
       for (i64 j = 0; j < NB * kTileRows && n0 + j < N; ++j)
         _mm_prefetch(reinterpret_cast<const char*>(w + (n0 + j) * K + (s + 8) * kStep), _MM_HINT_T0);
-    i64 stride = 0;
-    const std::uint16_t* a = w_tile(0, s, stride);
-    _tile_loadd(4, a, stride);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(0, 4, 7);
-    if constexpr (NB > 1) {
-      a = w_tile(1, s, stride);
-      _tile_loadd(5, a, stride);
-      _tile_dpbf16ps(1, 5, 6);
-      _tile_dpbf16ps(1, 5, 7);
-    }
-    if constexpr (NB > 2) {
-      a = w_tile(2, s, stride);
-      _tile_loadd(4, a, stride);
-      _tile_dpbf16ps(2, 4, 6);
-      _tile_dpbf16ps(2, 4, 7);
-    }
-    if constexpr (NB > 3) {
-      a = w_tile(3, s, stride);
-      _tile_loadd(5, a, stride);
-      _tile_dpbf16ps(3, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
-    }
+    // Block b's W tile into register reg (4 and 5 in turn), times x's hi and lo into sums b. A
+    // macro, not a template: the intrinsics spell their register numbers into the instruction's
+    // text, so they take literal numbers only.
+#define BRRR_AMX_W_TILE(b, reg)                        \
+  if constexpr (NB > b) {                              \
+    i64 stride = 0;                                    \
+    const std::uint16_t* a = w_tile(b, s, stride);     \
+    _tile_loadd(reg, a, stride);                       \
+    _tile_dpbf16ps(b, reg, 6);                         \
+    _tile_dpbf16ps(b, reg, 7);                         \
+  }
+    BRRR_AMX_W_TILE(0, 4) BRRR_AMX_W_TILE(1, 5) BRRR_AMX_W_TILE(2, 4) BRRR_AMX_W_TILE(3, 5)
+#undef BRRR_AMX_W_TILE
   }
   alignas(64) float sums[NB][16][16];
   _tile_stored(0, sums[0], 64);
@@ -307,19 +296,11 @@ BRRR_AMX_TARGET void many_rows_tiles(float* y, const std::uint16_t* xh, const st
     }
 }
 
-// Scratch a thread keeps: packed x (the caller's, read by the team) and a block of packed W.
-template <int Which>
-std::uint16_t* scratch(i64 n) {
-  thread_local aligned_vector<std::uint16_t> room;
-  if (room.size() < static_cast<std::size_t>(n)) room.resize(static_cast<std::size_t>(n));
-  return room.data();
-}
-
 void few_rows(float* y, const float* x, const std::uint16_t* w, const float* bias, i64 M, i64 N, i64 K,
               Epilogue tiles, Epilogue e) {
   const i64 steps = (K + kStep - 1) / kStep, row_tiles = (M + kTileRows - 1) / kTileRows;
   const i64 packed = steps * kTileRows * 2 * kTileRows;  // room for a tile of rows of x, all its steps
-  std::uint16_t* xh = scratch<0>(2 * row_tiles * packed);
+  std::uint16_t* xh = scratch<std::uint16_t, Scratch::kTilesOfX>(2 * row_tiles * packed);
   std::uint16_t* xl = xh + row_tiles * packed;
   for (i64 b = 0; b < row_tiles; ++b)
     pack_x_pairs(xh + b * packed, xl + b * packed, x + b * kTileRows * K, std::min(kTileRows, M - b * kTileRows), K,
@@ -346,14 +327,14 @@ void many_rows(float* y, const float* x, const std::uint16_t* w, const float* bi
                Epilogue tiles, Epilogue e) {
   const i64 steps = (K + kStep - 1) / kStep, row_tiles = (M + kTileRows - 1) / kTileRows;
   const i64 row_tile = steps * kTileElems;
-  std::uint16_t* xh = scratch<0>(2 * row_tiles * row_tile);
+  std::uint16_t* xh = scratch<std::uint16_t, Scratch::kTilesOfX>(2 * row_tiles * row_tile);
   std::uint16_t* xl = xh + row_tiles * row_tile;
   share(row_tiles, 4, [&](i64 b0, i64 b1) {
     for (i64 b = b0; b < b1; ++b) pack_x_rows(xh, xl, x, b, M, K, steps);
   });
   share(N, kBlockTiles * kTileRows, [&](i64 n0, i64 n1) {
     const i64 panels = (n1 - n0 + kTileRows - 1) / kTileRows;
-    std::uint16_t* wp = scratch<1>(kBlockTiles * row_tile);
+    std::uint16_t* wp = scratch<std::uint16_t, Scratch::kPanels>(kBlockTiles * row_tile);
     for (i64 p = 0; p < panels; ++p)
       pack_w_pairs(wp + p * row_tile, w + (n0 + p * kTileRows) * K, std::min(kTileRows, N - n0 - p * kTileRows), K,
                    steps);

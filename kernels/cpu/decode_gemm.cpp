@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "brrr/aligned_vector.h"
 #include "kernels/cpu/decode_internal.h"
 
 namespace brrr::kernels::cpu::decode_detail {
@@ -246,24 +245,13 @@ inline void gemm_rows(float* y, const float* x, const W* w, const float* xp, con
   put_rows<R>(y, x, w, sum[1], bias, m, n + kPanel, J1, N, K, e);
 }
 
-// Scratch a thread keeps for as long as it lives, one for each use: the panels a thread packs
-// and uses, the tiles of x a call packs (the calling thread's, read by the team), the tiles of
-// queries attend_rows packs.
-enum class Scratch { kPanels, kTilesOfX, kTilesOfQueries };
-template <Scratch S>
-float* scratch(i64 floats) {
-  thread_local aligned_vector<float> room;
-  if (room.size() < static_cast<std::size_t>(floats)) room.resize(static_cast<std::size_t>(floats));
-  return room.data();
-}
-
 template <class W>
 void gemm_impl(float* y, const float* x, const W* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
   const i64 T = K / 8, tiles = (M + kGemmRows - 1) / kGemmRows, tile_floats = kGemmRows * 8 * T;
   const i64 panel_floats = kPanel * 8 * T;
   const bool gelu = e == Epilogue::kGeluTanh || e == Epilogue::kGeluErf;
   const Epilogue epilogue = gelu ? Epilogue::kStore : e;
-  float* xp = scratch<Scratch::kTilesOfX>(tiles * tile_floats);
+  float* xp = scratch<float, Scratch::kTilesOfX>(tiles * tile_floats);
   share(tiles, 4, [&](i64 i0, i64 i1) {
     for (i64 i = i0; i < i1; ++i)
       pack_tile(xp + i * tile_floats, x + i * kGemmRows * K, K, std::min(kGemmRows, M - i * kGemmRows), T);
@@ -271,7 +259,7 @@ void gemm_impl(float* y, const float* x, const W* w, const float* bias, i64 M, i
   const i64 per_block =
       std::clamp<i64>(kBlockBytes / std::max<i64>(1, panel_floats * static_cast<i64>(sizeof(float))), 2, kPanelsPerBlock);
   share((N + kPanel - 1) / kPanel, per_block, [&](i64 p0, i64 p1) {
-    float* wp = scratch<Scratch::kPanels>(per_block * panel_floats);
+    float* wp = scratch<float, Scratch::kPanels>(per_block * panel_floats);
     for (i64 p = p0; p < p1; ++p) {
       const i64 n = p * kPanel, J = std::min(kPanel, N - n);
       const i64 next_rows = p + 1 < p1 ? std::min(kPanel, N - n - kPanel) : 0;
@@ -339,8 +327,8 @@ void gemm(float* y, const float* x, const std::uint16_t* w, const float* bias, i
 void gemm_scores(float* scores, i64 lds, const float* q, i64 ldq, const float* keys, i64 stride, i64 hs, i64 t0,
                  i64 n, float scale) {
   const i64 K8 = hs - hs % 8, T = K8 / 8, keys_total = t0 + n;
-  float* wp = scratch<Scratch::kPanels>(2 * kPanel * K8);
-  float* qp = scratch<Scratch::kTilesOfQueries>((n + kGemmRows - 1) / kGemmRows * kGemmRows * K8);
+  float* wp = scratch<float, Scratch::kPanels>(2 * kPanel * K8);
+  float* qp = scratch<float, Scratch::kTilesOfQueries>((n + kGemmRows - 1) / kGemmRows * kGemmRows * K8);
   for (i64 m = 0; m < n; m += kGemmRows) pack_tile(qp + m * K8, q + m * ldq, ldq, std::min(kGemmRows, n - m), T);
   // Two panels of keys at a time (gemm_sums_pair: one 6 x 32 tile with AVX-512).
   for (i64 k0 = 0; k0 < keys_total; k0 += 2 * kPanel) {

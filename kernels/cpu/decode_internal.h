@@ -13,6 +13,7 @@
 #include <cstring>
 #include <utility>
 
+#include "brrr/aligned_vector.h"
 #include "kernels/cpu/decode.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -175,6 +176,18 @@ inline void with_rows(i64 rows, F&& f) {
     case 1: f.template operator()<1>(); break;
     default: break;
   }
+}
+
+// Scratch a thread keeps for as long as it lives, one for each use and element type: the panels
+// of W a thread packs and uses, the tiles of x a call packs (the calling thread's, read by the
+// team), the tiles of queries attend_rows packs (decode_gemm.cpp's float32 ones, decode_amx.cpp's
+// bf16 ones).
+enum class Scratch { kPanels, kTilesOfX, kTilesOfQueries };
+template <class T, Scratch S>
+T* scratch(i64 n) {
+  thread_local aligned_vector<T> room;
+  if (room.size() < static_cast<std::size_t>(n)) room.resize(static_cast<std::size_t>(n));
+  return room.data();
 }
 
 // Rows of x per tile of the GEMM (decode_gemm.cpp), and per group of attention's weighted sums.
