@@ -1,8 +1,8 @@
-// kernels/cpu/decode_internal.h: what the two files of the Decoder's kernels share (chapter 08):
-// decode.cpp (the team, the dot-product tiles of a few rows, LayerNorm, attention) and
-// decode_gemm.cpp (the GEMM tiles of many rows, and of a prefill's attention scores). Not part
-// of decode.h's interface: only those two files include it. Read before: decode.h. Read next:
-// decode.cpp.
+// kernels/cpu/decode_internal.h: what the files of the Decoder's kernels share (chapter 08):
+// decode.cpp (the team, the dot-product tiles of a few rows, LayerNorm, attention),
+// decode_gemm.cpp (the GEMM tiles of many rows, and of a prefill's attention scores) and
+// decode_amx.cpp (bf16 weights on AMX's tile unit). Not part of decode.h's interface: only those
+// three files include it. Read before: decode.h. Read next: decode.cpp.
 //
 // With AVX2 and FMA (this build's -march says whether) a vector is 8 floats; otherwise a plain
 // array of 8 that computes the same sums, so the numbers are the same bits either way.
