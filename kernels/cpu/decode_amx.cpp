@@ -6,8 +6,8 @@
 // An AVX-512 core makes 32 float multiply-adds per cycle with its two FMA units. AMX's
 // TDPBF16PS adds to a 16 x 16 tile of float sums the products of a 16 x 32 tile of bf16 and a
 // 32 x 16 one: 8,192 multiply-adds per instruction, of bf16 operands only. On the Xeon of
-// docs/measurements.md one took 10 to 15 ns: 550 to 800 billion multiply-adds a second per
-// core, where its FMA loop made 67 to 83 billion. W is bf16 already (--dtype bf16). x is float32,
+// docs/measurements.md one took 7 to 15 ns (bench/bench_tile_unit.cpp): 540 to 1,150 billion
+// multiply-adds a second per core, where its FMA loop made 60 to 85 billion. W is bf16 already (--dtype bf16). x is float32,
 // and rounding it to bf16 (as a PyTorch model in bf16 does) would move every product by up to
 // 2^-9 of itself. So x is split in two bf16: hi = x rounded to bf16, lo = (x - hi) rounded. hi +
 // lo carries 16 of x's 24 significant bits (what is left is under 2^-17 of x), the products hi w
