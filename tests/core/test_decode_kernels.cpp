@@ -9,12 +9,14 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "brrr/aligned_vector.h"
 #include "brrr/bfloat16.h"
 #include "brrr/parallel.h"
 #include "kernels/cpu/decode.h"
+#include "tests/bf16_paths.h"
 
 using brrr::kernels::cpu::Epilogue;
 using brrr::kernels::cpu::linear_rows;
@@ -79,31 +81,15 @@ std::vector<Case> cases() {
   return out;
 }
 
-// Runs body(path, amx) for each way linear_rows multiplies by bfloat16 weights on this CPU: on
-// FMAs, and on AMX's tile unit where the CPU has one (decode_amx.cpp), restoring the switch after.
-template <class Body>
-void for_each_bf16_path(const Body& body) {
-  const bool was = brrr::kernels::cpu::amx_enabled();
-  brrr::kernels::cpu::set_amx_enabled(false);
-  body("fma", false);
-  if (brrr::kernels::cpu::amx_available()) {
-    brrr::kernels::cpu::set_amx_enabled(true);
-    body("amx", true);
-  } else {
-    MESSAGE("no AMX tile unit here (or the OS refuses it): bfloat16 weights checked on FMAs only");
-  }
-  brrr::kernels::cpu::set_amx_enabled(was);
-}
-
 }  // namespace
 
 TEST_CASE("linear_rows: against a float64 reference at ragged shapes, every epilogue, float32 and bfloat16 weights") {
-  for_each_bf16_path([](const char* path, bool amx) {
+  brrr::test::for_each_bf16_path([](const char* path, bool amx) {
   std::mt19937 rng(20261127);
   for (const Case& c : cases()) {
     if (amx && !c.bf16) continue;  // float32 weights never take the tile unit
     INFO("M ", c.M, " N ", c.N, " K ", c.K, " epilogue ", static_cast<int>(c.e), " bias ", c.bias, " bf16 ", c.bf16,
-         " path ", path);
+         " path ", std::string(path));
     const Inputs in(c, rng);
     brrr::aligned_vector<float> y = in.y0;
     in.run(c, y.data(), 0, c.M);
@@ -129,13 +115,13 @@ TEST_CASE("linear_rows: against a float64 reference at ragged shapes, every epil
 }
 
 TEST_CASE("linear_rows: each row the same bits alone or among M rows, on 1 or 2 threads (batch invariance)") {
-  for_each_bf16_path([](const char* path, bool amx) {
+  brrr::test::for_each_bf16_path([](const char* path, bool amx) {
   std::mt19937 rng(7);
   const int threads = brrr::get_num_threads();
   for (const Case& c : cases()) {
     if (amx && !c.bf16) continue;
     INFO("M ", c.M, " N ", c.N, " K ", c.K, " epilogue ", static_cast<int>(c.e), " bias ", c.bias, " bf16 ", c.bf16,
-         " path ", path);
+         " path ", std::string(path));
     const Inputs in(c, rng);
     brrr::aligned_vector<float> all = in.y0, alone = in.y0, one_thread = in.y0;
     brrr::set_num_threads(2);

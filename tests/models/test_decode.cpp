@@ -15,6 +15,7 @@
 #include "brrr/models/decode.h"
 #include "brrr/models/generate.h"
 #include "kernels/cpu/decode.h"
+#include "tests/bf16_paths.h"
 
 using namespace brrr;
 
@@ -54,13 +55,6 @@ std::vector<float> last_logits(models::GPT& model, const std::vector<std::uint32
 }
 
 std::vector<float> copy(const float* p, std::int64_t n) { return std::vector<float>(p, p + n); }
-
-// Sets whether bfloat16 weights take AMX's tile unit (kernels/cpu/decode.h) for a scope.
-struct AmxScope {
-  bool was = kernels::cpu::amx_enabled();
-  explicit AmxScope(bool on) { kernels::cpu::set_amx_enabled(on); }
-  ~AmxScope() { kernels::cpu::set_amx_enabled(was); }
-};
 
 }  // namespace
 
@@ -208,7 +202,7 @@ TEST_CASE("decode: forward over several sequences' prompts and steps gives every
 }
 
 TEST_CASE("decode: bfloat16 weights give the float32 path's bits on the weights rounded to bfloat16") {
-  const AmxScope fma(false);  // the FMA path's property; the tile unit's sums are its own
+  const test::AmxScope fma(false);  // the FMA path's property; the tile unit's sums are its own
   const models::GPTConfig c = kShapes[0];
   auto model = make_model(c, 5);
   auto rounded = make_model(c, 5);
@@ -255,11 +249,11 @@ TEST_CASE("decode: bfloat16 weights on AMX's tile unit: a row's bits alone or am
       prompt[i] = static_cast<std::uint32_t>((i * 7 + 3) % c.vocab_size);
     std::vector<float> fma_logits;
     {
-      const AmxScope off(false);
+      const test::AmxScope off(false);
       models::DecodeState s;
       fma_logits = copy(decoder.prefill(s, prompt), c.vocab_size);
     }
-    const AmxScope on(true);
+    const test::AmxScope on(true);
     models::DecodeState whole, stepped;
     const std::vector<float> logits = copy(decoder.prefill(whole, prompt), c.vocab_size);
     // The same sequence a row at a time (the few-rows layout): the same bits.

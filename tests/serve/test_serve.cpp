@@ -24,6 +24,7 @@
 #include "brrr/tensor.h"
 #include "doctest/doctest.h"
 #include "kernels/cpu/decode.h"
+#include "tests/bf16_paths.h"
 #include "serve/model_runner.h"
 #include "serve/server.h"
 #include "serve/text_stream.h"
@@ -126,32 +127,32 @@ TEST_CASE("runner: its logits match GPT::forward's") {
 
 TEST_CASE("runner: a sequence's logits are the same bits alone, batched, chunked and at any thread count") {
   // float32 weights; bfloat16 weights on FMAs; and on AMX's tile unit where the CPU has one.
-  const bool amx_was = kernels::cpu::amx_enabled();
-  for (int weights = 0; weights < 3; ++weights) {
-  if (weights == 2 && !kernels::cpu::amx_available()) break;
-  kernels::cpu::set_amx_enabled(weights == 2);
-  CAPTURE(weights);
-  serve::ModelRunner runner(small_model(), weights == 0 ? kFloat32 : kBFloat16);
-  const std::vector<std::vector<std::uint32_t>> prompts = {
-      ids_of({1, 2, 3}), ids_of({40, 41, 12, 13, 14, 15, 16, 17, 18, 19, 20}), ids_of({7}),
-      ids_of({9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21})};
-  const int threads = get_num_threads();
-  set_num_threads(1);
-  const auto alone = run_sequences(runner, prompts, {{0}, {1}, {2}, {3}}, 64, 12);
-  set_num_threads(2);
-  const auto together = run_sequences(runner, prompts, {{3, 1, 0, 2}}, 64, 12);
-  const auto pairs = run_sequences(runner, prompts, {{2, 0}, {1, 3}}, 5, 12);
-  const auto chunked = run_sequences(runner, prompts, {{0, 1, 2, 3}}, 1, 12);
-  set_num_threads(threads);
-  for (std::size_t s = 0; s < prompts.size(); ++s) {
-    CAPTURE(s);
-    REQUIRE(alone[s].size() == 13);
-    CHECK(together[s] == alone[s]);  // float ==: the same bits (no NaN here)
-    CHECK(pairs[s] == alone[s]);
-    CHECK(chunked[s] == alone[s]);
-  }
-  }
-  kernels::cpu::set_amx_enabled(amx_was);
+  const auto check = [](DType weights, const std::string& path) {
+    const std::string dtype = dtype_name(weights);
+    CAPTURE(dtype);
+    CAPTURE(path);
+    serve::ModelRunner runner(small_model(), weights);
+    const std::vector<std::vector<std::uint32_t>> prompts = {
+        ids_of({1, 2, 3}), ids_of({40, 41, 12, 13, 14, 15, 16, 17, 18, 19, 20}), ids_of({7}),
+        ids_of({9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21})};
+    const int threads = get_num_threads();
+    set_num_threads(1);
+    const auto alone = run_sequences(runner, prompts, {{0}, {1}, {2}, {3}}, 64, 12);
+    set_num_threads(2);
+    const auto together = run_sequences(runner, prompts, {{3, 1, 0, 2}}, 64, 12);
+    const auto pairs = run_sequences(runner, prompts, {{2, 0}, {1, 3}}, 5, 12);
+    const auto chunked = run_sequences(runner, prompts, {{0, 1, 2, 3}}, 1, 12);
+    set_num_threads(threads);
+    for (std::size_t s = 0; s < prompts.size(); ++s) {
+      CAPTURE(s);
+      REQUIRE(alone[s].size() == 13);
+      CHECK(together[s] == alone[s]);  // float ==: the same bits (no NaN here)
+      CHECK(pairs[s] == alone[s]);
+      CHECK(chunked[s] == alone[s]);
+    }
+  };
+  check(kFloat32, "fma");
+  test::for_each_bf16_path([&](const char* path, bool) { check(kBFloat16, path); });
 }
 
 TEST_CASE("runner: the attention map of the last token sums to 1 over the context, per layer and head") {
