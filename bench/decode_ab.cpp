@@ -6,7 +6,9 @@
 // the same minutes and on the same data. It prints each build's fastest and median pass, the
 // ratio of the medians (above 1: B is faster) and whether the two builds' outputs are the same
 // bits, as they must be when only the speed changed.
-//   decode_ab C LAYERS THREADS PASSES M [M ...]
+//   decode_ab [--bf16] C LAYERS THREADS PASSES M [M ...]
+// --bf16: the weights as bfloat16 bits (the FMA path; BRRR_AMX=1 would put both builds on the
+// tile unit).
 // C, LAYERS: the GPT's width and depth (gpt-12m: 384 6; cpu-tiny: 128 4; GPT-2: 768 12).
 #include <omp.h>
 
@@ -15,10 +17,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "brrr/aligned_vector.h"
+#include "brrr/bfloat16.h"
 
 // The two builds' entry points, as kernels/cpu/decode.h declares them in namespace cpu.
 namespace brrr::kernels {
@@ -26,18 +30,24 @@ namespace cpuA {
 enum class Epilogue { kStore, kAdd, kGeluTanh, kGeluErf };
 void linear_rows(float* y, const float* x, const float* w, const float* bias, std::int64_t M, std::int64_t N,
                  std::int64_t K, Epilogue epilogue);
+void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* bias, std::int64_t M, std::int64_t N,
+                 std::int64_t K, Epilogue epilogue);
 }  // namespace cpuA
 namespace cpuB {
 enum class Epilogue { kStore, kAdd, kGeluTanh, kGeluErf };
 void linear_rows(float* y, const float* x, const float* w, const float* bias, std::int64_t M, std::int64_t N,
+                 std::int64_t K, Epilogue epilogue);
+void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* bias, std::int64_t M, std::int64_t N,
                  std::int64_t K, Epilogue epilogue);
 }  // namespace cpuB
 }  // namespace brrr::kernels
 
 int main(int argc, char** argv) {
   namespace k = brrr::kernels;
+  const bool bf16 = argc > 1 && std::strcmp(argv[1], "--bf16") == 0;
+  if (bf16) --argc, ++argv;
   if (argc < 6) {
-    std::fprintf(stderr, "usage: decode_ab C LAYERS THREADS PASSES M [M ...]\n");
+    std::fprintf(stderr, "usage: decode_ab [--bf16] C LAYERS THREADS PASSES M [M ...]\n");
     return 2;
   }
   const long C = std::atol(argv[1]), layers = std::atol(argv[2]);
@@ -53,14 +63,19 @@ int main(int argc, char** argv) {
   struct Matrix {
     long N, K;
     brrr::aligned_vector<float> w;
+    brrr::aligned_vector<std::uint16_t> w16;  // --bf16: w rounded to bfloat16 (w is then emptied)
   };
   std::vector<Matrix> matrices;  // a GPT block's four linear layers, LAYERS times
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-0.05f, 0.05f);
   for (long l = 0; l < layers; ++l)
     for (auto [N, K] : {std::pair{3 * C, C}, std::pair{C, C}, std::pair{4 * C, C}, std::pair{C, 4 * C}}) {
-      Matrix m{N, K, brrr::aligned_vector<float>(static_cast<std::size_t>(N * K))};
+      Matrix m{N, K, brrr::aligned_vector<float>(static_cast<std::size_t>(N * K)), {}};
       for (float& v : m.w) v = u(rng);
+      if (bf16) {
+        for (float v : m.w) m.w16.push_back(brrr::bf16::round_bits(v));
+        m.w = {};
+      }
       matrices.push_back(std::move(m));
     }
   brrr::aligned_vector<float> x(static_cast<std::size_t>(64 * 4 * C));
@@ -68,10 +83,15 @@ int main(int argc, char** argv) {
                                       brrr::aligned_vector<float>(static_cast<std::size_t>(64 * 4 * C))};
   for (float& v : x) v = u(rng);
   const auto run = [&](int build, long M, const Matrix& m) {
-    if (build == 0) k::cpuA::linear_rows(y[0].data(), x.data(), m.w.data(), nullptr, M, m.N, m.K, k::cpuA::Epilogue::kStore);
-    else k::cpuB::linear_rows(y[1].data(), x.data(), m.w.data(), nullptr, M, m.N, m.K, k::cpuB::Epilogue::kStore);
+    const auto a = k::cpuA::Epilogue::kStore;
+    const auto b = k::cpuB::Epilogue::kStore;
+    if (bf16 && build == 0) k::cpuA::linear_rows(y[0].data(), x.data(), m.w16.data(), nullptr, M, m.N, m.K, a);
+    else if (bf16) k::cpuB::linear_rows(y[1].data(), x.data(), m.w16.data(), nullptr, M, m.N, m.K, b);
+    else if (build == 0) k::cpuA::linear_rows(y[0].data(), x.data(), m.w.data(), nullptr, M, m.N, m.K, a);
+    else k::cpuB::linear_rows(y[1].data(), x.data(), m.w.data(), nullptr, M, m.N, m.K, b);
   };
-  std::printf("# decode_ab: C %ld, %ld layers, %d threads, %d passes per build\n", C, layers, threads, passes);
+  std::printf("# decode_ab: C %ld, %ld layers, %d threads, %d passes per build, %s weights\n", C, layers, threads, passes,
+              bf16 ? "bfloat16" : "float32");
   for (const long M : rows) {
     std::vector<double> ms[2];
     for (int p = 0; p < passes; ++p)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/decode_ab.sh REV [C LAYERS THREADS PASSES M ...]: the Decoder's kernels
+# bench/decode_ab.sh REV [--bf16] [C LAYERS THREADS PASSES M ...]: the Decoder's kernels
 # (kernels/cpu/decode*) as they were at git revision REV (build A) against the working tree's
 # (build B), in one process taking turns
 # (bench/decode_ab.cpp says why). Defaults: gpt-12m's shape (384 6), 2 threads, 30 passes,
@@ -7,16 +7,18 @@
 # build that runs second in each pass finds the caches as the first left them.
 # Run from the repo root; needs g++ and the sources only (no build directory).
 set -euo pipefail
-rev=${1:?usage: bench/decode_ab.sh REV [C LAYERS THREADS PASSES M ...]}
+rev=${1:?usage: bench/decode_ab.sh REV [--bf16] [C LAYERS THREADS PASSES M ...]}
 shift
+weights=()  # --bf16: the weights as bfloat16 (the FMA path)
+if [[ ${1:-} == --bf16 ]]; then weights=(--bf16); shift; fi
 args=("$@")
 [[ ${#args[@]} -gt 0 ]] || args=(384 6 2 30 1 8 16 32)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The kernels' files at REV (build A) and in the working tree (build B), each build in its own
 # folder so that its .cpp files include its own decode_internal.h (REVs before 2026-11-28 have
-# decode.cpp alone).
-files=(kernels/cpu/decode.cpp kernels/cpu/decode_gemm.cpp kernels/cpu/decode_internal.h)
+# decode.cpp alone, and before d0afc16 no decode_amx.cpp).
+files=(kernels/cpu/decode.cpp kernels/cpu/decode_gemm.cpp kernels/cpu/decode_amx.cpp kernels/cpu/decode_internal.h)
 for f in "${files[@]}"; do
   mkdir -p "$work/a/$(dirname "$f")" "$work/b/$(dirname "$f")"
   git cat-file -e "$rev:$f" 2>/dev/null && git show "$rev:$f" > "$work/a/$f"
@@ -36,4 +38,4 @@ for build in a b; do
 done
 g++ "${flags[@]}" "${includes[@]}" bench/decode_ab.cpp "${objects[@]}" -o "$work/decode_ab"
 echo "# bench/decode_ab.sh $rev: A = $([[ -n ${SWAP:-} ]] && echo "the working tree" || echo "$rev"), B = $([[ -n ${SWAP:-} ]] && echo "$rev" || echo "the working tree"), $(date -u +%Y-%m-%dT%H:%MZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-"$work/decode_ab" "${args[@]}"
+"$work/decode_ab" "${weights[@]}" "${args[@]}"

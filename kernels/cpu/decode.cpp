@@ -37,6 +37,12 @@
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/decode_internal.h"
 
+// GCC 12 warns inside its own AVX-512 intrinsics where they are inlined here (dots_in_pairs): a
+// false positive, GCC bug 105593 (as gemm_blocked.cpp says).
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace brrr::kernels::cpu {
 
 using namespace decode_detail;
@@ -161,29 +167,102 @@ namespace {
 // ldw), in decode.h's order. `ahead`, when given, is prefetched along the way (see block): at
 // the pace W is read, or with kShared, [ahead, ahead_end) a cache line every few steps, spread
 // over the whole loop.
+// What a tile asks for along its loop of `steps` steps (see block): without kShared, kBytes (the
+// bytes of W it reads per step) from `at` on, at the pace it reads its own; with kShared, all of
+// [at, end), spread evenly: a line every few steps, or several per step when the share has more
+// lines than the loop has steps (a tile of 4 rows by 6 at K = 384 shares 72 lines over 48 steps).
+template <int kBytes, bool kShared>
+struct Ahead {
+  const char* at;
+  const char* end;
+  i64 every = 1, lines = 1, countdown = 1;
+  Ahead(const char* begin, const char* stop, i64 steps) : at(begin), end(stop) {
+    if (!kShared || !at) return;
+    const i64 share = std::max<i64>(1, (end - at + 63) / 64);
+    steps = std::max<i64>(1, steps);
+    every = std::max<i64>(1, steps / share), lines = (share + steps - 1) / steps;
+    countdown = every;
+  }
+  void step() {
+    if (!at) return;
+    if constexpr (!kShared) {
+      for (int b = 0; b < kBytes; b += 64) prefetch(at + b);
+      at += kBytes;
+    } else if (--countdown == 0) {
+      countdown = every;
+      for (i64 i = 0; i < lines && at < end; ++i) prefetch(at), at += 64;
+    }
+  }
+};
+
+#if BRRR_DECODE_AVX512
+// With AVX-512, an even J of W's rows go two to a 512-bit vector: rows j and j + 1's 8 numbers
+// at k .. k + 7 side by side, against x's 8 broadcast to both halves. Each half is one output's
+// 8 lane sums, the same chains of FMAs as dots' 8-wide vectors, so the same bits; one
+// instruction now makes 16 products where it made 8, and a bf16 pair is widened by one
+// instruction where two halves took two. As 8 x 4 tiles (block<8, 4>) against the 3 x 3 tiles
+// before, bench/decode_ab.sh both ways round on the Xeon of docs/measurements.md ("Two rows of
+// W to a vector"): gpt-12m's linear layers 1.2-1.4x faster at 8 to 32 rows in float32 and
+// 1.6-1.75x with bf16 weights; GPT-2's 1.1-1.3x and 1.45-1.6x; one row unchanged (decoding
+// keeps its 1 x 4 tiles).
+inline __m512 pair(const float* a, const float* b) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(a))),
+                                             _mm256_castps_pd(_mm256_loadu_ps(b)), 1));
+}
+inline __m512 pair(const std::uint16_t* a, const std::uint16_t* b) {  // 8 bfloat16 of each, widened
+  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline __m512 both_halves(const float* x) {
+  return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(x))));
+}
+
+// dots' sums for R rows of x and J = 2P rows of W, P vectors of row pairs (the loop of dots,
+// prefetches included, two rows of W per vector).
+template <int R, int J, class W, bool kShared>
+inline void dots_in_pairs(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 ldw, i64 K, const char* ahead,
+                          const char* ahead_end) {
+  constexpr int P = J / 2;
+  __m512 acc[R][P];
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < P; ++q) acc[r][q] = _mm512_setzero_ps();
+  const i64 K8 = K - K % 8;
+  Ahead<J * 8 * static_cast<int>(sizeof(W)), kShared> next(ahead, ahead_end, K8 / 8);
+  for (i64 k = 0; k < K8; k += 8) {
+    next.step();
+    __m512 wv[P];
+    for (int q = 0; q < P; ++q) wv[q] = pair(w + 2 * q * ldw + k, w + (2 * q + 1) * ldw + k);
+    for (int r = 0; r < R; ++r) {
+      const __m512 xv = both_halves(x + r * ldx + k);
+      for (int q = 0; q < P; ++q) acc[r][q] = _mm512_fmadd_ps(xv, wv[q], acc[r][q]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < J; ++j) {
+      const __m512 a = acc[r][j / 2];
+      float s = hsum(j % 2 == 0 ? _mm512_castps512_ps256(a) : _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+      for (i64 k = K8; k < K; ++k) s = std::fma(x[r * ldx + k], widen(w[j * ldw + k]), s);
+      out[r][j] = s;
+    }
+}
+#endif
+
 template <int R, int J, class W, bool kShared = false>
 inline void dots(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 ldw, i64 K,
                  const char* ahead = nullptr, const char* ahead_end = nullptr) {
+#if BRRR_DECODE_AVX512
+  if constexpr (J % 2 == 0 && R * J >= 12) return dots_in_pairs<R, J, W, kShared>(out, x, ldx, w, ldw, K, ahead, ahead_end);
+#endif
   Vec acc[R][J];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < J; ++j) acc[r][j] = zero();
   const i64 K8 = K - K % 8;
-  // kShared: a line every `every` steps (1 when the share has more lines than the loop steps).
-  const i64 every = kShared ? std::max<i64>(1, (K8 / 8) * 64 / std::max<i64>(64, ahead_end - ahead)) : 1;
-  i64 countdown = every;
+  Ahead<J * 8 * static_cast<int>(sizeof(W)), kShared> next(ahead, ahead_end, K8 / 8);
   for (i64 k = 0; k < K8; k += 8) {
     // J loads of W, then the rows of x one at a time: R x J sums + J + 1 registers (13 at 3 x 3).
     Vec wv[J];
-    if (ahead) {
-      constexpr int kBytes = J * 8 * static_cast<int>(sizeof(W));  // W's bytes per step of k
-      if constexpr (!kShared) {
-        for (int b = 0; b < kBytes; b += 64) prefetch(ahead + b);
-        ahead += kBytes;
-      } else if (--countdown == 0) {
-        countdown = every;
-        if (ahead < ahead_end) prefetch(ahead), ahead += 64;
-      }
-    }
+    next.step();
     for (int j = 0; j < J; ++j) wv[j] = load(w + j * ldw + k);
     for (int r = 0; r < R; ++r) {
       const Vec xv = load(x + r * ldx + k);
@@ -248,34 +327,31 @@ void block(float* y, const float* x, const W* w, const float* bias, i64 M, i64 n
   };
   for (i64 m0 = 0; m0 < M; m0 += chunk) {
     const i64 m1 = std::min(M, m0 + chunk);
-    // The tiles that each J rows of W meet below (RX rows of x at a time, then 2, then 1) and,
-    // when there are several, each one's share of the J rows kPrefetchTiles on.
-    const i64 rows = m1 - m0, tiles = rows / RX + (rows % RX) / 2 + (rows % RX) % 2;
+    // The tiles that each J rows of W meet below (RX rows of x at a time, then the rows left as
+    // one tile) and, when there are several, each one's share of the J rows kPrefetchTiles on.
+    const i64 rows = m1 - m0, tiles = rows / RX + (rows % RX != 0);
     const auto share = static_cast<std::uintptr_t>((J * K * static_cast<i64>(sizeof(W)) + tiles - 1) / tiles);
     i64 n = n0;
     for (; n + J <= n1; n += J) {
       std::uintptr_t next = ahead(n, J);
       i64 m = m0;
-      if constexpr (RX > 2) {  // (block<2, 4> takes fewer than 3 rows: one tile)
-        if (tiles > 1 && next != 0) {
-          const auto shared = [&]<int R>() {  // the next tile, with the next share
-            tile<R, J, W, true>(y, x, w, bias, m, n, N, K, e, reinterpret_cast<const char*>(next),
-                                reinterpret_cast<const char*>(next + share));
-            next += share, m += R;
-          };
-          while (m + RX <= m1) shared.template operator()<RX>();
-          // Two rows left are one 2 x J tile (2J independent sums, not J twice: an FMA's result
-          // is ready 4 cycles later, so a tile needs 8 sums in flight to keep both FMA units busy).
-          if (m + 2 <= m1) shared.template operator()<2>();
-          while (m < m1) shared.template operator()<1>();
-          continue;
-        }
+      if (tiles > 1 && next != 0) {
+        const auto shared = [&]<int R>() {  // the next tile, with the next share
+          tile<R, J, W, true>(y, x, w, bias, m, n, N, K, e, reinterpret_cast<const char*>(next),
+                              reinterpret_cast<const char*>(next + share));
+          next += share, m += R;
+        };
+        while (m + RX <= m1) shared.template operator()<RX>();
+        // The rows left are one tile of that many rows (2 rows: 2J independent sums, not J twice:
+        // an FMA's result is ready 4 cycles later, so a tile needs 8 sums in flight to keep both
+        // FMA units busy).
+        with_rows<RX - 1>(m1 - m, shared);
+        continue;
       }
       // One tile (decoding): it prefetches the rows at the pace it reads its own.
       const char* first = reinterpret_cast<const char*>(next);
       for (; m + RX <= m1; m += RX) tile<RX, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? first : nullptr);
-      if (RX > 2 && m + 2 <= m1) tile<2, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? first : nullptr), m += 2;
-      for (; m < m1; ++m) tile<1, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? first : nullptr);
+      with_rows<RX - 1>(m1 - m, [&]<int R>() { tile<R, J>(y, x, w, bias, m, n, N, K, e, m == m0 ? first : nullptr); });
     }
     for (; n < n1; ++n) {
       i64 m = m0;
@@ -306,15 +382,21 @@ void linear_rows_impl(float* y, const float* x, const W* w, const float* bias, i
   if (M >= kGemmThreshold) return gemm(y, x, w, bias, M, N, K, e);
   constexpr i64 kRowsOfW = 48;  // a block of W's rows (144 KiB at K = 768 in float32): one thread's share of work
   // A few rows (decoding): 1 x 4 or 2 x 4 tiles, four independent sums per row of x. Three rows
-  // or more (a batch of sequences): 3 x 3 tiles, 9 sums from 6 loads. Either way, and in the
-  // GEMM above, every output is the same dot product (the order above).
+  // or more (a batch of sequences): 3 x 3 tiles, 9 sums from 6 loads; with AVX-512, 8 x 4 tiles
+  // whose 4 rows of W go two to a vector (dots_in_pairs), 16 vectors of sums from 2 pairs of W
+  // and 8 broadcasts of x. Either way, and in the GEMM above, every output is the same dot
+  // product (the order above).
   // GELU is applied after the block, along each row's piece of y, 8 outputs at a time (the
   // tiles' outputs come one at a time, and GELU's exp costs more than a tile's sums at K = 128).
   const bool gelu = e == Epilogue::kGeluTanh || e == Epilogue::kGeluErf;
   share(N, kRowsOfW, [&](i64 n0, i64 n1) {
     const Epilogue tiles = gelu ? Epilogue::kStore : e;
     if (M >= 3)
+#if BRRR_DECODE_AVX512
+      block<8, 4>(y, x, w, bias, M, n0, n1, N, K, tiles);  // dots_in_pairs: 16 vectors of sums
+#else
       block<3, 3>(y, x, w, bias, M, n0, n1, N, K, tiles);
+#endif
     else
       block<2, 4>(y, x, w, bias, M, n0, n1, N, K, tiles);
     if (gelu)

@@ -164,18 +164,12 @@ inline void put(Epilogue e, float& dst, float v) {
 // y = gelu(y) over n numbers, in vectors (decode.cpp).
 void gelu_row(float* y, i64 n, Epilogue e);
 
-// Calls f.template operator()<R>() with R = rows (1 .. 6) as a constant.
-template <class F>
+// Calls f.template operator()<R>() with R = rows as a constant, for rows in 1 .. kMax; nothing
+// otherwise (a tile's rows of x as a template argument, so its sums live in registers).
+template <int kMax = 6, int R = 1, class F>
 inline void with_rows(i64 rows, F&& f) {
-  switch (rows) {
-    case 6: f.template operator()<6>(); break;
-    case 5: f.template operator()<5>(); break;
-    case 4: f.template operator()<4>(); break;
-    case 3: f.template operator()<3>(); break;
-    case 2: f.template operator()<2>(); break;
-    case 1: f.template operator()<1>(); break;
-    default: break;
-  }
+  if (rows == R) return f.template operator()<R>();
+  if constexpr (R < kMax) with_rows<kMax, R + 1>(rows, f);
 }
 
 // Scratch a thread keeps for as long as it lives, one for each use and element type: the panels
