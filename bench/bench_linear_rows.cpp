@@ -1,8 +1,8 @@
 // bench/bench_linear_rows.cpp: the Decoder's linear layer (kernels/cpu/decode.h, chapter 08) on
 // its own, over every weight matrix of a GPT shape, at M rows of x: decoding (M = 1), a step of
-// M sequences, a prefill of M tokens. Tiles of dot products run below 48 rows, the GEMM tile
-// from 48 (kernels/cpu/decode.cpp, kGemmThreshold): the figures around 48 are where one hands
-// over to the other.
+// M sequences, a prefill of M tokens. Tiles of dot products run below 48 rows (33 with
+// AVX-512), the GEMM tile from there (kernels/cpu/decode_internal.h, kGemmThreshold): the
+// figures around it are where one hands over to the other.
 //   build/bench/bench_linear_rows [--bf16] [gpt-12m|gpt2] [THREADS] [M ...]
 // Defaults: gpt-12m, 2 threads, M = 1 8 16 32 48 64 128 512. Random float32 weights (42.5 MB
 // at gpt-12m, 340 MB at gpt2, so W comes from memory each pass); the fastest of 6 to 30 passes.

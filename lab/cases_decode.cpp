@@ -5,8 +5,8 @@
 //
 // Their sizes are the 512-token prefill of gpt-12m (C = 384, 6 heads of 64), where the Decoder
 // spends its time; their shapes are the ragged ones the kernels' tiles have edges at: 1 row (the
-// GEMV), 2 and 5 (the 3 x 3 tiles), 7 and 53 (the GEMM's 6-row tiles, and 48 rows where it
-// takes over), K past one panel block (1544: two panels, 3077: one).
+// GEMV), 2 and 5 (the 3 x 3 tiles), 7 and 53 (the GEMM's 6-row tiles, and past 48 rows, 33
+// with AVX-512, where it takes over), K past one panel block (1544: two panels, 3077: one).
 #include "lab/cases.h"
 
 namespace brrr::lab {

@@ -8,7 +8,8 @@
 // 4 rows of W against 1 or 2 rows of x when x has fewer than 3 rows (decoding: four independent
 // sums per row), and 3 rows of W against 3 rows of x up to 47 rows (a batch of sequences: 9
 // vector accumulators, 6 loads per 9 FMAs as written; GCC 12 folds each load of W into the
-// FMAs that use it, so the compiled loop makes 12). From 48 rows (a prefill) a GEMM's tile
+// FMAs that use it, so the compiled loop makes 12; with AVX-512, 8 x 4 tiles, two rows of W to a
+// vector, up to 32 rows). From 48 rows (33 with AVX-512; a prefill) a GEMM's tile
 // takes over that computes the very same sums (decode_gemm.cpp, "Many rows"). A 4 x 3
 // tile (12 sums) compiled to 15 or 16 loads per 12 FMAs: measured at 512 x 1536 x 384 on one
 // thread, in a throwaway copy of these loops (docs/measurements.md), 3 x 3 ran 1.5-1.9x the

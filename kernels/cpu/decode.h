@@ -12,7 +12,7 @@
 // (l3 + l7)); then the last K % 8 products, in order; then the bias. So a sequence's numbers do
 // not depend on which other rows ran beside it (batch invariance). Two kernels compute them:
 // tiles of dot products for a few rows (decoding, a step of a few sequences), and from 48 rows
-// (a prefill) a GEMM's tile that runs the 8 lanes' chains one after another and adds them in
+// (33 with AVX-512; a prefill) a GEMM's tile that runs the 8 lanes' chains one after another and adds them in
 // the same order, so a row's bits never depend on which kernel ran it (decode.cpp, decode_gemm.cpp).
 #pragma once
 #include <cstdint>

@@ -188,9 +188,16 @@ T* scratch(i64 n) {
 constexpr i64 kGemmRows = 6;
 // From this many rows of x on, linear_rows takes the GEMM. Below it, packing W costs more than
 // the GEMM's tile saves: gpt-12m's 24 matrices on 2 threads (docs/measurements.md) took 4.7-7.3
-// ms at 8 rows against the dot products' 3.8-4.1, 12.4-13.0 against 13.0-15.2 at 48 rows, and
-// 0.73-0.86 of the dot products' time at 64 to 256 rows.
+// ms at 8 rows against the 3 x 3 dot products' 3.8-4.1, 12.4-13.0 against 13.0-15.2 at 48 rows,
+// and 0.73-0.86 of the dot products' time at 64 to 256 rows. With AVX-512's 8 x 4 tiles the
+// GEMM wins from 33 rows, where the tiles stop prefetching W (kStreamRows in decode.cpp): 1.2-1.4x
+// at 33 to 47 rows, gpt-12m and GPT-2, float32 and bf16; the two even at 28 and 32
+// (docs/measurements.md, "Two rows of W to a vector").
+#if BRRR_DECODE_AVX512
+constexpr i64 kGemmThreshold = 33;
+#else
 constexpr i64 kGemmThreshold = 48;
+#endif
 
 // The GEMM of many rows (decode_gemm.cpp): linear_rows's numbers, for M >= kGemmThreshold.
 void gemm(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e);

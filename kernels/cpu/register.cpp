@@ -134,8 +134,8 @@ void register_cpu_kernels() {
   // The Decoder's kernels (chapter 08, kernels/cpu/decode.h), registered for the kernel lab; the
   // Decoder calls them directly.
   add(op::linear_rows<float>, kCpu, "tiles", &cpu::linear_rows_op, 0,
-      about("a GEMV of 4 weight rows at a time up to 2 rows, 3 x 3 tiles up to 47 (8 x 4 with AVX-512, two "
-            "rows of W per vector), then the GEMM's 6 x 16 tile over packed x and W (decode.cpp)"));
+      about("a GEMV of 4 weight rows at a time up to 2 rows, 3 x 3 tiles up to 47 (with AVX-512 8 x 4, two "
+            "rows of W per vector, up to 32), then the GEMM's 6 x 16 tile over packed x and W (decode.cpp)"));
   add(op::linear_rows<double>, kCpu, "loop", &cpu::linear_rows_loop, 0, about("the formula, a dot product per output"));
   add(op::linear_rows_on_bf16, kCpu, "tiles", &cpu::linear_rows_bf16_op, 0,
       about("bf16 weights widened in registers (a shift), linear_rows's float32 tiles and numbers"));

@@ -64,7 +64,7 @@ double gelu_erf(double v) { return 0.5 * v * std::erfc(-v / std::sqrt(2.0)); }
 std::vector<Case> cases() {
   std::vector<Case> out;
   int i = 0;
-  for (i64 M : {1, 2, 3, 5, 7, 8, 13, 32, 47, 48, 53, 70})
+  for (i64 M : {1, 2, 3, 5, 7, 8, 13, 32, 33, 47, 48, 53, 70})
     for (i64 N : {1, 7, 16, 17, 50})
       for (i64 K : {1, 5, 8, 13, 64, 100}) {
         const Epilogue e = static_cast<Epilogue>(i % 4);
