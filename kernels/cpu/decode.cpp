@@ -188,11 +188,11 @@ struct Ahead {
   void step() {
     if (!at) return;
     if constexpr (!kShared) {
-      for (int b = 0; b < kBytes; b += 64) prefetch(at + b);
+      for (int b = 0; b < kBytes; b += 64) prefetch_l2(at + b);
       at += kBytes;
     } else if (--countdown == 0) {
       countdown = every;
-      for (i64 i = 0; i < lines && at < end; ++i) prefetch(at), at += 64;
+      for (i64 i = 0; i < lines && at < end; ++i) prefetch_l2(at), at += 64;
     }
   }
 };

@@ -60,6 +60,11 @@ inline Vec load(const std::uint16_t* p) {  // 8 bfloat16: widen to 32 bits, shif
 }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
 inline void prefetch(const char* p) { _mm_prefetch(p, _MM_HINT_T0); }
+// Into L2, not L1: the dot-product tiles' stream of W (decode.cpp, Ahead). On the Xeon of
+// docs/measurements.md ("Prefetching W into L2") GPT-2's decoding step ran 6% faster in bf16 and
+// 6-16% in float32 than with prefetcht0 (bench/decode_ab.sh both ways round); the GEMM's packing
+// was no faster with it and keeps prefetch.
+inline void prefetch_l2(const char* p) { _mm_prefetch(p, _MM_HINT_T1); }
 inline void prefetch_write(const float* p) { __builtin_prefetch(p, 1, 3); }
 inline Vec splat(float a) { return _mm256_set1_ps(a); }
 inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
@@ -98,6 +103,7 @@ inline Vec fma(Vec a, Vec b, Vec c) {
   return c;
 }
 inline void prefetch(const char* p) { __builtin_prefetch(p); }
+inline void prefetch_l2(const char* p) { __builtin_prefetch(p, 0, 2); }
 inline void prefetch_write(const float* p) { __builtin_prefetch(p, 1, 3); }
 inline Vec splat(float a) {
   Vec v;
