@@ -53,6 +53,7 @@ struct alignas(64) TileConfig {
 BRRR_AMX_TARGET void configure() {
   TileConfig c;
   for (int t = 0; t < 8; ++t) c.rows[t] = 16, c.colsb[t] = 64;
+  asm volatile("" : : "m"(c) : "memory");  // the builtin does not say it reads c (decode_amx.cpp)
   _tile_loadconfig(&c);
 }
 

@@ -106,6 +106,10 @@ BRRR_AMX_TARGET void configure_tiles(i64 cols = 16) {
     config.rows[t] = kTileRows;
     config.colsb[t] = static_cast<std::uint16_t>(t < 4 || t >= 6 ? 4 * cols : 64);
   }
+  // GCC 12's LDTILECFG builtin does not say that it reads the 64 bytes: built for another -march
+  // (x86-64-v3), the stores above were dropped as dead, the unit was left with palette 1 and no
+  // tile rows, and the first tile instruction faulted (SIGILL). This makes them happen first.
+  asm volatile("" : : "m"(config) : "memory");
   _tile_loadconfig(&config);
 }
 BRRR_AMX_TARGET void release_tiles() { _tile_release(); }
