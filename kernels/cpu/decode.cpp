@@ -164,10 +164,6 @@ void decode_detail::run_blocks(i64 blocks, void (*fn)(void*, i64), void* ctx) { 
 
 namespace {
 
-// out[r][j] = x_r . w_j over K numbers, for R rows of x (stride ldx) and J rows of w (stride
-// ldw), in decode.h's order. `ahead`, when given, is prefetched along the way (see block): at
-// the pace W is read, or with kShared, [ahead, ahead_end) a cache line every few steps, spread
-// over the whole loop.
 // What a tile asks for along its loop of `steps` steps (see block): without kShared, kBytes (the
 // bytes of W it reads per step) from `at` on, at the pace it reads its own; with kShared, all of
 // [at, end), spread evenly: a line every few steps, or several per step should the share have
@@ -250,6 +246,10 @@ inline void dots_in_pairs(float (&out)[R][J], const float* x, i64 ldx, const W* 
 }
 #endif
 
+// out[r][j] = x_r . w_j over K numbers, for R rows of x (stride ldx) and J rows of w (stride
+// ldw), in decode.h's order. `ahead`, when given, is prefetched along the way (Ahead above): at
+// the pace W is read, or with kShared, [ahead, ahead_end) spread over the whole loop. With
+// AVX-512, tiles of an even J and at least 12 sums take dots_in_pairs.
 template <int R, int J, class W, bool kShared = false>
 inline void dots(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 ldw, i64 K,
                  const char* ahead = nullptr, const char* ahead_end = nullptr) {
