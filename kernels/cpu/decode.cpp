@@ -239,9 +239,8 @@ inline void dots_in_pairs(float (&out)[R][J], const float* x, i64 ldx, const W* 
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < J; ++j) {
       const __m512 a = acc[r][j / 2];
-      float s = hsum(j % 2 == 0 ? _mm512_castps512_ps256(a) : _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
-      for (i64 k = K8; k < K; ++k) s = std::fma(x[r * ldx + k], widen(w[j * ldw + k]), s);
-      out[r][j] = s;
+      const Vec half = j % 2 == 0 ? _mm512_castps512_ps256(a) : _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
+      out[r][j] = last_products(hsum(half), x + r * ldx, w + j * ldw, K8, K);
     }
 }
 #endif
@@ -272,11 +271,7 @@ inline void dots(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 ld
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < J; ++j) {
-      float s = hsum(acc[r][j]);
-      for (i64 k = K8; k < K; ++k) s = std::fma(x[r * ldx + k], widen(w[j * ldw + k]), s);
-      out[r][j] = s;
-    }
+    for (int j = 0; j < J; ++j) out[r][j] = last_products(hsum(acc[r][j]), x + r * ldx, w + j * ldw, K8, K);
 }
 
 inline float gelu_tanh(float v) {  // 0.5 v (1 + tanh(u)) written as v / (1 + exp(-2u)), as nn.cpp's gelu_forward

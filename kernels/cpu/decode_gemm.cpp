@@ -208,8 +208,7 @@ inline void put_rows(float* y, const float* x, const W* w, const float (&sum)[R]
       continue;
     }
     for (i64 j = 0; j < J; ++j) {
-      float s = sum[r][j];
-      for (i64 k = K8; k < K; ++k) s = std::fma(x[(m + r) * K + k], widen(w[(n + j) * K + k]), s);
+      const float s = last_products(sum[r][j], x + (m + r) * K, w + (n + j) * K, K8, K);
       put(e, dst[j], bias ? s + bias[n + j] : s);
     }
   }

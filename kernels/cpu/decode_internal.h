@@ -50,6 +50,15 @@ inline float widen(std::uint16_t bits) {  // bfloat16 -> float32, exact
   return f;
 }
 
+// s plus the last products of a row of x and a row of W, k = K8 .. K - 1 in order, one FMA each:
+// the step of decode.h's order after the 8 lanes are summed (K8 = K - K % 8), shared by the
+// dot-product tiles (decode.cpp) and the GEMM's (decode_gemm.cpp).
+template <class W>
+inline float last_products(float s, const float* x, const W* w, i64 K8, i64 K) {
+  for (i64 k = K8; k < K; ++k) s = std::fma(x[k], widen(w[k]), s);
+  return s;
+}
+
 #if BRRR_DECODE_AVX2
 using Vec = __m256;
 inline Vec zero() { return _mm256_setzero_ps(); }
