@@ -302,7 +302,10 @@ void Scheduler::advance(Sequence& s, const std::vector<std::vector<float>>& logi
     e.text = tokenizer_.decode(s.generated).substr(s.text_sent);  // with what was held back
     return finish(s, "stop", std::move(e));
   }
-  e.tokens.push_back(token_info(last, token, std::max(p.logprobs, 0)));
+  // The token's logprob is a softmax over the vocabulary (50,257 exponentials at GPT-2's):
+  // made only when the request asked for logprobs, the one place it is sent.
+  e.tokens.push_back(p.logprobs >= 0 ? token_info(last, token, p.logprobs)
+                                     : TokenInfo{token, std::numeric_limits<float>::quiet_NaN(), {}});
   s.generated.push_back(token);
   if (s.generated.size() == 1) {
     const double ttft = std::chrono::duration<double>(Clock::now() - s.request->submitted).count();
