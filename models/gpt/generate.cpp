@@ -17,11 +17,11 @@ namespace {
 // A float's bits as an unsigned key whose ascending order is the floats' descending order, the
 // largest logit first. -0 and +0 make one key, as they compare equal.
 std::uint32_t descending_key(float v) {
-  if (v == 0.0f) v = 0.0f;
+  v += 0.0f;  // -0 + 0 is +0; every other float is itself
   std::uint32_t u;
   std::memcpy(&u, &v, sizeof u);
-  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // now ascending as the floats are
-  return ~u;
+  const std::uint32_t negative = static_cast<std::uint32_t>(static_cast<std::int32_t>(u) >> 31);  // all ones if so
+  return ~(u ^ (negative | 0x80000000u));  // inside the ~: ascending as the floats are
 }
 
 // Sorts items ascending by their high 32 bits, equal ones keeping the order given: a
@@ -57,56 +57,76 @@ class Ranking {
  public:
   // Only the first `limit` tokens of the ranking will be asked for.
   Ranking(const std::vector<float>& logits, double temperature, std::size_t limit)
-      : logits_(logits), temperature_(temperature), top_(*std::max_element(logits.begin(), logits.end())), limit_(limit) {
+      : logits_(logits), temperature_(temperature), top_(*std::max_element(logits.begin(), logits.end())), limit_(limit),
+        s_(scratch()) {
+    s_.ids.clear(), s_.weights.clear();
     add([&](float l) { return l >= cut_; });
   }
   std::uint32_t id(std::size_t i) {
     reach(i);
-    return ids_[i];
+    return s_.ids[i];
   }
   double weight(std::size_t i) {
     reach(i);
-    while (weights_.size() <= i)
-      weights_.push_back(std::exp((logits_[ids_[weights_.size()]] - top_) / temperature_));
-    return weights_[i];
+    weigh(i + 1);
+    return s_.weights[i];
   }
   // The first n weights summed in order from zero; the weights after the first candidates
   // leave the sum as it is (see above), so they are not added.
   double sum(std::size_t n) {
+    n = std::min(n, candidates_);
+    weigh(n);
     double total = 0.0;
-    for (std::size_t i = 0; i < std::min(n, candidates_); ++i) total += weight(i);
+    for (std::size_t i = 0; i < n; ++i) total += s_.weights[i];
     return total;
   }
 
  private:
+  // Room reused from draw to draw (a fresh 50,257-token ranking is about 1.4 MB to allocate).
+  struct Scratch {
+    std::vector<std::uint64_t> items, spare;
+    std::vector<std::uint32_t> ids;
+    std::vector<double> weights;
+  };
+  static Scratch& scratch() {
+    thread_local Scratch s;
+    return s;
+  }
+  void weigh(std::size_t n) {  // the weights of the first n tokens ranked
+    for (std::size_t i = s_.weights.size(); i < n; ++i)
+      s_.weights.push_back(std::exp((logits_[s_.ids[i]] - top_) / temperature_));
+  }
   template <class Keep>
   void add(Keep keep) {
     // (key, id) in one word, so that ascending words are the ranking, ties in id order. With
     // top_k, the first limit_ of them are found first (in linear time), and only they sorted.
-    std::vector<std::uint64_t> items, spare;
-    items.reserve(logits_.size());
-    for (std::size_t i = 0; i < logits_.size(); ++i)
-      if (keep(logits_[i])) items.push_back(std::uint64_t{descending_key(logits_[i])} << 32 | i);
-    const std::size_t wanted = limit_ - ids_.size();
+    std::vector<std::uint64_t>& items = s_.items;
+    items.resize(logits_.size());
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < logits_.size(); ++i) {
+      items[n] = std::uint64_t{descending_key(logits_[i])} << 32 | i;
+      n += keep(logits_[i]) ? 1 : 0;
+    }
+    items.resize(n);
+    const std::size_t wanted = limit_ - s_.ids.size();
     if (items.size() > wanted) {  // nth_element leaves them out of id order: the whole word is the key
       std::nth_element(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(wanted), items.end());
       items.resize(wanted);
       std::sort(items.begin(), items.end());
     } else {
-      sort_by_high_half(items, spare);
+      sort_by_high_half(items, s_.spare);
     }
-    for (std::uint64_t v : items) ids_.push_back(static_cast<std::uint32_t>(v));
-    if (candidates_ == 0) candidates_ = ids_.size();
+    for (std::uint64_t v : items) s_.ids.push_back(static_cast<std::uint32_t>(v));
+    if (candidates_ == 0) candidates_ = s_.ids.size();
   }
   void reach(std::size_t i) {
-    if (i >= ids_.size() && ids_.size() == candidates_) add([&](float l) { return !(l >= cut_); });
+    if (i >= s_.ids.size() && s_.ids.size() == candidates_) add([&](float l) { return !(l >= cut_); });
   }
   const std::vector<float>& logits_;
   const double temperature_, top_;
   const double cut_ = top_ - 40.0 * temperature_;  // below it, weights under exp(-40)
-  std::vector<std::uint32_t> ids_;
   const std::size_t limit_;
-  std::vector<double> weights_;
+  Scratch& s_;
   std::size_t candidates_ = 0;
 };
 
