@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "brrr/brrr.h"
@@ -66,14 +67,20 @@ TEST_CASE("sampling: sample_token draws what its definition draws") {
   CHECK(cases > 5000);
 }
 
-TEST_CASE("sampling: a draw that walks past every token of weight still finds the reference's") {
-  // Two tokens far apart: the second's weight is exp(-1000), under the sampler's cut, so it is
-  // ranked only if a walk reaches it. top_p just under 1 asks the nucleus loop to go there.
-  const std::vector<float> logits = {-1000.0f, 0.0f, -1000.0f};
+TEST_CASE("sampling: a top-p walk past every token of weight still finds the reference's") {
+  // Seven tokens of logit 0 and three of -1000, whose weights (exp(-1000) = 0) fall under the
+  // sampler's cut. Seven shares of 1/7 add up, in double, to 0.9999999999999998, below the
+  // largest top_p under 1, so the nucleus loop walks on into the tokens below the cut: the
+  // sampler must rank them then, in the reference's order, and still draw only the seven.
+  const std::vector<float> logits = {-1000.0f, 0.0f, 0.0f, -1000.0f, 0.0f, 0.0f, 0.0f, -1000.0f, 0.0f, 0.0f};
   models::GenerateOptions o;
   o.temperature = 1.0, o.top_p = 0.9999999999999999;
   Generator a(5), b(5);
-  for (int i = 0; i < 50; ++i) CHECK(models::sample_token(logits, o, a) == reference_sample(logits, o, b));
-  o.top_p = 1.0;
-  for (int i = 0; i < 50; ++i) CHECK(models::sample_token(logits, o, a) == 1);
+  std::set<std::uint32_t> seen;
+  for (int i = 0; i < 200; ++i) {
+    const std::uint32_t got = models::sample_token(logits, o, a);
+    CHECK(got == reference_sample(logits, o, b));
+    seen.insert(got);
+  }
+  CHECK(seen == std::set<std::uint32_t>{1, 2, 4, 5, 6, 8, 9});
 }
