@@ -1,7 +1,7 @@
 // tests/sample_reference.h: sample_token's definition (chapter 08, sampling) written out
 // plainly, the way models/gpt/generate.cpp sampled before it stopped sorting the whole
-// vocabulary: every token ranked by std::stable_sort, every weight computed. tests/train/test_sampling.cpp holds the
-// sampler to it; bench/bench_sample_token.cpp times both.
+// vocabulary: every token ranked by std::stable_sort, every weight computed.
+// tests/train/test_sampling.cpp holds the sampler to it; bench/bench_sample_token.cpp times both.
 #pragma once
 #include <algorithm>
 #include <cmath>
