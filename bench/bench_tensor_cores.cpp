@@ -1,6 +1,6 @@
 // bench/bench_tensor_cores.cpp: the tensor-core kernels with bf16 in memory, timed on the GPU
-// (or the emulator, for a try): matmul.cu's variants 12 (bf16_pipelined) and 13 (bf16_wide) at N^3, and
-// attention.cu's variant 4, causal, at (BH, T, hs): its forward, and forward + backward. Their bars are
+// (or the emulator, for a try): matmul's variants 12 (bf16_pipelined) and 13 (bf16_wide) at N^3, and
+// attention's variant 4, causal, at (BH, T, hs): its forward, and forward + backward. Their bars are
 // against cuBLAS's bf16 GEMM and PyTorch's bf16 SDPA, which bench/tensor_cores_peer.py times;
 // bench/tensor_cores.sh runs both. Chapters 14 and 15.
 // They are plain launchers until bf16 tensors reach the registry (then kernel-lab takes over):
@@ -23,8 +23,8 @@
 #include "bench/bench_util.h"
 #include "brrr/bfloat16.h"
 #include "brrr/brrr.h"
-#include "kernels/cuda/attention.h"
-#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/matmul/matmul.h"
 #include "kernels/cuda/runtime.h"
 
 using namespace brrr;

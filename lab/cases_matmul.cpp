@@ -142,7 +142,7 @@ void call_matmul_bf16(kernels::matmul_fn<float> f, const Args& a) {
   f(a.f<float>("out"), a.f<float>("a"), a.f<float>("b"), s, a.stream);
 }
 
-// --- matmul/bf16: matmul on bf16 data, float32 out (chapter 18; matmul.cu variant 12) ---------
+// --- matmul/bf16: matmul on bf16 data, float32 out (chapter 18; the CUDA matmul's variant 12) ---------
 
 void call_matmul_bf16_memory(kernels::matmul_on_bf16_fn f, const Args& a) {
   kernels::MatmulShape s;

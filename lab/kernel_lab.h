@@ -264,7 +264,7 @@ struct Options {
 // The judgement of a low-precision variant (see Case::baseline): err <= 2 err(baseline) + floor.
 constexpr double kBaselineFactor = 2.0;
 // x rounded to tf32 (1 sign, 8 exponent, 10 mantissa bits), to nearest, ties away from zero: what
-// cvt.rna.tf32.f32 hands the tensor cores (matmul.cu's variants 10 and 11). As float32.
+// cvt.rna.tf32.f32 hands the tensor cores (the CUDA matmul's variants 10 and 11). As float32.
 float round_to_tf32(float x);
 
 struct VariantResult {

@@ -2,7 +2,7 @@
 """scripts/bf16_attention_error.py [SEEDS] [BH T HS]: where the bf16 flash attention backward's
 error comes from (chapter 18; the kernel lab's bf16 baseline, lab/cases_attention.cpp).
 
-The kernel lab measures attention.cu variant 3's backward (bf16_mma) at 1.00x its bf16
+The kernel lab measures attention's variant 3 backward (kernels/cuda/attention/mma_sync.cu) (bf16_mma) at 1.00x its bf16
 baseline's error on every seed: it rounds what the baseline rounds, P before dv = P^T dout and
 dS before dq = dS k and dk = dS^T q, and nothing else. This takes the baseline apart, in float64
 with PyTorch's ops on the lab's kind of problem (q, k, v, dout drawn N(0, 1) and rounded to bf16;

@@ -2,7 +2,7 @@
 // (exercises/student/attention.cu; chapter 15), registered as attention_forward variant
 // "solution". One simple flash kernel: a thread per query row, the keys and values of a tile
 // shared by the block, an online softmax, the output row accumulated in place. No tensor
-// cores, no register tiling: kernels/cuda/attention.cu goes further.
+// cores, no register tiling: kernels/cuda/attention/ goes further.
 #include <cfloat>
 #include <cstdint>
 

@@ -1,7 +1,7 @@
 // exercises/solutions/matmul.cu: the reference solution of exercise ex14.1
 // (exercises/student/matmul.cu; chapter 14), registered as matmul variant "solution".
 // The textbook shared-memory tiling, with the whole MatmulShape contract: transposes, batch
-// strides (0 broadcasts), accumulate, ragged sizes. kernels/cuda/matmul.cu goes further.
+// strides (0 broadcasts), accumulate, ragged sizes. kernels/cuda/matmul/ goes further.
 #include <algorithm>
 #include <cstdint>
 

@@ -3,7 +3,7 @@
 // docs/chapters/15-flash-attention.md).
 // Read before: the chapter (the online softmax), kernels/cpu/nn.cpp (attention_forward: the
 // reference), exercises/student/matmul.cu (ex14.1: tiles in shared memory).
-// Read next: kernels/cuda/attention.cu, the built-in variants.
+// Read next: kernels/cuda/attention/, the built-in variants.
 //
 // What to write: attention_forward for BH independent (T, hs) problems, one pass over the
 // keys per query row. It is registered as variant "student" of attention_forward on the

@@ -2,7 +2,7 @@
 // on the GPU (chapter 14, docs/chapters/14-matmul-gpu.md).
 // Read before: the chapter, kernels/cpu/matmul.cpp (matmul_naive: the contract in loops),
 // exercises/student/matmul_tiled.cpp (ex04.1: the same idea for a CPU cache), kernels/signatures.h
-// (MatmulShape). Read next: kernels/cuda/matmul.cu, the built-in variants.
+// (MatmulShape). Read next: kernels/cuda/matmul/, the built-in variants.
 //
 // What to write: the classic shared-memory matmul. Each block computes one tile of out;
 // its threads load a tile of a and a tile of b into __shared__ arrays together, wait

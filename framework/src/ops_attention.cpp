@@ -1,7 +1,7 @@
 // framework/src/ops_attention.cpp: flash_attention, causal self-attention as one fused op with
 // a hand-written backward. Chapter 15 (flash attention). Read before: ops_nn.cpp (the composed
 // causal_attention_composed computes the same thing from matmul, mask and softmax).
-// Read next: kernels/cpu/attention.cpp, kernels/cuda/attention.cu.
+// Read next: kernels/cpu/attention.cpp, kernels/cuda/attention/.
 //
 // The composed op keeps the (B, H, T, T) attention matrix (and autograd keeps the scores,
 // the masked scores and the softmax for the backward): memory grows as T^2. This op keeps

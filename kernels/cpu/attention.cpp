@@ -1,7 +1,7 @@
 // kernels/cpu/attention.cpp: causal attention, forward and backward, on the CPU: the reference
 // the CUDA flash attention kernels are checked against, and what ops::flash_attention runs
 // on the CPU. Chapter 15 (flash attention). Read before: ops_nn.cpp's causal_attention_composed
-// (the same math from matmul, mask and softmax). Read next: kernels/cuda/attention.cu.
+// (the same math from matmul, mask and softmax). Read next: kernels/cuda/attention/.
 //
 // For each of the BH = batch * heads independent problems, with q, k, v, out (T, hs):
 //

@@ -88,7 +88,7 @@ template void matmul_naive<double>(double*, const double*, const double*, const 
 template void matmul_eigen<float>(float*, const float*, const float*, const MatmulShape&, Stream);
 template void matmul_eigen<double>(double*, const double*, const double*, const MatmulShape&, Stream);
 
-// matmul on bf16 data (chapter 18; the CPU variant of the op of matmul.cu's variant 12): a and b
+// matmul on bf16 data (chapter 18; the CPU variant of the op of the CUDA matmul's variant 12): a and b
 // stored as bf16, widened to float32 (exact) and multiplied by the bf16 GEMM (gemm_bf16.cpp),
 // whose rounding of its operands to bf16 leaves them as they are.
 void matmul_bf16_memory(float* out, const bf16* a, const bf16* b, const MatmulShape& s, Stream stream) {

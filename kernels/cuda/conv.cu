@@ -1,6 +1,6 @@
 // kernels/cuda/conv.cu: convolution and pooling on the GPU, forward and backward.
 // Chapter 09 (convolutions), its GPU section. Read before: kernels/cpu/conv_im2col.cpp (the
-// same lowering on the CPU), kernels/cuda/matmul.cu (the GEMMs it calls). Read next:
+// same lowering on the CPU), kernels/cuda/matmul/ (the GEMMs it calls). Read next:
 // tests/emulator/test_conv_cuda.cpp (how it is checked).
 //
 // Two ways to convolve, as on the CPU:
@@ -8,7 +8,7 @@
 //        col (C_in kH kW, nb H_out W_out)
 //      for a group of nb images, then out = weight @ col is one matrix multiplication per
 //      convolution group, done by the registry's CUDA matmul (cuBLAS on a GPU, the hand-written
-//      kernels of matmul.cu in the emulator). The backward is two more GEMMs over the same
+//      kernels of kernels/cuda/matmul/ in the emulator). The backward is two more GEMMs over the same
 //      layout: dweight = dout @ col^T, dcol = weight^T @ dout, then col2im sends each entry
 //      of dcol back to the pixel it came from. All the arithmetic runs in the GEMM, the
 //      fastest kernel there is; the price is col, kH kW times the input, in device memory.

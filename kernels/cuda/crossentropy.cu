@@ -2,7 +2,7 @@
 // two kernels, and the fused classifier that computes the loss and writes dlogits in one.
 // Chapter 13 (reductions: LayerNorm, softmax and cross-entropy); chapter 16 shows how the
 // fused kernel's gradient reaches autograd. Read before: kernels/cpu/nn.cpp (the reference),
-// kernels/cuda/layernorm.cu (row reductions with warps). Read next: kernels/cuda/matmul.cu
+// kernels/cuda/layernorm.cu (row reductions with warps). Read next: kernels/cuda/matmul/cuda_cores.cu
 // (chapter 14).
 //
 // For one row of logits x (V) and target t:

@@ -1,6 +1,6 @@
 // kernels/cuda/cublas.cu: matmul through cuBLAS, the default on a GPU and the bar every
-// hand-written matmul in matmul.cu is measured against. GPU only (the emulator has no cuBLAS).
-// Chapter 14 (matmul from naive to tensor cores). Read before: kernels/cuda/matmul.cu.
+// hand-written matmul in kernels/cuda/matmul/ is measured against. GPU only (the emulator has no cuBLAS).
+// Chapter 14 (matmul from naive to tensor cores). Read before: kernels/cuda/matmul/.
 //
 // cuBLAS is column-major; brrr is row-major. A row-major (M, N) matrix is the same bytes as a
 // column-major (N, M) one, its transpose, so out = a @ b is computed as out^T = b^T @ a^T:
@@ -18,7 +18,7 @@
 // bf16 copies in scratch memory by the BFloat16 dtype's conversion kernel (elementwise.cu's
 // cast: round to nearest even, as brrr::bf16): a pass over the operands at 6 bytes an element,
 // small beside the GEMM's K-fold reuse of them. matmul on bf16 data takes bf16 a and b as they
-// are: the same GEMM without the copies, the peer of matmul.cu's variant 12. (This file is host code, built for the GPU
+// are: the same GEMM without the copies, the peer of matmul's variant 12 (matmul/mma_sync.cu). (This file is host code, built for the GPU
 // only: it launches no kernel of its own, which would need simt.h and the emulator's copy.)
 #include <cstdint>
 #include <mutex>
@@ -127,7 +127,7 @@ void matmul_bf16_cublas(float* out, const float* a, const float* b, const Matmul
 }
 
 // matmul on bf16 data on cuBLAS: a and b are bf16 in memory already, so the GEMM alone: the peer
-// the kernel lab times matmul.cu's variant 12 beside (the bar: at least 50% of it at 4096^3).
+// the kernel lab times matmul's variant 12 beside (the bar: at least 50% of it at 4096^3).
 void matmul_bf16_memory_cublas(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& s,
                                Stream stream) {
   if (s.M == 0 || s.N == 0 || s.batch == 0) return;

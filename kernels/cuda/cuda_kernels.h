@@ -17,12 +17,14 @@
   void register_elementwise_kernels();  /* elementwise.cu: fill, copy, cast, unary, binary, random */  \
   void register_reduce_kernels();       /* reduce.cu: sum_dim, max_dim, max_dim_backward */            \
   void register_nn_kernels();           /* nn.cu: embedding, softmax, log_softmax */                   \
-  void register_matmul_kernels();       /* matmul.cu: matmul from naive to register blocking */        \
+  void register_matmul_cuda_core_kernels();   /* matmul/cuda_cores.cu: naive to warp tiles */       \
+  void register_matmul_tensor_core_kernels(); /* matmul/mma_sync.cu: WMMA and mma.sync */           \
   void register_gelu_kernels();         /* gelu.cu */                                                  \
   void register_layernorm_kernels();    /* layernorm.cu */                                             \
   void register_crossentropy_kernels(); /* crossentropy.cu */                                          \
   void register_adamw_kernels();        /* adamw.cu: adamw_step, sgd_step */                           \
-  void register_attention_kernels();    /* attention.cu: flash attention */                            \
+  void register_attention_cuda_core_kernels();   /* attention/cuda_cores.cu: naive, flash */        \
+  void register_attention_tensor_core_kernels(); /* attention/mma_sync.cu: bf16 on mma.sync */      \
   void register_conv_kernels();         /* conv.cu: convolution (im2col + GEMM, direct) and pooling */  \
   /* Scratch memory on the device for kernels that need it (per process, grows, never shrinks; */      \
   /* stream-ordered, so a kernel may use it until its launch returns). */                              \

@@ -12,12 +12,14 @@ void register_kernels() {
   register_elementwise_kernels();
   register_reduce_kernels();
   register_nn_kernels();
-  register_matmul_kernels();
+  register_matmul_cuda_core_kernels();
+  register_matmul_tensor_core_kernels();
   register_gelu_kernels();
   register_layernorm_kernels();
   register_crossentropy_kernels();
   register_adamw_kernels();
-  register_attention_kernels();
+  register_attention_cuda_core_kernels();
+  register_attention_tensor_core_kernels();
   register_conv_kernels();
   register_transpose_kernels();  // transpose.cu (declared in kernels/transpose.h)
 #if !BRRR_EMULATOR

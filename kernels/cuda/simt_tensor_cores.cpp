@@ -1,7 +1,7 @@
 // kernels/cuda/simt_tensor_cores.cpp: the emulator's tensor-core instructions: mma.sync,
 // ldmatrix and cp.async, lane by lane. Chapter 14 (tensor cores). Read before:
 // kernels/cuda/simt_tensor_cores.h (their spellings, and what each does on the GPU).
-// Read next: kernels/cuda/matmul.cu.
+// Read next: kernels/cuda/matmul/mma_sync.cu.
 //
 // mma.sync and ldmatrix are warp-collective: the 32 lanes meet (warp_exchange, a shuffle of
 // several words), and each lane then computes its own registers of the result from everyone's

@@ -1,11 +1,11 @@
 // kernels/cuda/simt_tensor_cores.h: Ampere's tensor-core instructions for the kernels that use
-// them (matmul.cu's tensor-core variants, attention.cu's variants 3 and 4): mma.sync, ldmatrix and cp.async
+// them (kernels/cuda/matmul/mma_sync.cu, kernels/cuda/attention/mma_sync.cu): mma.sync, ldmatrix and cp.async
 // as brrr spells them, and WMMA (nvcuda::wmma). Under nvcc each is one line of inline PTX (a
 // kernel using WMMA includes CUDA's <mma.h> itself); under g++ each is the emulator's
 // warp-collective version, implemented in simt_tensor_cores.cpp. Chapter 14 (tensor cores).
 // Read before: kernels/cuda/simt.h (chapter 10: the SIMT model both halves build on).
 // Read next: kernels/cuda/simt_tensor_cores.cpp (the emulator's fragment tables), then
-// kernels/cuda/matmul.cu's variant 7 (WMMA) and 8 (mma.sync).
+// kernels/cuda/matmul/mma_sync.cu's variant 7 (WMMA) and 9 (mma.sync).
 #pragma once
 #include "kernels/cuda/simt.h"
 
@@ -205,7 +205,7 @@ __attribute__((noinline)) void cp_async_wait_group() {
 }
 
 // --- WMMA (nvcuda::wmma) ------------------------------------------------------------------------
-// CUDA's portable tensor-core API (<mma.h>), for matmul.cu's variant 7; the emulator has the one
+// CUDA's portable tensor-core API (<mma.h>), for matmul's variant 7 (matmul/mma_sync.cu); the emulator has the one
 // shape that variant uses, m16n16k8 on tf32 with float32 accumulators. Unlike mma.sync, WMMA does
 // not say which lane holds which element of a fragment: a kernel may read and write a
 // fragment's x[] only element by element, the same thing on each (as split_tf32 does). The

@@ -1,7 +1,7 @@
-// tests/emulator/test_attention.cpp: every CUDA attention variant of kernels/cuda/attention.cu,
+// tests/emulator/test_attention.cpp: every CUDA attention variant of kernels/cuda/attention/,
 // run on the emulator, against the CPU reference (kernels/cpu/attention.cpp), then the op
 // end to end on Device::cuda() backed by the emulator. Chapter 15 (flash attention).
-// Read before: kernels/cuda/attention.cu.
+// Read before: kernels/cuda/attention/.
 //
 // Shapes stay small (the emulator runs every CUDA thread as a fiber) but cover what tiles get
 // wrong: T = 1, T not a multiple of the 64-row tile (17, 70: a ragged last tile, and a second
@@ -24,7 +24,7 @@
 #include "brrr/cuda.h"
 #include "brrr/kernels.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/simt.h"
 #include "tests/skip.h"
 
@@ -105,7 +105,7 @@ const std::vector<Problem> kShapes = {{2, 1, 16}, {3, 17, 24}, {2, 70, 64}, {2, 
 // float64 reference on the rounded inputs, within the lab's bf16 tolerance (what remains is
 // the kernel's own rounding of the softmax weights to bf16, and float32 sums).
 const std::vector<Problem> kTensorCoreShapes = {{1, 1, 64}, {2, 130, 64}, {1, 67, 128}, {1, 70, 40}};
-constexpr double kBf16Tolerance = 3e-2;  // VariantMeta of the bf16 variants (attention.cu)
+constexpr double kBf16Tolerance = 3e-2;  // VariantMeta of the bf16 variants (attention/mma_sync.cu)
 
 std::vector<float> rounded_to_bf16(std::vector<float> values) {
   for (float& v : values) v = brrr::round_to_bf16(v);

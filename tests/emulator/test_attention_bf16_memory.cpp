@@ -1,8 +1,8 @@
-// tests/emulator/test_attention_bf16_memory.cpp: attention.cu's variant 4 (q, k, v, out and
+// tests/emulator/test_attention_bf16_memory.cpp: attention's variant 4 (q, k, v, out and
 // dout stored as bfloat16; forward and backward stream their tiles by cp.async with double
 // buffering and read fragments by ldmatrix), run on the SIMT emulator on device buffers of
 // bf16, against the CPU reference in float64 on the same bf16 values.
-// Chapter 15. Read before: kernels/cuda/attention.cu (variant 4).
+// Chapter 15. Read before: kernels/cuda/attention/mma_sync.cu (variant 4).
 //
 // T = 1, 67 and 130: one key tile, a ragged second one, and three tiles (the second stage
 // refilled while the first is read; the race detector, under the extra schedules of
@@ -22,7 +22,7 @@
 #include "brrr/bfloat16.h"
 #include "emulator_test_util.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention/attention.h"
 
 namespace emu = brrr::kernels::emu;
 using brrr::bf16;

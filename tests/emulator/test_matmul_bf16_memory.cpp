@@ -1,7 +1,7 @@
-// tests/emulator/test_matmul_bf16_memory.cpp: matmul.cu's variant 12, bf16_pipelined (a and b
+// tests/emulator/test_matmul_bf16_memory.cpp: matmul's variant 12, bf16_pipelined (a and b
 // stored as bfloat16, 16-byte cp.async copies in a three-stage pipeline, ldmatrix, mma.sync,
 // float32 out), run on the SIMT emulator against the triple loop in float64 on the same bf16
-// values. Chapter 14. Read before: kernels/cuda/matmul.cu (variant 12).
+// values. Chapter 14. Read before: kernels/cuda/matmul/mma_sync.cu (variant 12).
 //
 // The shapes walk the kernel's three ways of filling a shared tile: 16-byte copies of aligned
 // rows (K = 40, 64), copies that straddle the end of a row and zero-fill the rest (K = 33:
@@ -21,7 +21,7 @@
 
 #include "brrr/bfloat16.h"
 #include "emulator_test_util.h"
-#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/matmul/matmul.h"
 
 namespace emu = brrr::kernels::emu;
 using brrr::bf16;

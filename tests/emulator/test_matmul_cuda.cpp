@@ -1,8 +1,8 @@
-// tests/emulator/test_matmul_cuda.cpp: every CUDA matmul variant of kernels/cuda/matmul.cu,
+// tests/emulator/test_matmul_cuda.cpp: every CUDA matmul variant of kernels/cuda/matmul/,
 // run on the SIMT emulator, against the CPU reference kernels::cpu::matmul_naive: ragged
 // sizes, both transposes, batches with a broadcast operand, accumulate, misaligned pointers;
 // then end to end through ops::matmul on Device::cuda() with each variant selected.
-// Chapter 14 (matmul from naive to tensor cores). Read before: kernels/cuda/matmul.cu.
+// Chapter 14 (matmul from naive to tensor cores). Read before: kernels/cuda/matmul/.
 //
 // The tensor-core variants run here too: 7 through the emulator's WMMA, 9 and 10 through its
 // mma.sync, on inputs rounded as they round them where they round. The sizes
@@ -23,7 +23,7 @@
 #include "brrr/bfloat16.h"
 #include "brrr/brrr.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/matmul/matmul.h"
 #include "kernels/cuda/simt.h"
 
 namespace emu = brrr::kernels::emu;

@@ -1,7 +1,7 @@
-// tests/emulator/test_matmul_epilogue.cpp: matmul.cu's variant 11, the GEMM with bias and GELU
+// tests/emulator/test_matmul_epilogue.cpp: matmul's variant 11, the GEMM with bias and GELU
 // fused into its epilogue (out = gelu(a @ b + bias), pre = a @ b), run on the SIMT emulator
 // against the CPU reference kernel (kernels/cpu/fused.cpp: the registry's GEMM, then
-// bias_gelu_forward) in float64 on the same values. Chapter 14. Read before: kernels/cuda/matmul.cu.
+// bias_gelu_forward) in float64 on the same values. Chapter 14. Read before: kernels/cuda/matmul/mma_sync.cu.
 //
 // The kernel's main loop is variant 10's (tf32 products), so a and b are rounded to tf32 first:
 // what is left to compare is the float32 sums and the epilogue. M, N and K are not multiples
@@ -18,7 +18,7 @@
 #include "brrr/brrr.h"
 #include "emulator_test_util.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/matmul/matmul.h"
 #include "kernels/cuda/simt.h"
 
 namespace emu = brrr::kernels::emu;

@@ -1,13 +1,13 @@
-// kernels/cuda/attention.h: the causal attention kernels of attention.cu, callable with raw
-// pointers, one function per variant. Chapter 15 (flash attention).
+// kernels/cuda/attention/attention.h: the causal attention kernels of kernels/cuda/attention/,
+// callable with raw pointers, one function per variant. Chapter 15 (flash attention).
 // Read before: kernels/signatures.h (attention_forward_fn, attention_backward_fn).
-// Read next: kernels/cuda/attention.cu.
+// Read next: kernels/cuda/attention/cuda_cores.cu (variants 1 and 2), then mma_sync.cu (3, 4).
 //
-// attention.cu is compiled twice (see simt.h), so each function exists in brrr::kernels::emu
-// (the emulator, host pointers) and in brrr::kernels::cuda (the GPU, device pointers; only in
-// CUDA builds). Sizes and scale in an AttentionShape (kernels/signatures.h): q, k, v, out, dout,
-// dq, dk, dv (BH, T, hs), lse (BH, T), all contiguous; key j is visible to query i iff j <= i.
-// T is float or double.
+// The folder's files are compiled twice (see simt.h), so each function exists in
+// brrr::kernels::emu (the emulator, host pointers) and in brrr::kernels::cuda (the GPU, device
+// pointers; only in CUDA builds). Sizes and scale in an AttentionShape (kernels/signatures.h):
+// q, k, v, out, dout, dq, dk, dv (BH, T, hs), lse (BH, T), all contiguous; key j is visible to
+// query i iff j <= i. T is float or double.
 #pragma once
 #include <cstdint>
 

@@ -1,12 +1,14 @@
-// kernels/cuda/matmul.h: the hand-written CUDA matmuls of matmul.cu, callable with raw pointers.
-// Chapter 14 (matmul from naive to tensor cores). Read next: kernels/cuda/matmul.cu.
+// kernels/cuda/matmul/matmul.h: the hand-written CUDA matmuls of kernels/cuda/matmul/, callable
+// with raw pointers. Chapter 14 (matmul from naive to tensor cores).
+// Read next: kernels/cuda/matmul/gemm.h, then cuda_cores.cu and mma_sync.cu.
 //
-// matmul.cu is compiled twice (see simt.h), so each function exists twice with the same
-// signature, the matmul signature of kernels/signatures.h: in brrr::kernels::emu (g++, runs on
-// the emulator, takes CPU pointers) and in brrr::kernels::cuda (nvcc, runs on the GPU, takes
-// device pointers; only in CUDA builds). Every variant implements the whole MatmulShape
+// The folder's files are compiled twice (see simt.h), so each function exists twice with the
+// same signature, the matmul signature of kernels/signatures.h: in brrr::kernels::emu (g++,
+// runs on the emulator, takes CPU pointers) and in brrr::kernels::cuda (nvcc, runs on the GPU,
+// takes device pointers; only in CUDA builds). Every variant implements the whole MatmulShape
 // contract: batch strides (0 broadcasts), trans_a / trans_b, accumulate, any M, N, K.
-// The numbers are the variants' numbers in matmul.cu, slowest first.
+// The numbers are the variants' numbers, slowest first: 1 to 6 and 8 in cuda_cores.cu (the
+// float32 units), 7 and 9 to 13 in mma_sync.cu (the tensor cores).
 #pragma once
 #include "kernels/signatures.h"
 
