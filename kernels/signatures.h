@@ -215,6 +215,11 @@ template <class T> using residual_layernorm_forward_fn = void (*)(T* sum, T* out
 // dlogits (N, V) = dloss * (softmax(logits) - onehot(target)); rows whose target is
 // ignore_index get loss 0 and gradient 0. No probability tensor is kept.
 template <class T> using cross_entropy_fused_fn = void (*)(T* losses, T* dlogits, const T* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, T dloss, Stream);
+// cross_entropy_fused on bf16 data (chapter 18; the classifier of a step whose activations are
+// bf16 in memory): logits and dlogits bfloat16, losses and dloss float32, every sum float32.
+// dlogits may be logits itself: the gradient overwrites the logits in place, as llm.c's
+// classifier does, so a step keeps one (N, V) buffer, not two.
+using cross_entropy_fused_on_bf16_fn = void (*)(float* losses, bf16* dlogits, const bf16* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, float dloss, Stream);
 // Causal attention (AttentionShape above): q, k, v, out (BH, T, hs), lse (BH, T) = log-sum-exp
 // of each row of the scaled, masked scores (all the backward needs besides q, k, v, out). The
 // backward overwrites dq, dk, dv.
@@ -330,6 +335,8 @@ template <class T> inline constexpr Op<attend_rows_fn<T>> attend_rows{"attend_ro
 inline constexpr Op<linear_rows_on_bf16_fn> linear_rows_on_bf16{linear_rows<float>.name, kBFloat16};
 template <class T> inline constexpr Op<residual_layernorm_forward_fn<T>> residual_layernorm_forward{"residual_layernorm_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<cross_entropy_fused_fn<T>> cross_entropy_fused{"cross_entropy_fused", dtype_of<T>()};
+// cross_entropy_fused on bf16 data: the op "cross_entropy_fused" in dtype bfloat16 (as matmul_on_bf16).
+inline constexpr Op<cross_entropy_fused_on_bf16_fn> cross_entropy_fused_on_bf16{cross_entropy_fused<float>.name, kBFloat16};
 template <class T> inline constexpr Op<attention_forward_fn<T>> attention_forward{"attention_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<attention_backward_fn<T>> attention_backward{"attention_backward", dtype_of<T>()};
 // attention on bf16 data (as matmul_on_bf16): the ops "attention_*" in dtype bfloat16.

@@ -69,6 +69,10 @@ void call_cross_entropy_fused(kernels::cross_entropy_fused_fn<T> f, const Args& 
   f(a.f<T>("losses"), a.f<T>("dlogits"), a.f<T>("logits"), a.idx("targets"), a.dims[0], a.dims[1], kIgnoreIndex,
     static_cast<T>(mean_dloss(a.dims)), a.stream);
 }
+void call_cross_entropy_fused_bf16(kernels::cross_entropy_fused_on_bf16_fn f, const Args& a) {
+  f(a.f<float>("losses"), a.f<bf16>("dlogits"), a.f<bf16>("logits"), a.idx("targets"), a.dims[0], a.dims[1],
+    kIgnoreIndex, static_cast<float>(mean_dloss(a.dims)), a.stream);
+}
 template <class T>
 void call_layernorm_forward(kernels::layernorm_forward_fn<T> f, const Args& a) {
   f(a.f<T>("out"), a.f<T>("mean"), a.f<T>("rstd"), a.f<T>("x"), a.f<T>("weight"), a.f<T>("bias"), a.dims[0],
@@ -267,7 +271,8 @@ void cross_entropy_fused_reference(Problem& p) {
   const std::int64_t N = p.dims[0];
   std::vector<double> lse(N);
   cross_entropy(p.in("logits"), p.in("targets"), N, p.dims[1], &p.out("losses"), &lse);
-  const double dloss = p.dtype == kFloat32 ? static_cast<float>(mean_dloss(p.dims)) : mean_dloss(p.dims);
+  // The kernel's dloss: a float in float32 and on bf16 data (cross_entropy_fused/bf16), a double in float64.
+  const double dloss = p.dtype != kFloat64 ? static_cast<float>(mean_dloss(p.dims)) : mean_dloss(p.dims);
   const std::vector<double> dlosses(N, dloss);
   cross_entropy_gradient(p, lse, dlosses, &p.out("dlogits"));
 }
@@ -537,6 +542,31 @@ Case middle(Case c) {  // (outer, R, inner): a bias gradient, the sum over all 6
   return c;
 }
 
+// cross_entropy_fused on bf16 data (chapter 18: the classifier of a step whose activations are
+// bf16 in memory): logits and dlogits bfloat16, losses float32 (Array::kFloat32). Run with
+// --dtype bfloat16 (its data is bf16 only); the reference is cross_entropy_fused's on the same
+// bf16 logits, and dlogits is compared after the lab rounds the reference's to bf16.
+Case cross_entropy_fused_bf16_case() {
+  Case c = vocab({.name = "cross_entropy_fused/bf16",
+                  .op = "cross_entropy_fused",
+                  .what = "losses (N) float32, dlogits (N, V) in one pass over logits (N, V), bfloat16 in memory",
+                  .tolerance = 1e-4,
+                  // one read of logits, one write of dlogits; read targets, write losses
+                  .bytes = [](const Dims& d) { return 8.0 * d[0] * d[1] + 8.0 * d[0]; },
+                  .make = [](Problem& p, Random& r) {
+                    make_cross_entropy(p, r);
+                    p.output("losses", p.dims[0], Array::kFloat32);
+                    p.output("dlogits", p.dims[0] * p.dims[1]);
+                  },
+                  .reference = &cross_entropy_fused_reference,
+                  .call = call(op::cross_entropy_fused_on_bf16, &call_cross_entropy_fused_bf16,
+                               op::cross_entropy_fused_on_bf16, &call_cross_entropy_fused_bf16)});
+  c.chapter = "18";
+  // 1001 values a row: the scalar path; 1000 and 304: whole 16-byte pieces (V % 8 == 0)
+  c.shapes = {{1, 5}, {9, 304}, {22, 1001}, {4, 1000}};
+  return c;
+}
+
 // Sums over a dim, softmax and log-softmax, cross-entropy's kernels.
 std::vector<Case> sum_softmax_cases() {
   return {
@@ -642,6 +672,7 @@ std::vector<Case> sum_softmax_cases() {
              .call = call(op::cross_entropy_fused<float>, &call_cross_entropy_fused<float>,
                           op::cross_entropy_fused<double>, &call_cross_entropy_fused<double>),
              .grads = {{.output = "dlogits", .input = "logits"}}, .loss = &cross_entropy_fused_loss}),
+      cross_entropy_fused_bf16_case(),
   };
 }
 

@@ -39,11 +39,6 @@
 //   call), the second W, packed into the pair layout a block of 64 outputs at a time by the
 //   thread that uses it (a 16 x 16 transpose of 32-bit pairs per tile), and 2 x 2 tiles of
 //   sums, (row of x, output), come out as 16 outputs of a row of y at a time.
-#include <cpuid.h>
-#include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -52,6 +47,14 @@
 
 #include "brrr/error.h"
 #include "kernels/cpu/decode_internal.h"
+
+// AMX is x86-64's: elsewhere (arm64) the file is the four functions at its end, saying there is
+// no tile unit, and the FMA path runs.
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 // GCC 12 warns inside its own AVX-512 intrinsics where they are inlined here: a false positive,
 // GCC bug 105593 (as gemm_blocked.cpp says).
@@ -389,3 +392,19 @@ void linear_rows_amx(float* y, const float* x, const std::uint16_t* w, const flo
 }
 
 }  // namespace brrr::kernels::cpu
+
+#else  // not x86-64: no tile unit
+
+namespace brrr::kernels::cpu {
+
+bool amx_available() { return false; }
+bool amx_enabled() { return false; }
+void set_amx_enabled(bool) {}
+void linear_rows_amx(float*, const float*, const std::uint16_t*, const float*, std::int64_t, std::int64_t,
+                     std::int64_t, Epilogue) {
+  BRRR_CHECK(false, "linear_rows_amx: AMX's tile unit is x86-64's; this CPU has none");
+}
+
+}  // namespace brrr::kernels::cpu
+
+#endif  // defined(__x86_64__)

@@ -48,17 +48,18 @@
 // GCC 12 warns inside its own AVX-512 shuffle intrinsics, where they are inlined into this
 // file's micro-kernels: a false positive, GCC bug 105593 (as for matmul.cpp in
 // kernels/CMakeLists.txt). A push/pop around the include would not reach the inlined code.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_grid.h"
 
-#ifdef __AVX512F__
+#ifdef __AVX512F__  // the whole file: elsewhere (arm64, x86-64 without AVX-512) "eigen" is matmul's default
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
 
 namespace brrr::kernels::cpu {
 

@@ -131,6 +131,8 @@ void register_cpu_kernels() {
       about("widened to float32 (exact), attention_forward's loops, out rounded once"));
   add(op::attention_backward_on_bf16, kCpu, "cpu", &cpu::attention_backward_bf16_memory, 0,
       about("widened to float32 (exact), attention_backward's loops"));
+  add(op::cross_entropy_fused_on_bf16, kCpu, "cpu", &cpu::cross_entropy_fused_bf16, 0,
+      about("each row widened to float32, the rowwise variant's loss and gradient, the gradient rounded once"));
   // The Decoder's kernels (chapter 08, kernels/cpu/decode.h), registered for the kernel lab; the
   // Decoder calls them directly.
   add(op::linear_rows<float>, kCpu, "tiles", &cpu::linear_rows_op, 0,

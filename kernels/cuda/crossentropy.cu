@@ -1,5 +1,6 @@
 // kernels/cuda/crossentropy.cu: softmax cross-entropy on the GPU: the forward and backward as
-// two kernels, and the fused classifier that computes the loss and writes dlogits in one.
+// two kernels, and the fused classifier that computes the loss and writes dlogits in one, in
+// float32 and on bf16 logits.
 // Chapter 13 (reductions: LayerNorm, softmax and cross-entropy); chapter 16 shows how the
 // fused kernel's gradient reaches autograd. Read before: kernels/cpu/nn.cpp (the reference),
 // kernels/cuda/layernorm.cu (row reductions with warps). Read next: kernels/cuda/matmul/cuda_cores.cu
@@ -19,7 +20,8 @@
 //   backward reads once and writes once: four passes, no probability tensor;
 //   variant 2 (fused): one read for the loss, one write of dlogits, plus a second read of
 //   each row that the design hopes to serve from L2 (see there); it did not at V = 50,304, so
-//   variant 3 keeps the row in shared memory and reads it once.
+//   variant 3 keeps the row in shared memory and reads it once; variant 5 does the same on bf16
+//   logits, half the bytes.
 //
 // Measured on an H100 80GB HBM3, 2026-11-23, with `scripts/gpu.sh` (see docs/measurements.md),
 // as a share of the lab's measured copy bandwidth (about 3000 GB/s), counting the minimal bytes
@@ -354,7 +356,7 @@ void cross_entropy_fused3(float* losses, float* dlogits, const float* logits, co
 // float32, on an op whose cost is its passes over (N, V). The backward does not read the saved
 // lse: rounded to bf16 an lse near 5 is off by up to 0.01, which is a 1% error in every
 // probability of the row, so it recomputes lse from the row in float32 (two more reads of the
-// row, which the fused variants avoid; a fused bf16 variant is not written yet). Untimed on a
+// row, which the fused variants avoid: variant 5 is the fused one on bf16). Untimed on a
 // GPU (written after the H100 run; docs/measurements.md, "Every CUDA variant").
 
 __device__ inline float row_lse_bf16(const brrr::bf16* row, std::int64_t V, float* scratch) {
@@ -419,6 +421,129 @@ void cross_entropy_backward_bf16(brrr::bf16* dlogits, const brrr::bf16* dlosses,
               logits, targets, V, ignore_index);
 }
 
+// =============================================================================================
+// Variant 5 (chapter 18): fused on bf16 data, the row kept in shared memory: the classifier
+// of a step whose activations are bf16 in memory.
+//
+// Variant 3's plan on bfloat16 logits: pass 1 copies the row into shared memory as it folds
+// each value into the thread's online (max, sum), in float32; the block merges them; pass 2
+// reads the row back from shared memory and writes dlogits = (exp(x - lse) - onehot) dloss,
+// rounded to bf16 once. Memory sees one read of the logits and one write of dlogits, 2 bytes
+// a value each: half of variant 3's bytes, and a third of variant 4's forward and backward
+// together (which read the row four times). At GPT-2's padded 50,304 a row is 98 KiB, so two
+// blocks fit an H100's SM where variant 3's 196 KiB rows fit one. The losses stay float32: a
+// loss near 10 rounded to bf16 is off by up to 0.03.
+//   - 16-byte loads and stores (int4, 8 values) when V is a multiple of 8 and both pointers
+//     are 16-byte aligned (GPT-2's 50,304 is 8 x 6,288); one value at a time otherwise. Word w
+//     of an int4 holds values 2w (its low half) and 2w + 1 (its high half).
+//   - In place: dlogits may be logits (llm.c's classifier does this, so a step keeps one
+//     (N, V) buffer). Each thread writes only the values it read itself, after the barrier
+//     inside block_online_merge, when every thread's reads of the row are done; and the
+//     target's logit is read before that barrier.
+//   - A row larger than shared memory holds (V > 116,000 values) is read a second time from
+//     global memory in pass 2, its own values by each thread (so in place still holds).
+// Untimed on a GPU (written after the H200 run; docs/measurements.md, "Every CUDA variant").
+
+// The two bf16 values of a 32-bit word as float32 (exact), and two float32 rounded into one.
+__device__ inline float low_bf16(int word) { return __uint_as_float(static_cast<unsigned>(word) << 16); }
+__device__ inline float high_bf16(int word) { return __uint_as_float(static_cast<unsigned>(word) & 0xffff0000u); }
+__device__ inline int pack_bf16_pair(float lo, float hi) {
+  return static_cast<int>(static_cast<unsigned>(bf16_of(lo).bits) | (static_cast<unsigned>(bf16_of(hi).bits) << 16));
+}
+
+// VECTOR: 8 values a load (V % 8 == 0, aligned); CACHED: the row in shared memory.
+template <bool VECTOR, bool CACHED>
+__global__ void cross_entropy_fused_bf16_kernel(float* losses, brrr::bf16* dlogits, const brrr::bf16* logits,
+                                                const std::int32_t* targets, std::int64_t V,
+                                                std::int64_t ignore_index, float dloss) {
+  BRRR_DYNAMIC_SHARED(int4, cached);  // (V / 8) when CACHED and VECTOR; (V / 2) words of pairs when CACHED only
+  const std::int64_t n = blockIdx.x, t = targets[n];
+  const brrr::bf16* row = logits + n * V;
+  brrr::bf16* d = dlogits + n * V;
+  if (t == ignore_index) {  // uniform across the block, so returning before the barriers is safe
+    for (std::int64_t v = threadIdx.x; v < V; v += blockDim.x) d[v] = bf16_of(0.0f);
+    if (threadIdx.x == 0) losses[n] = 0.0f;
+    return;
+  }
+  float m = minus_infinity<float>(), s = 0.0f;
+  const float target_logit = threadIdx.x == 0 ? float_of(row[t]) : 0.0f;  // before anything is written
+  if constexpr (VECTOR) {
+    const int4* row8 = reinterpret_cast<const int4*>(row);
+    int4* d8 = reinterpret_cast<int4*>(d);
+    const std::int64_t V8 = V / 8;
+    const auto fold = [&](std::int64_t at, int4 q) {  // q by value: one 16-byte load
+      if constexpr (CACHED) cached[at] = q;
+      const int words[4] = {q.x, q.y, q.z, q.w};
+      for (int w = 0; w < 4; ++w) {
+        online_add(m, s, low_bf16(words[w]));
+        online_add(m, s, high_bf16(words[w]));
+      }
+    };
+    // Two loads of a thread in flight before either is folded (variant 3 says why).
+    const std::int64_t stride = blockDim.x;
+    std::int64_t i = threadIdx.x;
+    for (; i + stride < V8; i += 2 * stride) {
+      const int4 q0 = row8[i], q1 = row8[i + stride];
+      fold(i, q0), fold(i + stride, q1);
+    }
+    if (i < V8) fold(i, row8[i]);
+    block_online_merge(m, s);
+    const float l = m + log_of(s);
+    if (threadIdx.x == 0) losses[n] = l - target_logit;
+    const auto grad = [&](float x, std::int64_t v) { return (exp_of(x - l) - (v == t ? 1.0f : 0.0f)) * dloss; };
+    for (std::int64_t j = threadIdx.x; j < V8; j += blockDim.x) {
+      const int4 q = CACHED ? cached[j] : row8[j];
+      const std::int64_t v = 8 * j;
+      int4 out;
+      out.x = pack_bf16_pair(grad(low_bf16(q.x), v), grad(high_bf16(q.x), v + 1));
+      out.y = pack_bf16_pair(grad(low_bf16(q.y), v + 2), grad(high_bf16(q.y), v + 3));
+      out.z = pack_bf16_pair(grad(low_bf16(q.z), v + 4), grad(high_bf16(q.z), v + 5));
+      out.w = pack_bf16_pair(grad(low_bf16(q.w), v + 6), grad(high_bf16(q.w), v + 7));
+      d8[j] = out;
+    }
+  } else {
+    brrr::bf16* kept = reinterpret_cast<brrr::bf16*>(cached);
+    for (std::int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+      const brrr::bf16 x = row[v];
+      if constexpr (CACHED) kept[v] = x;
+      online_add(m, s, float_of(x));
+    }
+    block_online_merge(m, s);
+    const float l = m + log_of(s);
+    if (threadIdx.x == 0) losses[n] = l - target_logit;
+    for (std::int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+      const float x = float_of(CACHED ? kept[v] : row[v]);
+      d[v] = bf16_of((exp_of(x - l) - (v == t ? 1.0f : 0.0f)) * dloss);
+    }
+  }
+}
+
+void cross_entropy_fused_bf16(float* losses, brrr::bf16* dlogits, const brrr::bf16* logits,
+                              const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index,
+                              float dloss, Stream stream) {
+  if (N == 0) return;
+  check_rows("cross_entropy_fused", N);
+  const bool vector = V % 8 == 0 && aligned16(logits) && aligned16(dlogits);
+  // Shared memory in whole 16-byte pieces (the scalar path's row rounded up to them).
+  const std::size_t row_bytes = static_cast<std::size_t>(ceil_div(V, 8)) * 16;
+  const bool cached = row_bytes <= simt::kMaxDynamicSharedBytes;
+  const int threads = row_threads(V);
+  const int blocks = static_cast<int>(N);
+  const std::size_t shared = cached ? row_bytes : 0;
+  if (vector && cached)
+    BRRR_LAUNCH((cross_entropy_fused_bf16_kernel<true, true>), blocks, threads, shared, stream, losses, dlogits,
+                logits, targets, V, ignore_index, dloss);
+  else if (vector)
+    BRRR_LAUNCH((cross_entropy_fused_bf16_kernel<true, false>), blocks, threads, shared, stream, losses, dlogits,
+                logits, targets, V, ignore_index, dloss);
+  else if (cached)
+    BRRR_LAUNCH((cross_entropy_fused_bf16_kernel<false, true>), blocks, threads, shared, stream, losses, dlogits,
+                logits, targets, V, ignore_index, dloss);
+  else
+    BRRR_LAUNCH((cross_entropy_fused_bf16_kernel<false, false>), blocks, threads, shared, stream, losses, dlogits,
+                logits, targets, V, ignore_index, dloss);
+}
+
 // ---------------------------------------------------------------------------------------------
 
 #define BRRR_INSTANTIATE(T)                                                                                         \
@@ -450,6 +575,8 @@ void register_crossentropy_kernels() {
       about("variant 4: variant 1 on bf16 logits, float32 max, exp and sums"));
   add(op::cross_entropy_backward<brrr::bf16>, kCuda, "bf16", &cross_entropy_backward_bf16, 10,
       about("variant 4: variant 1 on bf16 logits, lse recomputed in float32"));
+  add(op::cross_entropy_fused_on_bf16, kCuda, "bf16_smem", &cross_entropy_fused_bf16, 10,
+      about("variant 5: variant 3 on bf16 logits: the row in shared memory, read once, float32 sums"));
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -30,6 +30,11 @@
   void cross_entropy_fused3(float* losses, float* dlogits, const float* logits, const std::int32_t* targets,     \
                             std::int64_t N, std::int64_t V, std::int64_t ignore_index, float dloss,              \
                             Stream stream);                                                                       \
+  /* Variant 5, on bf16 data: variant 3's plan on bf16 logits, float32 losses and sums, bf16 dlogits, which */    \
+  /* may be the logits themselves (in place). */                                                                  \
+  void cross_entropy_fused_bf16(float* losses, bf16* dlogits, const bf16* logits, const std::int32_t* targets,    \
+                                std::int64_t N, std::int64_t V, std::int64_t ignore_index, float dloss,          \
+                                Stream stream);                                                                   \
   }
 
 namespace brrr::kernels {

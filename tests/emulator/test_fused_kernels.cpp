@@ -19,6 +19,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -387,6 +388,49 @@ TEST_CASE("cross_entropy fused at GPT-2's padded vocabulary, V = 50,304") {
   std::mt19937 rng(32);
   check_cross_entropy<float>(2, 50304, 0, rng);  // 12 or 13 float4s a thread: 4 at a time, then 1
   check_cross_entropy<float>(2, 28004, 0, rng);  // 6 or 7: 4, then 2, then 1
+}
+
+// Variant 5, on bf16 data: against the CPU's kernel on the same bf16 logits (both widen them
+// exactly and sum in float32, in different orders: the losses agree to float32's rounding, the
+// gradients to one bf16 rounding), and in place (dlogits == logits) equal to out of place.
+// Rows of 5, 1000, 1001 and GPT-2's padded 50,304 values: the scalar and the 16-byte paths, the
+// ignored row, -inf logits; logits misaligned by one value take the scalar path too.
+TEST_CASE("cross_entropy fused on bf16 data (variant 5): matches the CPU, in place equals out of place") {
+  const brrr::simt::HostMemoryKernels host_memory;
+  std::mt19937 rng(55);
+  for (const auto& [N, V, offset] : {std::tuple{3, 5, 0}, {6, 1000, 0}, {6, 1000, 1}, {6, 1001, 0}, {2, 50304, 0}}) {
+    CAPTURE(N);
+    CAPTURE(V);
+    CAPTURE(offset);
+    const std::int64_t n = static_cast<std::int64_t>(N) * V;
+    std::vector<brrr::bf16> logits(n + offset);
+    for (auto& x : logits) x = brrr::bf16(static_cast<float>(std::normal_distribution<double>(0.0, 2.0)(rng)));
+    if (V > 5) logits[offset + V + 3] = brrr::bf16(-INFINITY);  // row 1 has a -inf logit: its gradient is 0
+    std::vector<std::int32_t> targets(N);
+    for (int r = 0; r < N; ++r) targets[r] = static_cast<std::int32_t>(rng() % V);
+    if (targets[1] == 3) targets[1] = 4;  // not the -inf logit (an infinite loss)
+    targets[N - 1] = -100;                // an ignored row: loss 0, gradient 0
+    const float dloss = 1.0f / static_cast<float>(N);
+    std::vector<float> loss_cpu(N), loss_emu(N), loss_in_place(N);
+    std::vector<brrr::bf16> d_cpu(n), d_emu(n + offset), in_place = logits;
+    cpu::cross_entropy_fused_bf16(loss_cpu.data(), d_cpu.data(), logits.data() + offset, targets.data(), N, V, -100,
+                                  dloss, nullptr);
+    emu::cross_entropy_fused_bf16(loss_emu.data(), d_emu.data() + offset, logits.data() + offset, targets.data(), N,
+                                  V, -100, dloss, nullptr);
+    emu::cross_entropy_fused_bf16(loss_in_place.data(), in_place.data() + offset, in_place.data() + offset,
+                                  targets.data(), N, V, -100, dloss, nullptr);
+    CHECK(max_error(loss_emu.data(), loss_cpu.data(), N) < 1e-5);
+    CHECK(loss_emu[N - 1] == 0.0f);
+    double worst = 0.0;  // in units of the gradient's scale, dloss
+    for (std::int64_t i = 0; i < n; ++i)
+      worst = std::max(worst, std::abs(static_cast<double>(static_cast<float>(d_emu[offset + i])) -
+                                       static_cast<double>(static_cast<float>(d_cpu[i]))) / dloss);
+    CHECK(worst <= 1.0 / 128);  // one bf16 rounding of values of at most 1 (2^-8 relative, 2^-7 apart)
+    CHECK(std::all_of(d_emu.begin() + offset + (N - 1) * V, d_emu.end(), [](brrr::bf16 x) { return x.bits == 0; }));
+    if (V > 5) CHECK(static_cast<float>(d_emu[offset + V + 3]) == 0.0f);
+    CHECK(std::memcmp(loss_in_place.data(), loss_emu.data(), sizeof(float) * N) == 0);
+    CHECK(std::memcmp(in_place.data() + offset, d_emu.data() + offset, sizeof(brrr::bf16) * n) == 0);
+  }
 }
 
 // =============================================================================================
