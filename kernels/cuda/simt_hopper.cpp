@@ -173,6 +173,8 @@ struct Mbarrier {
   std::vector<int> sleepers;
   std::vector<std::uint32_t> clock, completed;  // the race detector's: this phase's, the last one's
   Where init_at;
+  int init_thread = 0;
+  std::uint32_t init_serial = 0;
 };
 
 struct Block {
@@ -283,6 +285,12 @@ Mbarrier& barrier_at(const std::uint64_t* bar, const char* name, const Where& at
   if (it == block().barriers.end())
     ::brrr::detail::fail(where_in_kernel(&at), ": ", name, " on ", static_cast<const void*>(bar),
                          ", which no thread of this block has initialized (mbarrier_init, then a __syncthreads)");
+  const Mbarrier& m = it->second;
+  if (races::unordered(m.init_serial, m.init_thread))
+    ::brrr::detail::fail(where_in_kernel(&at), ": ", name, " on the mbarrier at ", static_cast<const void*>(bar),
+                         ", which thread ", m.init_thread, " initialized at ", file_name(m.init_at.file_name()), ":",
+                         m.init_at.line(), " with no barrier between: an mbarrier may be used by other threads only "
+                         "after its init is visible to them (mbarrier_init, then a __syncthreads)");
   return it->second;
 }
 
@@ -457,6 +465,8 @@ void mbarrier_init(std::uint64_t* bar, unsigned arrivals, const void* pc, const 
   m = Mbarrier{};
   m.count = m.pending = arrivals;
   m.init_at = at;
+  m.init_thread = thread_in_block();
+  m.init_serial = races::now();
 }
 
 std::uint64_t mbarrier_arrive(std::uint64_t* bar, unsigned expect_bytes, bool arrive, const void* pc,

@@ -88,6 +88,10 @@ void bulk_copy_complete(const void* destination, std::size_t bytes, const void* 
 int async_read(const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>& ranges, const void* pc,
                const char* what, int group, bool track);
 void async_read_end(int id);
+// The detector's clock now (0 when it is off), and whether an event of `thread` at `serial`
+// is unordered with the running thread (an mbarrier's init with its uses).
+std::uint32_t now();
+bool unordered(std::uint32_t serial, int thread);
 // The first fault of the block, "" if none. The detector never throws from inside an access
 // (the compiler's hooks are called where no exception may pass); the emulator asks at the
 // end of every block and throws.

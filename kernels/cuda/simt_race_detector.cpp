@@ -732,6 +732,13 @@ int async_read(const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>& ran
   return d->next_async_read++;
 }
 
+std::uint32_t now() { return active ? active->serial : 0; }
+
+bool unordered(std::uint32_t serial, int thread) {
+  const Detector* d = active;
+  return d && serial >= d->block_start && concurrent(*d, serial, thread);
+}
+
 void async_read_end(int id) {
   Detector* d = active;
   if (!d || id == 0) return;

@@ -40,6 +40,12 @@ using brrr::test::error_of;
 
 brrr::kernels::Stream stream() { return brrr::gpu::emulator_runtime().stream(); }
 
+#define REQUIRE_RACE_DETECTOR()                                                              \
+  if (!brrr::simt::race_detection_available()) {                                             \
+    MESSAGE("skipped: the race detector is not in the AddressSanitizer build");              \
+    return;                                                                                  \
+  }
+
 std::vector<std::uint16_t> random_bf16(int n, std::uint32_t seed) {
   std::mt19937 random(seed);
   std::normal_distribution<float> normal;
@@ -388,13 +394,34 @@ TEST_CASE("mbarrier: phases alternate parity, a wait orders the arrivals' writes
   CHECK(first.host()[0] == 1);
 }
 
-// --- the sanitizer: planted faults -------------------------------------------------------------
-
-#define REQUIRE_RACE_DETECTOR()                                                              \
-  if (!brrr::simt::race_detection_available()) {                                             \
-    MESSAGE("skipped: the race detector is not in the AddressSanitizer build");              \
-    return;                                                                                  \
+// fault 1: no mbarrier_init; 2: 33 arrivals on a count of 32 in one phase; 3: the init's
+// write not ordered before another thread's arrival (no __syncthreads).
+__global__ void mbarrier_fault_kernel(int fault) {
+  __shared__ std::uint64_t bar;
+  if (fault != 1 && threadIdx.x == 0) mbarrier_init(&bar, fault == 2 ? 1 : 32);
+  if (fault != 3) __syncthreads();
+  if (fault == 2) {
+    if (threadIdx.x == 0) mbarrier_arrive_expect_tx(&bar, 16);  // waits for 16 bytes ...
+    __syncthreads();
+    if (threadIdx.x == 1) mbarrier_arrive(&bar);  // ... so a second arrival is one too many
+    return;
   }
+  mbarrier_arrive(&bar);
+  mbarrier_wait_parity(&bar, 0);
+}
+
+TEST_CASE("sanitizer: an mbarrier used before its init, or given more arrivals than its count") {
+  CHECK(error_of([&] { BRRR_LAUNCH(mbarrier_fault_kernel, 1, 32, 0, stream(), 0); }).empty());
+  CHECK(contains(error_of([&] { BRRR_LAUNCH(mbarrier_fault_kernel, 1, 32, 0, stream(), 1); }),
+                 "which no thread of this block has initialized"));
+  CHECK(contains(error_of([&] { BRRR_LAUNCH(mbarrier_fault_kernel, 1, 32, 0, stream(), 2); }),
+                 "more arrivals than the count"));
+  REQUIRE_RACE_DETECTOR();
+  CHECK(contains(error_of([&] { BRRR_LAUNCH(mbarrier_fault_kernel, 1, 32, 0, stream(), 3); }),
+                 "with no barrier between"));
+}
+
+// --- the sanitizer: planted faults -------------------------------------------------------------
 
 // fault 1: read the box before waiting; 2: thread 0 waits, the other lanes read without.
 __global__ void early_read_kernel(float* out, const __grid_constant__ TensorMap map, int fault) {
@@ -426,7 +453,7 @@ TEST_CASE("sanitizer: a read of shared memory a bulk copy is still filling, or b
 }
 
 // fault 1: write B's tile before the wgmma's wait; 2: no fence.proxy.async after the writes;
-// 3: only warps 0 and 1 issue the wgmma.
+// 3: only warps 0 and 1 issue the wgmma; 4: no wgmma.fence before it.
 __global__ void wgmma_fault_kernel(float* out, int fault) {
   BRRR_DYNAMIC_SHARED(std::uint16_t, shared);
   const int thread = static_cast<int>(threadIdx.x);
@@ -435,7 +462,7 @@ __global__ void wgmma_fault_kernel(float* out, int fault) {
   __syncthreads();
   float d[4] = {0, 0, 0, 0};
   if (fault == 3 && thread >= 64) return;
-  wgmma_fence();
+  if (fault != 4) wgmma_fence();
   wgmma_m64nNk16_bf16<8>(d, wgmma_descriptor(shared, 128, 256, Swizzle::kNone),
                          wgmma_descriptor(shared + 2048, 128, 256, Swizzle::kNone), 0);
   wgmma_commit_group();
@@ -451,6 +478,8 @@ TEST_CASE("sanitizer: wgmma's operands written too early, without the proxy fenc
   const std::string partial = error_of([&] { BRRR_LAUNCH(wgmma_fault_kernel, 1, 128, 8192, stream(), out.data, 3); });
   CHECK(contains(partial, "reached by only 64 of the 128 threads of warpgroup 0"));
   CHECK(contains(partial, "test_hopper.cpp"));
+  CHECK(contains(error_of([&] { BRRR_LAUNCH(wgmma_fault_kernel, 1, 128, 8192, stream(), out.data, 4); }),
+                 "before any wgmma.fence"));
   REQUIRE_RACE_DETECTOR();
   const std::string early = error_of([&] { BRRR_LAUNCH(wgmma_fault_kernel, 1, 128, 8192, stream(), out.data, 1); });
   CHECK(contains(early, "wgmma.mma_async issued at test_hopper.cpp"));
