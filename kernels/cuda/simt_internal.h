@@ -77,6 +77,9 @@ void async_copy_complete(const void* destination, std::size_t bytes, const void*
 // proxy's reads (wgmma operands, TMA store sources) must see generic writes through a
 // fence.proxy.async, and while `track`ed (until async_read_end) nobody may write their bytes.
 constexpr int kAsyncProxy = 1024;
+// A wgmma's reads of shared memory are its warpgroup's (kWarpgroupReader + the group's index):
+// every thread of the group is ordered after them once past its wgmma.wait_group.
+constexpr int kWarpgroupReader = kAsyncProxy + 1;
 void kernel_access(const void* address, std::size_t bytes, bool write, const void* pc);
 void release(std::vector<std::uint32_t>& clock);
 void release_async(std::vector<std::uint32_t>& clock);

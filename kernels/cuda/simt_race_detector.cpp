@@ -343,6 +343,9 @@ std::string place(const Detector& d, std::uintptr_t address, Space space) {
 
 std::string thread_name(int thread, std::uint64_t block) {
   if (thread == kAsyncProxy) return "a bulk copy (the async proxy) in block " + coordinates(block, gridDim);
+  if (thread > kAsyncProxy)
+    return "the wgmma of warpgroup " + std::to_string(thread - kWarpgroupReader) + " of block " +
+           coordinates(block, gridDim);
   return "thread " + coordinates(static_cast<std::uint64_t>(thread), blockDim) + " of block " +
          coordinates(block, gridDim);
 }
@@ -375,6 +378,11 @@ void report(Detector& d, std::uintptr_t address, Space space, const char* what,
 // Is an earlier access (serial, thread) of the current launch unordered with the current one?
 bool concurrent(const Detector& d, std::uint32_t serial, int thread) {
   if (serial < d.block_start) return true;  // an earlier block of this launch
+  if (thread > kAsyncProxy) {  // a wgmma's read: its warpgroup's threads wait for it together
+    const int group = thread - kWarpgroupReader;
+    if (d.thread < d.threads && d.thread / 128 == group) return false;
+    thread = group * 128;  // others are ordered after it through the group's first thread
+  }
   const bool clocked = !d.clocks.empty() && d.thread < d.threads;
   const std::size_t row = static_cast<std::size_t>(d.thread) * static_cast<std::size_t>(d.threads + 1);
   if (thread == kAsyncProxy)
@@ -721,7 +729,8 @@ int async_read(const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>& ran
         report(*d, a, space, "reads it through the async proxy", pc32, "wrote it", kAsyncProxy, e.write_serial,
                e.write_pc);
       } else {
-        e.read_serial = d->serial, e.read_thread = static_cast<std::uint16_t>(d->thread), e.read_pc = pc32;
+        e.read_serial = d->serial, e.read_pc = pc32;
+        e.read_thread = static_cast<std::uint16_t>(group >= 0 ? kWarpgroupReader + group : d->thread);
         if (track) e.flags = static_cast<std::uint16_t>(e.flags + kAsyncReader);
       }
     }

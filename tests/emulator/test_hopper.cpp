@@ -124,7 +124,7 @@ int d_col(int thread, int i) { return 8 * (i / 4) + 2 * (thread % 4) + i % 2; }
 
 // One warpgroup: both pictures into shared memory, a fence, then one wgmma (A from shared
 // memory or from registers), c in and d out in the accumulator layout.
-template <int N, bool TransB, bool Registers>
+template <int N, bool TransA, bool TransB, bool Registers>
 __global__ void wgmma_kernel(float* d_out, const std::uint16_t* a_picture, int a_words, const std::uint16_t* b_picture,
                              int b_words, const float* c, const unsigned* a_registers, unsigned a_leading,
                              unsigned a_stride, unsigned b_leading, unsigned b_stride, unsigned swizzle) {
@@ -144,21 +144,21 @@ __global__ void wgmma_kernel(float* d_out, const std::uint16_t* a_picture, int a
     for (int r = 0; r < 4; ++r) a[r] = a_registers[thread * 4 + r];
     wgmma_m64nNk16_bf16<N, TransB>(d, a, b, 1);
   } else {
-    wgmma_m64nNk16_bf16<N, false, TransB>(d, wgmma_descriptor(shared, a_leading, a_stride, s), b, 1);
+    wgmma_m64nNk16_bf16<N, TransA, TransB>(d, wgmma_descriptor(shared, a_leading, a_stride, s), b, 1);
   }
   wgmma_commit_group();
   wgmma_wait_group<0>();
   for (int i = 0; i < N / 2; ++i) d_out[thread * (N / 2) + i] = d[i];
 }
 
-template <int N, bool TransB, bool Registers>
+template <int N, bool TransB, bool Registers, bool TransA = false>
 void check_wgmma(Swizzle s, std::uint32_t seed) {
-  INFO("N = " << N << ", B MN-major " << TransB << ", A from registers " << Registers << ", swizzle mode "
-                << static_cast<int>(s));
+  INFO("N = " << N << ", A MN-major " << TransA << ", B MN-major " << TransB << ", A from registers " << Registers
+              << ", swizzle mode " << static_cast<int>(s));
   const std::vector<std::uint16_t> A = random_bf16(64 * 16, seed), B = random_bf16(16 * N, seed + 1);
   const auto a_at = [&](int m, int k) { return A[static_cast<std::size_t>(m * 16 + k)]; };
   const auto b_at = [&](int k, int n) { return B[static_cast<std::size_t>(k * N + n)]; };
-  const Picture a = k_major(64, s, a_at);
+  const Picture a = TransA ? mn_major(64, s, a_at) : k_major(64, s, a_at);
   const Picture b = TransB ? mn_major(N, s, [&](int n, int k) { return b_at(k, n); })
                            : k_major(N, s, [&](int n, int k) { return b_at(k, n); });
   std::vector<float> c(128 * N / 2);
@@ -182,7 +182,7 @@ void check_wgmma(Swizzle s, std::uint32_t seed) {
   DeviceArray<std::uint16_t> a_dev(a.bytes), b_dev(b.bytes);
   DeviceArray<float> c_dev(c), d_dev(c.size());
   DeviceArray<unsigned> registers_dev(registers);
-  BRRR_LAUNCH((wgmma_kernel<N, TransB, Registers>), 1, 128, kBOffset + b.bytes.size() * 2, stream(), d_dev.data,
+  BRRR_LAUNCH((wgmma_kernel<N, TransA, TransB, Registers>), 1, 128, kBOffset + b.bytes.size() * 2, stream(), d_dev.data,
               a_dev.data, static_cast<int>(a.bytes.size()), b_dev.data, static_cast<int>(b.bytes.size()), c_dev.data,
               registers_dev.data, a.leading, a.stride, b.leading, b.stride, static_cast<unsigned>(s));
   const std::vector<float> d = d_dev.host();
@@ -202,7 +202,7 @@ void check_wgmma(Swizzle s, std::uint32_t seed) {
   CHECK(wrong == 0);
 }
 
-TEST_CASE("wgmma m64nNk16 bf16: every swizzle, several N, both majors of B, A from registers") {
+TEST_CASE("wgmma m64nNk16 bf16: every swizzle, several N, both majors of A and B, A from registers") {
   for (Swizzle s : {Swizzle::kNone, Swizzle::k32B, Swizzle::k64B, Swizzle::k128B}) {
     check_wgmma<8, false, false>(s, 1);
     check_wgmma<64, false, false>(s, 2);
@@ -213,6 +213,8 @@ TEST_CASE("wgmma m64nNk16 bf16: every swizzle, several N, both majors of B, A fr
   check_wgmma<256, true, false>(Swizzle::k128B, 6);
   check_wgmma<16, false, true>(Swizzle::k64B, 7);
   check_wgmma<128, true, true>(Swizzle::k128B, 8);
+  for (Swizzle s : {Swizzle::kNone, Swizzle::k32B, Swizzle::k128B}) check_wgmma<32, true, false, true>(s, 9);
+  check_wgmma<16, false, false, true>(Swizzle::k64B, 10);
 }
 
 TEST_CASE("wgmma: scale-d 0 ignores the accumulators, and the sum is the tensor cores' (cut toward zero)") {
@@ -453,7 +455,9 @@ TEST_CASE("sanitizer: a read of shared memory a bulk copy is still filling, or b
 }
 
 // fault 1: write B's tile before the wgmma's wait; 2: no fence.proxy.async after the writes;
-// 3: only warps 0 and 1 issue the wgmma; 4: no wgmma.fence before it.
+// 3: only warps 0 and 1 issue the wgmma; 4: no wgmma.fence before it; 5 and 6: two commit
+// groups (B at 4096, then B at 6144 bytes), wait_group<1>, then a write to the first group's B
+// (done: fine) or to the second's (still in flight).
 __global__ void wgmma_fault_kernel(float* out, int fault) {
   BRRR_DYNAMIC_SHARED(std::uint16_t, shared);
   const int thread = static_cast<int>(threadIdx.x);
@@ -467,6 +471,14 @@ __global__ void wgmma_fault_kernel(float* out, int fault) {
                          wgmma_descriptor(shared + 2048, 128, 256, Swizzle::kNone), 0);
   wgmma_commit_group();
   if (fault == 1 && thread == 5) shared[2048 + 3] = 0;  // B, still being read
+  if (fault == 5 || fault == 6) {
+    float e[4];
+    wgmma_m64nNk16_bf16<8>(e, wgmma_descriptor(shared, 128, 256, Swizzle::kNone),
+                           wgmma_descriptor(shared + 3072, 128, 256, Swizzle::kNone), 0);
+    wgmma_commit_group();
+    wgmma_wait_group<1>();  // the first group is done, the second may not be
+    if (thread == 7) shared[fault == 5 ? 2048 + 3 : 3072 + 3] = 0;
+  }
   wgmma_wait_group<0>();
   out[thread] = d[0];
 }
@@ -484,6 +496,9 @@ TEST_CASE("sanitizer: wgmma's operands written too early, without the proxy fenc
   const std::string early = error_of([&] { BRRR_LAUNCH(wgmma_fault_kernel, 1, 128, 8192, stream(), out.data, 1); });
   CHECK(contains(early, "wgmma.mma_async issued at test_hopper.cpp"));
   CHECK(contains(early, "may still be reading"));
+  CHECK(error_of([&] { BRRR_LAUNCH(wgmma_fault_kernel, 1, 128, 8192, stream(), out.data, 5); }) == "");
+  CHECK(contains(error_of([&] { BRRR_LAUNCH(wgmma_fault_kernel, 1, 128, 8192, stream(), out.data, 6); }),
+                 "may still be reading"));
   const std::string unfenced = error_of([&] { BRRR_LAUNCH(wgmma_fault_kernel, 1, 128, 8192, stream(), out.data, 2); });
   CHECK(contains(unfenced, "fence.proxy.async"));
   CHECK(contains(unfenced, "test_hopper.cpp"));
