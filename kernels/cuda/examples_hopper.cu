@@ -42,7 +42,10 @@ __global__ void __launch_bounds__(128) wgmma_tma_matmul_kernel(const __grid_cons
   auto* c_tile = reinterpret_cast<float*>(b_tile + kTile * kTile);
   __shared__ std::uint64_t full;  // the tiles of this step have landed
   const int thread = static_cast<int>(threadIdx.x);
-  if (thread == 0) mbarrier_init(&full, 1);
+  if (thread == 0) {
+    mbarrier_init(&full, 1);
+    fence_proxy_async_shared_cta();  // the init, visible to the TMA unit that will count bytes on it
+  }
   __syncthreads();
 
   float d[kTile / 2];  // this thread's 32 of the tile's 64 x 64 accumulators
