@@ -531,7 +531,7 @@ __global__ void setmaxnreg_kernel(int uniform) {
   else setmaxnreg_dec<232>();
 }
 
-TEST_CASE("sanitizer: a warpgroup must be four whole warps from a multiple of 4; setmaxnreg is warpgroup-uniform") {
+TEST_CASE("sanitizer: a warpgroup must be four whole warps from a multiple of 4, and setmaxnreg warpgroup-uniform") {
   DeviceArray<float> out(160);
   const std::string shifted = error_of([&] { BRRR_LAUNCH(shifted_warpgroup_kernel, 1, 160, 8192, stream(), out.data); });
   CHECK(contains(shifted, "is not whole"));  // warp 4 is in warpgroup 1, of which the block has 32 threads
