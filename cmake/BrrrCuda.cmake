@@ -5,12 +5,20 @@
 # One file cannot be both CUDA and C++ in one target, so the C++ copy goes through a generated
 # one-line wrapper, <build>/emulator/<folder>_<name>.cpp, that #includes the .cu; simt.h puts
 # the two copies in different namespaces (brrr::kernels::cuda and ::emu). A .cu file that
-# includes neither kernels/cuda/simt.h nor simt_tensor_cores.h (host code that calls the CUDA
+# includes none of kernels/cuda/simt.h, simt_tensor_cores.h, simt_hopper.h (host code that calls the CUDA
 # runtime or cuBLAS) is built for the GPU only. The emulated copies are instrumented for the emulator's race detector.
 function(brrr_cuda_sources target)
   set(emulated "")
   foreach(cu ${ARGN})
-    file(STRINGS ${cu} includes_simt REGEX "^#include \"kernels/cuda/simt(_tensor_cores)?.h\"")
+    file(STRINGS ${cu} includes_simt REGEX "^#include \"kernels/cuda/simt(_tensor_cores|_hopper)?.h\"")
+    # Hopper's wgmma and setmaxnreg exist on sm_90a only ("a": not forward compatible): a file
+    # that uses them is also compiled to sm_90a machine code. For every other target of the
+    # build (80, 90-virtual in CI) its Hopper instructions compile to traps (simt_hopper.h).
+    file(STRINGS ${cu} includes_hopper REGEX "^#include \"kernels/cuda/simt_hopper.h\"")
+    if(includes_hopper AND BRRR_WITH_CUDA)
+      set_source_files_properties(${cu} TARGET_DIRECTORY ${target} PROPERTIES
+        COMPILE_OPTIONS "--generate-code=arch=compute_90a,code=[sm_90a]")
+    endif()
     if(includes_simt)
       get_filename_component(name ${cu} NAME)
       get_filename_component(folder ${cu} DIRECTORY)

@@ -47,6 +47,13 @@ void add(simt::LaunchCounts& into, const simt::LaunchCounts& launch) {
   into.distinct_sectors_read += launch.distinct_sectors_read;
   into.distinct_sectors_written += launch.distinct_sectors_written;
   into.sector_bytes = launch.sector_bytes;
+  into.wgmma_instructions += launch.wgmma_instructions;
+  into.wgmma_flops += launch.wgmma_flops;
+  into.bulk_load_requests += launch.bulk_load_requests;
+  into.bulk_load_bytes += launch.bulk_load_bytes;
+  into.bulk_store_requests += launch.bulk_store_requests;
+  into.bulk_store_bytes += launch.bulk_store_bytes;
+  into.mbarrier_waits += launch.mbarrier_waits;
   for (const simt::InstructionCounts& i : launch.instructions) {
     auto same = [&](const simt::InstructionCounts& j) {
       return j.pc == i.pc && j.space == i.space && j.store == i.store && j.async_copy == i.async_copy &&
@@ -302,6 +309,14 @@ std::string counters_json_lines(const CountersReport& report) {
     j["emulator__wavefronts_ideal_shared_op_st"] = t.shared_st_ideal;
     j["emulator__active_lanes_per_request"] = ratio(static_cast<double>(t.lanes), static_cast<double>(t.requests()));
     j["emulator__inexact_instructions"] = t.inexact;
+    // Hopper's units: wgmma, bulk tensor copies (TMA), mbarrier waits (the emulator's names too).
+    j["emulator__inst_executed_wgmma"] = t.wgmma_instructions;
+    j["emulator__flops_wgmma"] = t.wgmma_flops;
+    j["emulator__requests_bulk_tensor_ld"] = t.bulk_load_requests;
+    j["emulator__bytes_bulk_tensor_ld"] = t.bulk_load_bytes;
+    j["emulator__requests_bulk_tensor_st"] = t.bulk_store_requests;
+    j["emulator__bytes_bulk_tensor_st"] = t.bulk_store_bytes;
+    j["emulator__mbarrier_waits"] = t.mbarrier_waits;
     j["emulator__min_read_bytes"] = r.min_read_bytes;
     j["emulator__min_write_bytes"] = r.min_write_bytes;
     j["emulator__reads_over_minimum"] = r.reads_over_minimum();

@@ -4,7 +4,8 @@
 Chapter 10 (the GPU and the emulator). The emulator runs a kernel's source but knows nothing of
 registers: a kernel can pass every emulator test and still fail to launch on a GPU ("too many
 resources requested for launch") or run slowly because ptxas spilled registers to memory. This
-compiles every CUDA kernel file for sm_90 with `nvcc -Xptxas -v` (the flags of the real build,
+compiles every CUDA kernel file for sm_90 (sm_90a for a file that uses Hopper's instructions,
+simt_hopper.h) with `nvcc -Xptxas -v` (the flags of the real build,
 from compile_commands.json) and reads what ptxas says of each kernel:
 
   - spills: any spill store or load fails (the kernel needs more registers than it got);
@@ -76,7 +77,12 @@ def compile_for_sm90(source, entry, folder):
             continue
         kept.append(word)
     base = os.path.join(folder, os.path.basename(source))
-    kept += ["-cubin", "-arch=sm_90", "-Xptxas", "-v", "--keep", "--keep-dir", folder, "-o", base + ".cubin"]
+    # Hopper's wgmma and setmaxnreg exist on sm_90a only; for plain sm_90 simt_hopper.h compiles
+    # them to traps, which would hide the kernel's real registers. So such a file is checked as
+    # sm_90a, the target it runs as (cmake/BrrrCuda.cmake).
+    with open(source) as f:
+        hopper = '#include "kernels/cuda/simt_hopper.h"' in f.read()
+    kept += ["-cubin", "-arch=sm_90a" if hopper else "-arch=sm_90", "-Xptxas", "-v", "--keep", "--keep-dir", folder, "-o", base + ".cubin"]
     result = subprocess.run(kept, cwd=entry["directory"], capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError("%s: nvcc failed:\n%s" % (source, result.stderr[-3000:]))
@@ -93,7 +99,7 @@ def parse(report, ptx):
     kernels = {}
     current = None
     for line in report.splitlines():
-        m = re.search(r"Compiling entry function '([^']+)' for 'sm_90'", line)
+        m = re.search(r"Compiling entry function '([^']+)' for 'sm_90a?'", line)
         if m:
             current = kernels.setdefault(m.group(1), {"registers": 0, "spill_stores": 0, "spill_loads": 0,
                                                       "shared": 0, "max_threads": None})

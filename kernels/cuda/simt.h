@@ -68,15 +68,20 @@
 //   - Partial-warp masks (`__shfl_sync(0x0000ffff, ...)`): the emulator checks that a mask
 //     names every lane of the warp and throws brrr::Error otherwise. Full masks are what
 //     brrr's kernels use.
-//   - Hopper's units: wgmma, TMA, and inline PTX in general. Kernels that use them are
-//     GPU-only: wrap them, and their registration, in `#if !BRRR_EMULATOR ... #endif`; the
-//     emulator build then has no such variant at all. The tensor-core instructions of Ampere
-//     (mma.sync, ldmatrix, cp.async) are modelled: brrr spells them as functions
-//     (mma_m16n8k16_bf16, ldmatrix_x4, cp_async<16>, ...; chapter 14's simt_tensor_cores.h),
-//     inline PTX under nvcc, warp-collective operations here (simt_tensor_cores.cpp),
-//     with cp.async's destination reported as in flight until its wait_group; so is WMMA
-//     (nvcuda::wmma, its m16n16k8 tf32 shape). Their sums are cut toward zero, as the tensor
-//     cores cut them; the last bit may still differ from a given GPU's.
+//   - Inline PTX in general. Kernels that use PTX of their own are GPU-only: wrap them, and
+//     their registration, in `#if !BRRR_EMULATOR ... #endif`; the emulator build then has no
+//     such variant at all. The instructions brrr spells as functions are modelled: Ampere's
+//     tensor-core instructions (mma.sync, ldmatrix, cp.async: mma_m16n8k16_bf16, ldmatrix_x4,
+//     cp_async<16>, ...; chapter 14's simt_tensor_cores.h), warp-collective operations here
+//     (simt_tensor_cores.cpp), with cp.async's destination reported as in flight until its
+//     wait_group; WMMA (nvcuda::wmma, its m16n16k8 tf32 shape); and Hopper's (simt_hopper.h):
+//     wgmma m64nNk16 bf16 through shared-memory descriptors and every swizzle, warpgroup-
+//     collective, its operands held by the race detector until its wait_group; TMA 2-D loads
+//     and stores through tensor maps; mbarriers with phases and transaction bytes; the async
+//     proxy's fence; setmaxnreg (a warpgroup-uniformity check). The tensor cores' sums are cut
+//     toward zero, in the A100's blocks (wgmma's too); the last bit may still differ from a
+//     given GPU's, and what a Hopper GPU does with the emulator's Hopper kernels is for a
+//     conformance run on one to confirm (docs/chapters/14-matmul-gpu.md).
 //   - Register and static shared memory budgets: the emulator counts the static __shared__
 //     bytes a block touches (over 48 KiB is an error) but not registers: tests/cuda's resource
 //     check compiles every kernel with ptxas for that. A fiber's stack is 64 KiB (a GPU thread

@@ -385,6 +385,18 @@ void end_launch(bool completed) {
   finished.push_back(std::move(r.launch));
 }
 
+void wgmma(Recorder& r, int n) {
+  ++r.launch.wgmma_instructions;
+  r.launch.wgmma_flops += 2ull * 64 * static_cast<std::uint64_t>(n) * 16;
+}
+
+void bulk_copy(Recorder& r, std::uint64_t bytes, bool store) {
+  ++(store ? r.launch.bulk_store_requests : r.launch.bulk_load_requests);
+  (store ? r.launch.bulk_store_bytes : r.launch.bulk_load_bytes) += bytes;
+}
+
+void mbarrier_wait(Recorder& r) { ++r.launch.mbarrier_waits; }
+
 void begin_block(const void* shared, std::size_t shared_bytes, int threads) {
   Recorder& r = recorder();
   r.shared_begin = reinterpret_cast<std::uintptr_t>(shared);

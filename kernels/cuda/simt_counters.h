@@ -25,7 +25,8 @@
 // Where the pairing is known to be doubtful (the lanes' k-th executions fall between different
 // barriers, or lanes ran it different numbers of times along different paths) the instruction
 // is marked inexact, and every table says so. Instruction counts, issue slots and branch
-// efficiency are not modelled. Atomics and cp.async's writes to shared memory
+// efficiency are not modelled. Hopper's wgmma, bulk copies and mbarrier waits are counted apart
+// (their operands are not loads and stores of the kernel's source). Atomics and cp.async's writes to shared memory
 // (simt_tensor_cores.cpp, not instrumented) are not counted; cp.async's global reads are, apart
 // from the loads. An ldmatrix is counted as the shared loads it makes here, 16 bytes from each
 // lane that gives a row (ncu counts it apart, as LDSM; the wavefronts are the same).
@@ -93,6 +94,13 @@ struct LaunchCounts {
   int sector_bytes = 32;
   std::vector<InstructionCounts> instructions;  // one per instruction, in no particular order
   int inexact = 0;                              // instructions marked inexact
+  // Hopper's units (simt_hopper.cpp): warpgroup MMAs (one per warpgroup-wide wgmma.mma_async) and
+  // their FLOPs (2 x 64 x N x 16 each); bulk tensor copies (TMA), loads and stores, each one
+  // request of a whole box (its bytes counted in full, zeros past the tensor's edges included);
+  // mbarrier waits that completed (one per waiting thread).
+  std::uint64_t wgmma_instructions = 0, wgmma_flops = 0;
+  std::uint64_t bulk_load_requests = 0, bulk_load_bytes = 0, bulk_store_requests = 0, bulk_store_bytes = 0;
+  std::uint64_t mbarrier_waits = 0;
   std::uint64_t requests() const {
     return global_ld_requests + global_st_requests + global_ldgsts_requests + shared_ld_requests +
            shared_st_requests;

@@ -85,7 +85,9 @@ struct Context {
   void* asan_fake_stack = nullptr;
 };
 
-enum class State { kReady, kRunning, kAtSyncthreads, kAtWarpBarrier, kReturned };
+// kAtWarpgroupBarrier: a Hopper warpgroup instruction (simt_hopper.cpp); kAsleep: an mbarrier
+// wait, until the mbarrier wakes it.
+enum class State { kReady, kRunning, kAtSyncthreads, kAtWarpBarrier, kAtWarpgroupBarrier, kAsleep, kReturned };
 
 struct Fiber {
   Context context;
@@ -100,6 +102,8 @@ struct Fiber {
   std::source_location waiting_line;  // and its source line
   bool in_kernel = false;            // started the kernel and has not returned from it
   int mailbox = 0;                   // which of the warp's two mailboxes its next shuffle uses
+  int group_mailbox = 0;             // the same for its warpgroup's exchanges
+  const void* asleep_on = nullptr;   // the mbarrier it sleeps on (kAsleep)
 };
 
 // Two barriers are the same when they are the same call in the source.
@@ -123,6 +127,15 @@ struct Warp {
   int ready_head = 0, ready_count = 0;
 };
 
+// Four warps whose first index is a multiple of 4: Hopper's wgmma, fence, commit and wait
+// are collective over them (simt_hopper.cpp).
+constexpr int kWarpgroupThreads = 4 * warpSize;
+struct Warpgroup {
+  int arrived = 0;
+  int waiting[kWarpgroupThreads];
+  std::uint32_t exchange[2][kWarpgroupThreads][kWarpgroupWords];
+};
+
 struct Emulator {
   std::vector<std::unique_ptr<Fiber>> fibers;  // as many as the largest block so far
   Context scheduler;                            // the OS thread's own stack, running launch
@@ -144,6 +157,7 @@ struct Emulator {
   int arrived_at_syncthreads = 0;
   int waiting_at_syncthreads[kMaxThreads];
   Warp warp[kMaxWarps];
+  Warpgroup group[kMaxWarps / 4];
   // The warps of this phase in their shuffled order; `turn` is the one running.
   int order[kMaxWarps];
   int turn = 0;
@@ -417,6 +431,26 @@ std::string describe_deadlock(const Emulator& emu) {
   }
   std::ostringstream message;
   message << "kernel " << emu.site->kernel << ": ";
+  for (int g = 0; g < (emu.warps + 3) / 4; ++g) {
+    const Warpgroup& group = emu.group[g];
+    if (group.arrived == 0) continue;
+    const Fiber& first = *emu.fibers[group.waiting[0]];
+    message << first.waiting_at << " (" << line_of(first.waiting_line) << ") reached by only " << group.arrived
+            << " of the 128 threads of warpgroup " << g << " (warps " << 4 * g << " to " << 4 * g + 3 << ") of "
+            << block_name() << "; the others returned or wait elsewhere. A warpgroup instruction must be issued by "
+            << "all four warps of a warpgroup, whose first warp index is a multiple of 4";
+    return message.str();
+  }
+  for (int i = 0; i < emu.threads; ++i) {
+    const Fiber& fiber = *emu.fibers[i];
+    if (fiber.state != State::kAsleep) continue;
+    message << thread_name(fiber) << " of " << block_name() << " waits at " << fiber.waiting_at << " ("
+            << line_of(fiber.waiting_line) << ") for a phase that never completes: "
+            << mbarrier_state(fiber.asleep_on);
+    if (at_syncthreads > 0) message << "; " << at_syncthreads << " threads wait at a __syncthreads";
+    if (returned > 0) message << "; " << returned << " threads have returned";
+    return message.str();
+  }
   if (at_syncthreads > 0) {
     message << "__syncthreads reached by only " << at_syncthreads << " of " << emu.threads << " threads of "
             << block_name();
@@ -443,6 +477,7 @@ void run_block(Emulator& emu, std::uint64_t linear) {
   emu.live = emu.threads;
   emu.arrived_at_syncthreads = 0;
   emu.error = nullptr;
+  for (int g = 0; g < (emu.warps + 3) / 4; ++g) emu.group[g].arrived = 0;
   for (int w = 0; w < emu.warps; ++w) {
     emu.warp[w].lanes = std::min(warpSize, emu.threads - w * warpSize);
     emu.warp[w].arrived = 0;
@@ -450,6 +485,7 @@ void run_block(Emulator& emu, std::uint64_t linear) {
   }
   for (int i = 0; i < emu.threads; ++i) {
     emu.fibers[i]->mailbox = 0;
+    emu.fibers[i]->group_mailbox = 0;
     make_ready(emu, i);
   }
   shuffle_warps(emu);
@@ -458,6 +494,7 @@ void run_block(Emulator& emu, std::uint64_t linear) {
   // variables cannot be found to be filled; the race detector reports their unwritten reads.)
   std::memset(emu.shared, 0xFF, emu.shared_bytes);
   async_copies_begin_block(emu.threads);
+  hopper_begin_block(emu.threads);
   if (emu.races) races::begin_block(linear, blockIdx, emu.shared, emu.shared_bytes);
   if (emu.counting) counters::begin_block(emu.shared, emu.shared_bytes, emu.threads);
 
@@ -583,10 +620,12 @@ void run_launch(const LaunchSite& site, const void* kernel, dim3 grid, dim3 bloc
   this_launch = ++launches;
   Emulator& emu = emulator();
   // The largest dynamic shared memory there can be, allocated once: its address stays the
-  // same from launch to launch (the race detector's shadow of it too). Exactly shared_bytes
+  // same from launch to launch (the race detector's shadow of it too). It starts at a multiple
+  // of 1024, as a block's shared memory does on a GPU: Hopper's swizzles are patterns of the
+  // address, and its descriptors address it from 0 (simt_hopper.cpp). Exactly shared_bytes
   // of it are the kernel's; AddressSanitizer is told the rest is out of bounds.
   static std::byte* shared_memory =
-      static_cast<std::byte*>(::operator new(kMaxDynamicSharedBytes, std::align_val_t{16}));
+      static_cast<std::byte*>(::operator new(kMaxDynamicSharedBytes, std::align_val_t{1024}));
 #if BRRR_ASAN
   ASAN_UNPOISON_MEMORY_REGION(shared_memory, kMaxDynamicSharedBytes);
   ASAN_POISON_MEMORY_REGION(shared_memory + shared_bytes, kMaxDynamicSharedBytes - shared_bytes);
@@ -652,6 +691,11 @@ void run_launch(const LaunchSite& site, const void* kernel, dim3 grid, dim3 bloc
     throw Error(error.what() + schedule_note());
   }
   done.completed = true;
+}
+
+void dynamic_shared_window(std::uintptr_t& begin, std::size_t& bytes) {
+  begin = reinterpret_cast<std::uintptr_t>(emulator().shared);
+  bytes = emulator().shared_bytes;
 }
 
 void* dynamic_shared_memory() {
@@ -742,6 +786,58 @@ const std::uint32_t* warp_exchange(const char* name, const std::uint32_t* words,
   std::memcpy(warp.exchange[box][self.lane], words, sizeof(std::uint32_t) * static_cast<std::size_t>(count));
   arrive_at_warp_barrier(self, name, at);
   return &warp.exchange[box][0][0];
+}
+
+const std::uint32_t* warpgroup_exchange(const char* name, const std::uint32_t* words, int count,
+                                        const std::source_location& at, bool& last) {
+  Fiber& self = current_fiber(name);
+  Emulator& emu = emulator();
+  const int g = self.warp / 4;
+  if (emu.threads < (g + 1) * kWarpgroupThreads)
+    ::brrr::detail::fail(launch_name(*emu.site), ": ", name, " at ", line_of(at), " in warp ", self.warp, " of ",
+                         block_name(), ", which has ", emu.threads, " threads: warpgroup ", g, " (warps ", 4 * g,
+                         " to ", 4 * g + 3, ") is not whole. A warpgroup is four whole warps whose first index is a "
+                         "multiple of 4: make the block a multiple of 128 threads");
+  BRRR_CHECK(count >= 0 && count <= kWarpgroupWords, name, ": ", count, " words to exchange");
+  Warpgroup& group = emu.group[g];
+  if (group.arrived > 0) {
+    const Fiber& first = *emu.fibers[group.waiting[0]];
+    if (!same_place(first.waiting_line, at) || std::strcmp(first.waiting_at, name) != 0)
+      ::brrr::detail::fail(launch_name(*emu.site), ": the threads of warpgroup ", g, " of ", block_name(),
+                           " meet at two different warpgroup instructions: ", thread_name(first), " at ",
+                           first.waiting_at, " (", line_of(first.waiting_line), "), ", thread_name(self), " at ",
+                           name, " (", line_of(at), "); all 128 threads must issue the same one");
+  }
+  const int box = self.group_mailbox, rank = self.index - g * kWarpgroupThreads;
+  self.group_mailbox ^= 1;
+  std::memcpy(group.exchange[box][rank], words, sizeof(std::uint32_t) * static_cast<std::size_t>(count));
+  if (emu.counting) counters::barrier(self.index);
+  last = ++group.arrived == kWarpgroupThreads;
+  if (last) {  // wake the others; they run once this thread waits somewhere
+    for (int i = 0; i < kWarpgroupThreads - 1; ++i) make_ready(emu, group.waiting[i]);
+    group.arrived = 0;
+  } else {
+    group.waiting[group.arrived - 1] = self.index;
+    self.state = State::kAtWarpgroupBarrier;
+    self.waiting_at = name;
+    self.waiting_line = at;
+    run_next(self);
+  }
+  return &group.exchange[box][0][0];
+}
+
+void sleep_on(const void* object, const char* name, const std::source_location& at) {
+  Fiber& self = current_fiber(name);
+  self.state = State::kAsleep;
+  self.asleep_on = object;
+  self.waiting_at = name;
+  self.waiting_line = at;
+  run_next(self);
+}
+
+void wake(int thread) {
+  Emulator& emu = emulator();
+  if (thread < emu.threads && emu.fibers[thread]->state == State::kAsleep) make_ready(emu, thread);
 }
 
 std::string where_in_kernel(const std::source_location* at) {

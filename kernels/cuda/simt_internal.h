@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/cuda/simt.h"
 
@@ -27,6 +29,26 @@ std::string where_in_kernel(const std::source_location* at);
 int thread_in_block();
 // A block starts: its threads have no cp.async in flight (simt_tensor_cores.cpp).
 void async_copies_begin_block(int threads);
+
+// --- Hopper (simt_hopper.cpp) -------------------------------------------------------------------
+// The tensor cores' sum of products into c (simt_tensor_cores.cpp), shared by mma and wgmma.
+float tensor_core_sum(float c, const double* products, int count, int block);
+// A warpgroup-collective exchange (wgmma and its fence, commit and wait): every one of the 128
+// threads of the running thread's warpgroup posts `count` words, and all must reach the same
+// call. Returns the group's table, thread r's words at table[r * kWarpgroupWords + i]; `last`
+// is true for the one thread that arrived last, which runs on before any other has resumed.
+constexpr int kWarpgroupWords = 12;
+const std::uint32_t* warpgroup_exchange(const char* name, const std::uint32_t* words, int count,
+                                        const std::source_location& at, bool& last);
+// The running thread sleeps (an mbarrier wait) until wake(its index in the block).
+void sleep_on(const void* object, const char* name, const std::source_location& at);
+void wake(int thread);
+// A block starts: no mbarrier, bulk copy or wgmma yet. What an mbarrier waits for, for the
+// emulator's deadlock message.
+void hopper_begin_block(int threads);
+std::string mbarrier_state(const void* bar);
+// The block's dynamic shared memory (its window address 0 is `begin`).
+void dynamic_shared_window(std::uintptr_t& begin, std::size_t& bytes);
 
 // --- the race detector (simt_race_detector.cpp) ------------------------------------------------
 // The emulator tells it where each launch, block, barrier and fiber switch happens; the
@@ -50,6 +72,29 @@ void warp_barrier(int warp);
 void async_copy_issue(const void* destination, std::size_t bytes, const void* pc);
 void async_copy_complete(const void* destination, std::size_t bytes, const void* source, std::size_t src_bytes,
                          const void* issue_pc, const void* wait_pc);
+// Hopper (simt_hopper.cpp). Bulk copies (TMA) write as the async proxy, a thread of its own;
+// mbarriers order whom they release to whom they acquire (a phase's `clock`); the async
+// proxy's reads (wgmma operands, TMA store sources) must see generic writes through a
+// fence.proxy.async, and while `track`ed (until async_read_end) nobody may write their bytes.
+constexpr int kAsyncProxy = 1024;
+// A wgmma's reads of shared memory are its warpgroup's (kWarpgroupReader + the group's index):
+// every thread of the group is ordered after them once past its wgmma.wait_group.
+constexpr int kWarpgroupReader = kAsyncProxy + 1;
+void kernel_access(const void* address, std::size_t bytes, bool write, const void* pc);
+void release(std::vector<std::uint32_t>& clock);
+void release_async(std::vector<std::uint32_t>& clock);
+void acquire(const std::vector<std::uint32_t>& clock);
+void proxy_fence();
+void bulk_copy_issue(const void* destination, std::size_t bytes, const void* pc);
+void bulk_copy_complete(const void* destination, std::size_t bytes, const void* pc);
+// `group` >= 0: a wgmma of that warpgroup (whose own writes need no barrier); else the thread.
+int async_read(const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>& ranges, const void* pc,
+               const char* what, int group, bool track);
+void async_read_end(int id);
+// The detector's clock now (0 when it is off), and whether an event of `thread` at `serial`
+// is unordered with the running thread (an mbarrier's init with its uses).
+std::uint32_t now();
+bool unordered(std::uint32_t serial, int thread);
 // The first fault of the block, "" if none. The detector never throws from inside an access
 // (the compiler's hooks are called where no exception may pass); the emulator asks at the
 // end of every block and throws.
@@ -81,6 +126,11 @@ void switch_to(int thread, const void* stack_low, const void* stack_high);
 // The running thread passed a barrier (__syncthreads, or a warp operation: shuffle, vote,
 // __syncwarp, mma): its next accesses are in a new phase.
 void barrier(int thread);
+// Hopper's instructions (simt_hopper.cpp), while `active`: one wgmma m64nNk16 (2 x 64 x N x 16
+// FLOPs), one bulk tensor copy of `bytes` (a load, or a store), one completed mbarrier wait.
+void wgmma(Recorder& r, int n);
+void bulk_copy(Recorder& r, std::uint64_t bytes, bool store);
+void mbarrier_wait(Recorder& r);
 }  // namespace counters
 
 }  // namespace brrr::simt::detail

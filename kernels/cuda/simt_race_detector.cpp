@@ -57,6 +57,11 @@ constexpr std::size_t kMaxWarps = 32;
 constexpr std::uint16_t kWriteAtomic = 1;
 // The last write was a cp.async that has not completed: the byte is in flight.
 constexpr std::uint16_t kInFlight = 2;
+// The last write was a bulk copy's (TMA, Hopper's async proxy), in flight while kInFlight is set.
+constexpr std::uint16_t kBulk = 4;
+// Bits 8-15: how many reads by the async proxy (a wgmma's operands, a TMA store's source) are
+// in flight on the byte; nobody may write it until they end (simt_hopper.cpp).
+constexpr std::uint16_t kAsyncReader = 1 << 8;
 
 // What the detector remembers of one byte. Serial 0 is "never": serials start at 1.
 struct Entry {
@@ -101,6 +106,23 @@ struct Detector {
   std::uintptr_t last_page = ~std::uintptr_t{0};
   Entry* last_entries = nullptr;
   std::string error;
+  // Hopper (simt_hopper.cpp). An mbarrier orders only the threads that use it, so from the
+  // first one on, each thread t keeps a clock: clocks[t * (threads + 1) + u] = the serial
+  // before which u's accesses are ordered before t's (u = threads: the async proxy, whose
+  // writes are the bulk copies'). A wait on a phase joins the clocks of its arrivals; a
+  // __syncthreads after a wait shows the waited copies to everyone (async_seen).
+  int threads = 0;
+  std::vector<std::uint32_t> clocks;
+  std::uint32_t async_seen = 0;
+  std::uint32_t proxy_fence[1024] = {};  // each thread's last fence.proxy.async
+  struct AsyncRead {
+    int id;
+    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> ranges;
+    std::uint32_t pc;
+    const char* what;
+  };
+  std::vector<AsyncRead> async_reads;
+  int next_async_read = 1;
 };
 
 Detector& detector() {
@@ -320,6 +342,10 @@ std::string place(const Detector& d, std::uintptr_t address, Space space) {
 }
 
 std::string thread_name(int thread, std::uint64_t block) {
+  if (thread == kAsyncProxy) return "a bulk copy (the async proxy) in block " + coordinates(block, gridDim);
+  if (thread > kAsyncProxy)
+    return "the wgmma of warpgroup " + std::to_string(thread - kWarpgroupReader) + " of block " +
+           coordinates(block, gridDim);
   return "thread " + coordinates(static_cast<std::uint64_t>(thread), blockDim) + " of block " +
          coordinates(block, gridDim);
 }
@@ -340,6 +366,10 @@ void report(Detector& d, std::uintptr_t address, Space space, const char* what,
           << at_line(d, earlier_pc) << "; ";
   if (earlier_block != block)
     message << "two blocks of one launch are never ordered (only atomics may share bytes between blocks)";
+  else if (earlier_thread == kAsyncProxy)
+    message << "a bulk copy's bytes may be read only after a wait on the phase of its mbarrier that the copy "
+               "completes (mbarrier_try_wait_parity), by the waiting thread or after a __syncthreads that follows "
+               "the wait";
   else
     message << "no barrier orders the two (__syncthreads; __syncwarp within a warp; shuffles are not fences)";
   d.error = message.str();
@@ -348,10 +378,33 @@ void report(Detector& d, std::uintptr_t address, Space space, const char* what,
 // Is an earlier access (serial, thread) of the current launch unordered with the current one?
 bool concurrent(const Detector& d, std::uint32_t serial, int thread) {
   if (serial < d.block_start) return true;  // an earlier block of this launch
+  if (thread > kAsyncProxy) {  // a wgmma's read: its warpgroup's threads wait for it together
+    const int group = thread - kWarpgroupReader;
+    if (d.thread < d.threads && d.thread / 128 == group) return false;
+    thread = group * 128;  // others are ordered after it through the group's first thread
+  }
+  const bool clocked = !d.clocks.empty() && d.thread < d.threads;
+  const std::size_t row = static_cast<std::size_t>(d.thread) * static_cast<std::size_t>(d.threads + 1);
+  if (thread == kAsyncProxy)
+    return !(serial < d.async_seen || (clocked && serial < d.clocks[row + static_cast<std::size_t>(d.threads)]));
+  if (clocked && thread < d.threads && serial < d.clocks[row + static_cast<std::size_t>(thread)]) return false;
   if (thread == d.thread) return false;
   if (serial < d.block_phase) return false;  // a __syncthreads since
   if (thread / 32 == d.warp && serial < d.warp_phase[d.warp]) return false;  // a __syncwarp since
   return true;
+}
+
+// A write to a byte that an async-proxy read (a wgmma operand, a TMA store's source) still reads.
+void fail_async_reader(Detector& d, std::uintptr_t address, Space space, std::uintptr_t pc) {
+  const Detector::AsyncRead* reader = nullptr;
+  for (const auto& read : d.async_reads)
+    for (const auto& [begin, end] : read.ranges)
+      if (address >= begin && address < end) reader = &read;
+  d.error = launch_name(*d.site) + ": " + thread_name(d.thread, block_of(d, d.serial)) + " writes " +
+            place(d, address, space) + at_line(d, static_cast<std::uint32_t>(pc)) + ", which " +
+            (reader ? std::string(reader->what) + " issued" + at_line(d, reader->pc) : "an async read") +
+            " may still be reading: wait for it first (wgmma_wait_group for a wgmma, cp_async_bulk_wait_group_read "
+            "for a TMA store)";
 }
 
 void fail_bounds(Detector& d, std::uintptr_t address, std::size_t bytes, bool write, std::uint32_t pc) {
@@ -398,6 +451,18 @@ void access(Detector& d, std::uintptr_t address, std::size_t bytes, bool write, 
     Entry& e = page[a % kPageBytes];
     // A byte a cp.async is still copying: nobody may touch it before the copying thread's
     // cp.async.wait_group (on a GPU it holds the old value, the new one, or a mix of both).
+    if ((e.flags & kInFlight) && (e.flags & kBulk) && e.write_serial >= floor) {
+      d.error = launch_name(*d.site) + ": " + thread_name(d.thread, block_of(d, d.serial)) +
+                (write ? " writes " : " reads ") + place(d, a, space) + at_line(d, static_cast<std::uint32_t>(pc)) +
+                ", which a bulk tensor copy (TMA) issued" + at_line(d, e.write_pc) +
+                " is still filling: wait on its mbarrier (mbarrier_try_wait_parity, for the phase the copy "
+                "completes) before touching the bytes";
+      return;
+    }
+    if (write && (e.flags >> 8) && e.write_serial >= floor) {
+      fail_async_reader(d, a, space, pc);
+      return;
+    }
     if ((e.flags & kInFlight) && e.write_serial >= floor) {
       d.error = launch_name(*d.site) + ": " + thread_name(d.thread, block_of(d, d.serial)) +
                 (write ? " writes " : " reads ") + place(d, a, space) + at_line(d, static_cast<std::uint32_t>(pc)) +
@@ -510,6 +575,10 @@ void end_launch() {
 
 void begin_block(std::uint64_t linear, uint3, const void* shared, std::size_t shared_bytes) {
   Detector& d = detector();
+  while (!d.async_reads.empty()) async_read_end(d.async_reads.back().id);  // left by a failed block
+  d.threads = static_cast<int>(blockDim.x * blockDim.y * blockDim.z);
+  d.clocks.clear();
+  d.async_seen = 0;
   d.block_start = d.block_phase = ++d.serial;
   for (auto& phase : d.warp_phase) phase = d.serial;
   d.blocks.emplace_back(d.serial, linear);
@@ -528,6 +597,9 @@ void switch_to(int thread, int warp, const void* stack_low, const void* stack_hi
 
 void block_barrier() {
   Detector& d = detector();
+  if (!d.clocks.empty())  // what any thread has waited for, everyone now sees
+    for (int t = 0; t < d.threads; ++t)
+      d.async_seen = std::max(d.async_seen, d.clocks[static_cast<std::size_t>(t) * (d.threads + 1) + d.threads]);
   d.block_phase = ++d.serial;
   for (auto& phase : d.warp_phase) phase = d.serial;
 }
@@ -555,6 +627,139 @@ void async_copy_complete(const void* destination, std::size_t bytes, const void*
   if (src_bytes > 0)
     access(*d, reinterpret_cast<std::uintptr_t>(source), src_bytes, false, false, reinterpret_cast<std::uintptr_t>(issue_pc));
   access(*d, address, bytes, true, false, reinterpret_cast<std::uintptr_t>(wait_pc));
+}
+
+// --- Hopper's async proxy and mbarriers (simt_hopper.cpp) -------------------------------------------
+
+namespace {
+std::uint32_t* clock_row(Detector& d, int thread) {
+  const std::size_t width = static_cast<std::size_t>(d.threads) + 1;
+  if (d.clocks.empty()) d.clocks.assign(width * width, 0);
+  return d.clocks.data() + static_cast<std::size_t>(thread) * width;
+}
+void for_each_entry(Detector& d, std::uintptr_t address, std::size_t bytes, const auto& f) {
+  for (std::size_t i = 0; i < bytes; ++i) f(entries_of(d, (address + i) / kPageBytes)[(address + i) % kPageBytes]);
+}
+}  // namespace
+
+void kernel_access(const void* address, std::size_t bytes, bool write, const void* pc) {
+  if (Detector* d = active)
+    access(*d, reinterpret_cast<std::uintptr_t>(address), bytes, write, false, reinterpret_cast<std::uintptr_t>(pc));
+}
+
+void release(std::vector<std::uint32_t>& clock) {
+  Detector* d = active;
+  if (!d) return;
+  const std::uint32_t* mine = clock_row(*d, d->thread);
+  clock.resize(static_cast<std::size_t>(d->threads) + 1, 0);
+  for (std::size_t u = 0; u < clock.size(); ++u) clock[u] = std::max(clock[u], mine[u]);
+  for (int lane = d->warp * 32; lane < std::min(d->threads, d->warp * 32 + 32); ++lane)
+    clock[static_cast<std::size_t>(lane)] = std::max(clock[static_cast<std::size_t>(lane)], d->warp_phase[d->warp]);
+  clock[static_cast<std::size_t>(d->thread)] = ++d->serial;  // its accesses so far come before
+}
+
+void release_async(std::vector<std::uint32_t>& clock) {
+  Detector* d = active;
+  if (!d) return;
+  clock.resize(static_cast<std::size_t>(d->threads) + 1, 0);
+  clock[static_cast<std::size_t>(d->threads)] = ++d->serial;
+}
+
+void acquire(const std::vector<std::uint32_t>& clock) {
+  Detector* d = active;
+  if (!d || clock.empty()) return;
+  std::uint32_t* mine = clock_row(*d, d->thread);
+  for (std::size_t u = 0; u < clock.size(); ++u) mine[u] = std::max(mine[u], clock[u]);
+}
+
+void proxy_fence() {
+  if (Detector* d = active) d->proxy_fence[d->thread] = ++d->serial;
+}
+
+void bulk_copy_issue(const void* destination, std::size_t bytes, const void* pc) {
+  Detector* d = active;
+  if (!d) return;
+  const auto address = reinterpret_cast<std::uintptr_t>(destination);
+  access(*d, address, bytes, true, false, reinterpret_cast<std::uintptr_t>(pc));
+  if (d->error.empty()) for_each_entry(*d, address, bytes, [](Entry& e) { e.flags |= kInFlight | kBulk; });
+}
+
+void bulk_copy_complete(const void* destination, std::size_t bytes, const void* pc) {
+  Detector* d = active;
+  if (!d) return;
+  for_each_entry(*d, reinterpret_cast<std::uintptr_t>(destination), bytes, [&](Entry& e) {
+    e.write_serial = d->serial;
+    e.write_thread = static_cast<std::uint16_t>(kAsyncProxy);
+    e.write_pc = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(pc));
+    e.flags = static_cast<std::uint16_t>((e.flags & 0xFF00u) | kBulk);
+    e.read_serial = e.read2_serial = 0;
+  });
+}
+
+int async_read(const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>& ranges, const void* pc,
+               const char* what, int group, bool track) {
+  Detector* d = active;
+  if (!d || !d->error.empty()) return 0;
+  const int saved_thread = d->thread, saved_warp = d->warp;
+  if (group >= 0) d->thread = group * 128, d->warp = group * 4;  // the warpgroup reads, as its first thread
+  const auto pc32 = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(pc));
+  const auto ours = [&](int writer) { return group >= 0 ? writer / 128 == group : writer == d->thread; };
+  for (const auto& [begin, end] : ranges) {
+    for (std::uintptr_t a = begin; a < end && d->error.empty(); ++a) {
+      Entry& e = entries_of(*d, a / kPageBytes)[a % kPageBytes];
+      const Space space = a - d->shared_begin < d->shared_bytes ? Space::kShared : Space::kStaticShared;
+      const bool written = e.write_serial >= d->block_start;
+      if (written && (e.flags & kInFlight)) {
+        access(*d, a, 1, false, false, reinterpret_cast<std::uintptr_t>(pc));  // its in-flight message
+      } else if (!written) {
+        d->error = launch_name(*d->site) + ": " + what + at_line(*d, pc32) + " reads " + place(*d, a, space) +
+                   ", which no thread or copy of this block has written: shared memory starts as garbage";
+      } else if (e.write_thread != kAsyncProxy && !ours(e.write_thread) &&
+                 concurrent(*d, e.write_serial, e.write_thread)) {
+        report(*d, a, space, "reads it through the async proxy", pc32,
+               "wrote it", e.write_thread, e.write_serial, e.write_pc);
+      } else if (e.write_thread != kAsyncProxy && !(e.flags & kWriteAtomic) &&
+                 d->proxy_fence[e.write_thread] <= e.write_serial) {
+        d->error = launch_name(*d->site) + ": " + what + at_line(*d, pc32) + " reads " + place(*d, a, space) +
+                   " through the async proxy, but " + thread_name(e.write_thread, block_of(*d, e.write_serial)) +
+                   " wrote it with ordinary stores" + at_line(*d, e.write_pc) +
+                   " and made no fence.proxy.async since (fence_proxy_async_shared_cta after the writes, then a "
+                   "barrier, then the wgmma or TMA store)";
+      } else if (e.write_thread == kAsyncProxy && concurrent(*d, e.write_serial, kAsyncProxy)) {
+        report(*d, a, space, "reads it through the async proxy", pc32, "wrote it", kAsyncProxy, e.write_serial,
+               e.write_pc);
+      } else {
+        e.read_serial = d->serial, e.read_pc = pc32;
+        e.read_thread = static_cast<std::uint16_t>(group >= 0 ? kWarpgroupReader + group : d->thread);
+        if (track) e.flags = static_cast<std::uint16_t>(e.flags + kAsyncReader);
+      }
+    }
+  }
+  d->thread = saved_thread, d->warp = saved_warp;
+  if (!track || !d->error.empty()) return 0;
+  d->async_reads.push_back({d->next_async_read, ranges, pc32, what});
+  return d->next_async_read++;
+}
+
+std::uint32_t now() { return active ? active->serial : 0; }
+
+bool unordered(std::uint32_t serial, int thread) {
+  const Detector* d = active;
+  return d && serial >= d->block_start && concurrent(*d, serial, thread);
+}
+
+void async_read_end(int id) {
+  Detector* d = active;
+  if (!d || id == 0) return;
+  for (std::size_t i = 0; i < d->async_reads.size(); ++i) {
+    if (d->async_reads[i].id != id) continue;
+    for (const auto& [begin, end] : d->async_reads[i].ranges)
+      for_each_entry(*d, begin, end - begin, [](Entry& e) {
+        if (e.flags >> 8) e.flags = static_cast<std::uint16_t>(e.flags - kAsyncReader);
+      });
+    d->async_reads.erase(d->async_reads.begin() + static_cast<std::ptrdiff_t>(i));
+    return;
+  }
 }
 
 std::string take_error() {

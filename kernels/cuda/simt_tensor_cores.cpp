@@ -82,6 +82,8 @@ float float_toward_zero(double x) {
 // becoming the accumulator of the next. Other GPUs (the H100 among them) differ in the widths
 // and in the last bits; what they share, and what matters to a kernel, is the direction: every
 // cut is toward zero. Infinities and NaN are summed as IEEE floats.
+}  // namespace
+
 float tensor_core_sum(float c, const double* products, int count, int block) {
   double accumulator = c;
   for (int first = 0; first < count; first += block) {
@@ -103,6 +105,8 @@ float tensor_core_sum(float c, const double* products, int count, int block) {
   }
   return static_cast<float>(accumulator);
 }
+
+namespace {
 
 // The words of an mma in the warp's table: a[0..3], b[0..1], c[0..3].
 constexpr int kA = 0, kB = 4, kC = 6;
