@@ -312,7 +312,7 @@ TEST_CASE("cli errors: train names the setting that is wrong, each on its own") 
   }
 }
 
-TEST_CASE("cli errors: train on a file that is not UTF-8 says where; --tokenizer bpe trains on its bytes") {
+TEST_CASE("cli errors: train on a file that is not UTF-8 says where, and --tokenizer bpe trains on its bytes") {
   Scratch s("not_text");
   std::string bytes = corpus(3000);
   std::uint32_t x = 12345;  // then random bytes, as an archive or an image would be
