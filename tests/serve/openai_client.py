@@ -8,6 +8,7 @@ Skipped (exit 77) when the openai package is missing; scripts/test.sh refuses th
 """
 import json
 import math
+import random
 import sys
 
 from harness import Server, skip
@@ -49,6 +50,17 @@ def several_prompts(client, model, s):
         assert len(lp.tokens) == len(p) and lp.token_logprobs[0] is None and lp.top_logprobs[0] is None, lp
         assert all(v <= 0 for v in lp.token_logprobs[1:]), lp
         assert all(isinstance(d, dict) and len(d) == 1 for d in lp.top_logprobs[1:]), lp
+
+    # 64 prompts of random ids in one request (the default --queue holds them beside the free
+    # slots): each choice the bits of its prompt alone.
+    rng = random.Random(64)
+    many = [[rng.randrange(60) for _ in range(rng.randrange(1, 40))] for _ in range(64)]
+    batch = score(many)
+    assert [c.index for c in batch.choices] == list(range(64))
+    for c, p in zip(batch.choices, many):
+        mine = score(p).choices[0]
+        assert c.logprobs.token_logprobs == mine.logprobs.token_logprobs and c.text == mine.text, (p, c, mine)
+    assert batch.usage.prompt_tokens == sum(len(p) for p in many), batch.usage
 
     # n completions of each prompt: choice i * n + j; completion 0 of each is the prompt's alone.
     sampled = dict(model=model, max_tokens=6, temperature=1.0, seed=9, logprobs=1)

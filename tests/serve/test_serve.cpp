@@ -817,3 +817,32 @@ TEST_CASE("server: a client that hangs up on a non-streamed completion has it ca
   // The slot is free again: the next request is answered in full.
   CHECK(completion(r, {{"prompt", "c"}, {"max_tokens", 3}})["usage"]["completion_tokens"] == 3);
 }
+
+TEST_CASE("server: --queue 0: a request is answered when a slot is free, and refused whole when none is") {
+  serve::ServerOptions o;
+  o.scheduler.slots = 2;
+  o.scheduler.queue = 0;
+  Running r(o, slower_loaded);
+  REQUIRE(r.wait_ready());
+  // A slot is given back at the end of the step that answered (a moment after the answer).
+  const auto idle = [&] {
+    for (int i = 0; i < 400 && metric_of(r, "brrr_running_sequences") != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  };
+  // Nothing waits beyond the free slots: one request, then two prompts in one, are answered.
+  CHECK(completion(r, {{"prompt", "a"}, {"max_tokens", 2}})["usage"]["completion_tokens"] == 2);
+  idle();
+  CHECK(completion(r, {{"prompt", {"a", "b"}}, {"max_tokens", 2}})["choices"].size() == 2);
+  idle();
+  // Both slots busy with a long request of two prompts: another is refused at once.
+  std::thread busy([&] {
+    auto res = r.post("/v1/completions", json{{"prompt", {"a", "b"}}, {"max_tokens", 400}, {"ignore_eos", true}}.dump());
+    CHECK((res && res->status == 200));
+  });
+  for (int i = 0; i < 400 && metric_of(r, "brrr_running_sequences") < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto refused = r.post("/v1/completions", json{{"prompt", "c"}, {"max_tokens", 2}}.dump());
+  REQUIRE(refused);
+  CHECK(refused->status == 429);
+  busy.join();
+}
