@@ -371,7 +371,8 @@ Server::Server(ServerOptions options, std::function<LoadedModel()> loader) : sta
   State& s = *state_;
   // One thread per open connection: every slot and queue place may hold a stream, and a few more
   // answer /health, /metrics and the page meanwhile.
-  const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(s.options.scheduler.slots) + s.options.scheduler.queue + 16, 1024);
+  const SchedulerOptions& so = s.options.scheduler;
+  const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(so.slots) + so.queue + 16, 1024);
   s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.http.set_payload_max_length(s.options.max_body_bytes);
   s.http.set_tcp_nodelay(true);
