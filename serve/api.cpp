@@ -63,21 +63,70 @@ std::vector<std::string> stops(const json& body) {
   return out;
 }
 
-// prompt: "text", [ids], or a batch of one (["text"] or [[ids]]): one completion per request.
-std::vector<std::uint32_t> prompt_tokens(const json& body, const tokenizer::TextTokenizer& tokenizer,
-                                         const models::GPTConfig& config, std::int64_t vocab) {
-  if (!body.contains("prompt")) throw bad("prompt", "is required");
-  json v = body["prompt"];
-  if (v.is_array() && v.size() == 1 && (v[0].is_string() || v[0].is_array())) v = json(v[0]);
+// The JSON type of a prompt element, as an error names it.
+std::string kind_of(const json& v) {
+  if (v.is_number_integer()) return "an integer";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  if (v.is_boolean()) return "a boolean";
+  return "null";
+}
+
+const char* kPromptForms = "must be a string, an array of strings, an array of token ids, or an array of arrays of token ids";
+
+// One prompt's token ids (an array of integers), named `where` in errors ("prompt[2]").
+std::vector<std::uint32_t> prompt_ids(const json& v, const std::string& where, std::int64_t vocab) {
   std::vector<std::uint32_t> ids;
-  if (v.is_string()) ids = tokenizer.encode(v.get<std::string>());
-  else if (v.is_array()) ids = token_ids(v, "prompt", vocab);
-  else throw bad("prompt", "must be a string or an array of token ids (one prompt per request)");
-  if (ids.empty()) throw bad("prompt", "is empty: at least one token is needed");
-  if (static_cast<std::int64_t>(ids.size()) > config.block_size)
-    throw bad("prompt", "is " + std::to_string(ids.size()) + " tokens, longer than the model's context of " +
-                            std::to_string(config.block_size) + " tokens (block_size)");
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    const json& t = v[k];
+    if (!t.is_number_integer() || (!t.is_number_unsigned() && t.get<std::int64_t>() < 0) ||
+        (t.is_number_unsigned() && t.get<std::uint64_t>() >= static_cast<std::uint64_t>(vocab)))
+      throw bad("prompt", where + "[" + std::to_string(k) + "] is " + t.dump() + "; token ids must be integers in [0, " +
+                              std::to_string(vocab) + ")");
+    ids.push_back(t.get<std::uint32_t>());
+  }
   return ids;
+}
+
+// prompt in any of OpenAI's four forms: "text", ["text", ...], [ids], [[ids], ...]. Every prompt
+// must have 1 to block_size tokens; an error names the prompt (prompt[3]) when there are several.
+std::vector<std::vector<std::uint32_t>> prompts_of(const json& body, const tokenizer::TextTokenizer& tokenizer,
+                                                   const models::GPTConfig& config, std::int64_t vocab) {
+  if (!body.contains("prompt")) throw bad("prompt", "is required");
+  const json& v = body["prompt"];
+  const std::string context = std::to_string(config.block_size) + " tokens (block_size)";
+  if (v.is_string() || (v.is_array() && !v.empty() && v[0].is_number())) {  // one prompt
+    std::vector<std::uint32_t> ids;
+    if (v.is_string()) ids = tokenizer.encode(v.get<std::string>());
+    else ids = token_ids(v, "prompt", vocab);
+    if (ids.empty()) throw bad("prompt", "is empty: at least one token is needed");
+    if (static_cast<std::int64_t>(ids.size()) > config.block_size)
+      throw bad("prompt", "is " + std::to_string(ids.size()) + " tokens, longer than the model's context of " + context);
+    return {ids};
+  }
+  if (!v.is_array()) throw bad("prompt", std::string(kPromptForms) + ", got " + kind_of(v));
+  if (v.empty()) throw bad("prompt", "is an empty array: it " + std::string(kPromptForms));
+  // A batch: every element a string, or every element an array of token ids.
+  const bool texts = v[0].is_string();
+  if (!texts && !v[0].is_array()) throw bad("prompt", std::string(kPromptForms) + "; prompt[0] is " + kind_of(v[0]));
+  if (v.size() > kMaxChoices)
+    throw bad("prompt", "has " + std::to_string(v.size()) + " prompts, more than the " + std::to_string(kMaxChoices) +
+                            " a request may hold");
+  std::vector<std::vector<std::uint32_t>> prompts;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string where = "prompt[" + std::to_string(i) + "]";
+    if (v[i].is_string() != texts || v[i].is_array() == texts)
+      throw bad("prompt", std::string(kPromptForms) + ", not a mix: prompt[0] is " + kind_of(v[0]) + " and " + where +
+                              " is " + kind_of(v[i]));
+    std::vector<std::uint32_t> ids = texts ? tokenizer.encode(v[i].get<std::string>()) : prompt_ids(v[i], where, vocab);
+    if (ids.empty()) throw bad("prompt", where + " is empty: every prompt needs at least one token");
+    if (static_cast<std::int64_t>(ids.size()) > config.block_size)
+      throw bad("prompt", where + " has " + std::to_string(ids.size()) + " tokens; the model's context is " + context);
+    prompts.push_back(std::move(ids));
+  }
+  return prompts;
 }
 
 }  // namespace
@@ -120,9 +169,16 @@ CompletionRequest parse_completion(const json& body, const tokenizer::TextTokeni
   CompletionParams& p = r.params;
   if (body.contains("model") && !body["model"].is_null() && !body["model"].is_string())
     throw bad("model", "must be a string");
-  p.prompt = prompt_tokens(body, tokenizer, config, vocab);
-  integer(body, "n", 1, 1, 1);        // one completion per request
-  integer(body, "best_of", 1, 1, 1);
+  r.prompts = prompts_of(body, tokenizer, config, vocab);
+  r.n = static_cast<std::size_t>(integer(body, "n", 1, 1, 128));
+  if (r.choices() > kMaxChoices)
+    throw bad("n", std::to_string(r.prompts.size()) + " prompts x n " + std::to_string(r.n) + " = " +
+                       std::to_string(r.choices()) + " completions, more than the " + std::to_string(kMaxChoices) +
+                       " a request may ask for");
+  const auto n = static_cast<std::int64_t>(r.n);
+  if (integer(body, "best_of", n, 1, 128) != n)
+    throw bad("best_of", "must equal n (" + std::to_string(n) + "): every completion made is returned, none is chosen "
+                         "among them, got " + body["best_of"].dump());
   p.max_tokens = integer(body, "max_tokens", 16, 0, config.block_size);
   p.sampling.temperature = number(body, "temperature", 1.0, 0.0, 100.0);
   p.sampling.top_k = integer(body, "top_k", 0, 0, vocab);
@@ -141,6 +197,13 @@ CompletionRequest parse_completion(const json& body, const tokenizer::TextTokeni
     r.include_usage = boolean(o, "include_usage");
   }
   return r;
+}
+
+CompletionParams CompletionRequest::choice(std::size_t k) const {
+  CompletionParams p = params;
+  p.prompt = prompts[k / n];
+  p.stream = k % n;
+  return p;
 }
 
 json logprobs_json(const std::vector<TokenInfo>& tokens, const tokenizer::TextTokenizer& tokenizer, std::size_t& offset) {

@@ -32,15 +32,27 @@ std::string error_body(const std::string& message, const std::string& type, cons
 // not an object).
 nlohmann::json parse_body(const std::string& body);
 
+// The most completions (prompts x n) one request may ask for.
+inline constexpr std::size_t kMaxChoices = 2048;
+
 struct CompletionRequest {
-  CompletionParams params;
+  std::vector<std::vector<std::uint32_t>> prompts;  // one or more, each of 1 to block_size tokens
+  CompletionParams params;  // what every choice shares (its prompt is left empty)
+  std::size_t n = 1;        // completions per prompt
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+
+  std::size_t choices() const { return prompts.size() * n; }
+  // Choice k: prompt k / n, drawing from the seed's random stream k % n (OpenAI's order: every
+  // completion of prompt 0, then of prompt 1, ...).
+  CompletionParams choice(std::size_t k) const;
 };
 
-// POST /v1/completions: prompt (text, or token ids), max_tokens, temperature, top_k, top_p,
-// seed, stop, logprobs, echo, stream, stream_options, n (1 only). Token ids must be below vocab
-// (the model's and the tokenizer's). default_seed is used when the request names none.
+// POST /v1/completions: prompt, max_tokens, temperature, top_k, top_p, seed, stop, logprobs,
+// echo, stream, stream_options, n, best_of (= n). prompt takes every form of OpenAI's: a
+// string, an array of strings, an array of token ids, or an array of arrays of token ids; each
+// prompt is a choice of its own (n of them with n). Token ids must be below vocab (the model's
+// and the tokenizer's). default_seed is used when the request names none.
 CompletionRequest parse_completion(const nlohmann::json& body, const tokenizer::TextTokenizer& tokenizer,
                                    const models::GPTConfig& config, std::int64_t vocab, std::uint64_t default_seed);
 

@@ -44,7 +44,7 @@ TokenInfo token_info(const std::vector<float>& logits, std::uint32_t id, int n_t
 // ---------------------------------------------------------------------------------------------
 // a request's events
 
-void Request::push(Event e) {
+void Mailbox::push(Event e) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     events_.push_back(std::move(e));
@@ -52,7 +52,7 @@ void Request::push(Event e) {
   ready_.notify_all();
 }
 
-bool Request::next(Event& out, std::chrono::milliseconds timeout) {
+bool Mailbox::next(Event& out, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!ready_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return false;
   out = std::move(events_.front());
@@ -68,8 +68,8 @@ struct Scheduler::Sequence {
   SequenceCache cache;
   Generator gen;
   bool prefilled = false, finished = false;
-  std::size_t prompt_fed = 0;                    // prompt tokens in the cache so far
-  std::vector<std::vector<float>> prompt_logits;  // with echo and logprobs: every prompt position's, so far
+  std::size_t prompt_fed = 0;          // prompt tokens in the cache so far
+  std::vector<TokenInfo> prompt_info;  // with echo and logprobs: prompt tokens 1, 2, ... as their logits came
   std::vector<std::uint32_t> generated;
   std::size_t text_sent = 0;  // bytes of the generated text already sent
 };
@@ -92,11 +92,20 @@ Scheduler::Scheduler(ModelRunner& runner, const tokenizer::TextTokenizer& tokeni
 Scheduler::~Scheduler() { shutdown(); }
 
 Scheduler::Submitted Scheduler::submit(const std::shared_ptr<Request>& request) {
+  return submit(std::vector<std::shared_ptr<Request>>{request});
+}
+
+Scheduler::Submitted Scheduler::submit(const std::vector<std::shared_ptr<Request>>& requests) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) return Submitted::kShuttingDown;
-    if (waiting_.size() >= options_.queue) return Submitted::kQueueFull;
-    waiting_.push_back(request);
+    // Sequences that the next step admits into free slots do not wait: only those beyond them
+    // count against the queue (so --queue 0 means: refused unless a slot is free). A request
+    // joins whole or not at all, half its prompts answered and half refused being no answer: the
+    // bound is checked on arrival, and a request of more prompts than the queue holds runs when it
+    // finds the queue below its bound.
+    if (waiting_.size() >= options_.queue + free_caches_.size()) return Submitted::kQueueFull;
+    waiting_.insert(waiting_.end(), requests.begin(), requests.end());
     metrics_.queue_depth = waiting_.size();
   }
   wake_.notify_one();
@@ -188,7 +197,7 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
     s->cache = std::move(free_caches_.back());
     free_caches_.pop_back();
     s->cache.length = 0;
-    s->gen = Generator(s->request->params.sampling.seed);
+    s->gen.set_state(s->request->params.sampling.seed, s->request->params.stream * kStreamBlocks);
     running_.push_back(std::move(s));
   }
   metrics_.queue_depth = waiting_.size();
@@ -238,17 +247,8 @@ void Scheduler::run_step() {
       const auto logits = runner_.step(inputs);
       for (std::size_t i = 0; i < fed.size(); ++i) {
         Sequence& s = *fed[i];
-        if (s.prefilled || s.prompt_fed == s.request->params.prompt.size()) {
-          if (s.prompt_logits.empty()) {
-            advance(s, logits[i]);
-          } else {  // the prompt's last chunk: advance sees every prompt position's logits
-            s.prompt_logits.insert(s.prompt_logits.end(), logits[i].begin(), logits[i].end());
-            advance(s, s.prompt_logits);
-            s.prompt_logits = {};
-          }
-        } else if (s.request->params.echo && s.request->params.logprobs >= 0) {  // a chunk before the last
-          s.prompt_logits.insert(s.prompt_logits.end(), logits[i].begin(), logits[i].end());
-        }
+        if (inputs[i].all_logits) prompt_logprobs(s, logits[i]);
+        if (s.prefilled || s.prompt_fed == s.request->params.prompt.size()) advance(s, logits[i].back());
       }
     } catch (const std::exception& e) {  // a bug, not a client's mistake: said, and the batch ends
       std::fprintf(stderr, "brrr serve: step failed: %s\n", e.what());
@@ -281,22 +281,32 @@ std::vector<float> Scheduler::usable(const std::vector<float>& logits) const {
   return std::vector<float>(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(std::min(vocab_, logits.size())));
 }
 
-// A sequence's logits of this step: (with echo) its prompt's logprobs, then its next token.
-void Scheduler::advance(Sequence& s, const std::vector<std::vector<float>>& logits) {
+// A prefill chunk's rows, with echo and logprobs: row r of the chunk is the prediction of the
+// prompt token after it, whose logprob and alternatives are kept (not the V logits of each
+// position, which would be 200 MB for a 1,024-token prompt at GPT-2's vocabulary).
+void Scheduler::prompt_logprobs(Sequence& s, const std::vector<std::vector<float>>& rows) {
+  const CompletionParams& p = s.request->params;
+  const std::size_t first = s.prompt_fed - rows.size();  // the chunk's first position
+  for (std::size_t r = 0; r < rows.size() && first + r + 1 < p.prompt.size(); ++r)
+    s.prompt_info.push_back(token_info(usable(rows[r]), p.prompt[first + r + 1], p.logprobs));
+}
+
+// A sequence's last logits of this step: (with echo) its prompt first, then its next token.
+void Scheduler::advance(Sequence& s, const std::vector<float>& last_logits) {
   const CompletionParams& p = s.request->params;
   Event e;
   if (!s.prefilled) {
     s.prefilled = true;
-    if (p.echo) {
-      for (std::size_t i = 0; i < p.prompt.size(); ++i) {
-        TokenInfo info{p.prompt[i], std::numeric_limits<float>::quiet_NaN(), {}};
-        if (p.logprobs >= 0 && i > 0) info = token_info(usable(logits[i - 1]), p.prompt[i], p.logprobs);
-        e.prompt.push_back(std::move(info));
-      }
+    if (p.echo) {  // the first token has no logprob: nothing predicts it
+      e.prompt.push_back(TokenInfo{p.prompt[0], std::numeric_limits<float>::quiet_NaN(), {}});
+      for (std::size_t i = 1; i < p.prompt.size(); ++i)
+        e.prompt.push_back(p.logprobs >= 0 ? std::move(s.prompt_info[i - 1])
+                                           : TokenInfo{p.prompt[i], std::numeric_limits<float>::quiet_NaN(), {}});
+      s.prompt_info = {};
     }
     if (p.max_tokens == 0) return finish(s, "length", std::move(e));
   }
-  const std::vector<float> last = usable(logits.back());
+  const std::vector<float> last = usable(last_logits);
   const std::uint32_t token = models::sample_token(last, p.sampling, s.gen);
   if (end_of_text_ && token == *end_of_text_ && !p.ignore_eos) {  // the end of the document: not part of the text
     e.text = tokenizer_.decode(s.generated).substr(s.text_sent);  // with what was held back

@@ -30,11 +30,17 @@
 
 namespace brrr::serve {
 
-// What a completion asks for, already checked by the API (serve/api_json.cpp).
+// What one completion asks for, already checked by the API (serve/api.cpp). A request of
+// several prompts, or with n > 1, is a CompletionParams per choice, each its own sequence.
 struct CompletionParams {
   std::vector<std::uint32_t> prompt;  // at least one token, at most block_size
   std::int64_t max_tokens = 16;
   models::GenerateOptions sampling;   // temperature (0: greedy), top_k, top_p, seed
+  // Which of the seed's random streams the sampler draws from: choice j of a request's n
+  // completions of a prompt draws from stream j, so they differ, and choice 0 is the completion
+  // a request with n = 1 gets. Philox is counter-based: stream j starts at counter j * 2^40
+  // (kStreamBlocks), a stream of its own that no completion (one draw per token) can exhaust.
+  std::uint64_t stream = 0;
   std::vector<std::string> stop;      // generation ends before the first of these in its text
   int logprobs = -1;                  // -1: none; n >= 0: each token's logprob and the n most likely
   bool echo = false;                  // the prompt is part of the answer (its logprobs too)
@@ -50,6 +56,8 @@ struct TokenInfo {
   std::vector<std::pair<std::uint32_t, float>> top;
 };
 
+inline constexpr std::uint64_t kStreamBlocks = std::uint64_t{1} << 40;
+
 // What the scheduler tells the waiting HTTP thread. Text is whole UTF-8 characters, held back
 // while it could still become a stop string.
 struct Event {
@@ -58,15 +66,13 @@ struct Event {
   std::string text;               // their text
   bool done = false;
   std::string finish_reason;      // "stop", "length" or "cancelled", when done
+  std::size_t index = 0;          // the choice it belongs to (Request::index)
 };
 
-class Request {
+// The events of one HTTP request, in the order they happened: every choice of the request
+// pushes here, so its thread waits on one queue however many prompts it sent.
+class Mailbox {
  public:
-  explicit Request(CompletionParams p) : params(std::move(p)) {}
-  const CompletionParams params;
-  std::atomic<bool> cancelled{false};  // set by the client's thread: freed at the next step
-  const std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
-
   void push(Event e);
   // The next event, or false after timeout (the caller checks its connection meanwhile).
   bool next(Event& out, std::chrono::milliseconds timeout);
@@ -77,9 +83,34 @@ class Request {
   std::deque<Event> events_;
 };
 
+// One completion: one sequence in the scheduler. index is its choice's place in the answer
+// (prompt i's completion j of n is i * n + j, as OpenAI numbers them), which its events carry.
+class Request {
+ public:
+  explicit Request(CompletionParams p, std::size_t index = 0, std::shared_ptr<Mailbox> mailbox = std::make_shared<Mailbox>())
+      : params(std::move(p)), index(index), mailbox_(std::move(mailbox)) {}
+  const CompletionParams params;
+  const std::size_t index;
+  std::atomic<bool> cancelled{false};  // set by the client's thread: freed at the next step
+  const std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
+
+  void push(Event e) {
+    e.index = index;
+    mailbox_->push(std::move(e));
+  }
+  // The next event of this request's mailbox (with several choices: of any of them).
+  bool next(Event& out, std::chrono::milliseconds timeout) { return mailbox_->next(out, timeout); }
+
+ private:
+  std::shared_ptr<Mailbox> mailbox_;
+};
+
 struct SchedulerOptions {
   int slots = 4;           // sequences running at once, each with its own KV cache
-  std::size_t queue = 64;  // requests waiting for a slot before the API answers 429
+  // Sequences (a request's prompts x n) that may wait for a slot beyond those the free slots
+  // take: a request that finds this many waiting is answered 429; one that finds fewer joins
+  // with all its sequences.
+  std::size_t queue = 64;
   int threads = 0;         // OpenMP threads of the model's step (0: brrr's default)
   // A prompt enters the model at most this many tokens a step (chunked prefill), so the
   // sequences already generating wait one short step for it, not one as long as the prompt
@@ -107,6 +138,8 @@ class Scheduler {
 
   enum class Submitted { kQueued, kQueueFull, kShuttingDown };
   Submitted submit(const std::shared_ptr<Request>& request);
+  // A request's choices, queued together or refused together.
+  Submitted submit(const std::vector<std::shared_ptr<Request>>& requests);
 
   // Runs f on the scheduler thread between two steps (the model is its alone) and waits.
   void run_on_model(const std::function<void(ModelRunner&)>& f);
@@ -125,7 +158,8 @@ class Scheduler {
   void admit(std::unique_lock<std::mutex>& lock);
   void run_step();
   void finish(Sequence& s, const std::string& reason, Event last = {});  // its last event, done
-  void advance(Sequence& s, const std::vector<std::vector<float>>& logits);
+  void prompt_logprobs(Sequence& s, const std::vector<std::vector<float>>& rows);
+  void advance(Sequence& s, const std::vector<float>& last);
   std::vector<float> usable(const std::vector<float>& logits) const;
 
   ModelRunner& runner_;

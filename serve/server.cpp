@@ -63,26 +63,29 @@ void reply_error(httplib::Response& res, const ApiError& e) {
   res.set_content(error_body(e.what(), e.type, e.param, e.status), "application/json");
 }
 
-// What the client sees of one stream or answer: its id, the text so far, the usage.
+// What the client sees of one stream or answer: its id, each choice's text so far, the usage.
 struct Completion {
   std::string id, model;
   std::int64_t created = 0;
   int logprobs = -1;
   bool echo = false, include_usage = false;
-  std::size_t prompt_tokens = 0, completion_tokens = 0, offset = 0;
+  std::size_t n = 1;                                 // choices per prompt: choice k is prompt k / n's
+  std::vector<std::vector<std::uint32_t>> prompts;
+  std::vector<std::size_t> offsets;                  // each choice's text_offset so far
+  std::size_t prompt_tokens = 0, completion_tokens = 0;
 
   // One choice's fields for an event: its text (with echo, the prompt's first) and logprobs.
-  json choice(const Event& e, const tokenizer::TextTokenizer& tok, const std::vector<std::uint32_t>& prompt) {
+  json choice(const Event& e, const tokenizer::TextTokenizer& tok) {
     std::string text = e.text;
     std::vector<TokenInfo> tokens = e.tokens;
     if (echo && !e.prompt.empty()) {
-      text = tok.decode(prompt) + text;
+      text = tok.decode(prompts[e.index / n]) + text;
       tokens.insert(tokens.begin(), e.prompt.begin(), e.prompt.end());
     }
     completion_tokens += e.tokens.size();
-    json c = {{"text", text}, {"index", 0}, {"logprobs", nullptr},
+    json c = {{"text", text}, {"index", e.index}, {"logprobs", nullptr},
               {"finish_reason", e.done ? json(e.finish_reason) : json(nullptr)}};
-    if (logprobs >= 0) c["logprobs"] = logprobs_json(tokens, tok, offset);
+    if (logprobs >= 0) c["logprobs"] = logprobs_json(tokens, tok, offsets[e.index]);
     return c;
   }
   json usage() const {
@@ -109,6 +112,10 @@ void merge(json& into, const json& more) {
       for (const json& x : more["logprobs"][key]) into["logprobs"][key].push_back(x);
 }
 
+void cancel(const std::vector<std::shared_ptr<Request>>& requests) {
+  for (const auto& r : requests) r->cancelled = true;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -118,13 +125,17 @@ void Server::State::completions(const httplib::Request& req, httplib::Response& 
   const json body = parse_body(req.body);
   const tokenizer::TextTokenizer& tok = *loaded.tokenizer;
   const CompletionRequest cr = parse_completion(body, tok, runner->config(), vocab(), next_seed++);
-  auto request = std::make_shared<Request>(cr.params);
-  const Scheduler::Submitted submitted = scheduler->submit(request);
+  // One sequence per choice, all reporting to one mailbox: the scheduler batches them like any
+  // others, and this thread reads their events in the order they happen.
+  auto mailbox = std::make_shared<Mailbox>();
+  auto requests = std::make_shared<std::vector<std::shared_ptr<Request>>>();
+  for (std::size_t k = 0; k < cr.choices(); ++k) requests->push_back(std::make_shared<Request>(cr.choice(k), k, mailbox));
+  const Scheduler::Submitted submitted = scheduler->submit(*requests);
   if (submitted == Scheduler::Submitted::kQueueFull) {
     ++rejected_full;
     res.set_header("Retry-After", "1");
     throw ApiError(429, "the queue is full (" + std::to_string(scheduler->options().queue) +
-                            " requests waiting for a slot); retry later", "", "rate_limit_error");
+                            " sequences waiting for a slot); retry later", "", "rate_limit_error");
   }
   if (submitted == Scheduler::Submitted::kShuttingDown)
     throw ApiError(503, "the server is shutting down", "", "unavailable_error");
@@ -135,56 +146,60 @@ void Server::State::completions(const httplib::Request& req, httplib::Response& 
   c->logprobs = cr.params.logprobs;
   c->echo = cr.params.echo;
   c->include_usage = cr.include_usage;
-  c->prompt_tokens = cr.params.prompt.size();
+  c->n = cr.n;
+  c->prompts = cr.prompts;
+  c->offsets.assign(cr.choices(), 0);
+  for (const auto& p : cr.prompts) c->prompt_tokens += p.size();  // once per prompt, whatever n
+  const std::size_t choices = cr.choices();
   if (!cr.stream) {
     // One JSON answer at the end. A closed connection shows only when something is written to
     // it (the write fails), so while the answer is being generated the provider writes a space
     // every 100 ms (JSON allows whitespace before a value): a client that went away is seen
     // within two of them and its request cancelled, instead of generated to the end for nobody.
-    const std::vector<std::uint32_t> prompt = cr.params.prompt;
     res.set_chunked_content_provider(
         "application/json",
-        [request, c, prompt, &tok, choice = json()](std::size_t, httplib::DataSink& sink) mutable {
+        [requests, c, choices, &tok, answers = std::vector<json>(choices), done = std::size_t{0}](
+            std::size_t, httplib::DataSink& sink) mutable {
           auto last_write = std::chrono::steady_clock::now();
-          for (;;) {
+          Request& any = *requests->front();
+          while (done < choices) {
             Event e;
-            const bool got = request->next(e, std::chrono::milliseconds(50));
+            const bool got = any.next(e, std::chrono::milliseconds(50));
             if (std::chrono::steady_clock::now() - last_write > std::chrono::milliseconds(100)) {
               if (!sink.write(" ", 1)) {
-                request->cancelled = true;
+                cancel(*requests);
                 return false;
               }
               last_write = std::chrono::steady_clock::now();
             }
             if (!got) continue;
-            merge(choice, c->choice(e, tok, prompt));
-            if (e.done) break;
+            merge(answers[e.index], c->choice(e, tok));
+            if (e.done) ++done;
           }
           const std::string out = dump(json{{"id", c->id}, {"object", "text_completion"}, {"created", c->created},
-                                            {"model", c->model}, {"choices", json::array({choice})},
-                                            {"usage", c->usage()}});
+                                            {"model", c->model}, {"choices", answers}, {"usage", c->usage()}});
           if (!sink.write(out.data(), out.size())) return false;
           sink.done();
           return true;
         },
-        [request](bool) { request->cancelled = true; });
+        [requests](bool) { cancel(*requests); });
     return;
   }
-  // Streamed: one server-sent event per scheduler event. A client that went away is noticed
-  // within 50 ms (its socket is no longer writable) and its slot is freed at the next step.
-  const std::vector<std::uint32_t> prompt = cr.params.prompt;
+  // Streamed: one server-sent event per scheduler event, each chunk one choice (its index says
+  // which); usage and [DONE] once every choice is done. A client that went away is noticed
+  // within 50 ms (its socket is no longer writable) and its sequences are freed at the next step.
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [request, c, prompt, &tok](std::size_t, httplib::DataSink& sink) {
+      [requests, c, choices, &tok, done = std::size_t{0}](std::size_t, httplib::DataSink& sink) mutable {
         Event e;
-        while (!request->next(e, std::chrono::milliseconds(50)))
+        while (!requests->front()->next(e, std::chrono::milliseconds(50)))
           if (!sink.is_writable()) {
-            request->cancelled = true;
+            cancel(*requests);
             return false;
           }
-        std::string out = "data: " + dump(c->chunk(json::array({c->choice(e, tok, prompt)}))) + "\n\n";
-        if (e.done) {
+        std::string out = "data: " + dump(c->chunk(json::array({c->choice(e, tok)}))) + "\n\n";
+        if (e.done && ++done == choices) {
           if (c->include_usage) {
             json last = c->chunk(json::array());
             last["usage"] = c->usage();
@@ -193,13 +208,13 @@ void Server::State::completions(const httplib::Request& req, httplib::Response& 
           out += "data: [DONE]\n\n";
         }
         if (!sink.write(out.data(), out.size())) {
-          request->cancelled = true;
+          cancel(*requests);
           return false;
         }
-        if (e.done) sink.done();
+        if (done == choices) sink.done();
         return true;
       },
-      [request](bool) { request->cancelled = true; });  // ended either way: nothing more to compute
+      [requests](bool) { cancel(*requests); });  // ended either way: nothing more to compute
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -310,7 +325,7 @@ void Server::State::routes() {
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     const models::GPTConfig& c = runner->config();
     const json meta = {{"n_ctx", c.block_size}, {"n_vocab", vocab()}, {"n_layer", c.n_layer}, {"n_head", c.n_head},
-                       {"n_embd", c.n_embd}, {"n_params", c.num_parameters()}, {"slots", options.slots},
+                       {"n_embd", c.n_embd}, {"n_params", c.num_parameters()}, {"slots", options.scheduler.slots},
                        {"kv_cache_bytes_per_slot", runner->cache_bytes_per_sequence()},
                        {"dtype", options.weights == kBFloat16 ? "bf16" : "float32"},
                        {"tokenizer", loaded.tokenizer->kind()}, {"attention_maps", c.num_parameters() <= options.attention_limit}};
@@ -356,7 +371,8 @@ Server::Server(ServerOptions options, std::function<LoadedModel()> loader) : sta
   State& s = *state_;
   // One thread per open connection: every slot and queue place may hold a stream, and a few more
   // answer /health, /metrics and the page meanwhile.
-  const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(s.options.slots) + s.options.queue + 16, 1024);
+  const SchedulerOptions& so = s.options.scheduler;
+  const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(so.slots) + so.queue + 16, 1024);
   s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.http.set_payload_max_length(s.options.max_body_bytes);
   s.http.set_tcp_nodelay(true);
@@ -389,8 +405,7 @@ void Server::start() {
     try {
       LoadedModel m = s.loader();
       auto runner = std::make_unique<ModelRunner>(m.model, s.options.weights);
-      SchedulerOptions so{s.options.slots, s.options.queue, s.options.threads, s.options.prefill_chunk};
-      auto scheduler = std::make_unique<Scheduler>(*runner, *m.tokenizer, so);
+      auto scheduler = std::make_unique<Scheduler>(*runner, *m.tokenizer, s.options.scheduler);
       s.loaded = std::move(m);
       s.runner = std::move(runner);
       s.scheduler = std::move(scheduler);

@@ -4,7 +4,8 @@
 //   GET  /                     the page (serve/page.html, built into the program)
 //   GET  /health               {"status": "ok"}, or 503 {"status": "loading"}
 //   GET  /v1/models            the one model
-//   POST /v1/completions       OpenAI's completions, streamed (server-sent events) or not
+//   POST /v1/completions       OpenAI's completions, streamed (server-sent events) or not; one
+//                              prompt or many (each a choice of its own), n completions of each
 //   POST /v1/chat/completions  404: a GPT-2 has no chat template (chapter 20 says why)
 //   POST /tokenize             {"content": text} -> {"tokens": [ids]} (with_pieces: [{id, piece}])
 //   POST /detokenize           {"tokens": [ids]} -> {"content": text}
@@ -24,16 +25,14 @@
 
 #include "brrr/models/gpt.h"
 #include "brrr/tokenizer/text_tokenizer.h"
+#include "serve/scheduler.h"
 
 namespace brrr::serve {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (bind() says which)
-  int slots = 4;
-  std::size_t queue = 64;
-  int threads = 0;  // the model's OpenMP threads (0: brrr's default)
-  std::size_t prefill_chunk = 64;  // prompt tokens a sequence feeds per step (0: all at once)
+  SchedulerOptions scheduler;  // slots, queue, the model's threads, the prefill chunk
   std::string api_key;                   // when set, the API needs "Authorization: Bearer KEY"
   std::size_t max_body_bytes = 1 << 20;  // a longer body is answered 413
   std::string model_name = "brrr";

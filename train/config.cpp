@@ -194,16 +194,35 @@ std::string TrainConfig::to_json() const {
 }
 
 void TrainConfig::validate() const {
-  BRRR_CHECK(batch_size > 0 && grad_accum > 0 && max_iters >= 0, "config: batch_size and grad_accum must be positive");
-  BRRR_CHECK(learning_rate > 0 && min_lr >= 0 && min_lr <= learning_rate, "config: need 0 <= min_lr <= learning_rate, got ",
-             min_lr, " and ", learning_rate);
-  BRRR_CHECK(eval_interval > 0 && eval_iters > 0 && log_interval > 0, "config: eval_interval, eval_iters and log_interval must be positive");
-  BRRR_CHECK(keep_checkpoints > 0, "config: keep_checkpoints must be at least 1");
+  // Each setting is checked on its own, so the message names the one that is wrong.
+  const auto at_least = [](const char* key, auto value, std::int64_t least, const char* meaning) {
+    BRRR_CHECK(value >= least, "config: ", key, " must be ", meaning, ", got ", value);
+  };
+  at_least("batch_size", batch_size, 1, "at least 1 (sequences per micro-batch)");
+  at_least("grad_accum", grad_accum, 1, "at least 1 (micro-batches per step)");
+  at_least("max_iters", max_iters, 0, "0 or more (training steps; 0 evaluates and saves the model as it starts)");
+  at_least("warmup_iters", warmup_iters, 0, "0 or more");
+  at_least("lr_decay_iters", lr_decay_iters, 0, "0 or more");
+  at_least("eval_interval", eval_interval, 1, "at least 1 (steps between evaluations)");
+  at_least("eval_iters", eval_iters, 1, "at least 1 (batches per evaluation)");
+  at_least("log_interval", log_interval, 1, "at least 1 (steps between progress lines)");
+  at_least("checkpoint_interval", checkpoint_interval, 0, "0 (save at every evaluation) or more");
+  at_least("keep_checkpoints", keep_checkpoints, 1, "at least 1");
+  at_least("sample_tokens", sample_tokens, 0, "0 (no sample) or more");
+  BRRR_CHECK(learning_rate > 0, "config: learning_rate must be positive, got ", learning_rate);
+  BRRR_CHECK(min_lr >= 0 && min_lr <= learning_rate, "config: min_lr must be in [0, learning_rate] = [0, ",
+             learning_rate, "], got ", min_lr);
+  BRRR_CHECK(dropout >= 0 && dropout < 1, "config: dropout must be in [0, 1), got ", dropout);
+  BRRR_CHECK(weight_decay >= 0, "config: weight_decay must be 0 or more, got ", weight_decay);
+  BRRR_CHECK(beta1 >= 0 && beta1 < 1, "config: beta1 must be in [0, 1), got ", beta1);
+  BRRR_CHECK(beta2 >= 0 && beta2 < 1, "config: beta2 must be in [0, 1), got ", beta2);
+  BRRR_CHECK(grad_clip >= 0, "config: grad_clip must be 0 (no clipping) or more, got ", grad_clip);
+  BRRR_CHECK(val_fraction >= 0 && val_fraction < 1, "config: val_fraction must be in [0, 1), got ", val_fraction);
   BRRR_CHECK(device == "cpu" || device == "cuda" || device == "auto" || device == "emulator",
              "config: device must be cpu, cuda, emulator or auto, got '", device, "'");
   BRRR_CHECK(dtype == "float32" || dtype == "bf16", "config: dtype must be float32 or bf16, got '", dtype, "'");
   BRRR_CHECK(tokenizer == "char" || tokenizer == "bpe", "config: tokenizer must be char or bpe, got '", tokenizer, "'");
-  BRRR_CHECK(threads >= 0, "config: threads must be 0 (all cores) or positive");
+  BRRR_CHECK(threads >= 0, "config: threads must be 0 (all cores) or positive, got ", threads);
   BRRR_CHECK(zero == 0 || zero == 1, "config: zero must be 0 (no sharding) or 1 (AdamW's state sharded), got ", zero);
   BRRR_CHECK(bucket_mb > 0, "config: bucket_mb must be positive, got ", bucket_mb);
   if (cuda_graph) {

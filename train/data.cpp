@@ -11,6 +11,7 @@
 
 #include "brrr/error.h"
 #include "brrr/io.h"
+#include "brrr/tokenizer/char_tokenizer.h"
 
 namespace brrr::train {
 
@@ -40,6 +41,19 @@ std::string cache_stem(const DataOptions& o) {
   return std::filesystem::path(o.input).stem().string() + "-" + o.tokenizer +
          (o.tokenizer == "bpe" ? std::to_string(o.bpe_vocab_size) : "") + "-" + std::string(hex, 8);
 }
+// A character tokenizer's vocabulary is the text's characters: of a file that is not UTF-8
+// (an archive, an image, random bytes) it would be thousands of stray bytes and fragments, made
+// without a word. The first byte that is not part of a UTF-8 character is named instead.
+void check_is_text(const std::string& path, const std::string& text) {
+  const std::size_t at = tokenizer::CharTokenizer::first_stray_byte(text);
+  if (at == std::string::npos) return;
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned>(static_cast<unsigned char>(text[at])));
+  detail::fail("the training text '", path, "' is not UTF-8: the byte at offset ", at, " (", byte,
+               ") is not part of a UTF-8 character, and --tokenizer char makes one token per character of text. "
+               "To train on the bytes themselves, use the byte-level BPE tokenizer: --tokenizer bpe (it starts from "
+               "the 256 bytes and learns merges of them; --bpe_vocab_size sets its size)");
+}
 }  // namespace
 
 TextDataset::TextDataset(const DataOptions& o) {
@@ -55,6 +69,7 @@ TextDataset::TextDataset(const DataOptions& o) {
     const std::string text = read_file(o.input);
     BRRR_CHECK(!text.empty(), "the training text '", o.input, "' is empty");
     std::shared_ptr<const TextTokenizer> tok = o.given;
+    if (!tok && o.tokenizer == "char") check_is_text(o.input, text);
     if (!tok) tok = TextTokenizer::train(o.tokenizer, text, o.bpe_vocab_size, o.verbose);
     const std::vector<std::uint32_t> ids = tok->encode(text);
     tok->save(tokenizer_path_);

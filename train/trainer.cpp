@@ -117,9 +117,31 @@ class CatchCtrlC {
   void (*previous_)(int);
 };
 
+// out_dir must be a folder, or a path where one can be made: a file in its place, or in the
+// place of a folder above it, is named here rather than left to a raw filesystem error.
+void check_out_dir(const std::string& out_dir) {
+  BRRR_CHECK(!out_dir.empty(), "config: out_dir is empty (the folder a run writes its checkpoints, log and plots to)");
+  for (fs::path p = out_dir; !p.empty(); p = p.parent_path()) {
+    std::error_code error;
+    const fs::file_status status = fs::status(p, error);
+    if (fs::exists(status)) {
+      if (fs::is_directory(status)) return;
+      const std::string what = "(out_dir is the folder a run writes its checkpoints, log and plots to: name another, "
+                               "or move the file away)";
+      std::string named = out_dir;  // "run/" names the same folder as "run"
+      while (named.size() > 1 && named.back() == '/') named.pop_back();
+      if (p.lexically_normal() == fs::path(named).lexically_normal())
+        detail::fail("out_dir '", out_dir, "' is a file, not a folder ", what);
+      detail::fail("out_dir '", out_dir, "' cannot be made: '", p.string(), "' is a file, not a folder ", what);
+    }
+    if (p == p.parent_path()) break;
+  }
+}
+
 // The checks and defaults that come before anything is read or written; the device.
 Device prepare(TrainConfig& c, int ranks) {
   c.validate();
+  check_out_dir(c.out_dir);
   if (c.threads > 0) set_num_threads(c.threads);
   const Device device = resolve_device(c.device);
   if (c.data.empty()) {

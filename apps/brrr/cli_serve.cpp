@@ -46,7 +46,6 @@ void add_serve_commands(CLI::App& app) {
   struct ServeArgs {
     std::string checkpoint = "out", tokenizer, dtype = "float32";
     serve::ServerOptions options;
-    int threads = 0;
   };
   auto a = std::make_shared<ServeArgs>();
   CLI::App* serve = app.add_subcommand(
@@ -56,14 +55,15 @@ void add_serve_commands(CLI::App& app) {
   serve->add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: the one saved beside the checkpoint, or the folder's)");
   serve->add_option("--host", a->options.host, "Address to listen on (another than 127.0.0.1 opens the server to the network)")->capture_default_str();
   serve->add_option("--port", a->options.port, "Port to listen on (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
-  serve->add_option("--slots", a->options.slots, "Sequences generated at once (continuous batching), each with its own KV cache")
+  serve->add_option("--slots", a->options.scheduler.slots, "Sequences generated at once (continuous batching), each with its own KV cache")
       ->check(CLI::Range(1, 256))->capture_default_str();
-  serve->add_option("--queue", a->options.queue, "Requests that may wait for a slot; more are answered 429")
+  serve->add_option("--queue", a->options.scheduler.queue, "Sequences that may wait for a slot (one per prompt and n); "
+                    "a request that finds this many waiting is answered 429")
       ->check(CLI::Range(0, 4096))->capture_default_str();
-  serve->add_option("--prefill-chunk", a->options.prefill_chunk,
+  serve->add_option("--prefill-chunk", a->options.scheduler.prefill_chunk,
                     "Prompt tokens a request feeds the model per step, beside the others' decoding (0: the whole prompt at once)")
       ->check(CLI::Range(0, 1 << 20))->capture_default_str();
-  serve->add_option("--threads", a->threads, "CPU threads of the model's steps (0: all)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  serve->add_option("--threads", a->options.scheduler.threads, "CPU threads of the model's steps (0: all)")->check(CLI::NonNegativeNumber)->capture_default_str();
   serve->add_option("--api-key", a->options.api_key, "Require Authorization: Bearer KEY on every API call");
   serve->add_option("--dtype", a->dtype, "The weights the steps read: float32, or bf16 (rounded to bfloat16 once, half "
                     "the bytes per step; products and sums in float32; BRRR_AMX=1 puts them on AMX's tile unit where "
@@ -71,7 +71,6 @@ void add_serve_commands(CLI::App& app) {
       ->check(CLI::IsMember({"float32", "bf16"}))
       ->capture_default_str();
   serve->callback([a] {
-    a->options.threads = a->threads;
     a->options.weights = a->dtype == "bf16" ? kBFloat16 : kFloat32;
     a->options.model_name = basename_of(a->checkpoint);
     const std::string checkpoint = a->checkpoint, tokenizer = a->tokenizer;
@@ -90,7 +89,7 @@ void add_serve_commands(CLI::App& app) {
     while (!stop_requested) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       if (!said_ready && server.ready()) {
-        std::printf("brrr serve: ready (%d slots); Ctrl-C stops\n", a->options.slots);
+        std::printf("brrr serve: ready (%d slots); Ctrl-C stops\n", a->options.scheduler.slots);
         said_ready = true;
       }
     }

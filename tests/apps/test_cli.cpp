@@ -275,6 +275,86 @@ TEST_CASE("cli errors: sample, train --resume and verify-reference name the real
   CHECK(has(r.out, "brrr: error: "));
 }
 
+TEST_CASE("cli errors: train names the setting that is wrong, each on its own") {
+  Scratch s("settings");
+  struct Bad {
+    std::string flags, says;
+  };
+  const std::vector<Bad> cases = {
+      {"--max_iters -5", "config: max_iters must be 0 or more (training steps; 0 evaluates and saves the model as it "
+                         "starts), got -5"},
+      {"--batch_size 0", "config: batch_size must be at least 1 (sequences per micro-batch), got 0"},
+      {"--grad_accum -1", "config: grad_accum must be at least 1 (micro-batches per step), got -1"},
+      {"--warmup_iters -1", "config: warmup_iters must be 0 or more, got -1"},
+      {"--lr_decay_iters -3", "config: lr_decay_iters must be 0 or more, got -3"},
+      {"--eval_interval 0", "config: eval_interval must be at least 1"},
+      {"--eval_iters 0", "config: eval_iters must be at least 1"},
+      {"--log_interval 0", "config: log_interval must be at least 1"},
+      {"--checkpoint_interval -1", "config: checkpoint_interval must be 0 (save at every evaluation) or more, got -1"},
+      {"--keep_checkpoints 0", "config: keep_checkpoints must be at least 1, got 0"},
+      {"--sample_tokens -1", "config: sample_tokens must be 0 (no sample) or more, got -1"},
+      {"--learning_rate -0.1", "config: learning_rate must be positive, got -0.1"},
+      {"--min_lr 0.5", "config: min_lr must be in [0, learning_rate] = [0, 0.001], got 0.5"},
+      {"--dropout 1", "config: dropout must be in [0, 1), got 1"},
+      {"--weight_decay -1", "config: weight_decay must be 0 or more, got -1"},
+      {"--beta2 1", "config: beta2 must be in [0, 1), got 1"},
+      {"--grad_clip -1", "config: grad_clip must be 0 (no clipping) or more, got -1"},
+      {"--val_fraction 1", "config: val_fraction must be in [0, 1), got 1"},
+      {"--threads -2", "config: threads must be 0 (all cores) or positive, got -2"},
+  };
+  for (const Bad& b : cases) {
+    const Result r = brrr("train " + b.flags + " --out_dir " + s / "run");
+    INFO(b.flags << "\n" << r.out);
+    CHECK(r.code == 1);
+    CHECK(lines_of(r.out).size() == 1);
+    CHECK(has(r.out, "brrr: error: " + b.says));
+    CHECK(!fs::exists(s / "run"));  // refused before anything was written
+  }
+}
+
+TEST_CASE("cli errors: train on a file that is not UTF-8 says where, and --tokenizer bpe trains on its bytes") {
+  Scratch s("not_text");
+  std::string bytes = corpus(3000);
+  std::uint32_t x = 12345;  // then random bytes, as an archive or an image would be
+  for (int i = 0; i < 30000; ++i) bytes += static_cast<char>((x = x * 1103515245u + 12345u) >> 24);
+  write_file(s / "data.bin", bytes);
+  Result r = train_tiny(s / "run", "--data " + s / "data.bin");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(has(r.out, "brrr: error: the training text '" + s / "data.bin" + "' is not UTF-8: the byte at offset "));
+  CHECK(has(r.out, "To train on the bytes themselves, use the byte-level BPE tokenizer: --tokenizer bpe"));
+  std::smatch m;
+  const std::string out = r.out;
+  REQUIRE(std::regex_search(out, m, std::regex("at offset ([0-9]+) \\(0x([0-9a-f]{2})\\)")));
+  const std::size_t offset = std::stoul(m[1]);
+  CHECK(offset >= 3000);  // the text before the random bytes is ASCII
+  CHECK(offset < 3100);   // random bytes are not UTF-8 for long
+  CHECK(std::stoul(std::string(m[2]), nullptr, 16) == static_cast<unsigned char>(bytes[offset]));
+  CHECK(!has(r.out, "char tokenizer, vocab"));  // no vocabulary was made
+  // As it says: byte-level BPE trains on any bytes.
+  r = train_tiny(s / "run", "--data " + s / "data.bin" + " --tokenizer bpe --bpe_vocab_size 300");
+  CHECK(r.code == 0);
+}
+
+TEST_CASE("cli errors: train's out_dir naming a file says so, not a filesystem error") {
+  Scratch s("out_dir_file");
+  write_file(s / "taken", "not a folder\n");
+  Result r = brrr("train --max_iters 1 --out_dir " + s / "taken");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(lines_of(r.out).size() == 1);
+  CHECK(has(r.out, "brrr: error: out_dir '" + s / "taken" + "' is a file, not a folder (out_dir is the folder a run "
+                   "writes its checkpoints, log and plots to: name another, or move the file away)"));
+  r = brrr("train --max_iters 1 --out_dir " + s / "taken/");
+  CHECK(has(r.out, "brrr: error: out_dir '" + s / "taken/" + "' is a file, not a folder"));
+  r = brrr("train --max_iters 1 --out_dir " + s / "taken/run");
+  CHECK(r.code == 1);
+  CHECK(has(r.out, "brrr: error: out_dir '" + s / "taken/run" + "' cannot be made: '" + s / "taken" +
+                   "' is a file, not a folder"));
+  CHECK(!has(r.out, "filesystem error"));
+  CHECK(read_file(s / "taken") == "not a folder\n");
+}
+
 TEST_CASE("cli tokenizer: tiktoken rank files encode and decode like the trained tokenizer, info describes both") {
   Scratch s("tiktoken");
   const std::string text = corpus(120000);

@@ -5,16 +5,50 @@ FIXTURES_DIR holds the folders tests/models/hf_fixtures.py makes with transforme
 tokenizers (tied and untied heads, head sizes other than 64, a model vocabulary padded past its
 tokenizer's, a sharded checkpoint), each with NAME.expected.json: its prompt ids and the greedy
 tokens transformers generated. The server gets the prompt as token ids, and as text; the answer's
-token_ids must be transformers' tokens and its text their decoding. The folders are made
+token_ids must be transformers' tokens and its text their decoding; so must each choice of a
+request of several prompts, and a scoring request of several prompts (echo, logprobs, as
+lm-eval sends) must give transformers' log-probabilities. The folders are made
 first when FIXTURES_DIR has none (from CORPUS); skipped (exit 77) without transformers.
 """
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
 
 from harness import Server, skip
+
+
+def score_like_lm_eval(s, e):
+    """lm-eval's scoring request: prompts as lists of token ids, echo, logprobs, max_tokens 0.
+    The window transformers computed logits for, and prefixes of it, in one request: every
+    prompt token's logprob is transformers' log-softmax (over the tokenizer's vocabulary, the ids
+    the server may return) to float32's rounding, and a prefix's the same bits as the whole
+    window's (causal attention; batch-invariant steps). Returns the largest difference."""
+    n_vocab = json.loads(s.get("/v1/models")[2])["data"][0]["meta"]["n_vocab"]
+    ids, (T, V) = e["ids"], e["shape"]
+    reference = []  # reference[t]: log p(ids[t + 1] | ids[:t + 1])
+    for t in range(T - 1):
+        row = e["logits"][t * V:t * V + n_vocab]
+        top = max(row)
+        reference.append(row[ids[t + 1]] - top - math.log(sum(math.exp(x - top) for x in row)))
+    prompts = [ids, ids[:T // 3], ids[:2], ids[:T - 5]]
+    status, _, raw = s.post("/v1/completions", {"prompt": prompts, "echo": True, "logprobs": 1, "max_tokens": 0})
+    assert status == 200, raw
+    choices = json.loads(raw)["choices"]
+    assert [c["index"] for c in choices] == list(range(len(prompts)))
+    whole = choices[0]["logprobs"]["token_logprobs"]
+    worst = 0.0
+    for c, p in zip(choices, prompts):
+        got = c["logprobs"]["token_logprobs"]
+        assert len(got) == len(p) and got[0] is None, c
+        assert got == whole[:len(p)], ("a prefix's logprobs are not the whole window's", len(p))
+        for t in range(1, len(p)):
+            worst = max(worst, abs(got[t] - reference[t - 1]))
+    scale = max(abs(x) for x in e["logits"])  # tests/models/test_hf.cpp holds logits to 1e-5 of it
+    assert worst <= 5e-5 * scale, (worst, scale)
+    return worst
 
 
 def main():
@@ -44,7 +78,15 @@ def main():
             # The same prompt as text: the server's tokenizer gives the same ids, so the same answer.
             status, _, raw = s.post("/v1/completions", dict(body, prompt=e["prompt_text"]))
             assert json.loads(raw)["choices"][0]["logprobs"]["token_ids"] == e["greedy"], name
-        print(f"{name}: {len(e['greedy'])} greedy tokens equal to transformers' generate()")
+            # Several prompts in one request, in both batch forms: each continues as transformers did.
+            for prompts in ([e["prompt"], e["prompt"]], [e["prompt_text"], e["prompt_text"]]):
+                status, _, raw = s.post("/v1/completions", dict(body, prompt=prompts))
+                assert status == 200, raw
+                for c in json.loads(raw)["choices"]:
+                    assert c["logprobs"]["token_ids"] == e["greedy"], (name, c["index"])
+            worst = score_like_lm_eval(s, e)
+        print(f"{name}: {len(e['greedy'])} greedy tokens equal to transformers' generate(); several prompts' echoed "
+              f"logprobs within {worst:.1e} of transformers' log-softmax")
 
 
 if __name__ == "__main__":

@@ -214,6 +214,16 @@ json completion(const Running& r, json body) {
   return json::parse(res->body);
 }
 
+// A counter of GET /metrics.
+std::uint64_t metric_of(const Running& r, const std::string& name) {
+  auto m = r.client().Get("/metrics");
+  REQUIRE(m);
+  const std::string key = "\n" + name + " ";
+  const std::size_t at = m->body.find(key);
+  REQUIRE(at != std::string::npos);
+  return std::stoull(m->body.substr(at + key.size()));
+}
+
 // The (text, token_logprobs as written) of a completion: what must match bit for bit.
 std::pair<std::string, std::string> outcome(const json& answer) {
   const json& choice = answer["choices"][0];
@@ -331,10 +341,187 @@ TEST_CASE("server: a streamed completion is the same as the answer, ends with [D
   CHECK(usage["completion_tokens"] == 9);
 }
 
+// The (text, token_logprobs, top_logprobs as written) of every choice, by index.
+std::vector<std::string> choices_of(const json& answer) {
+  std::vector<std::string> out;
+  for (const json& c : answer["choices"]) {
+    CHECK(c["index"] == out.size());
+    out.push_back(c["text"].dump() + c["logprobs"]["token_logprobs"].dump() + c["logprobs"]["top_logprobs"].dump());
+  }
+  return out;
+}
+
+TEST_CASE("server: prompt as text, token ids, or a batch of either: each prompt a choice of its own, its bits alone") {
+  serve::ServerOptions o;
+  o.scheduler.prefill_chunk = 5;  // several chunks per prompt: their logprobs are gathered across steps
+  Running r(o);
+  REQUIRE(r.wait_ready());
+  const std::vector<std::string> texts = {"hello", "the quick brown fox", "a", "To be, or not to be", "x y z", "ab ab ab"};
+  std::vector<std::vector<std::uint32_t>> ids;
+  for (const std::string& t : texts) {
+    auto tok = r.post("/tokenize", json{{"content", t}}.dump());
+    REQUIRE(tok);
+    ids.push_back(json::parse(tok->body)["tokens"].get<std::vector<std::uint32_t>>());
+  }
+  // Scoring, as lm-eval asks for it: echo, logprobs, no new token. The prompt comes back with a
+  // logprob for every token but the first (null, as OpenAI's), and its alternatives as a dict.
+  const json score = {{"echo", true}, {"logprobs", 1}, {"max_tokens", 0}};
+  std::vector<std::string> alone;
+  std::size_t prompt_tokens = 0;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    json body = score;
+    body["prompt"] = ids[i];
+    const json a = completion(r, body);
+    const json& c = a["choices"][0];
+    CHECK(c["text"] == texts[i]);
+    CHECK(c["finish_reason"] == "length");
+    CHECK(c["logprobs"]["tokens"].size() == ids[i].size());
+    CHECK(c["logprobs"]["token_logprobs"][0].is_null());
+    CHECK(c["logprobs"]["top_logprobs"][0].is_null());
+    for (std::size_t k = 1; k < ids[i].size(); ++k) {
+      CHECK(c["logprobs"]["token_logprobs"][k].get<double>() <= 0.0);
+      CHECK(c["logprobs"]["top_logprobs"][k].is_object());
+      CHECK(c["logprobs"]["top_logprobs"][k].size() == 1);
+    }
+    CHECK(a["usage"]["prompt_tokens"] == ids[i].size());
+    CHECK(a["usage"]["completion_tokens"] == 0);
+    prompt_tokens += ids[i].size();
+    alone.push_back(choices_of(a).at(0));
+  }
+  // The batch forms: each prompt a choice of its own, in order, the same bits as alone (the
+  // steps that ran them together were batch-invariant), usage summed. (The last answer left
+  // before its step was counted: wait for the server to be idle.)
+  for (int i = 0; i < 200 && metric_of(r, "brrr_running_sequences") != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const std::uint64_t steps_before = metric_of(r, "brrr_steps_total");
+  json batch = score;
+  batch["prompt"] = ids;
+  const json together = completion(r, batch);
+  CHECK(choices_of(together) == alone);
+  CHECK(together["usage"]["prompt_tokens"] == prompt_tokens);
+  CHECK(together["usage"]["completion_tokens"] == 0);
+  batch["prompt"] = texts;
+  CHECK(choices_of(completion(r, batch)) == alone);
+  // They ran beside one another: 4 slots, chunks of 5 tokens, prompts of 5, 19, 1, 19, 5 and 8
+  // tokens. The first four start together; the third and first end after one step and the last
+  // two take their slots; the 19-token prompts' 4 chunks are the request's 4 steps, where alone
+  // the prompts took 1 + 4 + 1 + 4 + 1 + 2 = 13.
+  std::uint64_t steps = 0;
+  for (int i = 0; i < 200 && (steps = metric_of(r, "brrr_steps_total") - steps_before) < 8; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(steps == 8);  // the two batch requests, 4 steps each
+  // A batch of one is the plain form.
+  batch["prompt"] = json::array({texts[1]});
+  CHECK(choices_of(completion(r, batch)) == std::vector<std::string>{alone[1]});
+  batch["prompt"] = json::array({ids[1]});
+  CHECK(choices_of(completion(r, batch)) == std::vector<std::string>{alone[1]});
+
+  // Generation, sampled: n completions of each prompt, choice i * n + j; completion 0 of each is
+  // what the prompt gets alone with the same seed, and the others differ from it.
+  const json sample = {{"max_tokens", 8}, {"temperature", 1.0}, {"seed", 42}, {"logprobs", 2}};
+  std::vector<std::string> first;
+  for (std::size_t i = 0; i < 3; ++i) {
+    json body = sample;
+    body["prompt"] = texts[i];
+    first.push_back(choices_of(completion(r, body)).at(0));
+  }
+  json several = sample;
+  several["prompt"] = {texts[0], texts[1], texts[2]};
+  several["n"] = 3;
+  const json answer = completion(r, several);
+  const std::vector<std::string> got = choices_of(answer);
+  REQUIRE(got.size() == 9);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(got[i * 3] == first[i]);
+    CHECK(got[i * 3 + 1] != got[i * 3]);
+    CHECK(got[i * 3 + 2] != got[i * 3 + 1]);
+  }
+  CHECK(answer["usage"]["prompt_tokens"] == ids[0].size() + ids[1].size() + ids[2].size());  // once per prompt
+  CHECK(answer["usage"]["completion_tokens"] == 9 * 8);
+
+  // Streamed: each chunk one choice, its index saying which; per index, the same as the answer.
+  several["stream"] = true;
+  several["stream_options"] = {{"include_usage", true}};
+  auto res = r.post("/v1/completions", several.dump());
+  REQUIRE(res);
+  REQUIRE(res->status == 200);
+  std::vector<json> streamed(9, json(nullptr));
+  json usage;
+  std::vector<std::string> events;
+  for (std::size_t at = 0; (at = res->body.find("data: ", at)) != std::string::npos;) {
+    const std::size_t end = res->body.find("\n\n", at);
+    events.push_back(res->body.substr(at + 6, end - at - 6));
+    at = end;
+  }
+  REQUIRE(!events.empty());
+  CHECK(events.back() == "[DONE]");
+  std::size_t finished = 0;
+  for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+    const json e = json::parse(events[i]);
+    if (e["choices"].empty()) {
+      CHECK(i + 2 == events.size());  // the usage comes last, after every choice finished
+      usage = e["usage"];
+      continue;
+    }
+    REQUIRE(e["choices"].size() == 1);
+    const json& c = e["choices"][0];
+    json& into = streamed.at(c["index"].get<std::size_t>());
+    if (into.is_null()) into = {{"text", ""}, {"token_logprobs", json::array()}};
+    into["text"] = into["text"].get<std::string>() + c["text"].get<std::string>();
+    for (const json& lp : c["logprobs"]["token_logprobs"]) into["token_logprobs"].push_back(lp);
+    if (!c["finish_reason"].is_null()) ++finished;
+  }
+  CHECK(finished == 9);
+  for (std::size_t k = 0; k < 9; ++k) {
+    CAPTURE(k);
+    CHECK(streamed[k]["text"] == answer["choices"][k]["text"]);
+    CHECK(streamed[k]["token_logprobs"] == answer["choices"][k]["logprobs"]["token_logprobs"]);
+  }
+  CHECK(usage == answer["usage"]);
+}
+
+TEST_CASE("server: a request of 64 prompts: 64 choices, each the bits of its prompt alone, beside other requests") {
+  serve::ServerOptions o;
+  o.scheduler.slots = 8;
+  o.scheduler.queue = 128;  // 129 sequences at once
+  Running r(o);
+  REQUIRE(r.wait_ready());
+  std::mt19937 rng(64);
+  std::vector<std::vector<std::uint32_t>> prompts(64);
+  for (auto& p : prompts) {
+    p.resize(1 + rng() % 47);
+    for (auto& t : p) t = static_cast<std::uint32_t>(rng() % 61);
+  }
+  const json score = {{"echo", true}, {"logprobs", 3}, {"max_tokens", 1}, {"temperature", 0}};
+  std::vector<std::string> alone;
+  for (const auto& p : prompts) {
+    json body = score;
+    body["prompt"] = p;
+    alone.push_back(choices_of(completion(r, body)).at(0));
+  }
+  json batch = score;
+  batch["prompt"] = prompts;
+  // Twice at once, and a single-prompt request among them: all 129 sequences share the steps.
+  json a, b;
+  std::thread other([&] { b = completion(r, batch); });
+  const json single = completion(r, {{"prompt", prompts[5]}, {"echo", true}, {"logprobs", 3}, {"max_tokens", 1},
+                                     {"temperature", 0}});
+  a = completion(r, batch);
+  other.join();
+  CHECK(choices_of(a) == alone);
+  CHECK(choices_of(b) == alone);
+  CHECK(choices_of(single).at(0) == alone[5]);
+  std::size_t tokens = 0;
+  for (const auto& p : prompts) tokens += p.size();
+  CHECK(a["usage"]["prompt_tokens"] == tokens);
+  CHECK(a["usage"]["completion_tokens"] == 64);
+}
+
 TEST_CASE("server: each request's tokens and logprobs are the same bits alone and among others, joining mid-way") {
   serve::ServerOptions o;
-  o.slots = 4;
-  o.threads = 2;
+  o.scheduler.slots = 4;
+  o.scheduler.threads = 2;
   Running r(o);
   REQUIRE(r.wait_ready());
   std::vector<json> bodies;
@@ -397,7 +584,28 @@ TEST_CASE("server: bad requests are 4xx with an error naming the field, and the 
   expect("{\"prompt\": \"\xff\xfe\"}", 400, "", "not valid JSON");
   expect(R"({"prompt": "hi", "stop": ["a", 3]})", 400, "stop", "string");
   expect(R"({"prompt": "hi", "logprobs": 100})", 400, "logprobs", "must be");
-  expect(R"({"prompt": "hi", "n": 2})", 400, "n", "1");
+  expect(R"({"prompt": "hi", "n": 0})", 400, "n", "must be in [1, 128]");
+  expect(R"({"prompt": "hi", "n": 2, "best_of": 3})", 400, "best_of", "must equal n (2)");
+  // prompt in OpenAI's four forms, and what is none of them.
+  expect(R"({"prompt": []})", 400, "prompt", "is an empty array");
+  expect(R"({"prompt": null})", 400, "prompt", "an array of arrays of token ids, got null");
+  expect(R"({"prompt": ["hi", [1, 2]]})", 400, "prompt", "not a mix: prompt[0] is a string and prompt[1] is an array");
+  expect(R"({"prompt": [[1, 2], "hi"]})", 400, "prompt", "prompt[0] is an array and prompt[1] is a string");
+  expect(R"({"prompt": [[1, 2], [3, 4.5]]})", 400, "prompt", "prompt[1][1] is 4.5; token ids must be integers in [0, 61)");
+  expect(R"({"prompt": [[1, 2], [3, 61]]})", 400, "prompt", "prompt[1][1] is 61; token ids must be integers in [0, 61)");
+  expect(R"({"prompt": [[1, 2], [3, -1]]})", 400, "prompt", "prompt[1][1] is -1");
+  expect(R"({"prompt": [[1, 2], ["a"]]})", 400, "prompt", "prompt[1][0] is \"a\"");
+  expect(R"({"prompt": [1, "a"]})", 400, "prompt", "token ids must be integers in [0, 61), got \"a\"");
+  expect(R"({"prompt": [1.5]})", 400, "prompt", "token ids must be integers in [0, 61), got 1.5");
+  expect(R"({"prompt": [[1], []]})", 400, "prompt", "prompt[1] is empty");
+  expect(R"({"prompt": ["hi", ""]})", 400, "prompt", "prompt[1] is empty");
+  expect(R"({"prompt": [null]})", 400, "prompt", "prompt[0] is null");
+  expect(R"({"prompt": [{"a": 1}]})", 400, "prompt", "prompt[0] is an object");
+  expect(json{{"prompt", {json::array({1}), json::array({1, 2}), json::array({1}), std::vector<int>(60, 1)}}}.dump(), 400,
+         "prompt", "prompt[3] has 60 tokens; the model's context is 48 tokens (block_size)");
+  expect(json{{"prompt", {"hi", std::string(60, 'a')}}}.dump(), 400, "prompt", "prompt[1] has 60 tokens");
+  expect(json{{"prompt", std::vector<std::vector<int>>(20, {1})}, {"n", 128}}.dump(), 400, "n",
+         "20 prompts x n 128 = 2560 completions, more than the 2048 a request may ask for");
   expect(R"({"prompt": ")" + std::string(5000, 'a') + R"("})", 413, "", "limit of 4096 bytes");
   // Unknown fields are ignored.
   auto ok = r.post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2, "frobnicate": {"x": 1}})");
@@ -417,8 +625,8 @@ TEST_CASE("server: the API key, 503 while loading, 429 with Retry-After when the
   std::atomic<bool> release{false};
   serve::ServerOptions o;
   o.api_key = "sesame";
-  o.slots = 1;
-  o.queue = 1;
+  o.scheduler.slots = 1;
+  o.scheduler.queue = 1;
   Running r(o, [&] {
     while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     return small_loaded();
@@ -474,7 +682,7 @@ int post_raw(const Running& r, const std::string& body) {
 
 TEST_CASE("server: a client that goes away is cancelled and frees its slot") {
   serve::ServerOptions o;
-  o.slots = 1;
+  o.scheduler.slots = 1;
   Running r(o);
   REQUIRE(r.wait_ready());
   // A raw connection: ask for a long stream, read its first event, hang up.
@@ -546,16 +754,6 @@ TEST_CASE("server: a completion ends at <|endoftext|>, the token left out, unles
   CHECK(bad->body.find("ignore_eos") != std::string::npos);
 }
 
-// A counter of GET /metrics.
-std::uint64_t metric_of(const Running& r, const std::string& name) {
-  auto m = r.client().Get("/metrics");
-  REQUIRE(m);
-  const std::string key = "\n" + name + " ";
-  const std::size_t at = m->body.find(key);
-  REQUIRE(at != std::string::npos);
-  return std::stoull(m->body.substr(at + key.size()));
-}
-
 TEST_CASE("server: a prompt prefilled in chunks gives the same bits as one prefilled whole, in as many steps as chunks") {
   const std::string prompt = "the quick brown fox jumps over the lazy dog";  // 43 tokens
   const json body = {{"prompt", prompt}, {"max_tokens", 5}, {"temperature", 0}, {"echo", true}, {"logprobs", 2}};
@@ -563,7 +761,7 @@ TEST_CASE("server: a prompt prefilled in chunks gives the same bits as one prefi
   for (std::size_t chunk : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{64}}) {
     CAPTURE(chunk);
     serve::ServerOptions o;
-    o.prefill_chunk = chunk;
+    o.scheduler.prefill_chunk = chunk;
     Running r(o);
     REQUIRE(r.wait_ready());
     const std::uint64_t before = metric_of(r, "brrr_steps_total");
@@ -595,7 +793,7 @@ serve::LoadedModel slower_loaded() {
 
 TEST_CASE("server: a client that hangs up on a non-streamed completion has it cancelled, not generated to the end") {
   serve::ServerOptions o;
-  o.slots = 1;
+  o.scheduler.slots = 1;
   Running r(o, slower_loaded);
   REQUIRE(r.wait_ready());
   // How long 400 tokens take here, asked for in full first.
@@ -618,4 +816,33 @@ TEST_CASE("server: a client that hangs up on a non-streamed completion has it ca
   CHECK(metric_of(r, "brrr_generated_tokens_total") - generated < 400);
   // The slot is free again: the next request is answered in full.
   CHECK(completion(r, {{"prompt", "c"}, {"max_tokens", 3}})["usage"]["completion_tokens"] == 3);
+}
+
+TEST_CASE("server: --queue 0: a request is answered when a slot is free, and refused whole when none is") {
+  serve::ServerOptions o;
+  o.scheduler.slots = 2;
+  o.scheduler.queue = 0;
+  Running r(o, slower_loaded);
+  REQUIRE(r.wait_ready());
+  // A slot is given back at the end of the step that answered (a moment after the answer).
+  const auto idle = [&] {
+    for (int i = 0; i < 400 && metric_of(r, "brrr_running_sequences") != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  };
+  // Nothing waits beyond the free slots: one request, then two prompts in one, are answered.
+  CHECK(completion(r, {{"prompt", "a"}, {"max_tokens", 2}})["usage"]["completion_tokens"] == 2);
+  idle();
+  CHECK(completion(r, {{"prompt", {"a", "b"}}, {"max_tokens", 2}})["choices"].size() == 2);
+  idle();
+  // Both slots busy with a long request of two prompts: another is refused at once.
+  std::thread busy([&] {
+    auto res = r.post("/v1/completions", json{{"prompt", {"a", "b"}}, {"max_tokens", 400}, {"ignore_eos", true}}.dump());
+    CHECK((res && res->status == 200));
+  });
+  for (int i = 0; i < 400 && metric_of(r, "brrr_running_sequences") < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto refused = r.post("/v1/completions", json{{"prompt", "c"}, {"max_tokens", 2}}.dump());
+  REQUIRE(refused);
+  CHECK(refused->status == 429);
+  busy.join();
 }

@@ -27,6 +27,15 @@ std::vector<std::string_view> CharTokenizer::characters(std::string_view text) {
   return out;
 }
 
+size_t CharTokenizer::first_stray_byte(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = internal::utf8_char_length(text.substr(i));
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
 CharTokenizer::CharTokenizer(std::vector<std::string> chars) : chars_(std::move(chars)) {
   std::sort(chars_.begin(), chars_.end());
   std::fill(std::begin(single_byte_), std::end(single_byte_), kAbsent);

@@ -37,6 +37,10 @@ class CharTokenizer {
 
   // Splits text into characters (valid UTF-8 sequences or single stray bytes).
   static std::vector<std::string_view> characters(std::string_view text);
+  // The offset of the first stray byte of text (one that does not begin a valid UTF-8 sequence,
+  // or begins one that breaks off), or std::string_view::npos when text is all UTF-8. brrr
+  // train refuses to make a vocabulary of "characters" from a file that is not text.
+  static size_t first_stray_byte(std::string_view text);
 
  private:
   uint32_t id_of(std::string_view ch) const;  // kNoToken (bpe.h) when absent
