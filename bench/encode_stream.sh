@@ -53,6 +53,8 @@ peak() {  # peak MB TEXT OUT: streams TEXT into shards; prints the encode line a
        "($(awk '/Elapsed/ {print $8}' "$work/time.txt") elapsed)"
 }
 echo "== memory: brrr tokenizer encode --shards, $threads threads"
+/usr/bin/time -v "$brrr" --help >/dev/null 2>"$work/time.txt"
+echo "the program alone (brrr --help): peak RSS $(awk '/Maximum resident/ {printf "%.0f MB", $6 / 1024}' "$work/time.txt")"
 echo "$size_mb MB:"
 peak "$size_mb" "$big" "$work/shards-big"
 echo "$(( size_mb / 4 )) MB:"
@@ -68,7 +70,7 @@ fi
 echo "== speed on the same $slice_mb MB: brrr (streaming) against tiktoken, brrr's ranks, GPT-2 pattern"
 for t in 1 $threads; do
   line=$("$brrr" tokenizer encode --tokenizer "$work/tok.txt" --input "$slice" --out "$work/slice.bin" --threads "$t")
-  echo "brrr, $t threads: $(echo "$line" | sed -n 's/^encoded .* into \([0-9]*\) tokens in \([0-9.]* s\): \([0-9.]* MB\/s\).*/\3 MB\/s (\2; \1 tokens)/p')"
+  echo "brrr, $t threads: $(echo "$line" | sed -n 's/^encoded .* into \([0-9]*\) tokens in \([0-9.]* s\): \([0-9.]* MB\/s\).*/\3 (\2; \1 tokens)/p')"
   "$python" bench/tokenizer_peers.py encode-tiktoken --corpus "$slice" --threads "$t" --repeat 1 \
     --ranks "$work/tok.tiktoken" | awk -F'|' '{printf "%s, %s threads: %s MB/s (%s; %s)\n", $3, $5, $7, $6, $8}'
 done
