@@ -56,10 +56,12 @@ StreamStats encode_stream(const ReadBytes& read, const std::function<EncodeChunk
     }
     stats.largest_block = std::max(stats.largest_block, buffer.size());
     if (buffer.empty()) break;
-    // 2. Cut it: a safe cut at least chunk_bytes after the last, leaving room to check that no
-    // special token spans it; at the end of the text the rest is the last chunk.
+    // 2. Cut it: a safe cut at least chunk_bytes after the last, leaving room after it to check
+    // that no special token spans it and, before the end of the text, a lookahead of 4 KiB for
+    // the chunk's split; at the end of the text the rest is the last chunk.
     std::vector<size_t> bounds = {0};
-    const size_t last_cut = buffer.size() >= longest_special ? buffer.size() - longest_special : 0;
+    const size_t room = end ? longest_special : std::max(longest_special, kLookahead);
+    const size_t last_cut = buffer.size() >= room ? buffer.size() - room : 0;
     for (size_t from = chunk_bytes; from <= last_cut; from = bounds.back() + chunk_bytes) {
       size_t i = from;
       while (i <= last_cut && !is_safe_cut(buffer, i, o.specials)) i++;

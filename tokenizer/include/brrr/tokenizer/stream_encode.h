@@ -28,9 +28,10 @@
 // counterexample, and the rule above on texts made of whitespace runs, newlines, Unicode and
 // special tokens, with chunks forced down to a byte.
 //
-// A custom pattern may cut elsewhere: each chunk's split also sees the bytes after its end
-// (up to 4 KiB, what the block holds), and a chunk whose last piece crosses its end is an
-// error naming the byte, not a silent change of ids.
+// A custom pattern may cut elsewhere: each chunk's split also sees the 4 KiB after its end
+// (or the rest of the text), and a chunk whose last piece crosses its end is an error naming
+// the byte, not a silent change of ids. (A pattern that looks further ahead than that, or
+// behind, is beyond this check: stream only with patterns that cut at safe cuts.)
 #pragma once
 #include <cstddef>
 #include <cstdint>
