@@ -96,6 +96,14 @@ TEST_CASE("cli: encode --shards streams a text into shards with the in-memory id
                 dir.file("shards") + " --shards",
             &out) == 1);
   CHECK(out.find("in_000000.bin: already there") != std::string::npos);
+  // Another tokenizer into the same folder: refused, before any shard is written.
+  REQUIRE(run(b + " tokenizer train --char --input " + dir.file("in.txt") + " --out " + dir.file("chars.txt"), &out) == 0);
+  test::write_text(dir.file("other.txt"), "more text");
+  CHECK(run(b + " tokenizer encode --tokenizer " + dir.file("chars.txt") + " --input " + dir.file("other.txt") +
+                " --out " + dir.file("shards") + " --shards",
+            &out) == 1);
+  CHECK(out.find("tokenizer.txt: holds another tokenizer than") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir.file("shards/other_000000.bin")));
   // One file in llm.c's format; decode reads it back.
   REQUIRE(run(b + " tokenizer encode --tokenizer " + dir.file("tok.txt") + " --input " + dir.file("in.txt") +
                   " --out " + dir.file("llmc.bin") + " --format llmc",
