@@ -46,11 +46,12 @@ std::vector<std::string> tricky_texts() {
       "",
       " ",
       "no-safe-cut-in-this-whole-text",
+      "code()\n{\n  x = 1;\n}\nend\n\n\nlast\n123\n.\n'll\nit's\r\nok\n",
   };
   std::string mix;
   for (int i = 0; i < 300; i++) {
-    static const char* parts[] = {"a", " ", "  ", "\n", " \n", "\n ", "word", ".", "'s", "12", "\t", "é", "<|endoftext|>", "!"};
-    mix += parts[rng() % 14];
+    static const char* parts[] = {"a", " ", "  ", "\n", " \n", "\n ", "word", ".", "'s", "12", "\t", "é", "<|endoftext|>", "!", "\r\n", ".\n"};
+    mix += parts[rng() % 16];
   }
   texts.push_back(mix);
   texts.push_back(test::random_unicode(rng, 2000));
@@ -78,6 +79,10 @@ TEST_CASE("stream: a cut after a newline would change the pieces, a safe cut doe
   CHECK(is_safe_cut("ab cd", 2, {}));
   CHECK_FALSE(is_safe_cut("ab cd", 3, {}));
   CHECK_FALSE(is_safe_cut("a\n b", 2, {}));
+  CHECK(is_safe_cut("ab\ncd", 2, {}));      // a letter or digit before a newline
+  CHECK(is_safe_cut("12\n", 2, {}));
+  CHECK_FALSE(is_safe_cut("a.\nb", 2, {}));  // cl100k's pieces are "a", ".\n", "b"
+  CHECK(split(SplitPattern(std::string{kCl100kPattern}), "a.\nb") == std::vector<std::string_view>{"a", ".\n", "b"});
   CHECK_FALSE(is_safe_cut("\xc3\xa9 b", 2, {}));  // é: not ASCII
   CHECK_FALSE(is_safe_cut("x<| |>y", 3, {"<| |>"}));
   CHECK(is_safe_cut("x<| |>y", 3, {"<|endoftext|>"}));

@@ -22,9 +22,11 @@ constexpr size_t kLookahead = 4096;  // bytes after a chunk's end its split may 
 }
 
 bool is_safe_cut(std::string_view text, size_t i, const std::vector<std::string>& specials) {
-  if (i == 0 || i >= text.size() || text[i] != ' ') return false;
+  if (i == 0 || i >= text.size()) return false;
   const unsigned char before = static_cast<unsigned char>(text[i - 1]);
-  if (before <= ' ' || before >= 0x80) return false;
+  const bool alnum = (before >= '0' && before <= '9') || (before >= 'A' && before <= 'Z') || (before >= 'a' && before <= 'z');
+  const bool rule = text[i] == ' ' ? before > ' ' && before < 0x80 : text[i] == '\n' && alnum;
+  if (!rule) return false;
   for (const std::string& s : specials)  // no occurrence of s may start in (i - |s|, i)
     for (size_t k = 1; k < s.size() && k <= i; k++)
       if (text.compare(i - k, s.size(), s) == 0) return false;

@@ -7,15 +7,17 @@
 // one block and its ids, whatever the size of the text. The ids are those of encoding the whole
 // text at once, because a chunk is only ever cut at a *safe cut*: a byte i where
 //
-//   text[i-1] is an ASCII byte that is not whitespace or a control (0x21..0x7F),
-//   text[i] is a space ' ',
+//   text[i] is a space ' ' and text[i-1] an ASCII byte that is not whitespace or a control
+//   (0x21..0x7F), or text[i] is a newline '\n' and text[i-1] an ASCII letter or digit;
 //   and no occurrence of a special token spans i.
 //
 // Why that is safe for GPT-2's and GPT-4's patterns (kGpt2Pattern, kCl100kPattern): the piece
 // that holds text[i-1] is a letter, number or punctuation run (or a contraction), and each of
 // those stops at a space exactly as it stops at the end of the text: none of them can take a
 // space after a non-space character (GPT-2's ` ?\p{L}++` takes a space only *before* its
-// letters; cl100k's punctuation run goes on only over \r and \n). So the whole text's split
+// letters; cl100k's punctuation run goes on only over \r and \n). Letter and number runs (and
+// contractions, which end in a letter) stop at a newline too; a punctuation run does not stop
+// there in cl100k (`x.\n` is the pieces `x` and `.\n`), hence the narrower rule for '\n'. So the whole text's split
 // ends a piece at i, and the split of the chunk text[..i) ends its last piece there too; no
 // earlier piece looked as far as i (the one lookahead, `\s+(?!\S)`, and `\s++$` only look past
 // whitespace, and text[i-1] is not whitespace). The next chunk starts a piece at i, and neither
