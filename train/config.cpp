@@ -132,7 +132,7 @@ constexpr KeyHelp kKeyHelp[] = {
     {"dropout", "Model", "dropout probability on the attention weights and residual branches (0: none)"},
     {"bias", "Model", "biases in the Linear and LayerNorm layers (GPT-2 has them)"},
     {"composed", "Model", "build LayerNorm, GELU, attention and the loss from primitives (the teaching versions)"},
-    {"data", "Data", "UTF-8 text file to train on (default: ../shared/data/tinyshakespeare.txt)"},
+    {"data", "Data", "UTF-8 text file to train on (default: ../shared/data/tinyshakespeare.txt), or shards of token ids: a folder, a glob or a token file (brrr tokenizer encode --shards)"},
     {"init_from", "Model", "start from this model (a Hugging Face GPT-2 folder or a brrr checkpoint): its weights, "
                            "shape and tokenizer; a shape setting that differs from the model's is an error"},
     {"tokenizer", "Data", "char (a token per character) or bpe (byte-level BPE trained on the data)"},

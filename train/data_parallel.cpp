@@ -6,9 +6,11 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "brrr/io.h"
+#include "brrr/tokenizer/shards.h"
 
 namespace brrr::train {
 
@@ -21,6 +23,16 @@ std::string run_identity(const TrainConfig& c) {
   j.erase("profile");
   j.erase("profile_trace");
   j["resume"] = c.resume;
+  namespace fs = std::filesystem;
+  if (fs::is_directory(c.data) || c.data.find_first_of("*?[") != std::string::npos ||
+      tokenizer::looks_like_token_file(c.data)) {
+    // Shards (data.h): their names and sizes, not their bytes (a corpus may be 40 GB).
+    Json shards = Json::array();
+    for (const std::string& path : tokenizer::find_shards(c.data))
+      shards.push_back({fs::path(path).filename().string(), fs::file_size(path)});
+    j["data_shards"] = shards;
+    return j.dump();
+  }
   std::uint64_t h = 1469598103934665603ull;
   const std::string text = read_file(c.data);
   for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;

@@ -25,7 +25,7 @@ struct TrainConfig {
   double dropout = 0.0;
   bool bias = true, composed = false;
   // data
-  std::string data;  // default: ../shared/data/tinyshakespeare.txt when it exists
+  std::string data;  // a text file (default: ../shared/data/tinyshakespeare.txt when it exists) or shards (data.h)
   std::string tokenizer = "char";
   int bpe_vocab_size = 4096;
   double val_fraction = 0.1;

@@ -4,6 +4,7 @@
 //
 //   brrr tokenizer train  --input shakespeare.txt --vocab-size 4096 --out tok.txt
 //   brrr tokenizer encode --tokenizer tok.txt --input shakespeare.txt --out shakespeare.bin
+//   brrr tokenizer encode --tokenizer tok.txt --input corpus.txt --out shards/ --shards
 //   brrr tokenizer decode --tokenizer tok.txt --input shakespeare.bin --out back.txt
 //
 // `train --char` makes the character-level tokenizer instead; encode and decode read either
@@ -15,15 +16,20 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
 
 #include "brrr/error.h"
+#include "brrr/io.h"
+#include "brrr/parallel.h"
 #include "brrr/strings.h"
 #include "brrr/tokenizer/bpe.h"
 #include "brrr/tokenizer/char_tokenizer.h"
+#include "brrr/tokenizer/shards.h"
+#include "brrr/tokenizer/stream_encode.h"
 #include "brrr/tokenizer/token_file.h"
 #include "commands.h"
 
@@ -93,6 +99,15 @@ struct AnyTokenizer {
   std::string decode(std::span<const uint32_t> ids) const {
     return bpe ? bpe->decode(ids) : chars->decode(ids);
   }
+  void save(const std::string& path) const {
+    if (bpe) bpe->save(path);
+    else chars->save(path);
+  }
+  tok::StreamStats encode_stream(const tok::ReadBytes& read, const tok::StreamOptions& o, bool specials,
+                                 const tok::WriteIds& write) const {
+    if (chars) return tok::encode_stream(*chars, read, o, write);
+    return tok::encode_stream(*bpe, specials, read, o, write);
+  }
 };
 
 // [#########-----------]  1234/3839 merges  41.2k merges/s  0.03 s
@@ -161,25 +176,97 @@ void train(const TrainArgs& a) {
 }
 
 struct CodeArgs {
-  std::string tokenizer, input, out, dtype = "auto";
+  std::string tokenizer, input, out, dtype = "auto", format = "brrr";
   int threads = 0;
-  bool ordinary = false;
+  bool ordinary = false, shards = false;
+  uint64_t shard_tokens = 100'000'000;
+  size_t chunk_bytes = size_t(1) << 20;
   TiktokenOptions tiktoken;
 };
 
+// The tokenizer's bytes in brrr's format: what a token file's header names by their hash.
+std::string tokenizer_bytes(const AnyTokenizer& t, const std::string& beside) {
+  const std::string tmp = beside + ".tokenizer.tmp";
+  t.save(tmp);
+  std::string bytes = read_input(tmp);
+  std::filesystem::remove(tmp);
+  return bytes;
+}
+
+// Reads the text a block at a time, encodes each block on all cores, and writes the ids as they
+// come (stream_encode.h): memory holds a block, not the text. The ids are encode()'s.
 void encode(const CodeArgs& a) {
+  namespace fs = std::filesystem;
   AnyTokenizer t = AnyTokenizer::load(a.tokenizer, a.tiktoken);
-  std::string text = read_input(a.input);
+  tok::TokenFileSpec spec;
+  spec.vocab_size = t.vocab_size();
+  spec.id_bytes = a.dtype == "uint16" ? 2 : a.dtype == "uint32" ? 4 : 0;
+  spec.format = a.format == "llmc" ? tok::TokenFileFormat::kLlmc : tok::TokenFileFormat::kBrrr;
+  spec.tokenizer_name = fs::path(a.tokenizer).stem().string();
+  std::string bytes;
+  if (a.shards) {
+    // The tokenizer goes beside the shards; a second corpus encoded into the folder (a val.txt
+    // beside train.txt) must use the same one.
+    fs::create_directories(a.out);
+    const std::string path = (fs::path(a.out) / tok::kShardTokenizerFile).string();
+    bytes = tokenizer_bytes(t, path);
+    if (fs::exists(path))
+      BRRR_CHECK(read_input(path) == bytes, path, ": holds another tokenizer than ", a.tokenizer,
+                 "; shards of two tokenizers cannot share a folder");
+    else
+      write_file_atomic(path, bytes);
+  } else {
+    bytes = tokenizer_bytes(t, a.out);
+  }
+  spec.tokenizer_hash = tok::tokenizer_hash(bytes);
+
+  std::unique_ptr<tok::TokenFileWriter> file;
+  std::unique_ptr<tok::ShardWriter> shards;
+  if (a.shards) shards = std::make_unique<tok::ShardWriter>(a.out, fs::path(a.input).stem().string(), a.shard_tokens, spec);
+  else file = std::make_unique<tok::TokenFileWriter>(a.out, spec);
+
+  std::FILE* in = std::fopen(a.input.c_str(), "rb");
+  BRRR_CHECK(in != nullptr, a.input, ": cannot open");
+  tok::StreamOptions options;
+  options.threads = a.threads;
+  options.chunk_bytes = a.chunk_bytes;
+  const bool terminal = isatty(fileno(stderr));
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<uint32_t> ids = t.encode(text, a.threads, !a.ordinary);
-  double s = seconds_since(t0);
-  int id_bytes = a.dtype == "uint16" ? 2 : a.dtype == "uint32" ? 4 : 0;
-  tok::write_token_file(a.out, ids, t.vocab_size(), id_bytes);
-  std::printf("encoded %.2f MB into %zu tokens in %.3f s: %.1f MB/s, %.2f bytes per token\n",
-              text.size() / 1e6, ids.size(), s, text.size() / 1e6 / s,
-              ids.empty() ? 0.0 : double(text.size()) / ids.size());
-  std::printf("wrote %s (%s ids)\n", a.out.c_str(),
-              id_bytes == 4 || (id_bytes == 0 && t.vocab_size() > 65536) ? "uint32" : "uint16");
+  double shown = 0;
+  uint64_t written = 0;
+  tok::StreamStats stats;
+  try {
+    stats = t.encode_stream(tok::read_file_stream(in, a.input), options, !a.ordinary, [&](std::span<const uint32_t> ids) {
+      if (shards) shards->write(ids);
+      else file->write(ids);
+      written += ids.size();
+      const double s = seconds_since(t0);
+      if (terminal && s - shown >= 1) {
+        shown = s;
+        std::fprintf(stderr, "\r%.1fM tokens, %.1f s", written / 1e6, s);
+      }
+    });
+  } catch (...) {
+    std::fclose(in);
+    throw;
+  }
+  std::fclose(in);
+  if (terminal && shown > 0) std::fprintf(stderr, "\n");
+  std::vector<std::string> paths;
+  if (shards) paths = shards->finish();
+  else file->commit();
+  const double s = seconds_since(t0);
+  std::printf("encoded %.2f MB into %llu tokens in %.3f s: %.1f MB/s, %.2f bytes per token (%d threads, %llu chunks)\n",
+              stats.bytes / 1e6, static_cast<unsigned long long>(stats.tokens), s, stats.bytes / 1e6 / s,
+              stats.tokens ? double(stats.bytes) / double(stats.tokens) : 0.0,
+              a.threads > 0 ? a.threads : get_num_threads(), static_cast<unsigned long long>(stats.chunks));
+  const bool wide = spec.id_bytes == 4 || (spec.id_bytes == 0 && t.vocab_size() > 65536);
+  const char* kind = spec.format == tok::TokenFileFormat::kLlmc ? "llm.c's format, uint16" : wide ? "uint32" : "uint16";
+  if (shards)
+    std::printf("wrote %zu shards into %s (%s ids, at most %llu a shard) and %s\n", paths.size(), a.out.c_str(), kind,
+                static_cast<unsigned long long>(a.shard_tokens), std::string(tok::kShardTokenizerFile).c_str());
+  else
+    std::printf("wrote %s (%s ids)\n", a.out.c_str(), kind);
 }
 
 void decode(const CodeArgs& a) {
@@ -258,14 +345,21 @@ void add_tokenizer_commands(CLI::App& app) {
   train_cmd->callback([t] { train(*t); });
 
   auto e = std::make_shared<CodeArgs>();
-  CLI::App* encode_cmd = group->add_subcommand("encode", "Encode a text file into a token file (uint16/uint32 ids)");
+  CLI::App* encode_cmd = group->add_subcommand("encode", "Encode a text file into a token file or a folder of shards (uint16/uint32 ids), streaming");
   encode_cmd->add_option("--tokenizer", e->tokenizer, "Tokenizer file")->required()->check(CLI::ExistingFile);
   encode_cmd->add_option("--input", e->input, "Text to encode")->required()->check(CLI::ExistingFile);
-  encode_cmd->add_option("--out", e->out, "Token file to write")->required();
+  encode_cmd->add_option("--out", e->out, "Token file to write (with --shards: the folder)")->required();
   encode_cmd->add_option("--dtype", e->dtype, "Id type: auto, uint16 or uint32")
       ->check(CLI::IsMember({"auto", "uint16", "uint32"}))->capture_default_str();
   encode_cmd->add_option("--threads", e->threads, "Threads (0: all cores)")->capture_default_str();
   encode_cmd->add_flag("--ordinary", e->ordinary, "Treat special tokens in the text as plain text");
+  encode_cmd->add_flag("--shards", e->shards, "Write a folder of shards (INPUTSTEM_000000.bin, ...) and tokenizer.txt");
+  encode_cmd->add_option("--shard-tokens", e->shard_tokens, "With --shards: ids a shard")
+      ->check(CLI::Range(uint64_t(1), uint64_t(1) << 40))->capture_default_str();
+  encode_cmd->add_option("--format", e->format, "brrr (a header naming the tokenizer) or llmc (llm.c's .bin: uint16 ids)")
+      ->check(CLI::IsMember({"brrr", "llmc"}))->capture_default_str();
+  encode_cmd->add_option("--chunk-bytes", e->chunk_bytes, "Bytes a chunk, about (cut at the next safe place)")
+      ->check(CLI::Range(size_t(1), size_t(1) << 30))->capture_default_str();
   add_tiktoken_options(encode_cmd, e->tiktoken);
   encode_cmd->callback([e] { encode(*e); });
 

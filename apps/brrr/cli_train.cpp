@@ -52,7 +52,7 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
     std::map<std::string, std::string> values;  // --key value, applied last
   };
   auto args = std::make_shared<TrainArgs>();
-  CLI::App* train = app.add_subcommand("train", "Train a GPT on a text file (default: ../shared/data/tinyshakespeare.txt)");
+  CLI::App* train = app.add_subcommand("train", "Train a GPT on a text file (default: ../shared/data/tinyshakespeare.txt) or on shards of token ids");
   train->footer("Settings apply in this order: the preset, then --config, then each flag. Every flag also has the "
                 "spelling with dashes (--max-iters), and is a key of the JSON config file.");
   train->add_option("--preset", args->preset, "Named configuration that sets every default below: " +

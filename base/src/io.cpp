@@ -46,6 +46,19 @@ void AtomicFile::write(const void* data, std::size_t size) {
   }
 }
 
+void AtomicFile::write_at(std::size_t offset, const void* data, std::size_t size) {
+  BRRR_CHECK(fd_ >= 0, "cannot write '", path_, "': already committed");
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::pwrite(fd_, p, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    BRRR_CHECK(n > 0, "cannot write '", path_, "': ", std::strerror(errno));
+    p += n;
+    offset += static_cast<std::size_t>(n);
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
 void AtomicFile::commit() {
   BRRR_CHECK(fd_ >= 0, "cannot write '", path_, "': already committed");
   const int fd = fd_;

@@ -135,6 +135,32 @@ class Encoder {
 
 }  // namespace
 
+// ----------------------------------------------------------------------------
+// A stream of chunks (stream_encode.cpp calls this once per chunk, on each thread)
+
+struct BpeChunkEncoder::Impl {
+  Impl(const Bpe& b, bool s) : bpe(b), specials(s), encoder(b) {}
+  const Bpe& bpe;
+  bool specials;
+  Encoder encoder;
+};
+
+BpeChunkEncoder::BpeChunkEncoder(const Bpe& bpe, bool specials)
+    : impl_(std::make_unique<Impl>(bpe, specials)) {}
+
+BpeChunkEncoder::~BpeChunkEncoder() = default;
+
+bool BpeChunkEncoder::encode(std::string_view text, size_t end, std::vector<uint32_t>* out) {
+  std::vector<Segment> segments;
+  if (impl_->specials) segments = find_special_tokens(text, impl_->bpe.special_tokens());
+  else if (!text.empty()) segments.push_back({0, text.size(), -1});
+  const std::vector<uint32_t>& special_ids = impl_->bpe.special_ids();
+  return for_each_piece(
+      impl_->encoder.splitter(), text, segments, 0, end,
+      [&](std::string_view piece) { impl_->encoder.encode_piece(piece, out); },
+      [&](int special) { out->push_back(special_ids[special]); });
+}
+
 void Bpe::encode_piece(std::string_view piece, std::vector<uint32_t>* out) const {
   MergeScratch scratch;
   merge_piece(*this, piece, scratch, out);

@@ -21,6 +21,9 @@ class AtomicFile {
   AtomicFile& operator=(const AtomicFile&) = delete;
   void write(const void* data, std::size_t size);
   void write(std::string_view bytes) { write(bytes.data(), bytes.size()); }
+  // Overwrites bytes already written, at `offset` from the start: a header whose counts are known
+  // only at the end (a token file written as it streams, token_file.h).
+  void write_at(std::size_t offset, const void* data, std::size_t size);
   void commit();  // fsync, rename over the target, fsync the directory
 
  private:

@@ -162,4 +162,24 @@ class Bpe {
   std::vector<uint32_t> special_ids_;
 };
 
+// One thread's encoder for a text that arrives in chunks (stream_encode.h): its splitter, its
+// cache of encoded pieces (kept from chunk to chunk) and its scratch space.
+class BpeChunkEncoder {
+ public:
+  BpeChunkEncoder(const Bpe& bpe, bool specials);
+  ~BpeChunkEncoder();
+  BpeChunkEncoder(const BpeChunkEncoder&) = delete;
+  BpeChunkEncoder& operator=(const BpeChunkEncoder&) = delete;
+
+  // Appends the ids of text[0, end) to out, as the encoding of a longer text would have them
+  // there, given that that text starts a piece at 0 and its bytes after `end` begin with
+  // text[end, text.size()) (a lookahead for the regex). Returns false when the split did not
+  // end exactly at `end` (a custom pattern whose pieces cross it).
+  bool encode(std::string_view text, size_t end, std::vector<uint32_t>* out);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 }  // namespace brrr::tokenizer
