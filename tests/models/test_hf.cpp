@@ -286,7 +286,7 @@ TEST_CASE("hf: brrr export --format hf writes a folder transformers loads, with 
                           c.text + " " + json_path,
                       &out) == 0);
     const nlohmann::json theirs = nlohmann::json::parse(read_file(json_path));
-    const train::ModelSource source = train::open_model(c.checkpoint);
+    const train::ModelSource source = train::open_model_and_tokenizer(c.checkpoint);
     CHECK(theirs["ids"].get<std::vector<std::uint32_t>>() == source.tokenizer->encode(read_file(c.text)));
     out = cli("eval --checkpoint " + c.checkpoint + " --data " + c.text, &rc);
     REQUIRE(rc == 0);
