@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "brrr/autograd.h"
+#include "brrr/eval_mode.h"
 #include "brrr/models/decode.h"
 #include "brrr/ops.h"
 
@@ -183,8 +184,7 @@ std::vector<std::uint32_t> generate(GPT& model, const std::vector<std::uint32_t>
     Decoder decoder(model, o.weights);
     return generate(decoder, prompt, o, on_token);
   }
-  const bool was_training = model.is_training();
-  model.eval();
+  const nn::EvalModeGuard eval_mode(model);
   Generator gen(o.seed);
   std::vector<std::uint32_t> context = prompt, produced;
   KVCache cache;
@@ -215,7 +215,6 @@ std::vector<std::uint32_t> generate(GPT& model, const std::vector<std::uint32_t>
     produced.push_back(token);
     if (on_token) on_token(token);
   }
-  model.train(was_training);
   return produced;
 }
 
