@@ -55,7 +55,9 @@ class ModelRunner {
   // Runs every input's new tokens through the model, appends their keys and values to their
   // caches, and returns, per input, the logits (V each) of its last position, or of all its new
   // positions when all_logits. Inputs must be distinct sequences whose tokens fit block_size.
-  std::vector<std::vector<std::vector<float>>> step(std::vector<StepInput>& inputs);
+  // attention, when not nullptr, receives the last input's last row's softmax weights
+  // (Decoder::forward's `attention`).
+  std::vector<std::vector<std::vector<float>>> step(std::vector<StepInput>& inputs, float* attention = nullptr);
 
   // The softmax weights of every layer and head for the last of `tokens` over all of them:
   // (n_layer, n_head, tokens.size()), for the page's attention map. Runs on a fresh cache.

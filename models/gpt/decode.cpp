@@ -126,7 +126,7 @@ void linear(float* y, const float* x, const void* w, DType dtype, const float* b
 // sees the keys its sequence's earlier rows wrote. wanted: the W rows (ascending) whose logits
 // are computed (into logits_, one row of V each).
 const float* Decoder::run(DecodeState* const* states, const std::uint32_t* tokens, const std::int64_t* positions,
-                          std::int64_t R, const std::int64_t* wanted, std::int64_t W) {
+                          std::int64_t R, const std::int64_t* wanted, std::int64_t W, float* attention) {
   const std::int64_t C = config_.n_embd, H = config_.n_head, hs = C / H, V = config_.vocab_size;
   const std::int64_t T = config_.block_size;
   ensure_rows(R);
@@ -192,12 +192,12 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
       for (std::int64_t w = 0; w < W; ++w)
         if (wanted[w] != w) std::memcpy(x_.data() + w * C, x_.data() + wanted[w] * C, C * sizeof(float));
     }
-    if (capture_) {  // the last row's softmax weights: attend_row(s) leave exp(s - max) in its scores
+    if (attention) {  // the last row's softmax weights: attend_row(s) leave exp(s - max) in its scores
       const std::int64_t n = positions[R - 1] + 1;
       for (std::int64_t h = 0; h < H; ++h) {
         const float* sc = scores_.data() + (R - 1) * scores_stride + h * T;
         const float total = kc::softmax_total(sc, n);  // the total attend_row divided by
-        for (std::int64_t t = 0; t < n; ++t) capture_[(static_cast<std::int64_t>(l) * H + h) * n + t] = sc[t] / total;
+        for (std::int64_t t = 0; t < n; ++t) attention[(static_cast<std::int64_t>(l) * H + h) * n + t] = sc[t] / total;
       }
     }
     float* x = x_.data();
@@ -213,7 +213,8 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
 }
 
 const float* Decoder::forward(DecodeState* const* states, const std::int64_t* counts, std::int64_t n,
-                              const std::uint32_t* tokens, const std::int64_t* wanted, std::int64_t W) {
+                              const std::uint32_t* tokens, const std::int64_t* wanted, std::int64_t W,
+                              float* attention) {
   BRRR_CHECK(n >= 1, "Decoder: no sequences");
   // The positions a state holds: none until reserve gives it this model's layers.
   const auto held = [&](const DecodeState& s) {
@@ -236,7 +237,7 @@ const float* Decoder::forward(DecodeState* const* states, const std::int64_t* co
   for (std::int64_t w = 0; w < W; ++w)
     BRRR_CHECK(wanted[w] >= 0 && wanted[w] < R && (w == 0 || wanted[w] > wanted[w - 1]),
                "Decoder: the rows of logits must ascend within 0 .. ", R - 1);
-  BRRR_CHECK(!capture_ || wanted[W - 1] == R - 1, "Decoder: capturing attention needs the last row's logits");
+  BRRR_CHECK(!attention || wanted[W - 1] == R - 1, "Decoder: the attention map needs the last row's logits");
   if (static_cast<std::int64_t>(row_states_.size()) < R) row_states_.resize(R), row_positions_.resize(R);
   for (std::int64_t i = 0, r = 0; i < n; ++i) {
     DecodeState& s = *states[i];
@@ -244,7 +245,7 @@ const float* Decoder::forward(DecodeState* const* states, const std::int64_t* co
     reserve(s, t + counts[i]);
     for (std::int64_t j = 0; j < counts[i]; ++j, ++r) row_states_[r] = &s, row_positions_[r] = t + j;
   }
-  const float* logits = run(row_states_.data(), tokens, row_positions_.data(), R, wanted, W);
+  const float* logits = run(row_states_.data(), tokens, row_positions_.data(), R, wanted, W, attention);
   for (std::int64_t i = 0, r = 0; i < n; r += counts[i], ++i) states[i]->length = row_positions_[r + counts[i] - 1] + 1;
   return logits;
 }
