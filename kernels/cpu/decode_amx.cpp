@@ -17,8 +17,10 @@
 // so a batch of rows is where the unit wins (measured: the linear layers 2.6 to 4.4 times the FMA
 // tiles' speed at 8 to 64 rows, 2.7 times at 512) and one row is where it loses (decoding a
 // single sequence: 0.5 to 0.95 times, each KiB of W two tile instructions for one useful column
-// of sixteen). brrr generates one sequence at a time, so the unit is off unless BRRR_AMX=1 asks
-// for it (decode.h's amx_enabled).
+// of sixteen). brrr sample decodes one sequence, where the unit loses; brrr serve batches its
+// running sequences into one step, where it can win, but its sums are not the FMA tiles' (below),
+// so a run's bits would depend on the CPU it lands on: the unit is off unless BRRR_AMX=1 asks for
+// it (decode.h's amx_enabled).
 //
 // The numbers: the tile unit sums the 32 products of a step its own way (not as a chain of
 // float32 FMAs: on the Xeon of docs/measurements.md it matched neither a chain in order nor one

@@ -27,7 +27,9 @@ bool is_hf_folder(const std::string& dir);
 
 // The GPTConfig of dir/config.json. Settings brrr does not implement (another model_type,
 // scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn, add_cross_attention, an
-// activation other than GELU's tanh form, ...) are errors naming the file and the key.
+// activation other than GELU's two forms (gelu_new and gelu_pytorch_tanh, the tanh form; gelu,
+// the exact x Phi(x), read as GPTConfig::activation "gelu_erf"), ...) are errors naming the
+// file and the key.
 GPTConfig read_hf_config(const std::string& dir);
 
 // The model in dir: config.json, then model.safetensors or its sharded index. A missing,
