@@ -1,5 +1,5 @@
 // models/gpt/decode.cpp: the Decoder, GPT-2's forward pass for generation as loops over
-// preallocated buffers (chapter 08). Read before: brrr/models/decode.h, kernels/cpu/decode.h.
+// preallocated buffers (chapter 08). Read before: brrr/models/decode.h, kernels/cpu/rows/rows.h.
 // Read next: generate.cpp (which drives it).
 //
 // A pass over R rows (the n tokens of one sequence's prefill, or one token of each of R
@@ -16,7 +16,7 @@
 #include <string>
 
 #include "brrr/bfloat16.h"
-#include "kernels/cpu/decode.h"
+#include "kernels/cpu/rows/rows.h"
 
 namespace brrr::models {
 
@@ -67,7 +67,7 @@ Decoder::Decoder(const GPT& model, DType weights) : config_(model.config()), dty
     for (const Tensor* w : matrices) {
       const float* src = w->data_ptr<float>();
       std::uint16_t* dst = bf16_store_.data() + at;
-      kc::decode_parallel(w->numel(), 1 << 16, [&](std::int64_t b, std::int64_t e) {
+      kc::rows_parallel(w->numel(), 1 << 16, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t i = b; i < e; ++i) dst[i] = bf16::round_bits(src[i]);
       });
       stored.push_back(dst);
@@ -172,7 +172,7 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
       // Each (group, head) on its own, claimed one at a time, the late groups first: a
       // prefill's late rows attend over more keys than its early ones (the numbers do not
       // depend on who computes them).
-      kc::decode_parallel(G * H, 1, [&](std::int64_t b, std::int64_t e) {
+      kc::rows_parallel(G * H, 1, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t i = b; i < e; ++i) {
           const std::int64_t g = G - 1 - i / H, h = i % H, r0 = groups_[g], n = groups_[g + 1] - r0;
           kc::attend_rows(attended_.data() + r0 * C + h * hs, C, qkv_.data() + r0 * 3 * C + h * hs, 3 * C,
@@ -181,7 +181,7 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
         }
       });
     } else {
-      kc::decode_parallel(W * H, 1, [&](std::int64_t b, std::int64_t e) {
+      kc::rows_parallel(W * H, 1, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t i = b; i < e; ++i) {
           const std::int64_t w = W - 1 - i / H, h = i % H, r = wanted[w];
           kc::attend_row(attended_.data() + w * C + h * hs, qkv_.data() + r * 3 * C + h * hs,

@@ -1,12 +1,12 @@
 // brrr/models/decode.h: fast inference on the CPU, a GPT's forward pass for generation written
 // as plain loops over preallocated buffers (chapter 08, "Why decoding is memory-bound").
 // Read before: brrr/models/gpt.h (GPT, KVCache), generate.h. Read next: models/gpt/decode.cpp,
-// kernels/cpu/decode.h (the matrix-vector kernels).
+// kernels/cpu/rows/rows.h (the matrix-vector kernels).
 //
 // Generating one token at batch 1 multiplies one vector by every weight matrix: each weight is
 // read once and used for one multiply-add, so the time is the weights' bytes over the memory
 // bandwidth, not the arithmetic. The Decoder therefore
-//   - streams each weight matrix once per step (a GEMV, kernels/cpu/decode.h), as float32 or as
+//   - streams each weight matrix once per step (a GEMV, kernels/cpu/rows/rows.h), as float32 or as
 //     bfloat16 (half the bytes; every product and sum still in float32),
 //   - appends each new key and value in place to the sequence's cache (no concatenation),
 //   - allocates nothing and works out no shapes per token: its activations and logits are
