@@ -1,13 +1,13 @@
-// bench/bench_linear_rows.cpp: the Decoder's linear layer (kernels/cpu/decode.h, chapter 08) on
+// bench/bench_linear_rows.cpp: the Decoder's linear layer (kernels/cpu/rows/rows.h, chapter 08) on
 // its own, over every weight matrix of a GPT shape, at M rows of x: decoding (M = 1), a step of
 // M sequences, a prefill of M tokens. Tiles of dot products run below 48 rows (33 with
-// AVX-512), the GEMM tile from there (kernels/cpu/decode_internal.h, kGemmThreshold): the
+// AVX-512), the GEMM tile from there (kernels/cpu/rows/internal.h, kGemmThreshold): the
 // figures around it are where one hands over to the other.
 //   build/bench/bench_linear_rows [--bf16] [gpt-12m|gpt2] [THREADS] [M ...]
 // Defaults: gpt-12m, 2 threads, M = 1 8 16 32 48 64 128 512. Random float32 weights (42.5 MB
 // at gpt-12m, 340 MB at gpt2, so W comes from memory each pass); the fastest of 6 to 30 passes.
 // --bf16: the weights as bfloat16 (half the bytes), each M on the FMA tiles and, where the CPU
-// has AMX's tile unit, on it (kernels/cpu/decode_amx.cpp), one after the other.
+// has AMX's tile unit, on it (kernels/cpu/rows/amx.cpp), one after the other.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,7 +20,7 @@
 #include "brrr/aligned_vector.h"
 #include "brrr/bfloat16.h"
 #include "brrr/parallel.h"
-#include "kernels/cpu/decode.h"
+#include "kernels/cpu/rows/rows.h"
 
 using brrr::kernels::cpu::Epilogue;
 

@@ -1,5 +1,5 @@
 // bench/bench_tile_unit.cpp: what one core's AMX tile unit does, beside its FMA units (chapter
-// 08, "bf16 on the tile unit"; kernels/cpu/decode_amx.cpp builds linear_rows on it). The figures
+// 08, "bf16 on the tile unit"; kernels/cpu/rows/amx.cpp builds linear_rows on it). The figures
 // that chapter and that file quote come from here.
 //   build/bench/bench_tile_unit [MILLIONS]   (default 20 million instructions per timing)
 // Timings, on one thread:
@@ -25,7 +25,7 @@
 
 #include "bench/bench_util.h"
 #include "brrr/bfloat16.h"
-#include "kernels/cpu/decode.h"
+#include "kernels/cpu/rows/rows.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -53,7 +53,7 @@ struct alignas(64) TileConfig {
 BRRR_AMX_TARGET void configure() {
   TileConfig c;
   for (int t = 0; t < 8; ++t) c.rows[t] = 16, c.colsb[t] = 64;
-  asm volatile("" : : "m"(c) : "memory");  // the builtin does not say it reads c (decode_amx.cpp)
+  asm volatile("" : : "m"(c) : "memory");  // the builtin does not say it reads c (kernels/cpu/rows/amx.cpp)
   _tile_loadconfig(&c);
 }
 

@@ -1,4 +1,4 @@
-// bench/decode_ab.cpp: two builds of kernels/cpu/decode.cpp in one process, taking turns
+// bench/decode_ab.cpp: two builds of the row kernels (kernels/cpu/rows/) in one process, taking turns
 // (chapter 08). On a machine shared with other tenants, two programs run minutes apart can
 // differ by 40% for no reason of their own (docs/measurements.md): so one program holds both
 // builds, each compiled with its namespace renamed (bench/decode_ab.sh: -Dcpu=cpuA, -Dcpu=cpuB),
@@ -24,7 +24,7 @@
 #include "brrr/aligned_vector.h"
 #include "brrr/bfloat16.h"
 
-// The two builds' entry points, as kernels/cpu/decode.h declares them in namespace cpu.
+// The two builds' entry points, as kernels/cpu/rows/rows.h declares them in namespace cpu.
 namespace brrr::kernels {
 namespace cpuA {
 enum class Epilogue { kStore, kAdd, kGeluTanh, kGeluErf };

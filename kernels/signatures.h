@@ -195,7 +195,7 @@ template <class T> using bias_gelu_backward_fn = void (*)(T* dx, T* dbias, const
 // is refused.
 template <class T> using matmul_bias_gelu_fn = void (*)(T* out, T* pre, const T* a, const T* b, const T* bias, const MatmulShape& shape, Stream);
 // linear_rows and attend_rows (chapter 08): the Decoder's kernels for inference on the CPU
-// (kernels/cpu/decode.h), ops so that the kernel lab checks and times them. linear_rows: y (M,
+// (kernels/cpu/rows/rows.h), ops so that the kernel lab checks and times them. linear_rows: y (M,
 // N) = x (M, K) @ w^T + bias, w (N, K) as a Linear stores it, bias (N) or nullptr, then the
 // epilogue: 0 stores, 1 adds to what y holds (a residual), 2 applies GELU (tanh), 3 the exact
 // GELU (erf); anything else is refused. attend_rows: n consecutive rows of one head's causal

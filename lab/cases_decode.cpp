@@ -1,7 +1,7 @@
 // lab/cases_decode.cpp: the kernel lab's cases for the Decoder's kernels (chapter 08, fast
 // generation on the CPU): linear_rows, a Linear over a few rows or a prefill's hundreds, with
 // each epilogue the Decoder uses, and attend_rows, a prefill's causal attention over one head.
-// Read before: cases.h, kernels/cpu/decode.h. Read next: cases_nn.cpp.
+// Read before: cases.h, kernels/cpu/rows/rows.h. Read next: cases_nn.cpp.
 //
 // Their sizes are the 512-token prefill of gpt-12m (C = 384, 6 heads of 64), where the Decoder
 // spends its time; their shapes are the ragged ones the kernels' tiles have edges at: 1 row (the
@@ -75,7 +75,7 @@ Case linear_rows_case(const char* name, const char* what) {
                            &call_linear_rows<E, kBias, double>)};
 }
 
-// --- linear_rows on bfloat16 weights (--dtype bf16; the tile unit's kernel, decode_amx.cpp) ------
+// --- linear_rows on bfloat16 weights (--dtype bf16; the tile unit's kernel, rows/amx.cpp) -------
 // Run with --dtype bfloat16: w is uploaded as bf16 (and the reference sees it rounded), x, the
 // bias and y stay float32, as the Decoder keeps them.
 

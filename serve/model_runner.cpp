@@ -35,7 +35,7 @@ std::int64_t ModelRunner::cache_bytes_per_sequence() const {
   return 2 * config_.n_layer * config_.block_size * config_.n_embd * static_cast<i64>(sizeof(float));
 }
 
-std::vector<std::vector<std::vector<float>>> ModelRunner::step(std::vector<StepInput>& inputs) {
+std::vector<std::vector<std::vector<float>>> ModelRunner::step(std::vector<StepInput>& inputs, float* attention) {
   const i64 V = config_.vocab_size;
   states_.clear(), counts_.clear(), wanted_.clear(), tokens_.clear();
   for (const StepInput& in : inputs) {
@@ -49,7 +49,7 @@ std::vector<std::vector<std::vector<float>>> ModelRunner::step(std::vector<StepI
     tokens_.insert(tokens_.end(), in.tokens.begin(), in.tokens.end());
   }
   const float* logits = decoder_.forward(states_.data(), counts_.data(), static_cast<i64>(states_.size()),
-                                         tokens_.data(), wanted_.data(), static_cast<i64>(wanted_.size()));
+                                         tokens_.data(), wanted_.data(), static_cast<i64>(wanted_.size()), attention);
   std::vector<std::vector<std::vector<float>>> result(inputs.size());
   for (std::size_t at = 0, w = 0; at < inputs.size(); ++at) {
     const std::size_t count = inputs[at].all_logits ? inputs[at].tokens.size() : 1;
@@ -64,14 +64,7 @@ std::vector<float> ModelRunner::attention_of_last(const std::vector<std::uint32_
   std::vector<float> weights(static_cast<std::size_t>(config_.n_layer * config_.n_head * n));
   SequenceCache cache = new_cache();
   std::vector<StepInput> inputs{{&cache, tokens, false}};
-  decoder_.capture_attention(weights.data());
-  try {
-    step(inputs);
-  } catch (...) {
-    decoder_.capture_attention(nullptr);
-    throw;
-  }
-  decoder_.capture_attention(nullptr);
+  step(inputs, weights.data());
   return weights;
 }
 

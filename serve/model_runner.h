@@ -1,7 +1,7 @@
 // serve/model_runner.h: the server's one door into the model: a forward pass over many
 // sequences at once, each with its own KV cache, whose numbers do not depend on the batch.
 // Chapter 20 (serving). Read before: brrr/models/gpt.h (the GPT and its KV cache),
-// kernels/cpu/decode.h (the Decoder's kernels, which this uses). Read next: serve/scheduler.h
+// kernels/cpu/rows/rows.h (the Decoder's kernels, which this uses). Read next: serve/scheduler.h
 // (who calls step()).
 //
 // The scheduler gathers, every step, the new tokens of every running sequence: a whole prompt
@@ -16,7 +16,7 @@
 // Batch invariance: a row's numbers must not depend on which other rows share its step, nor
 // on the thread count. The registry's GEMMs do not promise that (Eigen picks its blocking from
 // M, N and K, and switches to a matrix-vector product for M = 1); the Decoder's kernels
-// (kernels/cpu/decode.h) compute every output element as one dot product in one fixed order,
+// (kernels/cpu/rows/rows.h) compute every output element as one dot product in one fixed order,
 // whatever the other rows and the threads; LayerNorm sums each row in order, and attention
 // each (row, head) over its positions in order.
 #pragma once
@@ -45,7 +45,7 @@ class ModelRunner {
  public:
   // The model's parameters are read in place (float32, on the CPU), or, with weights kBFloat16,
   // its matrices rounded once to a bfloat16 copy (half the bytes a step reads; with BRRR_AMX=1
-  // on a CPU with AMX, the tile unit's products: kernels/cpu/decode_amx.cpp); model is kept alive.
+  // on a CPU with AMX, the tile unit's products: kernels/cpu/rows/amx.cpp); model is kept alive.
   explicit ModelRunner(std::shared_ptr<models::GPT> model, DType weights = kFloat32);
 
   const models::GPTConfig& config() const { return config_; }
@@ -55,7 +55,9 @@ class ModelRunner {
   // Runs every input's new tokens through the model, appends their keys and values to their
   // caches, and returns, per input, the logits (V each) of its last position, or of all its new
   // positions when all_logits. Inputs must be distinct sequences whose tokens fit block_size.
-  std::vector<std::vector<std::vector<float>>> step(std::vector<StepInput>& inputs);
+  // attention, when not nullptr, receives the last input's last row's softmax weights
+  // (Decoder::forward's `attention`).
+  std::vector<std::vector<std::vector<float>>> step(std::vector<StepInput>& inputs, float* attention = nullptr);
 
   // The softmax weights of every layer and head for the last of `tokens` over all of them:
   // (n_layer, n_head, tokens.size()), for the page's attention map. Runs on a fresh cache.

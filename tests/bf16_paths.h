@@ -1,11 +1,11 @@
 // tests/bf16_paths.h: the ways linear_rows multiplies by bfloat16 weights on this CPU (chapter
 // 08): on FMAs everywhere, and on AMX's tile unit where the CPU has one and the OS grants it
-// (kernels/cpu/decode.h's amx switch). The kernel, Decoder and server tests run their bfloat16
+// (kernels/cpu/rows/rows.h's amx switch). The kernel, Decoder and server tests run their bfloat16
 // checks on each path through these, so the switch is always put back, even when a check throws.
 #pragma once
 #include <doctest/doctest.h>
 
-#include "kernels/cpu/decode.h"
+#include "kernels/cpu/rows/rows.h"
 
 namespace brrr::test {
 

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "brrr/models/checkpoint.h"
+#include "brrr/models/open.h"
 #include "brrr/safetensors.h"
 #include "train/distributed.h"
 
@@ -26,18 +27,6 @@ std::string checkpoint_name(std::int64_t step) {
   char name[64];
   std::snprintf(name, sizeof name, "ckpt-%08lld.safetensors", static_cast<long long>(step));
   return name;
-}
-
-std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& dir) {
-  std::vector<std::pair<std::int64_t, std::string>> found;
-  if (!fs::exists(dir)) return found;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("ckpt-", 0) == 0 && name.size() == 5 + 8 + 12 && name.substr(13) == ".safetensors")
-      found.emplace_back(std::stoll(name.substr(5, 8)), e.path().string());
-  }
-  std::sort(found.begin(), found.end());
-  return found;
 }
 
 namespace {
@@ -87,7 +76,7 @@ std::string save_checkpoint(const TrainingState& s, const std::string& tokenizer
   const std::string path = checkpoint_path(s.config.out_dir, s.step);
   safetensors::save(path, tensors, meta);
   // Keep the newest keep_checkpoints; the one just written is never removed.
-  auto all = list_checkpoints(s.config.out_dir);
+  auto all = models::list_checkpoints(s.config.out_dir);
   for (std::size_t i = 0; i + static_cast<std::size_t>(s.config.keep_checkpoints) < all.size(); ++i) fs::remove(all[i].second);
   return path;
 }

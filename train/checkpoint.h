@@ -1,5 +1,5 @@
 // train/checkpoint.h: saving and loading a training run (inside brrr::train; the public side
-// is list_checkpoints in trainer.h). Chapter 08 (training). Read next: checkpoint.cpp.
+// is models::list_checkpoints in brrr/models/open.h). Chapter 08 (training). Read next: checkpoint.cpp.
 #pragma once
 #include <cstdint>
 #include <string>

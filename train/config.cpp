@@ -8,7 +8,7 @@
 #include "brrr/strings.h"
 #include "brrr/error.h"
 #include "brrr/models/gpt.h"
-#include "train/model_source.h"
+#include "brrr/models/open.h"
 #include "train/trainer.h"
 
 namespace brrr::train {
@@ -102,7 +102,7 @@ void TrainConfig::apply_json(const std::string& text) {
 
 void TrainConfig::apply_init_from(const std::vector<std::string>& given) {
   if (init_from.empty()) return;
-  const models::GPTConfig m = model_config_of(init_from);
+  const models::GPTConfig m = models::model_config_of(init_from);
   auto take = [&](const char* key, std::int64_t& field, std::int64_t value) {
     const bool written = std::find(given.begin(), given.end(), key) != given.end();
     BRRR_CHECK(!written || field == value, "--", key, " ", field, " contradicts --init_from ", init_from, ", whose ", key,

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "brrr/autograd.h"
+#include "brrr/eval_mode.h"
 #include "brrr/error.h"
 #include "brrr/ops.h"
 
@@ -19,8 +20,7 @@ EvalResult evaluate_tokens(models::GPT& model, const std::vector<std::uint32_t>&
     BRRR_CHECK(t < model.config().vocab_size, "eval: token ", t, " is outside the model's vocabulary (",
                model.config().vocab_size, ")");
   NoGradGuard no_grad;
-  const bool was_training = model.is_training();
-  model.eval();
+  const nn::EvalModeGuard eval_mode(model);
   const std::int64_t total = n - 1;
   double sum = 0;  // of the per-token losses, in double: 1e6 tokens of float sums would drift
   // Windows start at 0, B, 2B, ...; a window starting at s predicts t[s+1 .. s+len].
@@ -46,7 +46,6 @@ EvalResult evaluate_tokens(models::GPT& model, const std::vector<std::uint32_t>&
       if (progress) progress(done, total);
     }
   }
-  model.train(was_training);
   EvalResult r;
   r.predicted = total;
   r.loss = sum / static_cast<double>(total);

@@ -1,7 +1,9 @@
-// train/model_source.h: one way to open "a model": a brrr checkpoint (a file, or a training run's
-// --out_dir) or a Hugging Face GPT-2 folder, with its tokenizer. brrr sample, brrr eval, brrr
-// export and brrr train --init_from all take their model from here.
-// Chapter 08 (training: "Pretrained models"). Read before: brrr/models/checkpoint.h, brrr/models/hf.h,
+// train/model_source.h: a model and its tokenizer, joined. The model is found and loaded by
+// brrr/models/open.h (models::open_model), the tokenizer read from where it says, or from
+// --tokenizer; this join lives here, above both, because models/ and tokenizer/ do not see each
+// other (docs/design.md, "Models from elsewhere"). brrr sample, brrr eval, brrr export, brrr serve
+// and brrr train --init_from all take their model from here.
+// Chapter 08 (training: "Pretrained models"). Read before: brrr/models/open.h,
 // brrr/tokenizer/hf_tokenizer.h.
 #pragma once
 #include <memory>
@@ -20,14 +22,10 @@ struct ModelSource {
   bool hugging_face = false;
 };
 
-// Opens `path`: a folder with config.json is a Hugging Face model (its tokenizer.json, or
-// vocab.json + merges.txt); another folder is a training run (its newest ckpt-*.safetensors and
-// the tokenizer saved beside it); a file is a brrr checkpoint (the tokenizer beside it).
-// tokenizer_path, when not empty, names the tokenizer instead. A tokenizer whose ids do not
-// fit the model's vocabulary is an error naming both.
-ModelSource open_model(const std::string& path, const std::string& tokenizer_path = "");
-
-// The shape of the model open_model(path) would open, read from its config alone.
-models::GPTConfig model_config_of(const std::string& path);
+// models::open_model(path), and its tokenizer: a Hugging Face folder's tokenizer.json (or
+// vocab.json + merges.txt), a training run's tokenizer saved beside its checkpoints; or
+// tokenizer_path, when not empty. A tokenizer whose ids do not fit the model's vocabulary is an
+// error naming both.
+ModelSource open_model_and_tokenizer(const std::string& path, const std::string& tokenizer_path = "");
 
 }  // namespace brrr::train

@@ -22,6 +22,7 @@
 
 #include "brrr/brrr.h"
 #include "brrr/models/gpt.h"
+#include "brrr/models/open.h"
 #include "brrr/profiler.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
@@ -158,7 +159,7 @@ Device prepare(TrainConfig& c, int ranks) {
   if (c.resume) {
     BRRR_CHECK(fs::is_directory(c.out_dir), "--resume: no folder '", c.out_dir,
                "' (resume continues the run whose --out_dir that was)");
-    BRRR_CHECK(!list_checkpoints(c.out_dir).empty(), "--resume: no checkpoint (ckpt-*.safetensors) in '",
+    BRRR_CHECK(!models::list_checkpoints(c.out_dir).empty(), "--resume: no checkpoint (ckpt-*.safetensors) in '",
                c.out_dir, "'");
   }
   return device;
@@ -168,7 +169,7 @@ Device prepare(TrainConfig& c, int ranks) {
 // or a brrr checkpoint, whose shape the run's must be (TrainConfig::apply_init_from sets it).
 std::optional<ModelSource> open_init(const TrainConfig& c) {
   if (c.init_from.empty()) return std::nullopt;
-  ModelSource init = open_model(c.init_from);
+  ModelSource init = open_model_and_tokenizer(c.init_from);
   const models::GPTConfig& m = init.model->config();
   BRRR_CHECK(c.n_layer == m.n_layer && c.n_head == m.n_head && c.n_embd == m.n_embd && c.block_size == m.block_size,
              "init_from: the run's shape (", c.n_layer, " layers, ", c.n_head, " heads, ", c.n_embd, " wide, context ",
@@ -342,7 +343,7 @@ TrainResult train_this_rank(TrainConfig c) {
   TrainResult result;
   result.ranks = ranks;
   if (c.resume) {
-    const auto found = list_checkpoints(c.out_dir);
+    const auto found = models::list_checkpoints(c.out_dir);
     load_checkpoint(found.back().second, state);
     result.last_checkpoint = found.back().second;
     std::printf("resumed from %s at step %lld\n", found.back().second.c_str(), static_cast<long long>(state.step));

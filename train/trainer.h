@@ -99,9 +99,6 @@ struct TrainResult {
 // the CPU's SIMT emulator), auto (the GPU if there is one, else the CPU); prints which.
 Device resolve_device(const std::string& name);
 
-// The checkpoints (ckpt-NNNNNNNN.safetensors) in dir as (step, path), oldest first.
-std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& dir);
-
 // Runs the whole loop; throws brrr::Error on bad input, and stops (with a message naming
 // the step and the last good checkpoint) on a NaN or infinite loss. Under mpirun with N ranks
 // (chapter 19) every rank calls it: each draws its share of every batch, the gradients are

@@ -38,7 +38,7 @@ void add_eval_commands(CLI::App& app) {
   eval->add_option("--batch_size", a->batch_size, "Windows a forward pass")->check(CLI::PositiveNumber)->capture_default_str();
   eval->callback([a] {
     if (a->threads > 0) set_num_threads(a->threads);
-    const train::ModelSource source = train::open_model(a->checkpoint, a->tokenizer);
+    const train::ModelSource source = train::open_model_and_tokenizer(a->checkpoint, a->tokenizer);
     const Device device = train::resolve_device(a->device);
     source.model->to(device);
     const std::vector<std::uint32_t> tokens = source.tokenizer->encode(read_file(a->data));

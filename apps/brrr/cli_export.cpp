@@ -31,7 +31,7 @@ void add_export_commands(CLI::App& app) {
     const fs::path out = fs::path(a->out).lexically_normal();
     BRRR_CHECK(!fs::exists(out) || (fs::is_directory(out) && fs::is_empty(out)), "export: '", a->out,
                "' exists and is not an empty folder; brrr export writes a new folder");
-    const train::ModelSource source = train::open_model(a->checkpoint, a->tokenizer);
+    const train::ModelSource source = train::open_model_and_tokenizer(a->checkpoint, a->tokenizer);
     const std::string tokenizer_json = source.tokenizer->to_hf_json();  // before anything is written: it may refuse
     // The folder appears whole or not at all: written beside its place, then renamed there.
     const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");

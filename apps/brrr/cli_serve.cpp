@@ -75,7 +75,7 @@ void add_serve_commands(CLI::App& app) {
     a->options.model_name = basename_of(a->checkpoint);
     const std::string checkpoint = a->checkpoint, tokenizer = a->tokenizer;
     serve::Server server(a->options, [checkpoint, tokenizer] {
-      train::ModelSource source = train::open_model(checkpoint, tokenizer);
+      train::ModelSource source = train::open_model_and_tokenizer(checkpoint, tokenizer);
       source.model->eval();
       return serve::LoadedModel{source.model, std::move(source.tokenizer)};
     });

@@ -162,7 +162,7 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
   sample->add_flag("--stats", s->stats, "Print tokens per second at the end");
   sample->callback([s] {
     // The checkpoint first: a missing or damaged one is the real problem, whatever else is missing.
-    const train::ModelSource source = train::open_model(s->checkpoint, s->tokenizer);
+    const train::ModelSource source = train::open_model_and_tokenizer(s->checkpoint, s->tokenizer);
     auto& model = source.model;
     auto& tokenizer = source.tokenizer;
     s->options.kv_cache = !s->no_cache;

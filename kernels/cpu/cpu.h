@@ -104,7 +104,7 @@ inline double erfc_vec(double x) { return std::erfc(x); }
 // reductions: vectorized, in double, in an order fixed by the compiled code (chains of scalar
 // double adds, one add every 4 cycles, made the training forward 1.7% of a one-thread gpt-12m
 // bf16 step, 0.5% with these, and the Decoder's LayerNorm 3% of GPT-2's 512-token prefill).
-// nn.cpp's layernorm_forward and the Decoder's layer_norm_rows (decode.cpp) both call it, so
+// nn.cpp's layernorm_forward and the Decoder's layer_norm_rows (rows/rows.cpp) both call it, so
 // generation normalizes with the training forward's very numbers.
 template <class T>
 inline void layer_norm_row(T* out, double& mean, double& rstd, const T* row, const T* weight, const T* bias,
@@ -127,7 +127,7 @@ inline void layer_norm_row(T* out, double& mean, double& rstd, const T* row, con
 }
 
 // The exact GELU of one value, 0.5 x erfc(-x / sqrt 2): nn.cpp's gelu_erf_forward and the
-// Decoder's epilogue (decode.cpp) both compute it with this, so their bits agree.
+// Decoder's epilogue (rows/rows.cpp) both compute it with this, so their bits agree.
 template <class T>
 inline T gelu_erf_value(T x) {
   return T(0.5) * x * erfc_vec(static_cast<T>(-0.7071067811865476) * x);

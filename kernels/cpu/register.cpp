@@ -5,7 +5,7 @@
 
 #include "brrr/bfloat16.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/decode.h"
+#include "kernels/cpu/rows/rows.h"
 #include "kernels/registry.h"
 #include "kernels/transpose.h"
 
@@ -133,19 +133,19 @@ void register_cpu_kernels() {
       about("widened to float32 (exact), attention_backward's loops"));
   add(op::cross_entropy_fused_on_bf16, kCpu, "cpu", &cpu::cross_entropy_fused_bf16, 0,
       about("each row widened to float32, the rowwise variant's loss and gradient, the gradient rounded once"));
-  // The Decoder's kernels (chapter 08, kernels/cpu/decode.h), registered for the kernel lab; the
+  // The Decoder's kernels (chapter 08, kernels/cpu/rows/rows.h), registered for the kernel lab; the
   // Decoder calls them directly.
   add(op::linear_rows<float>, kCpu, "tiles", &cpu::linear_rows_op, 0,
       about("a GEMV of 4 weight rows at a time up to 2 rows, 3 x 3 tiles up to 47 (with AVX-512 8 x 4, two "
-            "rows of W per vector, up to 32), then the GEMM's 6 x 16 tile over packed x and W (decode.cpp)"));
+            "rows of W per vector, up to 32), then the GEMM's 6 x 16 tile over packed x and W (rows/rows.cpp, rows/gemm.cpp)"));
   add(op::linear_rows<double>, kCpu, "loop", &cpu::linear_rows_loop, 0, about("the formula, a dot product per output"));
   add(op::linear_rows_on_bf16, kCpu, "tiles", &cpu::linear_rows_bf16_op, 0,
       about("bf16 weights widened in registers (a shift), linear_rows's float32 tiles and numbers"));
   if (cpu::amx_available())
     add(op::linear_rows_on_bf16, kCpu, "amx", &cpu::linear_rows_bf16_amx_op, -1,
-        about("AMX's tile unit, x split into two bf16 (decode_amx.cpp): what BRRR_AMX=1 runs"));
+        about("AMX's tile unit, x split into two bf16 (rows/amx.cpp): what BRRR_AMX=1 runs"));
   add(op::attend_rows<float>, kCpu, "tiles", &cpu::attend_rows_op, 0,
-      about("scores as linear_rows's dot products, the softmax 8 lanes at a time, values 6 rows at a time (decode.cpp)"));
+      about("scores as linear_rows's dot products, the softmax 8 lanes at a time, values 6 rows at a time (rows/rows.cpp)"));
   add(op::attend_rows<double>, kCpu, "loop", &cpu::attend_rows_loop, 0, about("the formula, row by row"));
   register_integer<std::int32_t>();
   register_integer<std::int64_t>();

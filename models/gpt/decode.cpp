@@ -1,5 +1,5 @@
 // models/gpt/decode.cpp: the Decoder, GPT-2's forward pass for generation as loops over
-// preallocated buffers (chapter 08). Read before: brrr/models/decode.h, kernels/cpu/decode.h.
+// preallocated buffers (chapter 08). Read before: brrr/models/decode.h, kernels/cpu/rows/rows.h.
 // Read next: generate.cpp (which drives it).
 //
 // A pass over R rows (the n tokens of one sequence's prefill, or one token of each of R
@@ -16,7 +16,7 @@
 #include <string>
 
 #include "brrr/bfloat16.h"
-#include "kernels/cpu/decode.h"
+#include "kernels/cpu/rows/rows.h"
 
 namespace brrr::models {
 
@@ -67,7 +67,7 @@ Decoder::Decoder(const GPT& model, DType weights) : config_(model.config()), dty
     for (const Tensor* w : matrices) {
       const float* src = w->data_ptr<float>();
       std::uint16_t* dst = bf16_store_.data() + at;
-      kc::decode_parallel(w->numel(), 1 << 16, [&](std::int64_t b, std::int64_t e) {
+      kc::rows_parallel(w->numel(), 1 << 16, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t i = b; i < e; ++i) dst[i] = bf16::round_bits(src[i]);
       });
       stored.push_back(dst);
@@ -126,7 +126,7 @@ void linear(float* y, const float* x, const void* w, DType dtype, const float* b
 // sees the keys its sequence's earlier rows wrote. wanted: the W rows (ascending) whose logits
 // are computed (into logits_, one row of V each).
 const float* Decoder::run(DecodeState* const* states, const std::uint32_t* tokens, const std::int64_t* positions,
-                          std::int64_t R, const std::int64_t* wanted, std::int64_t W) {
+                          std::int64_t R, const std::int64_t* wanted, std::int64_t W, float* attention) {
   const std::int64_t C = config_.n_embd, H = config_.n_head, hs = C / H, V = config_.vocab_size;
   const std::int64_t T = config_.block_size;
   ensure_rows(R);
@@ -172,7 +172,7 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
       // Each (group, head) on its own, claimed one at a time, the late groups first: a
       // prefill's late rows attend over more keys than its early ones (the numbers do not
       // depend on who computes them).
-      kc::decode_parallel(G * H, 1, [&](std::int64_t b, std::int64_t e) {
+      kc::rows_parallel(G * H, 1, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t i = b; i < e; ++i) {
           const std::int64_t g = G - 1 - i / H, h = i % H, r0 = groups_[g], n = groups_[g + 1] - r0;
           kc::attend_rows(attended_.data() + r0 * C + h * hs, C, qkv_.data() + r0 * 3 * C + h * hs, 3 * C,
@@ -181,7 +181,7 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
         }
       });
     } else {
-      kc::decode_parallel(W * H, 1, [&](std::int64_t b, std::int64_t e) {
+      kc::rows_parallel(W * H, 1, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t i = b; i < e; ++i) {
           const std::int64_t w = W - 1 - i / H, h = i % H, r = wanted[w];
           kc::attend_row(attended_.data() + w * C + h * hs, qkv_.data() + r * 3 * C + h * hs,
@@ -192,12 +192,12 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
       for (std::int64_t w = 0; w < W; ++w)
         if (wanted[w] != w) std::memcpy(x_.data() + w * C, x_.data() + wanted[w] * C, C * sizeof(float));
     }
-    if (capture_) {  // the last row's softmax weights: attend_row(s) leave exp(s - max) in its scores
+    if (attention) {  // the last row's softmax weights: attend_row(s) leave exp(s - max) in its scores
       const std::int64_t n = positions[R - 1] + 1;
       for (std::int64_t h = 0; h < H; ++h) {
         const float* sc = scores_.data() + (R - 1) * scores_stride + h * T;
         const float total = kc::softmax_total(sc, n);  // the total attend_row divided by
-        for (std::int64_t t = 0; t < n; ++t) capture_[(static_cast<std::int64_t>(l) * H + h) * n + t] = sc[t] / total;
+        for (std::int64_t t = 0; t < n; ++t) attention[(static_cast<std::int64_t>(l) * H + h) * n + t] = sc[t] / total;
       }
     }
     float* x = x_.data();
@@ -213,7 +213,8 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
 }
 
 const float* Decoder::forward(DecodeState* const* states, const std::int64_t* counts, std::int64_t n,
-                              const std::uint32_t* tokens, const std::int64_t* wanted, std::int64_t W) {
+                              const std::uint32_t* tokens, const std::int64_t* wanted, std::int64_t W,
+                              float* attention) {
   BRRR_CHECK(n >= 1, "Decoder: no sequences");
   // The positions a state holds: none until reserve gives it this model's layers.
   const auto held = [&](const DecodeState& s) {
@@ -236,7 +237,7 @@ const float* Decoder::forward(DecodeState* const* states, const std::int64_t* co
   for (std::int64_t w = 0; w < W; ++w)
     BRRR_CHECK(wanted[w] >= 0 && wanted[w] < R && (w == 0 || wanted[w] > wanted[w - 1]),
                "Decoder: the rows of logits must ascend within 0 .. ", R - 1);
-  BRRR_CHECK(!capture_ || wanted[W - 1] == R - 1, "Decoder: capturing attention needs the last row's logits");
+  BRRR_CHECK(!attention || wanted[W - 1] == R - 1, "Decoder: the attention map needs the last row's logits");
   if (static_cast<std::int64_t>(row_states_.size()) < R) row_states_.resize(R), row_positions_.resize(R);
   for (std::int64_t i = 0, r = 0; i < n; ++i) {
     DecodeState& s = *states[i];
@@ -244,7 +245,7 @@ const float* Decoder::forward(DecodeState* const* states, const std::int64_t* co
     reserve(s, t + counts[i]);
     for (std::int64_t j = 0; j < counts[i]; ++j, ++r) row_states_[r] = &s, row_positions_[r] = t + j;
   }
-  const float* logits = run(row_states_.data(), tokens, row_positions_.data(), R, wanted, W);
+  const float* logits = run(row_states_.data(), tokens, row_positions_.data(), R, wanted, W, attention);
   for (std::int64_t i = 0, r = 0; i < n; r += counts[i], ++i) states[i]->length = row_positions_[r + counts[i] - 1] + 1;
   return logits;
 }

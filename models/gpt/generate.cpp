@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "brrr/autograd.h"
+#include "brrr/eval_mode.h"
 #include "brrr/models/decode.h"
 #include "brrr/ops.h"
 
@@ -130,6 +131,20 @@ class Ranking {
   std::size_t candidates_ = 0;
 };
 
+// The prompt rule both generate()s keep: at least one token, every one in the vocabulary.
+void check_prompt(const std::vector<std::uint32_t>& prompt, const GPTConfig& c) {
+  BRRR_CHECK(!prompt.empty(), "generate: the prompt needs at least one token");
+  for (std::uint32_t t : prompt)
+    BRRR_CHECK(t < c.vocab_size, "generate: prompt token ", t, " is outside the vocabulary (", c.vocab_size, ")");
+}
+
+// The context-window rule both cached paths keep: when the context (len tokens) no longer fits
+// block_size, generation starts again from its last half (positions must stay below
+// block_size). Returns where in the context that restart begins.
+std::int64_t restart_at(std::int64_t len, std::int64_t block_size) {
+  return len - std::max<std::int64_t>(1, block_size / 2);
+}
+
 }  // namespace
 
 std::uint32_t sample_token(const std::vector<float>& logits, const GenerateOptions& o, Generator& gen) {
@@ -170,11 +185,8 @@ std::uint32_t sample_token(const std::vector<float>& logits, const GenerateOptio
 
 std::vector<std::uint32_t> generate(GPT& model, const std::vector<std::uint32_t>& prompt, const GenerateOptions& o,
                                     const std::function<void(std::uint32_t)>& on_token) {
-  BRRR_CHECK(!prompt.empty(), "generate: the prompt needs at least one token");
+  check_prompt(prompt, model.config());
   const std::int64_t block = model.config().block_size;
-  for (std::uint32_t t : prompt)
-    BRRR_CHECK(t < model.config().vocab_size, "generate: prompt token ", t, " is outside the vocabulary (",
-               model.config().vocab_size, ")");
   NoGradGuard no_grad;
   const bool on_cpu = model.wte->weight.device().is_cpu() && model.wte->weight.dtype() == kFloat32;
   BRRR_CHECK(o.weights == kFloat32 || (o.kv_cache && !o.kv_cache_int8 && on_cpu),
@@ -183,8 +195,7 @@ std::vector<std::uint32_t> generate(GPT& model, const std::vector<std::uint32_t>
     Decoder decoder(model, o.weights);
     return generate(decoder, prompt, o, on_token);
   }
-  const bool was_training = model.is_training();
-  model.eval();
+  const nn::EvalModeGuard eval_mode(model);
   Generator gen(o.seed);
   std::vector<std::uint32_t> context = prompt, produced;
   KVCache cache;
@@ -198,10 +209,12 @@ std::vector<std::uint32_t> generate(GPT& model, const std::vector<std::uint32_t>
     const std::int64_t len = static_cast<std::int64_t>(context.size());
     if (o.kv_cache) {
       if (len > block || cache.length() >= block) {
-        // The cache is full: start again from the last half of the context (positions must stay
-        // below block_size), then continue one token at a time.
+        // The cache is full: start again from the last half of the context (restart_at). Note
+        // that once the context is longer than block_size (len > block) this restarts at every
+        // step, where the Decoder below continues one token at a time until its cache is full:
+        // the two paths agree within block_size, not past it (issue 56, item 0.7).
         cache.clear();
-        fed = len - std::max<std::int64_t>(1, block / 2);
+        fed = restart_at(len, block);
       }
       logits = model.forward_cached(as_tensor(context.data() + fed, len - fed), cache);
       fed = len;
@@ -215,16 +228,13 @@ std::vector<std::uint32_t> generate(GPT& model, const std::vector<std::uint32_t>
     produced.push_back(token);
     if (on_token) on_token(token);
   }
-  model.train(was_training);
   return produced;
 }
 
 std::vector<std::uint32_t> generate(Decoder& decoder, const std::vector<std::uint32_t>& prompt, const GenerateOptions& o,
                                     const std::function<void(std::uint32_t)>& on_token) {
-  BRRR_CHECK(!prompt.empty(), "generate: the prompt needs at least one token");
   const GPTConfig& c = decoder.config();
-  for (std::uint32_t t : prompt)
-    BRRR_CHECK(t < c.vocab_size, "generate: prompt token ", t, " is outside the vocabulary (", c.vocab_size, ")");
+  check_prompt(prompt, c);
   Generator gen(o.seed);
   DecodeState state;
   std::vector<std::uint32_t> context = prompt, produced;
@@ -233,7 +243,7 @@ std::vector<std::uint32_t> generate(Decoder& decoder, const std::vector<std::uin
   // full, start again from the last half of the context, as the cached path above does.
   const std::int64_t len = static_cast<std::int64_t>(context.size());
   std::int64_t fed = std::max<std::int64_t>(0, len - c.block_size);
-  if (len > c.block_size) fed = len - std::max<std::int64_t>(1, c.block_size / 2);
+  if (len > c.block_size) fed = restart_at(len, c.block_size);
   const float* out = decoder.prefill(state, context.data() + fed, len - fed);
   for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
     std::copy(out, out + c.vocab_size, logits.begin());
@@ -244,8 +254,8 @@ std::vector<std::uint32_t> generate(Decoder& decoder, const std::vector<std::uin
     if (step + 1 == o.max_new_tokens) break;
     if (state.length >= c.block_size) {
       state.clear();
-      const std::int64_t n = std::max<std::int64_t>(1, c.block_size / 2);
-      out = decoder.prefill(state, context.data() + context.size() - n, n);
+      const std::int64_t at = restart_at(static_cast<std::int64_t>(context.size()), c.block_size);
+      out = decoder.prefill(state, context.data() + at, static_cast<std::int64_t>(context.size()) - at);
     } else {
       out = decoder.step(state, token);
     }

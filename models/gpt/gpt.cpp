@@ -11,6 +11,7 @@
 
 #include "attend.h"
 #include "brrr/autograd.h"
+#include "brrr/eval_mode.h"
 #include "brrr/ops.h"
 
 namespace brrr::models {
@@ -238,15 +239,13 @@ Tensor GPT::attention_weights(const Tensor& input, std::int64_t layer, std::int6
   BRRR_CHECK(layer >= 0 && layer < config_.n_layer && head >= 0 && head < config_.n_head, "attention_weights: layer ",
              layer, " head ", head, " out of range (", config_.n_layer, " layers, ", config_.n_head, " heads)");
   const std::int64_t T = idx.size(1);
-  const bool was_training = is_training();
-  eval();
+  const nn::EvalModeGuard eval_mode(*this);
   const Tensor pos = positions(T, idx.device());
   Tensor x = wte->forward(idx) + wpe->forward(pos);
   Tensor weights;
   for (std::int64_t l = 0; l < layer; ++l) x = h->at<Block>(static_cast<std::size_t>(l))->forward(x);
   const AttentionExtras extras{[&](const Tensor& q, const Tensor& k, const Tensor& v) { return attend(q, k, v, 0, &weights); }};
   h->at<Block>(static_cast<std::size_t>(layer))->forward(x, &extras);
-  train(was_training);
   return weights.select(0, 0).select(0, head);  // (T, T)
 }
 

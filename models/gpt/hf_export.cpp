@@ -37,12 +37,11 @@ void save_hf_model(const std::string& dir, const GPT& model) {
       {"tie_word_embeddings", c.tie_head}
   };
   BRRR_CHECK(c.bias, "save_hf_model: GPT-2 has biases; this model was built with bias = false");
-  // GPT2LMHeadModel's names: brrr's, with the four Conv1D weights a layer transposed to (in, out).
+  // GPT2LMHeadModel's names: brrr's, with the four Conv1D weights a layer transposed to (in, out)
+  // (hf_transposed, the rule the import reads them back by).
   safetensors::NamedTensors tensors;
-  for (const auto& [name, p] : model.named_parameters()) {
-    const bool conv1d = p.dim() == 2 && name.find(".h.") != std::string::npos;
-    tensors.emplace_back(name, conv1d ? p.detach().transpose(0, 1).contiguous() : p.detach());
-  }
+  for (const auto& [name, p] : model.named_parameters())
+    tensors.emplace_back(name, hf_transposed(name) ? p.detach().transpose(0, 1).contiguous() : p.detach());
   safetensors::save((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
   write_file_atomic((fs::path(dir) / "config.json").string(), j.dump(2) + "\n");
 }

@@ -17,16 +17,16 @@ namespace fs = std::filesystem;
 
 bool is_hf_folder(const std::string& dir) { return fs::is_directory(dir) && fs::exists(fs::path(dir) / "config.json"); }
 
-namespace {
-
 // GPT-2's Conv1D layers store (in, out): brrr's Linear weight is the transpose.
-bool is_conv1d_weight(const std::string& name) {
+bool hf_transposed(const std::string& name) {
   for (const char* layer : {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"}) {
     const std::string suffix = layer;
     if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) return true;
   }
   return false;
 }
+
+namespace {
 
 // brrr's name ("transformer.h.0.ln_1.weight", "lm_head.weight") as Hugging Face's file may
 // spell it: GPT2LMHeadModel keeps "transformer.", GPT2Model (the original upload) has none.
@@ -174,8 +174,8 @@ std::shared_ptr<GPT> load_hf_model(const std::string& dir) {
     if (hf.empty())
       detail::fail(w.files.size() == 1 ? w.files[0]->path() : dir, ": no tensor '", without_transformer(name),
                    "' (config.json describes a model that has one, of shape ",
-                   shape_str(is_conv1d_weight(name) ? Shape{p.size(1), p.size(0)} : p.shape()), ")");
-    w.by_tensor.at(hf)->copy_into(hf, p, is_conv1d_weight(name));
+                   shape_str(hf_transposed(name) ? Shape{p.size(1), p.size(0)} : p.shape()), ")");
+    w.by_tensor.at(hf)->copy_into(hf, p, hf_transposed(name));
     used.insert(hf);
   }
   for (const auto& [name, file] : w.by_tensor) {

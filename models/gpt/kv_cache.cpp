@@ -8,6 +8,7 @@
 
 #include "attend.h"
 #include "brrr/autograd.h"
+#include "brrr/eval_mode.h"
 #include "brrr/models/gpt.h"
 #include "brrr/ops.h"
 
@@ -89,8 +90,7 @@ Tensor GPT::forward_cached(const Tensor& input, KVCache& cache) {
              config_.block_size);
   if (cache.keys.empty()) cache.keys.resize(config_.n_layer), cache.values.resize(config_.n_layer);
   if (cache.qkeys.empty()) cache.qkeys.resize(config_.n_layer), cache.qvalues.resize(config_.n_layer);
-  const bool was_training = is_training();
-  eval();  // inference: no dropout
+  const nn::EvalModeGuard eval_mode(*this);  // inference: no dropout
   const Tensor pos = arange(static_cast<double>(t0), static_cast<double>(t0 + n), 1.0,
                             TensorOptions().dtype(kInt64).device(idx.device()));
   Tensor x = wte->forward(idx) + wpe->forward(pos);
@@ -101,7 +101,6 @@ Tensor GPT::forward_cached(const Tensor& input, KVCache& cache) {
     }};
     x = h->at<Block>(static_cast<std::size_t>(l))->forward(x, &extras);
   }
-  train(was_training);
   return ops::linear(ln_f->forward(x), head_weight());
 }
 

@@ -1,7 +1,7 @@
-// tests/core/test_decode_kernels.cpp: the Decoder's kernels (kernels/cpu/decode.h) on their own
+// tests/core/test_decode_kernels.cpp: the Decoder's kernels (kernels/cpu/rows/rows.h) on their own
 // (chapter 08): linear_rows and attend_rows against float64 references on fresh random inputs at
 // ragged shapes, and their batch invariance. Each has two ways to sum, dot-product tiles for a
-// few rows and GEMM tiles for many (kernels/cpu/decode_gemm.cpp: linear_rows from kGemmThreshold rows
+// few rows and GEMM tiles for many (kernels/cpu/rows/gemm.cpp: linear_rows from kGemmThreshold rows
 // of x, attend_rows from kGemmRows rows); the shapes here run both, and every row must be the
 // same bits whichever ran it.
 #include <doctest/doctest.h>
@@ -15,7 +15,7 @@
 #include "brrr/aligned_vector.h"
 #include "brrr/bfloat16.h"
 #include "brrr/parallel.h"
-#include "kernels/cpu/decode.h"
+#include "kernels/cpu/rows/rows.h"
 #include "tests/bf16_paths.h"
 
 using brrr::kernels::cpu::Epilogue;

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "brrr/brrr.h"
+#include "brrr/eval_mode.h"
 #include "brrr/models/mlp.h"
 
 using namespace brrr;
@@ -34,6 +35,25 @@ TEST_CASE("named_parameters uses dotted names in registration order") {
   CHECK_FALSE(seq[0]->is_training());
   seq.train();
   CHECK(seq[0]->is_training());
+}
+
+TEST_CASE("EvalModeGuard gives a module back its mode, an exception included") {
+  nn::Dropout drop(0.5, 3);
+  {
+    const nn::EvalModeGuard eval_mode(drop);
+    CHECK_FALSE(drop.is_training());
+  }
+  CHECK(drop.is_training());
+  CHECK_THROWS_AS([&] {
+    const nn::EvalModeGuard eval_mode(drop);
+    throw Error("inside the scope");
+  }(), Error);
+  CHECK(drop.is_training());
+  drop.eval();
+  {
+    const nn::EvalModeGuard eval_mode(drop);  // already in eval mode: stays there
+  }
+  CHECK_FALSE(drop.is_training());
 }
 
 TEST_CASE("Linear initialises like PyTorch and checks its input") {

@@ -14,7 +14,7 @@
 #include "brrr/brrr.h"
 #include "brrr/models/decode.h"
 #include "brrr/models/generate.h"
-#include "kernels/cpu/decode.h"
+#include "kernels/cpu/rows/rows.h"
 #include "tests/bf16_paths.h"
 
 using namespace brrr;

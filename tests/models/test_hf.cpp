@@ -92,6 +92,24 @@ std::string cli(const std::string& args, int* rc) {
 
 }  // namespace
 
+TEST_CASE("hf: one rule says which weights are Conv1D's (in, out), for import and export") {
+  models::GPTConfig c;
+  c.vocab_size = 11, c.block_size = 8, c.n_layer = 2, c.n_head = 2, c.n_embd = 8;
+  Generator gen(1);
+  const models::GPT model(c, gen);
+  std::vector<std::string> transposed;
+  for (const auto& [name, p] : model.named_parameters())
+    if (models::hf_transposed(name)) transposed.push_back(name);
+  const std::vector<std::string> expected = {
+      "transformer.h.0.attn.c_attn.weight", "transformer.h.0.attn.c_proj.weight", "transformer.h.0.mlp.c_fc.weight",
+      "transformer.h.0.mlp.c_proj.weight",  "transformer.h.1.attn.c_attn.weight", "transformer.h.1.attn.c_proj.weight",
+      "transformer.h.1.mlp.c_fc.weight",    "transformer.h.1.mlp.c_proj.weight"};
+  CHECK(transposed == expected);
+  CHECK_FALSE(models::hf_transposed("lm_head.weight"));
+  CHECK_FALSE(models::hf_transposed("transformer.h.0.ln_1.weight"));
+  CHECK(models::hf_transposed("h.3.attn.c_attn.weight"));  // the original upload's spelling
+}
+
 TEST_CASE("hf: logits, loss and greedy tokens equal transformers' on folders of several shapes") {
   if (fixtures().empty()) return test::skip(std::string(BRRR_PYTHON) + " cannot import transformers (run scripts/setup.sh)");
   for (const char* name : kShapes) {
@@ -286,7 +304,7 @@ TEST_CASE("hf: brrr export --format hf writes a folder transformers loads, with 
                           c.text + " " + json_path,
                       &out) == 0);
     const nlohmann::json theirs = nlohmann::json::parse(read_file(json_path));
-    const train::ModelSource source = train::open_model(c.checkpoint);
+    const train::ModelSource source = train::open_model_and_tokenizer(c.checkpoint);
     CHECK(theirs["ids"].get<std::vector<std::uint32_t>>() == source.tokenizer->encode(read_file(c.text)));
     out = cli("eval --checkpoint " + c.checkpoint + " --data " + c.text, &rc);
     REQUIRE(rc == 0);

@@ -23,7 +23,7 @@
 #include "brrr/parallel.h"
 #include "brrr/tensor.h"
 #include "doctest/doctest.h"
-#include "kernels/cpu/decode.h"
+#include "kernels/cpu/rows/rows.h"
 #include "tests/bf16_paths.h"
 #include "serve/model_runner.h"
 #include "serve/server.h"

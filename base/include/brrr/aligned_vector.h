@@ -1,5 +1,5 @@
 // brrr/aligned_vector.h: a std::vector whose data starts on a cache line (chapter 08, "Why
-// decoding is memory-bound"). Read next: kernels/cpu/decode.h, whose kernels are given these.
+// decoding is memory-bound"). Read next: kernels/cpu/rows/rows.h, whose kernels are given these.
 #pragma once
 #include <cstddef>
 #include <new>
@@ -10,7 +10,7 @@ namespace brrr {
 // A std::vector whose data starts on a 64-byte boundary (a cache line), as a Tensor's CPU
 // storage does (framework/src/storage.cpp). The Decoder's and the server's buffers are these,
 // so that in a row whose size is a multiple of 32 bytes no vector load straddles two cache
-// lines (kernels/cpu/decode.cpp measures what that costs).
+// lines (kernels/cpu/rows/rows.cpp measures what that costs).
 template <class T>
 struct CacheLineAllocator {
   using value_type = T;

@@ -1,12 +1,12 @@
 // brrr/models/decode.h: fast inference on the CPU, a GPT's forward pass for generation written
 // as plain loops over preallocated buffers (chapter 08, "Why decoding is memory-bound").
 // Read before: brrr/models/gpt.h (GPT, KVCache), generate.h. Read next: models/gpt/decode.cpp,
-// kernels/cpu/decode.h (the matrix-vector kernels).
+// kernels/cpu/rows/rows.h (the matrix-vector kernels).
 //
 // Generating one token at batch 1 multiplies one vector by every weight matrix: each weight is
 // read once and used for one multiply-add, so the time is the weights' bytes over the memory
 // bandwidth, not the arithmetic. The Decoder therefore
-//   - streams each weight matrix once per step (a GEMV, kernels/cpu/decode.h), as float32 or as
+//   - streams each weight matrix once per step (a GEMV, kernels/cpu/rows/rows.h), as float32 or as
 //     bfloat16 (half the bytes; every product and sum still in float32),
 //   - appends each new key and value in place to the sequence's cache (no concatenation),
 //   - allocates nothing and works out no shapes per token: its activations and logits are
@@ -76,23 +76,23 @@ class Decoder {
   // counts[i] tokens, consecutive in `tokens` (R in all), at positions states[i]->length on.
   // Returns the logits of the W rows `wanted` (indexes into `tokens`, ascending), W rows of V
   // in that order. Every row's numbers are those it gets from prefill or step alone.
+  // attention, when not nullptr, receives the softmax weights of the pass's last row, every
+  // layer and head: (n_layer, n_head, that row's position + 1), for brrr serve's attention map;
+  // the last row's logits must then be wanted. The numbers of the pass do not change.
   const float* forward(DecodeState* const* states, const std::int64_t* counts, std::int64_t n,
-                       const std::uint32_t* tokens, const std::int64_t* wanted, std::int64_t W);
+                       const std::uint32_t* tokens, const std::int64_t* wanted, std::int64_t W,
+                       float* attention = nullptr);
 
   // Makes room in `state` for `positions` positions (up to block_size), so that no step
   // reallocates it: a server reserves each slot's state whole when the slot is made.
   void reserve(DecodeState& state, std::int64_t positions) const;
 
-  // While set (not nullptr), each pass writes the softmax weights of its last row, every layer
-  // and head, to `weights`: (n_layer, n_head, that row's position + 1). For brrr serve's
-  // attention map; the numbers of the pass do not change.
-  void capture_attention(float* weights) { capture_ = weights; }
-
  private:
   void ensure_rows(std::int64_t rows);
-  // The pass over R rows (decode.cpp): row r is tokens[r] of *states[r] at positions[r].
+  // The pass over R rows (decode.cpp): row r is tokens[r] of *states[r] at positions[r];
+  // attention as forward's.
   const float* run(DecodeState* const* states, const std::uint32_t* tokens, const std::int64_t* positions,
-                   std::int64_t R, const std::int64_t* wanted, std::int64_t W);
+                   std::int64_t R, const std::int64_t* wanted, std::int64_t W, float* attention);
 
   GPTConfig config_;
   DType dtype_;
@@ -109,7 +109,6 @@ class Decoder {
   std::vector<std::int64_t> row_positions_;
   std::vector<std::int64_t> groups_;  // run's attention groups: the first row of each, then R
   std::vector<std::int64_t> ones_, every_;  // step's counts (all 1) and rows wanted (0, 1, ...), grown as n grows
-  float* capture_ = nullptr;
 };
 
 }  // namespace brrr::models

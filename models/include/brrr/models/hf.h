@@ -25,9 +25,16 @@ namespace brrr::models {
 // Whether dir looks like a Hugging Face model folder (it has a config.json).
 bool is_hf_folder(const std::string& dir);
 
+// Whether the parameter `name` (brrr's: "transformer.h.0.attn.c_attn.weight") is one of GPT-2's
+// Conv1D weights, stored (in, out) in a Hugging Face file: the one rule import and export share
+// for which weights are transposed (c_attn, attn.c_proj, c_fc, mlp.c_proj in every block).
+bool hf_transposed(const std::string& name);
+
 // The GPTConfig of dir/config.json. Settings brrr does not implement (another model_type,
 // scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn, add_cross_attention, an
-// activation other than GELU's tanh form, ...) are errors naming the file and the key.
+// activation other than GELU's two forms (gelu_new and gelu_pytorch_tanh, the tanh form; gelu,
+// the exact x Phi(x), read as GPTConfig::activation "gelu_erf"), ...) are errors naming the
+// file and the key.
 GPTConfig read_hf_config(const std::string& dir);
 
 // The model in dir: config.json, then model.safetensors or its sharded index. A missing,

@@ -1,14 +1,14 @@
-// kernels/cpu/decode_gemm.cpp: the Decoder's kernels for many rows (chapter 08): linear_rows
+// kernels/cpu/rows/gemm.cpp: the Decoder's kernels for many rows (chapter 08): linear_rows
 // from kGemmThreshold rows of x (a prefill, a step of many sequences) and a prefill's attention
-// scores, as GEMM tiles that compute the dot products' very numbers. Read before: decode.cpp
-// (the dot products, whose order these tiles keep). Read next: decode_amx.cpp (bf16 weights on
+// scores, as GEMM tiles that compute the dot products' very numbers. Read before: rows.cpp
+// (the dot products, whose order these tiles keep). Read next: amx.cpp (bf16 weights on
 // AMX's tile unit), then models/gpt/decode.cpp (the Decoder that calls them).
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/decode_internal.h"
+#include "kernels/cpu/rows/internal.h"
 
-namespace brrr::kernels::cpu::decode_detail {
+namespace brrr::kernels::cpu::rows_detail {
 
 namespace {
 
@@ -45,7 +45,7 @@ constexpr i64 kPanel = 16;     // outputs per panel: two vectors
 // prefill's FLOPs at half the speed of the rest, measured in docs/measurements.md).
 constexpr i64 kPanelsPerBlock = 4, kBlockBytes = 192 * 1024;
 
-// One lane class of the tile, in L's vectors (decode_internal.h): R (<= 6) rows of x (a: the lane
+// One lane class of the tile, in L's vectors (internal.h): R (<= 6) rows of x (a: the lane
 // class of a packed tile) against two vectors of outputs per step (b0 and b1, each a panel's
 // lane class or one half of it), 12 chains of FMAs from zero; row r's sums go to d0 + r * kPanel
 // and d1 + r * kPanel. Named accumulators: GCC 12 kept an array of 12 vectors on the stack.
@@ -97,7 +97,7 @@ inline void gemm_sums(float (&sum)[R][kPanel], const float* xp, const float* wp,
 // numbers are gemm_sums' to the bit. Without AVX-512 it is gemm_sums twice.
 template <int R>
 inline void gemm_sums_pair(float (&sum)[2][R][kPanel], const float* xp, const float* wp0, const float* wp1, i64 T) {
-#if BRRR_DECODE_AVX512
+#if BRRR_ROWS_AVX512
   alignas(64) float part[8][2][R][kPanel];
   for (int l = 0; l < 8; ++l)
     lane_class_sums<R, Lanes16>(part[l][0][0], part[l][1][0], xp + l * T * kGemmRows, wp0 + l * T * kPanel,
@@ -110,7 +110,7 @@ inline void gemm_sums_pair(float (&sum)[2][R][kPanel], const float* xp, const fl
 #endif
 }
 
-#if BRRR_DECODE_AVX512
+#if BRRR_ROWS_AVX512
 // Two full tiles of x (12 rows) against two panels (32 outputs): 24 vectors of sums, 24 FMAs
 // from 2 loads of W and 12 broadcasts of x, so each load of W serves 12 rows where
 // gemm_sums_pair's serves 6: half the reads of W from L2. Same chains, same order, same bits.
@@ -267,7 +267,7 @@ void gemm_impl(float* y, const float* x, const W* w, const float* bias, i64 M, i
     }
     for (i64 i = 0; i < tiles; ++i) {
       const i64 m = i * kGemmRows;
-#if BRRR_DECODE_AVX512
+#if BRRR_ROWS_AVX512
       if (M - m >= 2 * kGemmRows) {  // two full tiles at a time
         for (i64 p = p0; p < p1; p += 2) {
           const i64 n = p * kPanel;
@@ -367,4 +367,4 @@ void gemm_scores(float* scores, i64 lds, const float* q, i64 ldq, const float* k
   }
 }
 
-}  // namespace brrr::kernels::cpu::decode_detail
+}  // namespace brrr::kernels::cpu::rows_detail

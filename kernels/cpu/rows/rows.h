@@ -1,9 +1,13 @@
-// kernels/cpu/decode.h: the CPU kernels of fast generation (chapter 08, "Why decoding is
-// memory-bound"): a linear layer over a few rows that reads each weight once, in float32 or
-// bfloat16, and the LayerNorm, GELU and attention of one row. Called directly by
-// models/gpt/decode.cpp (the Decoder), not through the registry: they work on raw buffers that
-// the Decoder owns, with no Tensor or shape work per token. Read before: cpu.h. Read next:
-// decode.cpp.
+// kernels/cpu/rows/rows.h: the row kernels, the CPU kernels of fast generation and serving
+// (chapter 08, "Why decoding is memory-bound"; chapter 20): a linear layer over a few rows that
+// reads each weight once, in float32 or bfloat16, and the LayerNorm, GELU and attention of a
+// few rows, shared over one thread team. Named for what they work on (rows), not for their
+// first user: the Decoder (models/gpt/decode.cpp) calls them for brrr sample and for brrr serve's
+// batched steps, directly, not through the registry: they work on raw buffers that the Decoder
+// owns, with no Tensor or shape work per token. The family: team.cpp (the threads), rows.cpp
+// (the dot-product tiles of a few rows, LayerNorm, attention), gemm.cpp (the GEMM tiles of many
+// rows), amx.cpp (bf16 weights on AMX's tile unit), internal.h (what they share).
+// Read before: cpu.h. Read next: team.cpp, rows.cpp.
 //
 // The order of additions: every output of linear_rows is one dot product over k computed the
 // same way whatever M, the thread count or the CPU's vector width: eight partial sums, lane l
@@ -13,7 +17,7 @@
 // not depend on which other rows ran beside it (batch invariance). Two kernels compute them:
 // tiles of dot products for a few rows (decoding, a step of a few sequences), and from 48 rows
 // (33 with AVX-512; a prefill) a GEMM's tile that runs the 8 lanes' chains one after another and adds them in
-// the same order, so a row's bits never depend on which kernel ran it (decode.cpp, decode_gemm.cpp).
+// the same order, so a row's bits never depend on which kernel ran it (rows.cpp, gemm.cpp).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -38,12 +42,12 @@ void linear_rows(float* y, const float* x, const float* w, const float* bias, st
 void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* bias, std::int64_t M, std::int64_t N,
                  std::int64_t K, Epilogue epilogue);
 
-// bfloat16 weights on Intel's AMX tile unit (decode_amx.cpp): x split into two bf16 (hi + lo)
+// bfloat16 weights on Intel's AMX tile unit (amx.cpp): x split into two bf16 (hi + lo)
 // whose products the unit sums; not the FMA sums' bits above, but the same bits for a row
 // whatever M and the thread count. amx_available: this CPU has the unit and the OS lets brrr use
 // it. linear_rows with bfloat16 weights takes it while amx_enabled(): where available and the
 // environment sets BRRR_AMX=1 (it pays for batches of rows, not for decoding's one: see
-// decode_amx.cpp); set_amx_enabled switches it for the whole process (tests and benchmarks
+// amx.cpp); set_amx_enabled switches it for the whole process (tests and benchmarks
 // compare the two paths). linear_rows_amx is that path alone (an error where the unit is not
 // available).
 bool amx_available();
@@ -58,9 +62,9 @@ void layer_norm_rows(float* y, const float* x, const float* w, const float* b, s
                      float eps);
 
 // body(begin, end) for consecutive blocks of `grain` indices of [0, n), shared among the
-// threads the way the kernels here share theirs (decode.cpp, "The team"): the calling thread
+// threads the way the kernels here share theirs (team.cpp, "The team"): the calling thread
 // never waits for a thread that has not started a block.
-void decode_parallel(std::int64_t n, std::int64_t grain, const std::function<void(std::int64_t, std::int64_t)>& body);
+void rows_parallel(std::int64_t n, std::int64_t grain, const std::function<void(std::int64_t, std::int64_t)>& body);
 
 // The largest of v[0 .. n) (-inf when n is 0). Max is exact, so 8 lanes at a time give what a
 // loop in order gives (NaNs aside).
@@ -78,7 +82,7 @@ void attend_row(float* out, const float* q, const float* keys, const float* valu
 
 // The rows of one sequence that attend_rows takes at a time, in the Decoder and in the
 // registry's attend_rows: a prefill's (group, head) pairs are the threads' units of work. Each
-// group packs its keys into panels once (decode_gemm.cpp's gemm_scores), so the fewer groups, the
+// group packs its keys into panels once (gemm.cpp's gemm_scores), so the fewer groups, the
 // less packing: at 16 rows the packing was 40% of gemm_scores in GPT-2's 512-token prefill (perf,
 // docs/measurements.md), at 64 a quarter of that, with still 96 units of work at 512 rows.
 constexpr std::int64_t kAttendGroup = 64;

@@ -1,6 +1,6 @@
-// kernels/cpu/decode_amx.cpp: linear_rows with bfloat16 weights on the tile unit of Intel's
+// kernels/cpu/rows/amx.cpp: linear_rows with bfloat16 weights on the tile unit of Intel's
 // Advanced Matrix Extensions (AMX), on the CPUs that have one (chapter 08, "bf16 on the tile
-// unit"). Read before: decode_gemm.cpp (the same product on FMAs). Read next:
+// unit"). Read before: gemm.cpp (the same product on FMAs). Read next:
 // models/gpt/decode.cpp (the Decoder, whose --dtype bf16 calls it through linear_rows).
 //
 // An AVX-512 core makes 32 float multiply-adds per cycle with its two FMA units. AMX's
@@ -17,12 +17,14 @@
 // so a batch of rows is where the unit wins (measured: the linear layers 2.6 to 4.4 times the FMA
 // tiles' speed at 8 to 64 rows, 2.7 times at 512) and one row is where it loses (decoding a
 // single sequence: 0.5 to 0.95 times, each KiB of W two tile instructions for one useful column
-// of sixteen). brrr generates one sequence at a time, so the unit is off unless BRRR_AMX=1 asks
-// for it (decode.h's amx_enabled).
+// of sixteen). brrr sample decodes one sequence, where the unit loses; brrr serve batches its
+// running sequences into one step, where it can win, but its sums are not the FMA tiles' (below),
+// so a run's bits would depend on the CPU it lands on: the unit is off unless BRRR_AMX=1 asks for
+// it (rows.h's amx_enabled).
 //
 // The numbers: the tile unit sums the 32 products of a step its own way (not as a chain of
 // float32 FMAs: on the Xeon of docs/measurements.md it matched neither a chain in order nor one
-// rounding of the exact sum), so these outputs are not decode.h's FMA sums. Against float64 they
+// rounding of the exact sum), so these outputs are not rows.h's FMA sums. Against float64 they
 // are within about 1e-5 of each output, where the FMA tiles are within about 1e-6 (the kernel
 // lab's linear_rows/bf16 at its ragged shapes): most of it is the bits of x the split drops
 // (tests/core/test_decode_kernels.cpp holds both to the same float64 bound). Each output is the tile sums of its steps of 32 k in
@@ -46,7 +48,7 @@
 #include <cstring>
 
 #include "brrr/error.h"
-#include "kernels/cpu/decode_internal.h"
+#include "kernels/cpu/rows/internal.h"
 
 // AMX is x86-64's: elsewhere (arm64) the file is the four functions at its end, saying there is
 // no tile unit, and the FMA path runs.
@@ -66,7 +68,7 @@
 
 namespace brrr::kernels::cpu {
 
-using namespace decode_detail;
+using namespace rows_detail;
 
 namespace {
 

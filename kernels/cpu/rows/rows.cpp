@@ -1,6 +1,7 @@
-// kernels/cpu/decode.cpp: the kernels of fast generation, declared in decode.h (chapter 08).
-// Read before: decode.h, decode_internal.h, cpu.h. Read next: decode_gemm.cpp (the tiles of many
-// rows), then models/gpt/decode.cpp (the Decoder that calls them).
+// kernels/cpu/rows/rows.cpp: the row kernels' dot-product tiles of a few rows (linear_rows below
+// kGemmThreshold rows), LayerNorm and attention, declared in rows.h (chapter 08). Read before:
+// rows.h, internal.h, team.cpp (the threads they share), cpu.h. Read next: gemm.cpp (the tiles
+// of many rows), then models/gpt/decode.cpp (the Decoder that calls them).
 //
 // linear_rows is a matrix-vector product (a GEMV) when M = 1, generation's case: each row of
 // W is read once, multiplied with x and summed, so the time is W's bytes over the memory
@@ -10,7 +11,7 @@
 // vector accumulators, 6 loads per 9 FMAs as written; GCC 12 folds each load of W into the
 // FMAs that use it, so the compiled loop makes 12; with AVX-512, 8 x 4 tiles, two rows of W to a
 // vector, up to 32 rows). From 48 rows (33 with AVX-512; a prefill) a GEMM's tile
-// takes over that computes the very same sums (decode_gemm.cpp, "Many rows"). A 4 x 3
+// takes over that computes the very same sums (gemm.cpp, "Many rows"). A 4 x 3
 // tile (12 sums) compiled to 15 or 16 loads per 12 FMAs: measured at 512 x 1536 x 384 on one
 // thread, in a throwaway copy of these loops (docs/measurements.md), 3 x 3 ran 1.5-1.9x the
 // 4 x 3's GFLOP/s. When decoding, each tile
@@ -19,10 +20,10 @@
 // two cache lines costs two, and with 16-byte aligned rows that was every other load (the same
 // copy: 28-33 GFLOP/s against 47-60 with aligned rows).
 // The vectors (8 floats with AVX2, or plain arrays of 8 with the same numbers) and what this file
-// shares with decode_gemm.cpp are in decode_internal.h. With AVX-512 the weighted sums of values
-// (and decode_gemm.cpp's tiles) take 16 floats per vector: their vectors hold different outputs,
+// shares with gemm.cpp are in internal.h. With AVX-512 the weighted sums of values
+// (and gemm.cpp's tiles) take 16 floats per vector: their vectors hold different outputs,
 // never pieces of one sum, so the bits stay the same.
-#include "kernels/cpu/decode.h"
+#include "kernels/cpu/rows/rows.h"
 
 #include <algorithm>
 #include <atomic>
@@ -36,7 +37,7 @@
 #include "brrr/aligned_vector.h"
 #include "brrr/error.h"
 #include "kernels/cpu/cpu.h"
-#include "kernels/cpu/decode_internal.h"
+#include "kernels/cpu/rows/internal.h"
 
 // GCC 12 warns inside its own AVX-512 intrinsics where they are inlined here (dots_in_pairs): a
 // false positive, GCC bug 105593 (as gemm_blocked.cpp says).
@@ -46,121 +47,7 @@
 
 namespace brrr::kernels::cpu {
 
-using namespace decode_detail;
-
-namespace {
-
-// ---------------------------------------------------------------------------------------------
-// The team: how the kernels below share work among threads
-//
-// A step runs some thirty small kernels of a few hundred microseconds each. OpenMP's parallel
-// for ends each with a barrier that waits for every thread of the team, so when the machine
-// has more runnable threads than cores (other programs, a build), a thread the OS has not yet
-// scheduled holds up the whole step: measured here with 2 threads beside a busy build, 2
-// threads decoded 3x slower than 1. The team instead lets the calling thread and its helpers
-// claim blocks one at a time from a counter; the caller works through the blocks itself and
-// then waits only for blocks a helper has claimed, never for a helper to wake up. Which thread
-// runs a block never changes its numbers (each output is one block's work).
-class Team {
- public:
-  static Team& get() {
-    static Team team;
-    return team;
-  }
-  ~Team() { resize(0); }
-
-  void run(i64 blocks, void (*fn)(void*, i64), void* ctx) {
-    // One job at a time: a second thread calling in meanwhile (two Decoders on two threads)
-    // runs its blocks alone, as does a call from inside a block.
-    std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
-    const int threads = std::max(1, omp_get_max_threads());
-    if (busy.owns_lock() && static_cast<int>(helpers_.size()) != threads - 1) resize(threads - 1);
-    if (blocks <= 1 || helpers_.empty() || !busy.owns_lock() || omp_in_parallel()) {
-      for (i64 b = 0; b < blocks; ++b) fn(ctx, b);
-      return;
-    }
-    fn_.store(fn, std::memory_order_relaxed), ctx_.store(ctx, std::memory_order_relaxed);
-    total_.store(blocks, std::memory_order_relaxed), done_.store(0, std::memory_order_relaxed);
-    const std::uint64_t generation = ++generation_;
-    word_.store(generation << 32, std::memory_order_release);
-    if (sleepers_.load(std::memory_order_acquire) > 0) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      cv_.notify_all();
-    }
-    work(generation);
-    for (int spins = 0; done_.load(std::memory_order_acquire) < blocks; ++spins)
-      if (spins > 64) std::this_thread::yield();  // a helper finishing its block may need this core
-  }
-
- private:
-  // Claims and runs blocks of job `generation` until none is left (or a newer job began).
-  void work(std::uint64_t generation) {
-    for (;;) {
-      std::uint64_t w = word_.load(std::memory_order_acquire);
-      if ((w >> 32) != generation) return;
-      const i64 block = static_cast<i64>(w & 0xFFFFFFFFu);
-      if (block >= total_.load(std::memory_order_relaxed)) return;
-      // Claimed only if the counter still reads w: then job `generation` is unfinished, and
-      // its function and context stay as they are until this block is counted done.
-      if (!word_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) continue;
-      fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), block);
-      done_.fetch_add(1, std::memory_order_release);
-    }
-  }
-
-  void helper() {
-    std::uint64_t seen = 0;
-    for (;;) {
-      std::uint64_t current = word_.load(std::memory_order_acquire) >> 32;
-      // Spin before sleeping: within a step the next job comes microseconds later. 4000 pauses
-      // are about 200 us on this project's Zen 3 (a pause takes about 50 ns there); bounding the
-      // spin at 30 us instead changed neither decode nor the server's throughput measurably.
-      for (int spins = 0; current == seen && spins < 4000; ++spins) {
-#if BRRR_DECODE_AVX2
-        _mm_pause();
-#endif
-        current = word_.load(std::memory_order_acquire) >> 32;
-      }
-      if (current == seen) {
-        std::unique_lock<std::mutex> lock(mutex_);
-        sleepers_.fetch_add(1, std::memory_order_acq_rel);
-        cv_.wait(lock, [&] { return stop_ || (word_.load(std::memory_order_acquire) >> 32) != seen; });
-        sleepers_.fetch_sub(1, std::memory_order_acq_rel);
-        if (stop_) return;
-        current = word_.load(std::memory_order_acquire) >> 32;
-      }
-      seen = current;
-      work(seen);
-    }
-  }
-
-  void resize(int helpers) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-      cv_.notify_all();
-    }
-    for (std::thread& t : helpers_) t.join();
-    helpers_.clear();
-    stop_ = false;
-    for (int i = 0; i < helpers; ++i) helpers_.emplace_back([this] { helper(); });
-  }
-
-  std::atomic<std::uint64_t> word_{0};  // the job's generation (high 32 bits), its next unclaimed block (low)
-  std::atomic<i64> total_{0}, done_{0};
-  std::atomic<void (*)(void*, i64)> fn_{nullptr};
-  std::atomic<void*> ctx_{nullptr};
-  std::atomic<int> sleepers_{0};
-  std::uint64_t generation_ = 0;  // the caller's
-  std::mutex mutex_, busy_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::vector<std::thread> helpers_;
-};
-
-}  // namespace
-
-void decode_detail::run_blocks(i64 blocks, void (*fn)(void*, i64), void* ctx) { Team::get().run(blocks, fn, ctx); }
+using namespace rows_detail;
 
 namespace {
 
@@ -193,7 +80,7 @@ struct Ahead {
   }
 };
 
-#if BRRR_DECODE_AVX512
+#if BRRR_ROWS_AVX512
 // With AVX-512, an even J of W's rows go two to a 512-bit vector: rows j and j + 1's 8 numbers
 // at k .. k + 7 side by side, against x's 8 broadcast to both halves. Each half is one output's
 // 8 lane sums, the same chains of FMAs as dots' 8-wide vectors, so the same bits; one
@@ -246,13 +133,13 @@ inline void dots_in_pairs(float (&out)[R][J], const float* x, i64 ldx, const W* 
 #endif
 
 // out[r][j] = x_r . w_j over K numbers, for R rows of x (stride ldx) and J rows of w (stride
-// ldw), in decode.h's order. `ahead`, when given, is prefetched along the way (Ahead above): at
+// ldw), in rows.h's order. `ahead`, when given, is prefetched along the way (Ahead above): at
 // the pace W is read, or with kShared, [ahead, ahead_end) spread over the whole loop. With
 // AVX-512, tiles of an even J and at least 12 sums take dots_in_pairs.
 template <int R, int J, class W, bool kShared = false>
 inline void dots(float (&out)[R][J], const float* x, i64 ldx, const W* w, i64 ldw, i64 K,
                  const char* ahead = nullptr, const char* ahead_end = nullptr) {
-#if BRRR_DECODE_AVX512
+#if BRRR_ROWS_AVX512
   if constexpr (J % 2 == 0 && R * J >= 12) return dots_in_pairs<R, J, W, kShared>(out, x, ldx, w, ldw, K, ahead, ahead_end);
 #endif
   Vec acc[R][J];
@@ -362,7 +249,7 @@ void block(float* y, const float* x, const W* w, const float* bias, i64 M, i64 n
 
 // y = gelu(y) over n numbers, in vectors: gelu_tanh above, or cpu.h's gelu_erf_value (as nn.cpp's
 // gelu_erf_forward).
-void decode_detail::gelu_row(float* y, i64 n, Epilogue e) {
+void rows_detail::gelu_row(float* y, i64 n, Epilogue e) {
   if (e == Epilogue::kGeluTanh) {
 #pragma omp simd
     for (i64 i = 0; i < n; ++i) y[i] = gelu_tanh(y[i]);
@@ -389,7 +276,7 @@ void linear_rows_impl(float* y, const float* x, const W* w, const float* bias, i
   share(N, kRowsOfW, [&](i64 n0, i64 n1) {
     const Epilogue tiles = gelu ? Epilogue::kStore : e;
     if (M >= 3)
-#if BRRR_DECODE_AVX512
+#if BRRR_ROWS_AVX512
       block<8, 4>(y, x, w, bias, M, n0, n1, N, K, tiles);  // dots_in_pairs: 16 vectors of sums
 #else
       block<3, 3>(y, x, w, bias, M, n0, n1, N, K, tiles);
@@ -403,7 +290,6 @@ void linear_rows_impl(float* y, const float* x, const W* w, const float* bias, i
 
 }  // namespace
 
-void decode_parallel(i64 n, i64 grain, const std::function<void(i64, i64)>& body) { share(n, grain, body); }
 
 void linear_rows(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
   linear_rows_impl(y, x, w, bias, M, N, K, e);
@@ -425,7 +311,7 @@ namespace {
 
 // The scores of R consecutive rows (queries q, stride ldq) against keys 0 .. t - 1, 3 keys at a
 // time as R x 3 tiles of dot products, then the last keys 1 at a time: row r's score for key p
-// goes to scores[r * lds + p], times scale. Every score is decode.h's dot product, whatever R.
+// goes to scores[r * lds + p], times scale. Every score is rows.h's dot product, whatever R.
 template <int R>
 void tile_scores(float* scores, i64 lds, const float* q, i64 ldq, const float* keys, i64 stride, i64 hs, i64 t,
                  float scale) {
@@ -447,7 +333,7 @@ void tile_scores(float* scores, i64 lds, const float* q, i64 ldq, const float* k
 
 namespace {
 
-// weigh_values's sums for d from d0 on, D vectors of L (decode_internal.h) at a time while they
+// weigh_values's sums for d from d0 on, D vectors of L (internal.h) at a time while they
 // fit in hs; returns where it stopped.
 template <int R, int D, class L>
 i64 weigh_blocks(float* out, i64 ldo, const float* scores, i64 lds, const float* values, i64 stride, i64 hs, i64 t0,
@@ -487,7 +373,7 @@ i64 weigh_blocks(float* out, i64 ldo, const float* scores, i64 lds, const float*
 template <int R>
 void weigh_values(float* out, i64 ldo, const float* scores, i64 lds, const float* values, i64 stride, i64 hs, i64 t0) {
   i64 d0 = 0;
-#if BRRR_DECODE_AVX512  // 16 numbers of d per vector: the same chains, twice as wide
+#if BRRR_ROWS_AVX512  // 16 numbers of d per vector: the same chains, twice as wide
   d0 = weigh_blocks<R, 4, Lanes16>(out, ldo, scores, lds, values, stride, hs, t0, d0);
 #endif
   d0 = weigh_blocks<R, (R <= 2 ? 4 : 2), Lanes8>(out, ldo, scores, lds, values, stride, hs, t0, d0);
@@ -599,7 +485,7 @@ void linear_rows_bf16_amx_op(float* y, const float* x, const bf16* w, const floa
 void linear_rows_loop(double* y, const double* x, const double* w, const double* bias, i64 M, i64 N, i64 K,
                       int epilogue) {
   check_epilogue(epilogue);
-  decode_parallel(M, 1, [&](i64 begin, i64 end) {
+  rows_parallel(M, 1, [&](i64 begin, i64 end) {
     for (i64 m = begin; m < end; ++m)
       for (i64 n = 0; n < N; ++n) {
         double s = bias ? bias[n] : 0.0;
@@ -624,7 +510,7 @@ void attend_rows_op(float* out, const float* q, const float* k, const float* v, 
 
 void attend_rows_loop(double* out, const double* q, const double* k, const double* v, i64 t0, i64 n, i64 hs) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
-  decode_parallel(n, 1, [&](i64 begin, i64 end) {
+  rows_parallel(n, 1, [&](i64 begin, i64 end) {
     std::vector<double> s(static_cast<std::size_t>(t0 + n));
     for (i64 i = begin; i < end; ++i) {
       const i64 t = t0 + i + 1;  // positions 0 .. t0 + i

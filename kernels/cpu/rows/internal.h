@@ -1,8 +1,8 @@
-// kernels/cpu/decode_internal.h: what the files of the Decoder's kernels share (chapter 08):
-// decode.cpp (the team, the dot-product tiles of a few rows, LayerNorm, attention),
-// decode_gemm.cpp (the GEMM tiles of many rows, and of a prefill's attention scores) and
-// decode_amx.cpp (bf16 weights on AMX's tile unit). Not part of decode.h's interface: only those
-// three files include it. Read before: decode.h. Read next: decode.cpp.
+// kernels/cpu/rows/internal.h: what the files of the row kernels share (chapter 08): team.cpp
+// (the thread team), rows.cpp (the dot-product tiles of a few rows, LayerNorm, attention),
+// gemm.cpp (the GEMM tiles of many rows, and of a prefill's attention scores) and amx.cpp (bf16
+// weights on AMX's tile unit). Not part of rows.h's interface: only those four files include
+// it. Read before: rows.h. Read next: team.cpp, rows.cpp.
 //
 // With AVX2 and FMA (this build's -march says whether) a vector is 8 floats; otherwise a plain
 // array of 8 that computes the same sums, so the numbers are the same bits either way.
@@ -14,18 +14,18 @@
 #include <utility>
 
 #include "brrr/aligned_vector.h"
-#include "kernels/cpu/decode.h"
+#include "kernels/cpu/rows/rows.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
-#define BRRR_DECODE_AVX2 1
+#define BRRR_ROWS_AVX2 1
 #endif
 
-namespace brrr::kernels::cpu::decode_detail {
+namespace brrr::kernels::cpu::rows_detail {
 
 using i64 = std::int64_t;
 
-// Runs fn(ctx, b) for b in [0, blocks) on decode.cpp's team of threads (see "The team" there).
+// Runs fn(ctx, b) for b in [0, blocks) on team.cpp's team of threads (see "The team" there).
 void run_blocks(i64 blocks, void (*fn)(void*, i64), void* ctx);
 
 // body(begin, end) over [0, n) in blocks of `grain`, on the team.
@@ -51,15 +51,15 @@ inline float widen(std::uint16_t bits) {  // bfloat16 -> float32, exact
 }
 
 // s plus the last products of a row of x and a row of W, k = K8 .. K - 1 in order, one FMA each:
-// the step of decode.h's order after the 8 lanes are summed (K8 = K - K % 8), shared by the
-// dot-product tiles (decode.cpp) and the GEMM's (decode_gemm.cpp).
+// the step of rows.h's order after the 8 lanes are summed (K8 = K - K % 8), shared by the
+// dot-product tiles (rows.cpp) and the GEMM's (gemm.cpp).
 template <class W>
 inline float last_products(float s, const float* x, const W* w, i64 K8, i64 K) {
   for (i64 k = K8; k < K; ++k) s = std::fma(x[k], widen(w[k]), s);
   return s;
 }
 
-#if BRRR_DECODE_AVX2
+#if BRRR_ROWS_AVX2
 using Vec = __m256;
 inline Vec zero() { return _mm256_setzero_ps(); }
 inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
@@ -69,7 +69,7 @@ inline Vec load(const std::uint16_t* p) {  // 8 bfloat16: widen to 32 bits, shif
 }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
 inline void prefetch(const char* p) { _mm_prefetch(p, _MM_HINT_T0); }
-// Into L2, not L1: the dot-product tiles' stream of W (decode.cpp, Ahead). On the Xeon of
+// Into L2, not L1: the dot-product tiles' stream of W (rows.cpp, Ahead). On the Xeon of
 // docs/measurements.md ("Prefetching W into L2") GPT-2's decoding step ran 6% faster in bf16 and
 // 6-16% in float32 than with prefetcht0 (bench/decode_ab.sh both ways round); the GEMM's packing
 // was no faster with it and keeps prefetch.
@@ -90,7 +90,7 @@ inline void transpose8(Vec (&r)[8]) {
   }
   for (int i = 0; i < 4; ++i) r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20), r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
 }
-// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), as decode.h says.
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), as rows.h says.
 inline float hsum(Vec v) {
   const __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l_i + l_{i+4}
   const __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));                                  // a0 + a2, a1 + a3
@@ -148,15 +148,15 @@ inline float hsum(Vec v) {
 struct Lanes8 {
   using V = Vec;
   static constexpr int kLanes = 8;
-  static V zero() { return decode_detail::zero(); }
-  static V load(const float* p) { return decode_detail::load(p); }
-  static V fma(V a, V b, V c) { return decode_detail::fma(a, b, c); }
-  static V splat(float a) { return decode_detail::splat(a); }
-  static V add(V a, V b) { return decode_detail::add(a, b); }
-  static void store(float* p, V v) { decode_detail::store(p, v); }
+  static V zero() { return rows_detail::zero(); }
+  static V load(const float* p) { return rows_detail::load(p); }
+  static V fma(V a, V b, V c) { return rows_detail::fma(a, b, c); }
+  static V splat(float a) { return rows_detail::splat(a); }
+  static V add(V a, V b) { return rows_detail::add(a, b); }
+  static void store(float* p, V v) { rows_detail::store(p, v); }
 };
-#if BRRR_DECODE_AVX2 && defined(__AVX512F__)
-#define BRRR_DECODE_AVX512 1
+#if BRRR_ROWS_AVX2 && defined(__AVX512F__)
+#define BRRR_ROWS_AVX512 1
 struct Lanes16 {
   using V = __m512;
   static constexpr int kLanes = 16;
@@ -176,7 +176,7 @@ inline void put(Epilogue e, float& dst, float v) {
   else dst = v;
 }
 
-// y = gelu(y) over n numbers, in vectors (decode.cpp).
+// y = gelu(y) over n numbers, in vectors (rows.cpp).
 void gelu_row(float* y, i64 n, Epilogue e);
 
 // Calls f.template operator()<R>() with R = rows as a constant, for rows in 1 .. kMax; nothing
@@ -189,7 +189,7 @@ inline void with_rows(i64 rows, F&& f) {
 
 // Scratch a thread keeps for as long as it lives, one for each use and element type: the panels
 // of W a thread packs and uses, the tiles of x a call packs (the calling thread's, read by the
-// team), the tiles of queries attend_rows packs (decode_gemm.cpp's float32 ones, decode_amx.cpp's
+// team), the tiles of queries attend_rows packs (gemm.cpp's float32 ones, amx.cpp's
 // bf16 ones).
 enum class Scratch { kPanels, kTilesOfX, kTilesOfQueries };
 template <class T, Scratch S>
@@ -199,28 +199,28 @@ T* scratch(i64 n) {
   return room.data();
 }
 
-// Rows of x per tile of the GEMM (decode_gemm.cpp), and per group of attention's weighted sums.
+// Rows of x per tile of the GEMM (gemm.cpp), and per group of attention's weighted sums.
 constexpr i64 kGemmRows = 6;
 // From this many rows of x on, linear_rows takes the GEMM. Below it, packing W costs more than
 // the GEMM's tile saves: gpt-12m's 24 matrices on 2 threads (docs/measurements.md) took 4.7-7.3
 // ms at 8 rows against the 3 x 3 dot products' 3.8-4.1, 12.4-13.0 against 13.0-15.2 at 48 rows,
 // and 0.73-0.86 of the dot products' time at 64 to 256 rows. With AVX-512's 8 x 4 tiles the
-// GEMM wins from 33 rows, where the tiles stop prefetching W (kStreamRows in decode.cpp): 1.2-1.4x
+// GEMM wins from 33 rows, where the tiles stop prefetching W (kStreamRows in rows.cpp): 1.2-1.4x
 // at 33 to 47 rows, gpt-12m and GPT-2, float32 and bf16; the two even at 28 and 32
 // (docs/measurements.md, "Two rows of W to a vector").
-#if BRRR_DECODE_AVX512
+#if BRRR_ROWS_AVX512
 constexpr i64 kGemmThreshold = 33;
 #else
 constexpr i64 kGemmThreshold = 48;
 #endif
 
-// The GEMM of many rows (decode_gemm.cpp): linear_rows's numbers, for M >= kGemmThreshold.
+// The GEMM of many rows (gemm.cpp): linear_rows's numbers, for M >= kGemmThreshold.
 void gemm(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e);
 void gemm(float* y, const float* x, const std::uint16_t* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e);
 
-// A prefill's attention scores as GEMM tiles (decode_gemm.cpp): attend_rows's scores of rows
+// A prefill's attention scores as GEMM tiles (gemm.cpp): attend_rows's scores of rows
 // [0, n), for n >= kGemmRows.
 void gemm_scores(float* scores, i64 lds, const float* q, i64 ldq, const float* keys, i64 stride, i64 hs, i64 t0,
                  i64 n, float scale);
 
-}  // namespace brrr::kernels::cpu::decode_detail
+}  // namespace brrr::kernels::cpu::rows_detail
