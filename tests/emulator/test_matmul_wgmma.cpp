@@ -21,10 +21,12 @@
 #include <vector>
 
 #include "brrr/bfloat16.h"
+#include "brrr/cuda.h"
 #include "emulator_test_util.h"
 #include "kernels/cuda/matmul/matmul.h"
 #include "kernels/cuda/simt.h"
 #include "kernels/cuda/simt_hopper.h"
+#include "kernels/registry.h"
 
 namespace emu = brrr::kernels::emu;
 using brrr::bf16;
@@ -204,4 +206,12 @@ TEST_CASE("matmul_wgmma: a negative size is refused with a message naming it") {
   const bf16 a[4] = {}, b[4] = {};
   CHECK(brrr::test::contains(brrr::test::error_of([&] { emu::matmul_wgmma(out, a, b, s, nullptr); }),
                              "negative size"));
+}
+
+TEST_CASE("matmul_wgmma: registered on bf16 data below variants 12 and 13, never the default") {
+  brrr::cuda::use_emulator();
+  namespace kernels = brrr::kernels;
+  // (bool(...): doctest cannot print function pointers)
+  CHECK(bool(kernels::lookup_variant(kernels::op::matmul_on_bf16, brrr::DeviceType::CUDA, "wgmma") == &emu::matmul_wgmma));
+  CHECK(bool(kernels::lookup(kernels::op::matmul_on_bf16, brrr::DeviceType::CUDA) == &emu::matmul_bf16_pipelined));
 }

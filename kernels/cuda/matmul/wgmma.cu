@@ -15,8 +15,8 @@
 //
 //                  full[s]: the stage's bytes have landed      empty[s]: both consumers are done
 //   producer   wait empty[0] -> TMA a, b -> full[0] | wait empty[1] -> TMA -> full[1] | ...
-//   consumer 1      wait full[0] -> 4 x wgmma m64n128k16 -> wait -> arrive empty[0] | wait full[1] ...
-//   consumer 2      wait full[0] -> 4 x wgmma m64n128k16 -> wait -> arrive empty[0] | wait full[1] ...
+//   consumer 1      wait full[0] -> 4 x wgmma m64n128k16 | wait full[1] -> 4 x wgmma -> wait for
+//   consumer 2        (the same, on its own 64 rows)         stage 0's wgmmas -> arrive empty[0] | ...
 //
 //   time ->   stage:   0    1    2    3    0    1 ...      (the producer runs up to kStages ahead)
 //
@@ -63,8 +63,10 @@
 // What awaits a GPU: everything about speed. The emulator has checked the layouts, phases and
 // ordering rules (simt_hopper.cpp's sanitizer); nothing here has been timed. Registered below
 // variants 12 and 13 ("Hopper only; untimed"), on a GPU only where the device is sm_90.
-// Next steps once it runs: releasing a stage one k-tile later (wgmma_wait_group<1>) so the
-// tensor cores never wait on their own last group, a (128, 256) tile, a TMA-store epilogue,
+// A consumer releases a stage one k-tile late (wgmma_wait_group<1>): it issues k-tile t's
+// wgmmas before it waits for t - 1's, so the tensor cores always have a group queued, and each
+// consumer holds two stages at a time (of four). Next steps once it runs: a (128, 256) tile, a
+// TMA-store epilogue,
 // clusters with TMA multicast, and the bias + GELU epilogue of matmul_bias_gelu (not written).
 #include <cstdint>
 
@@ -195,9 +197,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_m64nNk16_bf16<kBN, A_MN, B_MN>(d, a_k, b_k, 1);
       }
       wgmma_commit_group();
-      wgmma_wait_group<0>();       // the wgmmas have read the stage
-      mbarrier_arrive(&empty[s]);  // so the producer may fill it again
+      // Wait for the previous k-tile's wgmmas only, not this one's: the tensor cores go on with
+      // this stage while the previous one goes back to the producer.
+      wgmma_wait_group<1>();
+      if (kt > 0) mbarrier_arrive(&empty[(it + kStages - 1) % kStages]);
     }
+    wgmma_wait_group<0>();  // the tile's last wgmmas: their stage, and the accumulators, are ready
+    if (k_tiles > 0) mbarrier_arrive(&empty[(it + kStages - 1) % kStages]);
     // The accumulators into out, bounded: warp w of the consumer holds rows 16 w .. 16 w + 15,
     // value 4 j + i of lane 4 q + t at (16 w + q + 8 (i / 2), 8 j + 2 t + i % 2) (simt_hopper.h).
     float* out = g.out + z * g.stride_out;
