@@ -11,7 +11,9 @@
 // parity); more tiles than the emulator's 3 persistent blocks (a block walks several tiles, and
 // the ring runs on from one tile into the next); all four layouts (K-major and MN-major
 // descriptors); a batch in one launch, with b broadcast, and a batch of both-MN-major operands
-// with K past a k-tile's end (one launch per matrix); accumulate; K = 0.
+// with K past a k-tile's end (one launch per matrix); accumulate; K = 0. Then the ring's
+// ordering rule as a planted fault (a producer that refills a stage the consumers have not
+// released), and the registration (on bf16 data, never the default).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -108,8 +110,9 @@ void check_all(const Problem* begin, const Problem* end, std::uint32_t seed) {
 
 // The ring of wgmma.cu in miniature, for a planted fault: two stages of a (64, 64) tile of a and
 // of b, one consumer warpgroup (warps 0-3), a producer warp (warp 4), K = 256 in four k-tiles,
-// so each stage is filled twice. With `fault` the producer skips its wait on `empty`: it
-// refills a stage the consumers may not have read yet, and the sanitizer must say so.
+// so each stage is filled twice. With `fault` the producer waits on `full` instead of `empty`
+// (for the stage's last bytes to land, not for the consumers to be done with them): it refills
+// a stage the consumers may not have read yet, and the sanitizer must say so.
 __global__ void ring_kernel(float* out, const __grid_constant__ brrr::simt::TensorMap a_map,
                            const __grid_constant__ brrr::simt::TensorMap b_map, int fault) {
   constexpr int kStages = 2, kTileBytes = 64 * 64 * 2;
@@ -127,7 +130,10 @@ __global__ void ring_kernel(float* out, const __grid_constant__ brrr::simt::Tens
     if (thread != 128) return;
     for (int kt = 0; kt < 4; ++kt) {
       const int s = kt % kStages;
-      if (!fault) mbarrier_wait_parity(&empty[s], static_cast<unsigned>((kt / kStages & 1) ^ 1));
+      if (!fault)
+        mbarrier_wait_parity(&empty[s], static_cast<unsigned>((kt / kStages & 1) ^ 1));
+      else if (kt >= kStages)  // the fault: waits only for the stage's previous bytes to land
+        mbarrier_wait_parity(&full[s], static_cast<unsigned>((kt / kStages - 1) & 1));
       unsigned char* a_tile = stages + s * 2 * kTileBytes;
       mbarrier_arrive_expect_tx(&full[s], 2 * kTileBytes);
       cp_async_bulk_tensor_2d_global_to_shared(a_tile, &a_map, 64 * kt, 0, &full[s]);
@@ -155,6 +161,10 @@ __global__ void ring_kernel(float* out, const __grid_constant__ brrr::simt::Tens
 }  // namespace
 
 TEST_CASE("matmul_wgmma: the sanitizer catches a producer that refills a stage before the consumers release it") {
+  if (!brrr::simt::race_detection_available()) {  // a read of bytes in flight is the race detector's to see
+    MESSAGE("skipped: the race detector is not in the AddressSanitizer build");
+    return;
+  }
   DeviceArray<bf16> a(std::vector<bf16>(64 * 256, bf16(0.5f)));
   DeviceArray<float> out(std::vector<float>(128, 0.0f));
   brrr::simt::TensorMap map;
@@ -171,7 +181,9 @@ TEST_CASE("matmul_wgmma: the sanitizer catches a producer that refills a stage b
   CHECK(out.host()[0] == doctest::Approx(256 * 0.25));
   const std::string error = run(1);
   INFO(error);
-  CHECK(!error.empty());
+  // The consumers' wgmma reads the stage while the refill is in flight (on every schedule the
+  // emulator tries: the producer runs ahead until it must wait).
+  CHECK(brrr::test::contains(error, "is still filling"));
   CHECK(brrr::test::contains(error, "test_matmul_wgmma.cpp"));
 }
 
