@@ -20,7 +20,7 @@
 //
 //   time ->   stage:   0    1    2    3    0    1 ...      (the producer runs up to kStages ahead)
 //
-// So the copies of k-tiles t + 1 .. t + 3 are in flight while the tensor cores work on k-tile t,
+// So the copies of the next k-tiles (up to three) are in flight while the tensor cores work on one,
 // the overlap variant 12 got from cp.async, now without a single consumer instruction spent on
 // copying: one thread issues two or four TMA copies a stage, the hardware computes every
 // address, and the consumers' issue slots are all wgmma and waits. The mbarriers' phases name
