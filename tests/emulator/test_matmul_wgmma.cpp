@@ -100,6 +100,60 @@ int wrong_elements(const Problem& p, std::mt19937& rng) {
   return wrong;
 }
 
+// The same with variant 11's epilogue (matmul_bias_gelu_wgmma): out = gelu(a @ b + bias) and,
+// when keep_pre, pre = a @ b. Returns the wrong elements of out and pre.
+int wrong_bias_gelu(const Problem& p, std::mt19937& rng, bool keep_pre) {
+  const std::int64_t offset = p.misaligned ? 1 : 0;
+  MatmulShape s;
+  s.batch = p.batch, s.M = p.M, s.N = p.N, s.K = p.K;
+  s.trans_a = p.trans_a, s.trans_b = p.trans_b;
+  s.stride_a = p.batch == 1 ? 0 : p.M * p.K;
+  s.stride_b = p.batch == 1 || p.broadcast_b ? 0 : p.K * p.N;
+  s.stride_out = p.M * p.N;
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  auto bf16_values = [&](std::int64_t n) {
+    std::vector<bf16> v(static_cast<std::size_t>(offset + n));
+    for (bf16& x : v) x = bf16(uniform(rng));
+    return v;
+  };
+  const std::vector<bf16> a = bf16_values(p.batch * p.M * p.K);
+  const std::vector<bf16> b = bf16_values((s.stride_b ? p.batch : 1) * p.K * p.N);
+  std::vector<float> bias(static_cast<std::size_t>(p.N)), out(static_cast<std::size_t>(p.batch * p.M * p.N + 1));
+  for (float& x : bias) x = uniform(rng);
+  for (float& x : out) x = uniform(rng);
+  const DeviceArray<bf16> a_device(a), b_device(b);
+  const DeviceArray<float> bias_device(bias);
+  DeviceArray<float> out_device(out), pre_device(out);
+  emu::matmul_bias_gelu_wgmma(out_device.data, keep_pre ? pre_device.data : nullptr, a_device.data + offset,
+                              b_device.data + offset, bias_device.data, s, brrr::gpu::emulator_runtime().stream());
+  const std::vector<float> got = out_device.host(), pre = pre_device.host();
+  int wrong = 0;
+  const auto check = [&](const char* name, float value, double want) {
+    if (std::abs(value - want) > 1e-5 * (1.0 + std::abs(want)) && wrong++ < 3)
+      MESSAGE(name << " = " << value << ", want " << want);
+  };
+  for (std::int64_t z = 0; z < p.batch; ++z)
+    for (std::int64_t i = 0; i < p.M; ++i)
+      for (std::int64_t j = 0; j < p.N; ++j) {
+        double sum = 0.0;
+        for (std::int64_t k = 0; k < p.K; ++k) {
+          const bf16 x = a[offset + z * s.stride_a + (p.trans_a ? k * p.M + i : i * p.K + k)];
+          const bf16 y = b[offset + z * s.stride_b + (p.trans_b ? j * p.K + k : k * p.N + j)];
+          sum += static_cast<double>(static_cast<float>(x)) * static_cast<double>(static_cast<float>(y));
+        }
+        const double x = sum + bias[static_cast<std::size_t>(j)];
+        const double gelu = x / (1.0 + std::exp(-2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        const std::size_t at = static_cast<std::size_t>(z * s.stride_out + i * p.N + j);
+        check("out", got[at], gelu);
+        check("pre", pre[at], keep_pre ? sum : out[at]);  // untouched without pre
+      }
+  if (got.back() != out.back() || pre.back() != out.back()) {
+    MESSAGE("an element past out or pre changed");
+    ++wrong;
+  }
+  return wrong;
+}
+
 void check_all(const Problem* begin, const Problem* end, std::uint32_t seed) {
   std::mt19937 rng(seed);
   for (const Problem* p = begin; p != end; ++p) {
@@ -226,4 +280,28 @@ TEST_CASE("matmul_wgmma: registered on bf16 data below variants 12 and 13, never
   // (bool(...): doctest cannot print function pointers)
   CHECK(bool(kernels::lookup_variant(kernels::op::matmul_on_bf16, brrr::DeviceType::CUDA, "wgmma") == &emu::matmul_wgmma));
   CHECK(bool(kernels::lookup(kernels::op::matmul_on_bf16, brrr::DeviceType::CUDA) == &emu::matmul_bf16_pipelined));
+}
+
+TEST_CASE("matmul_wgmma: 14 with variant 11's epilogue (bias, GELU, pre) matches the float64 loop") {
+  std::mt19937 rng(11);
+  const Problem problems[] = {
+      {1, 67, 45, 33, false, false, false, false, false},   // packed operands, N odd
+      {1, 130, 131, 72, false, true, false, false, true},   // 2 x 2 tiles, misaligned (packed)
+      {2, 40, 72, 40, true, false, false, false, false},    // one launch a matrix: pre and out offset
+      {3, 19, 40, 64, true, true, true, false, false},      // a batch in one launch, b broadcast
+      {1, 4, 3, 0, false, false, false, false, false},      // K = 0: out = gelu(bias), pre = 0
+  };
+  for (const Problem& p : problems)
+    for (bool keep_pre : {true, false}) {
+      INFO(describe(p) << (keep_pre ? ", pre kept" : ", no pre"));
+      CHECK(wrong_bias_gelu(p, rng, keep_pre) == 0);
+    }
+  MatmulShape s;
+  s.M = s.N = s.K = 2;
+  s.accumulate = true;
+  float out[4], bias[2] = {};
+  const bf16 a[4] = {}, b[4] = {};
+  CHECK(brrr::test::contains(
+      brrr::test::error_of([&] { emu::matmul_bias_gelu_wgmma(out, nullptr, a, b, bias, s, nullptr); }),
+      "accumulate is not supported"));
 }

@@ -43,6 +43,8 @@ void matmul_bf16_wide(float* out, const brrr::bf16* a, const brrr::bf16* b, cons
                       Stream stream);  // 13
 void matmul_wgmma(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& shape,
                   Stream stream);  // 14
+void matmul_bias_gelu_wgmma(float* out, float* pre, const brrr::bf16* a, const brrr::bf16* b, const float* bias,
+                            const MatmulShape& shape, Stream stream);  // 14 with 11's epilogue
 }  // namespace emu
 
 namespace cuda {
@@ -83,6 +85,10 @@ void matmul_bf16_wide(float* out, const brrr::bf16* a, const brrr::bf16* b, cons
 // every MatmulShape (matrices TMA cannot read as they are are packed first). sm_90 only: it
 // refuses any other device. "wgmma" on bf16 data.
 void matmul_wgmma(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& shape, Stream stream);
+// 14 with variant 11's epilogue: out = gelu(a @ b + bias), pre = a @ b unless nullptr, on bf16
+// data (op::matmul_bias_gelu_on_bf16, "wgmma"); accumulate is refused.
+void matmul_bias_gelu_wgmma(float* out, float* pre, const brrr::bf16* a, const brrr::bf16* b, const float* bias,
+                            const MatmulShape& shape, Stream stream);
 }  // namespace cuda
 
 }  // namespace brrr::kernels

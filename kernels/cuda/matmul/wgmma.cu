@@ -1,7 +1,8 @@
 // kernels/cuda/matmul/wgmma.cu: matmul on Hopper's warpgroup tensor cores, variant 14: TMA
 // copies into a ring of shared-memory stages, a producer warpgroup and two consumer warpgroups
 // that pass the stages between them through mbarriers, wgmma straight from shared memory, a
-// persistent grid. bf16 a and b in memory, float32 sums and out (op::matmul_on_bf16, "wgmma").
+// persistent grid. bf16 a and b in memory, float32 sums and out (op::matmul_on_bf16, "wgmma"),
+// and the same with variant 11's bias + GELU epilogue (op::matmul_bias_gelu_on_bf16, "wgmma").
 // Chapter 14 (matmul from naive to tensor cores), its Hopper section. Read before:
 // kernels/cuda/examples_hopper.cu (one warpgroup, one stage: every instruction once) and
 // kernels/cuda/matmul/mma_sync.cu (variant 12, the same GEMM one warp wide). Read next:
@@ -67,7 +68,9 @@
 // wgmmas before it waits for t - 1's, so the tensor cores always have a group queued, and each
 // consumer holds two stages at a time (of four). Next steps once it runs: a (128, 256) tile, a
 // TMA-store epilogue,
-// clusters with TMA multicast, and the bias + GELU epilogue of matmul_bias_gelu (not written).
+// clusters with TMA multicast.
+// The epilogue is a parameter (Epilogue): plain stores (or adds) for matmul on bf16 data, or
+// variant 11's bias + GELU with pre kept, for matmul_bias_gelu on bf16 data (the same kernel).
 #include <cstdint>
 
 #include "kernels/cuda/common.h"
@@ -108,6 +111,32 @@ struct Batched {
   int rows_per_matrix;
 };
 
+// The epilogue: bias == nullptr stores a @ b (or adds it, accumulating); otherwise out =
+// gelu(a @ b + bias) and pre = a @ b unless nullptr (matmul_bias_gelu, variant 11's epilogue).
+struct Epilogue {
+  float* pre;         // (batch, M, N), or nullptr
+  const float* bias;  // (N), or nullptr
+};
+
+// gelu(x) = 0.5 x (1 + tanh u) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), as
+// kernels/cpu/nn.cpp, gelu.cu and variant 11 (mma_sync.cu) compute it.
+__device__ inline float gelu_tanh(float x) {
+  return x / (1.0f + exp_of(-2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+// Element (i, j) of matrix z's product, `sum`, through the epilogue into out (and pre); nothing
+// outside (M, N).
+__device__ inline void store_result(const Gemm<float>& g, const Epilogue& e, std::int64_t z, int i, int j, float sum) {
+  if (e.bias == nullptr) {
+    store_out(g, g.out + z * g.stride_out, i, j, sum);
+    return;
+  }
+  if (i >= g.M || j >= g.N) return;
+  const std::int64_t at = z * g.stride_out + static_cast<std::int64_t>(i) * g.N + j;
+  if (e.pre) e.pre[at] = sum;
+  g.out[at] = gelu_tanh(sum + e.bias[j]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The kernel. A_MN: a is MN-major (stored (K, M)); B_MN: b is MN-major (stored (K, N)).
 
@@ -115,7 +144,7 @@ template <bool A_MN, bool B_MN>
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_wgmma_kernel(const __grid_constant__ brrr::simt::TensorMap a_map,
                         const __grid_constant__ brrr::simt::TensorMap b_map, Gemm<float> g, Batched a_batch,
-                        Batched b_batch) {
+                        Batched b_batch, Epilogue e) {
   BRRR_DYNAMIC_SHARED(unsigned char, shared);
   // The stages start at a multiple of 1024 bytes: the 128-byte swizzle's pattern.
   unsigned char* stages =
@@ -206,12 +235,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (k_tiles > 0) mbarrier_arrive(&empty[(it + kStages - 1) % kStages]);
     // The accumulators into out, bounded: warp w of the consumer holds rows 16 w .. 16 w + 15,
     // value 4 j + i of lane 4 q + t at (16 w + q + 8 (i / 2), 8 j + 2 t + i % 2) (simt_hopper.h).
-    float* out = g.out + z * g.stride_out;
     const int row0 = m0 + 64 * consumer + 16 * warp + lane / 4, col0 = n0 + 2 * (lane % 4);
     BRRR_UNROLL
     for (int j = 0; j < kBN / 8; ++j)
       BRRR_UNROLL
-      for (int i = 0; i < 4; ++i) store_out(g, out, row0 + 8 * (i / 2), col0 + 8 * j + i % 2, d[4 * j + i]);
+      for (int i = 0; i < 4; ++i) store_result(g, e, z, row0 + 8 * (i / 2), col0 + 8 * j + i % 2, d[4 * j + i]);
   }
 }
 
@@ -253,14 +281,12 @@ __global__ void pack_bf16_kernel(__nv_bfloat16* dst, Stored src, std::int64_t le
   }
 }
 
-// out = 0 (or out += 0): the product when K is 0.
-__global__ void zero_out_kernel(Gemm<float> g) {
+// A product of 0 through the epilogue (out = 0, out += 0, or gelu(bias)): the product when K is 0.
+__global__ void zero_product_kernel(Gemm<float> g, Epilogue epilogue) {
   const std::int64_t per_matrix = static_cast<std::int64_t>(g.M) * g.N, total = g.batch * per_matrix;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step) {
-    const std::int64_t z = e / per_matrix;
-    store_out(g, g.out + z * g.stride_out, static_cast<int>(e % per_matrix / g.N), static_cast<int>(e % g.N), 0.0f);
-  }
+  for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step)
+    store_result(g, epilogue, e / per_matrix, static_cast<int>(e % per_matrix / g.N), static_cast<int>(e % g.N), 0.0f);
 }
 
 std::int64_t packed_bytes(const Stored& m) {
@@ -307,7 +333,8 @@ int persistent_blocks() {
 }
 
 template <bool A_MN, bool B_MN>
-void launch(const Gemm<float>& g, const Stored& a, const Stored& b, std::int64_t batch, Stream stream) {
+void launch(const Gemm<float>& g, const Stored& a, const Stored& b, std::int64_t batch, const Epilogue& e,
+            Stream stream) {
   const int tiles_m = static_cast<int>(ceil_div(g.M, kBM)), tiles_n = static_cast<int>(ceil_div(g.N, kBN));
   const std::int64_t tiles = batch * tiles_m * tiles_n;
   const Batched a_batch{a.batch_stride == 0 ? 0 : static_cast<int>(a.rows)};
@@ -318,7 +345,7 @@ void launch(const Gemm<float>& g, const Stored& a, const Stored& b, std::int64_t
   one.batch = batch;
   const int blocks = static_cast<int>(std::min<std::int64_t>(tiles, persistent_blocks()));
   BRRR_LAUNCH((matmul_wgmma_kernel<A_MN, B_MN>), blocks, kThreads, kSharedBytes, stream, a_map, b_map, one, a_batch,
-              b_batch);
+              b_batch, e);
 }
 
 }  // namespace
@@ -326,15 +353,15 @@ void launch(const Gemm<float>& g, const Stored& a, const Stored& b, std::int64_t
 // ---------------------------------------------------------------------------------------------
 // The launcher
 
-void matmul_wgmma(float* out, const brrr::bf16* a_bf16, const brrr::bf16* b_bf16, const MatmulShape& s,
-                  Stream stream) {
-  const char* op = "matmul wgmma";
+namespace {
+void gemm_wgmma(const char* op, float* out, const brrr::bf16* a_bf16, const brrr::bf16* b_bf16, const MatmulShape& s,
+                const Epilogue& epilogue, Stream stream) {
   const Gemm<float> g = describe<float>(op, out, nullptr, nullptr, s);
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
   Stored a = stored(a_bf16, s.stride_a, s.batch, s.M, s.K, s.trans_a);
   Stored b = stored(b_bf16, s.stride_b, s.batch, s.K, s.N, s.trans_b);
   if (g.K == 0) {  // no k-tiles, and no tensor map of 0 columns: out = 0 (+= 0 when accumulating)
-    BRRR_LAUNCH(zero_out_kernel, grid_for(g.batch * g.M * g.N, 256, 1024), 256, 0, stream, g);
+    BRRR_LAUNCH(zero_product_kernel, grid_for(g.batch * g.M * g.N, 256, 1024), 256, 0, stream, g, epilogue);
     return;
   }
   // Matrices TMA cannot read as they are (misaligned, rows not a multiple of 16 bytes) are packed.
@@ -353,24 +380,39 @@ void matmul_wgmma(float* out, const brrr::bf16* a_bf16, const brrr::bf16* b_bf16
       g.batch == 1 || (consecutive(a) && consecutive(b) && !(a_mn && b_mn && g.K % kBK != 0));
   BRRR_CHECK(g.batch * (a.rows + b.rows) < (std::int64_t{1} << 31), op, ": a batch of ", g.batch, " (", g.M, ", ",
              g.K, ") @ (", g.K, ", ", g.N, ") has more rows than a tensor map's int coordinates reach");
-  const auto run = [&](const Gemm<float>& gz, const Stored& az, const Stored& bz, std::int64_t batch) {
-    if (!a_mn && !b_mn) launch<false, false>(gz, az, bz, batch, stream);
-    else if (!a_mn) launch<false, true>(gz, az, bz, batch, stream);
-    else if (!b_mn) launch<true, false>(gz, az, bz, batch, stream);
-    else launch<true, true>(gz, az, bz, batch, stream);
+  const auto run = [&](const Gemm<float>& gz, const Stored& az, const Stored& bz, std::int64_t batch,
+                       const Epilogue& ez) {
+    if (!a_mn && !b_mn) launch<false, false>(gz, az, bz, batch, ez, stream);
+    else if (!a_mn) launch<false, true>(gz, az, bz, batch, ez, stream);
+    else if (!b_mn) launch<true, false>(gz, az, bz, batch, ez, stream);
+    else launch<true, true>(gz, az, bz, batch, ez, stream);
   };
   if (one_launch) {
-    run(g, a, b, g.batch);
+    run(g, a, b, g.batch, epilogue);
     return;
   }
   for (std::int64_t z = 0; z < g.batch; ++z) {
     Gemm<float> gz = g;
     gz.out = g.out + z * g.stride_out;
+    Epilogue ez = epilogue;
+    if (ez.pre) ez.pre += z * g.stride_out;
     Stored az = a, bz = b;
     az.data = a.data + z * a.batch_stride, bz.data = b.data + z * b.batch_stride;
     az.batch_stride = bz.batch_stride = 0;
-    run(gz, az, bz, 1);
+    run(gz, az, bz, 1, ez);
   }
+}
+}  // namespace
+
+void matmul_wgmma(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& s, Stream stream) {
+  gemm_wgmma("matmul wgmma", out, a, b, s, Epilogue{nullptr, nullptr}, stream);
+}
+
+void matmul_bias_gelu_wgmma(float* out, float* pre, const brrr::bf16* a, const brrr::bf16* b, const float* bias,
+                            const MatmulShape& s, Stream stream) {
+  BRRR_CHECK(!s.accumulate, "matmul_bias_gelu wgmma: accumulate is not supported (out = gelu(a @ b + bias) overwrites)");
+  BRRR_CHECK(bias != nullptr || s.N == 0, "matmul_bias_gelu wgmma: bias is null; it must hold N = ", s.N, " values");
+  gemm_wgmma("matmul_bias_gelu wgmma", out, a, b, s, Epilogue{pre, bias}, stream);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -392,6 +434,9 @@ void register_matmul_wgmma_kernels() {
 #endif
   add(op::matmul_on_bf16, DeviceType::CUDA, "wgmma", &matmul_wgmma, 5,
       about("variant 14: TMA ring, producer and 2 consumer warpgroups, wgmma, persistent; Hopper only; untimed"));
+  // The same kernel with variant 11's epilogue, on bf16 data: the only variant of that slot.
+  add(op::matmul_bias_gelu_on_bf16, DeviceType::CUDA, "wgmma", &matmul_bias_gelu_wgmma, 5,
+      about("variant 14 with bias and GELU in its epilogue (variant 11's), pre kept; Hopper only; untimed"));
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE
