@@ -237,6 +237,10 @@ template <class T> using attention_backward_fn = void (*)(T* dq, T* dk, T* dv, c
 // bfloat16, sums and statistics in float32.
 // matmul on bf16 data: out (batch, M, N) float32 = a @ b with a, b bfloat16, shape as matmul's.
 using matmul_on_bf16_fn = void (*)(float* out, const bf16* a, const bf16* b, const MatmulShape& shape, Stream);
+// matmul_bias_gelu on bf16 data: out (batch, M, N) float32 = gelu(a @ b + bias) and pre = a @ b
+// (unless nullptr), a and b bfloat16, bias (N) float32; otherwise as matmul_bias_gelu.
+using matmul_bias_gelu_on_bf16_fn = void (*)(float* out, float* pre, const bf16* a, const bf16* b, const float* bias,
+                                             const MatmulShape& shape, Stream);
 // attention_forward on bf16 data: q, k, v, out bfloat16 (BH, T, hs), lse float32 (BH, T).
 // attention_backward on bf16 data: from dout, q, k, v, out bfloat16 and the float32 lse, dq,
 // dk, dv float32 (BH, T, hs), overwritten.
@@ -333,6 +337,8 @@ template <class T> inline constexpr Op<linear_rows_fn<T>> linear_rows{"linear_ro
 template <class T> inline constexpr Op<attend_rows_fn<T>> attend_rows{"attend_rows", dtype_of<T>()};
 // linear_rows with bfloat16 weights: the op "linear_rows" in dtype bfloat16 (as matmul_on_bf16).
 inline constexpr Op<linear_rows_on_bf16_fn> linear_rows_on_bf16{linear_rows<float>.name, kBFloat16};
+// matmul_bias_gelu on bf16 data: the op "matmul_bias_gelu" in dtype bfloat16 (as matmul_on_bf16).
+inline constexpr Op<matmul_bias_gelu_on_bf16_fn> matmul_bias_gelu_on_bf16{matmul_bias_gelu<float>.name, kBFloat16};
 template <class T> inline constexpr Op<residual_layernorm_forward_fn<T>> residual_layernorm_forward{"residual_layernorm_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<cross_entropy_fused_fn<T>> cross_entropy_fused{"cross_entropy_fused", dtype_of<T>()};
 // cross_entropy_fused on bf16 data: the op "cross_entropy_fused" in dtype bfloat16 (as matmul_on_bf16).

@@ -247,6 +247,39 @@ Case matmul_bias_gelu_case() {
   return c;
 }
 
+// --- matmul_bias_gelu/bf16: the fused epilogue on bf16 data (chapter 18; the CUDA matmul's variant 14) ---
+
+void call_matmul_bias_gelu_bf16_memory(kernels::matmul_bias_gelu_on_bf16_fn f, const Args& a) {
+  kernels::MatmulShape s;
+  s.M = a.dims[0], s.N = a.dims[1], s.K = a.dims[2];
+  f(a.f<float>("out"), a.f<float>("pre"), a.f<bf16>("a"), a.f<bf16>("b"), a.f<float>("bias"), s, a.stream);
+}
+
+// Run with --dtype bfloat16: a and b bf16 in memory (the lab rounds them, so the reference sees
+// the same values), bias, out and pre float32, as matmul/bf16 with matmul_bias_gelu's epilogue.
+Case matmul_bias_gelu_bf16_memory_case() {
+  Case c = matmul_case({.name = "matmul_bias_gelu/bf16",
+                        .op = "matmul_bias_gelu",
+                        .what = "out (M, N) float32 = gelu(a (M, K) @ b (K, N) + bias (N)), pre = a @ b, a and b "
+                                "bfloat16 in memory",
+                        .make = [](Problem& p, Random& r) {
+                          const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
+                          p.input("a", r.normal(M * K));
+                          p.input("b", r.normal(K * N, 0.0f, 0.3f));
+                          p.input("bias", r.normal(N, 0.0f, 0.5f), Array::kFloat32);
+                          p.output("out", M * N, Array::kFloat32);
+                          p.output("pre", M * N, Array::kFloat32);
+                        },
+                        .reference = &matmul_bias_gelu_reference,
+                        .call = call(op::matmul_bias_gelu_on_bf16, &call_matmul_bias_gelu_bf16_memory,
+                                     op::matmul_bias_gelu_on_bf16, &call_matmul_bias_gelu_bf16_memory)});
+  c.chapter = "18";
+  c.peak_op = "matmul:bf16";  // % of the best bf16 GEMM's FLOP/s (cuBLAS's on a GPU)
+  c.shapes = {{1, 1, 1}, {67, 45, 33}, {17, 131, 66}};  // N odd: the epilogue's column pairs end half way
+  c.bytes = [](const Dims& d) { return 4.0 * (d[0] * d[2] + d[2] * d[1] + d[1] + 2 * d[0] * d[1]); };
+  return c;
+}
+
 // --- linear_gelu: gelu(x @ weight^T + bias), variants built from ops -------------------------
 
 // x (N, in), weight (out, in), bias (out): as nn::Linear stores them.
@@ -312,6 +345,7 @@ std::vector<Case> matmul_cases() {
       matmul_bf16_case(),
       matmul_bf16_memory_case(),
       matmul_bias_gelu_case(),
+      matmul_bias_gelu_bf16_memory_case(),
       Case{.name = "linear_gelu",
            .what = "out (N, out) = gelu(x (N, in) @ weight (out, in)^T + bias (out)), variants built from ops",
            .chapter = "14",

@@ -19,6 +19,7 @@
   void register_nn_kernels();           /* nn.cu: embedding, softmax, log_softmax */                   \
   void register_matmul_cuda_core_kernels();   /* matmul/cuda_cores.cu: naive to warp tiles */       \
   void register_matmul_tensor_core_kernels(); /* matmul/mma_sync.cu: WMMA and mma.sync */           \
+  void register_matmul_wgmma_kernels();       /* matmul/wgmma.cu: Hopper's wgmma, TMA, mbarriers */  \
   void register_gelu_kernels();         /* gelu.cu */                                                  \
   void register_layernorm_kernels();    /* layernorm.cu */                                             \
   void register_crossentropy_kernels(); /* crossentropy.cu */                                          \

@@ -14,6 +14,7 @@ void register_kernels() {
   register_nn_kernels();
   register_matmul_cuda_core_kernels();
   register_matmul_tensor_core_kernels();
+  register_matmul_wgmma_kernels();
   register_gelu_kernels();
   register_layernorm_kernels();
   register_crossentropy_kernels();

@@ -1,6 +1,6 @@
 // kernels/cuda/matmul/matmul.h: the hand-written CUDA matmuls of kernels/cuda/matmul/, callable
 // with raw pointers. Chapter 14 (matmul from naive to tensor cores).
-// Read next: kernels/cuda/matmul/gemm.h, then cuda_cores.cu and mma_sync.cu.
+// Read next: kernels/cuda/matmul/gemm.h, then cuda_cores.cu, mma_sync.cu and wgmma.cu.
 //
 // The folder's files are compiled twice (see simt.h), so each function exists twice with the
 // same signature, the matmul signature of kernels/signatures.h: in brrr::kernels::emu (g++,
@@ -8,7 +8,7 @@
 // takes device pointers; only in CUDA builds). Every variant implements the whole MatmulShape
 // contract: batch strides (0 broadcasts), trans_a / trans_b, accumulate, any M, N, K.
 // The numbers are the variants' numbers, slowest first: 1 to 6 and 8 in cuda_cores.cu (the
-// float32 units), 7 and 9 to 13 in mma_sync.cu (the tensor cores).
+// float32 units), 7 and 9 to 13 in mma_sync.cu (the tensor cores), 14 in wgmma.cu (Hopper's).
 #pragma once
 #include "kernels/signatures.h"
 
@@ -41,6 +41,10 @@ void matmul_bf16_pipelined(float* out, const brrr::bf16* a, const brrr::bf16* b,
                            Stream stream);  // 12
 void matmul_bf16_wide(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& shape,
                       Stream stream);  // 13
+void matmul_wgmma(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& shape,
+                  Stream stream);  // 14
+void matmul_bias_gelu_wgmma(float* out, float* pre, const brrr::bf16* a, const brrr::bf16* b, const float* bias,
+                            const MatmulShape& shape, Stream stream);  // 14 with 11's epilogue
 }  // namespace emu
 
 namespace cuda {
@@ -76,6 +80,15 @@ void matmul_bf16_pipelined(float* out, const brrr::bf16* a, const brrr::bf16* b,
 // and the same bits, "bf16_wide" on bf16 data.
 void matmul_bf16_wide(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& shape,
                       Stream stream);
+// 14: Hopper's warpgroup MMA (wgmma.cu): TMA copies into a four-stage ring guarded by mbarriers,
+// a producer warpgroup and two consumer warpgroups, a persistent grid; bf16 data, float32 out,
+// every MatmulShape (matrices TMA cannot read as they are are packed first). sm_90 only: it
+// refuses any other device. "wgmma" on bf16 data.
+void matmul_wgmma(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& shape, Stream stream);
+// 14 with variant 11's epilogue: out = gelu(a @ b + bias), pre = a @ b unless nullptr, on bf16
+// data (op::matmul_bias_gelu_on_bf16, "wgmma"); accumulate is refused.
+void matmul_bias_gelu_wgmma(float* out, float* pre, const brrr::bf16* a, const brrr::bf16* b, const float* bias,
+                            const MatmulShape& shape, Stream stream);
 }  // namespace cuda
 
 }  // namespace brrr::kernels
