@@ -24,6 +24,7 @@
 
 #include "brrr/bfloat16.h"
 #include "brrr/cuda.h"
+#include "bf16_gemm_check.h"
 #include "emulator_test_util.h"
 #include "kernels/cuda/matmul/matmul.h"
 #include "kernels/cuda/simt.h"
@@ -34,71 +35,11 @@ namespace emu = brrr::kernels::emu;
 using brrr::bf16;
 using brrr::kernels::MatmulShape;
 using brrr::test::DeviceArray;
+using brrr::test::Problem;
+using brrr::test::describe;
+using brrr::test::wrong_elements;
 
 namespace {
-
-struct Problem {
-  std::int64_t batch, M, N, K;
-  bool trans_a, trans_b, broadcast_b, accumulate, misaligned;
-};
-
-std::string describe(const Problem& p) {
-  std::ostringstream text;
-  text << "batch " << p.batch << ", (" << p.M << ", " << p.K << ") @ (" << p.K << ", " << p.N << ")"
-       << (p.trans_a ? ", a transposed" : "") << (p.trans_b ? ", b transposed" : "")
-       << (p.broadcast_b ? ", b broadcast" : "") << (p.accumulate ? ", accumulate" : "")
-       << (p.misaligned ? ", misaligned" : "");
-  return text.str();
-}
-
-// Runs variant 14 on device buffers; returns the number of elements of out that differ from
-// the float64 loop by more than 1e-5 (1 + |want|), or that changed past the end.
-int wrong_elements(const Problem& p, std::mt19937& rng) {
-  const std::int64_t offset = p.misaligned ? 1 : 0;
-  MatmulShape s;
-  s.batch = p.batch, s.M = p.M, s.N = p.N, s.K = p.K;
-  s.trans_a = p.trans_a, s.trans_b = p.trans_b, s.accumulate = p.accumulate;
-  s.stride_a = p.batch == 1 ? 0 : p.M * p.K;
-  s.stride_b = p.batch == 1 || p.broadcast_b ? 0 : p.K * p.N;
-  s.stride_out = p.M * p.N;
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  auto bf16_values = [&](std::int64_t n) {
-    std::vector<bf16> v(static_cast<std::size_t>(offset + n));
-    for (bf16& x : v) x = bf16(uniform(rng));
-    return v;
-  };
-  const std::vector<bf16> a = bf16_values(p.batch * p.M * p.K);
-  const std::vector<bf16> b = bf16_values((s.stride_b ? p.batch : 1) * p.K * p.N);
-  std::vector<float> out(static_cast<std::size_t>(offset + p.batch * p.M * p.N + 1));
-  for (float& x : out) x = uniform(rng);
-  const DeviceArray<bf16> a_device(a), b_device(b);
-  DeviceArray<float> out_device(out);
-  emu::matmul_wgmma(out_device.data + offset, a_device.data + offset, b_device.data + offset, s,
-                    brrr::gpu::emulator_runtime().stream());
-  const std::vector<float> got = out_device.host();
-
-  int wrong = 0;
-  for (std::int64_t z = 0; z < p.batch; ++z)
-    for (std::int64_t i = 0; i < p.M; ++i)
-      for (std::int64_t j = 0; j < p.N; ++j) {
-        double sum = 0.0;
-        for (std::int64_t k = 0; k < p.K; ++k) {
-          const bf16 x = a[offset + z * s.stride_a + (p.trans_a ? k * p.M + i : i * p.K + k)];
-          const bf16 y = b[offset + z * s.stride_b + (p.trans_b ? j * p.K + k : k * p.N + j)];
-          sum += static_cast<double>(static_cast<float>(x)) * static_cast<double>(static_cast<float>(y));
-        }
-        const std::int64_t at = offset + z * s.stride_out + i * p.N + j;
-        const double want = p.accumulate ? out[at] + sum : sum;
-        if (std::abs(got[at] - want) > 1e-5 * (1.0 + std::abs(want)) && wrong++ < 3)
-          MESSAGE("out[" << z << ", " << i << ", " << j << "] = " << got[at] << ", want " << want);
-      }
-  const std::size_t last = out.size() - 1;
-  if (got[last] != out[last] || (offset && got[0] != out[0])) {
-    MESSAGE("an element outside out changed");
-    ++wrong;
-  }
-  return wrong;
-}
 
 // The same with variant 11's epilogue (matmul_bias_gelu_wgmma): out = gelu(a @ b + bias) and,
 // when keep_pre, pre = a @ b. Returns the wrong elements of out and pre.
@@ -158,7 +99,7 @@ void check_all(const Problem* begin, const Problem* end, std::uint32_t seed) {
   std::mt19937 rng(seed);
   for (const Problem* p = begin; p != end; ++p) {
     INFO(describe(*p));
-    CHECK(wrong_elements(*p, rng) == 0);
+    CHECK(wrong_elements(*p, rng, &emu::matmul_wgmma) == 0);
   }
 }
 
