@@ -151,6 +151,9 @@ lab_bf16_runs=(
   "bias_gelu_forward --dtype bfloat16" "bias_gelu_backward --dtype bfloat16"
   "layernorm_forward --dtype bfloat16 --size 65536x768" "layernorm_backward --dtype bfloat16 --size 65536x768"
   "cross_entropy_forward --dtype bfloat16 --size 8192x50304" "cross_entropy_backward --dtype bfloat16 --size 8192x50304"
+  # Written on 2026-11-29, untimed: the fused classifier on bf16 data (crossentropy.cu variant 5) and
+  # the wgmma GEMM's bias + GELU epilogue (matmul/wgmma.cu; registered on sm_90 only).
+  "cross_entropy_fused --dtype bfloat16 --size 8192x50304" "matmul_bias_gelu --dtype bfloat16"
   "gelu_erf_forward --size 2^26" "gelu_erf_backward --size 2^26"
   "matmul_bias_gelu"
 )
