@@ -1,6 +1,6 @@
 // kernels/cuda/simt_hopper.cpp: the emulator's Hopper instructions: wgmma through matrix
 // descriptors, mbarriers with phases and transaction bytes, bulk tensor copies (TMA) through
-// tensor maps, fence.proxy.async and setmaxnreg. Chapter 14 (tensor cores). Read before:
+// tensor maps, fence.proxy.async and setmaxnreg. Chapter 21 (Hopper). Read before:
 // kernels/cuda/simt_hopper.h (what each does on the GPU), kernels/cuda/simt_tensor_cores.cpp
 // (mma.sync, one warp wide). Read next: kernels/cuda/examples_hopper.cu.
 //

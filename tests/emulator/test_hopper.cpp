@@ -3,7 +3,7 @@
 // MN-major B and A from registers, checked against a float64 sum of the same bf16 values; TMA
 // loads (ragged edges, every swizzle) against the shared-memory picture each swizzle draws, and
 // stores; mbarrier phases; the sanitizer's rules, each with a planted fault; the counters; and
-// examples_hopper.cu's matmul end to end. Chapter 14 (tensor cores). Small sizes: the file runs
+// examples_hopper.cu's matmul end to end. Chapter 21 (Hopper). Small sizes: the file runs
 // in seconds.
 //
 // The test draws shared memory its own way, as pictures rather than the emulator's address
