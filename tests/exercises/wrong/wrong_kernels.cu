@@ -285,7 +285,11 @@ void adamw_step_no_bias_correction(float* param, const float* grad, float* m, fl
 }
 
 // ---------------------------------------------------------------------------------------------
-// ex21.1: the TMA ring's producer, twice wrong. NoEmptyWait never waits for the consumers to
+// ex21.1: the TMA ring's producer, twice wrong (emulator only: its grader runs there always, so
+// the GPU copies would be compiled for nothing).
+#if BRRR_EMULATOR
+//
+// ex21.1's two wrong producers. NoEmptyWait never waits for the consumers to
 // release a stage, so it refills stage 0 while their wgmmas may still read it; WrongParity waits
 // for the lap's own phase instead of the one before, so its first wait never ends.
 
@@ -314,6 +318,7 @@ void tma_ring_matmul(float* out, const brrr::bf16* a, const brrr::bf16* b, const
   wgmma_ring::gemm<RingProducer<kWaitEmpty, kParityFlip>>("tma_ring_matmul (ex21.1)", out, a, b, shape,
                                                           wgmma_ring::Epilogue{nullptr, nullptr}, stream);
 }
+#endif  // BRRR_EMULATOR
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE::wrong
 
@@ -335,8 +340,10 @@ void register_wrong_cuda_kernels() {
   add(op::cross_entropy_fused<float>, kCuda, "wrong_no_dloss", &wrong::cross_entropy_fused_no_dloss, -30);  // ex16.1
   add(op::adamw_step<float>, kCuda, "wrong_no_bias_correction", &wrong::adamw_step_no_bias_correction,
       -30);                                                                                                // ex16.2
+#if BRRR_EMULATOR
   add(op::matmul_on_bf16, kCuda, "wrong_no_empty_wait", &wrong::tma_ring_matmul<false, 1>, -30);        // ex21.1
   add(op::matmul_on_bf16, kCuda, "wrong_parity", &wrong::tma_ring_matmul<true, 0>, -30);                // ex21.1
+#endif
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE
