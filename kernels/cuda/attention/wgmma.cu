@@ -1,0 +1,619 @@
+// kernels/cuda/attention/wgmma.cu: causal attention on Hopper's warpgroup tensor cores, forward
+// and backward, variant 5 ("wgmma"): TMA copies into a ring of shared-memory stages, a producer
+// warpgroup and two consumer warpgroups meeting at mbarriers, every tile product a wgmma, the
+// softmax weights handed from accumulators to the next wgmma in registers. bf16 q, k, v, out and
+// dout in memory, float32 statistics (lse, D) and gradients: the slots of variant 4
+// (op::attention_forward_on_bf16, op::attention_backward_on_bf16). Head sizes 64 and 128.
+// Chapter 15 (flash attention), its Hopper section. Read before: kernels/cuda/matmul/wgmma.cu
+// (the same ring in a GEMM: every Hopper instruction, the swizzled boxes and their
+// descriptors) and kernels/cuda/attention/mma_sync.cu (variant 4: the same arithmetic one warp
+// wide). Read next: framework/src/ops_attention.cpp (the op that calls these).
+//
+// The forward's picture (FlashAttention-3's structure). A block owns 128 query rows of one head
+// and has three warpgroups: the producer, and two consumers of 64 rows each.
+//
+//   producer    TMA q (once) | wait empty[0] -> TMA k -> k_full[0], TMA v -> v_full[0] | stage 1 ...
+//   consumer 1  wait k_full[s] -> S = q k^T (wgmma, q and k from shared memory) -> online softmax
+//               in float32 registers -> P as bf16 A fragments -> wait v_full[s] -> o += P v
+//               (wgmma, P from registers) -> arrive empty[s]
+//   consumer 2  the same on its own 64 rows, the same stages
+//
+// k and v have barriers of their own, so S = q k^T starts while v is still landing. The scores'
+// accumulators are laid out as mma.m16n8k16's (simt_hopper.h), so two adjacent 8-column chunks
+// of S are exactly the A fragment of a k16 step of P v: P never goes through shared memory
+// (FlashAttention-2's trick, as variant 3 does it). Key tiles are 128 keys; the block walks the
+// tiles up to its diagonal, masking keys past the query (causal) and past T.
+//
+// Not yet here: FlashAttention-3's two overlaps. Its consumers take turns (ping-pong, ordered by
+// named barriers) so one's softmax runs under the other's wgmmas, and within a consumer the
+// softmax of tile j runs while the wgmma of S for tile j + 1 is in flight. Here each consumer
+// waits for each wgmma group before its softmax, and the two run side by side, unordered: the
+// overlap left is the producer's (copies under the math) and the warp scheduler's between the
+// two consumers. Both are the next steps once a GPU has timed this version.
+//
+// The backward (FlashAttention-2's loop order, on wgmma), after one pass that computes
+// D_i = dout_i . out_i (common.h). Writing P = exp(S - lse) and dS = P (dP - D):
+//   - dk, dv: a block owns 128 keys (64 a consumer, the wgmma's M) and streams the query tiles
+//     that see them (64 queries, TMA: q and dout), computing S^T = k q^T and dP^T = v dout^T
+//     with keys as rows, then dv += P^T dout and dk += dS^T q with P^T and dS^T from registers.
+//     One shared tile of q serves both products: as a K-major B for k q^T, as an MN-major B for
+//     dS^T q (the same swizzled bytes, two descriptors), and so does dout.
+//   - dq: a block owns 128 queries and streams the key tiles up to its diagonal (64 keys),
+//     recomputing S and dP, and accumulates dq += dS k.
+// Nothing is summed by atomics: every gradient is one block's registers, so two runs give the
+// same bits (docs/design.md, reproducibility). The price is S and dP computed twice (in both
+// kernels), 7 tile products per tile pair where FlashAttention-3 does 5 and adds dq by float
+// atomics.
+//
+// Edges. The tensor maps are 2-D: (BH T rows, hs) for each of q, k, v, dout. A box that runs
+// past a head's last row reads the next head's rows (past the last head: zeros); they are
+// masked (keys past T get no weight, queries past T are not stored and their P and dS are 0),
+// so any T works without padding. TMA needs the matrices 16-byte aligned (rows are 128 or 256
+// bytes); other pointers are refused.
+//
+// What awaits a GPU: everything about speed. The emulator has checked the layouts, phases and
+// ordering rules (simt_hopper.cpp); nothing here has been timed. Registered below variant 4
+// ("Hopper only; untimed"), on a GPU only where the device is sm_90, as matmul's variant 14.
+#include <cstdint>
+#include <initializer_list>
+
+#include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/attention/common.h"
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/simt.h"
+#include "kernels/cuda/simt_hopper.h"
+#include "kernels/registry.h"
+
+#if !BRRR_EMULATOR
+#include "kernels/cuda/check.h"  // BRRR_CUDA_CHECK
+#endif
+
+namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
+
+namespace {
+
+using brrr::simt::TensorMap;
+
+// ---------------------------------------------------------------------------------------------
+// What the kernels share: the block, the boxes, descriptors, fragments
+
+constexpr int kConsumers = 2;                     // warpgroups of wgmma, 64 rows (M) each
+constexpr int kThreads = 128 * (1 + kConsumers);  // the producer warpgroup, then the consumers
+constexpr int kRows = 64 * kConsumers;            // the block's own rows: queries, or keys
+constexpr int kBox = 64;                          // a box is 64 bf16 wide: one 128-byte swizzle row
+constexpr int kStages = 2;
+// setmaxnreg, as FlashAttention-3 sets it: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536. (With
+// matmul's 40 and 232, ptxas spilled 8 bytes in the dk, dv kernel at hs = 128.)
+constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
+constexpr auto kSwizzle = brrr::simt::Swizzle::k128B;
+
+// The bytes of a tile of `rows` rows of hs bf16, stored as hs / 64 boxes of (rows, 64) side by side.
+__host__ __device__ constexpr int tile_bytes(int rows, int hs) { return rows * hs * 2; }
+
+// The stages start at a multiple of 1024 bytes: the 128-byte swizzle's pattern.
+__device__ inline unsigned char* aligned_1024(unsigned char* shared) {
+  return reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(shared) + 1023) & ~std::uintptr_t{1023});
+}
+
+// The descriptor of the ks-th 16 columns of a tile read K-major (rows are M or N, the head
+// dimension is K): box ks / 4, 32 bytes on per step within its 128-byte rows, 8 rows 1024
+// bytes apart (matmul/wgmma.cu, "Layouts"). row0: the first of the 64 rows a wgmma reads (a
+// multiple of 8).
+__device__ inline std::uint64_t k_major(const unsigned char* tile, int rows, int row0, int ks) {
+  return wgmma_descriptor(tile + (ks / 4) * rows * 128 + row0 * 128, 16, 1024, kSwizzle) + 2 * (ks % 4);
+}
+
+// The descriptor of the kk-th 16 rows of a tile read MN-major (rows are K, the head dimension
+// is N): 16 rows of 128 bytes on per step, the next 64 of N one box (rows x 128 bytes) on.
+__device__ inline std::uint64_t mn_major(const unsigned char* tile, int rows, int kk) {
+  return wgmma_descriptor(tile, static_cast<unsigned>(rows * 128), 1024, kSwizzle) + 128 * kk;
+}
+
+// Two floats as two bf16 in one 32-bit register (lo in the lower half).
+__device__ inline unsigned pack_two(float lo, float hi) {
+  return static_cast<unsigned>(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
+         static_cast<unsigned>(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16;
+}
+
+// Accumulators (64 x N) to A fragments of N / 16 k16 steps, rounded to bf16: step kk is
+// chunks 2 kk and 2 kk + 1, register r of it values 2 r and 2 r + 1 of those 8 (mma.m16n8k16's
+// a0 .. a3: rows g and g + 8, columns 2t and 2t + 8).
+template <int N>
+__device__ inline void to_fragments(const float (&acc)[N / 2], unsigned (&a)[N / 16][4]) {
+  BRRR_UNROLL
+  for (int kk = 0; kk < N / 16; ++kk)
+    BRRR_UNROLL
+    for (int r = 0; r < 4; ++r) a[kk][r] = pack_two(acc[8 * kk + 2 * r], acc[8 * kk + 2 * r + 1]);
+}
+
+// The row (0 or 1: g, g + 8 of the warp's 16) and column of accumulator value i of chunk j
+// of lane 4 g + t.
+__device__ inline int acc_half(int i) { return i / 2; }
+__device__ inline int acc_column(int j, int i, int t) { return 8 * j + 2 * t + i % 2; }
+
+__device__ inline float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ inline float quad_add(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// The mbarriers of a ring of kStages stages of two tiles (x, y: k and v, or q and dout), and
+// of the block's own tiles, filled once.
+struct Barriers {
+  std::uint64_t own, x_full[kStages], y_full[kStages], empty[kStages];
+};
+
+__device__ inline void init_barriers(Barriers& b) {
+  mbarrier_init(&b.own, 1);  // the producer's arrive, plus the tiles' bytes
+  for (int s = 0; s < kStages; ++s) {
+    mbarrier_init(&b.x_full[s], 1);
+    mbarrier_init(&b.y_full[s], 1);
+    mbarrier_init(&b.empty[s], 128 * kConsumers);  // every consumer thread
+  }
+  fence_proxy_async_shared_cta();  // the inits, visible to the TMA unit that counts bytes on them
+}
+
+// Issued by the producer's one thread: the block's own two tiles (x and y of `rows` rows at
+// row `row`; y_map null: one tile) at `own`, then `tiles` streamed tiles of `stream_rows` rows
+// from row `first` on, x into stage s's first tile, y after it.
+template <int HS>
+__device__ inline void produce(Barriers& b, unsigned char* own, const TensorMap* own_x, const TensorMap* own_y,
+                               int row, unsigned char* stages, const TensorMap* x, const TensorMap* y, int first,
+                               int stream_rows, int tiles) {
+  constexpr int kOwn = tile_bytes(kRows, HS);
+  const int stream_bytes = tile_bytes(stream_rows, HS);
+  mbarrier_arrive_expect_tx(&b.own, static_cast<unsigned>(own_y ? 2 * kOwn : kOwn));
+  for (int box = 0; box < HS / kBox; ++box) {
+    cp_async_bulk_tensor_2d_global_to_shared(own + box * kRows * 128, own_x, kBox * box, row, &b.own);
+    if (own_y) cp_async_bulk_tensor_2d_global_to_shared(own + kOwn + box * kRows * 128, own_y, kBox * box, row, &b.own);
+  }
+  for (int j = 0; j < tiles; ++j) {
+    const int s = j % kStages, lap = j / kStages, r = first + j * stream_rows;
+    mbarrier_wait_parity(&b.empty[s], static_cast<unsigned>((lap & 1) ^ 1));  // both consumers released it
+    unsigned char* x_tile = stages + s * 2 * stream_bytes;
+    mbarrier_arrive_expect_tx(&b.x_full[s], static_cast<unsigned>(stream_bytes));  // full boxes, zeros past the end
+    for (int box = 0; box < HS / kBox; ++box)
+      cp_async_bulk_tensor_2d_global_to_shared(x_tile + box * stream_rows * 128, x, kBox * box, r, &b.x_full[s]);
+    mbarrier_arrive_expect_tx(&b.y_full[s], static_cast<unsigned>(stream_bytes));
+    for (int box = 0; box < HS / kBox; ++box)
+      cp_async_bulk_tensor_2d_global_to_shared(x_tile + stream_bytes + box * stream_rows * 128, y, kBox * box, r,
+                                               &b.y_full[s]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The forward
+
+constexpr int kKeys = 128;  // keys a stage (the forward)
+
+template <int HS>
+constexpr std::size_t forward_shared_bytes() {  // + slack to align to 1024
+  return 1024 + tile_bytes(kRows, HS) + std::size_t{kStages} * 2 * tile_bytes(kKeys, HS);
+}
+
+// The online softmax of one key tile on a consumer's scores (log2 units), as variant 3's:
+// masks keys past the row and past T, rescales o and l by the new maxima, and turns the scores
+// into the weights p, rounded to bf16 as A fragments.
+template <int HS>
+__device__ inline void online_softmax(float (&s)[kKeys / 2], float (&m)[2], float (&l)[2], float (&o)[HS / 2],
+                                      unsigned (&p)[kKeys / 16][4], const int (&row)[2], int k0, int T_len,
+                                      float scale_log2, int t) {
+  const bool edge = k0 + kKeys - 1 > row[0] || k0 + kKeys > T_len;  // some key of the tile is masked
+  float tile_max[2] = {-INFINITY, -INFINITY};
+  BRRR_UNROLL
+  for (int j = 0; j < kKeys / 8; ++j)
+    BRRR_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const int h = acc_half(i), key = k0 + acc_column(j, i, t);
+      float& x = s[4 * j + i];
+      x = !edge || (key <= row[h] && key < T_len) ? x * scale_log2 : -INFINITY;
+      tile_max[h] = fmaxf(tile_max[h], x);
+    }
+  float correction[2];
+  for (int h = 0; h < 2; ++h) {
+    const float m_new = fmaxf(m[h], quad_max(tile_max[h]));  // the quad shares the row
+    correction[h] = exp2f(m[h] - m_new);
+    m[h] = m_new;
+    l[h] *= correction[h];
+  }
+  BRRR_UNROLL
+  for (int e = 0; e < HS / 2; ++e) o[e] *= correction[acc_half(e % 4)];
+  BRRR_UNROLL
+  for (int e = 0; e < kKeys / 2; ++e) {
+    s[e] = exp2f(s[e] - m[acc_half(e % 4)]);
+    l[acc_half(e % 4)] += s[e];
+  }
+  to_fragments<kKeys>(s, p);
+}
+
+template <int HS>
+__device__ inline void forward_consumer(Barriers& b, const unsigned char* q_tile, const unsigned char* stages,
+                                        __nv_bfloat16* out, float* lse, int head, int T_len, int q0, int key_tiles,
+                                        float scale_log2) {
+  constexpr int kStream = tile_bytes(kKeys, HS);
+  const int consumer = static_cast<int>(threadIdx.x) / 128 - 1, warp = static_cast<int>(threadIdx.x) % 128 / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int row[2] = {q0 + 64 * consumer + 16 * warp + g, q0 + 64 * consumer + 16 * warp + g + 8};
+  float o[HS / 2] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  mbarrier_wait_parity(&b.own, 0);  // q has landed
+  for (int j = 0; j < key_tiles; ++j) {
+    const int s = j % kStages;
+    const unsigned parity = static_cast<unsigned>(j / kStages & 1);
+    const unsigned char* k_tile = stages + s * 2 * kStream;
+    const unsigned char* v_tile = k_tile + kStream;
+    float scores[kKeys / 2] = {};
+    mbarrier_wait_parity(&b.x_full[s], parity);
+    wgmma_fence();
+    BRRR_UNROLL
+    for (int ks = 0; ks < HS / 16; ++ks)  // S (64 x 128) = q k^T: both K-major
+      wgmma_m64nNk16_bf16<kKeys>(scores, k_major(q_tile, kRows, 64 * consumer, ks), k_major(k_tile, kKeys, 0, ks),
+                                 ks > 0);
+    wgmma_commit_group();
+    wgmma_wait_group<0>();
+    unsigned p[kKeys / 16][4];
+    online_softmax<HS>(scores, m, l, o, p, row, j * kKeys, T_len, scale_log2, t);
+    mbarrier_wait_parity(&b.y_full[s], parity);
+    wgmma_fence();  // o was rescaled in registers: before the wgmmas that accumulate into it
+    BRRR_UNROLL
+    for (int kk = 0; kk < kKeys / 16; ++kk)  // o (64 x HS) += P v: P from registers, v MN-major
+      wgmma_m64nNk16_bf16<HS, true>(o, p[kk], mn_major(v_tile, kKeys, kk), 1);
+    wgmma_commit_group();
+    wgmma_wait_group<0>();
+    mbarrier_arrive(&b.empty[s]);  // this consumer is done with the stage
+  }
+  for (int h = 0; h < 2; ++h) {
+    const float row_l = quad_add(l[h]);
+    if (row[h] >= T_len) continue;
+    const std::int64_t at = static_cast<std::int64_t>(head) * T_len + row[h];
+    __nv_bfloat16* out_row = out + at * HS;
+    const float inverse = 1.0f / row_l;
+    BRRR_UNROLL
+    for (int j = 0; j < HS / 8; ++j)  // two neighbours, one 4-byte store
+      *reinterpret_cast<__nv_bfloat162*>(&out_row[8 * j + 2 * t]) =
+          __floats2bfloat162_rn(o[4 * j + 2 * h] * inverse, o[4 * j + 2 * h + 1] * inverse);
+    if (t == 0) lse[at] = (m[h] + log2f(row_l)) * 0.69314718f;  // log2 units back to natural log
+  }
+}
+
+template <int HS>
+__global__ void __launch_bounds__(kThreads, 1)
+    attention_forward_wgmma_kernel(const __grid_constant__ TensorMap q_map, const __grid_constant__ TensorMap k_map,
+                                   const __grid_constant__ TensorMap v_map, __nv_bfloat16* out, float* lse, int T_len,
+                                   float scale_log2) {
+  BRRR_DYNAMIC_SHARED(unsigned char, shared);
+  unsigned char* q_tile = aligned_1024(shared);
+  unsigned char* stages = q_tile + tile_bytes(kRows, HS);
+  __shared__ Barriers barriers;
+  const int head = static_cast<int>(blockIdx.x), q0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kRows;
+  const int key_tiles = static_cast<int>(ceil_div(min(T_len, q0 + kRows), kKeys));  // up to the diagonal
+  if (threadIdx.x == 0) init_barriers(barriers);
+  __syncthreads();  // the last block-wide barrier: from here on the roles meet only at mbarriers
+  if (threadIdx.x < 128) {
+    setmaxnreg_dec<kProducerRegisters>();
+    if (threadIdx.x == 0)
+      produce<HS>(barriers, q_tile, &q_map, nullptr, head * T_len + q0, stages, &k_map, &v_map, head * T_len, kKeys,
+                  key_tiles);
+    return;
+  }
+  setmaxnreg_inc<kConsumerRegisters>();
+  forward_consumer<HS>(barriers, q_tile, stages, out, lse, head, T_len, q0, key_tiles, scale_log2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The backward
+
+constexpr int kStreamed = 64;  // queries (dk, dv) or keys (dq) a stage
+
+template <int HS>
+constexpr std::size_t backward_shared_bytes() {  // own x, y; the stages; slack to align to 1024
+  return 1024 + 2 * tile_bytes(kRows, HS) + std::size_t{kStages} * 2 * tile_bytes(kStreamed, HS);
+}
+
+// dk, dv: this consumer's 64 keys (its rows of the block's k and v) against the streamed
+// query tiles (q, dout), keys as the wgmmas' rows.
+template <int HS>
+__device__ inline void dkdv_consumer(Barriers& b, const unsigned char* kv, const unsigned char* stages, float* dk,
+                                     float* dv, const float* lse, const float* D, int head, int T_len, int k0,
+                                     int tiles, float scale) {
+  constexpr int kStream = tile_bytes(kStreamed, HS);
+  const int consumer = static_cast<int>(threadIdx.x) / 128 - 1, warp = static_cast<int>(threadIdx.x) % 128 / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int key[2] = {k0 + 64 * consumer + 16 * warp + g, k0 + 64 * consumer + 16 * warp + g + 8};
+  const unsigned char* k_tile = kv;
+  const unsigned char* v_tile = kv + tile_bytes(kRows, HS);
+  const float* lse_head = lse + static_cast<std::int64_t>(head) * T_len;
+  const float* D_head = D + static_cast<std::int64_t>(head) * T_len;
+  float dk_acc[HS / 2] = {}, dv_acc[HS / 2] = {};
+  mbarrier_wait_parity(&b.own, 0);  // k and v have landed
+  for (int j = 0; j < tiles; ++j) {
+    const int s = j % kStages, q0 = k0 + j * kStreamed;
+    const unsigned parity = static_cast<unsigned>(j / kStages & 1);
+    const unsigned char* q_tile = stages + s * 2 * kStream;
+    const unsigned char* do_tile = q_tile + kStream;
+    float st[kStreamed / 2] = {}, dpt[kStreamed / 2] = {};
+    mbarrier_wait_parity(&b.x_full[s], parity);
+    mbarrier_wait_parity(&b.y_full[s], parity);
+    wgmma_fence();
+    BRRR_UNROLL
+    for (int ks = 0; ks < HS / 16; ++ks) {  // S^T = k q^T, dP^T = v dout^T: all K-major
+      wgmma_m64nNk16_bf16<kStreamed>(st, k_major(k_tile, kRows, 64 * consumer, ks),
+                                     k_major(q_tile, kStreamed, 0, ks), ks > 0);
+      wgmma_m64nNk16_bf16<kStreamed>(dpt, k_major(v_tile, kRows, 64 * consumer, ks),
+                                     k_major(do_tile, kStreamed, 0, ks), ks > 0);
+    }
+    wgmma_commit_group();
+    wgmma_wait_group<0>();
+    BRRR_UNROLL
+    for (int e = 0; e < kStreamed / 2; ++e) {  // P^T and dS^T, columns are queries
+      const int query = q0 + acc_column(e / 4, e % 4, t), h = acc_half(e % 4);
+      const bool seen = key[h] <= query && query < T_len;
+      const float weight = seen ? __expf(st[e] * scale - lse_head[seen ? query : 0]) : 0.0f;
+      st[e] = weight;
+      dpt[e] = weight * (dpt[e] - (seen ? D_head[query] : 0.0f));
+    }
+    unsigned p[kStreamed / 16][4], ds[kStreamed / 16][4];
+    to_fragments<kStreamed>(st, p);
+    to_fragments<kStreamed>(dpt, ds);
+    wgmma_fence();
+    BRRR_UNROLL
+    for (int kk = 0; kk < kStreamed / 16; ++kk) {  // dv += P^T dout, dk += dS^T q: q, dout MN-major
+      wgmma_m64nNk16_bf16<HS, true>(dv_acc, p[kk], mn_major(do_tile, kStreamed, kk), 1);
+      wgmma_m64nNk16_bf16<HS, true>(dk_acc, ds[kk], mn_major(q_tile, kStreamed, kk), 1);
+    }
+    wgmma_commit_group();
+    wgmma_wait_group<0>();
+    mbarrier_arrive(&b.empty[s]);
+  }
+  for (int h = 0; h < 2; ++h) {
+    if (key[h] >= T_len) continue;
+    const std::int64_t at = (static_cast<std::int64_t>(head) * T_len + key[h]) * HS;
+    BRRR_UNROLL
+    for (int j = 0; j < HS / 8; ++j) {
+      *reinterpret_cast<float2*>(&dk[at + 8 * j + 2 * t]) =
+          make_float2(dk_acc[4 * j + 2 * h] * scale, dk_acc[4 * j + 2 * h + 1] * scale);
+      *reinterpret_cast<float2*>(&dv[at + 8 * j + 2 * t]) = make_float2(dv_acc[4 * j + 2 * h], dv_acc[4 * j + 2 * h + 1]);
+    }
+  }
+}
+
+// dq: this consumer's 64 queries (its rows of the block's q and dout) against the streamed key
+// tiles (k, v) up to the block's diagonal.
+template <int HS>
+__device__ inline void dq_consumer(Barriers& b, const unsigned char* q_do, const unsigned char* stages, float* dq,
+                                   const float* lse, const float* D, int head, int T_len, int q0, int tiles,
+                                   float scale) {
+  constexpr int kStream = tile_bytes(kStreamed, HS);
+  const int consumer = static_cast<int>(threadIdx.x) / 128 - 1, warp = static_cast<int>(threadIdx.x) % 128 / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int row[2] = {q0 + 64 * consumer + 16 * warp + g, q0 + 64 * consumer + 16 * warp + g + 8};
+  const unsigned char* q_tile = q_do;
+  const unsigned char* do_tile = q_do + tile_bytes(kRows, HS);
+  float L[2], Drow[2];
+  for (int h = 0; h < 2; ++h) {
+    const std::int64_t at = static_cast<std::int64_t>(head) * T_len + row[h];
+    L[h] = row[h] < T_len ? lse[at] : 0.0f;
+    Drow[h] = row[h] < T_len ? D[at] : 0.0f;
+  }
+  float dq_acc[HS / 2] = {};
+  mbarrier_wait_parity(&b.own, 0);  // q and dout have landed
+  for (int j = 0; j < tiles; ++j) {
+    const int s = j % kStages, kb = j * kStreamed;
+    const unsigned parity = static_cast<unsigned>(j / kStages & 1);
+    const unsigned char* k_tile = stages + s * 2 * kStream;
+    const unsigned char* v_tile = k_tile + kStream;
+    float sc[kStreamed / 2] = {}, dp[kStreamed / 2] = {};
+    mbarrier_wait_parity(&b.x_full[s], parity);
+    mbarrier_wait_parity(&b.y_full[s], parity);
+    wgmma_fence();
+    BRRR_UNROLL
+    for (int ks = 0; ks < HS / 16; ++ks) {  // S = q k^T, dP = dout v^T: all K-major
+      wgmma_m64nNk16_bf16<kStreamed>(sc, k_major(q_tile, kRows, 64 * consumer, ks),
+                                     k_major(k_tile, kStreamed, 0, ks), ks > 0);
+      wgmma_m64nNk16_bf16<kStreamed>(dp, k_major(do_tile, kRows, 64 * consumer, ks),
+                                     k_major(v_tile, kStreamed, 0, ks), ks > 0);
+    }
+    wgmma_commit_group();
+    wgmma_wait_group<0>();
+    BRRR_UNROLL
+    for (int e = 0; e < kStreamed / 2; ++e) {  // dS, columns are keys
+      const int key = kb + acc_column(e / 4, e % 4, t), h = acc_half(e % 4);
+      const bool seen = key <= row[h] && row[h] < T_len;
+      const float weight = seen ? __expf(sc[e] * scale - L[h]) : 0.0f;
+      dp[e] = weight * (dp[e] - Drow[h]);
+    }
+    unsigned ds[kStreamed / 16][4];
+    to_fragments<kStreamed>(dp, ds);
+    wgmma_fence();
+    BRRR_UNROLL
+    for (int kk = 0; kk < kStreamed / 16; ++kk)  // dq += dS k: k MN-major
+      wgmma_m64nNk16_bf16<HS, true>(dq_acc, ds[kk], mn_major(k_tile, kStreamed, kk), 1);
+    wgmma_commit_group();
+    wgmma_wait_group<0>();
+    mbarrier_arrive(&b.empty[s]);
+  }
+  for (int h = 0; h < 2; ++h) {
+    if (row[h] >= T_len) continue;
+    const std::int64_t at = (static_cast<std::int64_t>(head) * T_len + row[h]) * HS;
+    BRRR_UNROLL
+    for (int j = 0; j < HS / 8; ++j)
+      *reinterpret_cast<float2*>(&dq[at + 8 * j + 2 * t]) =
+          make_float2(dq_acc[4 * j + 2 * h] * scale, dq_acc[4 * j + 2 * h + 1] * scale);
+  }
+}
+
+// The maps of the backward: q, k, v, dout.
+struct BackwardMaps {
+  TensorMap q, k, v, dout;
+};
+
+// Blocks (head, tile of 128 keys): dk and dv.
+template <int HS>
+__global__ void __launch_bounds__(kThreads, 1)
+    attention_backward_dkdv_wgmma_kernel(const __grid_constant__ BackwardMaps maps, float* dk, float* dv,
+                                         const float* lse, const float* D, int T_len, float scale) {
+  BRRR_DYNAMIC_SHARED(unsigned char, shared);
+  unsigned char* kv = aligned_1024(shared);
+  unsigned char* stages = kv + 2 * tile_bytes(kRows, HS);
+  __shared__ Barriers barriers;
+  const int head = static_cast<int>(blockIdx.x), k0 = static_cast<int>(blockIdx.y) * kRows;
+  const int tiles = static_cast<int>(ceil_div(T_len - k0, kStreamed));  // the queries from k0 on
+  if (threadIdx.x == 0) init_barriers(barriers);
+  __syncthreads();
+  if (threadIdx.x < 128) {
+    setmaxnreg_dec<kProducerRegisters>();
+    if (threadIdx.x == 0)
+      produce<HS>(barriers, kv, &maps.k, &maps.v, head * T_len + k0, stages, &maps.q, &maps.dout, head * T_len + k0,
+                  kStreamed, tiles);
+    return;
+  }
+  setmaxnreg_inc<kConsumerRegisters>();
+  dkdv_consumer<HS>(barriers, kv, stages, dk, dv, lse, D, head, T_len, k0, tiles, scale);
+}
+
+// Blocks (head, tile of 128 queries, the longest rows first): dq.
+template <int HS>
+__global__ void __launch_bounds__(kThreads, 1)
+    attention_backward_dq_wgmma_kernel(const __grid_constant__ BackwardMaps maps, float* dq, const float* lse,
+                                       const float* D, int T_len, float scale) {
+  BRRR_DYNAMIC_SHARED(unsigned char, shared);
+  unsigned char* q_do = aligned_1024(shared);
+  unsigned char* stages = q_do + 2 * tile_bytes(kRows, HS);
+  __shared__ Barriers barriers;
+  const int head = static_cast<int>(blockIdx.x), q0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kRows;
+  const int tiles = static_cast<int>(ceil_div(min(T_len, q0 + kRows), kStreamed));  // keys up to the diagonal
+  if (threadIdx.x == 0) init_barriers(barriers);
+  __syncthreads();
+  if (threadIdx.x < 128) {
+    setmaxnreg_dec<kProducerRegisters>();
+    if (threadIdx.x == 0)
+      produce<HS>(barriers, q_do, &maps.q, &maps.dout, head * T_len + q0, stages, &maps.k, &maps.v, head * T_len,
+                  kStreamed, tiles);
+    return;
+  }
+  setmaxnreg_inc<kConsumerRegisters>();
+  dq_consumer<HS>(barriers, q_do, stages, dq, lse, D, head, T_len, q0, tiles, scale);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The launchers
+
+// A (BH T, hs) bf16 matrix as a tensor map read in boxes of 64 columns by box_rows rows.
+TensorMap rows_map(const brrr::bf16* x, std::int64_t rows, std::int64_t hs, std::uint32_t box_rows) {
+  TensorMap map;
+  brrr::simt::make_tensor_map_2d(&map, brrr::simt::TensorMapType::kBf16, x, static_cast<std::uint64_t>(hs),
+                                 static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(hs) * 2, kBox, box_rows,
+                                 brrr::simt::TensorMapSwizzle::k128B);
+  return map;
+}
+
+// The checks of both directions: sizes, head size 64 or 128, a grid and tensor maps that hold
+// the problem, 16-byte aligned operands (TMA), and (on a GPU) a Hopper device. False: nothing to do.
+bool check_call(const char* op, const AttentionShape& shape, std::initializer_list<const brrr::bf16*> operands,
+                const char* names) {
+  const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs;
+  check_sizes(op, BH, T_len, hs);
+  BRRR_CHECK(hs == 64 || hs == 128, op, ": head size ", hs, "; this kernel is written for 64 and 128");
+  if (BH == 0 || T_len == 0) return false;
+  BRRR_CHECK(BH * T_len < (std::int64_t{1} << 31) && ceil_div(T_len, kRows) <= 65535, op, ": BH = ", BH, ", T = ",
+             T_len, " is more rows than a tensor map's int coordinates reach, or more blocks than a grid holds");
+  for (const brrr::bf16* p : operands)
+    BRRR_CHECK(aligned16(p), op, ": ", names, " must start 16-byte aligned (TMA reads them)");
+#if !BRRR_EMULATOR
+  int device = 0, major = 0, minor = 0;
+  BRRR_CUDA_CHECK(cudaGetDevice(&device));
+  BRRR_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  BRRR_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  BRRR_CHECK(major == 9 && minor == 0, op, ": needs a Hopper GPU (sm_90: H100, H200); this device is sm_", major,
+             minor, ", which has no wgmma (use bf16_pipelined)");
+#endif
+  return true;
+}
+
+}  // namespace
+
+void attention_forward_wgmma(brrr::bf16* out, float* lse, const brrr::bf16* q, const brrr::bf16* k,
+                             const brrr::bf16* v, const AttentionShape& shape, Stream stream) {
+  if (!check_call("attention_forward wgmma", shape, {q, k, v, out}, "q, k, v and out")) return;
+  const std::int64_t rows = shape.BH * shape.T;
+  const TensorMap q_map = rows_map(q, rows, shape.hs, kRows), k_map = rows_map(k, rows, shape.hs, kKeys),
+                  v_map = rows_map(v, rows, shape.hs, kKeys);
+  const dim3 grid(static_cast<unsigned>(shape.BH), static_cast<unsigned>(ceil_div(shape.T, kRows)));
+  const float scale_log2 = static_cast<float>(shape.scale) * 1.44269504f;
+  auto* o = reinterpret_cast<__nv_bfloat16*>(out);
+  const int T = static_cast<int>(shape.T);
+  if (shape.hs == 64)
+    BRRR_LAUNCH(attention_forward_wgmma_kernel<64>, grid, kThreads, forward_shared_bytes<64>(), stream, q_map, k_map,
+                v_map, o, lse, T, scale_log2);
+  else
+    BRRR_LAUNCH(attention_forward_wgmma_kernel<128>, grid, kThreads, forward_shared_bytes<128>(), stream, q_map,
+                k_map, v_map, o, lse, T, scale_log2);
+}
+
+void attention_backward_wgmma(float* dq, float* dk, float* dv, const brrr::bf16* dout, const brrr::bf16* q,
+                              const brrr::bf16* k, const brrr::bf16* v, const brrr::bf16* out, const float* lse,
+                              const AttentionShape& shape, Stream stream) {
+  if (!check_call("attention_backward wgmma", shape, {q, k, v, dout}, "q, k, v and dout")) return;
+  for (const float* p : {dq, dk, dv})  // each thread stores two neighbours as one float2
+    BRRR_CHECK(reinterpret_cast<std::uintptr_t>(p) % 8 == 0,
+               "attention_backward wgmma: dq, dk and dv must start 8-byte aligned");
+  const std::int64_t rows = shape.BH * shape.T, hs = shape.hs;
+  using In = __nv_bfloat16;
+  auto* D = static_cast<float*>(workspace(static_cast<std::size_t>(rows) * sizeof(float), stream));
+  prepare_backward<In>(D, nullptr, reinterpret_cast<const In*>(q), reinterpret_cast<const In*>(k),
+                       reinterpret_cast<const In*>(v), reinterpret_cast<const In*>(dout),
+                       reinterpret_cast<const In*>(out), rows, hs, stream);
+  // The block's own tiles are 128 rows; the streamed ones 64.
+  BackwardMaps own{rows_map(q, rows, hs, kRows), rows_map(k, rows, hs, kRows), rows_map(v, rows, hs, kRows),
+                   rows_map(dout, rows, hs, kRows)};
+  BackwardMaps streamed{rows_map(q, rows, hs, kStreamed), rows_map(k, rows, hs, kStreamed),
+                        rows_map(v, rows, hs, kStreamed), rows_map(dout, rows, hs, kStreamed)};
+  // dk, dv own k, v and stream q, dout; dq owns q, dout and streams k, v.
+  const BackwardMaps dkdv_maps{streamed.q, own.k, own.v, streamed.dout};
+  const BackwardMaps dq_maps{own.q, streamed.k, streamed.v, own.dout};
+  const dim3 grid(static_cast<unsigned>(shape.BH), static_cast<unsigned>(ceil_div(shape.T, kRows)));
+  const float scale = static_cast<float>(shape.scale);
+  const int T = static_cast<int>(shape.T);
+  if (hs == 64) {
+    BRRR_LAUNCH(attention_backward_dkdv_wgmma_kernel<64>, grid, kThreads, backward_shared_bytes<64>(), stream,
+                dkdv_maps, dk, dv, lse, D, T, scale);
+    BRRR_LAUNCH(attention_backward_dq_wgmma_kernel<64>, grid, kThreads, backward_shared_bytes<64>(), stream, dq_maps,
+                dq, lse, D, T, scale);
+  } else {
+    BRRR_LAUNCH(attention_backward_dkdv_wgmma_kernel<128>, grid, kThreads, backward_shared_bytes<128>(), stream,
+                dkdv_maps, dk, dv, lse, D, T, scale);
+    BRRR_LAUNCH(attention_backward_dq_wgmma_kernel<128>, grid, kThreads, backward_shared_bytes<128>(), stream,
+                dq_maps, dq, lse, D, T, scale);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registration
+
+// Below variant 4 (10) on bf16 data: listed and checked, never the default until a GPU has
+// timed it. On the emulator always (the tests run it); on a GPU only where the device is sm_90,
+// the one chip its sm_90a code runs on.
+void register_attention_wgmma_kernels() {
+#if !BRRR_EMULATOR
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess || major != 9 ||
+      minor != 0) {
+    (void)cudaGetLastError();  // a failed query leaves no error behind for the next call
+    return;
+  }
+#endif
+  VariantMeta meta;
+  meta.tolerance = 3e-2;  // variant 4's arithmetic: the softmax weights (and dS) rounded to bf16 for their products
+  meta.about = "variant 5: TMA ring, producer and 2 consumer warpgroups, wgmma, P in registers (hs 64 or 128); "
+               "Hopper only; untimed";
+  add(op::attention_forward_on_bf16, DeviceType::CUDA, "wgmma", &attention_forward_wgmma, 5, meta);
+  meta.about = "variant 5: dk, dv then dq on wgmma from TMA rings, no atomics (hs 64 or 128); Hopper only; untimed";
+  add(op::attention_backward_on_bf16, DeviceType::CUDA, "wgmma", &attention_backward_wgmma, 5, meta);
+}
+
+}  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE
