@@ -375,7 +375,8 @@ __device__ inline void dkdv_consumer(Barriers& b, const unsigned char* kv, const
     for (int j = 0; j < HS / 8; ++j) {
       *reinterpret_cast<float2*>(&dk[at + 8 * j + 2 * t]) =
           make_float2(dk_acc[4 * j + 2 * h] * scale, dk_acc[4 * j + 2 * h + 1] * scale);
-      *reinterpret_cast<float2*>(&dv[at + 8 * j + 2 * t]) = make_float2(dv_acc[4 * j + 2 * h], dv_acc[4 * j + 2 * h + 1]);
+      *reinterpret_cast<float2*>(&dv[at + 8 * j + 2 * t]) =
+          make_float2(dv_acc[4 * j + 2 * h], dv_acc[4 * j + 2 * h + 1]);
     }
   }
 }
