@@ -10,26 +10,25 @@
 // wide). Read next: framework/src/ops_attention.cpp (the op that calls these).
 //
 // The forward's picture (FlashAttention-3's structure). A block owns 128 query rows of one head
-// and has three warpgroups: the producer, and two consumers of 64 rows each.
+// and has three warpgroups: the producer, and two consumers of 64 rows each. Section j of a
+// consumer issues S_j = q k_j^T and o += P_{j-1} v_{j-1} (wgmma), then does the softmax of S_j
+// while o += P_{j-1} v_{j-1} is still on the tensor cores (the overlap within a warpgroup); the
+// consumers issue their sections in turns (ping-pong), so one's softmax runs under the other's
+// wgmmas (the overlap between warpgroups):
 //
-//   producer    TMA q (once) | wait empty[0] -> TMA k -> k_full[0], TMA v -> v_full[0] | stage 1 ...
-//   consumer 1  wait k_full[s] -> S = q k^T (wgmma, q and k from shared memory) -> online softmax
-//               in float32 registers -> P as bf16 A fragments -> wait v_full[s] -> o += P v
-//               (wgmma, P from registers) -> arrive empty[s]
-//   consumer 2  the same on its own 64 rows, the same stages
+//   producer    TMA q | TMA k_0, v_0 | TMA k_1, v_1 | k_2 (once k_0 is released), v_2 (v_0) | ...
+//   consumer 1  [S_0] softmax_0      [S_1, P_0 v_0] softmax_1 ...     [S_2, P_1 v_1] ...
+//   consumer 2         [S_0] softmax_0             [S_1, P_0 v_0] softmax_1         [S_2, ...
+//               ([...]: a section's wgmmas, issued in its turn; turn[c], an mbarrier per consumer)
 //
-// k and v have barriers of their own, so S = q k^T starts while v is still landing. The scores'
-// accumulators are laid out as mma.m16n8k16's (simt_hopper.h), so two adjacent 8-column chunks
-// of S are exactly the A fragment of a k16 step of P v: P never goes through shared memory
-// (FlashAttention-2's trick, as variant 3 does it). Key tiles are 128 keys; the block walks the
-// tiles up to its diagonal, masking keys past the query (causal) and past T.
-//
-// Not yet here: FlashAttention-3's two overlaps. Its consumers take turns (ping-pong, ordered by
-// named barriers) so one's softmax runs under the other's wgmmas, and within a consumer the
-// softmax of tile j runs while the wgmma of S for tile j + 1 is in flight. Here each consumer
-// waits for each wgmma group before its softmax, and the two run side by side, unordered: the
-// overlap left is the producer's (copies under the math) and the warp scheduler's between the
-// two consumers. Both are the next steps once a GPU has timed this version.
+// k and v have barriers of their own (k_full, v_full; k_empty, v_empty, named x and y below,
+// which the backward shares): S_j starts while v_j is still landing, and k_j goes back to the
+// producer as soon as S_j is done. The scores' accumulators are laid out as mma.m16n8k16's
+// (simt_hopper.h), so two adjacent 8-column chunks of S are exactly the A fragment of a k16
+// step of P v: P never goes through shared memory (FlashAttention-2's trick, as variant 3 does
+// it). Key tiles are 128 keys; the block walks the tiles up to its diagonal, masking keys past
+// the query (causal) and past T. FlashAttention-3 orders the turns with named barriers (bar.sync
+// with an id), which the emulator does not have; two mbarriers do the same here.
 //
 // The backward (FlashAttention-2's loop order, on wgmma), after one pass that computes
 // D_i = dout_i . out_i (common.h). Writing P = exp(S - lse) and dS = P (dP - D):
@@ -141,10 +140,30 @@ __device__ inline float quad_add(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// Pins accumulators at this point of the instruction stream (CUTLASS's warpgroup_fence_operand):
+// an empty asm that reads and writes each register. A wgmma_wait_group names no register, so
+// nothing else keeps the compiler from moving a read of the scores above the wait that makes
+// them valid, or a write of o into the wgmmas still adding to it. It emits no instruction; the
+// emulator needs none (its wgmma is done when it returns). (What did make ptxas serialize every
+// wgmma of the forward, its warning C7514, was a first version's one loop with the sections'
+// products under branches; with the first and last sections peeled off, as below, it does not,
+// with or without the pins.)
+template <int N>
+__device__ inline void pin(float (&x)[N]) {
+#if defined(__CUDA_ARCH__)
+  BRRR_UNROLL
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(x[i])::"memory");
+#else
+  (void)x;
+#endif
+}
+
 // The mbarriers of a ring of kStages stages of two tiles (x, y: k and v, or q and dout), and
 // of the block's own tiles, filled once.
+// x and y are released apart (x_empty, y_empty): the forward is done with k before v. turn[c]:
+// consumer c's turn to issue its wgmmas (the forward's ping-pong).
 struct Barriers {
-  std::uint64_t own, x_full[kStages], y_full[kStages], empty[kStages];
+  std::uint64_t own, x_full[kStages], y_full[kStages], x_empty[kStages], y_empty[kStages], turn[kConsumers];
 };
 
 __device__ inline void init_barriers(Barriers& b) {
@@ -152,9 +171,17 @@ __device__ inline void init_barriers(Barriers& b) {
   for (int s = 0; s < kStages; ++s) {
     mbarrier_init(&b.x_full[s], 1);
     mbarrier_init(&b.y_full[s], 1);
-    mbarrier_init(&b.empty[s], 128 * kConsumers);  // every consumer thread
+    mbarrier_init(&b.x_empty[s], 128 * kConsumers);  // every consumer thread
+    mbarrier_init(&b.y_empty[s], 128 * kConsumers);
   }
+  for (int c = 0; c < kConsumers; ++c) mbarrier_init(&b.turn[c], 128);  // the other consumer's threads
   fence_proxy_async_shared_cta();  // the inits, visible to the TMA unit that counts bytes on them
+}
+
+// A backward consumer is done with stage s: both its tiles go back to the producer.
+__device__ inline void release(Barriers& b, int s) {
+  mbarrier_arrive(&b.x_empty[s]);
+  mbarrier_arrive(&b.y_empty[s]);
 }
 
 // Issued by the producer's one thread: the block's own two tiles (x and y of `rows` rows at
@@ -173,11 +200,13 @@ __device__ inline void produce(Barriers& b, unsigned char* own, const TensorMap*
   }
   for (int j = 0; j < tiles; ++j) {
     const int s = j % kStages, lap = j / kStages, r = first + j * stream_rows;
-    mbarrier_wait_parity(&b.empty[s], static_cast<unsigned>((lap & 1) ^ 1));  // both consumers released it
+    const unsigned released = static_cast<unsigned>((lap & 1) ^ 1);  // lap 0: passes at once
     unsigned char* x_tile = stages + s * 2 * stream_bytes;
+    mbarrier_wait_parity(&b.x_empty[s], released);  // both consumers released the stage's x
     mbarrier_arrive_expect_tx(&b.x_full[s], static_cast<unsigned>(stream_bytes));  // full boxes, zeros past the end
     for (int box = 0; box < HS / kBox; ++box)
       cp_async_bulk_tensor_2d_global_to_shared(x_tile + box * stream_rows * 128, x, kBox * box, r, &b.x_full[s]);
+    mbarrier_wait_parity(&b.y_empty[s], released);
     mbarrier_arrive_expect_tx(&b.y_full[s], static_cast<unsigned>(stream_bytes));
     for (int box = 0; box < HS / kBox; ++box)
       cp_async_bulk_tensor_2d_global_to_shared(x_tile + stream_bytes + box * stream_rows * 128, y, kBox * box, r,
@@ -195,13 +224,12 @@ constexpr std::size_t forward_shared_bytes() {  // + slack to align to 1024
   return 1024 + tile_bytes(kRows, HS) + std::size_t{kStages} * 2 * tile_bytes(kKeys, HS);
 }
 
-// The online softmax of one key tile on a consumer's scores (log2 units), as variant 3's:
-// masks keys past the row and past T, rescales o and l by the new maxima, and turns the scores
-// into the weights p, rounded to bf16 as A fragments.
-template <int HS>
-__device__ inline void online_softmax(float (&s)[kKeys / 2], float (&m)[2], float (&l)[2], float (&o)[HS / 2],
-                                      unsigned (&p)[kKeys / 16][4], const int (&row)[2], int k0, int T_len,
-                                      float scale_log2, int t) {
+// The online softmax of one key tile on a consumer's scores, as variant 3's, up to the weights:
+// masks keys past the row and past T, takes the new row maxima (log2 units), turns the scores
+// into exp2(s - m) in place and adds them to l. Returns by how much the rows' earlier sums (l
+// here, o by the caller, once the wgmma still adding into it is done) shrink: correction.
+__device__ inline void softmax_tile(float (&s)[kKeys / 2], float (&m)[2], float (&l)[2], float (&correction)[2],
+                                    const int (&row)[2], int k0, int T_len, float scale_log2, int t) {
   const bool edge = k0 + kKeys - 1 > row[0] || k0 + kKeys > T_len;  // some key of the tile is masked
   float tile_max[2] = {-INFINITY, -INFINITY};
   BRRR_UNROLL
@@ -213,7 +241,6 @@ __device__ inline void online_softmax(float (&s)[kKeys / 2], float (&m)[2], floa
       x = !edge || (key <= row[h] && key < T_len) ? x * scale_log2 : -INFINITY;
       tile_max[h] = fmaxf(tile_max[h], x);
     }
-  float correction[2];
   for (int h = 0; h < 2; ++h) {
     const float m_new = fmaxf(m[h], quad_max(tile_max[h]));  // the quad shares the row
     correction[h] = exp2f(m[h] - m_new);
@@ -221,15 +248,43 @@ __device__ inline void online_softmax(float (&s)[kKeys / 2], float (&m)[2], floa
     l[h] *= correction[h];
   }
   BRRR_UNROLL
-  for (int e = 0; e < HS / 2; ++e) o[e] *= correction[acc_half(e % 4)];
-  BRRR_UNROLL
   for (int e = 0; e < kKeys / 2; ++e) {
     s[e] = exp2f(s[e] - m[acc_half(e % 4)]);
     l[acc_half(e % 4)] += s[e];
   }
-  to_fragments<kKeys>(s, p);
 }
 
+// Ping-pong: the two consumers issue their wgmmas in turns, consumer 0's n-th section, then
+// consumer 1's, then consumer 0's (n + 1)-th, ..., each arriving on the other's turn barrier
+// when its section is issued. turn[c]'s phase n completes with the other consumer's section n
+// (consumer 1) or n - 1 (consumer 0, whose first wait, parity 1, passes at once).
+__device__ inline void wait_turn(Barriers& b, int consumer, int section) {
+  mbarrier_wait_parity(&b.turn[consumer], static_cast<unsigned>((section & 1) ^ (consumer == 0 ? 1 : 0)));
+}
+
+// A consumer's two products, issued as one commit group each: S (64 x 128) = q k^T (both
+// K-major), and o (64 x HS) += P v (P from registers, v MN-major).
+template <int HS>
+__device__ inline void issue_scores(float (&scores)[kKeys / 2], const unsigned char* q_tile,
+                                    const unsigned char* k_tile, int consumer) {
+  BRRR_UNROLL
+  for (int ks = 0; ks < HS / 16; ++ks)
+    wgmma_m64nNk16_bf16<kKeys>(scores, k_major(q_tile, kRows, 64 * consumer, ks), k_major(k_tile, kKeys, 0, ks),
+                               ks > 0);
+  wgmma_commit_group();
+}
+template <int HS>
+__device__ inline void issue_values(float (&o)[HS / 2], const unsigned (&p)[kKeys / 16][4],
+                                    const unsigned char* v_tile) {
+  BRRR_UNROLL
+  for (int kk = 0; kk < kKeys / 16; ++kk) wgmma_m64nNk16_bf16<HS, true>(o, p[kk], mn_major(v_tile, kKeys, kk), 1);
+  wgmma_commit_group();
+}
+
+// One consumer's 64 rows. Section 0 issues S_0; section j (1 .. key_tiles - 1) issues S_j and
+// P_{j-1} v_{j-1}, then runs the softmax of S_j while P_{j-1} v_{j-1} is still on the tensor
+// cores; section key_tiles issues the last P v. Sections alternate between the consumers
+// (wait_turn), and k and v go back to the producer as soon as each is read.
 template <int HS>
 __device__ inline void forward_consumer(Barriers& b, const unsigned char* q_tile, const unsigned char* stages,
                                         __nv_bfloat16* out, float* lse, int head, int T_len, int q0, int key_tiles,
@@ -238,33 +293,60 @@ __device__ inline void forward_consumer(Barriers& b, const unsigned char* q_tile
   const int consumer = static_cast<int>(threadIdx.x) / 128 - 1, warp = static_cast<int>(threadIdx.x) % 128 / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
   const int row[2] = {q0 + 64 * consumer + 16 * warp + g, q0 + 64 * consumer + 16 * warp + g + 8};
-  float o[HS / 2] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const auto k_tile = [&](int j) { return stages + j % kStages * 2 * kStream; };
+  const auto v_tile = [&](int j) { return stages + j % kStages * 2 * kStream + kStream; };
+  const auto lap = [](int j) { return static_cast<unsigned>(j / kStages & 1); };
+  float o[HS / 2] = {}, scores[kKeys / 2] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float correction[2];
+  unsigned p[kKeys / 16][4];  // the last tile's weights, waiting for its v
   mbarrier_wait_parity(&b.own, 0);  // q has landed
-  for (int j = 0; j < key_tiles; ++j) {
-    const int s = j % kStages;
-    const unsigned parity = static_cast<unsigned>(j / kStages & 1);
-    const unsigned char* k_tile = stages + s * 2 * kStream;
-    const unsigned char* v_tile = k_tile + kStream;
-    float scores[kKeys / 2] = {};
-    mbarrier_wait_parity(&b.x_full[s], parity);
-    wgmma_fence();
-    BRRR_UNROLL
-    for (int ks = 0; ks < HS / 16; ++ks)  // S (64 x 128) = q k^T: both K-major
-      wgmma_m64nNk16_bf16<kKeys>(scores, k_major(q_tile, kRows, 64 * consumer, ks), k_major(k_tile, kKeys, 0, ks),
-                                 ks > 0);
-    wgmma_commit_group();
+
+  mbarrier_wait_parity(&b.x_full[0], 0);  // section 0
+  wait_turn(b, consumer, 0);
+  pin(scores);
+  wgmma_fence();
+  issue_scores<HS>(scores, q_tile, k_tile(0), consumer);
+  pin(scores);
+  mbarrier_arrive(&b.turn[1 - consumer]);  // the other consumer's turn to issue
+  wgmma_wait_group<0>();
+  pin(scores);
+  mbarrier_arrive(&b.x_empty[0]);  // k_0 is read
+  softmax_tile(scores, m, l, correction, row, 0, T_len, scale_log2, t);
+  to_fragments<kKeys>(scores, p);  // (o is still 0: nothing to rescale)
+
+  for (int j = 1; j < key_tiles; ++j) {
+    mbarrier_wait_parity(&b.x_full[j % kStages], lap(j));
+    mbarrier_wait_parity(&b.y_full[(j - 1) % kStages], lap(j - 1));
+    wait_turn(b, consumer, j);
+    pin(scores), pin(o);
+    wgmma_fence();  // o and p were written in registers: before the wgmmas that read them
+    issue_scores<HS>(scores, q_tile, k_tile(j), consumer);
+    issue_values<HS>(o, p, v_tile(j - 1));
+    pin(scores), pin(o);
+    mbarrier_arrive(&b.turn[1 - consumer]);
+    wgmma_wait_group<1>();  // S_j is done; P_{j-1} v_{j-1} may still run
+    pin(scores);
+    mbarrier_arrive(&b.x_empty[j % kStages]);
+    softmax_tile(scores, m, l, correction, row, j * kKeys, T_len, scale_log2, t);
     wgmma_wait_group<0>();
-    unsigned p[kKeys / 16][4];
-    online_softmax<HS>(scores, m, l, o, p, row, j * kKeys, T_len, scale_log2, t);
-    mbarrier_wait_parity(&b.y_full[s], parity);
-    wgmma_fence();  // o was rescaled in registers: before the wgmmas that accumulate into it
+    pin(o);
+    mbarrier_arrive(&b.y_empty[(j - 1) % kStages]);  // v_{j-1} is read
     BRRR_UNROLL
-    for (int kk = 0; kk < kKeys / 16; ++kk)  // o (64 x HS) += P v: P from registers, v MN-major
-      wgmma_m64nNk16_bf16<HS, true>(o, p[kk], mn_major(v_tile, kKeys, kk), 1);
-    wgmma_commit_group();
-    wgmma_wait_group<0>();
-    mbarrier_arrive(&b.empty[s]);  // this consumer is done with the stage
+    for (int e = 0; e < HS / 2; ++e) o[e] *= correction[acc_half(e % 4)];  // o, to tile j's maxima
+    to_fragments<kKeys>(scores, p);
   }
+
+  const int last = key_tiles - 1;  // section key_tiles
+  mbarrier_wait_parity(&b.y_full[last % kStages], lap(last));
+  wait_turn(b, consumer, key_tiles);
+  pin(o);
+  wgmma_fence();
+  issue_values<HS>(o, p, v_tile(last));
+  pin(o);
+  mbarrier_arrive(&b.turn[1 - consumer]);
+  wgmma_wait_group<0>();
+  pin(o);
+  mbarrier_arrive(&b.y_empty[last % kStages]);
   for (int h = 0; h < 2; ++h) {
     const float row_l = quad_add(l[h]);
     if (row[h] >= T_len) continue;
@@ -366,7 +448,7 @@ __device__ inline void dkdv_consumer(Barriers& b, const unsigned char* kv, const
     }
     wgmma_commit_group();
     wgmma_wait_group<0>();
-    mbarrier_arrive(&b.empty[s]);
+    release(b, s);
   }
   for (int h = 0; h < 2; ++h) {
     if (key[h] >= T_len) continue;
@@ -434,7 +516,7 @@ __device__ inline void dq_consumer(Barriers& b, const unsigned char* q_do, const
       wgmma_m64nNk16_bf16<HS, true>(dq_acc, ds[kk], mn_major(k_tile, kStreamed, kk), 1);
     wgmma_commit_group();
     wgmma_wait_group<0>();
-    mbarrier_arrive(&b.empty[s]);
+    release(b, s);
   }
   for (int h = 0; h < 2; ++h) {
     if (row[h] >= T_len) continue;
