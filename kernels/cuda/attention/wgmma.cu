@@ -48,7 +48,7 @@
 // past a head's last row reads the next head's rows (past the last head: zeros); they are
 // masked (keys past T get no weight, queries past T are not stored and their P and dS are 0),
 // so any T works without padding. TMA needs the matrices 16-byte aligned (rows are 128 or 256
-// bytes); other pointers are refused.
+// bytes), the gradients' float2 stores dq, dk, dv 8-byte aligned; other pointers are refused.
 //
 // What awaits a GPU: everything about speed. The emulator has checked the layouts, phases and
 // ordering rules (simt_hopper.cpp); nothing here has been timed. (Its counters mode counts the
@@ -160,9 +160,9 @@ __device__ inline void pin(float (&x)[N]) {
 }
 
 // The mbarriers of a ring of kStages stages of two tiles (x, y: k and v, or q and dout), and
-// of the block's own tiles, filled once.
-// x and y are released apart (x_empty, y_empty): the forward is done with k before v. turn[c]:
-// consumer c's turn to issue its wgmmas (the forward's ping-pong).
+// of the block's own tiles, filled once. x and y are released apart (x_empty, y_empty): the
+// forward is done with k before v. turn[c]: consumer c's turn to issue its wgmmas (the
+// forward's ping-pong).
 struct Barriers {
   std::uint64_t own, x_full[kStages], y_full[kStages], x_empty[kStages], y_empty[kStages], turn[kConsumers];
 };
@@ -185,8 +185,8 @@ __device__ inline void release(Barriers& b, int s) {
   mbarrier_arrive(&b.y_empty[s]);
 }
 
-// Issued by the producer's one thread: the block's own two tiles (x and y of `rows` rows at
-// row `row`; y_map null: one tile) at `own`, then `tiles` streamed tiles of `stream_rows` rows
+// Issued by the producer's one thread: the block's own tiles (own_x and own_y, kRows rows from
+// row `row`; own_y null: one tile) at `own`, then `tiles` streamed tiles of `stream_rows` rows
 // from row `first` on, x into stage s's first tile, y after it.
 template <int HS>
 __device__ inline void produce(Barriers& b, unsigned char* own, const TensorMap* own_x, const TensorMap* own_y,
