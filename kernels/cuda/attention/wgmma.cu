@@ -39,6 +39,8 @@
 //     dS^T q (the same swizzled bytes, two descriptors), and so does dout.
 //   - dq: a block owns 128 queries and streams the key tiles up to its diagonal (64 keys),
 //     recomputing S and dP, and accumulates dq += dS k.
+// Each product is its own wgmma group, so the exponentials of P run while dP is still on the
+// tensor cores, and (dk, dv) dS^T while dv += P^T dout is.
 // Nothing is summed by atomics: every gradient is one block's registers, so two runs give the
 // same bits (docs/design.md, reproducibility). The price is S and dP computed twice (in both
 // kernels), 7 tile products per tile pair where FlashAttention-3 does 5 and adds dq by float
@@ -439,35 +441,51 @@ __device__ inline void dkdv_consumer(Barriers& b, const unsigned char* kv, const
     float st[kStreamed / 2] = {}, dpt[kStreamed / 2] = {};
     mbarrier_wait_parity(&b.x_full[s], parity);
     mbarrier_wait_parity(&b.y_full[s], parity);
+    pin(st), pin(dpt), pin(dk_acc), pin(dv_acc);
     wgmma_fence();
     BRRR_UNROLL
-    for (int ks = 0; ks < HS / 16; ++ks) {  // S^T = k q^T, dP^T = v dout^T: all K-major
+    for (int ks = 0; ks < HS / 16; ++ks)  // S^T = k q^T: both K-major
       wgmma_m64nNk16_bf16<kStreamed>(st, k_major(k_tile, kRows, 64 * consumer, ks),
                                      k_major(q_tile, kStreamed, 0, ks), ks > 0);
+    wgmma_commit_group();
+    BRRR_UNROLL
+    for (int ks = 0; ks < HS / 16; ++ks)  // dP^T = v dout^T, its own group
       wgmma_m64nNk16_bf16<kStreamed>(dpt, k_major(v_tile, kRows, 64 * consumer, ks),
                                      k_major(do_tile, kStreamed, 0, ks), ks > 0);
-    }
     wgmma_commit_group();
-    wgmma_wait_group<0>();
+    pin(st), pin(dpt);
+    wgmma_wait_group<1>();  // S^T is done: P^T while dP^T runs
+    pin(st);
     BRRR_UNROLL
-    for (int e = 0; e < kStreamed / 2; ++e) {  // P^T and dS^T, columns are queries
+    for (int e = 0; e < kStreamed / 2; ++e) {  // columns are queries
       const int query = q0 + acc_column(e / 4, e % 4, t), h = acc_half(e % 4);
       const bool seen = key[h] <= query && query < T_len;
-      const float weight = seen ? __expf(st[e] * scale - lse_head[seen ? query : 0]) : 0.0f;
-      st[e] = weight;
-      dpt[e] = weight * (dpt[e] - (seen ? D_head[query] : 0.0f));
+      st[e] = seen ? __expf(st[e] * scale - lse_head[seen ? query : 0]) : 0.0f;
     }
     unsigned p[kStreamed / 16][4], ds[kStreamed / 16][4];
     to_fragments<kStreamed>(st, p);
+    wgmma_fence();
+    BRRR_UNROLL
+    for (int kk = 0; kk < kStreamed / 16; ++kk)  // dv += P^T dout: dout MN-major
+      wgmma_m64nNk16_bf16<HS, true>(dv_acc, p[kk], mn_major(do_tile, kStreamed, kk), 1);
+    wgmma_commit_group();
+    pin(dv_acc);
+    wgmma_wait_group<1>();  // dP^T is done: dS^T while dv's wgmmas run
+    pin(dpt);
+    BRRR_UNROLL
+    for (int e = 0; e < kStreamed / 2; ++e) {
+      const int query = q0 + acc_column(e / 4, e % 4, t);
+      dpt[e] = st[e] * (dpt[e] - (query < T_len ? D_head[query] : 0.0f));  // (P^T is 0 where unseen)
+    }
     to_fragments<kStreamed>(dpt, ds);
     wgmma_fence();
     BRRR_UNROLL
-    for (int kk = 0; kk < kStreamed / 16; ++kk) {  // dv += P^T dout, dk += dS^T q: q, dout MN-major
-      wgmma_m64nNk16_bf16<HS, true>(dv_acc, p[kk], mn_major(do_tile, kStreamed, kk), 1);
+    for (int kk = 0; kk < kStreamed / 16; ++kk)  // dk += dS^T q: q MN-major
       wgmma_m64nNk16_bf16<HS, true>(dk_acc, ds[kk], mn_major(q_tile, kStreamed, kk), 1);
-    }
     wgmma_commit_group();
+    pin(dk_acc);
     wgmma_wait_group<0>();
+    pin(dv_acc), pin(dk_acc);
     release(b, s);
   }
   for (int h = 0; h < 2; ++h) {
@@ -511,23 +529,31 @@ __device__ inline void dq_consumer(Barriers& b, const unsigned char* q_do, const
     float sc[kStreamed / 2] = {}, dp[kStreamed / 2] = {};
     mbarrier_wait_parity(&b.x_full[s], parity);
     mbarrier_wait_parity(&b.y_full[s], parity);
+    pin(sc), pin(dp), pin(dq_acc);
     wgmma_fence();
     BRRR_UNROLL
-    for (int ks = 0; ks < HS / 16; ++ks) {  // S = q k^T, dP = dout v^T: all K-major
+    for (int ks = 0; ks < HS / 16; ++ks)  // S = q k^T: both K-major
       wgmma_m64nNk16_bf16<kStreamed>(sc, k_major(q_tile, kRows, 64 * consumer, ks),
                                      k_major(k_tile, kStreamed, 0, ks), ks > 0);
+    wgmma_commit_group();
+    BRRR_UNROLL
+    for (int ks = 0; ks < HS / 16; ++ks)  // dP = dout v^T, its own group
       wgmma_m64nNk16_bf16<kStreamed>(dp, k_major(do_tile, kRows, 64 * consumer, ks),
                                      k_major(v_tile, kStreamed, 0, ks), ks > 0);
-    }
     wgmma_commit_group();
-    wgmma_wait_group<0>();
+    pin(sc), pin(dp);
+    wgmma_wait_group<1>();  // S is done: P while dP runs
+    pin(sc);
     BRRR_UNROLL
-    for (int e = 0; e < kStreamed / 2; ++e) {  // dS, columns are keys
+    for (int e = 0; e < kStreamed / 2; ++e) {  // columns are keys
       const int key = kb + acc_column(e / 4, e % 4, t), h = acc_half(e % 4);
       const bool seen = key <= row[h] && row[h] < T_len;
-      const float weight = seen ? __expf(sc[e] * scale - L[h]) : 0.0f;
-      dp[e] = weight * (dp[e] - Drow[h]);
+      sc[e] = seen ? __expf(sc[e] * scale - L[h]) : 0.0f;
     }
+    wgmma_wait_group<0>();
+    pin(dp);
+    BRRR_UNROLL
+    for (int e = 0; e < kStreamed / 2; ++e) dp[e] = sc[e] * (dp[e] - Drow[acc_half(e % 4)]);  // dS
     unsigned ds[kStreamed / 16][4];
     to_fragments<kStreamed>(dp, ds);
     wgmma_fence();
@@ -535,7 +561,9 @@ __device__ inline void dq_consumer(Barriers& b, const unsigned char* q_do, const
     for (int kk = 0; kk < kStreamed / 16; ++kk)  // dq += dS k: k MN-major
       wgmma_m64nNk16_bf16<HS, true>(dq_acc, ds[kk], mn_major(k_tile, kStreamed, kk), 1);
     wgmma_commit_group();
+    pin(dq_acc);
     wgmma_wait_group<0>();
+    pin(dq_acc);
     release(b, s);
   }
   for (int h = 0; h < 2; ++h) {
