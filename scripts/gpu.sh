@@ -45,7 +45,8 @@
 #                12.3M GPT and GPT-2 124M), SDPA attention, cuBLAS bf16 and SDPA bf16
 #   step         brrr's GPT step: kernels, composed, CUDA graph (batch 64 and 8), bf16; GPT-2 124M
 #   attention    brrr's flash attention beside composed (float32, T = 256 and 1024)
-#   tensor_cores brrr's bf16-in-memory GEMM and flash attention (T = 1024 and 4096)
+#   tensor_cores brrr's bf16-in-memory GEMM and flash attention (T = 1024 and 4096): variants 4
+#                and, on sm_90, 5 (wgmma), forward and forward + backward, beside peers' SDPA bf16
 #   lab_bf16     brrr kernel-lab, the bf16 ops and the convolutions
 #   counters     the emulator's memory counters (kernel-lab --mode counters) against Nsight
 #                Compute's (ncu) on the same launches: scripts/compare_counters.py
@@ -140,6 +141,7 @@ lab_bf16_runs=(
   "matmul --autocast --size 4096x4096x4096"
   "matmul --dtype bfloat16 --size 4096x4096x4096"
   "attention_forward --autocast --size 96x1024x64" "attention_backward --autocast --size 96x1024x64"
+  # (on sm_90 these list attention/wgmma.cu's variant 5 too, written on 2026-11-29, untimed)
   "attention_forward --dtype bfloat16 --size 96x1024x64"
   "attention_backward --dtype bfloat16 --size 96x1024x64"
   "conv2d_forward --size 32x64x56x56x64x3x1x1x1x1 --size 32x64x56x56x64x3x1x1x1x64"
