@@ -5,7 +5,8 @@
 #   scripts/gpu.sh OUT_DIR [--part 1|2] [--only STEP,...] [--skip STEP,...] [--build DIR]
 #                  [--shared DIR] [--jobs N] [--budget SECONDS] [--dry-run]
 #
-# Part 1 (correctness): env, build, tests, sanitize, reference, train, determinism, lab.
+# Part 1 (correctness): env, build, conformance, tests, sanitize, reference, train, determinism,
+# lab.
 # Part 2 (speed beside PyTorch): env, build, peers, step, attention, tensor_cores, lab_bf16,
 # racecheck.
 # Without --part, every step, in that order, then counters (run it alone: --only counters).
@@ -28,6 +29,11 @@
 #   env          what the machine is: GPU, driver, CUDA, compilers, PyTorch
 #   build        configure and build (all cores); uses .gpu-bundle (scripts/gpu_bundle.sh) for
 #                any library the system lacks
+#   conformance  brrr conformance: one small kernel per tensor-core and Hopper instruction form
+#                (mma.sync, ldmatrix, cp.async, wgmma and its swizzles, TMA, mbarrier) on the
+#                emulator and on the GPU, outputs compared bit for bit (lab/conformance.h); a
+#                difference is the emulator's error, listed per case (logs/conformance.txt
+#                holds both outputs' words)
 #   tests        ctest -L '^cuda$' (the GPU tests)
 #   emulator     ctest -L '^emulator$' (no GPU needed; in no part, since CI runs the same tests),
 #                started after the build at low priority on half the cores beside the steps
@@ -181,9 +187,9 @@ root=$PWD
 # ---------------------------------------------------------------------------------------------
 # Arguments
 
-part1_steps=(env build tests sanitize reference train determinism lab)
+part1_steps=(env build conformance tests sanitize reference train determinism lab)
 part2_steps=(env build peers step attention tensor_cores lab_bf16 racecheck)
-all_steps=(env build tests emulator sanitize reference train determinism lab peers step attention tensor_cores lab_bf16
+all_steps=(env build conformance tests emulator sanitize reference train determinism lab peers step attention tensor_cores lab_bf16
            racecheck counters)
 script_args=("$@")  # run_step runs each step as this script again, under `timeout`
 out="" part="" only="" skip="" build=build-gpu shared="" jobs=$(nproc) dry_run=0 budget=""
@@ -197,7 +203,7 @@ while (($#)); do
     --jobs) jobs=${2:-}; shift ;;
     --budget) budget=${2:-}; shift ;;
     --dry-run) dry_run=1 ;;
-    -h|--help) sed -n '2,50p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,67p' "$0"; exit 0 ;;
     -*) echo "gpu.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     *) [[ -z $out ]] || { echo "gpu.sh: one output folder, not '$out' and '$1'" >&2; exit 2; }; out=$1 ;;
   esac
@@ -366,6 +372,12 @@ step_build() {
     -DCMAKE_CUDA_ARCHITECTURES="$arch" -DBRRR_SHARED_DIR="$shared" -DBRRR_TEST_PYTHON="$python" \
     "${prefix_args[@]}" || return 1
   cmake --build "$build" -j "$jobs" -- -k 0  # every error at once, not the first
+}
+
+# The conformance set: seconds (33 one-block kernels, each also on the emulator). Its limit is
+# small so that a hang cannot eat part 1's budget.
+step_conformance() {
+  "$brrr" conformance --out "$logs/conformance.txt"
 }
 
 step_tests() {
@@ -618,6 +630,7 @@ if [[ ! -x $brrr ]]; then
   failed=1
 else
   wanted emulator && start_emulator_tests
+  wanted conformance && run_step conformance 60 step_conformance
   wanted tests && run_step tests 240 step_tests
   wanted sanitize && run_step sanitize 150 step_sanitize
   wanted reference && run_step reference 90 step_reference

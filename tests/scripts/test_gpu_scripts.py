@@ -96,7 +96,8 @@ def test_gpu_sh():
         r = run(["bash", gpu_sh, tmp, "--part", "3"])
         check(r.returncode == 2 and "--part is 1 or 2" in r.stderr, f"--part 3: exit 2 ({r.stderr.strip()})")
         for part, steps, budget in (
-                ("1", ["env", "build", "tests", "sanitize", "reference", "train", "determinism", "lab"], 460),
+                ("1", ["env", "build", "conformance", "tests", "sanitize", "reference", "train", "determinism", "lab"],
+                 460),
                 ("2", ["env", "build", "peers", "step", "attention", "tensor_cores", "lab_bf16", "racecheck"], 360)):
             r = run(["bash", gpu_sh, os.path.join(tmp, "out"), "--dry-run", "--shared", shared, "--part", part])
             plan = [line.strip() for line in r.stdout.splitlines() if line.startswith("  ") and " " not in line.strip()]
