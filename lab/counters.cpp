@@ -192,6 +192,13 @@ void print_counters(std::FILE* out, const CountersReport& report) {
              "branch in a loop); their counts are shown but may differ on a GPU (--variant V lists them)\n");
 }
 
+// A launch's kernel as BRRR_LAUNCH spelled it, without the parentheses around a template.
+std::string kernel_name(const std::string& launched) {
+  if (launched.size() > 2 && launched.front() == '(' && launched.back() == ')')
+    return launched.substr(1, launched.size() - 2);
+  return launched;
+}
+
 // "2.80 DRAM": a bound in microseconds and its unit.
 std::string bound_text(const LeastTime& b) { return format("%.3g %s", 1e6 * b.seconds, b.unit.c_str()); }
 
@@ -200,8 +207,8 @@ void print_speed_of_light(std::FILE* out, const CountersReport& report) {
   const std::vector<Chip>& all = chips();
   std::size_t width = 7;
   for (const CounterRow& r : report.rows)
-    for (const std::string& k : r.kernels) width = std::max(width, r.variant.size() + k.size() + 5);
-  const int w = static_cast<int>(std::min<std::size_t>(width, 60));
+    for (const std::string& k : r.kernels) width = std::max(width, r.variant.size() + kernel_name(k).size() + 4);
+  const int w = static_cast<int>(std::min<std::size_t>(width, 72));
   say(out, "\nspeed of light: the least time of each launch on each chip, from its counts (lab/speed_of_light.h)\n");
   say(out, "%-*s | %9s | %9s | %9s | %9s | %9s | %9s | %-20s | %-20s\n", w, "variant: launch", "DRAM MB", "shared wf",
       "CUDA GF", "mma GF", "wgmma GF", "warp inst", ("us on " + all[0].name).c_str(), ("us on " + all[1].name).c_str());
@@ -216,7 +223,7 @@ void print_speed_of_light(std::FILE* out, const CountersReport& report) {
     };
     const std::string variant = r.variant + (r.is_default ? " *" : "");
     for (std::size_t l = 0; l < r.launches.size(); ++l)
-      line(variant + ": " + r.launches[l].kernel, work_of(r.launches[l], r.launches.size() == 1 ? r.flops : 0.0),
+      line(variant + ": " + kernel_name(r.launches[l].kernel), work_of(r.launches[l], r.launches.size() == 1 ? r.flops : 0.0),
            r.launch_bound(all[0], l), r.launch_bound(all[1], l));
     if (r.launches.size() > 1) line(variant + ": the call", work_of(r.total, r.flops), r.bound(all[0]), r.bound(all[1]));
     for (const Chip& chip : all)
