@@ -7,7 +7,8 @@
 // kernels/cuda/simt_counters.h. Read next: speed_of_light.h, counters.cpp.
 //
 //   brrr kernel-lab gelu_forward --device emulator --mode counters
-//   brrr kernel-lab softmax_cross_entropy --device emulator --mode counters --variant 2   (its lines)
+//   brrr kernel-lab cross_entropy_fused --device emulator --mode counters --variant online   (its lines)
+//   brrr kernel-lab copy --device emulator --mode counters --size 2^20   (and measured / bound)
 #pragma once
 #include <cstdio>
 #include <string>

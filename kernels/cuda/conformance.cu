@@ -18,6 +18,10 @@
 #include "kernels/cuda/simt_hopper.h"
 #include "kernels/cuda/simt_tensor_cores.h"
 
+#if !BRRR_EMULATOR
+#include "kernels/cuda/check.h"  // BRRR_CUDA_CHECK
+#endif
+
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 
 namespace {
@@ -276,10 +280,28 @@ void launch_wgmma(const ConformanceCase& c, std::uint32_t* out, const std::uint3
     BRRR_LAUNCH((wgmma_case<N, false, false>), 1, 128, shared, stream, out, in, c.swizzle);
 }
 
+// Hopper's cases run sm_90a code, which traps elsewhere (and a trap ends the process's CUDA
+// context): refuse them first on another GPU.
+void check_hopper(const ConformanceCase& c) {
+#if !BRRR_EMULATOR
+  int device = 0, major = 0, minor = 0;
+  BRRR_CUDA_CHECK(cudaGetDevice(&device));
+  BRRR_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  BRRR_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  BRRR_CHECK(major == 9 && minor == 0, "conformance case '", c.name, "': needs a Hopper GPU (sm_90: H100, H200); ",
+             "this device is sm_", major, minor);
+#else
+  (void)c;
+#endif
+}
+
 }  // namespace
 
 void run_conformance_case(const ConformanceCase& c, std::uint32_t* out, const std::uint32_t* in, Stream stream) {
   const int box_words = conformance_box_columns(c) * kTmaBoxRows;
+  const bool hopper = c.kind == ConformanceKind::kWgmma || c.kind == ConformanceKind::kTmaLoad ||
+                      c.kind == ConformanceKind::kTmaStore || c.kind == ConformanceKind::kMbarrier;
+  if (hopper) check_hopper(c);
   switch (c.kind) {
     case ConformanceKind::kMma:
       BRRR_LAUNCH(mma_case, 1, 32, 0, stream, out, in);

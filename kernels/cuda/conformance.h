@@ -19,8 +19,8 @@ namespace brrr::kernels {
 enum class ConformanceKind : int { kMma, kLdmatrix, kCpAsync, kWgmma, kTmaLoad, kTmaStore, kMbarrier };
 
 // One case's instruction form. The fields each kind reads:
-//   kMma       rounding; (in: A 16 x 16 bf16 row major, two a word; B 16 x 8 bf16, k major: B[k][n] at
-//              k * 8 + n; C 16 x 8 float32) -> D 16 x 8 float32, row major
+//   kMma       rounding; in: A 16 x 16 bf16 row major, two a word; B 16 x 8 bf16, B[k][n] at
+//              k * 8 + n; C 16 x 8 float32 -> D 16 x 8 float32, row major
 //   kLdmatrix  count (1, 2, 4), trans; in: four 8 x 8 bf16 matrices, row major -> each lane's
 //              `count` registers, lane by lane
 //   kCpAsync   bytes (4, 8, 16), src_bytes (what is read; the rest zero-filled); in: 32 lanes'
