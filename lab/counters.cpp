@@ -241,13 +241,9 @@ void print_speed_of_light(std::FILE* out, const CountersReport& report) {
       "wgmma, bulk copies: a floor of what issues). Each chip's time is the slowest unit's, named; a call of "
       "several launches takes at least their sum (\"launches\"). L2 is not a unit (no rate measured or published)\n");
   for (const Chip& chip : all) {
-    say(out, "%s:", chip.name.c_str());
-    for (int u = 0; u < kUnits; ++u) {
-      const Unit& unit = chip.units[static_cast<std::size_t>(u)];
-      const double shown = u == 0 ? unit.rate / 1e9 : u == 1 || u == 5 ? unit.rate / 1e9 : unit.rate / 1e12;
-      say(out, " %s %.4g%s%s", unit.name.c_str(), shown, u == 0 ? " GB/s" : u == 1 || u == 5 ? " G/s" : " TFLOP/s",
-          u + 1 < kUnits ? "," : " (sources: lab/speed_of_light.cpp)\n");
-    }
+    std::string rates;
+    for (const Unit& unit : chip.units) rates += (rates.empty() ? "" : ", ") + unit.name + " " + rate_text(unit);
+    say(out, "%s: %s (sources: lab/speed_of_light.cpp)\n", chip.name.c_str(), rates.c_str());
   }
   if (!measured_lines.empty()) say(out, "measured on a GPU at this size:\n%s", measured_lines.c_str());
 }

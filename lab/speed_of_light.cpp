@@ -23,6 +23,7 @@
 #include "lab/speed_of_light.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "brrr/error.h"
 
@@ -92,6 +93,15 @@ const Chip& chip_named(const std::string& name) {
   for (const Chip& c : chips())
     if (c.name == name) return c;
   detail::fail("speed of light: no chip named '", name, "' (chips: H100 SXM, H200)");
+}
+
+std::string rate_text(const Unit& unit) {
+  char text[64];
+  if (unit.name == "DRAM") std::snprintf(text, sizeof text, "%.4g GB/s", unit.rate / 1e9);
+  else if (unit.name == "shared") std::snprintf(text, sizeof text, "%.4g G wavefronts/s", unit.rate / 1e9);
+  else if (unit.name == "issue") std::snprintf(text, sizeof text, "%.4g G warp instructions/s", unit.rate / 1e9);
+  else std::snprintf(text, sizeof text, "%.4g TFLOP/s", unit.rate / 1e12);
+  return text;
 }
 
 Work work_of(const simt::LaunchCounts& t, double case_flops) {

@@ -39,6 +39,8 @@ struct Unit {
   double rate = 0;     // work per second (bytes, wavefronts, FLOPs, warp instructions)
   std::string source;  // the measurement in docs/measurements.md, or the datasheet figure, named
 };
+// "3000 GB/s", "989.4 TFLOP/s": a unit's rate as the lab prints it.
+std::string rate_text(const Unit& unit);
 
 // A chip, as the bound sees it: its units in a fixed order (kUnitNames).
 struct Chip {
