@@ -151,15 +151,17 @@ __global__ void __launch_bounds__(128) wgmma_case(std::uint32_t* out, const std:
   const bool plain = row == 16;
   const std::uint64_t b = TransB ? wgmma_descriptor(shared + kBOffset, plain ? 128 : 16 * row, plain ? 256 : 8 * row, s)
                                  : wgmma_descriptor(shared + kBOffset, plain ? 128 : 16, plain ? 256 : 8 * row, s);
+  // A from registers: mma.m16n8k16's A fragment, per warp of 16 rows. Written before the fence,
+  // as d is: the PTX ISA wants a wgmma.fence between a thread's writes of a wgmma's registers
+  // and the wgmma.
+  unsigned a_fragment[4];
+  for (int r = 0; r < 4; ++r) {
+    const int m = 16 * w + q + 8 * (r % 2), k = 2 * t + 8 * (r / 2);
+    a_fragment[r] = static_cast<unsigned>(A[m * 16 + k]) | static_cast<unsigned>(A[m * 16 + k + 1]) << 16;
+  }
   wgmma_fence();
   if constexpr (Registers) {
-    // mma.m16n8k16's A fragment, per warp of 16 rows.
-    unsigned a[4];
-    for (int r = 0; r < 4; ++r) {
-      const int m = 16 * w + q + 8 * (r % 2), k = 2 * t + 8 * (r / 2);
-      a[r] = static_cast<unsigned>(A[m * 16 + k]) | static_cast<unsigned>(A[m * 16 + k + 1]) << 16;
-    }
-    wgmma_m64nNk16_bf16<N, TransB>(d, a, b, 1);
+    wgmma_m64nNk16_bf16<N, TransB>(d, a_fragment, b, 1);
   } else {
     const std::uint64_t a = wgmma_descriptor(shared, plain ? 128 : 16, plain ? 256 : 8 * row, s);
     wgmma_m64nNk16_bf16<N, false, TransB>(d, a, b, 1);
