@@ -192,6 +192,8 @@ void print_counters(std::FILE* out, const CountersReport& report) {
              "branch in a loop); their counts are shown but may differ on a GPU (--variant V lists them)\n");
 }
 
+namespace {
+
 // A launch's kernel as BRRR_LAUNCH spelled it, without the parentheses around a template.
 std::string kernel_name(const std::string& launched) {
   if (launched.size() > 2 && launched.front() == '(' && launched.back() == ')')
@@ -201,6 +203,8 @@ std::string kernel_name(const std::string& launched) {
 
 // "2.80 DRAM": a bound in microseconds and its unit.
 std::string bound_text(const LeastTime& b) { return format("%.3g %s", 1e6 * b.seconds, b.unit.c_str()); }
+
+}  // namespace
 
 void print_speed_of_light(std::FILE* out, const CountersReport& report) {
   if (!out) return;
