@@ -14,7 +14,9 @@ scripts/gpu.sh runs only where a GPU is; what can be checked here is checked her
   programs print the benchmarks' lines stands in for the GPU);
 - brrr kernel-lab --json writes one parsable object per variant;
 - compare_counters.py (gpu.sh's counters step) finds the emulator's counts equal to an ncu CSV
-  that holds them, and a sector off is a failure; gpu.sh --dry-run --only counters plans it.
+  that holds them, and a sector off is a failure; gpu.sh --dry-run --only counters plans it;
+- gpu_report.py sets the emulator's bound of a launch (gpu.sh's sol step) beside the lab's
+  time of the same launch, measured / bound.
 Exit status 0 when everything holds; each failure is printed.
 """
 import json
@@ -96,7 +98,8 @@ def test_gpu_sh():
         r = run(["bash", gpu_sh, tmp, "--part", "3"])
         check(r.returncode == 2 and "--part is 1 or 2" in r.stderr, f"--part 3: exit 2 ({r.stderr.strip()})")
         for part, steps, budget in (
-                ("1", ["env", "build", "tests", "sanitize", "reference", "train", "determinism", "lab"], 460),
+                ("1", ["env", "build", "conformance", "tests", "sanitize", "reference", "train", "determinism", "lab",
+                       "sol"], 460),
                 ("2", ["env", "build", "peers", "step", "attention", "tensor_cores", "lab_bf16", "racecheck"], 360)):
             r = run(["bash", gpu_sh, os.path.join(tmp, "out"), "--dry-run", "--shared", shared, "--part", part])
             plan = [line.strip() for line in r.stdout.splitlines() if line.startswith("  ") and " " not in line.strip()]
@@ -275,6 +278,25 @@ def test_compare_counters(cli):
               f"--dry-run --only counters plans [counters] and its runs: {plan} {r.stdout}")
 
 
+def test_report_speed_of_light(cli):
+    """gpu_report.py sets the emulator's bound of a launch beside the lab's time of it: the real
+    H100 run's copy of 2^20 floats (0.007168 ms) against 2 x 4 MiB at the H100's 3000 GB/s."""
+    with tempfile.TemporaryDirectory() as out:
+        shutil.copytree(os.path.join(HERE, "h100-run"), out, dirs_exist_ok=True)
+        r = run([cli, "kernel-lab", "copy", "--device", "emulator", "--mode", "counters", "--size", "2^20", "--seed",
+                 "1", "--json", os.path.join(out, "logs", "sol.jsonl")])
+        if "has no memory counters" in r.stderr:  # the AddressSanitizer build
+            print("SKIPPED: the speed of light (no memory counters in this build)")
+            return
+        check(r.returncode == 0 and "measured / bound 2.56" in r.stdout,
+              f"kernel-lab copy --mode counters prints measured / bound: {r.stdout[-600:]} {r.stderr}")
+        r = run([sys.executable, os.path.join(ROOT, "scripts", "gpu_report.py"), out])
+        report = open(os.path.join(out, "report.md"), encoding="utf-8").read()
+        bound_us = 2 * 4 * 2**20 / 3000e9 * 1e6
+        row = f"| copy | n=1048576 | simple | 0.007168 | {bound_us:.3g} (DRAM) | {7.168 / bound_us:.2f} |"
+        check(r.returncode == 0 and row in report, f"report.md has {row!r}: {report[report.find('## Speed'):][:600]}")
+
+
 if __name__ == "__main__":
     test_report()
     test_report_new_bars()
@@ -283,5 +305,6 @@ if __name__ == "__main__":
     if len(sys.argv) > 1:
         test_lab_json(sys.argv[1])
         test_compare_counters(sys.argv[1])
+        test_report_speed_of_light(sys.argv[1])
     print(f"{len(failures)} failure(s)" if failures else "all GPU script checks passed")
     sys.exit(1 if failures else 0)
