@@ -1,6 +1,6 @@
 // apps/brrr/cli_serve.cpp: `brrr serve`, the model behind an OpenAI-style API and a page (chapter 20).
 // Read before: serve/server.h. The model comes from train/model_source.h, as for brrr sample.
-// Built without cpp-httplib (BRRR_SERVE, CMakeLists.txt), `brrr serve` says what is missing.
+// Built without Boost.Beast (BRRR_SERVE, CMakeLists.txt), `brrr serve` says what is missing.
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -21,10 +21,10 @@ namespace brrr::cli {
 
 #ifndef BRRR_HAVE_SERVE
 void add_serve_commands(CLI::App& app) {
-  CLI::App* serve = app.add_subcommand("serve", "Serve a model (not in this build: it needs cpp-httplib)");
+  CLI::App* serve = app.add_subcommand("serve", "Serve a model (not in this build: it needs Boost.Beast)");
   serve->allow_extras();
   serve->callback([] {
-    throw Error("brrr serve: this brrr was built without cpp-httplib (Debian: apt-get install libcpp-httplib-dev, "
+    throw Error("brrr serve: this brrr was built without Boost.Beast (Debian: apt-get install libboost-dev, "
                 "then configure again)");
   });
 }
