@@ -12,22 +12,20 @@
 //     │ idle_timeout       │ header_timeout    │ body_timeout     │ (keep-alive) or close
 //     └──> closed          └──> 408            └──> 408           └ write_timeout: dropped
 //
-// A connection that has sent nothing costs its socket, this struct and one pending wait: a
-// thousand of them stall nobody. Responses that take time (a completion) are streams: the
+// A connection that has sent nothing costs its socket, this struct and one pending one-byte
+// read: a thousand of them stall nobody. Responses that take time (a completion) are streams: the
 // scheduler's thread calls wake, wake posts pull to the strand, pull takes what is ready and
 // queues it for the socket. A client that reads slower than its tokens come lets its queue
 // grow; past stream_buffer_bytes it is dropped and its request cancelled.
 #include "serve/http.h"
 
 #include <sys/resource.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -110,35 +108,38 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // ---- reading a request -------------------------------------------------------------------
 
-  // Between requests: wait (idle_timeout at most) until the client sends a byte. No read is
-  // posted, so no buffer is held: a waiting connection is its socket and this struct.
+  // Between requests: wait (idle_timeout at most) for the client's first byte. The read is of
+  // one byte into the struct itself, so a waiting connection holds no buffer: it is its
+  // socket, this struct and one pending read.
   void wait_for_request() {
     phase_ = Phase::kIdle;
     parser_.reset();
-    if (buffer_.size() > 0) return read_header();  // a pipelined request is already here
+    if (buffer_.size() > 0) return read_header();  // the next request is already here
     buffer_.shrink_to_fit();
     arm(options_.idle_timeout_s);
-    watch_readable();
+    watch();
   }
 
-  void watch_readable() {
+  // A read of one byte. (Not async_wait for readable: Asio's epoll reactor is edge-triggered,
+  // and a readiness reported before the wait was posted would be lost; a read tries the
+  // socket first.) While a response is made the same read watches for the client hanging up.
+  void watch() {
     if (watching_) return;
     watching_ = true;
-    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code ec) { self->on_readable(ec); });
+    socket_.async_read_some(asio::buffer(&first_byte_, 1), [self = shared_from_this()](error_code ec, std::size_t n) {
+      self->on_first_byte(ec, n);
+    });
   }
 
-  // Readable: the client sent bytes, or hung up (a socket at its end reads 0 bytes), or
-  // nothing at all: epoll can report a readiness whose bytes a read has already taken, so the
-  // socket is asked (a peek, which leaves the bytes where they are).
-  void on_readable(error_code ec) {
+  void on_first_byte(error_code ec, std::size_t n) {
     watching_ = false;
-    if (phase_ != Phase::kIdle && phase_ != Phase::kResponding) return;  // a read under way will say
-    char byte;
-    const ssize_t n = ec ? -1 : ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n < 0 && !ec && (errno == EAGAIN || errno == EWOULDBLOCK)) return watch_readable();  // nothing yet
-    if (n <= 0) return close();  // the client hung up (0) or the socket failed
-    // Bytes: a request. While a response is made, they are the next request, sent early; they
-    // wait in the socket until this answer is written.
+    if (phase_ == Phase::kClosed) return;
+    if (ec || n == 0) return close();  // the client hung up (end of stream), or the socket failed
+    if (phase_ == Phase::kLingering) return;  // a byte to drop (drain() reads the rest)
+    // The start of a request: into the buffer the parser reads. While a response is made it
+    // is the next one, sent early (pipelined): it waits there until this answer is written.
+    asio::buffer_copy(buffer_.prepare(1), asio::buffer(&first_byte_, 1));
+    buffer_.commit(1);
     if (phase_ == Phase::kIdle) read_header();
   }
 
@@ -194,7 +195,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     keep_alive_ = parser_->get().keep_alive() && !shared_.stopping;
     auto request = std::make_shared<HttpRequest>(to_request(parser_->release()));
     parser_.reset();
-    watch_readable();  // a hang-up while the answer is made
+    // Watch for a hang-up while the answer is made; not when the client has already sent more
+    // (pipelined: the parser's buffer holds it, and a second read would take bytes from its middle).
+    if (buffer_.size() == 0) watch();
     if (shared_.waits && shared_.waits(*request)) {
       // This handler waits (for the model): a worker runs it, and the answer comes back here.
       asio::post(shared_.workers, [self = shared_from_this(), request] {
@@ -334,6 +337,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     drain();
   }
 
+  // (The end of the stream completes only the first read queued on a socket: when watch()'s
+  // read is still pending, it is the one that sees the client close, and closes.)
   void drain() {
     if (!discard_) discard_ = std::make_unique<char[]>(kDiscard);
     socket_.async_read_some(asio::buffer(discard_.get(), kDiscard), [self = shared_from_this()](error_code ec, std::size_t) {
@@ -396,6 +401,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::uint64_t generation_ = 0;
   bool timed_out_ = false, watching_ = false, keep_alive_ = true, complete_ = true, writing_now_ = false;
+  char first_byte_ = 0;  // watch()'s one byte
   std::string out_, writing_;  // bytes queued for the socket; bytes being written now
   std::shared_ptr<HttpStream> stream_;
   std::atomic<bool> wake_posted_{false};
