@@ -8,9 +8,9 @@
 // (wait until readable, read the headers, write these bytes) and returns; the operation's
 // handler is the next step.
 //
-//   kIdle ──readable──> kHeader ──headers──> kBody ──body──> kResponding ──written──> kIdle
-//     │ idle_timeout       │ header_timeout    │ body_timeout     │ (keep-alive) or close
-//     └──> closed          └──> 408            └──> 408           └ write_timeout: dropped
+//   kIdle ──a byte──> kHeader ──headers──> kBody ──body──> kResponding ──written──> kIdle
+//     │ idle_timeout     │ header_timeout    │ body_timeout     │ (keep-alive) or close
+//     └──> closed        └──> 408            └──> 408           └ write_timeout: dropped
 //
 // A connection that has sent nothing costs its socket, this struct and one pending one-byte
 // read: a thousand of them stall nobody. Responses that take time (a completion) are streams: the
