@@ -11,7 +11,8 @@
 // bytes a value, with weight, bias (C) and the float32 mean and rstd (N) beside it. Variant 3
 // of layernorm.cu holds the row in registers so that it is read once; this file does the same
 // with 16-byte loads of 8 bf16 values, and also keeps weight and bias from being read again for
-// every row: a block stages them in shared memory, as float32, once for its kRowsPerBlock rows.
+// every row: a block stages them in shared memory, as float32, once for its kRowsPerBlock rows,
+// in the order the lanes read them (staged_at, below).
 //
 // The backward is where the residual stream's gradient meets LayerNorm's. sum feeds two users,
 // the LayerNorm and the next residual add, so its gradient is the sum of two: dres, which the
@@ -66,6 +67,20 @@ static __device__ __forceinline__ void store8(brrr::bf16* p, const float* v) {
   *reinterpret_cast<int4*>(p) = make_int4(words[0], words[1], words[2], words[3]);
 }
 
+// weight (and bias) staged in shared memory as float32, laid out for the lanes: lane l's 8
+// values of its vector i (columns 8 (l + 32 i) .. + 7) are the float4s (2 i) 32 + l and (2 i +
+// 1) 32 + l, so each float4 load of a warp reads 512 consecutive bytes, free of bank conflicts
+// (in column order, lane l's 8 floats would share banks with lanes l + 4, l + 8, ...).
+// staged_at(c) is column c's place, in floats; an array takes 256 kVecs floats.
+static __device__ __forceinline__ int staged_at(int c) {
+  return ((2 * (c / 256) + c % 8 / 4) * 32 + c / 8 % 32) * 4 + c % 4;
+}
+static __device__ __forceinline__ void staged8(float* out, const float4* staged, int i, int lane) {
+  const float4 a = staged[2 * i * 32 + lane], b = staged[(2 * i + 1) * 32 + lane];
+  const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  for (int j = 0; j < 8; ++j) out[j] = v[j];
+}
+
 static int blocks_for(const char* op, std::int64_t N, int rows_per_block) {
   BRRR_CHECK(ceil_div(N, rows_per_block) <= INT_MAX, op, ": ", N, " rows need more than 2^31 - 1 blocks");
   return static_cast<int>(ceil_div(N, rows_per_block));
@@ -84,10 +99,11 @@ __global__ void __launch_bounds__(32 * kWarps)
     residual_layernorm_forward_kernel(brrr::bf16* sum, brrr::bf16* out, float* mean, float* rstd,
                                       const brrr::bf16* x, const brrr::bf16* residual, const brrr::bf16* weight,
                                       const brrr::bf16* bias, std::int64_t N, int C, float eps) {
-  BRRR_DYNAMIC_SHARED(float, staged);  // weight (C), then bias (C), as float32
+  BRRR_DYNAMIC_SHARED(float4, staged);  // weight, then bias: 256 kVecs floats each (staged_at)
+  float* staged_floats = reinterpret_cast<float*>(staged);
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    staged[c] = float_of(weight[c]);
-    staged[C + c] = bias ? float_of(bias[c]) : 0.0f;
+    staged_floats[staged_at(c)] = float_of(weight[c]);
+    staged_floats[256 * kVecs + staged_at(c)] = bias ? float_of(bias[c]) : 0.0f;
   }
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -117,8 +133,10 @@ __global__ void __launch_bounds__(32 * kWarps)
     for (int i = 0; i < kVecs; ++i) {
       const int c = 8 * (lane + 32 * i);
       if (c < C) {
-        float o[8];
-        for (int j = 0; j < 8; ++j) o[j] = (v[i][j] - m) * r * staged[c + j] + staged[C + c + j];
+        float w[8], b[8], o[8];
+        staged8(w, staged, i, lane);
+        staged8(b, staged + 64 * kVecs, i, lane);
+        for (int j = 0; j < 8; ++j) o[j] = (v[i][j] - m) * r * w[j] + b[j];
         store8(out + row + c, o);
       }
     }
@@ -171,22 +189,22 @@ void residual_layernorm_forward_bf16(brrr::bf16* sum, brrr::bf16* out, float* me
                 residual, weight, bias, N, C, eps);
     return;
   }
-  const std::size_t shared = 2 * static_cast<std::size_t>(C) * sizeof(float);
+  const auto shared = [](int k) { return 2 * 256 * static_cast<std::size_t>(k) * sizeof(float); };
   const int c = static_cast<int>(C);
   if (vecs <= 1)
-    BRRR_LAUNCH(residual_layernorm_forward_kernel<1>, blocks, threads, shared, stream, sum, out, mean, rstd, x,
+    BRRR_LAUNCH(residual_layernorm_forward_kernel<1>, blocks, threads, shared(1), stream, sum, out, mean, rstd, x,
                 residual, weight, bias, N, c, eps);
   else if (vecs <= 2)
-    BRRR_LAUNCH(residual_layernorm_forward_kernel<2>, blocks, threads, shared, stream, sum, out, mean, rstd, x,
+    BRRR_LAUNCH(residual_layernorm_forward_kernel<2>, blocks, threads, shared(2), stream, sum, out, mean, rstd, x,
                 residual, weight, bias, N, c, eps);
   else if (vecs <= 3)
-    BRRR_LAUNCH(residual_layernorm_forward_kernel<3>, blocks, threads, shared, stream, sum, out, mean, rstd, x,
+    BRRR_LAUNCH(residual_layernorm_forward_kernel<3>, blocks, threads, shared(3), stream, sum, out, mean, rstd, x,
                 residual, weight, bias, N, c, eps);
   else if (vecs <= 4)
-    BRRR_LAUNCH(residual_layernorm_forward_kernel<4>, blocks, threads, shared, stream, sum, out, mean, rstd, x,
+    BRRR_LAUNCH(residual_layernorm_forward_kernel<4>, blocks, threads, shared(4), stream, sum, out, mean, rstd, x,
                 residual, weight, bias, N, c, eps);
   else
-    BRRR_LAUNCH(residual_layernorm_forward_kernel<8>, blocks, threads, shared, stream, sum, out, mean, rstd, x,
+    BRRR_LAUNCH(residual_layernorm_forward_kernel<8>, blocks, threads, shared(8), stream, sum, out, mean, rstd, x,
                 residual, weight, bias, N, c, eps);
 }
 
@@ -203,9 +221,10 @@ __global__ void __launch_bounds__(32 * kWarps)
     residual_layernorm_backward_kernel(brrr::bf16* dsum, float* partial, const brrr::bf16* dout,
                                        const brrr::bf16* dres, const brrr::bf16* sum, const brrr::bf16* weight,
                                        const float* mean, const float* rstd, std::int64_t N, int C) {
-  BRRR_DYNAMIC_SHARED(float, staged);  // weight (C) as float32, then the block's dweight, dbias (2 C)
-  float* columns = staged + C;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) staged[c] = float_of(weight[c]);
+  BRRR_DYNAMIC_SHARED(float4, staged);  // weight (256 kVecs floats, staged_at), then dweight, dbias (2 C)
+  float* columns = reinterpret_cast<float*>(staged) + 256 * kVecs;
+  for (int c = threadIdx.x; c < C; c += blockDim.x)
+    reinterpret_cast<float*>(staged)[staged_at(c)] = float_of(weight[c]);
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kBackwardRowsPerBlock;
@@ -219,12 +238,13 @@ __global__ void __launch_bounds__(32 * kWarps)
     for (int i = 0; i < kVecs; ++i) {
       const int c = 8 * (lane + 32 * i);
       if (c >= C) continue;
-      float d[8] = {};
+      float d[8] = {}, w[8];
       load8(d, dout + row + c);
       load8(norm[i], sum + row + c);
+      staged8(w, staged, i, lane);
       for (int j = 0; j < 8; ++j) {
         norm[i][j] = (norm[i][j] - m) * r;
-        g[i][j] = d[j] * staged[c + j];
+        g[i][j] = d[j] * w[j];
         sum_g += g[i][j];
         sum_gn += g[i][j] * norm[i][j];
         dw[i][j] += d[j] * norm[i][j];
@@ -329,19 +349,19 @@ void residual_layernorm_backward_bf16(brrr::bf16* dsum, brrr::bf16* dweight, brr
   }
   const int blocks = blocks_for("residual_layernorm_backward", N, kBackwardRowsPerBlock);
   float* partial = static_cast<float*>(workspace(static_cast<std::size_t>(blocks) * 2 * C * sizeof(float), stream));
-  const std::size_t shared = 3 * static_cast<std::size_t>(C) * sizeof(float);
+  const auto shared = [&](int k) { return (256 * static_cast<std::size_t>(k) + 2 * C) * sizeof(float); };
   const int c = static_cast<int>(C);
   if (vecs <= 1)
-    BRRR_LAUNCH(residual_layernorm_backward_kernel<1>, blocks, threads, shared, stream, dsum, partial, dout, dres,
+    BRRR_LAUNCH(residual_layernorm_backward_kernel<1>, blocks, threads, shared(1), stream, dsum, partial, dout, dres,
                 sum, weight, mean, rstd, N, c);
   else if (vecs <= 2)
-    BRRR_LAUNCH(residual_layernorm_backward_kernel<2>, blocks, threads, shared, stream, dsum, partial, dout, dres,
+    BRRR_LAUNCH(residual_layernorm_backward_kernel<2>, blocks, threads, shared(2), stream, dsum, partial, dout, dres,
                 sum, weight, mean, rstd, N, c);
   else if (vecs <= 3)
-    BRRR_LAUNCH(residual_layernorm_backward_kernel<3>, blocks, threads, shared, stream, dsum, partial, dout, dres,
+    BRRR_LAUNCH(residual_layernorm_backward_kernel<3>, blocks, threads, shared(3), stream, dsum, partial, dout, dres,
                 sum, weight, mean, rstd, N, c);
   else
-    BRRR_LAUNCH(residual_layernorm_backward_kernel<4>, blocks, threads, shared, stream, dsum, partial, dout, dres,
+    BRRR_LAUNCH(residual_layernorm_backward_kernel<4>, blocks, threads, shared(4), stream, dsum, partial, dout, dres,
                 sum, weight, mean, rstd, N, c);
   BRRR_LAUNCH(residual_layernorm_params_kernel, grid_for(C, threads), threads, 0, stream, dweight, dbias,
               static_cast<const float*>(partial), blocks, C);
