@@ -68,7 +68,7 @@ void adamw_clipped_multi_step(T* norm, const AdamWTensor<T>* tensors, int count,
     const T* g = tensors[t].grad;
     const std::int64_t n = tensors[t].n, chunks = (n + kChunk - 1) / kChunk;
     std::vector<T> sums(static_cast<std::size_t>(chunks));
-    parallel_for(chunks, 1, [&](std::int64_t b, std::int64_t e) {
+    parallel_for(chunks, grain(kChunk, kElementwiseGrain), [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t c = b; c < e; ++c) {
         T s = 0;
         for (std::int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) s += g[i] * g[i];
