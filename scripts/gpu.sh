@@ -167,6 +167,11 @@ lab_bf16_runs=(
   # Written on 2026-11-29, untimed: the fused classifier on bf16 data (crossentropy.cu variant 5) and
   # the wgmma GEMM's bias + GELU epilogue (matmul/wgmma.cu; registered on sm_90 only).
   "cross_entropy_fused --dtype bfloat16 --size 8192x50304" "matmul_bias_gelu --dtype bfloat16"
+  # Written on 2026-11-29, untimed: residual + LayerNorm on bf16 data, forward and backward
+  # (residual_layernorm.cu), and AdamW with the global norm's clipping (adamw.cu). Bar: 85% of copy.
+  "residual_layernorm_forward --dtype bfloat16 --size 65536x768"
+  "residual_layernorm_backward --dtype bfloat16 --size 65536x768"
+  "adamw_clipped_multi_step --size 2^26"
   "gelu_erf_forward --size 2^26" "gelu_erf_backward --size 2^26"
   "matmul_bias_gelu"
 )
@@ -180,7 +185,7 @@ counters_runs=(
   "gelu_forward --size 2^20" "gelu_backward --size 2^20"
   "layernorm_forward --size 256x768" "layernorm_backward --size 256x768"
   "cross_entropy_fused --size 64x4096"
-  "adamw_step --size 2^20" "adamw_multi_step --size 2^20"
+  "adamw_step --size 2^20" "adamw_multi_step --size 2^20" "adamw_clipped_multi_step --size 2^20"
 )
 counters_metrics=l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
 counters_metrics+=,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum

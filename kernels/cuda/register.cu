@@ -18,6 +18,7 @@ void register_kernels() {
   register_matmul_wgmma_kernels();
   register_gelu_kernels();
   register_layernorm_kernels();
+  register_residual_layernorm_kernels();
   register_crossentropy_kernels();
   register_adamw_kernels();
   register_attention_cuda_core_kernels();
