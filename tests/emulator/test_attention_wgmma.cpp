@@ -223,6 +223,10 @@ TEST_CASE("attention wgmma (variant 5): the sanitizer catches a consumer that re
   };
   CHECK(run(0).empty());
   CHECK(out.host()[0] == doctest::Approx(64 * (64 * 0.0625) * 0.25));  // S = 64 x 1/16 each, then S v
+  if (!brrr::simt::race_detection_available()) {  // a read of bytes in flight is the race detector's to see
+    MESSAGE("skipped: the race detector is not in the AddressSanitizer build");
+    return;
+  }
   const std::string error = run(1);
   INFO(error);
   CHECK(brrr::test::contains(error, "is still filling"));
