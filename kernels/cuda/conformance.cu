@@ -20,6 +20,7 @@
 
 #if !BRRR_EMULATOR
 #include "kernels/cuda/check.h"  // BRRR_CUDA_CHECK
+#include "kernels/cuda/hopper_device.h"
 #endif
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
@@ -286,12 +287,9 @@ void launch_wgmma(const ConformanceCase& c, std::uint32_t* out, const std::uint3
 // context): refuse them first on another GPU.
 void check_hopper(const ConformanceCase& c) {
 #if !BRRR_EMULATOR
-  int device = 0, major = 0, minor = 0;
-  BRRR_CUDA_CHECK(cudaGetDevice(&device));
-  BRRR_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  BRRR_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  BRRR_CHECK(major == 9 && minor == 0, "conformance case '", c.name, "': needs a Hopper GPU (sm_90: H100, H200); ",
-             "this device is sm_", major, minor);
+  const ComputeCapability cc = compute_capability();
+  BRRR_CHECK(cc.is_sm90(), "conformance case '", c.name, "': needs a Hopper GPU (sm_90: H100, H200); ",
+             "this device is sm_", cc.major, cc.minor);
 #else
   (void)c;
 #endif

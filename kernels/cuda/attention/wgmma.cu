@@ -69,6 +69,7 @@
 
 #if !BRRR_EMULATOR
 #include "kernels/cuda/check.h"  // BRRR_CUDA_CHECK
+#include "kernels/cuda/hopper_device.h"
 #endif
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
@@ -654,12 +655,9 @@ bool check_call(const char* op, const AttentionShape& shape, std::initializer_li
   for (const brrr::bf16* p : operands)
     BRRR_CHECK(aligned16(p), op, ": ", names, " must start 16-byte aligned (TMA reads them)");
 #if !BRRR_EMULATOR
-  int device = 0, major = 0, minor = 0;
-  BRRR_CUDA_CHECK(cudaGetDevice(&device));
-  BRRR_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  BRRR_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  BRRR_CHECK(major == 9 && minor == 0, op, ": needs a Hopper GPU (sm_90: H100, H200); this device is sm_", major,
-             minor, ", which has no wgmma (use bf16_pipelined)");
+  const ComputeCapability cc = compute_capability();
+  BRRR_CHECK(cc.is_sm90(), op, ": needs a Hopper GPU (sm_90: H100, H200); this device is sm_", cc.major, cc.minor,
+             ", which has no wgmma (use bf16_pipelined)");
 #endif
   return true;
 }
@@ -729,14 +727,7 @@ void attention_backward_wgmma(float* dq, float* dk, float* dv, const brrr::bf16*
 // the one chip its sm_90a code runs on.
 void register_attention_wgmma_kernels() {
 #if !BRRR_EMULATOR
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess || major != 9 ||
-      minor != 0) {
-    (void)cudaGetLastError();  // a failed query leaves no error behind for the next call
-    return;
-  }
+  if (!device_is_sm90()) return;
 #endif
   VariantMeta meta;
   meta.tolerance = 3e-2;  // variant 4's arithmetic: the softmax weights (and dS) rounded to bf16 for their products

@@ -89,6 +89,7 @@
 
 #if !BRRR_EMULATOR
 #include "kernels/cuda/check.h"  // BRRR_CUDA_CHECK
+#include "kernels/cuda/hopper_device.h"
 #endif
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
@@ -199,13 +200,12 @@ int persistent_blocks(const char* op) {
   // The emulator runs blocks one after another: a few blocks are enough to walk several tiles each.
   return 3;
 #else
-  int device = 0, major = 0, minor = 0, sms = 0;
+  const ComputeCapability cc = compute_capability();
+  BRRR_CHECK(cc.is_sm90(), op, ": needs a Hopper GPU (sm_90: H100, H200); this device is sm_", cc.major, cc.minor,
+             ", which has no wgmma (use bf16_pipelined or bf16_wide)");
+  int device = 0, sms = 0;
   BRRR_CUDA_CHECK(cudaGetDevice(&device));
-  BRRR_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  BRRR_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   BRRR_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  BRRR_CHECK(major == 9 && minor == 0, op, ": needs a Hopper GPU (sm_90: H100, H200); this device is sm_",
-             major, minor, ", which has no wgmma (use bf16_pipelined or bf16_wide)");
   return sms;
 #endif
 }
@@ -236,14 +236,7 @@ void matmul_bias_gelu_wgmma(float* out, float* pre, const brrr::bf16* a, const b
 // chip its sm_90a code runs on.
 void register_matmul_wgmma_kernels() {
 #if !BRRR_EMULATOR
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess || major != 9 ||
-      minor != 0) {
-    (void)cudaGetLastError();  // a failed query leaves no error behind for the next call
-    return;
-  }
+  if (!device_is_sm90()) return;
 #endif
   add(op::matmul_on_bf16, DeviceType::CUDA, "wgmma", &matmul_wgmma, 5,
       about("variant 14: TMA ring, producer and 2 consumer warpgroups, wgmma, persistent; Hopper only; untimed"));
