@@ -314,9 +314,6 @@ void gemm_impl(float* y, const float* x, const W* w, const float* bias, i64 M, i
 void gemm(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
   gemm_impl(y, x, w, bias, M, N, K, e);
 }
-void gemm(float* y, const float* x, const std::uint16_t* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
-  gemm_impl(y, x, w, bias, M, N, K, e);
-}
 
 // The scores of rows [0, n) (row i's query at q + i * ldq, its keys 0 .. t0 + i) as GEMM tiles
 // (gemm_sums_pair above): the keys 16 at a time packed into a panel, two panels against 6 rows of

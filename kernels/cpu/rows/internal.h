@@ -176,6 +176,9 @@ inline void put(Epilogue e, float& dst, float v) {
   else dst = v;
 }
 
+// The registry ops' check of their int epilogue (rows.cpp).
+void check_epilogue(int epilogue);
+
 // y = gelu(y) over n numbers, in vectors (rows.cpp).
 void gelu_row(float* y, i64 n, Epilogue e);
 
@@ -216,7 +219,11 @@ constexpr i64 kGemmThreshold = 48;
 
 // The GEMM of many rows (gemm.cpp): linear_rows's numbers, for M >= kGemmThreshold.
 void gemm(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e);
-void gemm(float* y, const float* x, const std::uint16_t* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e);
+
+// x (M, K) rounded to bf16 as bf16.cpp says, into xb (M, Kp), zeros past K: with
+// VCVTNEPS2BF16 where `instructions` and the build has AVX512_BF16, else in plain C++ (the same
+// bits).
+void round_rows(std::uint16_t* xb, const float* x, i64 M, i64 K, i64 Kp, bool instructions);
 
 // A prefill's attention scores as GEMM tiles (gemm.cpp): attend_rows's scores of rows
 // [0, n), for n >= kGemmRows.
