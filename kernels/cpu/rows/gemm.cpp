@@ -1,8 +1,8 @@
 // kernels/cpu/rows/gemm.cpp: the Decoder's kernels for many rows (chapter 08): linear_rows
 // from kGemmThreshold rows of x (a prefill, a step of many sequences) and a prefill's attention
 // scores, as GEMM tiles that compute the dot products' very numbers. Read before: rows.cpp
-// (the dot products, whose order these tiles keep). Read next: amx.cpp (bf16 weights on
-// AMX's tile unit), then models/gpt/decode.cpp (the Decoder that calls them).
+// (the dot products, whose order these tiles keep). Read next: bf16.cpp (bf16 weights, x
+// rounded to bf16, in an order of their own), then models/gpt/decode.cpp (the Decoder).
 #include <algorithm>
 #include <cstring>
 
