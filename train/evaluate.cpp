@@ -2,6 +2,7 @@
 // Chapter 08 (training: "Pretrained models"). Read before: train/evaluate.h.
 #include "train/evaluate.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "brrr/autograd.h"
@@ -45,6 +46,38 @@ EvalResult evaluate_tokens(models::GPT& model, const std::vector<std::uint32_t>&
       flush();
       if (progress) progress(done, total);
     }
+  }
+  EvalResult r;
+  r.predicted = total;
+  r.loss = sum / static_cast<double>(total);
+  r.perplexity = std::exp(r.loss);
+  return r;
+}
+
+EvalResult evaluate_tokens(models::Decoder& decoder, const std::vector<std::uint32_t>& tokens,
+                           const std::function<void(std::int64_t, std::int64_t)>& progress) {
+  const models::GPTConfig& c = decoder.config();
+  const std::int64_t n = static_cast<std::int64_t>(tokens.size()), B = c.block_size, V = c.vocab_size;
+  BRRR_CHECK(n >= 2, "eval: the text has ", n, " token", n == 1 ? "" : "s", "; at least 2 are needed to predict one");
+  for (std::uint32_t t : tokens)
+    BRRR_CHECK(t < V, "eval: token ", t, " is outside the model's vocabulary (", V, ")");
+  const std::int64_t total = n - 1;
+  std::vector<std::int64_t> every(static_cast<std::size_t>(B));
+  for (std::int64_t i = 0; i < B; ++i) every[i] = i;
+  double sum = 0;
+  for (std::int64_t s = 0; s < total; s += B) {
+    const std::int64_t len = std::min(B, total - s);
+    models::DecodeState state;
+    models::DecodeState* states[] = {&state};
+    const float* logits = decoder.forward(states, &len, 1, tokens.data() + s, every.data(), len);
+    for (std::int64_t i = 0; i < len; ++i) {
+      const float* row = logits + i * V;
+      const double top = *std::max_element(row, row + V);
+      double total_exp = 0;
+      for (std::int64_t v = 0; v < V; ++v) total_exp += std::exp(static_cast<double>(row[v]) - top);
+      sum += top + std::log(total_exp) - row[tokens[s + i + 1]];
+    }
+    if (progress) progress(s + len, total);
   }
   EvalResult r;
   r.predicted = total;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <vector>
 
+#include "brrr/models/decode.h"
 #include "brrr/models/gpt.h"
 
 namespace brrr::train {
@@ -24,6 +25,12 @@ struct EvalResult {
 // batch_size full windows go through the model at a time; progress(done, total) is called
 // after each batch with the predictions made so far.
 EvalResult evaluate_tokens(models::GPT& model, const std::vector<std::uint32_t>& tokens, std::int64_t batch_size = 8,
+                           const std::function<void(std::int64_t, std::int64_t)>& progress = {});
+
+// The same definition through the generation path (brrr sample's and serve's Decoder, float32 or
+// bfloat16 weights): each window one prefill from a fresh cache, every row's logits; the loss
+// of each prediction is log-sum-exp of the logits minus the target's, in double.
+EvalResult evaluate_tokens(models::Decoder& decoder, const std::vector<std::uint32_t>& tokens,
                            const std::function<void(std::int64_t, std::int64_t)>& progress = {});
 
 }  // namespace brrr::train
