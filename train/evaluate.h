@@ -9,10 +9,12 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "brrr/models/decode.h"
 #include "brrr/models/gpt.h"
+#include "brrr/tokenizer/text_tokenizer.h"
 
 namespace brrr::train {
 
@@ -21,6 +23,15 @@ struct EvalResult {
   double loss = 0;             // nats per token
   double perplexity = 0;       // exp(loss)
 };
+
+// The ids brrr eval scores: `data` is a text file, encoded with `tok`; or token files (one file, a
+// folder of shards, a glob: tokenizer/shards.h, the forms brrr train --data takes; brrr's format
+// or llm.c's), read one after another as a single sequence, as training reads them. A file that
+// records its vocabulary must have tok's; one that names its tokenizer must name tok's file
+// (tokenizer_path, when that is a brrr tokenizer file): ids made by another tokenizer would be
+// scored as if they were tok's, a loss that means nothing.
+std::vector<std::uint32_t> eval_tokens(const std::string& data, const tokenizer::TextTokenizer& tok,
+                                       const std::string& tokenizer_path);
 
 // batch_size full windows go through the model at a time; progress(done, total) is called
 // after each batch with the predictions made so far.

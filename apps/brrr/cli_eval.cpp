@@ -4,7 +4,6 @@
 #include <cstdio>
 
 #include "brrr/autocast.h"
-#include "brrr/io.h"
 #include "brrr/parallel.h"
 #include "commands.h"
 #include "train/evaluate.h"
@@ -21,7 +20,7 @@ void add_eval_commands(CLI::App& app) {
     bool decoder = false;
   };
   auto a = std::make_shared<EvalArgs>();
-  CLI::App* eval = app.add_subcommand("eval", "Mean next-token loss and perplexity of a model on a text file");
+  CLI::App* eval = app.add_subcommand("eval", "Mean next-token loss and perplexity of a model on a text or token files");
   eval->footer(
       "The file's tokens t0..tN-1 are cut into consecutive windows of the model's context length; each "
       "window predicts its next tokens (the last window may be shorter), so every token but the first is "
@@ -29,7 +28,9 @@ void add_eval_commands(CLI::App& app) {
       "perplexity is e^loss. Last line: eval: N tokens predicted, loss L nats/token, perplexity P");
   eval->add_option("--checkpoint", a->checkpoint, "A checkpoint file, a training --out_dir (its newest checkpoint), "
                    "or a Hugging Face GPT-2 folder")->capture_default_str();
-  eval->add_option("--data", a->data, "The text file to evaluate on")->required()->check(CLI::ExistingFile);
+  eval->add_option("--data", a->data, "The text file to evaluate on, or token files: one, a folder of shards or a glob "
+                  "(brrr or llm.c format, as brrr train --data takes them), read in name order as one sequence")
+      ->required();
   eval->add_option("--tokenizer", a->tokenizer, "Tokenizer file (default: the one saved beside the checkpoint, or the folder's)");
   eval->add_option("--threads", a->threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber)->capture_default_str();
   eval->add_option("--device", a->device, "cpu, cuda, emulator or auto")
@@ -45,7 +46,7 @@ void add_eval_commands(CLI::App& app) {
     const train::ModelSource source = train::open_model_and_tokenizer(a->checkpoint, a->tokenizer);
     const Device device = train::resolve_device(a->device);
     source.model->to(device);
-    const std::vector<std::uint32_t> tokens = source.tokenizer->encode(read_file(a->data));
+    const std::vector<std::uint32_t> tokens = train::eval_tokens(a->data, *source.tokenizer, source.tokenizer_path);
     const Autocast autocast(a->dtype == "bf16" && !a->decoder ? kBFloat16 : kFloat32);
     const auto start = std::chrono::steady_clock::now();
     auto last = start;
