@@ -162,7 +162,9 @@ constexpr KeyHelp kKeyHelp[] = {
     {"threads", "Device", "CPU threads (0: all cores)"},
     {"profile", "Device", "print where the time went, op by op, at the end"},
     {"profile_trace", "Device", "also write every op as a timeline to this file, a Chrome trace (open it in ui.perfetto.dev)"},
-    {"cuda_graph", "Device", "on a CUDA device: replay the whole training step as one CUDA graph (needs dropout 0)"},
+    {"cuda_graph", "Device", "on a CUDA device: replay the whole training step as one CUDA graph; on by default, "
+                             "plain steps where a graph cannot be (dropout, grad_accum, several ranks, --profile), "
+                             "saying why; false: plain steps"},
     {"zero", "Distributed", "under mpirun: 1 shards AdamW's moments over the ranks (ZeRO stage 1), 0 keeps them whole"},
     {"bucket_mb", "Distributed", "under mpirun: gradients are summed over the ranks in buckets of this many MB"},
     {"overlap_comm", "Distributed", "under mpirun: sum each bucket while the backward goes on (false: after it; same bits)"},
@@ -225,12 +227,6 @@ void TrainConfig::validate() const {
   BRRR_CHECK(threads >= 0, "config: threads must be 0 (all cores) or positive, got ", threads);
   BRRR_CHECK(zero == 0 || zero == 1, "config: zero must be 0 (no sharding) or 1 (AdamW's state sharded), got ", zero);
   BRRR_CHECK(bucket_mb > 0, "config: bucket_mb must be positive, got ", bucket_mb);
-  if (cuda_graph) {
-    BRRR_CHECK(device != "cpu", "config: cuda_graph needs a CUDA device (--device cuda, emulator or auto), got cpu");
-    BRRR_CHECK(dropout == 0.0, "config: cuda_graph needs dropout 0 (got ", dropout, "): a CUDA graph would replay "
-               "the dropout masks' random offsets, the same mask every step");
-    BRRR_CHECK(grad_accum == 1, "config: cuda_graph needs grad_accum 1 (got ", grad_accum, ")");
-  }
 }
 
 }  // namespace brrr::train

@@ -334,7 +334,11 @@ TrainResult train_this_rank(TrainConfig c) {
   Generator data_gen(c.seed + 1);
   StepContext ctx{c, model, opt, *data, data_gen, device, rank, ranks};
   std::optional<GraphStep> graph;
-  if (c.cuda_graph) graph.emplace(ctx);
+  if (c.cuda_graph && device.is_cuda()) {
+    const std::string why = graph_refusal(c, ranks);
+    if (why.empty()) graph.emplace(ctx);
+    else if (dist::is_main()) std::printf("cuda_graph: plain steps (%s)\n", why.c_str());
+  }
   // The step, chosen once: chapter 08's, chapter 17's CUDA graph, or chapter 19's ZeRO.
   std::function<StepOutput()> take_step = [&] { return plain_step(ctx, reducer); };
   if (graph) take_step = [&] { return (*graph)(ctx, reducer); };
@@ -391,6 +395,7 @@ TrainResult train_this_rank(TrainConfig c) {
     }
     pending.before_step();
     const cuda::Waits waits_before = cuda::waits();
+    const cuda::MemoryStats memory_before = device.is_cuda() ? cuda::memory_stats() : cuda::MemoryStats{};
     const double lr = schedule.lr(step);
     opt.set_lr(lr);
     fault_drill(step);
@@ -403,6 +408,11 @@ TrainResult train_this_rank(TrainConfig c) {
     clock.stop();
     pending.add(step, lr, std::move(out));
     result.step_waits += cuda::waits().total() - waits_before.total();
+    if (device.is_cuda() && steps_this_run >= 2) {
+      const cuda::MemoryStats memory = cuda::memory_stats();
+      result.later_step_blocks += memory.allocations - memory_before.allocations;
+      result.later_step_device_allocations += memory.device_allocations - memory_before.device_allocations;
+    }
     state.step = step + 1;
     ++steps_this_run;
     const bool last = state.step == c.max_iters;
@@ -451,6 +461,18 @@ TrainResult train_with_memory_advice(TrainConfig c) {
   }
 }
 }  // namespace
+
+std::string graph_refusal(const TrainConfig& c, int ranks) {
+  if (c.dropout != 0.0) {
+    char text[96];
+    std::snprintf(text, sizeof text, "dropout %g: a graph would replay the masks' random offsets", c.dropout);
+    return std::string(text) + ", the same mask every step";
+  }
+  if (c.grad_accum != 1) return "grad_accum " + std::to_string(c.grad_accum) + ": the graph holds one micro-step";
+  if (ranks > 1) return std::to_string(ranks) + " ranks: the graph is one process's";
+  if (c.profile || !c.profile_trace.empty()) return "the profiler times each launch, and a replay launches none";
+  return "";
+}
 
 TrainResult run_training(TrainConfig c) {
   if (dist::init() == 1) return train_with_memory_advice(std::move(c));

@@ -53,8 +53,9 @@ struct TrainConfig {
   // them. Turns the profiler on. Under mpirun, rank r > 0 writes FILE.rank<r>.
   std::string profile_trace;
   // On a CUDA device: capture the step (forward, backward, clipping, AdamW) once as a CUDA
-  // graph and replay it every step after (chapter 17). Needs dropout 0, grad_accum 1, one rank.
-  bool cuda_graph = false;
+  // graph and replay it every step after (chapter 17). On by default; a run it cannot be (dropout,
+  // grad_accum, several ranks, the profiler) takes plain steps and says why. Nothing on the CPU.
+  bool cuda_graph = true;
   int threads = 0;  // 0: all cores
   // data parallel (chapter 19; used only under mpirun with several ranks)
   int zero = 0;            // 1: ZeRO stage 1, each rank keeps AdamW's moments of its share of the parameters
@@ -88,6 +89,11 @@ struct TrainResult {
   // What the training steps themselves (not their logging, evaluation or checkpoints) made the
   // host wait for on a CUDA device: 0 is the goal (chapter 17), and a test holds it there.
   std::uint64_t step_waits = 0;
+  // Inside the training steps from this run's third on (after the plain first step and the
+  // capture): blocks the caching allocator handed out (a graph's replays: the loss's and the
+  // gradient norm's copies the host reads later, 2 a step; a plain step: every activation), and
+  // the device allocations under them (cudaMalloc: 0 is the goal, it makes the host wait).
+  std::uint64_t later_step_blocks = 0, later_step_device_allocations = 0;
   // Data parallel (chapter 19): the ranks, the share of the training steps' time this rank
   // spent in collectives, and the bytes of AdamW's moments this rank holds.
   int ranks = 1;
@@ -98,6 +104,10 @@ struct TrainResult {
 // --device: cpu, cuda (a GPU, or an error saying there is none), emulator (the CUDA kernels on
 // the CPU's SIMT emulator), auto (the GPU if there is one, else the CPU); prints which.
 Device resolve_device(const std::string& name);
+
+// Why a run's steps cannot be one CUDA graph (chapter 17: dropout, grad_accum, several ranks,
+// the profiler), or "" when they can; the run then takes plain steps and prints it.
+std::string graph_refusal(const TrainConfig& c, int ranks);
 
 // Runs the whole loop; throws brrr::Error on bad input, and stops (with a message naming
 // the step and the last good checkpoint) on a NaN or infinite loss. Under mpirun with N ranks

@@ -503,6 +503,15 @@ Tensor& Tensor::copy_(const Tensor& source) {
   BRRR_CHECK(ops::broadcast_shapes(shape(), source.shape(), "copy_") == shape(), "copy_: source of shape ",
              shape_str(source.shape()), " does not broadcast to ", shape_str(shape()));
   NoGradGuard no_grad;
+  // Host bytes that are already this tensor's layout go to the device in one transfer, with no
+  // device block in between: the CUDA graph's batch, every step (chapter 17).
+  if (source.device().is_cpu() && device().is_cuda() && source.dtype() == dtype() && source.shape() == shape() &&
+      source.is_contiguous() && is_contiguous()) {
+    detail::cuda_runtime_for("copy_").copy(raw_data(), source.raw_data(),
+                                           static_cast<std::size_t>(numel()) * dtype_size(dtype()),
+                                           gpu::CopyKind::HostToDevice);
+    return *this;
+  }
   Tensor src = source.to(device()).to(dtype());
   detail::copy_into(*this, src);
   return *this;

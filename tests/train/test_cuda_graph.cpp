@@ -192,16 +192,21 @@ TEST_CASE("AdamW in a graph: its learning rate and step count come through memor
                        doctest::Contains("not inside the capture"), Error);
 }
 
-TEST_CASE("brrr train --cuda_graph: the replayed steps give the plain steps' losses and weights bit for bit") {
+TEST_CASE("brrr train on a CUDA device replays the step as a graph by default: the plain steps' losses and weights bit for bit, no block allocated") {
   train::TrainConfig plain = tiny(scratch("plain"));
-  train::TrainConfig graph = tiny(scratch("graph"));
-  graph.cuda_graph = true;
+  train::TrainConfig graph = tiny(scratch("graph"));  // cuda_graph, the default
+  plain.cuda_graph = false;
   const train::TrainResult a = train::run_training(plain);
   const train::TrainResult b = train::run_training(graph);
   REQUIRE(b.losses.size() == 7);
   CHECK(a.losses == b.losses);
   CHECK(a.last_val_loss == b.last_val_loss);
   CHECK(b.step_waits == 0);  // replays, their inputs' copies and the loss's clone never wait for the device
+  // Steps 3 to 7: no device allocation; of the allocator's cached blocks, the replays take the
+  // loss's and the norm's copies alone (2 a step), the plain steps one per activation.
+  CHECK(b.later_step_device_allocations == 0);
+  CHECK(b.later_step_blocks == 2 * 5);
+  CHECK(a.later_step_blocks > 20 * 5);
   CHECK(tensors_of(a.last_checkpoint) == tensors_of(b.last_checkpoint));  // weights, moments, generators
   // The clipping inside the graph was at work: the logged norms (the graph's) exceed 0.5.
   std::ifstream log(graph.out_dir + "/log.jsonl");
@@ -213,13 +218,19 @@ TEST_CASE("brrr train --cuda_graph: the replayed steps give the plain steps' los
   CHECK(clipped >= 3);
 }
 
-TEST_CASE("cuda_graph: the settings it cannot honour are refused with the reason") {
-  train::TrainConfig c = tiny(scratch("refused"));
-  c.cuda_graph = true;
-  c.dropout = 0.1;
-  CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("cuda_graph needs dropout 0"), Error);
-  c.dropout = 0.0, c.grad_accum = 2;
-  CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("cuda_graph needs grad_accum 1"), Error);
-  c.grad_accum = 1, c.device = "cpu";
-  CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("cuda_graph needs a CUDA device"), Error);
+TEST_CASE("cuda_graph: a run a graph cannot be (dropout, grad_accum, ranks, profiler) takes plain steps, and says why") {
+  train::TrainConfig c = tiny(scratch("fallback"));
+  CHECK(train::graph_refusal(c, 1).empty());
+  CHECK(train::graph_refusal(c, 2) == "2 ranks: the graph is one process's");
+  c.grad_accum = 2;
+  CHECK(train::graph_refusal(c, 1) == "grad_accum 2: the graph holds one micro-step");
+  c.grad_accum = 1, c.profile = true;
+  CHECK(train::graph_refusal(c, 1) == "the profiler times each launch, and a replay launches none");
+  c.profile = false, c.dropout = 0.1;
+  CHECK(train::graph_refusal(c, 1) == "dropout 0.1: a graph would replay the masks' random offsets, the same mask every step");
+  // With dropout the run trains, on plain steps (the third allocates as plain steps do).
+  c.max_iters = 3, c.eval_interval = 3, c.lr_decay_iters = 3;
+  const train::TrainResult r = train::run_training(c);
+  CHECK(r.steps_done == 3);
+  CHECK(r.later_step_blocks > 0);
 }
