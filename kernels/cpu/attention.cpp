@@ -38,6 +38,7 @@
 
 #include "brrr/bfloat16.h"
 #include "brrr/error.h"
+#include "kernels/cpu/bf16_convert.h"
 #include "kernels/cpu/cpu.h"
 
 namespace brrr::kernels::cpu {
@@ -259,11 +260,7 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
 // the inputs widened to float32, which is exact, the float32 loops, and out rounded once.
 
 namespace {
-std::vector<float> widened(const bf16* x, std::int64_t n) {
-  std::vector<float> w(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) w[static_cast<std::size_t>(i)] = static_cast<float>(x[i]);
-  return w;
-}
+std::vector<float> widened(const bf16* x, std::int64_t n) { return widen_all(x, n); }  // bf16_convert.h
 
 void check_sizes(const char* op, const AttentionShape& s) {
   BRRR_CHECK(s.BH >= 0 && s.T >= 0 && s.hs >= 0, op, ": sizes must not be negative, got BH = ", s.BH, ", T = ", s.T,
@@ -278,7 +275,7 @@ void attention_forward_bf16_memory(bf16* out, float* lse, const bf16* q, const b
   const std::vector<float> qf = widened(q, n), kf = widened(k, n), vf = widened(v, n);
   std::vector<float> o(static_cast<std::size_t>(n));
   forward<false>(o.data(), lse, qf.data(), kf.data(), vf.data(), s.BH, s.T, s.hs, static_cast<float>(s.scale));
-  for (std::int64_t i = 0; i < n; ++i) out[i] = bf16(o[static_cast<std::size_t>(i)]);
+  narrow_into(out, o.data(), n);
 }
 
 void attention_backward_bf16_memory(float* dq, float* dk, float* dv, const bf16* dout, const bf16* q, const bf16* k,

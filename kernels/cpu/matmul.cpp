@@ -19,6 +19,7 @@
 
 #include "brrr/bfloat16.h"
 #include "brrr/error.h"
+#include "kernels/cpu/bf16_convert.h"
 #include "kernels/cpu/cpu.h"
 
 namespace brrr::kernels::cpu {
@@ -96,9 +97,7 @@ void matmul_bf16_memory(float* out, const bf16* a, const bf16* b, const MatmulSh
              "batch ", s.batch, ", M ", s.M, ", N ", s.N, ", K ", s.K);
   auto widened = [&](const bf16* x, std::int64_t stride, std::int64_t matrix) {
     const std::int64_t n = s.batch == 0 ? 0 : stride == 0 ? matrix : (s.batch - 1) * stride + matrix;
-    std::vector<float> w(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) w[static_cast<std::size_t>(i)] = static_cast<float>(x[i]);
-    return w;
+    return widen_all(x, n);  // in parallel blocks (bf16_convert.h)
   };
   const std::vector<float> af = widened(a, s.stride_a, s.M * s.K), bf = widened(b, s.stride_b, s.K * s.N);
   if (cpu_has_avx512_bf16()) matmul_bf16_avx512(out, af.data(), bf.data(), s, stream);
