@@ -1,4 +1,4 @@
-// tests/train/test_bf16_step.cpp: the bf16 training step with bf16 in memory (chapter 18,
+// tests/train/test_train_bf16_step.cpp: the bf16 training step with bf16 in memory (chapter 18,
 // section 10; `brrr train --dtype bf16`): the activations the step keeps are bf16 (the bytes
 // it holds after the forward), its loss and gradients follow float32's within bf16's rounding
 // on the CPU, the emulator's follow the CPU's, and its checkpoints are float32 as before.
