@@ -31,9 +31,9 @@
 //
 // All are registered in float32 and float64. bfloat16 tensors (chapter 18) go to the ops'
 // kernels whatever is selected, as they did before the registry chose: layer_norm_kernels,
-// gelu_kernels and cross_entropy_fused read bf16; residual_layer_norm is ops::add, then
-// layer_norm_kernels; causal_attention is flash_attention_qkv's kernels on bf16 data (with
-// dropout, the composed op on a float32 copy); linear_gelu is linear with its bias, then gelu.
+// gelu_kernels, residual_layer_norm_fused and cross_entropy_fused read bf16; causal_attention
+// is flash_attention_qkv's kernels on bf16 data (with dropout, the composed op on a float32
+// copy); linear_gelu is linear with its bias, then gelu.
 #include <initializer_list>
 #include <mutex>
 #include <utility>
@@ -168,11 +168,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
                                               const Tensor& bias, double eps) {
   detail::check_defined("residual_layer_norm", x);
-  if (x.dtype() == kBFloat16) {  // the add, then LayerNorm's kernels on bf16 data (no fused bf16 kernel yet)
-    const Tensor sum = add(x, residual);
-    return {sum, layer_norm_kernels(sum, weight, bias, eps)};
-  }
-  if (!has_variants(x.dtype())) return residual_layer_norm_fused(x, residual, weight, bias, eps);
+  if (!has_variants(x.dtype())) return residual_layer_norm_fused(x, residual, weight, bias, eps);  // bf16 too
   static detail::OpVariant variant(variants::residual_layer_norm<float>);
   return variant(x.device(), x.dtype())(x, residual, weight, bias, eps);
 }
