@@ -106,13 +106,19 @@ inline double erfc_vec(double x) { return std::erfc(x); }
 // bf16 step, 0.5% with these, and the Decoder's LayerNorm 3% of GPT-2's 512-token prefill).
 // nn.cpp's layernorm_forward and the Decoder's layer_norm_rows (rows/rows.cpp) both call it, so
 // generation normalizes with the training forward's very numbers.
+// The row's mean as layer_norm_row takes it (nn_bf16.cpp's LayerNorm backward takes it again).
 template <class T>
-inline void layer_norm_row(T* out, double& mean, double& rstd, const T* row, const T* weight, const T* bias,
-                           std::int64_t C, T eps) {
+inline double layer_norm_mean(const T* row, std::int64_t C) {
   double m = 0.0;
 #pragma omp simd reduction(+ : m)
   for (std::int64_t c = 0; c < C; ++c) m += row[c];
-  m /= static_cast<double>(C);
+  return m / static_cast<double>(C);
+}
+
+template <class T>
+inline void layer_norm_row(T* out, double& mean, double& rstd, const T* row, const T* weight, const T* bias,
+                           std::int64_t C, T eps) {
+  const double m = layer_norm_mean(row, C);
   double v = 0.0;
 #pragma omp simd reduction(+ : v)
   for (std::int64_t c = 0; c < C; ++c) v += (row[c] - m) * (row[c] - m);

@@ -191,13 +191,9 @@ TEST_CASE("bf16 kernels, LayerNorm and residual + LayerNorm: the float32 kernels
     cpu::layernorm_forward<double>(y64.data(), m64.data(), s64.data(), widen<double>(x).data(), widen<double>(w).data(),
                                    widen<double>(b).data(), N, C, eps_bf16, {});
     near64("layernorm out against float64", out, y64, 1e-4);
-    // The backward: the mean from x in float32 (as the kernel documents), rstd as saved (bf16).
-    for (std::int64_t n = 0; n < N; ++n) {
-      double sum = 0;
-      for (std::int64_t c = 0; c < C; ++c) sum += static_cast<float>(x[n * C + c]);
-      m[n] = static_cast<float>(sum / static_cast<double>(C));
-      s[n] = static_cast<float>(rstd[n]);
-    }
+    // The backward: the mean from x in float32 as the forward takes it (so m is the forward's
+    // float32 mean, before rounding), rstd as saved (bf16).
+    for (std::int64_t n = 0; n < N; ++n) s[n] = static_cast<float>(rstd[n]);
     cpu::layernorm_backward<float>(d.data(), dw32.data(), db32.data(), widen<float>(g).data(), widen<float>(x).data(),
                                    w32.data(), m.data(), s.data(), N, C, {});
     same_bits("layernorm dx", dx, d);
