@@ -47,6 +47,10 @@ inline std::int64_t row_grain(std::int64_t C) { return grain(C, kElementwiseGrai
 // dx_row) stores the row's float32 dx.
 constexpr std::int64_t kRows = 64;
 
+struct Stats {  // a row's mean and rstd, as the backward uses them
+  float mean, rstd;
+};
+
 template <class Row, class Finish>
 void layernorm_backward_rows(bf16* dweight, bf16* dbias, const bf16* weight, std::int64_t N, std::int64_t C, Row row,
                              Finish finish) {
@@ -73,10 +77,6 @@ void layernorm_backward_rows(bf16* dweight, bf16* dbias, const bf16* weight, std
     if (dbias) dbias[c] = bf16(static_cast<float>(sb));
   }
 }
-
-struct Stats {
-  float mean, rstd;
-};
 
 }  // namespace
 
