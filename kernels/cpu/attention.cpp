@@ -211,6 +211,46 @@ void attention_forward_bf16(float* out, float* lse, const float* q, const float*
 
 namespace {
 
+// The rows i0 .. i0 + block - 1's shares of dk[j] and dv[j] (ds[r][j] q[r] and p[r][j] dout[r],
+// row r of the block seeing keys j <= i0 + r), added row after row as one row at a time would
+// add them (the same bits), but with each dk[j] and dv[j] loaded and stored once per block of
+// rows instead of once per row: those loads and stores, not the multiply-adds, bounded the
+// loop.
+constexpr std::int64_t kRowBlock = 4;
+
+template <class Acc>
+void add_rows_shares(Acc* dk_acc, Acc* dv_acc, const Acc* p, const Acc* ds, const Acc* q, const Acc* g, std::int64_t i0,
+                     std::int64_t block, std::int64_t T_len, std::int64_t hs) {
+  const std::int64_t full = block == kRowBlock ? i0 + 1 : 0;  // keys every row of a full block sees
+  for (std::int64_t j = 0; j < full; ++j) {
+    Acc* dkj = dk_acc + j * hs;
+    Acc* dvj = dv_acc + j * hs;
+    const Acc s0 = ds[j], s1 = ds[T_len + j], s2 = ds[2 * T_len + j], s3 = ds[3 * T_len + j];
+    const Acc p0 = p[j], p1 = p[T_len + j], p2 = p[2 * T_len + j], p3 = p[3 * T_len + j];
+#pragma omp simd
+    for (std::int64_t d = 0; d < hs; ++d) {
+      Acc a = dkj[d], b = dvj[d];
+      a += s0 * q[d];
+      a += s1 * q[hs + d];
+      a += s2 * q[2 * hs + d];
+      a += s3 * q[3 * hs + d];
+      b += p0 * g[d];
+      b += p1 * g[hs + d];
+      b += p2 * g[2 * hs + d];
+      b += p3 * g[3 * hs + d];
+      dkj[d] = a;
+      dvj[d] = b;
+    }
+  }
+  for (std::int64_t r = 0; r < block; ++r)  // the rest, row by row
+    for (std::int64_t j = full; j <= i0 + r; ++j) {
+      Acc* dkj = dk_acc + j * hs;
+      Acc* dvj = dv_acc + j * hs;
+      for (std::int64_t d = 0; d < hs; ++d) dkj[d] += ds[r * T_len + j] * q[r * hs + d];
+      for (std::int64_t d = 0; d < hs; ++d) dvj[d] += p[r * T_len + j] * g[r * hs + d];
+    }
+}
+
 template <bool BF16, class T, class Acc = double, class In = T>
 void backward(T* dq, T* dk, T* dv, const In* dout, const In* q, const In* k, const In* v, const In* out, const T* lse,
               std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale) {
@@ -218,8 +258,8 @@ void backward(T* dq, T* dk, T* dv, const In* dout, const In* q, const In* k, con
   const std::int64_t ld = round_up(T_len), ld_hs = round_up(hs);
   parallel_for(BH, heads_per_block(T_len, hs), [&](std::int64_t begin, std::int64_t end) {
     const std::size_t row = static_cast<std::size_t>(hs), rows = static_cast<std::size_t>(T_len * hs);
-    std::vector<Acc> k_t, v_t, k_p, p(static_cast<std::size_t>(T_len)), ds(static_cast<std::size_t>(T_len));
-    std::vector<Acc> q_row(row), do_row(row), dq_row(row), dk_acc(rows), dv_acc(rows);
+    std::vector<Acc> k_t, v_t, k_p, p(static_cast<std::size_t>(kRowBlock * T_len)), ds(p.size());
+    std::vector<Acc> q_row(kRowBlock * row), do_row(kRowBlock * row), dq_row(row), dk_acc(rows), dv_acc(rows);
     for (std::int64_t bh = begin; bh < end; ++bh) {
       const std::int64_t base = bh * T_len * hs;
       transpose_padded<BF16>(k_t, k + base, T_len, hs);
@@ -227,28 +267,29 @@ void backward(T* dq, T* dk, T* dv, const In* dout, const In* q, const In* k, con
       copy_padded<BF16>(k_p, k + base, T_len, hs);
       std::fill(dk_acc.begin(), dk_acc.end(), Acc(0));
       std::fill(dv_acc.begin(), dv_acc.end(), Acc(0));
-      for (std::int64_t i = 0; i < T_len; ++i) {
-        const std::int64_t n = i + 1;
-        const In *qi = q + base + i * hs, *doi = dout + base + i * hs, *oi = out + base + i * hs;
-        Acc D = 0;
-        for (std::int64_t d = 0; d < hs; ++d) {
-          q_row[d] = input<BF16, Acc>(qi[d]);
-          do_row[d] = input<BF16, Acc>(doi[d]);
-          D += do_row[d] * input<false, Acc>(oi[d]);  // out as it is (never rounded again)
+      for (std::int64_t i0 = 0; i0 < T_len; i0 += kRowBlock) {
+        const std::int64_t block = std::min(kRowBlock, T_len - i0);
+        for (std::int64_t r = 0; r < block; ++r) {  // row i's p, ds and dq
+          const std::int64_t i = i0 + r, n = i + 1;
+          Acc *qr = q_row.data() + r * hs, *dor = do_row.data() + r * hs, *pr = p.data() + r * T_len,
+              *dsr = ds.data() + r * T_len;
+          const In *qi = q + base + i * hs, *doi = dout + base + i * hs, *oi = out + base + i * hs;
+          Acc D = 0;
+          for (std::int64_t d = 0; d < hs; ++d) {
+            qr[d] = input<BF16, Acc>(qi[d]);
+            dor[d] = input<BF16, Acc>(doi[d]);
+            D += dor[d] * input<false, Acc>(oi[d]);  // out as it is (never rounded again)
+          }
+          // p[j] from the saved lse; ds[j] first holds dp[j] = dout[i] . v[j].
+          row_scores(pr, qr, k_t, n, ld, hs, sc);
+          exp_shifted<T>(pr, pr, n, static_cast<Acc>(lse[bh * T_len + i]));
+          row_scores(dsr, dor, v_t, n, ld, hs, Acc(1));
+          for (std::int64_t j = 0; j < n; ++j) dsr[j] = pr[j] * (dsr[j] - D);
+          weighted_rows(dq_row.data(), dsr, k_p.data(), n, ld_hs, hs);  // sum of ds[j] k[j]
+          for (std::int64_t d = 0; d < hs; ++d) dq[base + i * hs + d] = static_cast<T>(sc * dq_row[d]);
         }
-        // p[j] from the saved lse; ds[j] first holds dp[j] = dout[i] . v[j].
-        row_scores(p.data(), q_row.data(), k_t, n, ld, hs, sc);
-        exp_shifted<T>(p.data(), p.data(), n, static_cast<Acc>(lse[bh * T_len + i]));
-        row_scores(ds.data(), do_row.data(), v_t, n, ld, hs, Acc(1));
-        for (std::int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - D);
-        weighted_rows(dq_row.data(), ds.data(), k_p.data(), n, ld_hs, hs);  // sum of ds[j] k[j]
-        for (std::int64_t d = 0; d < hs; ++d) dq[base + i * hs + d] = static_cast<T>(sc * dq_row[d]);
-        for (std::int64_t j = 0; j < n; ++j) {  // this row's share of dk[j] and dv[j]
-          Acc* dkj = dk_acc.data() + j * hs;
-          Acc* dvj = dv_acc.data() + j * hs;
-          for (std::int64_t d = 0; d < hs; ++d) dkj[d] += ds[j] * q_row[d];
-          for (std::int64_t d = 0; d < hs; ++d) dvj[d] += p[j] * do_row[d];
-        }
+        add_rows_shares(dk_acc.data(), dv_acc.data(), p.data(), ds.data(), q_row.data(), do_row.data(), i0, block,
+                        T_len, hs);
       }
       for (std::int64_t e = 0; e < T_len * hs; ++e) {
         dk[base + e] = static_cast<T>(sc * dk_acc[e]);
