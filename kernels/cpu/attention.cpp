@@ -251,6 +251,37 @@ void add_rows_shares(Acc* dk_acc, Acc* dv_acc, const Acc* p, const Acc* ds, cons
     }
 }
 
+// The scores of a block of query rows i0 .. i0 + block - 1 (x, rows at stride hs) against the
+// keys each sees, into s (rows at stride s_ld): row_scores row by row, or, for a full block,
+// four rows at once: each row's sums are row_scores's (the same multiply-adds in the same
+// order, the same bits), but four independent chains hide the multiply-add's latency, which
+// bounds row_scores in float (16 floats are one AVX-512 register: one chain), and each y[j] is
+// loaded once for four rows.
+template <class Acc>
+void scores(Acc* s, const Acc* x, const std::vector<Acc>& y_t, std::int64_t i0, std::int64_t block, std::int64_t s_ld,
+            std::int64_t ld, std::int64_t hs, Acc scale) {
+  if (block != kRowBlock) {
+    for (std::int64_t r = 0; r < block; ++r) row_scores(s + r * s_ld, x + r * hs, y_t, i0 + r + 1, ld, hs, scale);
+    return;
+  }
+  for (std::int64_t j0 = 0; j0 < i0 + kRowBlock; j0 += kChunk) {
+    Acc a[kRowBlock][kChunk] = {};
+    for (std::int64_t d = 0; d < hs; ++d) {
+      const Acc x0 = x[d] * scale, x1 = x[hs + d] * scale, x2 = x[2 * hs + d] * scale, x3 = x[3 * hs + d] * scale;
+      const Acc* y = y_t.data() + d * ld + j0;
+#pragma omp simd
+      for (std::int64_t c = 0; c < kChunk; ++c) {
+        a[0][c] += x0 * y[c];
+        a[1][c] += x1 * y[c];
+        a[2][c] += x2 * y[c];
+        a[3][c] += x3 * y[c];
+      }
+    }
+    for (std::int64_t r = 0; r < kRowBlock; ++r)
+      for (std::int64_t c = 0; c < kChunk && j0 + c <= i0 + r; ++c) s[r * s_ld + j0 + c] = a[r][c];
+  }
+}
+
 template <bool BF16, class T, class Acc = double, class In = T>
 void backward(T* dq, T* dk, T* dv, const In* dout, const In* q, const In* k, const In* v, const In* out, const T* lse,
               std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale) {
@@ -269,22 +300,28 @@ void backward(T* dq, T* dk, T* dv, const In* dout, const In* q, const In* k, con
       std::fill(dv_acc.begin(), dv_acc.end(), Acc(0));
       for (std::int64_t i0 = 0; i0 < T_len; i0 += kRowBlock) {
         const std::int64_t block = std::min(kRowBlock, T_len - i0);
-        for (std::int64_t r = 0; r < block; ++r) {  // row i's p, ds and dq
-          const std::int64_t i = i0 + r, n = i + 1;
-          Acc *qr = q_row.data() + r * hs, *dor = do_row.data() + r * hs, *pr = p.data() + r * T_len,
-              *dsr = ds.data() + r * T_len;
+        Acc D[kRowBlock];
+        for (std::int64_t r = 0; r < block; ++r) {  // the rows, and D[i] = dout[i] . out[i]
+          const std::int64_t i = i0 + r;
+          Acc *qr = q_row.data() + r * hs, *dor = do_row.data() + r * hs;
           const In *qi = q + base + i * hs, *doi = dout + base + i * hs, *oi = out + base + i * hs;
-          Acc D = 0;
+          D[r] = 0;
           for (std::int64_t d = 0; d < hs; ++d) {
             qr[d] = input<BF16, Acc>(qi[d]);
             dor[d] = input<BF16, Acc>(doi[d]);
-            D += dor[d] * input<false, Acc>(oi[d]);  // out as it is (never rounded again)
+            D[r] += dor[d] * input<false, Acc>(oi[d]);  // out as it is (never rounded again)
           }
-          // p[j] from the saved lse; ds[j] first holds dp[j] = dout[i] . v[j].
-          row_scores(pr, qr, k_t, n, ld, hs, sc);
-          exp_shifted<T>(pr, pr, n, static_cast<Acc>(lse[bh * T_len + i]));
-          row_scores(dsr, dor, v_t, n, ld, hs, Acc(1));
-          for (std::int64_t j = 0; j < n; ++j) dsr[j] = pr[j] * (dsr[j] - D);
+        }
+        // p[j] from the saved lse; ds[j] first holds dp[j] = dout[i] . v[j].
+        scores(p.data(), q_row.data(), k_t, i0, block, T_len, ld, hs, sc);
+        for (std::int64_t r = 0; r < block; ++r)
+          exp_shifted<T>(p.data() + r * T_len, p.data() + r * T_len, i0 + r + 1,
+                         static_cast<Acc>(lse[bh * T_len + i0 + r]));
+        scores(ds.data(), do_row.data(), v_t, i0, block, T_len, ld, hs, Acc(1));
+        for (std::int64_t r = 0; r < block; ++r) {  // ds, and row i's dq
+          const std::int64_t i = i0 + r, n = i + 1;
+          Acc *pr = p.data() + r * T_len, *dsr = ds.data() + r * T_len;
+          for (std::int64_t j = 0; j < n; ++j) dsr[j] = pr[j] * (dsr[j] - D[r]);
           weighted_rows(dq_row.data(), dsr, k_p.data(), n, ld_hs, hs);  // sum of ds[j] k[j]
           for (std::int64_t d = 0; d < hs; ++d) dq[base + i * hs + d] = static_cast<T>(sc * dq_row[d]);
         }
