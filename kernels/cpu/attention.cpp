@@ -87,12 +87,6 @@ void copy_padded(std::vector<Acc>& x_p, const T* x, std::int64_t T_len, std::int
     for (std::int64_t d = 0; d < hs; ++d) x_p[j * ld + d] = input<BF16, Acc>(x[j * hs + d]);
 }
 
-// One row x (hs) -> row (hs) in Acc.
-template <bool BF16, class Acc, class T>
-void copy_row(std::vector<Acc>& row, const T* x, std::int64_t hs) {
-  for (std::int64_t d = 0; d < hs; ++d) row[d] = input<BF16, Acc>(x[d]);
-}
-
 // s[j] = scale * x . y[j] for j < n, with the rows y[j] stored as the columns of y_t (hs, ld).
 // Sixteen scores are summed at a time, in registers, while d runs over the head: one load per
 // multiply-add. (The plain loop "for d: for j: s[j] += x[d] y_t[d, j]" vectorizes too, but
@@ -149,32 +143,70 @@ inline std::int64_t heads_per_block(std::int64_t T_len, std::int64_t hs) {
 
 namespace {
 
+// Query rows taken together by the loops below (scores, add_rows_shares).
+constexpr std::int64_t kRowBlock = 4;
+
+// The scores of a block of query rows i0 .. i0 + block - 1 (x, rows at stride hs) against the
+// keys each sees, into s (rows at stride s_ld): row_scores row by row, or, for a full block,
+// four rows at once: each row's sums are row_scores's (the same multiply-adds in the same
+// order, the same bits), but four independent chains hide the multiply-add's latency, which
+// bounds row_scores in float (16 floats are one AVX-512 register: one chain), and each y[j] is
+// loaded once for four rows.
+template <class Acc>
+void scores(Acc* s, const Acc* x, const std::vector<Acc>& y_t, std::int64_t i0, std::int64_t block, std::int64_t s_ld,
+            std::int64_t ld, std::int64_t hs, Acc scale) {
+  if (block != kRowBlock) {
+    for (std::int64_t r = 0; r < block; ++r) row_scores(s + r * s_ld, x + r * hs, y_t, i0 + r + 1, ld, hs, scale);
+    return;
+  }
+  for (std::int64_t j0 = 0; j0 < i0 + kRowBlock; j0 += kChunk) {
+    Acc a[kRowBlock][kChunk] = {};
+    for (std::int64_t d = 0; d < hs; ++d) {
+      const Acc x0 = x[d] * scale, x1 = x[hs + d] * scale, x2 = x[2 * hs + d] * scale, x3 = x[3 * hs + d] * scale;
+      const Acc* y = y_t.data() + d * ld + j0;
+#pragma omp simd
+      for (std::int64_t c = 0; c < kChunk; ++c) {
+        a[0][c] += x0 * y[c];
+        a[1][c] += x1 * y[c];
+        a[2][c] += x2 * y[c];
+        a[3][c] += x3 * y[c];
+      }
+    }
+    for (std::int64_t r = 0; r < kRowBlock; ++r)
+      for (std::int64_t c = 0; c < kChunk && j0 + c <= i0 + r; ++c) s[r * s_ld + j0 + c] = a[r][c];
+  }
+}
+
 // T: the float type of the results (and of exp_vec); In, Out: the element types in memory; Acc:
 // the type of the copies and sums (double; float on bf16 data).
 template <bool BF16, class T, class Acc = double, class In = T, class Out = T>
 void forward(Out* out, T* lse, const In* q, const In* k, const In* v, std::int64_t BH, std::int64_t T_len,
              std::int64_t hs, T scale) {
   parallel_for(BH, heads_per_block(T_len, hs), [&](std::int64_t begin, std::int64_t end) {
-    std::vector<Acc> k_t, v_p, s(static_cast<std::size_t>(T_len)), p(static_cast<std::size_t>(T_len));
-    std::vector<Acc> acc(static_cast<std::size_t>(hs)), q_row(static_cast<std::size_t>(hs));
+    std::vector<Acc> k_t, v_p, s(static_cast<std::size_t>(kRowBlock * T_len)), p(static_cast<std::size_t>(T_len));
+    std::vector<Acc> acc(static_cast<std::size_t>(hs)), q_rows(static_cast<std::size_t>(kRowBlock * hs));
     for (std::int64_t bh = begin; bh < end; ++bh) {
       const std::int64_t base = bh * T_len * hs;
       transpose_padded<BF16>(k_t, k + base, T_len, hs);
       copy_padded<BF16>(v_p, v + base, T_len, hs);
-      for (std::int64_t i = 0; i < T_len; ++i) {
-        const std::int64_t n = i + 1;  // keys 0..i are visible
-        copy_row<BF16>(q_row, q + base + i * hs, hs);
-        row_scores(s.data(), q_row.data(), k_t, n, round_up(T_len), hs, static_cast<Acc>(scale));
-        // Numerically stable: exp(s - max) never overflows, and lse = max + log(sum).
-        Acc m = s[0];
-        for (std::int64_t j = 1; j < n; ++j) m = std::max(m, s[j]);
-        exp_shifted<T>(p.data(), s.data(), n, m);
-        Acc l = 0;
-        for (std::int64_t j = 0; j < n; ++j) l += p[j];
-        weighted_rows(acc.data(), p.data(), v_p.data(), n, round_up(hs), hs);  // sum of p[j] v[j]
-        Out* o = out + base + i * hs;
-        for (std::int64_t d = 0; d < hs; ++d) o[d] = output(acc[d] / l, o);
-        lse[bh * T_len + i] = static_cast<T>(static_cast<double>(m) + std::log(static_cast<double>(l)));
+      for (std::int64_t i0 = 0; i0 < T_len; i0 += kRowBlock) {
+        const std::int64_t block = std::min(kRowBlock, T_len - i0);
+        for (std::int64_t e = 0; e < block * hs; ++e) q_rows[e] = input<BF16, Acc>(q[base + i0 * hs + e]);
+        scores(s.data(), q_rows.data(), k_t, i0, block, T_len, round_up(T_len), hs, static_cast<Acc>(scale));
+        for (std::int64_t r = 0; r < block; ++r) {
+          const std::int64_t i = i0 + r, n = i + 1;  // keys 0..i are visible
+          const Acc* sr = s.data() + r * T_len;
+          // Numerically stable: exp(s - max) never overflows, and lse = max + log(sum).
+          Acc m = sr[0];
+          for (std::int64_t j = 1; j < n; ++j) m = std::max(m, sr[j]);
+          exp_shifted<T>(p.data(), sr, n, m);
+          Acc l = 0;
+          for (std::int64_t j = 0; j < n; ++j) l += p[j];
+          weighted_rows(acc.data(), p.data(), v_p.data(), n, round_up(hs), hs);  // sum of p[j] v[j]
+          Out* o = out + base + i * hs;
+          for (std::int64_t d = 0; d < hs; ++d) o[d] = output(acc[d] / l, o);
+          lse[bh * T_len + i] = static_cast<T>(static_cast<double>(m) + std::log(static_cast<double>(l)));
+        }
       }
     }
   });
@@ -216,7 +248,6 @@ namespace {
 // add them (the same bits), but with each dk[j] and dv[j] loaded and stored once per block of
 // rows instead of once per row: those loads and stores, not the multiply-adds, bounded the
 // loop.
-constexpr std::int64_t kRowBlock = 4;
 
 template <class Acc>
 void add_rows_shares(Acc* dk_acc, Acc* dv_acc, const Acc* p, const Acc* ds, const Acc* q, const Acc* g, std::int64_t i0,
@@ -249,37 +280,6 @@ void add_rows_shares(Acc* dk_acc, Acc* dv_acc, const Acc* p, const Acc* ds, cons
       for (std::int64_t d = 0; d < hs; ++d) dkj[d] += ds[r * T_len + j] * q[r * hs + d];
       for (std::int64_t d = 0; d < hs; ++d) dvj[d] += p[r * T_len + j] * g[r * hs + d];
     }
-}
-
-// The scores of a block of query rows i0 .. i0 + block - 1 (x, rows at stride hs) against the
-// keys each sees, into s (rows at stride s_ld): row_scores row by row, or, for a full block,
-// four rows at once: each row's sums are row_scores's (the same multiply-adds in the same
-// order, the same bits), but four independent chains hide the multiply-add's latency, which
-// bounds row_scores in float (16 floats are one AVX-512 register: one chain), and each y[j] is
-// loaded once for four rows.
-template <class Acc>
-void scores(Acc* s, const Acc* x, const std::vector<Acc>& y_t, std::int64_t i0, std::int64_t block, std::int64_t s_ld,
-            std::int64_t ld, std::int64_t hs, Acc scale) {
-  if (block != kRowBlock) {
-    for (std::int64_t r = 0; r < block; ++r) row_scores(s + r * s_ld, x + r * hs, y_t, i0 + r + 1, ld, hs, scale);
-    return;
-  }
-  for (std::int64_t j0 = 0; j0 < i0 + kRowBlock; j0 += kChunk) {
-    Acc a[kRowBlock][kChunk] = {};
-    for (std::int64_t d = 0; d < hs; ++d) {
-      const Acc x0 = x[d] * scale, x1 = x[hs + d] * scale, x2 = x[2 * hs + d] * scale, x3 = x[3 * hs + d] * scale;
-      const Acc* y = y_t.data() + d * ld + j0;
-#pragma omp simd
-      for (std::int64_t c = 0; c < kChunk; ++c) {
-        a[0][c] += x0 * y[c];
-        a[1][c] += x1 * y[c];
-        a[2][c] += x2 * y[c];
-        a[3][c] += x3 * y[c];
-      }
-    }
-    for (std::int64_t r = 0; r < kRowBlock; ++r)
-      for (std::int64_t c = 0; c < kChunk && j0 + c <= i0 + r; ++c) s[r * s_ld + j0 + c] = a[r][c];
-  }
 }
 
 template <bool BF16, class T, class Acc = double, class In = T>
