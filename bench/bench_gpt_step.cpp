@@ -8,8 +8,14 @@
 // open it in ui.perfetto.dev or chrome://tracing to see one step op by op.
 // --cuda_graph (a CUDA device) replays the whole step (forward, backward, AdamW) as one CUDA
 // graph, captured after one plain step, as brrr train --cuda_graph does (chapter 17).
-// --dtype bf16 runs the step under brrr::Autocast(kBFloat16), as brrr train --dtype bf16 does
-// (chapter 18); the peer's --dtype bf16 is torch.autocast in bfloat16.
+// --dtype bf16 runs the step as brrr train --dtype bf16 does (chapter 18): activations bf16 in
+// memory (GPT::set_precision), the residual stream bf16 or, with --residual float32, float32;
+// the peer's --dtype bf16 is torch.autocast in bfloat16. --autocast_only: float32 activations,
+// only the matmuls' operands rounded (brrr::Autocast), the bf16 step before chapter 18's section 10.
+// After the timing it prints the step's activation memory on the device: the tensor bytes
+// alive at the end of the forward beyond those alive before it (what backward saved, the
+// logits' gradient and the parameters' bf16 copies), and the peak over the whole step beyond
+// the same baseline.
 // PRESET is cpu-tiny, shakespeare-char, gpt-12m, gpt2 or gpt2-124m (brrr/models/gpt.h); data are random
 // tokens drawn on the host and copied to the device each step, as brrr train does.
 #include <cstring>
@@ -18,6 +24,7 @@
 #include "bench/bench_util.h"
 #include "brrr/brrr.h"
 #include "brrr/models/gpt.h"
+#include "brrr/memory.h"
 #include "brrr/profiler.h"
 
 using namespace brrr;
@@ -31,19 +38,25 @@ int main(int argc, char** argv) {
   models::GPTConfig c = models::gpt_preset(argv[1]);
   const std::int64_t B = std::atoll(argv[2]);
   int steps = 10;
-  bool profile = false, use_graph = false, composed = false;
-  std::string device_name = "cpu", dtype = "float32", trace_path;
+  bool profile = false, use_graph = false, composed = false, autocast_only = false;
+  std::string device_name = "cpu", dtype = "float32", residual = "bf16", trace_path;
   for (int i = 3; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--composed")) composed = true;
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
     else if (!std::strcmp(argv[i], "--cuda_graph")) use_graph = true;
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device_name = argv[++i];
     else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
+    else if (!std::strcmp(argv[i], "--residual") && i + 1 < argc) residual = argv[++i];
+    else if (!std::strcmp(argv[i], "--autocast_only")) autocast_only = true;
     else if (!std::strcmp(argv[i], "--trace") && i + 1 < argc) trace_path = argv[++i];
     else steps = std::atoi(argv[i]);
   }
   if (dtype != "float32" && dtype != "bf16") {
     std::fprintf(stderr, "bench_gpt_step: --dtype must be float32 or bf16, got '%s'\n", dtype.c_str());
+    return 2;
+  }
+  if (residual != "float32" && residual != "bf16") {
+    std::fprintf(stderr, "bench_gpt_step: --residual must be float32 or bf16, got '%s'\n", residual.c_str());
     return 2;
   }
   const Autocast autocast(dtype == "bf16" ? kBFloat16 : kFloat32);
@@ -58,6 +71,8 @@ int main(int argc, char** argv) {
   Generator gen(1337);
   models::GPT model(c, gen);
   model.to(device);
+  const bool bf16_memory = dtype == "bf16" && !autocast_only;
+  if (bf16_memory) model.set_precision(kBFloat16, residual == "bf16" ? kBFloat16 : kFloat32);
   optim::AdamW opt(optim::decay_groups(model.parameters(), optim::AdamWOptions(1e-3).betas({0.9, 0.95}).weight_decay(0.1)));
   const std::int64_t T = c.block_size;
   auto step = [&] {
@@ -99,8 +114,24 @@ int main(int argc, char** argv) {
   const std::string where = device.is_cuda() ? cuda::device_name() : "threads=" + std::to_string(get_num_threads());
   std::printf("brrr %s (%s%s) B=%lld T=%lld %s: %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s\n", argv[1],
               composed ? "composed" : "kernels",
-              (std::string(dtype == "bf16" ? ", bf16 autocast" : "") + (use_graph ? ", CUDA graph" : "")).c_str(), static_cast<long long>(B), static_cast<long long>(T), where.c_str(),
+              (std::string(!bf16_memory && dtype == "bf16" ? ", bf16 autocast" : "") +
+               (bf16_memory ? ", bf16 activations, " + residual + " residual" : "") + (use_graph ? ", CUDA graph" : ""))
+                  .c_str(), static_cast<long long>(B), static_cast<long long>(T), where.c_str(),
               s * 1e3, tokens / s, flops / s / 1e9);
+  if (!use_graph) {  // activation memory: one more step, forward and backward measured apart
+    Tensor idx = randint(0, c.vocab_size, {B, T}, gen), targets = randint(0, c.vocab_size, {B, T}, gen);
+    opt.zero_grad();
+    const std::size_t before = tensor_bytes(device.type);
+    reset_peak_tensor_bytes(device.type);
+    Tensor loss = model.loss(model.forward(idx), targets);
+    const std::size_t held = tensor_bytes(device.type) - before;
+    loss.backward();
+    opt.step();
+    loss = Tensor();
+    const std::size_t peak = peak_tensor_bytes(device.type) - before;
+    std::printf("activation memory: %.1f MB held after the forward, %.1f MB at the step's peak\n", held / 1e6,
+                peak / 1e6);
+  }
   if (profile || !trace_path.empty()) {
     profiler::reset();
     profiler::trace(!trace_path.empty());

@@ -54,7 +54,7 @@ void for_each_field(TrainConfig& c, F&& f) {
   f("grad_clip", c.grad_clip), f("eval_interval", c.eval_interval), f("eval_iters", c.eval_iters);
   f("log_interval", c.log_interval), f("checkpoint_interval", c.checkpoint_interval);
   f("keep_checkpoints", c.keep_checkpoints), f("sample_tokens", c.sample_tokens), f("out_dir", c.out_dir);
-  f("device", c.device), f("dtype", c.dtype), f("seed", c.seed), f("threads", c.threads), f("profile", c.profile);
+  f("device", c.device), f("dtype", c.dtype), f("residual", c.residual), f("seed", c.seed), f("threads", c.threads), f("profile", c.profile);
   f("profile_trace", c.profile_trace);
   f("cuda_graph", c.cuda_graph);
   f("zero", c.zero), f("bucket_mb", c.bucket_mb), f("overlap_comm", c.overlap_comm);
@@ -157,7 +157,8 @@ constexpr KeyHelp kKeyHelp[] = {
     {"keep_checkpoints", "Checkpoints", "the newest checkpoints to keep; older ones are deleted"},
     {"out_dir", "Checkpoints", "folder of the checkpoints, the log, the plots and the tokenizer"},
     {"device", "Device", "cpu, cuda (a GPU), emulator (the CUDA kernels on the CPU, slowly) or auto"},
-    {"dtype", "Device", "float32, or bf16: matmuls on bf16 copies, float32 sums and master weights (chapter 18)"},
+    {"dtype", "Device", "float32, or bf16: bf16 activations in memory, float32 sums and master weights (chapter 18)"},
+    {"residual", "Device", "under dtype bf16, the residual stream's dtype: bf16 or float32 (chapter 18)"},
     {"seed", "Device", "seed of the initial weights, the data order and dropout"},
     {"threads", "Device", "CPU threads (0: all cores)"},
     {"profile", "Device", "print where the time went, op by op, at the end"},
@@ -223,6 +224,8 @@ void TrainConfig::validate() const {
   BRRR_CHECK(device == "cpu" || device == "cuda" || device == "auto" || device == "emulator",
              "config: device must be cpu, cuda, emulator or auto, got '", device, "'");
   BRRR_CHECK(dtype == "float32" || dtype == "bf16", "config: dtype must be float32 or bf16, got '", dtype, "'");
+  BRRR_CHECK(residual == "float32" || residual == "bf16", "config: residual must be float32 or bf16, got '", residual,
+             "'");
   BRRR_CHECK(tokenizer == "char" || tokenizer == "bpe", "config: tokenizer must be char or bpe, got '", tokenizer, "'");
   BRRR_CHECK(threads >= 0, "config: threads must be 0 (all cores) or positive, got ", threads);
   BRRR_CHECK(zero == 0 || zero == 1, "config: zero must be 0 (no sharding) or 1 (AdamW's state sharded), got ", zero);

@@ -308,6 +308,9 @@ void finish(StepContext& s, const TrainingState& state, const std::function<std:
   log.close();
   if (!dist::is_main()) return;
   const TrainConfig& c = s.config;
+  // The attention maps and the sample run float32 activations (matmuls still bf16 under the
+  // autocast scope): generation has its own path, whose bf16 means bf16 weights.
+  s.model.set_precision(kFloat32, kFloat32);
   plot_loss_curves(c.out_dir, c.preset);
   plot_attention(c.out_dir, s.model, s.data.tokenizer(), c.block_size);
   std::printf("wrote %s/loss.png and %s/attention.png\n", c.out_dir.c_str(), c.out_dir.c_str());
@@ -367,9 +370,11 @@ TrainResult train_this_rank(TrainConfig c) {
   const optim::CosineSchedule schedule{c.learning_rate, c.min_lr, c.warmup_iters, c.lr_decay_iters};
   std::ofstream log;  // rank 0's; the other ranks' stays closed and ignores what is written to it
   if (dist::is_main()) log.open(c.out_dir + "/log.jsonl", c.resume ? std::ios::app : std::ios::trunc);
-  // Mixed precision (chapter 18): from here on, evaluation and training steps (forward and
-  // backward) run their matmuls on bf16 copies; nothing else changes.
+  // Mixed precision (chapter 18): from here on, evaluation and training steps keep their
+  // activations bf16 in memory (GPT::set_precision); the scope rounds the operands of any
+  // matmul still on float32 tensors. Parameters, gradients and AdamW's state stay float32.
   const Autocast autocast(c.dtype == "bf16" ? kBFloat16 : kFloat32);
+  if (c.dtype == "bf16") model.set_precision(kBFloat16, c.residual == "bf16" ? kBFloat16 : kFloat32);
   CatchCtrlC ctrl_c;
   profiler::reset();
   if (!c.profile_trace.empty()) {  // refused now rather than after the run

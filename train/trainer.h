@@ -42,9 +42,13 @@ struct TrainConfig {
   std::int64_t sample_tokens = 300;
   std::string out_dir = "out";
   std::string device = "cpu";  // cpu, cuda, emulator or auto (the GPU if there is one)
-  // float32, or bf16: mixed precision (chapter 18), the matmuls under brrr::Autocast(kBFloat16);
-  // weights, gradients, AdamW's state and checkpoints stay float32.
+  // float32, or bf16: mixed precision (chapter 18) with bf16 in memory: activations, their
+  // gradients and what backward saves are bf16 tensors, every sum inside a kernel float32;
+  // weights, their gradients, AdamW's state and checkpoints stay float32.
   std::string dtype = "float32";
+  // Under dtype bf16, the residual stream's dtype: bf16 (as llm.c keeps it) or float32 (as
+  // PyTorch's autocast leaves it). Chapter 18, section 10 measures both.
+  std::string residual = "bf16";
   std::uint64_t seed = 1337;
   bool resume = false;
   bool profile = false;  // print where the time went, op by op, at the end

@@ -7,6 +7,7 @@
 
 #include "brrr/autograd.h"
 #include "brrr/ops.h"
+#include "brrr/param_copies.h"
 
 namespace brrr::nn {
 
@@ -109,7 +110,39 @@ Linear::Linear(std::int64_t in, std::int64_t out, Generator& gen, bool has_bias,
   if (has_bias) bias = register_parameter("bias", uniform_init({out}, bound, gen, options));
 }
 
-Tensor Linear::forward(const Tensor& x) { return ops::linear(x, weight, bias); }
+// ---------------------------------------------------------------------------------------------
+// parameters in the input's dtype
+
+namespace {
+// The open scope's copies on this thread, keyed by the parameter's TensorImpl (nullptr: none open).
+thread_local std::vector<std::pair<const void*, Tensor>>* open_copies = nullptr;
+}  // namespace
+
+ParameterCopies::ParameterCopies() : outermost_(open_copies == nullptr) {
+  if (outermost_) open_copies = new std::vector<std::pair<const void*, Tensor>>();
+}
+
+ParameterCopies::~ParameterCopies() {
+  if (!outermost_) return;
+  delete open_copies;
+  open_copies = nullptr;
+}
+
+std::size_t ParameterCopies::size() { return open_copies ? open_copies->size() : 0; }
+
+Tensor param_like(const Tensor& param, const Tensor& input) {
+  if (!param.defined() || param.dtype() == input.dtype() || input.dtype() != kBFloat16) return param;
+  BRRR_CHECK(param.dtype() == kFloat32, "param_like: a bfloat16 input reads bf16 copies of float32 parameters, got a ",
+             dtype_name(param.dtype()), " parameter");
+  if (!open_copies) return param.to(kBFloat16);
+  const void* key = param.impl();
+  for (const auto& [k, copy] : *open_copies)  // a model has a few hundred parameters at most
+    if (k == key) return copy;
+  open_copies->emplace_back(key, param.to(kBFloat16));
+  return open_copies->back().second;
+}
+
+Tensor Linear::forward(const Tensor& x) { return ops::linear(x, param_like(weight, x), param_like(bias, x)); }
 
 Embedding::Embedding(std::int64_t num, std::int64_t dim, Generator& gen, TensorOptions options) {
   BRRR_CHECK(num > 0 && dim > 0, "Embedding: sizes must be positive, got ", num, " x ", dim);
@@ -125,7 +158,7 @@ LayerNorm::LayerNorm(std::int64_t dim, double eps, bool has_bias, TensorOptions 
   if (has_bias) bias = register_parameter("bias", zeros({dim}, o));
 }
 
-Tensor LayerNorm::forward(const Tensor& x) { return ops::layer_norm(x, weight, bias, eps); }
+Tensor LayerNorm::forward(const Tensor& x) { return ops::layer_norm(x, param_like(weight, x), param_like(bias, x), eps); }
 Tensor GELU::forward(const Tensor& x) { return ops::gelu(x); }
 Tensor ReLU::forward(const Tensor& x) { return ops::relu(x); }
 Tensor Tanh::forward(const Tensor& x) { return ops::tanh(x); }

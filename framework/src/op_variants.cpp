@@ -31,11 +31,14 @@
 //
 // All are registered in float32 and float64. bfloat16 tensors (chapter 18) go to the ops'
 // kernels whatever is selected, as they did before the registry chose: layer_norm_kernels,
-// gelu_kernels and cross_entropy_kernels read bf16.
+// gelu_kernels, residual_layer_norm_fused and cross_entropy_fused read bf16; causal_attention
+// is flash_attention_qkv's kernels on bf16 data (with dropout, the composed op on a float32
+// copy); linear_gelu is linear with its bias, then gelu.
 #include <initializer_list>
 #include <mutex>
 #include <utility>
 
+#include "brrr/autocast.h"
 #include "brrr/ops.h"
 #include "dispatch.h"
 #include "kernels/registry.h"
@@ -165,7 +168,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 std::pair<Tensor, Tensor> residual_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
                                               const Tensor& bias, double eps) {
   detail::check_defined("residual_layer_norm", x);
-  if (!has_variants(x.dtype())) return residual_layer_norm_fused(x, residual, weight, bias, eps);
+  if (!has_variants(x.dtype())) return residual_layer_norm_fused(x, residual, weight, bias, eps);  // bf16 too
   static detail::OpVariant variant(variants::residual_layer_norm<float>);
   return variant(x.device(), x.dtype())(x, residual, weight, bias, eps);
 }
@@ -179,6 +182,7 @@ Tensor gelu(const Tensor& x) {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
   detail::check_defined("cross_entropy", logits);
+  if (logits.dtype() == kBFloat16) return cross_entropy_fused(logits, targets, ignore_index);  // a float32 loss
   if (!has_variants(logits.dtype())) return cross_entropy_kernels(logits, targets, ignore_index);
   static detail::OpVariant variant(variants::cross_entropy<float>);
   return variant(logits.device(), logits.dtype())(logits, targets, ignore_index);
@@ -197,6 +201,16 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
 
 Tensor causal_attention_qkv(const Tensor& qkv, std::int64_t n_head, double dropout, Generator* gen) {
   detail::check_qkv("causal_attention_qkv", qkv, n_head);
+  // bf16 data (chapter 18): the fused kernels on bf16 data. Dropout needs the composed variant,
+  // which runs on a float32 copy under autocast (its matmuls' operands rounded), rounded once.
+  if (qkv.dtype() == kBFloat16) {
+    if (dropout == 0.0) return flash_attention_qkv(qkv, n_head);
+    const Autocast autocast(kBFloat16);
+    const Tensor wide = qkv.to(kFloat32);
+    return causal_attention_composed(qkv_head(wide, n_head, 0), qkv_head(wide, n_head, 1), qkv_head(wide, n_head, 2),
+                                     dropout, gen)
+        .to(kBFloat16);
+  }
   kernels::Call call;  // as causal_attention's
   call.dropout = dropout;
   call.head_size = qkv.size(2) / 3 / n_head;
@@ -208,6 +222,7 @@ Tensor causal_attention_qkv(const Tensor& qkv, std::int64_t n_head, double dropo
 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   detail::check_defined("linear_gelu", x);
+  if (!has_variants(x.dtype())) return gelu(linear(x, weight, bias));  // bf16: the bias in the GEMM's float32 sums
   static detail::OpVariant variant(variants::linear_gelu<float>);
   return variant(x.device(), x.dtype())(x, weight, bias);
 }

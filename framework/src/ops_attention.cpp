@@ -82,6 +82,44 @@ TensorList flash_backward(const FlashKernels& f, const Tensor& g, const Tensor& 
   return TensorList{dq, dk, dv};
 }
 
+// flash_attention_qkv on bf16 data (chapter 18, section 10: activations bf16 in memory): q, k, v
+// and out bf16, lse float32 (op::attention_forward_on_bf16); the backward kernel gives float32
+// dq, dk, dv, each rounded once into qkv's bf16 gradient. Saved: q, k, v, out (bf16) and lse.
+Tensor flash_attention_qkv_on_bf16(const Tensor& qkv, std::int64_t n_head) {
+  const std::int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hs = C / n_head;
+  const kernels::AttentionShape shape = kernels::AttentionShape::of(B * n_head, T, hs);
+  kernels::Call call;
+  call.head_size = hs;
+  const Tensor data = qkv.detach();
+  const Tensor qc = qkv_head(data, n_head, 0).contiguous(), kc = qkv_head(data, n_head, 1).contiguous(),
+               vc = qkv_head(data, n_head, 2).contiguous();
+  Tensor out = detail::new_like(qc);
+  Tensor lse = detail::new_tensor({B, n_head, T}, kFloat32, qkv.device());
+  static kernels::Kernel<kernels::attention_forward_on_bf16_fn> forward(kernels::op::attention_forward_on_bf16);
+  forward(qkv.device().type, kBFloat16, call)(out.data_ptr<bf16>(), lse.data_ptr<float>(), qc.data_ptr<bf16>(),
+                                              kc.data_ptr<bf16>(), vc.data_ptr<bf16>(), shape,
+                                              detail::stream(qkv.device()));
+  if (autograd::needs_grad({&qkv}))
+    autograd::record("flash_attention_qkv", {qkv}, out,
+                     [qc, kc, vc, o = saved(out), lse, shape, call, B, T, C, n_head](const Tensor& g_in) {
+                       static kernels::Kernel<kernels::attention_backward_on_bf16_fn> backward(
+                           kernels::op::attention_backward_on_bf16);
+                       const Tensor g = g_in.to(kBFloat16).contiguous();
+                       Tensor dq = detail::new_tensor(qc.shape(), kFloat32, g.device()), dk = detail::new_like(dq),
+                              dv = detail::new_like(dq);
+                       backward(g.device().type, kBFloat16, call)(
+                           dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>(), g.data_ptr<bf16>(),
+                           qc.data_ptr<bf16>(), kc.data_ptr<bf16>(), vc.data_ptr<bf16>(), o.data_ptr<bf16>(),
+                           lse.data_ptr<float>(), shape, detail::stream(g.device()));
+                       // Each rounded once, into its slice of one (B, T, 3 C) bf16 gradient.
+                       Tensor grad = detail::new_tensor({B, T, 3 * C}, kBFloat16, g.device());
+                       const Tensor d[3] = {dq, dk, dv};
+                       for (int i = 0; i < 3; ++i) qkv_head(grad, n_head, i).copy_(d[i].to(kBFloat16));
+                       return TensorList{grad};
+                     });
+  return out;
+}
+
 }  // namespace
 
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -123,11 +161,14 @@ Tensor qkv_head(const Tensor& qkv, std::int64_t n_head, int which) {
 Tensor flash_attention_qkv(const Tensor& qkv, std::int64_t n_head) {
   BRRR_PROFILE("flash_attention_qkv", qkv);
   detail::check_qkv("flash_attention_qkv", qkv, n_head);
-  if (qkv.dtype() == kBFloat16) {  // as flash_attention
+  const std::int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hs = C / n_head;
+  if (qkv.dtype() == kBFloat16) {
+    // The kernels on bf16 data where the device has one for this head size (section 10 of
+    // chapter 18); otherwise as flash_attention, through float32 copies.
+    if (qkv.device().is_cpu() || hs == 64 || hs == 128) return flash_attention_qkv_on_bf16(qkv, n_head);
     const Autocast autocast(kBFloat16);
     return flash_attention_qkv(qkv.to(kFloat32), n_head).to(kBFloat16);
   }
-  const std::int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hs = C / n_head;
   const FlashKernels f = flash_kernels(B * n_head, T, hs);
   // Split and move the heads next to the batch, (B, T, C) -> (B, H, T, hs), as copies the
   // kernels can read; no autograd node for them (this op's backward writes qkv's gradient).

@@ -152,7 +152,11 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 namespace brrr::detail {
 
 void binary_into(const char* op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (out.dtype() == kBFloat16) {  // computed in float32, rounded once (chapter 18)
+  // bf16 is computed in float32 and rounded once (chapter 18): on the CPU by kernels on bf16
+  // data (one pass); elsewhere through float32 copies.
+  const bool bf16_kernels = out.dtype() == kBFloat16 && out.device().type == DeviceType::CPU &&
+                            a.dtype() == kBFloat16 && b.dtype() == kBFloat16;
+  if (out.dtype() == kBFloat16 && !bf16_kernels) {
     NoGradGuard no_grad;
     const Tensor result = new_tensor(out.shape(), kFloat32, out.device());
     binary_into(op, result, a.to(kFloat32), b.to(kFloat32));
@@ -165,7 +169,7 @@ void binary_into(const char* op, const Tensor& out, const Tensor& a, const Tenso
   static KernelFamily<kernels::binary_fn> add(kernels::op::add<float>), sub(kernels::op::sub<float>),
       mul(kernels::op::mul<float>), div(kernels::op::div<float>);
   KernelFamily<kernels::binary_fn>& k = op[0] == 'a' ? add : op[0] == 's' ? sub : op[0] == 'm' ? mul : div;
-  dispatch_floating(out.dtype(), op, [&]<class T>() {
+  dispatch_floating_or_bf16(out.dtype(), op, [&]<class T>() {
     k.get<T>(out.device())(out.data_ptr<T>(), a.data_ptr<T>(), b.data_ptr<T>(), loop, stream(out.device()));
   });
 }

@@ -178,17 +178,55 @@ Tensor checked_targets(const Tensor& targets, std::int64_t V, std::int64_t ignor
   }
   return targets.contiguous().to(kInt32);
 }
+// The backward of both: the gradient the forward kernel wrote, scaled by the incoming one.
+TensorList scaled_dlogits(const Tensor& dlogits, const Tensor& g) {
+  if (g.device().is_cpu()) {  // reading the scale is free on the host, and 1 needs no pass
+    const double scale = g.item<double>();
+    return TensorList{scale == 1.0 ? dlogits : mul(dlogits, scale)};
+  }
+  // On a device reading g would make the host wait: scale on the device instead.
+  return TensorList{mul(dlogits, g.to(dlogits.dtype()))};
+}
+
+// On bf16 logits (chapter 18, the classifier of a step whose activations are bf16 in memory):
+// the losses and the loss are float32 (a loss near 10 in bf16 is off by up to 0.03), every sum
+// inside the kernel too; the gradient is bf16, one (N, V) buffer as the logits. Without grad
+// (evaluation) the same kernel runs, for the float32 loss, and its gradient is dropped.
+Tensor cross_entropy_fused_on_bf16(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
+  const std::int64_t N = logits.size(0), V = logits.size(1);
+  std::int64_t counted = 0;
+  const Tensor t = checked_targets(targets, V, ignore_index, counted);
+  const Tensor x = logits.contiguous();
+  Tensor losses = detail::new_tensor({N}, kFloat32, x.device());
+  Tensor dlogits = detail::new_like(x);
+  const double dloss = counted > 0 ? 1.0 / static_cast<double>(counted) : 0.0;
+  static kernels::Kernel<kernels::cross_entropy_fused_on_bf16_fn> k(kernels::op::cross_entropy_fused_on_bf16);
+  k(x.device().type)(losses.data_ptr<float>(), dlogits.data_ptr<bf16>(), x.data_ptr<bf16>(), t.data_ptr<std::int32_t>(),
+                     N, V, ignore_index, static_cast<float>(dloss), detail::stream(x.device()));
+  Tensor loss;
+  {
+    NoGradGuard no_grad;
+    loss = div(sum(losses), static_cast<double>(counted));
+  }
+  if (autograd::needs_grad({&logits}))
+    autograd::record("cross_entropy_fused", {logits}, loss,
+                     [dlogits](const Tensor& g) { return scaled_dlogits(dlogits, g); });
+  return loss;
+}
+
 }  // namespace
 
 Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
   BRRR_PROFILE("cross_entropy_fused", logits, targets);
   detail::check_defined("cross_entropy_fused", logits);
   detail::check_defined("cross_entropy_fused", targets);
-  if (!autograd::needs_grad({&logits})) return cross_entropy_kernels(logits, targets, ignore_index);
+  const bool on_bf16 = logits.dtype() == kBFloat16;
+  if (!on_bf16 && !autograd::needs_grad({&logits})) return cross_entropy_kernels(logits, targets, ignore_index);
   BRRR_CHECK(logits.dim() == 2, "cross_entropy_fused: logits must be (N, V), got ", shape_str(logits.shape()));
   BRRR_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), "cross_entropy_fused: targets ",
              shape_str(targets.shape()), " do not match logits ", shape_str(logits.shape()), " (expected (",
              logits.size(0), ",))");
+  if (on_bf16) return cross_entropy_fused_on_bf16(logits, targets, ignore_index);
   const std::int64_t N = logits.size(0), V = logits.size(1);
   std::int64_t counted = 0;
   const Tensor t = checked_targets(targets, V, ignore_index, counted);
@@ -207,14 +245,7 @@ Tensor cross_entropy_fused(const Tensor& logits, const Tensor& targets, std::int
     NoGradGuard no_grad;
     loss = div(sum(losses), static_cast<double>(counted));
   }
-  autograd::record("cross_entropy_fused", {logits}, loss, [dlogits](const Tensor& g) {
-    if (g.device().is_cpu()) {  // reading the scale is free on the host, and 1 needs no pass
-      const double scale = g.item<double>();
-      return TensorList{scale == 1.0 ? dlogits : mul(dlogits, scale)};
-    }
-    // On a device reading g would make the host wait: scale on the device instead.
-    return TensorList{mul(dlogits, g)};
-  });
+  autograd::record("cross_entropy_fused", {logits}, loss, [dlogits](const Tensor& g) { return scaled_dlogits(dlogits, g); });
   return loss;
 }
 

@@ -86,6 +86,67 @@ void gemm(const Tensor& out, const Operand& a, const Operand& b, std::int64_t ba
   });
 }
 
+// matmul on bf16 data (op::matmul_on_bf16): a and b bfloat16 as they are in memory, out float32.
+void gemm_on_bf16(const Tensor& out, const Operand& a, const Operand& b, std::int64_t M, std::int64_t N, std::int64_t K,
+                  bool accumulate) {
+  kernels::MatmulShape s;
+  s.batch = 1;
+  s.M = M;
+  s.N = N;
+  s.K = K;
+  s.trans_a = a.transposed;
+  s.trans_b = b.transposed;
+  s.stride_out = M * N;
+  s.accumulate = accumulate;
+  static kernels::Kernel<kernels::matmul_on_bf16_fn> k(kernels::op::matmul_on_bf16);
+  k(out.device().type)(out.data_ptr<float>(), a.data.data_ptr<bf16>(), b.data.data_ptr<bf16>(), s,
+                       detail::stream(out.device()));
+}
+
+// linear on bf16 tensors: the step whose activations are bf16 in memory (chapter 18, section
+// 10). x (N, in), weight (out, in) and bias are bf16 (the weight and bias the bf16 copies of
+// float32 masters); the GEMM reads them as they are and sums in float32, the bias joins the
+// float32 sums, and y is rounded to bf16 once. Backward saves x and the weight, both bf16. dx
+// is bf16 like x; dW and db stay float32 (the sums the GEMM and the reduction made), because
+// the copy's gradient goes on to its float32 master (Tensor::to's backward passes a float32
+// gradient through unchanged), as PyTorch's autocast gives float32 weights float32 gradients.
+Tensor linear_on_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const std::int64_t in = weight.size(1), outf = weight.size(0), N = x.numel() / std::max<std::int64_t>(in, 1);
+  const Tensor x2 = x.contiguous(), w = weight.contiguous();
+  Tensor sums = detail::new_tensor({N, outf}, kFloat32, x.device());
+  if (bias.defined()) {
+    NoGradGuard no_grad;
+    detail::copy_into(sums, bias.to(kFloat32).contiguous());  // each row starts as the bias
+  }
+  gemm_on_bf16(sums, {x2, false, 0}, {w, true, 0}, N, outf, in, bias.defined());
+  Shape out_shape = x.shape();
+  out_shape.back() = outf;
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = sums.to(kBFloat16).view(out_shape);
+  }
+  if (autograd::needs_grad({&x, &weight, &bias}))
+    autograd::record("linear", {x, weight, bias}, out,
+                     [x2 = autograd::saved(x2), w = autograd::saved(w), N, in, outf, need_x = x.requires_grad(),
+                      need_w = weight.requires_grad(), need_b = bias.requires_grad()](const Tensor& g_in) {
+                       const Tensor g = g_in.to(kBFloat16).contiguous();
+                       TensorList grads(3);
+                       if (need_x) {  // dx (N, in) = g (N, out) @ W (out, in), rounded once
+                         Tensor dx = detail::new_tensor({N, in}, kFloat32, g.device());
+                         gemm_on_bf16(dx, {g, false, 0}, {w, false, 0}, N, in, outf, false);
+                         grads[0] = dx.to(kBFloat16).view(x2.shape());
+                       }
+                       if (need_w) {  // dW (out, in) = g^T (out, N) @ x (N, in), float32
+                         grads[1] = detail::new_tensor(w.shape(), kFloat32, g.device());
+                         gemm_on_bf16(grads[1], {g, true, 0}, {x2, false, 0}, outf, in, N, false);
+                       }
+                       if (need_b) grads[2] = sum(g.view({N, outf}).to(kFloat32), {0});  // db, float32
+                       return grads;
+                     });
+  return out;
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
@@ -156,10 +217,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                " does not match weight ", shape_str(weight.shape()), " (expected (", weight.size(0), ",))");
     detail::check_same_dtype("linear", x, bias);
   }
-  if (x.dtype() == kBFloat16) {  // as matmul: through float32 copies, rounded once
-    const Autocast autocast(kBFloat16);
-    return linear(x.to(kFloat32), weight.to(kFloat32), bias.defined() ? bias.to(kFloat32) : bias).to(kBFloat16);
-  }
+  if (x.dtype() == kBFloat16) return linear_on_bf16(x, weight, bias);
   const std::int64_t in = weight.size(1), outf = weight.size(0), N = x.numel() / std::max<std::int64_t>(in, 1);
   const Tensor x2 = x.contiguous();
   const Tensor w = weight.contiguous();

@@ -391,6 +391,8 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
   detail::check_defined("dropout", x);
   BRRR_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);
   if (!training || p == 0.0) return x;
+  // bf16 (chapter 18): the same mask on a float32 copy, the result rounded once.
+  if (x.dtype() == kBFloat16) return dropout(x.to(kFloat32), p, gen, training).to(kBFloat16);
   detail::refuse_random_in_capture("dropout", x.device());
   Tensor mask = detail::new_like(x);
   const std::int64_t n = x.numel();

@@ -1,7 +1,9 @@
 // framework/src/storage.cpp: CPU memory and the per-device allocator table.
 // Chapter 01 (tensors and storage).
 #include "brrr/storage.h"
+#include "brrr/memory.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -93,8 +95,28 @@ Allocator* allocators[2] = {&cpu_allocator, nullptr};
 
 }  // namespace
 
+namespace {
+// Bytes held by tensors' storage, now and at most, per device type (brrr/storage.h).
+struct TensorBytes {
+  std::atomic<std::size_t> now{0}, peak{0};
+  void add(std::size_t n) {
+    const std::size_t after = now.fetch_add(n) + n;
+    std::size_t seen = peak.load();
+    while (after > seen && !peak.compare_exchange_weak(seen, after)) {
+    }
+  }
+};
+TensorBytes tensor_bytes_of[2];
+}  // namespace
+
 void empty_cpu_cache() { cpu_allocator.empty(); }
 std::size_t cpu_cache_bytes() { return cpu_allocator.cached(); }
+std::size_t tensor_bytes(DeviceType device) { return tensor_bytes_of[static_cast<int>(device)].now.load(); }
+std::size_t peak_tensor_bytes(DeviceType device) { return tensor_bytes_of[static_cast<int>(device)].peak.load(); }
+void reset_peak_tensor_bytes(DeviceType device) {
+  TensorBytes& b = tensor_bytes_of[static_cast<int>(device)];
+  b.peak.store(b.now.load());
+}
 
 void set_allocator(DeviceType device, Allocator* allocator) {
   allocators[static_cast<int>(device)] = allocator;
@@ -123,8 +145,12 @@ Allocator& allocator_for(Device device) {
 std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device) {
   Allocator& allocator = allocator_for(device);
   void* data = allocator.allocate(nbytes);
-  return std::make_shared<Storage>(data, nbytes, device,
-                                   [&allocator, nbytes](void* p) { allocator.deallocate(p, nbytes); });
+  TensorBytes& bytes = tensor_bytes_of[static_cast<int>(device.type)];
+  bytes.add(nbytes);
+  return std::make_shared<Storage>(data, nbytes, device, [&allocator, &bytes, nbytes](void* p) {
+    allocator.deallocate(p, nbytes);
+    bytes.now.fetch_sub(nbytes);
+  });
 }
 
 std::shared_ptr<Storage> Storage::wrap(void* data, std::size_t nbytes, Device device,

@@ -29,11 +29,15 @@
 // loops with q, k, v (and dout) rounded to bfloat16 where they are read: at the copies of k
 // and v, and of the rows of q and dout. Those copies are made anyway, so rounding costs no extra
 // pass over memory, and the bf16 variants take the float32 ones' time. Sums, softmax
-// statistics and outputs stay as in float32.
+// statistics and outputs stay as in float32. On bf16 data (attention_*_on_bf16, the bf16 training
+// step's) the same loops read bf16 where they copy (widening is exact), copy and sum in float
+// rather than double, as the GPU's bf16 kernels sum (16 lanes of AVX-512 where double has 8),
+// and round out to bf16 as they store it.
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "brrr/bfloat16.h"
@@ -49,48 +53,52 @@ constexpr std::int64_t kChunk = 16;
 inline std::int64_t round_up(std::int64_t n) { return (n + kChunk - 1) / kChunk * kChunk; }
 
 // An input as the loops read it: as it is, or (BF16, the mixed-precision ops) rounded to the
-// nearest bfloat16, ties to even.
-template <bool BF16, class T>
-inline double input(T x) {
-  if constexpr (BF16) return static_cast<double>(round_to_bf16(static_cast<float>(x)));
-  else return static_cast<double>(x);
+// nearest bfloat16, ties to even. A bf16 input is widened (exactly).
+template <bool BF16, class Acc = double, class T>
+inline Acc input(T x) {
+  if constexpr (std::is_same_v<T, bf16>) return static_cast<Acc>(static_cast<float>(x));
+  else if constexpr (BF16) return static_cast<Acc>(round_to_bf16(static_cast<float>(x)));
+  else return static_cast<Acc>(x);
 }
 
-// x (T, hs) -> x_t (hs, round_up(T)) in double, zero padded.
-template <bool BF16, class T>
-void transpose_padded(std::vector<double>& x_t, const T* x, std::int64_t T_len, std::int64_t hs) {
+// An output as the loops store it: in T, a float32 result rounded once more when T is bf16 (so
+// a bf16 out is the float32 kernel's out, rounded once).
+template <class T, class Acc>
+inline T output(Acc x, T*) {
+  if constexpr (std::is_same_v<T, bf16>) return bf16(static_cast<float>(x));
+  else return static_cast<T>(x);
+}
+
+// x (T, hs) -> x_t (hs, round_up(T)) in Acc (double, or float on bf16 data), zero padded.
+template <bool BF16, class Acc, class T>
+void transpose_padded(std::vector<Acc>& x_t, const T* x, std::int64_t T_len, std::int64_t hs) {
   const std::int64_t ld = round_up(T_len);
-  x_t.assign(static_cast<std::size_t>(hs * ld), 0.0);
+  x_t.assign(static_cast<std::size_t>(hs * ld), Acc(0));
   for (std::int64_t j = 0; j < T_len; ++j)
-    for (std::int64_t d = 0; d < hs; ++d) x_t[d * ld + j] = input<BF16>(x[j * hs + d]);
+    for (std::int64_t d = 0; d < hs; ++d) x_t[d * ld + j] = input<BF16, Acc>(x[j * hs + d]);
 }
 
-// x (T, hs) -> x_p (T, round_up(hs)) in double, zero padded.
-template <bool BF16, class T>
-void copy_padded(std::vector<double>& x_p, const T* x, std::int64_t T_len, std::int64_t hs) {
+// x (T, hs) -> x_p (T, round_up(hs)) in Acc, zero padded.
+template <bool BF16, class Acc, class T>
+void copy_padded(std::vector<Acc>& x_p, const T* x, std::int64_t T_len, std::int64_t hs) {
   const std::int64_t ld = round_up(hs);
-  x_p.assign(static_cast<std::size_t>(T_len * ld), 0.0);
+  x_p.assign(static_cast<std::size_t>(T_len * ld), Acc(0));
   for (std::int64_t j = 0; j < T_len; ++j)
-    for (std::int64_t d = 0; d < hs; ++d) x_p[j * ld + d] = input<BF16>(x[j * hs + d]);
-}
-
-// One row x (hs) -> row (hs) in double.
-template <bool BF16, class T>
-void copy_row(std::vector<double>& row, const T* x, std::int64_t hs) {
-  for (std::int64_t d = 0; d < hs; ++d) row[d] = input<BF16>(x[d]);
+    for (std::int64_t d = 0; d < hs; ++d) x_p[j * ld + d] = input<BF16, Acc>(x[j * hs + d]);
 }
 
 // s[j] = scale * x . y[j] for j < n, with the rows y[j] stored as the columns of y_t (hs, ld).
 // Sixteen scores are summed at a time, in registers, while d runs over the head: one load per
 // multiply-add. (The plain loop "for d: for j: s[j] += x[d] y_t[d, j]" vectorizes too, but
 // stores and reloads s[j] at every d, and ran at a third of the speed.)
-void row_scores(double* s, const double* x, const std::vector<double>& y_t, std::int64_t n, std::int64_t ld,
-                std::int64_t hs, double scale) {
+template <class Acc>
+void row_scores(Acc* s, const Acc* x, const std::vector<Acc>& y_t, std::int64_t n, std::int64_t ld, std::int64_t hs,
+                Acc scale) {
   for (std::int64_t j0 = 0; j0 < n; j0 += kChunk) {
-    double acc[kChunk] = {};
+    Acc acc[kChunk] = {};
     for (std::int64_t d = 0; d < hs; ++d) {
-      const double xd = x[d] * scale;
-      const double* y = y_t.data() + d * ld + j0;
+      const Acc xd = x[d] * scale;
+      const Acc* y = y_t.data() + d * ld + j0;
 #pragma omp simd
       for (std::int64_t c = 0; c < kChunk; ++c) acc[c] += xd * y[c];
     }
@@ -99,11 +107,12 @@ void row_scores(double* s, const double* x, const std::vector<double>& y_t, std:
 }
 
 // out (hs) = sum over j < n of w[j] y[j], y (n, ld): sixteen outputs at a time, in registers.
-void weighted_rows(double* out, const double* w, const double* y, std::int64_t n, std::int64_t ld, std::int64_t hs) {
+template <class Acc>
+void weighted_rows(Acc* out, const Acc* w, const Acc* y, std::int64_t n, std::int64_t ld, std::int64_t hs) {
   for (std::int64_t d0 = 0; d0 < hs; d0 += kChunk) {
-    double acc[kChunk] = {};
+    Acc acc[kChunk] = {};
     for (std::int64_t j = 0; j < n; ++j) {
-      const double* yj = y + j * ld + d0;
+      const Acc* yj = y + j * ld + d0;
 #pragma omp simd
       for (std::int64_t c = 0; c < kChunk; ++c) acc[c] += w[j] * yj[c];
     }
@@ -114,8 +123,8 @@ void weighted_rows(double* out, const double* w, const double* y, std::int64_t n
 // p[j] = exp(s[j] - shift) for j < n. For float the vectorizable exp_vec of cpu.h (about 1 ulp
 // of float, below what a float32 result can show, where std::exp is a library call per
 // element); for double, std::exp.
-template <class T>
-void exp_shifted(double* p, const double* s, std::int64_t n, double shift) {
+template <class T, class Acc>
+void exp_shifted(Acc* p, const Acc* s, std::int64_t n, Acc shift) {
   for (std::int64_t j = 0; j < n; ++j) p[j] = exp_vec(static_cast<T>(s[j] - shift));
 }
 
@@ -134,30 +143,70 @@ inline std::int64_t heads_per_block(std::int64_t T_len, std::int64_t hs) {
 
 namespace {
 
-template <bool BF16, class T>
-void forward(T* out, T* lse, const T* q, const T* k, const T* v, std::int64_t BH, std::int64_t T_len, std::int64_t hs,
-             T scale) {
+// Query rows taken together by the loops below (scores, add_rows_shares).
+constexpr std::int64_t kRowBlock = 4;
+
+// The scores of a block of query rows i0 .. i0 + block - 1 (x, rows at stride hs) against the
+// keys each sees, into s (rows at stride s_ld): row_scores row by row, or, for a full block,
+// four rows at once: each row's sums are row_scores's (the same multiply-adds in the same
+// order, the same bits), but four independent chains hide the multiply-add's latency, which
+// bounds row_scores in float (16 floats are one AVX-512 register: one chain), and each y[j] is
+// loaded once for four rows.
+template <class Acc>
+void scores(Acc* s, const Acc* x, const std::vector<Acc>& y_t, std::int64_t i0, std::int64_t block, std::int64_t s_ld,
+            std::int64_t ld, std::int64_t hs, Acc scale) {
+  if (block != kRowBlock) {
+    for (std::int64_t r = 0; r < block; ++r) row_scores(s + r * s_ld, x + r * hs, y_t, i0 + r + 1, ld, hs, scale);
+    return;
+  }
+  for (std::int64_t j0 = 0; j0 < i0 + kRowBlock; j0 += kChunk) {
+    Acc a[kRowBlock][kChunk] = {};
+    for (std::int64_t d = 0; d < hs; ++d) {
+      const Acc x0 = x[d] * scale, x1 = x[hs + d] * scale, x2 = x[2 * hs + d] * scale, x3 = x[3 * hs + d] * scale;
+      const Acc* y = y_t.data() + d * ld + j0;
+#pragma omp simd
+      for (std::int64_t c = 0; c < kChunk; ++c) {
+        a[0][c] += x0 * y[c];
+        a[1][c] += x1 * y[c];
+        a[2][c] += x2 * y[c];
+        a[3][c] += x3 * y[c];
+      }
+    }
+    for (std::int64_t r = 0; r < kRowBlock; ++r)
+      for (std::int64_t c = 0; c < kChunk && j0 + c <= i0 + r; ++c) s[r * s_ld + j0 + c] = a[r][c];
+  }
+}
+
+// T: the float type of the results (and of exp_vec); In, Out: the element types in memory; Acc:
+// the type of the copies and sums (double; float on bf16 data).
+template <bool BF16, class T, class Acc = double, class In = T, class Out = T>
+void forward(Out* out, T* lse, const In* q, const In* k, const In* v, std::int64_t BH, std::int64_t T_len,
+             std::int64_t hs, T scale) {
   parallel_for(BH, heads_per_block(T_len, hs), [&](std::int64_t begin, std::int64_t end) {
-    std::vector<double> k_t, v_p, s(static_cast<std::size_t>(T_len)), p(static_cast<std::size_t>(T_len));
-    std::vector<double> acc(static_cast<std::size_t>(hs)), q_row(static_cast<std::size_t>(hs));
+    std::vector<Acc> k_t, v_p, s(static_cast<std::size_t>(kRowBlock * T_len)), p(static_cast<std::size_t>(T_len));
+    std::vector<Acc> acc(static_cast<std::size_t>(hs)), q_rows(static_cast<std::size_t>(kRowBlock * hs));
     for (std::int64_t bh = begin; bh < end; ++bh) {
       const std::int64_t base = bh * T_len * hs;
       transpose_padded<BF16>(k_t, k + base, T_len, hs);
       copy_padded<BF16>(v_p, v + base, T_len, hs);
-      for (std::int64_t i = 0; i < T_len; ++i) {
-        const std::int64_t n = i + 1;  // keys 0..i are visible
-        copy_row<BF16>(q_row, q + base + i * hs, hs);
-        row_scores(s.data(), q_row.data(), k_t, n, round_up(T_len), hs, static_cast<double>(scale));
-        // Numerically stable: exp(s - max) never overflows, and lse = max + log(sum).
-        double m = s[0];
-        for (std::int64_t j = 1; j < n; ++j) m = std::max(m, s[j]);
-        exp_shifted<T>(p.data(), s.data(), n, m);
-        double l = 0.0;
-        for (std::int64_t j = 0; j < n; ++j) l += p[j];
-        weighted_rows(acc.data(), p.data(), v_p.data(), n, round_up(hs), hs);  // sum of p[j] v[j]
-        T* o = out + base + i * hs;
-        for (std::int64_t d = 0; d < hs; ++d) o[d] = static_cast<T>(acc[d] / l);
-        lse[bh * T_len + i] = static_cast<T>(m + std::log(l));
+      for (std::int64_t i0 = 0; i0 < T_len; i0 += kRowBlock) {
+        const std::int64_t block = std::min(kRowBlock, T_len - i0);
+        for (std::int64_t e = 0; e < block * hs; ++e) q_rows[e] = input<BF16, Acc>(q[base + i0 * hs + e]);
+        scores(s.data(), q_rows.data(), k_t, i0, block, T_len, round_up(T_len), hs, static_cast<Acc>(scale));
+        for (std::int64_t r = 0; r < block; ++r) {
+          const std::int64_t i = i0 + r, n = i + 1;  // keys 0..i are visible
+          const Acc* sr = s.data() + r * T_len;
+          // Numerically stable: exp(s - max) never overflows, and lse = max + log(sum).
+          Acc m = sr[0];
+          for (std::int64_t j = 1; j < n; ++j) m = std::max(m, sr[j]);
+          exp_shifted<T>(p.data(), sr, n, m);
+          Acc l = 0;
+          for (std::int64_t j = 0; j < n; ++j) l += p[j];
+          weighted_rows(acc.data(), p.data(), v_p.data(), n, round_up(hs), hs);  // sum of p[j] v[j]
+          Out* o = out + base + i * hs;
+          for (std::int64_t d = 0; d < hs; ++d) o[d] = output(acc[d] / l, o);
+          lse[bh * T_len + i] = static_cast<T>(static_cast<double>(m) + std::log(static_cast<double>(l)));
+        }
       }
     }
   });
@@ -194,44 +243,90 @@ void attention_forward_bf16(float* out, float* lse, const float* q, const float*
 
 namespace {
 
-template <bool BF16, class T>
-void backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse,
+// The rows i0 .. i0 + block - 1's shares of dk[j] and dv[j] (ds[r][j] q[r] and p[r][j] dout[r],
+// row r of the block seeing keys j <= i0 + r), added row after row as one row at a time would
+// add them (the same bits), but with each dk[j] and dv[j] loaded and stored once per block of
+// rows instead of once per row: those loads and stores, not the multiply-adds, bounded the
+// loop.
+
+template <class Acc>
+void add_rows_shares(Acc* dk_acc, Acc* dv_acc, const Acc* p, const Acc* ds, const Acc* q, const Acc* g, std::int64_t i0,
+                     std::int64_t block, std::int64_t T_len, std::int64_t hs) {
+  const std::int64_t full = block == kRowBlock ? i0 + 1 : 0;  // keys every row of a full block sees
+  for (std::int64_t j = 0; j < full; ++j) {
+    Acc* dkj = dk_acc + j * hs;
+    Acc* dvj = dv_acc + j * hs;
+    const Acc s0 = ds[j], s1 = ds[T_len + j], s2 = ds[2 * T_len + j], s3 = ds[3 * T_len + j];
+    const Acc p0 = p[j], p1 = p[T_len + j], p2 = p[2 * T_len + j], p3 = p[3 * T_len + j];
+#pragma omp simd
+    for (std::int64_t d = 0; d < hs; ++d) {
+      Acc a = dkj[d], b = dvj[d];
+      a += s0 * q[d];
+      a += s1 * q[hs + d];
+      a += s2 * q[2 * hs + d];
+      a += s3 * q[3 * hs + d];
+      b += p0 * g[d];
+      b += p1 * g[hs + d];
+      b += p2 * g[2 * hs + d];
+      b += p3 * g[3 * hs + d];
+      dkj[d] = a;
+      dvj[d] = b;
+    }
+  }
+  for (std::int64_t r = 0; r < block; ++r)  // the rest, row by row
+    for (std::int64_t j = full; j <= i0 + r; ++j) {
+      Acc* dkj = dk_acc + j * hs;
+      Acc* dvj = dv_acc + j * hs;
+      for (std::int64_t d = 0; d < hs; ++d) dkj[d] += ds[r * T_len + j] * q[r * hs + d];
+      for (std::int64_t d = 0; d < hs; ++d) dvj[d] += p[r * T_len + j] * g[r * hs + d];
+    }
+}
+
+template <bool BF16, class T, class Acc = double, class In = T>
+void backward(T* dq, T* dk, T* dv, const In* dout, const In* q, const In* k, const In* v, const In* out, const T* lse,
               std::int64_t BH, std::int64_t T_len, std::int64_t hs, T scale) {
-  const double sc = static_cast<double>(scale);
+  const Acc sc = static_cast<Acc>(scale);
   const std::int64_t ld = round_up(T_len), ld_hs = round_up(hs);
   parallel_for(BH, heads_per_block(T_len, hs), [&](std::int64_t begin, std::int64_t end) {
     const std::size_t row = static_cast<std::size_t>(hs), rows = static_cast<std::size_t>(T_len * hs);
-    std::vector<double> k_t, v_t, k_p, p(static_cast<std::size_t>(T_len)), ds(static_cast<std::size_t>(T_len));
-    std::vector<double> q_row(row), do_row(row), dq_row(row), dk_acc(rows), dv_acc(rows);
+    std::vector<Acc> k_t, v_t, k_p, p(static_cast<std::size_t>(kRowBlock * T_len)), ds(p.size());
+    std::vector<Acc> q_row(kRowBlock * row), do_row(kRowBlock * row), dq_row(row), dk_acc(rows), dv_acc(rows);
     for (std::int64_t bh = begin; bh < end; ++bh) {
       const std::int64_t base = bh * T_len * hs;
       transpose_padded<BF16>(k_t, k + base, T_len, hs);
       transpose_padded<BF16>(v_t, v + base, T_len, hs);
       copy_padded<BF16>(k_p, k + base, T_len, hs);
-      std::fill(dk_acc.begin(), dk_acc.end(), 0.0);
-      std::fill(dv_acc.begin(), dv_acc.end(), 0.0);
-      for (std::int64_t i = 0; i < T_len; ++i) {
-        const std::int64_t n = i + 1;
-        const T *qi = q + base + i * hs, *doi = dout + base + i * hs, *oi = out + base + i * hs;
-        double D = 0.0;
-        for (std::int64_t d = 0; d < hs; ++d) {
-          q_row[d] = input<BF16>(qi[d]);
-          do_row[d] = input<BF16>(doi[d]);
-          D += do_row[d] * static_cast<double>(oi[d]);
+      std::fill(dk_acc.begin(), dk_acc.end(), Acc(0));
+      std::fill(dv_acc.begin(), dv_acc.end(), Acc(0));
+      for (std::int64_t i0 = 0; i0 < T_len; i0 += kRowBlock) {
+        const std::int64_t block = std::min(kRowBlock, T_len - i0);
+        Acc D[kRowBlock];
+        for (std::int64_t r = 0; r < block; ++r) {  // the rows, and D[i] = dout[i] . out[i]
+          const std::int64_t i = i0 + r;
+          Acc *qr = q_row.data() + r * hs, *dor = do_row.data() + r * hs;
+          const In *qi = q + base + i * hs, *doi = dout + base + i * hs, *oi = out + base + i * hs;
+          D[r] = 0;
+          for (std::int64_t d = 0; d < hs; ++d) {
+            qr[d] = input<BF16, Acc>(qi[d]);
+            dor[d] = input<BF16, Acc>(doi[d]);
+            D[r] += dor[d] * input<false, Acc>(oi[d]);  // out as it is (never rounded again)
+          }
         }
         // p[j] from the saved lse; ds[j] first holds dp[j] = dout[i] . v[j].
-        row_scores(p.data(), q_row.data(), k_t, n, ld, hs, sc);
-        exp_shifted<T>(p.data(), p.data(), n, static_cast<double>(lse[bh * T_len + i]));
-        row_scores(ds.data(), do_row.data(), v_t, n, ld, hs, 1.0);
-        for (std::int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - D);
-        weighted_rows(dq_row.data(), ds.data(), k_p.data(), n, ld_hs, hs);  // sum of ds[j] k[j]
-        for (std::int64_t d = 0; d < hs; ++d) dq[base + i * hs + d] = static_cast<T>(sc * dq_row[d]);
-        for (std::int64_t j = 0; j < n; ++j) {  // this row's share of dk[j] and dv[j]
-          double* dkj = dk_acc.data() + j * hs;
-          double* dvj = dv_acc.data() + j * hs;
-          for (std::int64_t d = 0; d < hs; ++d) dkj[d] += ds[j] * q_row[d];
-          for (std::int64_t d = 0; d < hs; ++d) dvj[d] += p[j] * do_row[d];
+        scores(p.data(), q_row.data(), k_t, i0, block, T_len, ld, hs, sc);
+        for (std::int64_t r = 0; r < block; ++r)
+          exp_shifted<T>(p.data() + r * T_len, p.data() + r * T_len, i0 + r + 1,
+                         static_cast<Acc>(lse[bh * T_len + i0 + r]));
+        scores(ds.data(), do_row.data(), v_t, i0, block, T_len, ld, hs, Acc(1));
+        for (std::int64_t r = 0; r < block; ++r) {  // ds, and row i's dq
+          const std::int64_t i = i0 + r, n = i + 1;
+          Acc *pr = p.data() + r * T_len, *dsr = ds.data() + r * T_len;
+          for (std::int64_t j = 0; j < n; ++j) dsr[j] = pr[j] * (dsr[j] - D[r]);
+          weighted_rows(dq_row.data(), dsr, k_p.data(), n, ld_hs, hs);  // sum of ds[j] k[j]
+          for (std::int64_t d = 0; d < hs; ++d) dq[base + i * hs + d] = static_cast<T>(sc * dq_row[d]);
         }
+        add_rows_shares(dk_acc.data(), dv_acc.data(), p.data(), ds.data(), q_row.data(), do_row.data(), i0, block,
+                        T_len, hs);
       }
       for (std::int64_t e = 0; e < T_len * hs; ++e) {
         dk[base + e] = static_cast<T>(sc * dk_acc[e]);
@@ -256,15 +351,10 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
 
 // ---------------------------------------------------------------------------------------------
 // On bf16 data (the CPU variants of attention_* in dtype bfloat16, the ops of chapter 15's variant 4):
-// the inputs widened to float32, which is exact, the float32 loops, and out rounded once.
+// the loops above reading bf16 where they copy (exact), with float copies and float32 sums (the
+// float32 kernel's are double), out rounded once as it is stored. No widened copy of q, k, v.
 
 namespace {
-std::vector<float> widened(const bf16* x, std::int64_t n) {
-  std::vector<float> w(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) w[static_cast<std::size_t>(i)] = static_cast<float>(x[i]);
-  return w;
-}
-
 void check_sizes(const char* op, const AttentionShape& s) {
   BRRR_CHECK(s.BH >= 0 && s.T >= 0 && s.hs >= 0, op, ": sizes must not be negative, got BH = ", s.BH, ", T = ", s.T,
              ", hs = ", s.hs);
@@ -274,21 +364,13 @@ void check_sizes(const char* op, const AttentionShape& s) {
 void attention_forward_bf16_memory(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
                                    const AttentionShape& s, Stream) {
   check_sizes("attention_forward (bf16 data)", s);
-  const std::int64_t n = s.BH * s.T * s.hs;
-  const std::vector<float> qf = widened(q, n), kf = widened(k, n), vf = widened(v, n);
-  std::vector<float> o(static_cast<std::size_t>(n));
-  forward<false>(o.data(), lse, qf.data(), kf.data(), vf.data(), s.BH, s.T, s.hs, static_cast<float>(s.scale));
-  for (std::int64_t i = 0; i < n; ++i) out[i] = bf16(o[static_cast<std::size_t>(i)]);
+  forward<false, float, float>(out, lse, q, k, v, s.BH, s.T, s.hs, static_cast<float>(s.scale));
 }
 
 void attention_backward_bf16_memory(float* dq, float* dk, float* dv, const bf16* dout, const bf16* q, const bf16* k,
                                     const bf16* v, const bf16* out, const float* lse, const AttentionShape& s, Stream) {
   check_sizes("attention_backward (bf16 data)", s);
-  const std::int64_t n = s.BH * s.T * s.hs;
-  const std::vector<float> gf = widened(dout, n), qf = widened(q, n), kf = widened(k, n), vf = widened(v, n),
-                           of = widened(out, n);
-  backward<false>(dq, dk, dv, gf.data(), qf.data(), kf.data(), vf.data(), of.data(), lse, s.BH, s.T, s.hs,
-                  static_cast<float>(s.scale));
+  backward<false, float, float>(dq, dk, dv, dout, q, k, v, out, lse, s.BH, s.T, s.hs, static_cast<float>(s.scale));
 }
 
 #define BRRR_INSTANTIATE(T)                                                                                         \

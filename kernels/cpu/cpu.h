@@ -106,13 +106,19 @@ inline double erfc_vec(double x) { return std::erfc(x); }
 // bf16 step, 0.5% with these, and the Decoder's LayerNorm 3% of GPT-2's 512-token prefill).
 // nn.cpp's layernorm_forward and the Decoder's layer_norm_rows (rows/rows.cpp) both call it, so
 // generation normalizes with the training forward's very numbers.
+// The row's mean as layer_norm_row takes it (nn_bf16.cpp's LayerNorm backward takes it again).
 template <class T>
-inline void layer_norm_row(T* out, double& mean, double& rstd, const T* row, const T* weight, const T* bias,
-                           std::int64_t C, T eps) {
+inline double layer_norm_mean(const T* row, std::int64_t C) {
   double m = 0.0;
 #pragma omp simd reduction(+ : m)
   for (std::int64_t c = 0; c < C; ++c) m += row[c];
-  m /= static_cast<double>(C);
+  return m / static_cast<double>(C);
+}
+
+template <class T>
+inline void layer_norm_row(T* out, double& mean, double& rstd, const T* row, const T* weight, const T* bias,
+                           std::int64_t C, T eps) {
+  const double m = layer_norm_mean(row, C);
   double v = 0.0;
 #pragma omp simd reduction(+ : v)
   for (std::int64_t c = 0; c < C; ++c) v += (row[c] - m) * (row[c] - m);
@@ -131,6 +137,52 @@ inline void layer_norm_row(T* out, double& mean, double& rstd, const T* row, con
 template <class T>
 inline T gelu_erf_value(T x) {
   return T(0.5) * x * erfc_vec(static_cast<T>(-0.7071067811865476) * x);
+}
+
+// GELU's other values and derivatives, one value each (nn.cpp has the formulas): the float32
+// kernels of nn.cpp and the bf16 ones of nn_bf16.cpp compute them with these, so a bf16
+// output is the float32 kernel's on the same (widened) input, rounded once.
+template <class T>
+inline T gelu_tanh_value(T v) {  // x / (1 + exp(-2u)) = 0.5 x (1 + tanh u)
+  const T k2 = static_cast<T>(-2.0 * 0.7978845608028654), c = static_cast<T>(0.044715);
+  return v / (T(1) + exp_vec(k2 * (v + c * v * v * v)));
+}
+template <class T>
+inline T gelu_tanh_slope(T v) {
+  const T k = static_cast<T>(0.7978845608028654), c = static_cast<T>(0.044715);
+  const T th = tanh_vec(k * (v + c * v * v * v));
+  return T(0.5) * (T(1) + th) + T(0.5) * v * (T(1) - th * th) * k * (T(1) + T(3) * c * v * v);
+}
+template <class T>
+inline T gelu_erf_slope(T v) {  // Phi(x) + x phi(x)
+  const T r = static_cast<T>(-0.7071067811865476), k = static_cast<T>(0.3989422804014327);  // 1 / sqrt(2 pi)
+  return T(0.5) * erfc_vec(r * v) + v * k * exp_vec(T(-0.5) * v * v);
+}
+
+// One row of LayerNorm's backward (nn.cpp has the formulas): dx for the row, and the row's
+// dout * norm and dout added into the partial column sums pw and pb. nn.cpp's float kernels
+// and nn_bf16.cpp's (on a row widened to float32) share it.
+template <class T>
+inline void layernorm_backward_row(T* dx, double* pw, double* pb, const T* g, const T* row, const T* weight, double m,
+                                   double s, std::int64_t C) {
+  double mean_g = 0.0, mean_gn = 0.0;
+#pragma omp simd reduction(+ : mean_g, mean_gn)
+  for (std::int64_t c = 0; c < C; ++c) {
+    const double norm = (row[c] - m) * s;
+    const double gw = static_cast<double>(g[c]) * weight[c];
+    mean_g += gw;
+    mean_gn += gw * norm;
+    pw[c] += static_cast<double>(g[c]) * norm;
+    pb[c] += g[c];
+  }
+  mean_g /= static_cast<double>(C);
+  mean_gn /= static_cast<double>(C);
+#pragma omp simd
+  for (std::int64_t c = 0; c < C; ++c) {
+    const double norm = (row[c] - m) * s;
+    const double gw = static_cast<double>(g[c]) * weight[c];
+    dx[c] = static_cast<T>(s * (gw - mean_g - norm * mean_gn));
+  }
 }
 
 }  // namespace brrr::kernels::cpu

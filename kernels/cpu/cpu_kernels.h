@@ -44,8 +44,8 @@ template <class T> void matmul_blocked(T* out, const T* a, const T* b, const Mat
 void matmul_bf16_plain(float* out, const float* a, const float* b, const MatmulShape& shape, Stream);
 void matmul_bf16_avx512(float* out, const float* a, const float* b, const MatmulShape& shape, Stream);
 bool cpu_has_avx512_bf16();
-// matmul on bf16 data (bf16 a, b; float32 out): widened to float32 (exact), then the bf16 GEMM
-// above, whose rounding leaves bf16 values as they are (matmul.cpp)
+// matmul on bf16 data (bf16 a, b; float32 out): the bf16 GEMM above, its packing reading bf16
+// as it is (matmul.cpp)
 void matmul_bf16_memory(float* out, const bf16* a, const bf16* b, const MatmulShape& shape, Stream);
 
 // nn.cpp
@@ -71,8 +71,8 @@ template <class T> void attention_forward(T* out, T* lse, const T* q, const T* k
 template <class T> void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse, const AttentionShape& shape, Stream);
 // ... and in mixed precision (chapter 18): the same loops on q, k, v (and dout) rounded to bf16 as they are read
 void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const AttentionShape& shape, Stream);
-// ... and on bf16 data (the references of chapter 15's variant 4): widened to float32 (exact),
-// the float32 loops, out rounded to bf16 once
+// ... and on bf16 data (the references of chapter 15's variant 4): the float32 loops reading bf16
+// where they copy (exact), out rounded to bf16 once
 void attention_forward_bf16_memory(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, const AttentionShape& shape, Stream);
 void attention_backward_bf16_memory(float* dq, float* dk, float* dv, const bf16* dout, const bf16* q, const bf16* k, const bf16* v, const bf16* out, const float* lse, const AttentionShape& shape, Stream);
 void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v, const float* out, const float* lse, const AttentionShape& shape, Stream);
@@ -89,7 +89,7 @@ template <class T> void residual_layernorm_forward(T* sum, T* out, T* mean, T* r
 template <class T> void cross_entropy_fused(T* losses, T* dlogits, const T* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, T dloss, Stream);
 void cross_entropy_fused_rowwise(float* losses, float* dlogits, const float* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, float dloss, Stream);
 
-// nn_bf16.cpp (chapter 18): bf16 in memory, the float32 kernels above inside, one rounding per output
+// nn_bf16.cpp (chapter 18): bf16 in memory, the float32 kernels' math inside, one pass, one rounding per output
 void gelu_forward_bf16(bf16* out, const bf16* x, std::int64_t n, Stream);
 void gelu_backward_bf16(bf16* dx, const bf16* dout, const bf16* x, std::int64_t n, Stream);
 void gelu_erf_forward_bf16(bf16* out, const bf16* x, std::int64_t n, Stream);

@@ -17,6 +17,7 @@
 #include "brrr/bfloat16.h"
 #include "brrr/error.h"
 #include "brrr/generator.h"
+#include "kernels/cpu/bf16_convert.h"
 #include "kernels/cpu/cpu.h"
 
 namespace brrr::kernels::cpu {
@@ -78,7 +79,10 @@ Out convert(In x) {
 template <class Out, class In>
 void cast_typed(Out* out, const In* in, std::int64_t n) {
   parallel_for(n, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) out[i] = convert<Out>(in[i]);
+    for (std::int64_t i = b; i < e; ++i) {
+      if constexpr (std::is_same_v<Out, bf16>) store_rounded(out[i], static_cast<float>(in[i]));  // vectorizes
+      else out[i] = convert<Out>(in[i]);
+    }
   });
 }
 
@@ -265,6 +269,13 @@ void relu_backward(T* dx, const T* dout, const T* x, std::int64_t n, Stream) {
 // ---------------------------------------------------------------------------------------------
 // binary ops with broadcasting: out = f(a, b) over a Loop
 
+// out = v, in out's type: bf16 rounded once, written as its bits (bf16_convert.h says why).
+template <class T, class V>
+inline void store(T& out, V v) {
+  if constexpr (std::is_same_v<T, bf16>) store_rounded(out, v);
+  else out = v;
+}
+
 template <class T, class F>
 inline void map_binary(T* out, const T* a, const T* b, const Loop& loop, F f) {
   const int last = loop.ndim - 1;
@@ -277,17 +288,17 @@ inline void map_binary(T* out, const T* a, const T* b, const Loop& loop, F f) {
   auto run_inner = [&](T* o, const T* x, const T* y, std::int64_t len) {
     if (so == 1 && sa == 1 && sb == 1) {
 #pragma omp simd
-      for (std::int64_t i = 0; i < len; ++i) o[i] = f(x[i], y[i]);
+      for (std::int64_t i = 0; i < len; ++i) store(o[i], f(x[i], y[i]));
     } else if (so == 1 && sa == 1 && sb == 0) {
       const T yv = *y;
 #pragma omp simd
-      for (std::int64_t i = 0; i < len; ++i) o[i] = f(x[i], yv);
+      for (std::int64_t i = 0; i < len; ++i) store(o[i], f(x[i], yv));
     } else if (so == 1 && sa == 0 && sb == 1) {
       const T xv = *x;
 #pragma omp simd
-      for (std::int64_t i = 0; i < len; ++i) o[i] = f(xv, y[i]);
+      for (std::int64_t i = 0; i < len; ++i) store(o[i], f(xv, y[i]));
     } else {
-      for (std::int64_t i = 0; i < len; ++i) o[i * so] = f(x[i * sa], y[i * sb]);
+      for (std::int64_t i = 0; i < len; ++i) store(o[i * so], f(x[i * sa], y[i * sb]));
     }
   };
   if (outer == 1) {
@@ -305,10 +316,20 @@ inline void map_binary(T* out, const T* a, const T* b, const Loop& loop, F f) {
   });
 }
 
-template <class T> void add(T* out, const T* a, const T* b, const Loop& l, Stream) { map_binary(out, a, b, l, [](T x, T y) { return x + y; }); }
-template <class T> void sub(T* out, const T* a, const T* b, const Loop& l, Stream) { map_binary(out, a, b, l, [](T x, T y) { return x - y; }); }
-template <class T> void mul(T* out, const T* a, const T* b, const Loop& l, Stream) { map_binary(out, a, b, l, [](T x, T y) { return x * y; }); }
-template <class T> void div(T* out, const T* a, const T* b, const Loop& l, Stream) { map_binary(out, a, b, l, [](T x, T y) { return x / y; }); }
+// f as it is in float32 and float64; on bf16 data (chapter 18) in float32, both operands widened
+// (exact), the float32 result rounded once as map_binary stores it: the bits of the float32 op
+// on widened copies, in one pass (the bf16 step's residual adds and gradient sums).
+template <class T, class F>
+inline auto in_float32(F f) {
+  if constexpr (std::is_same_v<T, bf16>)
+    return [f](bf16 x, bf16 y) { return f(static_cast<float>(x), static_cast<float>(y)); };
+  else return f;
+}
+
+template <class T> void add(T* out, const T* a, const T* b, const Loop& l, Stream) { map_binary(out, a, b, l, in_float32<T>([](auto x, auto y) { return x + y; })); }
+template <class T> void sub(T* out, const T* a, const T* b, const Loop& l, Stream) { map_binary(out, a, b, l, in_float32<T>([](auto x, auto y) { return x - y; })); }
+template <class T> void mul(T* out, const T* a, const T* b, const Loop& l, Stream) { map_binary(out, a, b, l, in_float32<T>([](auto x, auto y) { return x * y; })); }
+template <class T> void div(T* out, const T* a, const T* b, const Loop& l, Stream) { map_binary(out, a, b, l, in_float32<T>([](auto x, auto y) { return x / y; })); }
 
 template <class T>
 void masked_fill(T* out, const T* x, const T* mask, T value, const Loop& l, Stream) {
@@ -346,6 +367,10 @@ template void copy<std::int32_t>(std::int32_t*, const std::int32_t*, const Loop&
 template void copy<std::int64_t>(std::int64_t*, const std::int64_t*, const Loop&, Stream);
 template void fill<bf16>(bf16*, bf16, std::int64_t, Stream);
 template void copy<bf16>(bf16*, const bf16*, const Loop&, Stream);
+template void add<bf16>(bf16*, const bf16*, const bf16*, const Loop&, Stream);
+template void sub<bf16>(bf16*, const bf16*, const bf16*, const Loop&, Stream);
+template void mul<bf16>(bf16*, const bf16*, const bf16*, const Loop&, Stream);
+template void div<bf16>(bf16*, const bf16*, const bf16*, const Loop&, Stream);
 #undef BRRR_INSTANTIATE
 
 }  // namespace brrr::kernels::cpu

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <memory>
 #include <thread>
+#include <type_traits>
 
 #include "brrr/bfloat16.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -80,11 +81,15 @@ static_assert(kKC % 2 == 0 && kNC % kNR == 0, "KC counts pairs of k; NC whole mi
 inline i64 pairs(i64 kc) { return (kc + 1) / 2; }
 
 // Element (i, k) of A and (k, j) of B through the layouts the op passed (see MatmulShape).
-inline float a_at(const float* a, i64 M, i64 K, bool trans_a, i64 i, i64 k) {
-  return trans_a ? a[k * M + i] : a[i * K + k];
+// Src is float (autocast's operands, rounded by the packing) or bf16 (operands already bf16 in
+// memory, chapter 18 section 10: widened here, exactly, and the packing's rounding keeps them).
+template <class Src>
+inline float a_at(const Src* a, i64 M, i64 K, bool trans_a, i64 i, i64 k) {
+  return static_cast<float>(trans_a ? a[k * M + i] : a[i * K + k]);
 }
-inline float b_at(const float* b, i64 N, i64 K, bool trans_b, i64 k, i64 j) {
-  return trans_b ? b[j * K + k] : b[k * N + j];
+template <class Src>
+inline float b_at(const Src* b, i64 N, i64 K, bool trans_b, i64 k, i64 j) {
+  return static_cast<float>(trans_b ? b[j * K + k] : b[k * N + j]);
 }
 
 // ----------------------------------------------------------------------------------------
@@ -149,7 +154,8 @@ BRRR_TARGET_BF16 void micro_kernel_dpbf16(i64 kp, const u32* __restrict ap, cons
 // masks on 16 floats (7 instructions) and a permute to gather the halves.
 
 // rows x kc of A from row i0 and column p0 (zeros beyond), into ap[p * MR + i].
-void pack_a_plain(u32* ap, const float* a, i64 M, i64 K, bool trans_a, i64 i0, i64 rows, i64 p0, i64 kc) {
+template <class Src>
+void pack_a_plain(u32* ap, const Src* a, i64 M, i64 K, bool trans_a, i64 i0, i64 rows, i64 p0, i64 kc) {
   for (i64 p = 0; p < pairs(kc); ++p)
     for (i64 i = 0; i < kMR; ++i) {
       const i64 k = p0 + 2 * p;
@@ -160,7 +166,8 @@ void pack_a_plain(u32* ap, const float* a, i64 M, i64 K, bool trans_a, i64 i0, i
 }
 
 // kc x cols of B from row p0 and column j0 (zeros beyond), into bp[p * NR + j].
-void pack_b_plain(u32* bp, const float* b, i64 N, i64 K, bool trans_b, i64 j0, i64 cols, i64 p0, i64 kc) {
+template <class Src>
+void pack_b_plain(u32* bp, const Src* b, i64 N, i64 K, bool trans_b, i64 j0, i64 cols, i64 p0, i64 kc) {
   for (i64 p = 0; p < pairs(kc); ++p)
     for (i64 j = 0; j < kNR; ++j) {
       const i64 k = p0 + 2 * p;
@@ -183,7 +190,10 @@ void pack_b_plain(u32* bp, const float* b, i64 N, i64 K, bool trans_b, i64 j0, i
 // k and k + 1 round into one register (row k's 16 bf16 low, row k + 1's high), and one word
 // permute interleaves them into 16 pairs. dst[p * ld + j] for j < width (up to 16; lanes
 // beyond `width` are zeros, stored where `store` says), from src[k * src_ld + j], kc rows.
-BRRR_TARGET_BF16 void pack_pairs_across(u32* dst, i64 ld, __mmask16 store, i64 width, const float* src,
+// From bf16 in memory the two rows' 16 bf16 are loaded into the two halves instead: the same
+// register, and the same permute.
+template <class Src>
+BRRR_TARGET_BF16 void pack_pairs_across(u32* dst, i64 ld, __mmask16 store, i64 width, const Src* src,
                                         i64 src_ld, i64 kc) {
   alignas(64) static constexpr std::uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
                                                                 21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
@@ -191,9 +201,18 @@ BRRR_TARGET_BF16 void pack_pairs_across(u32* dst, i64 ld, __mmask16 store, i64 w
   const __m512i interleave = _mm512_load_si512(kInterleave);
   const __mmask16 load = static_cast<__mmask16>((1u << width) - 1);
   for (i64 p = 0; p < pairs(kc); ++p) {
-    const __m512 even = _mm512_maskz_loadu_ps(load, src + 2 * p * src_ld);
-    const __m512 odd = 2 * p + 1 < kc ? _mm512_maskz_loadu_ps(load, src + (2 * p + 1) * src_ld) : _mm512_setzero_ps();
-    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);
+    __m512i both;
+    if constexpr (std::is_same_v<Src, bf16>) {
+      const __m256i even = _mm256_maskz_loadu_epi16(load, src + 2 * p * src_ld);
+      const __m256i odd =
+          2 * p + 1 < kc ? _mm256_maskz_loadu_epi16(load, src + (2 * p + 1) * src_ld) : _mm256_setzero_si256();
+      both = _mm512_inserti64x4(_mm512_castsi256_si512(even), odd, 1);
+    } else {
+      const __m512 even = _mm512_maskz_loadu_ps(load, src + 2 * p * src_ld);
+      const __m512 odd =
+          2 * p + 1 < kc ? _mm512_maskz_loadu_ps(load, src + (2 * p + 1) * src_ld) : _mm512_setzero_ps();
+      both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);
+    }
     _mm512_mask_storeu_epi32(dst + p * ld, store, _mm512_permutexvar_epi16(interleave, both));
   }
 }
@@ -228,7 +247,9 @@ BRRR_TARGET_BF16 void transpose16x16(__m512i r[16]) {
 // already the row's 16 pairs; a 16 x 16 transpose of 16 rows then puts pair p of every row
 // into r[p]. dst[p * ld + i] for i < 16 (stored where `store` says; rows >= `rows` are zeros),
 // from src[i * src_ld + k], kc values of k.
-BRRR_TARGET_BF16 void pack_pairs_along(u32* dst, i64 ld, __mmask16 store, const float* src, i64 src_ld, i64 rows,
+// From bf16 in memory a row's 32 bf16 are one load, already those pairs.
+template <class Src>
+BRRR_TARGET_BF16 void pack_pairs_along(u32* dst, i64 ld, __mmask16 store, const Src* src, i64 src_ld, i64 rows,
                                        i64 kc) {
   for (i64 k0 = 0; k0 < kc; k0 += 32) {
     const i64 n = std::min<i64>(32, kc - k0);
@@ -240,30 +261,33 @@ BRRR_TARGET_BF16 void pack_pairs_along(u32* dst, i64 ld, __mmask16 store, const 
         r[i] = _mm512_setzero_si512();
         continue;
       }
-      const float* row = src + i * src_ld + k0;
-      r[i] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, row + 16), _mm512_maskz_loadu_ps(lo, row));
+      const Src* row = src + i * src_ld + k0;
+      if constexpr (std::is_same_v<Src, bf16>) r[i] = _mm512_maskz_loadu_epi16(bits, row);
+      else r[i] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, row + 16), _mm512_maskz_loadu_ps(lo, row));
     }
     transpose16x16(r);
     for (i64 p = 0; p < pairs(n); ++p) _mm512_mask_storeu_epi32(dst + (k0 / 2 + p) * ld, store, r[p]);
   }
 }
 
-BRRR_TARGET_BF16 void pack_a_avx512(u32* ap, const float* a, i64 M, i64 K, bool trans_a, i64 i0, i64 rows, i64 p0,
+template <class Src>
+BRRR_TARGET_BF16 void pack_a_avx512(u32* ap, const Src* a, i64 M, i64 K, bool trans_a, i64 i0, i64 rows, i64 p0,
                                     i64 kc) {
   if (trans_a) pack_pairs_across(ap, kMR, 0xfff, rows, a + p0 * M + i0, M, kc);
   else pack_pairs_along(ap, kMR, 0xfff, a + i0 * K + p0, K, rows, kc);
 }
 
-BRRR_TARGET_BF16 void pack_b_avx512(u32* bp, const float* b, i64 N, i64 K, bool trans_b, i64 j0, i64 cols, i64 p0,
+template <class Src>
+BRRR_TARGET_BF16 void pack_b_avx512(u32* bp, const Src* b, i64 N, i64 K, bool trans_b, i64 j0, i64 cols, i64 p0,
                                     i64 kc) {
   const i64 lo = std::min<i64>(cols, 16), hi = std::max<i64>(cols - 16, 0);
   if (!trans_b) {
-    const float* src = b + p0 * N + j0;
+    const Src* src = b + p0 * N + j0;
     pack_pairs_across(bp, kNR, 0xffff, lo, src, N, kc);
     pack_pairs_across(bp + 16, kNR, 0xffff, hi, src + 16, N, kc);
     return;
   }
-  const float* src = b + j0 * K + p0;
+  const Src* src = b + j0 * K + p0;
   pack_pairs_along(bp, kNR, 0xffff, src, K, lo, kc);
   pack_pairs_along(bp + 16, kNR, 0xffff, src + 16 * K, K, hi, kc);
 }
@@ -297,9 +321,10 @@ BRRR_TARGET_BF16 void pack_b_avx512(u32* bp, const float* b, i64 N, i64 K, bool 
 // fresh pages in. Packing is exact and its result the same whoever does it, and each element
 // of C is still one chain of adds in k order computed by one thread: the bits do not change.
 
-struct Path {  // the variant's three pieces
-  void (*pack_a)(u32*, const float*, i64, i64, bool, i64, i64, i64, i64);
-  void (*pack_b)(u32*, const float*, i64, i64, bool, i64, i64, i64, i64);
+template <class Src>
+struct Path {  // the variant's three pieces, for operands of type Src in memory
+  void (*pack_a)(u32*, const Src*, i64, i64, bool, i64, i64, i64, i64);
+  void (*pack_b)(u32*, const Src*, i64, i64, bool, i64, i64, i64, i64);
   void (*micro_kernel)(i64, const u32*, const u32*, float*, i64, bool);
 };
 
@@ -333,7 +358,8 @@ struct PackedOperand {
 
 // Loop 2 and loop 1: rows [i0, i0 + rows) of C, columns [n0, n1), from one packed A
 // micro-panel and the packed B panels of one KC block (the whole matrix's: `bp`), kp pairs.
-void compute_row(const Path& path, float* c, i64 N, const u32* a_panel, const u32* bp, i64 kp, bool load_c, i64 i0,
+template <class Src>
+void compute_row(const Path<Src>& path, float* c, i64 N, const u32* a_panel, const u32* bp, i64 kp, bool load_c, i64 i0,
                  i64 rows, i64 n0, i64 n1) {
   for (i64 j0 = n0; j0 < n1; j0 += kNR) {  // loop 2
     const i64 cols = std::min(kNR, n1 - j0);
@@ -351,7 +377,8 @@ void compute_row(const Path& path, float* c, i64 N, const u32* a_panel, const u3
   }
 }
 
-void matmul_bf16(const Path& path, float* out, const float* a, const float* b, const MatmulShape& s) {
+template <class Src>
+void matmul_bf16(const Path<Src>& path, float* out, const Src* a, const Src* b, const MatmulShape& s) {
   if (gemm_trivial(out, s)) return;
   // The job grid, exactly as in gemm_blocked.cpp: it decides who computes a tile, never how.
   const GemmGrid grid(s, kMR, kNR, kNC);
@@ -408,7 +435,7 @@ void matmul_bf16(const Path& path, float* out, const float* a, const float* b, c
 }  // namespace
 
 void matmul_bf16_plain(float* out, const float* a, const float* b, const MatmulShape& s, Stream) {
-  matmul_bf16({&pack_a_plain, &pack_b_plain, &micro_kernel_plain}, out, a, b, s);
+  matmul_bf16<float>({&pack_a_plain<float>, &pack_b_plain<float>, &micro_kernel_plain}, out, a, b, s);
 }
 
 bool cpu_has_avx512_bf16() {
@@ -423,9 +450,25 @@ bool cpu_has_avx512_bf16() {
 void matmul_bf16_avx512(float* out, const float* a, const float* b, const MatmulShape& s, Stream stream) {
 #ifdef BRRR_HAVE_X86
   (void)stream;
-  matmul_bf16({&pack_a_avx512, &pack_b_avx512, &micro_kernel_dpbf16}, out, a, b, s);
+  matmul_bf16<float>({&pack_a_avx512<float>, &pack_b_avx512<float>, &micro_kernel_dpbf16}, out, a, b, s);
 #else
   matmul_bf16_plain(out, a, b, s, stream);  // never registered where it would run this
+#endif
+}
+
+// On bf16 data (chapter 18, section 10): the same GEMM, its packing reading bf16 where the
+// float32 one reads and rounds float32, so no widened copy of a or b is made; the bits are the
+// float32 path's on the widened operands (a bf16 value rounds to itself).
+void matmul_bf16_data_plain(float* out, const bf16* a, const bf16* b, const MatmulShape& s, Stream) {
+  matmul_bf16<bf16>({&pack_a_plain<bf16>, &pack_b_plain<bf16>, &micro_kernel_plain}, out, a, b, s);
+}
+
+void matmul_bf16_data_avx512(float* out, const bf16* a, const bf16* b, const MatmulShape& s, Stream stream) {
+#ifdef BRRR_HAVE_X86
+  (void)stream;
+  matmul_bf16<bf16>({&pack_a_avx512<bf16>, &pack_b_avx512<bf16>, &micro_kernel_dpbf16}, out, a, b, s);
+#else
+  matmul_bf16_data_plain(out, a, b, s, stream);
 #endif
 }
 

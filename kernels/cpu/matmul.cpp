@@ -88,21 +88,18 @@ template void matmul_naive<double>(double*, const double*, const double*, const 
 template void matmul_eigen<float>(float*, const float*, const float*, const MatmulShape&, Stream);
 template void matmul_eigen<double>(double*, const double*, const double*, const MatmulShape&, Stream);
 
+// gemm_bf16.cpp's GEMM with packing that reads bf16 (declared here, its one caller).
+void matmul_bf16_data_plain(float* out, const bf16* a, const bf16* b, const MatmulShape& s, Stream stream);
+void matmul_bf16_data_avx512(float* out, const bf16* a, const bf16* b, const MatmulShape& s, Stream stream);
+
 // matmul on bf16 data (chapter 18; the CPU variant of the op of the CUDA matmul's variant 12): a and b
-// stored as bf16, widened to float32 (exact) and multiplied by the bf16 GEMM (gemm_bf16.cpp),
-// whose rounding of its operands to bf16 leaves them as they are.
+// stored as bf16, multiplied by the bf16 GEMM (gemm_bf16.cpp), whose packing reads them as they
+// are (no widened copy; it once widened both to float32 first, a pass over each in memory).
 void matmul_bf16_memory(float* out, const bf16* a, const bf16* b, const MatmulShape& s, Stream stream) {
   BRRR_CHECK(s.batch >= 0 && s.M >= 0 && s.N >= 0 && s.K >= 0, "matmul (bf16 data): sizes must not be negative, got ",
              "batch ", s.batch, ", M ", s.M, ", N ", s.N, ", K ", s.K);
-  auto widened = [&](const bf16* x, std::int64_t stride, std::int64_t matrix) {
-    const std::int64_t n = s.batch == 0 ? 0 : stride == 0 ? matrix : (s.batch - 1) * stride + matrix;
-    std::vector<float> w(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) w[static_cast<std::size_t>(i)] = static_cast<float>(x[i]);
-    return w;
-  };
-  const std::vector<float> af = widened(a, s.stride_a, s.M * s.K), bf = widened(b, s.stride_b, s.K * s.N);
-  if (cpu_has_avx512_bf16()) matmul_bf16_avx512(out, af.data(), bf.data(), s, stream);
-  else matmul_bf16_plain(out, af.data(), bf.data(), s, stream);
+  if (cpu_has_avx512_bf16()) matmul_bf16_data_avx512(out, a, b, s, stream);
+  else matmul_bf16_data_plain(out, a, b, s, stream);
 }
 
 }  // namespace brrr::kernels::cpu

@@ -173,29 +173,20 @@ void cross_entropy_backward(T* dlogits, const T* dlosses, const T* logits, const
 
 // Forward as x / (1 + exp(-2u)), the same function (0.5 (1 + tanh u) = 1 / (1 + exp(-2u))),
 // with one exp and one divide per element instead of tanh's exp, divide and extra terms.
+// (cpu.h: gelu_tanh_value and gelu_tanh_slope, shared with the bf16 kernels.)
 template <class T>
 void gelu_forward(T* out, const T* x, std::int64_t n, Stream) {
-  const T k2 = static_cast<T>(-2.0 * 0.7978845608028654), c = static_cast<T>(0.044715);
   parallel_for(n, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
 #pragma omp simd
-    for (std::int64_t i = b; i < e; ++i) {
-      const T v = x[i];
-      out[i] = v / (T(1) + exp_vec(k2 * (v + c * v * v * v)));
-    }
+    for (std::int64_t i = b; i < e; ++i) out[i] = gelu_tanh_value(x[i]);
   });
 }
 
 template <class T>
 void gelu_backward(T* dx, const T* dout, const T* x, std::int64_t n, Stream) {
-  const T k = static_cast<T>(0.7978845608028654), c = static_cast<T>(0.044715);
   parallel_for(n, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
 #pragma omp simd
-    for (std::int64_t i = b; i < e; ++i) {
-      const T v = x[i];
-      const T th = tanh_vec(k * (v + c * v * v * v));
-      const T grad = T(0.5) * (T(1) + th) + T(0.5) * v * (T(1) - th * th) * k * (T(1) + T(3) * c * v * v);
-      dx[i] = grad * dout[i];
-    }
+    for (std::int64_t i = b; i < e; ++i) dx[i] = gelu_tanh_slope(x[i]) * dout[i];
   });
 }
 
@@ -213,13 +204,9 @@ void gelu_erf_forward(T* out, const T* x, std::int64_t n, Stream) {
 
 template <class T>
 void gelu_erf_backward(T* dx, const T* dout, const T* x, std::int64_t n, Stream) {
-  const T r = static_cast<T>(-0.7071067811865476), k = static_cast<T>(0.3989422804014327);  // 1 / sqrt(2 pi)
   parallel_for(n, kElementwiseGrain, [&](std::int64_t b, std::int64_t e) {
 #pragma omp simd
-    for (std::int64_t i = b; i < e; ++i) {
-      const T v = x[i];
-      dx[i] = (T(0.5) * erfc_vec(r * v) + v * k * exp_vec(T(-0.5) * v * v)) * dout[i];
-    }
+    for (std::int64_t i = b; i < e; ++i) dx[i] = gelu_erf_slope(x[i]) * dout[i];  // cpu.h
   });
 }
 
@@ -255,29 +242,9 @@ void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, 
     for (std::int64_t chunk = b; chunk < e; ++chunk) {
       double* pw = partial_w.data() + chunk * C;
       double* pb = partial_b.data() + chunk * C;
-      for (std::int64_t n = chunk * kRows; n < std::min(N, (chunk + 1) * kRows); ++n) {
-        const T* row = x + n * C;
-        const T* g = dout + n * C;
-        const double m = mean[n], s = rstd[n];
-        double mean_g = 0.0, mean_gn = 0.0;
-#pragma omp simd reduction(+ : mean_g, mean_gn)
-        for (std::int64_t c = 0; c < C; ++c) {
-          const double norm = (row[c] - m) * s;
-          const double gw = static_cast<double>(g[c]) * weight[c];
-          mean_g += gw;
-          mean_gn += gw * norm;
-          pw[c] += static_cast<double>(g[c]) * norm;
-          pb[c] += g[c];
-        }
-        mean_g /= static_cast<double>(C);
-        mean_gn /= static_cast<double>(C);
-#pragma omp simd
-        for (std::int64_t c = 0; c < C; ++c) {
-          const double norm = (row[c] - m) * s;
-          const double gw = static_cast<double>(g[c]) * weight[c];
-          dx[n * C + c] = static_cast<T>(s * (gw - mean_g - norm * mean_gn));
-        }
-      }
+      for (std::int64_t n = chunk * kRows; n < std::min(N, (chunk + 1) * kRows); ++n)
+        layernorm_backward_row(dx + n * C, pw, pb, dout + n * C, x + n * C, weight, static_cast<double>(mean[n]),
+                               static_cast<double>(rstd[n]), C);  // cpu.h
     }
   });
   for (std::int64_t c = 0; c < C; ++c) {

@@ -126,19 +126,20 @@ void register_cpu_kernels() {
   add(op::attention_backward<float>.autocast(), kCpu, "cpu", &cpu::attention_backward_bf16, 0,
       about("attention_backward's loops, q, k, v and dout rounded to bf16 where they are read"));
   // ... and the ops on bf16 data of the tensor-core kernels that read bf16 from memory (chapters
-  // 14 and 15): here the float32 kernels on widened copies, the references the lab runs them beside.
+  // 14 and 15): here the float32 kernels reading bf16 as they go, the references the lab runs
+  // them beside, and the CPU's bf16 step.
   add(op::matmul_on_bf16, kCpu, "cpu", &cpu::matmul_bf16_memory, 0,
-      about("a and b widened to float32 (exact), then the bf16 GEMM"));
+      about("the bf16 GEMM, its packing reading bf16 as it is (no widened copy)"));
   add(op::attention_forward_on_bf16, kCpu, "cpu", &cpu::attention_forward_bf16_memory, 0,
-      about("widened to float32 (exact), attention_forward's loops, out rounded once"));
+      about("attention_forward's loops reading bf16 where they copy (exact), out rounded once"));
   add(op::attention_backward_on_bf16, kCpu, "cpu", &cpu::attention_backward_bf16_memory, 0,
-      about("widened to float32 (exact), attention_backward's loops"));
+      about("attention_backward's loops reading bf16 where they copy (exact)"));
   add(op::residual_layernorm_forward_on_bf16, kCpu, "cpu", &cpu::residual_layernorm_forward_bf16, 0,
       about("the sum rounded to bf16 once, layernorm_forward's float32 loops on it, float32 mean and rstd"));
   add(op::residual_layernorm_backward_on_bf16, kCpu, "cpu", &cpu::residual_layernorm_backward_bf16, 0,
       about("layernorm_backward's float32 loops, the residual's gradient added before the one rounding"));
   add(op::cross_entropy_fused_on_bf16, kCpu, "cpu", &cpu::cross_entropy_fused_bf16, 0,
-      about("each row widened to float32, the rowwise variant's loss and gradient, the gradient rounded once"));
+      about("each row widened into an L1 buffer, the rowwise variant's loss and gradient, the gradient rounded once"));
   // The Decoder's kernels (chapter 08, kernels/cpu/rows/rows.h), registered for the kernel lab; the
   // Decoder calls them directly.
   add(op::linear_rows<float>, kCpu, "tiles", &cpu::linear_rows_op, 0,
@@ -156,11 +157,16 @@ void register_cpu_kernels() {
   add(op::attend_rows<double>, kCpu, "loop", &cpu::attend_rows_loop, 0, about("the formula, row by row"));
   register_integer<std::int32_t>();
   register_integer<std::int64_t>();
-  // bfloat16 (chapter 18): storage and conversion only; ops on bf16 tensors compute in float32.
+  // bfloat16 (chapter 18): storage and conversion; ops on bf16 tensors compute in float32.
   add(op::fill<bf16>, kCpu, "cpu", &cpu::fill<bf16>, 0, about("std::fill over chunks"));
   add(op::copy<bf16>, kCpu, "cpu", &cpu::copy<bf16>, 0, about("memcpy when contiguous, else a strided loop"));
-  // ... and GELU, bias + GELU, LayerNorm and cross-entropy on bf16 data (nn_bf16.cpp).
-  const char* const widened = "widened to float32, the float32 kernel, each output rounded once";
+  const char* const in_float32 = "each value widened in the loop, the float32 op, the result rounded once";
+  add(op::add<bf16>, kCpu, "cpu", &cpu::add<bf16>, 0, about(in_float32));
+  add(op::sub<bf16>, kCpu, "cpu", &cpu::sub<bf16>, 0, about(in_float32));
+  add(op::mul<bf16>, kCpu, "cpu", &cpu::mul<bf16>, 0, about(in_float32));
+  add(op::div<bf16>, kCpu, "cpu", &cpu::div<bf16>, 0, about(in_float32));
+  // ... and GELU, bias + GELU, LayerNorm and cross-entropy on bf16 data (nn_bf16.cpp), one pass.
+  const char* const widened = "one pass: values (or one row, in L1) widened, the float32 kernel's math, each output rounded once";
   add(op::gelu_forward<bf16>, kCpu, "cpu", &cpu::gelu_forward_bf16, 0, about(widened));
   add(op::gelu_backward<bf16>, kCpu, "cpu", &cpu::gelu_backward_bf16, 0, about(widened));
   add(op::gelu_erf_forward<bf16>, kCpu, "cpu", &cpu::gelu_erf_forward_bf16, 0, about(widened));
@@ -169,10 +175,10 @@ void register_cpu_kernels() {
   add(op::bias_gelu_backward<bf16>, kCpu, "cpu", &cpu::bias_gelu_backward_bf16, 0, about(widened));
   add(op::layernorm_forward<bf16>, kCpu, "cpu", &cpu::layernorm_forward_bf16, 0, about(widened));
   add(op::layernorm_backward<bf16>, kCpu, "cpu", &cpu::layernorm_backward_bf16, 0,
-      about("widened to float32, the mean recomputed from x, the float32 kernel, each output rounded once"));
+      about("one pass, rows widened in L1, the mean recomputed from x, the float32 kernel's math, each output rounded once"));
   add(op::cross_entropy_forward<bf16>, kCpu, "cpu", &cpu::cross_entropy_forward_bf16, 0, about(widened));
   add(op::cross_entropy_backward<bf16>, kCpu, "cpu", &cpu::cross_entropy_backward_bf16, 0,
-      about("widened to float32, lse recomputed from the logits, the float32 kernel, each output rounded once"));
+      about("one pass, rows widened in L1, lse recomputed from the logits, the float32 kernel's math, each output rounded once"));
   add(op::check_indices, kCpu, "cpu", &cpu::check_indices, 0,
       about("one pass: a bad index becomes 0 and the first bad position is kept"));
   register_cast<float>();

@@ -13,6 +13,7 @@
 #include "brrr/autograd.h"
 #include "brrr/eval_mode.h"
 #include "brrr/ops.h"
+#include "brrr/param_copies.h"
 
 namespace brrr::models {
 
@@ -169,7 +170,8 @@ FeedForward::FeedForward(const GPTConfig& c, Generator& gen) : gelu_erf_(c.activ
 Tensor FeedForward::forward(const Tensor& x) {
   // gelu(x W^T + b): how (the bias in the GEMM, fused with GELU, or composed) is the registry's
   // choice. The exact GELU of some pretrained models has its own kernels, after the linear.
-  const Tensor h = gelu_erf_ ? ops::gelu_erf(c_fc->forward(x)) : ops::linear_gelu(x, c_fc->weight, c_fc->bias);
+  const Tensor h = gelu_erf_ ? ops::gelu_erf(c_fc->forward(x))
+                             : ops::linear_gelu(x, nn::param_like(c_fc->weight, x), nn::param_like(c_fc->bias, x));
   return dropout->forward(c_proj->forward(h));
 }
 
@@ -183,10 +185,13 @@ Block::Block(const GPTConfig& c, Generator& gen) {
 Tensor Block::forward(const Tensor& x) { return forward(x, nullptr); }
 
 Tensor Block::forward(const Tensor& x, const AttentionExtras* extras) {
-  const Tensor attended = attn->forward(ln_1->forward(x), extras);
+  // x is the residual stream, in its own dtype; attention and MLP run in `activations` (the
+  // casts are no-ops when the two agree, as in float32).
+  const Tensor attended = attn->forward(ln_1->forward(x).to(activations), extras).to(x.dtype());
   // The residual add and ln_2: {a, ln_2(a)}, in one kernel unless the registry picks otherwise.
-  const auto [a, normed] = ops::residual_layer_norm(x, attended, ln_2->weight, ln_2->bias, ln_2->eps);
-  return a + mlp->forward(normed);
+  const auto [a, normed] = ops::residual_layer_norm(x, attended, nn::param_like(ln_2->weight, x),
+                                                    nn::param_like(ln_2->bias, x), ln_2->eps);
+  return a + mlp->forward(normed.to(activations)).to(x.dtype());
 }
 
 GPT::GPT(const GPTConfig& c, Generator& gen) : config_(c) {
@@ -226,9 +231,22 @@ Tensor GPT::hidden(const Tensor& input) {
   BRRR_CHECK(T >= 1 && T <= config_.block_size, "GPT: sequence length ", T, " is outside 1..block_size (",
              config_.block_size, ")");
   const Tensor pos = positions(T, idx.device());
-  Tensor x = drop_->forward(wte->forward(idx) + wpe->forward(pos));  // (B, T, C) + (T, C)
+  const nn::ParameterCopies copies;  // one bf16 copy of each parameter per forward (set_precision)
+  // (B, T, C) + (T, C) in float32, then the residual stream's dtype.
+  Tensor x = drop_->forward(wte->forward(idx) + wpe->forward(pos)).to(residual_);
   for (std::size_t l = 0; l < h->size(); ++l) x = h->at<Block>(l)->forward(x);
   return ln_f->forward(x);
+}
+
+void GPT::set_precision(DType activations, DType residual) {
+  for (DType d : {activations, residual})
+    BRRR_CHECK(d == kFloat32 || d == kBFloat16, "GPT::set_precision: activations and residual stream must be float32 ",
+               "or bfloat16, got ", dtype_name(d));
+  BRRR_CHECK(activations == kBFloat16 || residual == kFloat32,
+             "GPT::set_precision: a bfloat16 residual stream needs bfloat16 activations");
+  activations_ = activations;
+  residual_ = residual;
+  for (std::size_t l = 0; l < h->size(); ++l) h->at<Block>(l)->activations = activations;
 }
 
 
@@ -250,7 +268,9 @@ Tensor GPT::attention_weights(const Tensor& input, std::int64_t layer, std::int6
 }
 
 Tensor GPT::forward(const Tensor& idx) {
-  return ops::linear(hidden(idx), head_weight());  // (B, T, C) @ (V, C)^T: wte's weight when tied
+  const nn::ParameterCopies copies;  // hidden's, and the head's (wte's copy when tied)
+  const Tensor x = hidden(idx).to(activations_);
+  return ops::linear(x, nn::param_like(head_weight(), x));  // (B, T, C) @ (V, C)^T: wte's weight when tied
 }
 
 Tensor GPT::loss(const Tensor& logits, const Tensor& targets) const {

@@ -13,6 +13,7 @@
 
 #include "brrr/bfloat16.h"
 #include "brrr/brrr.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "tests/skip.h"
 
 using namespace brrr;
@@ -208,4 +209,44 @@ TEST_CASE("Autocast is a scope: it nests, restores, refuses other dtypes and lea
     CHECK(inside.to_vector<double>() == ops::matmul(a, b).to_vector<double>());
   }
   CHECK(autocast_dtype() == kFloat32);
+}
+
+// Defined in kernels/cpu/gemm_bf16.cpp (its one other caller, matmul.cpp, declares them too).
+namespace brrr::kernels::cpu {
+void matmul_bf16_data_plain(float* out, const bf16* a, const bf16* b, const MatmulShape& s, Stream stream);
+void matmul_bf16_data_avx512(float* out, const bf16* a, const bf16* b, const MatmulShape& s, Stream stream);
+}  // namespace brrr::kernels::cpu
+
+// matmul on bf16 data (chapter 18, section 10): the same GEMM, its packing reading bf16 from
+// memory instead of rounding float32. On the widened operands (exact) the float32-reading GEMM
+// rounds each to itself, so the two give the same bits: every layout, a batch whose B is
+// shared, an odd K above one KC block (512), accumulation.
+TEST_CASE("bf16 GEMM on bf16 data: the bits of the float32-reading GEMM on the widened operands") {
+  namespace kc = kernels::cpu;
+  Generator g(61);
+  for (const auto& [M, N, K] : std::vector<std::array<std::int64_t, 3>>{{13, 37, 29}, {25, 33, 515}, {1, 70, 2}}) {
+    for (int layout = 0; layout < 4; ++layout) {
+      kernels::MatmulShape s;
+      s.batch = 2, s.M = M, s.N = N, s.K = K, s.trans_a = layout & 1, s.trans_b = layout & 2;
+      s.stride_a = M * K, s.stride_b = 0, s.stride_out = M * N, s.accumulate = true;
+      const Tensor a = randn({2 * M * K}, g).to(kBFloat16), b = randn({K * N}, g).to(kBFloat16);
+      const Tensor start = randn({2 * M * N}, g);
+      const std::vector<float> a32 = a.to_vector<float>(), b32 = b.to_vector<float>();
+      INFO("M " << M << " N " << N << " K " << K << " layout " << layout);
+      auto run16 = [&](kernels::matmul_on_bf16_fn gemm) {
+        std::vector<float> out = start.to_vector<float>();
+        gemm(out.data(), a.data_ptr<bf16>(), b.data_ptr<bf16>(), s, nullptr);
+        return out;
+      };
+      auto run32 = [&](kernels::matmul_fn<float> gemm) {
+        std::vector<float> out = start.to_vector<float>();
+        gemm(out.data(), a32.data(), b32.data(), s, nullptr);
+        return out;
+      };
+      const bool avx = kc::cpu_has_avx512_bf16();
+      CHECK(run16(&kc::matmul_bf16_data_plain) == run32(&kc::matmul_bf16_plain));
+      CHECK(run16(&kc::matmul_bf16_memory) == run32(avx ? &kc::matmul_bf16_avx512 : &kc::matmul_bf16_plain));
+      if (avx) CHECK(run16(&kc::matmul_bf16_data_avx512) == run32(&kc::matmul_bf16_avx512));
+    }
+  }
 }

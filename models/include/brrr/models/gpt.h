@@ -99,6 +99,9 @@ class Block : public nn::Module {
   std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<FeedForward> mlp;
+  // The dtype of the attention's and the MLP's activations (GPT::set_precision); the residual
+  // stream keeps the dtype of the block's input.
+  DType activations = kFloat32;
 };
 
 // One layer's keys (or values) in int8 (chapter 18): each row of hs numbers (one head at one
@@ -154,12 +157,22 @@ class GPT : public nn::Module {
   // The output projection's weight (V, C): wte's when tied, else lm_head's.
   const Tensor& head_weight() const { return lm_head ? lm_head->weight : wte->weight; }
 
+  // Mixed precision with bf16 in memory (chapter 18, section 10; brrr train --dtype bf16): the
+  // activations of the attention and the MLP, the logits, their gradients and what backward
+  // saves are `activations` (kBFloat16, or kFloat32 as by default), the residual stream is
+  // `residual` (either). Parameters stay float32, the optimizer's masters; each forward reads a
+  // bf16 copy of each (nn::param_like). The embeddings' sum is float32 and then cast.
+  void set_precision(DType activations, DType residual);
+  DType activation_dtype() const { return activations_; }
+  DType residual_dtype() const { return residual_; }
+
  private:
   // Positions 0 .. T-1 on idx's device: the first T of 0 .. block_size-1, made there once (not
   // a host-to-device copy every forward, which a CUDA graph could not capture).
   Tensor positions(std::int64_t T, Device device);
 
   GPTConfig config_;
+  DType activations_ = kFloat32, residual_ = kFloat32;
   std::shared_ptr<nn::Dropout> drop_;
   Tensor positions_;
 };
