@@ -465,25 +465,26 @@ void check_epilogue(int epilogue) {
 }
 }  // namespace
 
-void linear_rows_op(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, int epilogue) {
+void linear_rows_op(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, int epilogue,
+                    void*) {
   check_epilogue(epilogue);
   linear_rows(y, x, w, bias, M, N, K, static_cast<Epilogue>(epilogue));
 }
 
 void linear_rows_bf16_op(float* y, const float* x, const bf16* w, const float* bias, i64 M, i64 N, i64 K,
-                         int epilogue) {
+                         int epilogue, void*) {
   check_epilogue(epilogue);
   linear_rows_impl(y, x, reinterpret_cast<const std::uint16_t*>(w), bias, M, N, K, static_cast<Epilogue>(epilogue));
 }
 
 void linear_rows_bf16_amx_op(float* y, const float* x, const bf16* w, const float* bias, i64 M, i64 N, i64 K,
-                             int epilogue) {
+                             int epilogue, void*) {
   check_epilogue(epilogue);
   linear_rows_amx(y, x, reinterpret_cast<const std::uint16_t*>(w), bias, M, N, K, static_cast<Epilogue>(epilogue));
 }
 
 void linear_rows_loop(double* y, const double* x, const double* w, const double* bias, i64 M, i64 N, i64 K,
-                      int epilogue) {
+                      int epilogue, void*) {
   check_epilogue(epilogue);
   rows_parallel(M, 1, [&](i64 begin, i64 end) {
     for (i64 m = begin; m < end; ++m)
