@@ -122,6 +122,7 @@ __global__ void linear_rows_chunk(T* y, T* partials, const T* x, const W* w, con
   constexpr int kGroups = kChunk / (32 * G);           // loads per lane per chunk
   __shared__ float4 stage_storage[kRows * kChunk * sizeof(T) / 16];  // float4: 16-byte aligned
   T* stage = reinterpret_cast<T*>(stage_storage);  // (kRows, kChunk): this pass's rows of x, zero past K
+  __shared__ T sums[kRows][kOutputs];  // the pass's sums, written out together (contiguous in n)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const i64 k0 = i64{blockIdx.y} * kChunk;
   const int len = static_cast<int>(K - k0 < kChunk ? K - k0 : kChunk);
@@ -157,11 +158,18 @@ __global__ void linear_rows_chunk(T* y, T* partials, const T* x, const W* w, con
       for (int r = 0; r < kRows; ++r) {
         if (r >= rows) break;
         const T s = warp_sum(acc[r]);
-        if (lane != 0) continue;
-        const i64 at = (m0 + r) * N + n;
-        if (split) partials[i64{blockIdx.y} * M * N + at] = s;
-        else y[at] = finish(s, bias, n, epilogue, y + at);
+        if (lane == 0) sums[r][o * kWarps + warp] = s;
       }
+    }
+    __syncthreads();
+    // One thread an output, so a row's 16 outputs are one store of consecutive addresses (lane 0
+    // of each warp storing its own would make each 4-byte output a 32-byte sector of its own).
+    for (int i = threadIdx.x; i < rows * kOutputs; i += blockDim.x) {
+      const int r = i / kOutputs, j = i % kOutputs;
+      const i64 n = i64{blockIdx.x} * kOutputs + j, at = (m0 + r) * N + n;
+      if (n >= N) continue;
+      if (split) partials[i64{blockIdx.y} * M * N + at] = sums[r][j];
+      else y[at] = finish(sums[r][j], bias, n, epilogue, y + at);
     }
   }
 }
