@@ -135,24 +135,38 @@ __global__ void linear_rows_chunk(T* y, T* partials, const T* x, const W* w, con
       stage[i] = k < len ? x[(m0 + r) * K + k0 + k] : T(0);
     }
     __syncthreads();
+    // All of the warp's weights for this chunk first (kOutputsPerWarp x kGroups loads of 16 bytes
+    // a lane, none waiting for another), then the products: a lane that loaded one group and
+    // used it before loading the next would have one load in flight, and memory's latency, not
+    // its bandwidth, would set the time.
+    T wv[kOutputsPerWarp][kGroups][G];
+BRRR_UNROLL
     for (int o = 0; o < kOutputsPerWarp; ++o) {
       const i64 n = i64{blockIdx.x} * kOutputs + o * kWarps + warp;
-      if (n >= N) break;  // the same for the whole warp
-      T acc[kRows];
-      for (int r = 0; r < kRows; ++r) acc[r] = T(0);
-      const W* row = w + n * K + k0;
+BRRR_UNROLL
       for (int g = 0; g < kGroups; ++g) {
         const int kg = (g * 32 + lane) * G;  // this lane's group: k0 + kg .. k0 + kg + G - 1
-        if (kg >= len) break;
         const int count = len - kg < G ? len - kg : G;
-        T wv[G];
-        load_weights<G>(wv, row + kg, count, vector);
+        if (n < N && count > 0) load_weights<G>(wv[o][g], w + n * K + k0 + kg, count, vector);
+      }
+    }
+BRRR_UNROLL
+    for (int o = 0; o < kOutputsPerWarp; ++o) {
+      if (i64{blockIdx.x} * kOutputs + o * kWarps + warp >= N) break;  // the same for the whole warp
+      T acc[kRows];
+      for (int r = 0; r < kRows; ++r) acc[r] = T(0);
+BRRR_UNROLL
+      for (int g = 0; g < kGroups; ++g) {
+        const int kg = (g * 32 + lane) * G;
+        const int count = len - kg < G ? len - kg : G;
+        if (count <= 0) break;
         for (int r = 0; r < kRows; ++r) {
           if (r >= rows) break;
           T xv[G];
           load_stage<G>(xv, stage + r * kChunk + kg);
+BRRR_UNROLL
           for (int j = 0; j < G; ++j)
-            if (j < count) acc[r] = fma_of(wv[j], xv[j], acc[r]);
+            if (j < count) acc[r] = fma_of(wv[o][g][j], xv[j], acc[r]);
         }
       }
       for (int r = 0; r < kRows; ++r) {
