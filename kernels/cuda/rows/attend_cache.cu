@@ -62,8 +62,9 @@ __device__ inline bool row_in_range(const CacheShape& s, const std::int32_t* slo
 // One block: positions split * 128 .. + 127 of row blockIdx.z, head blockIdx.y. parts is (rows,
 // heads, splits, hs + 2): m, l, then o (hs).
 template <class T, class C>
-__global__ void attend_cache_split(T* parts, const T* q, const C* k, const C* v, const std::int32_t* slots,
-                                   const std::int32_t* lengths, CacheShape s, int splits, T scale) {
+__global__ void __launch_bounds__(kWarps * 32)
+    attend_cache_split(T* parts, const T* q, const C* k, const C* v, const std::int32_t* slots,
+                       const std::int32_t* lengths, CacheShape s, int splits, T scale) {
   __shared__ T warp_m[kWarps], warp_l[kWarps];
   __shared__ T warp_o[kWarps][kMaxHeadSize];
   const i64 row = blockIdx.z;

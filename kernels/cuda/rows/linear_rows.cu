@@ -116,8 +116,9 @@ __device__ inline T finish(T s, const T* bias, i64 n, int epilogue, const T* old
 // x, kRows at a time. With one chunk it writes y; with more, each output's sum over its chunk
 // goes to partials (chunks, M, N) for linear_rows_combine.
 template <class T, class W>
-__global__ void linear_rows_chunk(T* y, T* partials, const T* x, const W* w, const T* bias, i64 M, i64 N, i64 K,
-                                  int epilogue, bool vector) {
+__global__ void __launch_bounds__(kWarps * 32)
+    linear_rows_chunk(T* y, T* partials, const T* x, const W* w, const T* bias, i64 M, i64 N, i64 K, int epilogue,
+                      bool vector) {
   constexpr int G = 16 / static_cast<int>(sizeof(W));  // weights per 16-byte load
   constexpr int kGroups = kChunk / (32 * G);           // loads per lane per chunk
   __shared__ float4 stage_storage[kRows * kChunk * sizeof(T) / 16];  // float4: 16-byte aligned
