@@ -107,6 +107,22 @@ Case linear_rows_bf16_case() {
   return c;
 }
 
+// --- linear_rows at a decoding step's sizes (chapter 20) --------------------------------------
+// One row to a few: each weight is read once and used for one multiply-add a row, so bandwidth,
+// not FLOPs, is the limit and the lab reports GB/s and the share of the copy bandwidth (the GPU
+// bar: 85%). The default size is GPT-2's c_fc at batch 1; --size 1x50257x768 is its head.
+
+Case as_gemv(Case c, const char* name, const char* what) {
+  c.name = name;
+  c.what = what;
+  c.chapter = "20";
+  c.gpu_size = {1, 3072, 768}, c.emulator_size = {1, 96, 1024}, c.cpu_size = {1, 3072, 768};
+  c.shapes = {{1, 1, 1}, {1, 40, 1030}, {4, 33, 517}};  // one chunk of K or three (kernels/cuda/rows/)
+  c.report_flops = false;
+  c.flops = nullptr;
+  return c;
+}
+
 // --- attend_rows: the last n of T positions of one head's causal attention ---------------------
 // (the lab's sizes are positive, so the case names T = t0 + n, the positions in all)
 
@@ -231,6 +247,10 @@ std::vector<Case> decode_cases() {
       linear_rows_case<kGeluErf, true>("linear_rows/gelu_erf",
                                        "y (M, N) = gelu_erf(x (M, K) @ w (N, K)^T + bias): c_fc with the exact GELU"),
       linear_rows_bf16_case(),
+      as_gemv(linear_rows_case<kStore, true>("", ""), "linear_rows/gemv",
+              "y (M, N) = x (M, K) @ w (N, K)^T + bias at a decoding step's M (1 to a few): bandwidth-bound, in GB/s"),
+      as_gemv(linear_rows_bf16_case(), "linear_rows/gemv/bf16",
+              "linear_rows/gemv on bfloat16 weights (--dtype bf16): y, x and the bias float32"),
       Case{.name = "attend_rows",
            .what = "out (n, hs): the last n rows (positions T - n .. T - 1) of one head's causal softmax(q k^T "
                    "/ sqrt(hs)) v, q (n, hs), k and v (T, hs)",
