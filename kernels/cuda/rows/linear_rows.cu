@@ -86,13 +86,24 @@ __device__ inline void load_weights(T (&out)[G], const W* p, int count, bool vec
   for (int j = 0; j < G; ++j) out[j] = j < count ? widen(p[j]) : T(0);
 }
 
-// G values of the x stage at p (16-byte aligned: kChunk and the group's offset are multiples of G).
+// G values of the x stage at p (16-byte aligned: kChunk and the group's offset are multiples of
+// G), in float4s. With 8 values a lane (bf16 weights) the lanes are 32 bytes apart, so a
+// quarter-warp's first float4s would fall on 16 of the 32 banks twice over (2-way conflicts, the
+// emulator's counters showed); lanes 4 to 7 of each quarter read their second float4 first,
+// which puts the quarter's 8 reads on all 32 banks. The values are the same either way.
 template <int G, class T>
-__device__ inline void load_stage(T (&out)[G], const T* p) {
+__device__ inline void load_stage(T (&out)[G], const T* p, int lane) {
   if constexpr (std::is_same_v<T, float>) {
-    for (int i = 0; i < G / 4; ++i) {
-      const float4 v = reinterpret_cast<const float4*>(p)[i];
-      out[4 * i] = v.x, out[4 * i + 1] = v.y, out[4 * i + 2] = v.z, out[4 * i + 3] = v.w;
+    const float4* p4 = reinterpret_cast<const float4*>(p);
+    if constexpr (G == 8) {
+      const int first = (lane >> 2) & 1;
+      const float4 a = p4[first], b = p4[first ^ 1];  // (selected after, so no index is dynamic)
+      const float4 lo = first ? b : a, hi = first ? a : b;
+      out[0] = lo.x, out[1] = lo.y, out[2] = lo.z, out[3] = lo.w;
+      out[4] = hi.x, out[5] = hi.y, out[6] = hi.z, out[7] = hi.w;
+    } else {
+      const float4 v = p4[0];
+      out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
     }
   } else {
     for (int j = 0; j < G; ++j) out[j] = p[j];
@@ -164,7 +175,7 @@ BRRR_UNROLL
         for (int r = 0; r < kRows; ++r) {
           if (r >= rows) break;
           T xv[G];
-          load_stage<G>(xv, stage + r * kChunk + kg);
+          load_stage<G>(xv, stage + r * kChunk + kg, lane);
 BRRR_UNROLL
           for (int j = 0; j < G; ++j)
             if (j < count) acc[r] = fma_of(wv[o][g][j], xv[j], acc[r]);
