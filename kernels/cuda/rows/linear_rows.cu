@@ -4,12 +4,12 @@
 // Read before: rows.h, kernels/cpu/rows/rows.h (the CPU's linear_rows, the same op),
 // kernels/cuda/matmul/cuda_cores.cu (the GEMMs of training). Read next: attend_cache.cu.
 //
-// Why not the training GEMM. With one row of x, a GEMM's tiles of 64 or 128 rows are almost all
-// padding: each weight is read once and used once, so the kernel does 2 FLOPs per weight read
-// (1 per byte in float32) and its time is the weights' bytes over the memory's bandwidth. The
-// goal is that bound: every weight read once, in full 32-byte sectors, with enough loads in
-// flight to keep the memory busy, whatever M from 1 to a few. What the GPU must not do is what a
-// GEMM does at M = 1: read W once per tile of outputs, or leave most warps idle.
+// Why not the training GEMM. With one row of x, each weight is read once and used once: 2 FLOPs
+// per weight (half a FLOP per byte in float32, one in bf16), so the time is the weights' bytes
+// over the memory's bandwidth. The goal is that bound: every weight read once, in full 32-byte
+// sectors, with enough loads in flight to keep the memory busy, whatever M from 1 to a few. A
+// GEMM's tiles of 64 or 128 rows of x hold one row and padding, and its tiles of 64 or 128
+// outputs give a layer of N = 768 a dozen blocks or fewer, on a chip of 132 multiprocessors.
 //
 // The kernel. A block is 8 warps; each warp streams 2 rows of W (2 outputs), so a block has 16
 // outputs. The K dimension is cut into chunks of 512 (kChunk), one per blockIdx.y: a layer with
