@@ -7,8 +7,8 @@
 // ratio of the medians (above 1: B is faster) and whether the two builds' outputs are the same
 // bits, as they must be when only the speed changed.
 //   decode_ab [--bf16] C LAYERS THREADS PASSES M [M ...]
-// --bf16: the weights as bfloat16 bits (the FMA path; BRRR_AMX=1 would put both builds on the
-// tile unit).
+// --bf16: the weights as bfloat16 bits (off the tile unit; BRRR_AMX=1 would put both builds on
+// it), packed once into pair panels for a build that has them (rows.h), as the Decoder packs.
 // C, LAYERS: the GPT's width and depth (gpt-12m: 384 6; cpu-tiny: 128 4; GPT-2: 768 12).
 #include <omp.h>
 
@@ -32,6 +32,14 @@ void linear_rows(float* y, const float* x, const float* w, const float* bias, st
                  std::int64_t K, Epilogue epilogue);
 void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* bias, std::int64_t M, std::int64_t N,
                  std::int64_t K, Epilogue epilogue);
+// Builds since the pair panels (rows/bf16.cpp) hold bf16 weights packed: weak, so a build
+// without them links and runs the row-major call above.
+__attribute__((weak)) std::int64_t bf16_panels_size(std::int64_t N, std::int64_t K);
+__attribute__((weak)) void pack_bf16_panels(std::uint16_t* panels, const std::uint16_t* w, std::int64_t N,
+                                            std::int64_t K);
+__attribute__((weak)) void linear_rows_panels(float* y, const float* x, const std::uint16_t* panels,
+                                              const float* bias, std::int64_t M, std::int64_t N, std::int64_t K,
+                                              Epilogue epilogue);
 }  // namespace cpuA
 namespace cpuB {
 enum class Epilogue { kStore, kAdd, kGeluTanh, kGeluErf };
@@ -39,6 +47,14 @@ void linear_rows(float* y, const float* x, const float* w, const float* bias, st
                  std::int64_t K, Epilogue epilogue);
 void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* bias, std::int64_t M, std::int64_t N,
                  std::int64_t K, Epilogue epilogue);
+// Builds since the pair panels (rows/bf16.cpp) hold bf16 weights packed: weak, so a build
+// without them links and runs the row-major call above.
+__attribute__((weak)) std::int64_t bf16_panels_size(std::int64_t N, std::int64_t K);
+__attribute__((weak)) void pack_bf16_panels(std::uint16_t* panels, const std::uint16_t* w, std::int64_t N,
+                                            std::int64_t K);
+__attribute__((weak)) void linear_rows_panels(float* y, const float* x, const std::uint16_t* panels,
+                                              const float* bias, std::int64_t M, std::int64_t N, std::int64_t K,
+                                              Epilogue epilogue);
 }  // namespace cpuB
 }  // namespace brrr::kernels
 
@@ -63,7 +79,8 @@ int main(int argc, char** argv) {
   struct Matrix {
     long N, K;
     brrr::aligned_vector<float> w;
-    brrr::aligned_vector<std::uint16_t> w16;  // --bf16: w rounded to bfloat16 (w is then emptied)
+    brrr::aligned_vector<std::uint16_t> w16;        // --bf16: w rounded to bfloat16 (w is then emptied)
+    brrr::aligned_vector<std::uint16_t> panels[2];  // --bf16: w16 as pair panels, for builds A, B that have them
   };
   std::vector<Matrix> matrices;  // a GPT block's four linear layers, LAYERS times
   std::mt19937 rng(1);
@@ -75,6 +92,14 @@ int main(int argc, char** argv) {
       if (bf16) {
         for (float v : m.w) m.w16.push_back(brrr::bf16::round_bits(v));
         m.w = {};
+        if (k::cpuA::pack_bf16_panels) {
+          m.panels[0].resize(static_cast<std::size_t>(k::cpuA::bf16_panels_size(N, K)));
+          k::cpuA::pack_bf16_panels(m.panels[0].data(), m.w16.data(), N, K);
+        }
+        if (k::cpuB::pack_bf16_panels) {
+          m.panels[1].resize(static_cast<std::size_t>(k::cpuB::bf16_panels_size(N, K)));
+          k::cpuB::pack_bf16_panels(m.panels[1].data(), m.w16.data(), N, K);
+        }
       }
       matrices.push_back(std::move(m));
     }
@@ -85,7 +110,11 @@ int main(int argc, char** argv) {
   const auto run = [&](int build, long M, const Matrix& m) {
     const auto a = k::cpuA::Epilogue::kStore;
     const auto b = k::cpuB::Epilogue::kStore;
-    if (bf16 && build == 0) k::cpuA::linear_rows(y[0].data(), x.data(), m.w16.data(), nullptr, M, m.N, m.K, a);
+    if (bf16 && build == 0 && k::cpuA::linear_rows_panels)
+      k::cpuA::linear_rows_panels(y[0].data(), x.data(), m.panels[0].data(), nullptr, M, m.N, m.K, a);
+    else if (bf16 && build == 0) k::cpuA::linear_rows(y[0].data(), x.data(), m.w16.data(), nullptr, M, m.N, m.K, a);
+    else if (bf16 && k::cpuB::linear_rows_panels)
+      k::cpuB::linear_rows_panels(y[1].data(), x.data(), m.panels[1].data(), nullptr, M, m.N, m.K, b);
     else if (bf16) k::cpuB::linear_rows(y[1].data(), x.data(), m.w16.data(), nullptr, M, m.N, m.K, b);
     else if (build == 0) k::cpuA::linear_rows(y[0].data(), x.data(), m.w.data(), nullptr, M, m.N, m.K, a);
     else k::cpuB::linear_rows(y[1].data(), x.data(), m.w.data(), nullptr, M, m.N, m.K, b);

@@ -17,11 +17,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The kernels' files at REV (build A) and in the working tree (build B), each build in its own
 # folder so that its .cpp files include its own headers. The files have two layouts: since issue
-# 56 the family kernels/cpu/rows/ (rows.h, internal.h, team.cpp, rows.cpp, gemm.cpp, amx.cpp);
+# 56 the family kernels/cpu/rows/ (rows.h, internal.h, team.cpp, rows.cpp, gemm.cpp, amx.cpp, and
+# since issue 57 bf16.cpp);
 # before it kernels/cpu/decode*.{h,cpp} (REVs before 2026-11-28 have decode.cpp alone, and before
 # d0afc16 no decode_amx.cpp). Whichever a build has is copied.
 files=(kernels/cpu/rows/rows.h kernels/cpu/rows/internal.h kernels/cpu/rows/team.cpp kernels/cpu/rows/rows.cpp
-       kernels/cpu/rows/gemm.cpp kernels/cpu/rows/amx.cpp
+       kernels/cpu/rows/gemm.cpp kernels/cpu/rows/amx.cpp kernels/cpu/rows/bf16.cpp
        kernels/cpu/decode.h kernels/cpu/decode_internal.h kernels/cpu/decode.cpp kernels/cpu/decode_gemm.cpp
        kernels/cpu/decode_amx.cpp)
 for f in "${files[@]}"; do

@@ -204,7 +204,8 @@ template <class T> using matmul_bias_gelu_fn = void (*)(T* out, T* pre, const T*
 // weighted sum of v_p over p = 0 .. t0 + i; q (n, hs), k and v (t0 + n, hs), all contiguous.
 template <class T> using linear_rows_fn = void (*)(T* y, const T* x, const T* w, const T* bias, std::int64_t M, std::int64_t N, std::int64_t K, int epilogue, Stream);
 template <class T> using attend_rows_fn = void (*)(T* out, const T* q, const T* k, const T* v, std::int64_t t0, std::int64_t n, std::int64_t hs);
-// linear_rows on bfloat16 weights (--dtype bf16): x, bias and y float32, w bfloat16.
+// linear_rows on bfloat16 weights (--dtype bf16): x, bias and y float32, w bfloat16; x is
+// rounded to bf16 at the input, the sums are float32 (kernels/cpu/rows/rows.h).
 using linear_rows_on_bf16_fn = void (*)(float* y, const float* x, const bf16* w, const float* bias, std::int64_t M, std::int64_t N, std::int64_t K, int epilogue, Stream);
 // attend_cache (chapter 20): one query per row against its sequence's keys and values in a KV
 // cache, every head, as a decoding step needs it. The cache k and v are (slots, capacity, heads *

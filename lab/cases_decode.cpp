@@ -11,6 +11,8 @@
 // with AVX-512, where it takes over), K past one panel block (1544: two panels, 3077: one).
 #include "lab/cases.h"
 
+#include "brrr/bfloat16.h"
+
 namespace brrr::lab {
 
 namespace op = kernels::op;
@@ -78,9 +80,30 @@ Case linear_rows_case(const char* name, const char* what) {
                            &call_linear_rows<E, kBias, double>)};
 }
 
-// --- linear_rows on bfloat16 weights (--dtype bf16; the tile unit's kernel, rows/amx.cpp) -------
+// --- linear_rows on bfloat16 weights (--dtype bf16; rows/bf16.cpp, rows/amx.cpp) -------------
 // Run with --dtype bfloat16: w is uploaded as bf16 (and the reference sees it rounded), x, the
-// bias and y stay float32, as the Decoder keeps them.
+// bias and y stay float32, as the Decoder keeps them. The kernels round x to bf16 at the input
+// (autocast's meaning of bf16), so the reference takes x rounded too: what is left is the float32
+// sums' error. The variants pack w into pair panels on each call (the Decoder packs once), and
+// the times include it.
+
+void linear_rows_bf16_reference(Problem& p) {
+  const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
+  const std::vector<double>&x = p.in("x"), &w = p.in("w"), &bias = p.in("bias");
+  std::vector<double> xr(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const auto v = static_cast<float>(x[i]);
+    xr[i] = std::abs(v) < 1.17549435e-38f ? 0.0 : round_to_bf16(v);  // float32 subnormals read as 0
+  }
+  std::vector<double>& y = p.out("y");
+  parallel_rows(M, [&](std::int64_t m) {
+    for (std::int64_t n = 0; n < N; ++n) {
+      double s = bias[n];
+      for (std::int64_t k = 0; k < K; ++k) s += xr[m * K + k] * w[n * K + k];
+      y[m * N + n] = s;
+    }
+  });
+}
 
 void linear_rows_bf16_make(Problem& p, Random& r) {
   const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
@@ -97,8 +120,10 @@ void call_linear_rows_bf16(kernels::linear_rows_on_bf16_fn f, const Args& a) {
 
 Case linear_rows_bf16_case() {
   Case c = linear_rows_case<kStore, true>(
-      "linear_rows/bf16", "y (M, N) float32 = x (M, K) float32 @ w (N, K)^T bfloat16 + bias: --dtype bf16's Linear");
+      "linear_rows/bf16",
+      "y (M, N) float32 = bf16(x (M, K)) @ w (N, K)^T bfloat16 + bias, float32 sums: --dtype bf16's Linear");
   c.make = &linear_rows_bf16_make;
+  c.reference = &linear_rows_bf16_reference;
   // In float32 bytes, as every case counts them (no residual read): the lab scales them to what
   // the arrays take stored, w's 2 bytes included (kernel_lab.cpp, traffic_bytes).
   c.bytes = [](const Dims& d) { return 4.0 * (d[0] * d[2] + d[1] * d[2] + d[1] + d[0] * d[1]); };

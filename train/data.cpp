@@ -19,13 +19,13 @@ namespace brrr::train {
 
 namespace fs = std::filesystem;
 
-namespace {
-std::string hex(std::uint64_t h) {
+std::string hash_hex(std::uint64_t h) {
   char text[20];
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
   return text;
 }
 
+namespace {
 std::string gigabytes(double bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f GB", bytes / 1e9);
@@ -127,8 +127,8 @@ void TextDataset::open_shards(const DataOptions& o) {
     if (f->info().tokenizer_hash == 0) continue;
     if (!named) named = f.get();
     BRRR_CHECK(f->info().tokenizer_hash == named->info().tokenizer_hash, f->path(), ": encoded with tokenizer '",
-               f->info().tokenizer_name, "' (hash ", hex(f->info().tokenizer_hash), "), but ", named->path(),
-               " with '", named->info().tokenizer_name, "' (hash ", hex(named->info().tokenizer_hash),
+               f->info().tokenizer_name, "' (hash ", hash_hex(f->info().tokenizer_hash), "), but ", named->path(),
+               " with '", named->info().tokenizer_name, "' (hash ", hash_hex(named->info().tokenizer_hash),
                "): shards of two tokenizers are not one corpus");
   }
   if (o.given) {
@@ -144,8 +144,8 @@ void TextDataset::open_shards(const DataOptions& o) {
     if (named) {
       const std::uint64_t h = tokenizer::tokenizer_hash(read_file(tokenizer_path_));
       BRRR_CHECK(h == named->info().tokenizer_hash, named->path(), ": encoded with tokenizer '",
-                 named->info().tokenizer_name, "' (hash ", hex(named->info().tokenizer_hash), "), not with ",
-                 tokenizer_path_, " beside it (hash ", hex(h), ")");
+                 named->info().tokenizer_name, "' (hash ", hash_hex(named->info().tokenizer_hash), "), not with ",
+                 tokenizer_path_, " beside it (hash ", hash_hex(h), ")");
     }
   }
   tokenizer_ = TextTokenizer::load(tokenizer_path_);

@@ -43,6 +43,9 @@ struct DataOptions {
 
 enum class Split { Train, Val };
 
+// A tokenizer hash (tokenizer/token_file.h) as 16 hex digits, for messages.
+std::string hash_hex(std::uint64_t h);
+
 class TextDataset {
  public:
   explicit TextDataset(const DataOptions& options);

@@ -2,14 +2,44 @@
 // Chapter 08 (training: "Pretrained models"). Read before: train/evaluate.h.
 #include "train/evaluate.h"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "brrr/autograd.h"
 #include "brrr/eval_mode.h"
 #include "brrr/error.h"
+#include "brrr/io.h"
 #include "brrr/ops.h"
+#include "brrr/tokenizer/shards.h"
+#include "train/data.h"
 
 namespace brrr::train {
+
+std::vector<std::uint32_t> eval_tokens(const std::string& data, const tokenizer::TextTokenizer& tok,
+                                       const std::string& tokenizer_path) {
+  namespace fs = std::filesystem;
+  const bool token_files = fs::is_directory(data) || data.find_first_of("*?[") != std::string::npos ||
+                           (fs::is_regular_file(data) && tokenizer::looks_like_token_file(data));
+  if (!token_files) return tok.encode(read_file(data));
+  // The tokenizer's hash, where it is a brrr tokenizer file (a Hugging Face folder's is not in
+  // the format the hash is of, so there only the vocabulary's size is compared).
+  std::uint64_t hash = 0;
+  if (fs::is_regular_file(tokenizer_path)) hash = tokenizer::tokenizer_hash(read_file(tokenizer_path));
+  std::vector<std::uint32_t> ids;
+  for (const std::string& path : tokenizer::find_shards(data)) {
+    const tokenizer::MappedTokenFile file(path);
+    const tokenizer::TokenFileInfo& info = file.info();
+    BRRR_CHECK(info.vocab_size == 0 || info.vocab_size == tok.vocab_size(), "eval: ", path, " was written for a vocabulary of ",
+               info.vocab_size, " tokens; the model's tokenizer (", tokenizer_path, ") has ", tok.vocab_size());
+    BRRR_CHECK(info.tokenizer_hash == 0 || hash == 0 || info.tokenizer_hash == hash, "eval: ", path,
+               " was encoded with tokenizer '", info.tokenizer_name, "' (hash ", hash_hex(info.tokenizer_hash),
+               "), not with the model's ", tokenizer_path, " (hash ", hash_hex(hash), ")");
+    ids.reserve(ids.size() + file.size());
+    for (std::uint64_t i = 0; i < file.size(); ++i) ids.push_back(file[i]);
+  }
+  return ids;
+}
 
 EvalResult evaluate_tokens(models::GPT& model, const std::vector<std::uint32_t>& tokens, std::int64_t batch_size,
                            const std::function<void(std::int64_t, std::int64_t)>& progress) {
@@ -45,6 +75,38 @@ EvalResult evaluate_tokens(models::GPT& model, const std::vector<std::uint32_t>&
       flush();
       if (progress) progress(done, total);
     }
+  }
+  EvalResult r;
+  r.predicted = total;
+  r.loss = sum / static_cast<double>(total);
+  r.perplexity = std::exp(r.loss);
+  return r;
+}
+
+EvalResult evaluate_tokens(models::Decoder& decoder, const std::vector<std::uint32_t>& tokens,
+                           const std::function<void(std::int64_t, std::int64_t)>& progress) {
+  const models::GPTConfig& c = decoder.config();
+  const std::int64_t n = static_cast<std::int64_t>(tokens.size()), B = c.block_size, V = c.vocab_size;
+  BRRR_CHECK(n >= 2, "eval: the text has ", n, " token", n == 1 ? "" : "s", "; at least 2 are needed to predict one");
+  for (std::uint32_t t : tokens)
+    BRRR_CHECK(t < V, "eval: token ", t, " is outside the model's vocabulary (", V, ")");
+  const std::int64_t total = n - 1;
+  std::vector<std::int64_t> every(static_cast<std::size_t>(B));
+  for (std::int64_t i = 0; i < B; ++i) every[i] = i;
+  double sum = 0;
+  for (std::int64_t s = 0; s < total; s += B) {
+    const std::int64_t len = std::min(B, total - s);
+    models::DecodeState state;
+    models::DecodeState* states[] = {&state};
+    const float* logits = decoder.forward(states, &len, 1, tokens.data() + s, every.data(), len);
+    for (std::int64_t i = 0; i < len; ++i) {
+      const float* row = logits + i * V;
+      const double top = *std::max_element(row, row + V);
+      double total_exp = 0;
+      for (std::int64_t v = 0; v < V; ++v) total_exp += std::exp(static_cast<double>(row[v]) - top);
+      sum += top + std::log(total_exp) - row[tokens[s + i + 1]];
+    }
+    if (progress) progress(s + len, total);
   }
   EvalResult r;
   r.predicted = total;

@@ -9,9 +9,12 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "brrr/models/decode.h"
 #include "brrr/models/gpt.h"
+#include "brrr/tokenizer/text_tokenizer.h"
 
 namespace brrr::train {
 
@@ -21,9 +24,24 @@ struct EvalResult {
   double perplexity = 0;       // exp(loss)
 };
 
+// The ids brrr eval scores: `data` is a text file, encoded with `tok`; or token files (one file, a
+// folder of shards, a glob: tokenizer/shards.h, the forms brrr train --data takes; brrr's format
+// or llm.c's), read one after another as a single sequence, as training reads them. A file that
+// records its vocabulary must have tok's; one that names its tokenizer must name tok's file
+// (tokenizer_path, when that is a brrr tokenizer file): ids made by another tokenizer would be
+// scored as if they were tok's, a loss that means nothing.
+std::vector<std::uint32_t> eval_tokens(const std::string& data, const tokenizer::TextTokenizer& tok,
+                                       const std::string& tokenizer_path);
+
 // batch_size full windows go through the model at a time; progress(done, total) is called
 // after each batch with the predictions made so far.
 EvalResult evaluate_tokens(models::GPT& model, const std::vector<std::uint32_t>& tokens, std::int64_t batch_size = 8,
+                           const std::function<void(std::int64_t, std::int64_t)>& progress = {});
+
+// The same definition through the generation path (brrr sample's and serve's Decoder, float32 or
+// bfloat16 weights): each window one prefill from a fresh cache, every row's logits; the loss
+// of each prediction is log-sum-exp of the logits minus the target's, in double.
+EvalResult evaluate_tokens(models::Decoder& decoder, const std::vector<std::uint32_t>& tokens,
                            const std::function<void(std::int64_t, std::int64_t)>& progress = {});
 
 }  // namespace brrr::train

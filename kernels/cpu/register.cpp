@@ -146,10 +146,11 @@ void register_cpu_kernels() {
             "rows of W per vector, up to 32), then the GEMM's 6 x 16 tile over packed x and W (rows/rows.cpp, rows/gemm.cpp)"));
   add(op::linear_rows<double>, kCpu, "loop", &cpu::linear_rows_loop, 0, about("the formula, a dot product per output"));
   add(op::linear_rows_on_bf16, kCpu, "tiles", &cpu::linear_rows_bf16_op, 0,
-      about("bf16 weights widened in registers (a shift), linear_rows's float32 tiles and numbers"));
+      about("x rounded to bf16, W as pair panels (packed per call), one float32 sum per output on VDPBF16PS "
+            "(rows/bf16.cpp)"));
   if (cpu::amx_available())
     add(op::linear_rows_on_bf16, kCpu, "amx", &cpu::linear_rows_bf16_amx_op, -1,
-        about("AMX's tile unit, x split into two bf16 (rows/amx.cpp): what BRRR_AMX=1 runs"));
+        about("AMX's tile unit on the same rounded x and pair panels (rows/amx.cpp): what BRRR_AMX=1 runs"));
   add(op::attend_rows<float>, kCpu, "tiles", &cpu::attend_rows_op, 0,
       about("scores as linear_rows's dot products, the softmax 8 lanes at a time, values 6 rows at a time (rows/rows.cpp)"));
   add(op::attend_rows<double>, kCpu, "loop", &cpu::attend_rows_loop, 0, about("the formula, row by row"));

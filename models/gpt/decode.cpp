@@ -60,18 +60,17 @@ Decoder::Decoder(const GPT& model, DType weights) : config_(model.config()), dty
   if (dtype_ == kFloat32) {
     for (const Tensor* w : matrices) stored.push_back(w->data_ptr<float>());
   } else {
+    // bf16: each matrix rounded (to nearest, ties to even) into pair panels (kernels/cpu/rows/
+    // rows.h), the layout the bf16 kernels read, packed once here.
     std::int64_t total = 0;
-    for (const Tensor* w : matrices) total += w->numel();
+    for (const Tensor* w : matrices) total += kc::bf16_panels_size(w->size(0), w->size(1));
     bf16_store_.resize(static_cast<std::size_t>(total));
     std::int64_t at = 0;
     for (const Tensor* w : matrices) {
-      const float* src = w->data_ptr<float>();
       std::uint16_t* dst = bf16_store_.data() + at;
-      kc::rows_parallel(w->numel(), 1 << 16, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i) dst[i] = bf16::round_bits(src[i]);
-      });
+      kc::pack_bf16_panels(dst, w->data_ptr<float>(), w->size(0), w->size(1));
       stored.push_back(dst);
-      at += w->numel();
+      at += kc::bf16_panels_size(w->size(0), w->size(1));
     }
   }
   for (std::size_t l = 0; l < layers_.size(); ++l) {
@@ -116,7 +115,7 @@ namespace {
 void linear(float* y, const float* x, const void* w, DType dtype, const float* bias, std::int64_t M, std::int64_t N,
             std::int64_t K, kc::Epilogue e) {
   if (dtype == kFloat32) kc::linear_rows(y, x, static_cast<const float*>(w), bias, M, N, K, e);
-  else kc::linear_rows(y, x, static_cast<const std::uint16_t*>(w), bias, M, N, K, e);
+  else kc::linear_rows_panels(y, x, static_cast<const std::uint16_t*>(w), bias, M, N, K, e);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -34,10 +35,14 @@ struct Case {
   bool bias, bf16;
 };
 
+// x rounded to bfloat16 as linear_rows with bf16 weights rounds it (kernels/cpu/rows/rows.h):
+// float32 subnormals as 0, then to nearest, ties to even.
+float round_input(float v) { return std::abs(v) < FLT_MIN ? 0.0f : brrr::round_to_bf16(v); }
+
 // Fresh inputs for one case: x (M, K), W (N, K) as float32 and as bfloat16 bits, a bias, and
-// the y that kAdd adds to.
+// the y that kAdd adds to; xr: x as the reference sees it (rounded to bf16 where W is bf16).
 struct Inputs {
-  brrr::aligned_vector<float> x, w, b, y0;
+  brrr::aligned_vector<float> x, xr, w, b, y0;
   brrr::aligned_vector<std::uint16_t> w16;
   Inputs(const Case& c, std::mt19937& rng) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -51,6 +56,9 @@ struct Inputs {
       w16[i] = brrr::bf16::round_bits(w[i]);
       w[i] = brrr::round_to_bf16(w[i]);  // the reference sees the weights the kernel sees
     }
+    xr = x;
+    if (c.bf16)
+      for (float& v : xr) v = round_input(v);
   }
   // y (M rows from row m0) = linear_rows over rows [m0, m0 + rows) of x.
   void run(const Case& c, float* y, i64 m0, i64 rows) const {
@@ -100,7 +108,7 @@ TEST_CASE("linear_rows: against a float64 reference at ragged shapes, every epil
       for (i64 n = 0; n < c.N; ++n) {
         double sum = c.bias ? in.b[n] : 0.0, scale = std::abs(sum);
         for (i64 k = 0; k < c.K; ++k) {
-          const double p = double(in.x[m * c.K + k]) * in.w[n * c.K + k];
+          const double p = double(in.xr[m * c.K + k]) * in.w[n * c.K + k];
           sum += p, scale += std::abs(p);
         }
         double ref = sum;
@@ -108,7 +116,8 @@ TEST_CASE("linear_rows: against a float64 reference at ragged shapes, every epil
         if (c.e == Epilogue::kGeluTanh) ref = gelu_tanh(sum);
         if (c.e == Epilogue::kGeluErf) ref = gelu_erf(sum);
         // float32 sums of K products: a few ulps of the sum of magnitudes (GELU's slope is < 1.2).
-        // On the tile unit, x's split drops under 2^-17 of each x: inside the same bound.
+        // With bf16 weights the reference takes x rounded to bf16 too (products of bf16 are
+        // exact in float32), so only the float32 sums differ, on either path.
         if (std::abs(y[m * c.N + n] - ref) > 1e-6 * (c.K + 4) * scale + 1e-6) ++bad;
       }
     CHECK(bad == 0);
@@ -136,6 +145,66 @@ TEST_CASE("linear_rows: each row the same bits alone or among M rows, on 1 or 2 
     CHECK(std::memcmp(all.data(), one_thread.data(), all.size() * sizeof(float)) == 0);
   }
   });
+}
+
+namespace {
+
+// rows.h's order for bf16 weights, as written there, one output at a time: the specification the
+// kernels' three paths are held to, bit for bit.
+float flush(float v) { return std::abs(v) < FLT_MIN ? std::copysign(0.0f, v) : v; }
+float ordered_bf16_dot(const float* xr, const float* w, i64 K) {
+  const auto at = [&](const float* v, i64 k) {  // zeros past K; a subnormal bf16 weight is 0
+    return k < K && std::abs(v[k]) >= FLT_MIN ? v[k] : 0.0f;
+  };
+  float s = 0.0f;
+  for (i64 i = 0; i < brrr::kernels::cpu::bf16_panel_k(K) / 2; ++i) {
+    s = flush(std::fma(at(xr, 2 * i + 1), at(w, 2 * i + 1), s));
+    s = flush(std::fma(at(xr, 2 * i), at(w, 2 * i), s));
+  }
+  return s;
+}
+
+struct PathScope {
+  brrr::kernels::cpu::Bf16Path was = brrr::kernels::cpu::bf16_path();
+  explicit PathScope(brrr::kernels::cpu::Bf16Path p) { brrr::kernels::cpu::set_bf16_path(p); }
+  ~PathScope() { brrr::kernels::cpu::set_bf16_path(was); }
+  PathScope(const PathScope&) = delete;
+  PathScope& operator=(const PathScope&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("linear_rows, bf16 weights: VDPBF16PS, AVX-512F FMAs and plain loops give rows.h's order, bit for bit") {
+  using brrr::kernels::cpu::Bf16Path;
+  const brrr::test::AmxScope off(false);
+  std::mt19937 rng(20261129);
+  for (Case c : cases()) {
+    c.bf16 = true, c.e = Epilogue::kStore;
+    Inputs in(c, rng);
+    // Rows of every magnitude: x near float32's smallest normal (products and sums around it,
+    // subnormal ones flushed), x below it (read as 0), and large numbers.
+    for (i64 m = 0; m < c.M; ++m) {
+      const float scale = m % 4 == 1 ? 3e-38f : m % 4 == 2 ? 1e-39f : m % 4 == 3 ? 1e12f : 1.0f;
+      for (i64 k = 0; k < c.K; ++k) {
+        in.x[m * c.K + k] *= scale;
+        in.xr[m * c.K + k] = round_input(in.x[m * c.K + k]);
+      }
+    }
+    INFO("M ", c.M, " N ", c.N, " K ", c.K, " bias ", c.bias);
+    brrr::aligned_vector<float> want(static_cast<std::size_t>(c.M * c.N));
+    for (i64 m = 0; m < c.M; ++m)
+      for (i64 n = 0; n < c.N; ++n) {
+        const float s = ordered_bf16_dot(in.xr.data() + m * c.K, in.w.data() + n * c.K, c.K);
+        want[m * c.N + n] = c.bias ? s + in.b[n] : s;
+      }
+    for (const Bf16Path path : {Bf16Path::kInstructions, Bf16Path::kEmulated, Bf16Path::kLoops}) {
+      INFO("path ", static_cast<int>(path));
+      const PathScope scope(path);
+      brrr::aligned_vector<float> y(want.size(), -1.0f);
+      in.run(c, y.data(), 0, c.M);
+      CHECK(std::memcmp(y.data(), want.data(), want.size() * sizeof(float)) == 0);
+    }
+  }
 }
 
 namespace {

@@ -5,15 +5,28 @@
 // same loop in tests/train/test_kernel_lab.cpp, a GPU in tests/cuda/test_gpu.cpp.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <string_view>
+
 #include "brrr/cuda.h"
 #include "brrr/strings.h"
 #include "lab/kernel_lab.h"
+#include "tests/skip.h"
 
 using namespace brrr;
 
 namespace {
 
-// Returns how many variant runs were checked.
+// The table once, on the first schedule. The extra schedules (BRRR_EMULATOR_SEED 2 and 3,
+// CMakeLists.txt) are for the race detector, and the kernels the table runs have their own tests
+// in this program, which run under them; the table again under both took 120 s of the Release
+// pass's summed test time (2026-11-29, the 2-core machine), chapter 15 alone 64.
+bool other_schedule() {
+  const char* seed = std::getenv("BRRR_EMULATOR_SEED");
+  return seed && std::string_view(seed) != "1";
+}
+
+// Checks every case of the chapter; returns how many variant runs were checked.
 int check_chapter(const std::string& chapter) {
   cuda::use_emulator();
   int runs = 0, cases = 0;
@@ -37,23 +50,29 @@ int check_chapter(const std::string& chapter) {
   return runs;
 }
 
+void lab_chapter(const std::string& chapter) {
+  if (other_schedule()) return test::skip("the kernel lab's table runs on the first schedule; its kernels' own tests run on this one");
+  CHECK(check_chapter(chapter) > 0);
+}
+
 }  // namespace
 
-TEST_CASE("kernel lab on the emulator: chapter 01 (random numbers)") { CHECK(check_chapter("01") > 0); }
-TEST_CASE("kernel lab on the emulator: chapter 02 (elementwise ops)") { CHECK(check_chapter("02") > 0); }
+TEST_CASE("kernel lab on the emulator: chapter 01 (random numbers)") { lab_chapter("01"); }
+TEST_CASE("kernel lab on the emulator: chapter 02 (elementwise ops)") { lab_chapter("02"); }
 TEST_CASE("kernel lab on the emulator: chapter 07 (embedding, and the ops whose variants are built from ops)") {
-  CHECK(check_chapter("07") > 0);  // layer_norm, residual_layer_norm, gelu, cross_entropy: kernels or composed
+  lab_chapter("07");  // layer_norm, residual_layer_norm, gelu, cross_entropy: kernels or composed
 }
-TEST_CASE("kernel lab on the emulator: chapter 09 (convolution and pooling)") { CHECK(check_chapter("09") > 0); }
-TEST_CASE("kernel lab on the emulator: chapter 12 (GELU)") { CHECK(check_chapter("12") > 0); }
+TEST_CASE("kernel lab on the emulator: chapter 09 (convolution and pooling)") { lab_chapter("09"); }
+TEST_CASE("kernel lab on the emulator: chapter 12 (GELU)") { lab_chapter("12"); }
 TEST_CASE("kernel lab on the emulator: chapter 13 (reductions, LayerNorm, softmax, cross-entropy)") {
-  CHECK(check_chapter("13") > 0);
+  lab_chapter("13");
 }
-TEST_CASE("kernel lab on the emulator: chapter 14 (matmul)") { CHECK(check_chapter("14") > 0); }
-TEST_CASE("kernel lab on the emulator: chapter 15 (attention)") { CHECK(check_chapter("15") > 0); }
-TEST_CASE("kernel lab on the emulator: chapter 16 (optimizers)") { CHECK(check_chapter("16") > 0); }
-TEST_CASE("kernel lab on the emulator: chapter 17 (device index checks)") { CHECK(check_chapter("17") > 0); }
+TEST_CASE("kernel lab on the emulator: chapter 14 (matmul)") { lab_chapter("14"); }
+TEST_CASE("kernel lab on the emulator: chapter 15 (attention)") { lab_chapter("15"); }
+TEST_CASE("kernel lab on the emulator: chapter 16 (optimizers)") { lab_chapter("16"); }
+TEST_CASE("kernel lab on the emulator: chapter 17 (device index checks)") { lab_chapter("17"); }
 TEST_CASE("kernel lab on the emulator: chapter 18 (mixed precision: matmul:bf16, attention_*:bf16, and the bf16 kernels of 12 and 13)") {
+  if (other_schedule()) return test::skip("the kernel lab's table runs on the first schedule; its kernels' own tests run on this one");
   cuda::use_emulator();
   int runs = 0;
   std::vector<std::string> failures, notes;

@@ -124,6 +124,7 @@ def main():
                                                                  reduction="sum"))
         expected = {
             "eval_text": eval_text,
+            "eval_ids": eval_ids,
             "eval_predicted": n,
             "eval_loss": total / n,
             "ids": x[0].tolist(),

@@ -19,6 +19,7 @@
 #include "brrr/models/hf.h"
 #include "brrr/ops.h"
 #include "brrr/tokenizer/hf_tokenizer.h"
+#include "brrr/tokenizer/token_file.h"
 #include "tests/models/test_util.h"
 #include "tests/skip.h"
 #include "train/model_source.h"
@@ -261,6 +262,47 @@ TEST_CASE("hf: brrr eval gives transformers' loss over consecutive windows of th
     CHECK(std::abs(loss - e["eval_loss"].get<double>()) <= 1e-5 * e["eval_loss"].get<double>());
     CHECK(std::abs(perplexity - std::exp(loss)) <= 1e-3 * perplexity);
   }
+}
+
+// The ids transformers' tokenizer made of the same text, as token files: an llm.c .bin, and a
+// glob of two brrr shards (the text cut a third of the way): the same predictions and loss as the text.
+TEST_CASE("hf: brrr eval on token files (llm.c's .bin, a folder of brrr shards) gives the text's loss, and a file of another vocabulary is refused") {
+  if (fixtures().empty()) return test::skip(std::string(BRRR_PYTHON) + " cannot import transformers (run scripts/setup.sh)");
+  TempDir tmp;
+  const nlohmann::json e = expected("tied");
+  const std::vector<std::uint32_t> ids = e["eval_ids"].get<std::vector<std::uint32_t>>();
+  const std::size_t vocab = tokenizer::HfTokenizer::from_folder(fixtures() + "/tied")->vocab_size();
+  const auto write = [](const fs::path& path, std::span<const std::uint32_t> part, std::uint64_t vocab_size,
+                        tokenizer::TokenFileFormat format = tokenizer::TokenFileFormat::kBrrr) {
+    tokenizer::TokenFileSpec spec;
+    spec.vocab_size = vocab_size, spec.format = format;
+    tokenizer::TokenFileWriter w(path.string(), spec);
+    w.write(part);
+    w.commit();
+  };
+  write(tmp.path / "eval.bin", ids, vocab, tokenizer::TokenFileFormat::kLlmc);  // the header records no vocabulary
+  fs::create_directory(tmp.path / "shards");
+  const std::size_t cut = ids.size() / 3;
+  write(tmp.path / "shards" / "eval_000000.bin", std::span(ids).first(cut), vocab);
+  write(tmp.path / "shards" / "eval_000001.bin", std::span(ids).subspan(cut), vocab);
+  for (const fs::path& data : {tmp.path / "eval.bin", tmp.path / "shards" / "*.bin"}) {
+    INFO("--data ", data.string());
+    int rc = 0;
+    const std::string out = cli("eval --checkpoint " + fixtures() + "/tied --data '" + data.string() + "' --batch_size 3", &rc);
+    CHECK(rc == 0);
+    long long predicted = 0;
+    double loss = 0;
+    REQUIRE(out.rfind("eval: ") != std::string::npos);
+    REQUIRE(std::sscanf(out.c_str() + out.rfind("eval: "), "eval: %lld tokens predicted, loss %lf", &predicted, &loss) == 2);
+    CHECK(predicted == e["eval_predicted"].get<long long>());
+    CHECK(std::abs(loss - e["eval_loss"].get<double>()) <= 1e-5 * e["eval_loss"].get<double>());
+  }
+  // A file written for another vocabulary: scored as this tokenizer's ids, its loss would mean nothing.
+  write(tmp.path / "other.tok", ids, vocab + 1);
+  int rc = 0;
+  const std::string out = cli("eval --checkpoint " + fixtures() + "/tied --data " + (tmp.path / "other.tok").string(), &rc);
+  CHECK(rc != 0);
+  CHECK(out.find("other.tok was written for a vocabulary of " + std::to_string(vocab + 1) + " tokens") != std::string::npos);
 }
 
 // brrr export --format hf of a brrr checkpoint (with each of brrr's tokenizers) and of a Hugging

@@ -126,7 +126,7 @@ TEST_CASE("runner: its logits match GPT::forward's") {
 }
 
 TEST_CASE("runner: a sequence's logits are the same bits alone, batched, chunked and at any thread count") {
-  // float32 weights; bfloat16 weights on FMAs; and on AMX's tile unit where the CPU has one.
+  // float32 weights; bfloat16 weights on the dot products; and on AMX's tile unit where the CPU has one.
   const auto check = [](DType weights, const std::string& path) {
     const std::string dtype = dtype_name(weights);
     CAPTURE(dtype);

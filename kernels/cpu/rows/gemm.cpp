@@ -1,8 +1,8 @@
 // kernels/cpu/rows/gemm.cpp: the Decoder's kernels for many rows (chapter 08): linear_rows
 // from kGemmThreshold rows of x (a prefill, a step of many sequences) and a prefill's attention
 // scores, as GEMM tiles that compute the dot products' very numbers. Read before: rows.cpp
-// (the dot products, whose order these tiles keep). Read next: amx.cpp (bf16 weights on
-// AMX's tile unit), then models/gpt/decode.cpp (the Decoder that calls them).
+// (the dot products, whose order these tiles keep). Read next: bf16.cpp (bf16 weights, x
+// rounded to bf16, in an order of their own), then models/gpt/decode.cpp (the Decoder).
 #include <algorithm>
 #include <cstring>
 
@@ -312,9 +312,6 @@ void gemm_impl(float* y, const float* x, const W* w, const float* bias, i64 M, i
 }  // namespace
 
 void gemm(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
-  gemm_impl(y, x, w, bias, M, N, K, e);
-}
-void gemm(float* y, const float* x, const std::uint16_t* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
   gemm_impl(y, x, w, bias, M, N, K, e);
 }
 

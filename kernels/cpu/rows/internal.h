@@ -1,8 +1,9 @@
 // kernels/cpu/rows/internal.h: what the files of the row kernels share (chapter 08): team.cpp
 // (the thread team), rows.cpp (the dot-product tiles of a few rows, LayerNorm, attention),
-// gemm.cpp (the GEMM tiles of many rows, and of a prefill's attention scores) and amx.cpp (bf16
-// weights on AMX's tile unit). Not part of rows.h's interface: only those four files include
-// it. Read before: rows.h. Read next: team.cpp, rows.cpp.
+// gemm.cpp (the GEMM tiles of many rows, and of a prefill's attention scores), bf16.cpp (bf16
+// weights, x rounded to bf16) and amx.cpp (the same on AMX's tile unit). Not part of rows.h's
+// interface: only those five files include it. Read before: rows.h. Read next: team.cpp,
+// rows.cpp.
 //
 // With AVX2 and FMA (this build's -march says whether) a vector is 8 floats; otherwise a plain
 // array of 8 that computes the same sums, so the numbers are the same bits either way.
@@ -176,6 +177,9 @@ inline void put(Epilogue e, float& dst, float v) {
   else dst = v;
 }
 
+// The registry ops' check of their int epilogue (rows.cpp).
+void check_epilogue(int epilogue);
+
 // y = gelu(y) over n numbers, in vectors (rows.cpp).
 void gelu_row(float* y, i64 n, Epilogue e);
 
@@ -188,9 +192,8 @@ inline void with_rows(i64 rows, F&& f) {
 }
 
 // Scratch a thread keeps for as long as it lives, one for each use and element type: the panels
-// of W a thread packs and uses, the tiles of x a call packs (the calling thread's, read by the
-// team), the tiles of queries attend_rows packs (gemm.cpp's float32 ones, amx.cpp's
-// bf16 ones).
+// of W a thread packs or widens and uses, the rows of x a call packs, rounds or widens (the
+// calling thread's, read by the team), the tiles of queries attend_rows packs (gemm.cpp's).
 enum class Scratch { kPanels, kTilesOfX, kTilesOfQueries };
 template <class T, Scratch S>
 T* scratch(i64 n) {
@@ -216,7 +219,11 @@ constexpr i64 kGemmThreshold = 48;
 
 // The GEMM of many rows (gemm.cpp): linear_rows's numbers, for M >= kGemmThreshold.
 void gemm(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e);
-void gemm(float* y, const float* x, const std::uint16_t* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e);
+
+// x (M, K) rounded to bf16 as bf16.cpp says, into xb (M, Kp), zeros past K: with
+// VCVTNEPS2BF16 where `instructions` and the build has AVX512_BF16, else in plain C++ (the same
+// bits).
+void round_rows(std::uint16_t* xb, const float* x, i64 M, i64 K, i64 Kp, bool instructions);
 
 // A prefill's attention scores as GEMM tiles (gemm.cpp): attend_rows's scores of rows
 // [0, n), for n >= kGemmRows.

@@ -294,11 +294,6 @@ void linear_rows_impl(float* y, const float* x, const W* w, const float* bias, i
 void linear_rows(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, Epilogue e) {
   linear_rows_impl(y, x, w, bias, M, N, K, e);
 }
-void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* bias, i64 M, i64 N, i64 K,
-                 Epilogue e) {
-  if (amx_enabled()) return linear_rows_amx(y, x, w, bias, M, N, K, e);
-  linear_rows_impl(y, x, w, bias, M, N, K, e);
-}
 
 void layer_norm_rows(float* y, const float* x, const float* w, const float* b, i64 M, i64 C, float eps) {
   share(M, 16, [&](i64 m0, i64 m1) {
@@ -458,29 +453,15 @@ void attend_row(float* out, const float* q, const float* keys, const float* valu
 // As registry ops (kernels/signatures.h), for the kernel lab (chapter 11). The float64 loops are
 // the formulas as written, no tiles: the lab checks them against its own reference too.
 
-namespace {
-void check_epilogue(int epilogue) {
+void rows_detail::check_epilogue(int epilogue) {
   BRRR_CHECK(epilogue >= 0 && epilogue <= 3, "linear_rows: epilogue ", epilogue,
              " is not 0 (store), 1 (add), 2 (GELU, tanh) or 3 (GELU, erf)");
 }
-}  // namespace
 
 void linear_rows_op(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, int epilogue,
                     void*) {
   check_epilogue(epilogue);
   linear_rows(y, x, w, bias, M, N, K, static_cast<Epilogue>(epilogue));
-}
-
-void linear_rows_bf16_op(float* y, const float* x, const bf16* w, const float* bias, i64 M, i64 N, i64 K,
-                         int epilogue, void*) {
-  check_epilogue(epilogue);
-  linear_rows_impl(y, x, reinterpret_cast<const std::uint16_t*>(w), bias, M, N, K, static_cast<Epilogue>(epilogue));
-}
-
-void linear_rows_bf16_amx_op(float* y, const float* x, const bf16* w, const float* bias, i64 M, i64 N, i64 K,
-                             int epilogue, void*) {
-  check_epilogue(epilogue);
-  linear_rows_amx(y, x, reinterpret_cast<const std::uint16_t*>(w), bias, M, N, K, static_cast<Epilogue>(epilogue));
 }
 
 void linear_rows_loop(double* y, const double* x, const double* w, const double* bias, i64 M, i64 N, i64 K,

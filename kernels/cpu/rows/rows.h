@@ -6,10 +6,12 @@
 // batched steps, directly, not through the registry: they work on raw buffers that the Decoder
 // owns, with no Tensor or shape work per token. The family: team.cpp (the threads), rows.cpp
 // (the dot-product tiles of a few rows, LayerNorm, attention), gemm.cpp (the GEMM tiles of many
-// rows), amx.cpp (bf16 weights on AMX's tile unit), internal.h (what they share).
+// rows), bf16.cpp (bf16 weights, x rounded to bf16: --dtype bf16), amx.cpp (the same on AMX's
+// tile unit), internal.h (what they share).
 // Read before: cpu.h. Read next: team.cpp, rows.cpp.
 //
-// The order of additions: every output of linear_rows is one dot product over k computed the
+// The order of additions (float32 weights; bf16 weights have their own, below): every output of
+// linear_rows is one dot product over k computed the
 // same way whatever M, the thread count or the CPU's vector width: eight partial sums, lane l
 // holding the products of k = l, l + 8, l + 16, ... below K - K % 8, each added with one fused
 // multiply-add in increasing k; then the lanes summed as ((l0 + l4) + (l2 + l6)) + ((l1 + l5) +
@@ -34,26 +36,59 @@ enum class Epilogue {
   kGeluErf,   // y = gelu_erf(x W^T + b), the exact x Phi(x) (Hugging Face's "gelu")
 };
 
-// y (M, N) = x (M, K) @ W^T (+ bias), W (N, K) row-major (a Linear's weight), x and y with row
-// strides K and N. W is float32, or bfloat16 bits (the top half of a float32; widened exactly;
-// on the tile unit instead while amx_enabled(), below).
+// y (M, N) = x (M, K) @ W^T (+ bias), W (N, K) float32 row-major (a Linear's weight), x and y
+// with row strides K and N.
 void linear_rows(float* y, const float* x, const float* w, const float* bias, std::int64_t M, std::int64_t N,
                  std::int64_t K, Epilogue epilogue);
+
+// --- bfloat16 weights (--dtype bf16; bf16.cpp), as autocast means it -------------------------
+// x is rounded to bf16 at the input (to nearest, ties to even; float32 subnormals as 0), each
+// product is of two bf16 (exact in float32), and each output is ONE float32 sum over k's pairs
+// in increasing order: s = 0; for each pair i: s += x[2i+1] w[2i+1], then s += x[2i] w[2i],
+// each addition rounded to float32 (one FMA), a subnormal result flushed to 0 (as AVX512_BF16's
+// VDPBF16PS does; subnormal weights are stored as 0); then the bias, then the epilogue. K is
+// padded with zeros to bf16_panel_k(K). Nothing in it depends on M, the thread count, or the path
+// (below), so a row's bits are the same alone, batched, prefilled or stepped.
+//
+// W is held as "pair panels": outputs 16 at a time, and for each pair i of k the 16 outputs'
+// pairs side by side (64 bytes), zeros past N and K: panels[((p * Kp / 2) + i) * 32 + 2 j + q] =
+// W[16 p + j][2 i + q], Kp = bf16_panel_k(K). A vector of W is then 16 outputs' pair i, what
+// VDPBF16PS multiplies by x's pair broadcast, and a run of 16 pairs is a tile of AMX's second
+// operand (amx.cpp). The Decoder packs its weights once (models/gpt/decode.cpp).
+constexpr std::int64_t bf16_panel_k(std::int64_t K) { return (K + 31) / 32 * 32; }
+std::int64_t bf16_panels_size(std::int64_t N, std::int64_t K);  // in bf16 numbers
+// w (N, K) row-major into panels (room for bf16_panels_size(N, K)): float32 rounded to nearest,
+// ties to even (bf16::round_bits), or bf16 bits as they are.
+void pack_bf16_panels(std::uint16_t* panels, const float* w, std::int64_t N, std::int64_t K);
+void pack_bf16_panels(std::uint16_t* panels, const std::uint16_t* w, std::int64_t N, std::int64_t K);
+// y (M, N) = x (M, K) @ W^T (+ bias) in the order above, W as pair panels; on the tile unit
+// instead while amx_enabled() (below).
+void linear_rows_panels(float* y, const float* x, const std::uint16_t* panels, const float* bias, std::int64_t M,
+                        std::int64_t N, std::int64_t K, Epilogue epilogue);
+// The same with W (N, K) bf16 bits row-major, packed into panels on each call (tests, the lab).
 void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* bias, std::int64_t M, std::int64_t N,
                  std::int64_t K, Epilogue epilogue);
 
-// bfloat16 weights on Intel's AMX tile unit (amx.cpp): x split into two bf16 (hi + lo)
-// whose products the unit sums; not the FMA sums' bits above, but the same bits for a row
-// whatever M and the thread count. amx_available: this CPU has the unit and the OS lets brrr use
-// it. linear_rows with bfloat16 weights takes it while amx_enabled(): where available and the
-// environment sets BRRR_AMX=1 (it pays for batches of rows, not for decoding's one: see
-// amx.cpp); set_amx_enabled switches it for the whole process (tests and benchmarks
-// compare the two paths). linear_rows_amx is that path alone (an error where the unit is not
-// available).
+// How the order above is computed off the tile unit: VDPBF16PS (where the build has
+// AVX512_BF16; else as kEmulated), AVX-512F FMAs with a flush after each (where the build has
+// AVX-512F; else as kLoops), or plain loops, an output at a time. All three give the same bits
+// (tests/core/test_decode_kernels.cpp); the switch is the whole process's, for tests and
+// benchmarks.
+enum class Bf16Path { kInstructions, kEmulated, kLoops };
+Bf16Path bf16_path();
+void set_bf16_path(Bf16Path path);
+
+// bfloat16 weights on Intel's AMX tile unit (amx.cpp): the same pair panels and rounded x, but
+// the unit sums each step's 32 products its own way, so not the order above; the same bits for a
+// row whatever M and the thread count. amx_available: this CPU has the unit and the OS lets brrr
+// use it. linear_rows_panels takes it while amx_enabled(): where available and the environment
+// sets BRRR_AMX=1 (a run's bits would otherwise depend on the CPU); set_amx_enabled switches it
+// for the whole process (tests and benchmarks compare the two paths). linear_rows_amx is that
+// path alone (an error where the unit is not available).
 bool amx_available();
 bool amx_enabled();
 void set_amx_enabled(bool on);
-void linear_rows_amx(float* y, const float* x, const std::uint16_t* w, const float* bias, std::int64_t M,
+void linear_rows_amx(float* y, const float* x, const std::uint16_t* panels, const float* bias, std::int64_t M,
                      std::int64_t N, std::int64_t K, Epilogue epilogue);
 
 // y (M, C) = LayerNorm of each row of x (M, C) (mean and variance in float64), then * w + b
@@ -106,8 +141,9 @@ void linear_rows_loop(double* y, const double* x, const double* w, const double*
                       std::int64_t N, std::int64_t K, int epilogue, void* stream);
 void attend_rows_op(float* out, const float* q, const float* k, const float* v, std::int64_t t0, std::int64_t n,
                     std::int64_t hs);
-// linear_rows with bfloat16 weights for the registry: on the FMA tiles ("tiles", the default
-// path), and on AMX's tile unit ("amx", registered where amx_available()), whatever the switch.
+// linear_rows with bfloat16 weights (row-major, packed into panels on each call) for the
+// registry: off the tile unit ("tiles", on bf16_path()), and on AMX's tile unit ("amx",
+// registered where amx_available()), whatever the amx switch.
 void linear_rows_bf16_op(float* y, const float* x, const bf16* w, const float* bias, std::int64_t M, std::int64_t N,
                          std::int64_t K, int epilogue, void* stream);
 void linear_rows_bf16_amx_op(float* y, const float* x, const bf16* w, const float* bias, std::int64_t M,

@@ -18,6 +18,8 @@
 // pass; more rows take more passes over the same W chunk, which L1 then serves), and each lane
 // of a warp reads 16 bytes of its W row at a time (4 floats or 8 bf16: one load of a float4),
 // lane l the l-th 16 bytes of each 512-byte stretch, so a warp's load is 512 contiguous bytes.
+// On bf16 weights, x is rounded to bf16 as it is copied (staged, below): bf16 operands, float32
+// sums, as autocast and the CPU's linear_rows on bf16 weights compute.
 //
 // The order of additions (batch invariance). Within a chunk, lane l adds the products of its
 // groups of 16 bytes in increasing k (one fused multiply-add each); the 32 lanes are summed by a
@@ -86,6 +88,16 @@ __device__ inline void load_weights(T (&out)[G], const W* p, int count, bool vec
   for (int j = 0; j < G; ++j) out[j] = j < count ? widen(p[j]) : T(0);
 }
 
+// A value of x as the products take it: rounded to bf16 (to nearest, ties to even) when the
+// weights are bf16, which is what bf16 means in brrr (autocast's meaning: bf16 operands, float32
+// sums; the CPU's linear_rows on bf16 weights rounds x the same way, kernels/cpu/rows/rows.h).
+// A product of two bf16 numbers is exact in float32, so only the sums round.
+template <class W, class T>
+__device__ inline T staged(T x) {
+  if constexpr (std::is_same_v<W, brrr::bf16>) return float_of(bf16_of(x));
+  return x;
+}
+
 // G values of the x stage at p (16-byte aligned: kChunk and the group's offset are multiples of
 // G), in float4s. With 8 values a lane (bf16 weights) the lanes are 32 bytes apart, so a
 // quarter-warp's first float4s would fall on 16 of the 32 banks twice over (2-way conflicts, the
@@ -144,7 +156,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     __syncthreads();  // the last pass has read the stage
     for (int i = threadIdx.x; i < rows * kChunk; i += blockDim.x) {
       const int r = i / kChunk, k = i % kChunk;
-      stage[i] = k < len ? x[(m0 + r) * K + k0 + k] : T(0);
+      stage[i] = k < len ? staged<W>(x[(m0 + r) * K + k0 + k]) : T(0);
     }
     __syncthreads();
     // All of the warp's weights for this chunk first (kOutputsPerWarp x kGroups loads of 16 bytes

@@ -101,7 +101,7 @@ class Decoder {
   const float* wpe_ = nullptr;  // (block_size, C)
   const float *ln_f_w_ = nullptr, *ln_f_b_ = nullptr;
   const void* head_ = nullptr;  // (V, C) in dtype_
-  aligned_vector<std::uint16_t> bf16_store_;  // the bfloat16 copies, when dtype_ is kBFloat16
+  aligned_vector<std::uint16_t> bf16_store_;  // the bfloat16 copies as pair panels (rows.h), when dtype_ is kBFloat16
   // Activations for up to rows_ rows (positions of one sequence or sequences of one step).
   std::int64_t rows_ = 0;
   aligned_vector<float> x_, normed_, qkv_, attended_, hidden_, logits_, scores_;
