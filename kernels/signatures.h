@@ -195,17 +195,34 @@ template <class T> using bias_gelu_backward_fn = void (*)(T* dx, T* dbias, const
 // is refused.
 template <class T> using matmul_bias_gelu_fn = void (*)(T* out, T* pre, const T* a, const T* b, const T* bias, const MatmulShape& shape, Stream);
 // linear_rows and attend_rows (chapter 08): the Decoder's kernels for inference on the CPU
-// (kernels/cpu/rows/rows.h), ops so that the kernel lab checks and times them. linear_rows: y (M,
+// (kernels/cpu/rows/rows.h), ops so that the kernel lab checks and times them; linear_rows has
+// CUDA kernels too (kernels/cuda/rows/, chapter 20). linear_rows: y (M,
 // N) = x (M, K) @ w^T + bias, w (N, K) as a Linear stores it, bias (N) or nullptr, then the
 // epilogue: 0 stores, 1 adds to what y holds (a residual), 2 applies GELU (tanh), 3 the exact
 // GELU (erf); anything else is refused. attend_rows: n consecutive rows of one head's causal
 // attention, row i at position t0 + i: out (n, hs) row i = the softmax(q_i . k_p / sqrt(hs))
 // weighted sum of v_p over p = 0 .. t0 + i; q (n, hs), k and v (t0 + n, hs), all contiguous.
-template <class T> using linear_rows_fn = void (*)(T* y, const T* x, const T* w, const T* bias, std::int64_t M, std::int64_t N, std::int64_t K, int epilogue);
+template <class T> using linear_rows_fn = void (*)(T* y, const T* x, const T* w, const T* bias, std::int64_t M, std::int64_t N, std::int64_t K, int epilogue, Stream);
 template <class T> using attend_rows_fn = void (*)(T* out, const T* q, const T* k, const T* v, std::int64_t t0, std::int64_t n, std::int64_t hs);
 // linear_rows on bfloat16 weights (--dtype bf16): x, bias and y float32, w bfloat16; x is
 // rounded to bf16 at the input, the sums are float32 (kernels/cpu/rows/rows.h).
-using linear_rows_on_bf16_fn = void (*)(float* y, const float* x, const bf16* w, const float* bias, std::int64_t M, std::int64_t N, std::int64_t K, int epilogue);
+using linear_rows_on_bf16_fn = void (*)(float* y, const float* x, const bf16* w, const float* bias, std::int64_t M, std::int64_t N, std::int64_t K, int epilogue, Stream);
+// attend_cache (chapter 20): one query per row against its sequence's keys and values in a KV
+// cache, every head, as a decoding step needs it. The cache k and v are (slots, capacity, heads *
+// hs); row r reads slot slots[r] at positions 0 .. lengths[r] - 1 (its new token's key and value
+// already written there): out (rows, heads * hs) row r, head h = the softmax(q . k_p / sqrt(hs))
+// weighted sum of v_p over those positions, q (rows, q_stride) with head h at h * hs. Rows may
+// share a slot at different lengths (a prefill's rows, so the prefill can give the step's bits).
+// slots and lengths are int32 in the device's memory (a captured step reads them there); a row
+// whose slot or length is out of range ([0, slots), [1, capacity]) comes out NaN.
+struct CacheShape {
+  std::int64_t rows = 0, heads = 0, hs = 0;
+  std::int64_t slots = 0, capacity = 0;
+  std::int64_t q_stride = 0;  // between rows of q: at least heads * hs
+};
+template <class T> using attend_cache_fn = void (*)(T* out, const T* q, const T* k, const T* v, const std::int32_t* slots, const std::int32_t* lengths, const CacheShape& shape, Stream);
+// attend_cache on a bfloat16 cache: q and out float32, k and v bfloat16, every sum float32.
+using attend_cache_on_bf16_fn = void (*)(float* out, const float* q, const bf16* k, const bf16* v, const std::int32_t* slots, const std::int32_t* lengths, const CacheShape& shape, Stream);
 // transpose (chapter 14's exercise ex14.2): out (N, M) = in (M, N)^T, both row-major,
 // out[j * M + i] = in[i * N + j]. Its kernels are declared in kernels/transpose.h.
 template <class T> using transpose_fn = void (*)(T* out, const T* in, std::int64_t M, std::int64_t N, Stream);
@@ -355,6 +372,9 @@ template <class T> inline constexpr Op<linear_rows_fn<T>> linear_rows{"linear_ro
 template <class T> inline constexpr Op<attend_rows_fn<T>> attend_rows{"attend_rows", dtype_of<T>()};
 // linear_rows with bfloat16 weights: the op "linear_rows" in dtype bfloat16 (as matmul_on_bf16).
 inline constexpr Op<linear_rows_on_bf16_fn> linear_rows_on_bf16{linear_rows<float>.name, kBFloat16};
+template <class T> inline constexpr Op<attend_cache_fn<T>> attend_cache{"attend_cache", dtype_of<T>()};
+// attend_cache on a bfloat16 cache: the op "attend_cache" in dtype bfloat16.
+inline constexpr Op<attend_cache_on_bf16_fn> attend_cache_on_bf16{attend_cache<float>.name, kBFloat16};
 // matmul_bias_gelu on bf16 data: the op "matmul_bias_gelu" in dtype bfloat16 (as matmul_on_bf16).
 inline constexpr Op<matmul_bias_gelu_on_bf16_fn> matmul_bias_gelu_on_bf16{matmul_bias_gelu<float>.name, kBFloat16};
 template <class T> inline constexpr Op<residual_layernorm_forward_fn<T>> residual_layernorm_forward{"residual_layernorm_forward", dtype_of<T>()};

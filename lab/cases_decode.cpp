@@ -1,6 +1,8 @@
 // lab/cases_decode.cpp: the kernel lab's cases for the Decoder's kernels (chapter 08, fast
 // generation on the CPU): linear_rows, a Linear over a few rows or a prefill's hundreds, with
-// each epilogue the Decoder uses, and attend_rows, a prefill's causal attention over one head.
+// each epilogue the Decoder uses, and attend_rows, a prefill's causal attention over one head;
+// and attend_cache (chapter 20), a decoding step's attention over a KV cache. linear_rows and
+// attend_cache have CUDA kernels too (kernels/cuda/rows/), which the same cases check.
 // Read before: cases.h, kernels/cpu/rows/rows.h. Read next: cases_nn.cpp.
 //
 // Their sizes are the 512-token prefill of gpt-12m (C = 384, 6 heads of 64), where the Decoder
@@ -53,7 +55,8 @@ void linear_rows_make(Problem& p, Random& r) {
 
 template <int E, bool kBias, class T>
 void call_linear_rows(kernels::linear_rows_fn<T> f, const Args& a) {
-  f(a.f<T>("y"), a.f<T>("x"), a.f<T>("w"), kBias ? a.f<T>("bias") : nullptr, a.dims[0], a.dims[1], a.dims[2], E);
+  f(a.f<T>("y"), a.f<T>("x"), a.f<T>("w"), kBias ? a.f<T>("bias") : nullptr, a.dims[0], a.dims[1], a.dims[2], E,
+    a.stream);
 }
 
 template <int E, bool kBias>
@@ -111,7 +114,8 @@ void linear_rows_bf16_make(Problem& p, Random& r) {
 }
 
 void call_linear_rows_bf16(kernels::linear_rows_on_bf16_fn f, const Args& a) {
-  f(a.f<float>("y"), a.f<float>("x"), a.f<bf16>("w"), a.f<float>("bias"), a.dims[0], a.dims[1], a.dims[2], kStore);
+  f(a.f<float>("y"), a.f<float>("x"), a.f<bf16>("w"), a.f<float>("bias"), a.dims[0], a.dims[1], a.dims[2], kStore,
+    a.stream);
 }
 
 Case linear_rows_bf16_case() {
@@ -125,6 +129,22 @@ Case linear_rows_bf16_case() {
   c.bytes = [](const Dims& d) { return 4.0 * (d[0] * d[2] + d[1] * d[2] + d[1] + d[0] * d[1]); };
   // the same descriptor twice: one dtype, bfloat16 (lab/kernel_lab.h)
   c.call = call(op::linear_rows_on_bf16, &call_linear_rows_bf16, op::linear_rows_on_bf16, &call_linear_rows_bf16);
+  return c;
+}
+
+// --- linear_rows at a decoding step's sizes (chapter 20) --------------------------------------
+// One row to a few: each weight is read once and used for one multiply-add a row, so bandwidth,
+// not FLOPs, is the limit and the lab reports GB/s and the share of the copy bandwidth (the GPU
+// bar: 85%). The default size is GPT-2's c_fc at batch 1; --size 1x50257x768 is its head.
+
+Case as_gemv(Case c, const char* name, const char* what) {
+  c.name = name;
+  c.what = what;
+  c.chapter = "20";
+  c.gpu_size = {1, 3072, 768}, c.emulator_size = {1, 96, 1024}, c.cpu_size = {1, 3072, 768};
+  c.shapes = {{1, 1, 1}, {1, 40, 1030}, {4, 33, 517}};  // one chunk of K or three (kernels/cuda/rows/)
+  c.report_flops = false;
+  c.flops = nullptr;
   return c;
 }
 
@@ -147,6 +167,99 @@ void call_attend_rows(kernels::attend_rows_fn<T> f, const Args& a) {
   f(a.f<T>("out"), a.f<T>("q"), a.f<T>("k"), a.f<T>("v"), a.dims[1] - a.dims[0], a.dims[0], a.dims[2]);
 }
 
+// --- attend_cache: one query per row against its slot of a KV cache (chapter 20) -----------------
+// dims (rows, heads, T, hs), T the cache's capacity; row b reads slot rows - 1 - b (so a row's
+// slot is not its index) at cache_length(T, b) positions: T, T - 1, T - 2, T, ... (ragged, and
+// the bytes a case moves follow from its sizes). --dtype bfloat16 stores the cache in bf16; q and
+// out stay float32, as a Decoder keeps them.
+
+std::int64_t cache_length(std::int64_t T, std::int64_t b) { return std::max<std::int64_t>(1, T - b % 3); }
+
+void attend_cache_make(Problem& p, Random& r) {
+  const std::int64_t B = p.dims[0], C = p.dims[1] * p.dims[3], T = p.dims[2];
+  const Array::Type rows_type = p.dtype == kBFloat16 ? Array::kFloat32 : Array::kFloat;
+  p.input("q", r.normal(B * C), rows_type);
+  p.input("k", r.normal(B * T * C));
+  p.input("v", r.normal(B * T * C));
+  std::vector<std::int32_t> slots(static_cast<std::size_t>(B)), lengths(slots.size());
+  for (std::int64_t b = 0; b < B; ++b) {
+    slots[b] = static_cast<std::int32_t>(B - 1 - b);
+    lengths[b] = static_cast<std::int32_t>(cache_length(T, b));
+  }
+  p.indices("slots", slots);
+  p.indices("lengths", lengths);
+  p.output("out", B * C, rows_type);
+}
+
+void attend_cache_reference(Problem& p) {
+  const std::int64_t B = p.dims[0], H = p.dims[1], T = p.dims[2], hs = p.dims[3], C = H * hs;
+  const std::vector<double>&q = p.in("q"), &k = p.in("k"), &v = p.in("v");
+  const std::vector<double>&slots = p.in("slots"), &lengths = p.in("lengths");
+  std::vector<double>& out = p.out("out");
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
+  parallel_rows(B * H, [&](std::int64_t i) {
+    const std::int64_t b = i / H, h = i % H, t = static_cast<std::int64_t>(lengths[b]);
+    const std::int64_t at = static_cast<std::int64_t>(slots[b]) * T * C + h * hs;
+    std::vector<double> e(static_cast<std::size_t>(t));
+    double top = -INFINITY, total = 0;
+    for (std::int64_t j = 0; j < t; ++j) {
+      double dot = 0;
+      for (std::int64_t c = 0; c < hs; ++c) dot += q[b * C + h * hs + c] * k[at + j * C + c];
+      e[j] = scale * dot;
+      top = std::max(top, e[j]);
+    }
+    for (std::int64_t j = 0; j < t; ++j) total += (e[j] = std::exp(e[j] - top));
+    for (std::int64_t c = 0; c < hs; ++c) {
+      double o = 0;
+      for (std::int64_t j = 0; j < t; ++j) o += e[j] / total * v[at + j * C + c];
+      out[b * C + h * hs + c] = o;
+    }
+  });
+}
+
+kernels::CacheShape cache_shape_of(const Args& a) {
+  kernels::CacheShape s;
+  s.rows = a.dims[0], s.heads = a.dims[1], s.capacity = a.dims[2], s.hs = a.dims[3];
+  s.slots = s.rows, s.q_stride = s.heads * s.hs;
+  return s;
+}
+
+template <class T>
+void call_attend_cache(kernels::attend_cache_fn<T> f, const Args& a) {
+  f(a.f<T>("out"), a.f<T>("q"), a.f<T>("k"), a.f<T>("v"), a.idx("slots"), a.idx("lengths"), cache_shape_of(a),
+    a.stream);
+}
+
+void call_attend_cache_bf16(kernels::attend_cache_on_bf16_fn f, const Args& a) {
+  f(a.f<float>("out"), a.f<float>("q"), a.f<bf16>("k"), a.f<bf16>("v"), a.idx("slots"), a.idx("lengths"),
+    cache_shape_of(a), a.stream);
+}
+
+Case attend_cache_case() {
+  return Case{
+      .name = "attend_cache",
+      .what = "out (rows, heads * hs): each row's query q (rows, heads * hs) against its slot of the cache k, v "
+              "(slots, T, heads * hs), over the row's length: a decoding step's attention",
+      .chapter = "20",
+      .dim_names = {"rows", "heads", "T", "hs"},
+      // GPT-2 (12 heads of 64) at 8 sequences of 1024 positions; on the emulator 4 of 200
+      .gpu_size = {8, 12, 1024, 64}, .emulator_size = {4, 2, 200, 64}, .cpu_size = {8, 12, 1024, 64},
+      // one position; a length past one block of 128 (and 129, 130); small and odd head sizes;
+      // the largest head the GPU kernel holds (256); more rows than one warp's 32 positions
+      .shapes = {{1, 1, 1, 1}, {3, 2, 130, 64}, {5, 3, 7, 24}, {2, 2, 257, 40}, {2, 1, 300, 256}, {7, 2, 33, 33}},
+      .tolerance = 1e-4,  // sums over the positions and the head: float32 rounding grows with both
+      .bytes = [](const Dims& d) {
+        double positions = 0;
+        for (std::int64_t b = 0; b < d[0]; ++b) positions += static_cast<double>(cache_length(d[2], b));
+        const double C = static_cast<double>(d[1] * d[3]);
+        return 4.0 * (2 * d[0] * C + 2 * positions * C + 2 * d[0]);  // q, out; the keys and values read; slots, lengths
+      },
+      .make = &attend_cache_make,
+      .reference = &attend_cache_reference,
+      .call = call(op::attend_cache<float>, &call_attend_cache<float>, op::attend_cache<double>,
+                   &call_attend_cache<double>, op::attend_cache_on_bf16, &call_attend_cache_bf16)};
+}
+
 }  // namespace
 
 std::vector<Case> decode_cases() {
@@ -159,6 +272,10 @@ std::vector<Case> decode_cases() {
       linear_rows_case<kGeluErf, true>("linear_rows/gelu_erf",
                                        "y (M, N) = gelu_erf(x (M, K) @ w (N, K)^T + bias): c_fc with the exact GELU"),
       linear_rows_bf16_case(),
+      as_gemv(linear_rows_case<kStore, true>("", ""), "linear_rows/gemv",
+              "y (M, N) = x (M, K) @ w (N, K)^T + bias at a decoding step's M (1 to a few): bandwidth-bound, in GB/s"),
+      as_gemv(linear_rows_bf16_case(), "linear_rows/gemv/bf16",
+              "linear_rows/gemv on bfloat16 weights (--dtype bf16): y, x and the bias float32"),
       Case{.name = "attend_rows",
            .what = "out (n, hs): the last n rows (positions T - n .. T - 1) of one head's causal softmax(q k^T "
                    "/ sqrt(hs)) v, q (n, hs), k and v (T, hs)",
@@ -183,6 +300,7 @@ std::vector<Case> decode_cases() {
            .reference = &attend_rows_reference,
            .call = call(op::attend_rows<float>, &call_attend_rows<float>, op::attend_rows<double>,
                         &call_attend_rows<double>)},
+      attend_cache_case(),
   };
 }
 

@@ -174,6 +174,14 @@ lab_bf16_runs=(
   "adamw_clipped_multi_step --size 2^26"
   "gelu_erf_forward --size 2^26" "gelu_erf_backward --size 2^26"
   "matmul_bias_gelu"
+  # Written on 2026-11-29, untimed: a decoding step's kernels (kernels/cuda/rows/, issue 56) at
+  # GPT-2's shapes: c_attn, c_fc, the MLP's c_proj and the head at batch 1, c_fc at batch 8, in
+  # float32 and on bf16 weights; the attention over 1024 cached positions at batch 1 and 8, in a
+  # float32 and a bf16 cache. Bar: 85% of copy bandwidth.
+  "linear_rows/gemv --size 1x2304x768 --size 1x3072x768 --size 1x768x3072 --size 1x50257x768 --size 8x3072x768"
+  "linear_rows/gemv/bf16 --dtype bfloat16 --size 1x2304x768 --size 1x3072x768 --size 1x768x3072 --size 1x50257x768 --size 8x3072x768"
+  "attend_cache --size 1x12x1024x64 --size 8x12x1024x64"
+  "attend_cache --dtype bfloat16 --size 1x12x1024x64 --size 8x12x1024x64"
 )
 # The sol step: launches of lab_runs that the emulator counts in seconds (it counts every access
 # of every lane), whose bounds the report sets beside the lab's times of the same launches.
@@ -186,6 +194,7 @@ counters_runs=(
   "layernorm_forward --size 256x768" "layernorm_backward --size 256x768"
   "cross_entropy_fused --size 64x4096"
   "adamw_step --size 2^20" "adamw_multi_step --size 2^20" "adamw_clipped_multi_step --size 2^20"
+  "linear_rows/gemv --size 1x96x1024" "attend_cache --size 2x2x512x64"
 )
 counters_metrics=l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
 counters_metrics+=,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum

@@ -118,4 +118,11 @@ template <class T> void max_pool2d_backward(T* dx, const T* dout, const std::int
 template <class T> void avg_pool2d_forward(T* out, const T* x, const PoolShape& shape, Stream);
 template <class T> void avg_pool2d_backward(T* dx, const T* dout, const PoolShape& shape, Stream);
 
+// rows/cache.cpp: attend_cache (kernels/signatures.h), whose kernels of note are CUDA's
+// (kernels/cuda/rows/): float32 through rows.h's attend_row, float64 the formula.
+void attend_cache(float* out, const float* q, const float* k, const float* v, const std::int32_t* slots,
+                  const std::int32_t* lengths, const CacheShape& shape, Stream);
+void attend_cache_loop(double* out, const double* q, const double* k, const double* v, const std::int32_t* slots,
+                       const std::int32_t* lengths, const CacheShape& shape, Stream);
+
 }  // namespace brrr::kernels::cpu

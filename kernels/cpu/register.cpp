@@ -155,6 +155,11 @@ void register_cpu_kernels() {
   add(op::attend_rows<float>, kCpu, "tiles", &cpu::attend_rows_op, 0,
       about("scores as linear_rows's dot products, the softmax 8 lanes at a time, values 6 rows at a time (rows/rows.cpp)"));
   add(op::attend_rows<double>, kCpu, "loop", &cpu::attend_rows_loop, 0, about("the formula, row by row"));
+  // attend_cache, whose kernels of note are CUDA's (chapter 20, kernels/cuda/rows/): here for the
+  // lab, which checks every op on the CPU, and to compare a GPU's answer with.
+  add(op::attend_cache<float>, kCpu, "rows", &cpu::attend_cache, 0,
+      about("attend_row per (row, head) over the row's slot of the cache (rows/cache.cpp)"));
+  add(op::attend_cache<double>, kCpu, "loop", &cpu::attend_cache_loop, 0, about("the formula, row by row"));
   register_integer<std::int32_t>();
   register_integer<std::int64_t>();
   // bfloat16 (chapter 18): storage and conversion; ops on bf16 tensors compute in float32.

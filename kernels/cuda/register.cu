@@ -4,6 +4,7 @@
 // exercises' kernels join through a provider: exercises/install.cpp).
 #include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/rows/rows.h"
 #include "kernels/cuda/simt.h"
 #include "kernels/transpose.h"
 
@@ -26,6 +27,8 @@ void register_kernels() {
   register_attention_wgmma_kernels();  // attention/wgmma.cu (declared in attention/attention.h)
   register_conv_kernels();
   register_transpose_kernels();  // transpose.cu (declared in kernels/transpose.h)
+  register_linear_rows_kernels();   // rows/linear_rows.cu (declared in rows/rows.h)
+  register_attend_cache_kernels();  // rows/attend_cache.cu
 #if !BRRR_EMULATOR
   register_cublas_kernels();  // the default matmul on a GPU; the emulator has no cuBLAS
 #endif

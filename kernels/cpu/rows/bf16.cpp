@@ -367,14 +367,14 @@ void linear_rows(float* y, const float* x, const std::uint16_t* w, const float* 
 
 // The registry's (rows.h): W packed on each call, so the lab's times include packing it.
 void linear_rows_bf16_op(float* y, const float* x, const bf16* w, const float* bias, i64 M, i64 N, i64 K,
-                         int epilogue) {
+                         int epilogue, void*) {
   check_epilogue(epilogue);
   dot_products(y, x, packed(reinterpret_cast<const std::uint16_t*>(w), N, K), bias, M, N, K,
                static_cast<Epilogue>(epilogue));
 }
 
 void linear_rows_bf16_amx_op(float* y, const float* x, const bf16* w, const float* bias, i64 M, i64 N, i64 K,
-                             int epilogue) {
+                             int epilogue, void*) {
   check_epilogue(epilogue);
   linear_rows_amx(y, x, packed(reinterpret_cast<const std::uint16_t*>(w), N, K), bias, M, N, K,
                   static_cast<Epilogue>(epilogue));

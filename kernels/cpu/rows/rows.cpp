@@ -458,13 +458,14 @@ void rows_detail::check_epilogue(int epilogue) {
              " is not 0 (store), 1 (add), 2 (GELU, tanh) or 3 (GELU, erf)");
 }
 
-void linear_rows_op(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, int epilogue) {
+void linear_rows_op(float* y, const float* x, const float* w, const float* bias, i64 M, i64 N, i64 K, int epilogue,
+                    void*) {
   check_epilogue(epilogue);
   linear_rows(y, x, w, bias, M, N, K, static_cast<Epilogue>(epilogue));
 }
 
 void linear_rows_loop(double* y, const double* x, const double* w, const double* bias, i64 M, i64 N, i64 K,
-                      int epilogue) {
+                      int epilogue, void*) {
   check_epilogue(epilogue);
   rows_parallel(M, 1, [&](i64 begin, i64 end) {
     for (i64 m = begin; m < end; ++m)

@@ -133,20 +133,21 @@ void attend_rows(float* out, std::int64_t ldo, const float* q, std::int64_t ldq,
 
 // The registry's linear_rows and attend_rows (kernels/signatures.h; chapter 11's kernel lab
 // checks and times them): float32, the kernels above ("tiles"; attend_rows in groups of kAttendGroup
-// rows, as the Decoder calls it); float64, plain loops ("loop").
+// rows, as the Decoder calls it); float64, plain loops ("loop"). The last argument is the op's
+// stream, which the CPU ignores (linear_rows has CUDA kernels too: kernels/cuda/rows/).
 void linear_rows_op(float* y, const float* x, const float* w, const float* bias, std::int64_t M, std::int64_t N,
-                    std::int64_t K, int epilogue);
+                    std::int64_t K, int epilogue, void* stream);
 void linear_rows_loop(double* y, const double* x, const double* w, const double* bias, std::int64_t M,
-                      std::int64_t N, std::int64_t K, int epilogue);
+                      std::int64_t N, std::int64_t K, int epilogue, void* stream);
 void attend_rows_op(float* out, const float* q, const float* k, const float* v, std::int64_t t0, std::int64_t n,
                     std::int64_t hs);
 // linear_rows with bfloat16 weights (row-major, packed into panels on each call) for the
 // registry: off the tile unit ("tiles", on bf16_path()), and on AMX's tile unit ("amx",
 // registered where amx_available()), whatever the amx switch.
 void linear_rows_bf16_op(float* y, const float* x, const bf16* w, const float* bias, std::int64_t M, std::int64_t N,
-                         std::int64_t K, int epilogue);
+                         std::int64_t K, int epilogue, void* stream);
 void linear_rows_bf16_amx_op(float* y, const float* x, const bf16* w, const float* bias, std::int64_t M,
-                             std::int64_t N, std::int64_t K, int epilogue);
+                             std::int64_t N, std::int64_t K, int epilogue, void* stream);
 void attend_rows_loop(double* out, const double* q, const double* k, const double* v, std::int64_t t0,
                       std::int64_t n, std::int64_t hs);
 
