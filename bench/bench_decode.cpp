@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
               peak, bench::kPeakLanes, get_num_threads(), prefill_flops / 1e9, prefill_flops / prefill_s / 1e9,
               100.0 * prefill_flops / prefill_s / 1e9 / peak);
   if (old) {  // the cached forward of kv_cache.cpp: tensors and ops, float32
-    o.fast = false;
+    o.tensor_cache = true;
     o.weights = kFloat32;
     const auto start = std::chrono::steady_clock::now();
     models::generate(model, prompt, o);

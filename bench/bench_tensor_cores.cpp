@@ -1,8 +1,8 @@
 // bench/bench_tensor_cores.cpp: the tensor-core kernels with bf16 in memory, timed on the GPU
 // (or the emulator, for a try): matmul's variants 12 (bf16_pipelined), 13 (bf16_wide) and 14 (wgmma,
-// Hopper only: on another GPU it says so and goes on) at N^3, and
-// attention's variant 4, causal, at (BH, T, hs): its forward, and forward + backward. Their bars are
-// against cuBLAS's bf16 GEMM and PyTorch's bf16 SDPA, which bench/tensor_cores_peer.py times;
+// Hopper only: on another GPU it says so and goes on) at N^3, and attention's variants 4 and 5
+// (wgmma, Hopper only, likewise), causal, at (BH, T, hs): the forward, and forward + backward.
+// Their bars are against cuBLAS's bf16 GEMM and PyTorch's bf16 SDPA, which bench/tensor_cores_peer.py times;
 // bench/tensor_cores.sh runs both. Chapters 14 and 15.
 // They are plain launchers until bf16 tensors reach the registry (then kernel-lab takes over):
 // this program calls them on raw device buffers, and times them with the runtime's events.
@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
          gemm_wgmma = &kernels::emu::matmul_wgmma;
   AttentionFn attention = &kernels::emu::attention_forward_bf16_pipelined;
   BackwardFn backward = &kernels::emu::attention_backward_bf16_pipelined;
+  AttentionFn attention_wgmma = &kernels::emu::attention_forward_wgmma;
+  BackwardFn backward_wgmma = &kernels::emu::attention_backward_wgmma;
 #if BRRR_WITH_CUDA
   if (!emulated) {
     gemm = &kernels::cuda::matmul_bf16_pipelined;
@@ -92,6 +94,8 @@ int main(int argc, char** argv) {
     gemm_wgmma = &kernels::cuda::matmul_wgmma;
     attention = &kernels::cuda::attention_forward_bf16_pipelined;
     backward = &kernels::cuda::attention_backward_bf16_pipelined;
+    attention_wgmma = &kernels::cuda::attention_forward_wgmma;
+    backward_wgmma = &kernels::cuda::attention_backward_wgmma;
   }
 #endif
   if (!runtime || (!emulated && gemm == &kernels::emu::matmul_bf16_pipelined)) {
@@ -119,33 +123,34 @@ int main(int argc, char** argv) {
     time_gemm(gemm, "bf16_pipelined (variant 12)", n);
     time_gemm(gemm_wide, "bf16_wide (variant 13)", n);
   }
-  for (const auto& [T, BH, hs] : attentions) {
+  // Attention forward, then backward from the forward's out and lse (dq, dk, dv in float32), at (BH, T, hs).
+  const auto time_attention = [&](AttentionFn forward, BackwardFn backward, const char* name, std::int64_t T,
+                                  std::int64_t BH, std::int64_t hs) {
     const std::size_t count = static_cast<std::size_t>(BH * T * hs);
     DeviceValues q(*runtime, count, sizeof(bf16), 1.0f), k(*runtime, count, sizeof(bf16), 1.0f),
         v(*runtime, count, sizeof(bf16), 1.0f), out(*runtime, count, sizeof(bf16)),
         lse(*runtime, static_cast<std::size_t>(BH * T), sizeof(float));
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const double ms = median_ms([&] {
-      attention(out.as<bf16>(), lse.as<float>(), q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), {BH, T, hs, scale},
-                runtime->stream());
+      forward(out.as<bf16>(), lse.as<float>(), q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), {BH, T, hs, scale},
+              runtime->stream());
     });
     // Causal: about half of the 4 T^2 hs FLOPs per head (q k^T and p v).
     const double flops = 2.0 * BH * static_cast<double>(T) * T * hs;
-    std::printf("attention forward bf16_pipelined (variant 4) bf16, causal, BH=%lld T=%lld hs=%lld: %.4f ms, "
-                "%.2f TFLOP/s\n",
+    std::printf("attention forward %s bf16, causal, BH=%lld T=%lld hs=%lld: %.4f ms, %.2f TFLOP/s\n", name,
                 static_cast<long long>(BH), static_cast<long long>(T), static_cast<long long>(hs), ms,
                 flops / (ms * 1e-3) / 1e12);
-    // The backward from the forward's out and lse (dq, dk, dv in float32).
     DeviceValues dout(*runtime, count, sizeof(bf16), 1.0f), dq(*runtime, count, sizeof(float)),
         dk(*runtime, count, sizeof(float)), dv(*runtime, count, sizeof(float));
     const double backward_ms = median_ms([&] {
       backward(dq.as<float>(), dk.as<float>(), dv.as<float>(), dout.as<bf16>(), q.as<bf16>(), k.as<bf16>(),
                v.as<bf16>(), out.as<bf16>(), lse.as<float>(), {BH, T, hs, scale}, runtime->stream());
     });
-    std::printf("attention backward bf16_pipelined (variant 4) bf16 in, float32 gradients: %.4f ms; forward + "
-                "backward %.4f ms\n",
+    std::printf("attention backward %s bf16 in, float32 gradients: %.4f ms; forward + backward %.4f ms\n", name,
                 backward_ms, ms + backward_ms);
-  }
+  };
+  for (const auto& [T, BH, hs] : attentions)
+    time_attention(attention, backward, "bf16_pipelined (variant 4)", T, BH, hs);
   // Variant 14 last: it has never run on a GPU, so if it fails or hangs (gpu.sh's time limit)
   // the figures above are already printed. On a GPU other than sm_90 it refuses, and says so.
   for (std::int64_t n : gemms) {
@@ -153,6 +158,14 @@ int main(int argc, char** argv) {
       time_gemm(gemm_wgmma, "wgmma (variant 14)", n);
     } catch (const brrr::Error& e) {
       std::printf("matmul wgmma (variant 14): skipped: %s\n", e.what());
+    }
+  }
+  // Attention's variant 5 (wgmma, Hopper only) after it, for the same reasons.
+  for (const auto& [T, BH, hs] : attentions) {
+    try {
+      time_attention(attention_wgmma, backward_wgmma, "wgmma (variant 5)", T, BH, hs);
+    } catch (const brrr::Error& e) {
+      std::printf("attention wgmma (variant 5): skipped: %s\n", e.what());
     }
   }
   return 0;

@@ -123,6 +123,9 @@ const std::vector<Exercise>& all() {
       {"ex18.1", "bf16_round", 18, "cpu", "exercises/student/bf16_round.cpp",
        "float32 to bfloat16, round to nearest even, inside matmul:bf16 variant \"student\"", "",
        &grade_bf16_round_variant},
+      {"ex21.1", "tma_ring_matmul", 21, "cuda", "exercises/student/tma_ring.cu",
+       "the producer's loop of a Hopper GEMM's TMA ring, graded on the emulator by its results and the sanitizer",
+       "matmul", &grade_tma_ring_matmul},
   };
   return table;
 }

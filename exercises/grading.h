@@ -3,7 +3,7 @@
 // one file beside each stub in exercises/student/ (NAME_grader.cpp), in the course's order:
 // div_backward (ex03.1), matmul_tiled (ex04.1), bpe_merge (ex06.1), im2col (ex09.1), gelu
 // (ex12.1, ex12.2), layernorm (ex13.1, ex13.2), matmul (ex14.1), transpose (ex14.2), attention
-// (ex15.1), crossentropy (ex16.1), adamw (ex16.2), bf16_round (ex18.1).
+// (ex15.1), crossentropy (ex16.1), adamw (ex16.2), bf16_round (ex18.1), tma_ring (ex21.1).
 #pragma once
 #include <functional>
 #include <sstream>
@@ -53,5 +53,6 @@ Result grade_flash_attention_forward(const std::string& variant);  // ex15.1, at
 Result grade_cross_entropy_fused(const std::string& variant);      // ex16.1, crossentropy_grader.cpp
 Result grade_adamw_step(const std::string& variant);               // ex16.2, adamw_grader.cpp
 Result grade_bf16_round_variant(const std::string& variant);       // ex18.1, bf16_round_grader.cpp
+Result grade_tma_ring_matmul(const std::string& variant);          // ex21.1, tma_ring_grader.cpp
 
 }  // namespace brrr::exercises

@@ -220,6 +220,17 @@ template <class T> using cross_entropy_fused_fn = void (*)(T* losses, T* dlogits
 // dlogits may be logits itself: the gradient overwrites the logits in place, as llm.c's
 // classifier does, so a step keeps one (N, V) buffer, not two.
 using cross_entropy_fused_on_bf16_fn = void (*)(float* losses, bf16* dlogits, const bf16* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, float dloss, Stream);
+// residual_layernorm_forward on bf16 data (chapter 18; a block's residual add and LayerNorm in
+// a step whose activations are bf16 in memory): x, residual, sum, out, weight and bias bfloat16;
+// mean, rstd (N) and eps float32, every sum float32. out normalizes sum as stored (rounded to
+// bf16), so the backward sees the row the forward normalized.
+using residual_layernorm_forward_on_bf16_fn = void (*)(bf16* sum, bf16* out, float* mean, float* rstd, const bf16* x, const bf16* residual, const bf16* weight, const bf16* bias, std::int64_t N, std::int64_t C, float eps, Stream);
+// residual_layernorm_backward on bf16 data: the backward of out = layernorm(sum) that also adds
+// the gradient the residual stream gets from its other users, so the gradient passes once:
+// dsum (N, C) = dres + layernorm_backward's dx from dout, dres (N, C) or nullptr (none). dweight
+// and dbias (C) overwritten (dbias may be nullptr); mean and rstd the forward's, float32. dsum is
+// the gradient of x and of residual both (sum = x + residual).
+using residual_layernorm_backward_on_bf16_fn = void (*)(bf16* dsum, bf16* dweight, bf16* dbias, const bf16* dout, const bf16* dres, const bf16* sum, const bf16* weight, const float* mean, const float* rstd, std::int64_t N, std::int64_t C, Stream);
 // Causal attention (AttentionShape above): q, k, v, out (BH, T, hs), lse (BH, T) = log-sum-exp
 // of each row of the scaled, masked scores (all the backward needs besides q, k, v, out). The
 // backward overwrites dq, dk, dv.
@@ -275,6 +286,12 @@ struct AdamWTensor {
   double weight_decay;
 };
 template <class T> using adamw_multi_step_fn = void (*)(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream);
+// AdamW over many tensors with their gradients clipped by the global norm (chapter 16; what
+// clip_grad_norm then the step do, without writing the clipped gradients back): norm (one T, in
+// the device's memory) = sqrt of the sum of the squares of every gradient, summed in T in a
+// fixed order; each gradient g is used as g * min(1, max_norm / (norm + 1e-6)) (PyTorch's
+// coefficient), and is left as it was in memory. max_norm must be positive.
+template <class T> using adamw_clipped_multi_step_fn = void (*)(T* norm, const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, double max_norm, Stream);
 template <class T> using sgd_step_fn = void (*)(T* param, const T* grad, T* momentum_buffer, std::int64_t n, const SGDParams& hp, Stream);
 
 // --- the ops: one descriptor per op name -----------------------------------------------------
@@ -343,6 +360,10 @@ template <class T> inline constexpr Op<residual_layernorm_forward_fn<T>> residua
 template <class T> inline constexpr Op<cross_entropy_fused_fn<T>> cross_entropy_fused{"cross_entropy_fused", dtype_of<T>()};
 // cross_entropy_fused on bf16 data: the op "cross_entropy_fused" in dtype bfloat16 (as matmul_on_bf16).
 inline constexpr Op<cross_entropy_fused_on_bf16_fn> cross_entropy_fused_on_bf16{cross_entropy_fused<float>.name, kBFloat16};
+// residual + LayerNorm on bf16 data: "residual_layernorm_forward" and "residual_layernorm_backward"
+// in dtype bfloat16 (float32 statistics; the backward has only this form).
+inline constexpr Op<residual_layernorm_forward_on_bf16_fn> residual_layernorm_forward_on_bf16{residual_layernorm_forward<float>.name, kBFloat16};
+inline constexpr Op<residual_layernorm_backward_on_bf16_fn> residual_layernorm_backward_on_bf16{"residual_layernorm_backward", kBFloat16};
 template <class T> inline constexpr Op<attention_forward_fn<T>> attention_forward{"attention_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<attention_backward_fn<T>> attention_backward{"attention_backward", dtype_of<T>()};
 // attention on bf16 data (as matmul_on_bf16): the ops "attention_*" in dtype bfloat16.
@@ -357,6 +378,7 @@ template <class T> inline constexpr Op<avg_pool2d_forward_fn<T>> avg_pool2d_forw
 template <class T> inline constexpr Op<avg_pool2d_backward_fn<T>> avg_pool2d_backward{"avg_pool2d_backward", dtype_of<T>()};
 template <class T> inline constexpr Op<adamw_step_fn<T>> adamw_step{"adamw_step", dtype_of<T>()};
 template <class T> inline constexpr Op<adamw_multi_step_fn<T>> adamw_multi_step{"adamw_multi_step", dtype_of<T>()};
+template <class T> inline constexpr Op<adamw_clipped_multi_step_fn<T>> adamw_clipped_multi_step{"adamw_clipped_multi_step", dtype_of<T>()};
 template <class T> inline constexpr Op<sgd_step_fn<T>> sgd_step{"sgd_step", dtype_of<T>()};
 template <class T> inline constexpr Op<transpose_fn<T>> transpose{"transpose", dtype_of<T>()};
 }  // namespace op

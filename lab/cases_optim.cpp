@@ -5,6 +5,7 @@
 // The references follow PyTorch's documented updates (torch.optim.AdamW, torch.optim.SGD)
 // element by element in double.
 #include <algorithm>
+#include <cmath>
 
 #include "lab/cases.h"
 
@@ -41,7 +42,7 @@ std::vector<std::int64_t> tensor_sizes(std::int64_t n) {
 double decay_of(std::size_t tensor) { return tensor % 2 == 0 ? kAdamW.weight_decay : 0.0; }
 
 template <class T>
-void call_adamw_multi_step(kernels::adamw_multi_step_fn<T> f, const Args& a) {
+std::vector<kernels::AdamWTensor<T>> tensors_of(const Args& a) {
   T *param = a.f<T>("param"), *m = a.f<T>("m"), *v = a.f<T>("v");
   const T* grad = a.f<T>("grad");
   std::vector<kernels::AdamWTensor<T>> tensors;
@@ -50,7 +51,23 @@ void call_adamw_multi_step(kernels::adamw_multi_step_fn<T> f, const Args& a) {
     tensors.push_back({param + offset, grad + offset, m + offset, v + offset, size, decay_of(tensors.size())});
     offset += size;
   }
+  return tensors;
+}
+
+template <class T>
+void call_adamw_multi_step(kernels::adamw_multi_step_fn<T> f, const Args& a) {
+  const std::vector<kernels::AdamWTensor<T>> tensors = tensors_of<T>(a);
   f(tensors.data(), static_cast<int>(tensors.size()), kAdamW, a.stream);
+}
+
+// adamw_clipped_multi_step: the gradients' norm is near sqrt(n) (standard normal values), so a
+// max_norm of half of that clips them by about one half.
+double max_norm_of(const Dims& d) { return 0.5 * std::sqrt(static_cast<double>(d[0])); }
+
+template <class T>
+void call_adamw_clipped_multi_step(kernels::adamw_clipped_multi_step_fn<T> f, const Args& a) {
+  const std::vector<kernels::AdamWTensor<T>> tensors = tensors_of<T>(a);
+  f(a.f<T>("norm"), tensors.data(), static_cast<int>(tensors.size()), kAdamW, max_norm_of(a.dims), a.stream);
 }
 
 template <class T>
@@ -73,15 +90,17 @@ void make_adamw(Problem& p, Random& r) {
 // One AdamW step on elements [begin, end), with decoupled weight decay `decay`:
 //   param *= 1 - lr decay;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
 //   param -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
-void adamw(Problem& p, std::int64_t begin, std::int64_t end, double decay) {
+// With `scale`, each gradient is g * scale (clipping).
+void adamw(Problem& p, std::int64_t begin, std::int64_t end, double decay, double scale = 1.0) {
   const kernels::AdamWParams& h = kAdamW;
   const std::vector<double>& grad = p.in("grad");
   std::vector<double>&param = p.out("param"), &m = p.out("m"), &v = p.out("v");
   const double t = static_cast<double>(h.step);
   for (std::int64_t i = begin; i < end; ++i) {
+    const double g = grad[i] * scale;
     param[i] *= 1.0 - h.lr * decay;
-    m[i] = h.beta1 * m[i] + (1.0 - h.beta1) * grad[i];
-    v[i] = h.beta2 * v[i] + (1.0 - h.beta2) * grad[i] * grad[i];
+    m[i] = h.beta1 * m[i] + (1.0 - h.beta1) * g;
+    v[i] = h.beta2 * v[i] + (1.0 - h.beta2) * g * g;
     const double m_hat = m[i] / (1.0 - std::pow(h.beta1, t)), v_hat = v[i] / (1.0 - std::pow(h.beta2, t));
     param[i] -= h.lr * m_hat / (std::sqrt(v_hat) + h.eps);
   }
@@ -92,6 +111,21 @@ void adamw_multi_reference(Problem& p) {
   const std::vector<std::int64_t> sizes = tensor_sizes(p.dims[0]);
   for (std::size_t t = 0; t < sizes.size(); ++t) {
     adamw(p, offset, offset + sizes[t], decay_of(t));
+    offset += sizes[t];
+  }
+}
+
+// norm = sqrt(sum of g^2) over every tensor; each g is used as g min(1, max_norm / (norm + 1e-6))
+// (torch.nn.utils.clip_grad_norm_'s coefficient), then AdamW as above.
+void adamw_clipped_multi_reference(Problem& p) {
+  double squares = 0;
+  for (double g : p.in("grad")) squares += g * g;
+  const double norm = std::sqrt(squares), coefficient = max_norm_of(p.dims) / (norm + 1e-6);
+  p.out("norm")[0] = norm;
+  std::int64_t offset = 0;
+  const std::vector<std::int64_t> sizes = tensor_sizes(p.dims[0]);
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    adamw(p, offset, offset + sizes[t], decay_of(t), std::min(coefficient, 1.0));
     offset += sizes[t];
   }
 }
@@ -140,6 +174,17 @@ std::vector<Case> optim_cases() {
                  .make = &make_adamw, .reference = &adamw_multi_reference,
                  .call = call(op::adamw_multi_step<float>, &call_adamw_multi_step<float>,
                               op::adamw_multi_step<double>, &call_adamw_multi_step<double>)}),
+      optimizer({.name = "adamw_clipped_multi_step",
+                 .what = "adamw_multi_step with the gradients clipped to a global norm of sqrt(n) / 2; norm (1)",
+                 // read param grad m v, write param m v; and grad read once more, for the norm
+                 .bytes = [](const Dims& d) { return 32.0 * d[0]; },
+                 .make = [](Problem& p, Random& r) {
+                   make_adamw(p, r);
+                   p.output("norm", 1);
+                 },
+                 .reference = &adamw_clipped_multi_reference,
+                 .call = call(op::adamw_clipped_multi_step<float>, &call_adamw_clipped_multi_step<float>,
+                              op::adamw_clipped_multi_step<double>, &call_adamw_clipped_multi_step<double>)}),
       optimizer({.name = "sgd_step", .what = "param, momentum_buffer (n) updated in place: momentum, Nesterov",
                  .bytes = [](const Dims& d) { return 20.0 * d[0]; },  // read param grad buf, write param buf
                  .make = &make_sgd, .reference = &sgd_reference<kSGD>,

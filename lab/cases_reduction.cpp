@@ -88,6 +88,14 @@ void call_residual_layernorm_forward(kernels::residual_layernorm_forward_fn<T> f
   f(a.f<T>("sum"), a.f<T>("out"), a.f<T>("mean"), a.f<T>("rstd"), a.f<T>("x"), a.f<T>("residual"), a.f<T>("weight"),
     a.f<T>("bias"), a.dims[0], a.dims[1], static_cast<T>(kEps), a.stream);
 }
+void call_residual_layernorm_forward_bf16(kernels::residual_layernorm_forward_on_bf16_fn f, const Args& a) {
+  f(a.f<bf16>("sum"), a.f<bf16>("out"), a.f<float>("mean"), a.f<float>("rstd"), a.f<bf16>("x"), a.f<bf16>("residual"),
+    a.f<bf16>("weight"), a.f<bf16>("bias"), a.dims[0], a.dims[1], static_cast<float>(kEps), a.stream);
+}
+void call_residual_layernorm_backward_bf16(kernels::residual_layernorm_backward_on_bf16_fn f, const Args& a) {
+  f(a.f<bf16>("dsum"), a.f<bf16>("dweight"), a.f<bf16>("dbias"), a.f<bf16>("dout"), a.f<bf16>("dres"),
+    a.f<bf16>("sum"), a.f<bf16>("weight"), a.f<float>("mean"), a.f<float>("rstd"), a.dims[0], a.dims[1], a.stream);
+}
 
 // --- sum and max over the middle axis of (outer, R, inner) -----------------------------------
 
@@ -406,6 +414,60 @@ void residual_layernorm_reference(Problem& p) {
             &p.out("rstd"));
 }
 
+// On bf16 data (residual_layernorm.cu): the sum is stored in bf16, and normalized as stored.
+void residual_layernorm_bf16_reference(Problem& p) {
+  const std::vector<double>&x = p.in("x"), &residual = p.in("residual");
+  std::vector<double>& sum = p.out("sum");
+  for (std::size_t i = 0; i < x.size(); ++i) sum[i] = static_cast<float>(bf16(static_cast<float>(x[i] + residual[i])));
+  layernorm(sum, p.in("weight"), p.in("bias"), p.dims[0], p.dims[1], &p.out("out"), &p.out("mean"), &p.out("rstd"));
+}
+
+// The backward's inputs: a stored sum (bf16 values), the gradients reaching it through out
+// (dout) and directly (dres), and the forward's float32 statistics of that sum.
+void make_residual_layernorm_backward(Problem& p, Random& r) {
+  const std::int64_t N = p.dims[0], C = p.dims[1];
+  std::vector<float> sum = r.normal(N * C, 0.5f, 2.0f);
+  for (float& v : sum) v = static_cast<float>(bf16(v));
+  p.input("dout", r.normal(N * C));
+  p.input("dres", r.normal(N * C));
+  p.input("sum", sum);
+  p.input("weight", r.normal(C, 1.0f, 0.2f));
+  std::vector<double> mean(N), rstd(N);
+  layernorm({sum.begin(), sum.end()}, p.in("weight"), std::vector<double>(C, 0.0), N, C, nullptr, &mean, &rstd);
+  p.input("mean", as_float(mean), Array::kFloat32);
+  p.input("rstd", as_float(rstd), Array::kFloat32);
+  p.output("dsum", N * C);
+  p.output("dweight", C);
+  p.output("dbias", C);
+}
+
+// dsum = dres + rstd (g - mean(g) - xhat mean(g xhat)), xhat = (sum - mean) rstd, g = dout weight;
+// dweight = sum_n dout xhat, dbias = sum_n dout (chapter 13's formulas, and the residual's gradient).
+void residual_layernorm_backward_reference(Problem& p) {
+  const std::int64_t N = p.dims[0], C = p.dims[1];
+  const std::vector<double>&dout = p.in("dout"), &dres = p.in("dres"), &x = p.in("sum"), &weight = p.in("weight");
+  const std::vector<double>&mean = p.in("mean"), &rstd = p.in("rstd");
+  std::vector<double>&dx = p.out("dsum"), &dweight = p.out("dweight"), &dbias = p.out("dbias");
+  std::fill(dweight.begin(), dweight.end(), 0.0);
+  std::fill(dbias.begin(), dbias.end(), 0.0);
+  for (std::int64_t n = 0; n < N; ++n) {
+    double g_mean = 0, gx_mean = 0;
+    for (std::int64_t c = 0; c < C; ++c) {
+      const std::int64_t i = n * C + c;
+      const double xhat = (x[i] - mean[n]) * rstd[n], g = dout[i] * weight[c];
+      g_mean += g / static_cast<double>(C);
+      gx_mean += g * xhat / static_cast<double>(C);
+      dweight[c] += dout[i] * xhat;
+      dbias[c] += dout[i];
+    }
+    for (std::int64_t c = 0; c < C; ++c) {
+      const std::int64_t i = n * C + c;
+      const double xhat = (x[i] - mean[n]) * rstd[n];
+      dx[i] = dres[i] + rstd[n] * (dout[i] * weight[c] - g_mean - xhat * gx_mean);
+    }
+  }
+}
+
 // --- the ops built from ops: their variants take and return tensors --------------------------
 
 void call_layer_norm(ops::variants::layer_norm_fn f, const Args& a) {
@@ -565,6 +627,43 @@ Case cross_entropy_fused_bf16_case() {
   // 1001 values a row: the scalar path; 1000 and 304: whole 16-byte pieces (V % 8 == 0)
   c.shapes = {{1, 5}, {9, 304}, {22, 1001}, {4, 1000}};
   return c;
+}
+
+// Residual + LayerNorm on bf16 data (chapter 18; residual_layernorm.cu), forward and backward:
+// every (N, C) array and weight, bias bfloat16, mean and rstd float32 (Array::kFloat32). Run
+// with --dtype bfloat16. Checked at rows of 8 values (the 16-byte path: 1 to 4 and 8 of them a
+// lane), rows of 100 and 129 (the scalar path), and enough rows for several blocks.
+std::vector<Case> residual_layernorm_bf16_cases() {
+  std::vector<Case> cases = {
+      rows({.name = "residual_layernorm_forward/bf16",
+            .op = "residual_layernorm_forward",
+            .what = "sum (N, C) = x + residual; out = layernorm(sum), bfloat16 in memory; mean, rstd (N) float32",
+            .tolerance = 1e-4,
+            // read x, residual; write sum, out; read weight, bias; write mean, rstd
+            .bytes = [](const Dims& d) { return 16.0 * d[0] * d[1] + 8.0 * d[1] + 8.0 * d[0]; },
+            .make = [](Problem& p, Random& r) {
+              make_residual_layer_norm(p, r);
+              p.output("mean", p.dims[0], Array::kFloat32);
+              p.output("rstd", p.dims[0], Array::kFloat32);
+            },
+            .reference = &residual_layernorm_bf16_reference,
+            .call = call(op::residual_layernorm_forward_on_bf16, &call_residual_layernorm_forward_bf16,
+                         op::residual_layernorm_forward_on_bf16, &call_residual_layernorm_forward_bf16)}),
+      rows({.name = "residual_layernorm_backward/bf16",
+            .op = "residual_layernorm_backward",
+            .what = "dsum (N, C) = dres + layernorm's dx from dout; dweight, dbias (C); bfloat16 in memory",
+            .tolerance = 1e-3,  // dweight and dbias are sums over all N rows
+            // read dout, dres, sum, weight, mean, rstd; write dsum, dweight, dbias
+            .bytes = [](const Dims& d) { return 16.0 * d[0] * d[1] + 12.0 * d[1] + 8.0 * d[0]; },
+            .make = &make_residual_layernorm_backward, .reference = &residual_layernorm_backward_reference,
+            .call = call(op::residual_layernorm_backward_on_bf16, &call_residual_layernorm_backward_bf16,
+                         op::residual_layernorm_backward_on_bf16, &call_residual_layernorm_backward_bf16)}),
+  };
+  for (Case& c : cases) {
+    c.chapter = "18";
+    c.shapes = {{1, 8}, {7, 100}, {5, 129}, {9, 768}, {40, 264}, {130, 1024}, {3, 2048}};
+  }
+  return cases;
 }
 
 // Sums over a dim, softmax and log-softmax, cross-entropy's kernels.
@@ -742,6 +841,7 @@ std::vector<Case> layernorm_and_op_cases() {
 std::vector<Case> reduction_cases() {
   std::vector<Case> all = sum_softmax_cases();
   for (Case& c : layernorm_and_op_cases()) all.push_back(std::move(c));
+  for (Case& c : residual_layernorm_bf16_cases()) all.push_back(std::move(c));
   return all;
 }
 

@@ -10,9 +10,9 @@
 // 1.00) and when it reads each input and writes each output once ("reads 1.00x"). A row that
 // reads 2.00x the minimum reads its input twice; one whose sectors are 1.25x the ideal has
 // lanes that straddle sectors (a misaligned start) or scatter. In shared memory, conflicts are
-// the wavefronts above the ideal. The H100 floor is the least time the counted work can take:
-// a kernel far above it on a GPU loses time elsewhere (latency, occupancy), which no counter
-// of the emulator shows.
+// the wavefronts above the ideal. The speed-of-light table below it is the least time the
+// counted work can take on an H100 SXM and an H200 (speed_of_light.h): a kernel far above it
+// on a GPU loses time elsewhere (latency, occupancy), which no counter of the emulator shows.
 #include "lab/counters.h"
 
 #include <algorithm>
@@ -26,59 +26,6 @@
 namespace brrr::lab {
 
 namespace {
-
-void add(simt::LaunchCounts& into, const simt::LaunchCounts& launch) {
-  into.global_ld_requests += launch.global_ld_requests;
-  into.global_ld_sectors += launch.global_ld_sectors;
-  into.global_ld_ideal_sectors += launch.global_ld_ideal_sectors;
-  into.global_st_requests += launch.global_st_requests;
-  into.global_st_sectors += launch.global_st_sectors;
-  into.global_st_ideal_sectors += launch.global_st_ideal_sectors;
-  into.global_ldgsts_requests += launch.global_ldgsts_requests;
-  into.global_ldgsts_sectors += launch.global_ldgsts_sectors;
-  into.global_ldgsts_ideal_sectors += launch.global_ldgsts_ideal_sectors;
-  into.shared_ld_requests += launch.shared_ld_requests;
-  into.shared_ld_wavefronts += launch.shared_ld_wavefronts;
-  into.shared_ld_ideal += launch.shared_ld_ideal;
-  into.shared_st_requests += launch.shared_st_requests;
-  into.shared_st_wavefronts += launch.shared_st_wavefronts;
-  into.shared_st_ideal += launch.shared_st_ideal;
-  into.lanes += launch.lanes;
-  into.distinct_sectors_read += launch.distinct_sectors_read;
-  into.distinct_sectors_written += launch.distinct_sectors_written;
-  into.sector_bytes = launch.sector_bytes;
-  into.wgmma_instructions += launch.wgmma_instructions;
-  into.wgmma_flops += launch.wgmma_flops;
-  into.bulk_load_requests += launch.bulk_load_requests;
-  into.bulk_load_bytes += launch.bulk_load_bytes;
-  into.bulk_store_requests += launch.bulk_store_requests;
-  into.bulk_store_bytes += launch.bulk_store_bytes;
-  into.mbarrier_waits += launch.mbarrier_waits;
-  for (const simt::InstructionCounts& i : launch.instructions) {
-    auto same = [&](const simt::InstructionCounts& j) {
-      return j.pc == i.pc && j.space == i.space && j.store == i.store && j.async_copy == i.async_copy &&
-             j.bytes == i.bytes;
-    };
-    auto it = std::find_if(into.instructions.begin(), into.instructions.end(), same);
-    if (it == into.instructions.end()) {
-      into.instructions.push_back(i);
-      continue;
-    }
-    it->requests += i.requests;
-    it->lanes += i.lanes;
-    it->sectors += i.sectors;
-    it->ideal_sectors += i.ideal_sectors;
-    it->wavefronts += i.wavefronts;
-    it->ideal_wavefronts += i.ideal_wavefronts;
-    it->useful_bytes += i.useful_bytes;
-    if (!i.exact && it->exact) {
-      it->exact = false;
-      it->inexact_why = i.inexact_why;
-    }
-  }
-  into.inexact = 0;
-  for (const simt::InstructionCounts& i : into.instructions) into.inexact += i.exact ? 0 : 1;
-}
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
@@ -104,10 +51,20 @@ double CounterRow::writes_over_minimum() const {
   return ratio(static_cast<double>(total.global_st_sectors) * total.sector_bytes, min_write_bytes);
 }
 double CounterRow::dram_over_minimum() const { return ratio(dram_floor_bytes(), min_read_bytes + min_write_bytes); }
-double CounterRow::h100_floor_us(const H100Peaks& peaks) const {
-  const double wavefronts = static_cast<double>(total.shared_ld_wavefronts + total.shared_st_wavefronts);
-  return 1e6 * std::max({dram_floor_bytes() / peaks.bandwidth_bytes_per_s, flops / peaks.flops_per_s,
-                         wavefronts / peaks.wavefronts_per_s});
+LeastTime CounterRow::launch_bound(const Chip& chip, std::size_t launch) const {
+  // A call of one launch: the launch is the call, the case's FLOPs are its own.
+  return bound_on(chip, work_of(launches.at(launch), launches.size() == 1 ? flops : 0.0));
+}
+LeastTime CounterRow::bound(const Chip& chip) const {
+  if (launches.size() == 1) return launch_bound(chip, 0);
+  LeastTime b = bound_on(chip, work_of(total, flops));  // each unit's time for the whole call
+  double sum = 0;
+  for (std::size_t l = 0; l < launches.size(); ++l) sum += launch_bound(chip, l).seconds;
+  if (sum >= b.seconds) {
+    b.seconds = sum;
+    b.unit = "launches";  // the sum of the launches' bounds, each bound by its own unit
+  }
+  return b;
 }
 
 CountersReport run_counters(const Case& c, const Options& options) {
@@ -126,17 +83,8 @@ CountersReport run_counters(const Case& c, const Options& options) {
              " sizes given, ", c.dim_names.size(), " expected");
   report.size = size_string(c, report.dims);
   const DType dtype = c.call.one_dtype ? c.call.dtype : options.dtype;
-  std::vector<Variant> variants = variants_of(c.op_name(), target.type(), dtype);
-  if (options.variant != "all") {
-    std::vector<std::string> names;
-    for (const Variant& v : variants) names.push_back(v.name);
-    auto it = std::find_if(variants.begin(), variants.end(), [&](const Variant& v) { return v.name == options.variant; });
-    std::string listing;
-    for (const std::string& n : names) listing += (listing.empty() ? "" : ", ") + n;
-    BRRR_CHECK(it != variants.end(), "kernel-lab: ", c.name, " has no variant '", options.variant,
-               "' on the emulator (variants: ", listing, ")");
-    variants = {*it};
-  }
+  const std::vector<Variant> variants =
+      pick_variants(variants_of(c.op_name(), target.type(), dtype), options.variant, c.name, "the emulator");
   say(out, "kernel-lab %s: %s\n", c.name.c_str(), c.what.c_str());
   say(out, "mode counters: each variant run once on the emulator at %s%s, its memory counted as Nsight Compute "
            "counts it (kernels/cuda/simt_counters.h)\n",
@@ -184,13 +132,16 @@ CountersReport run_counters(const Case& c, const Options& options) {
       row.failure = e.what();
     }
     simt::set_memory_counting(false);
-    for (const simt::LaunchCounts& launch : simt::take_memory_counts()) {
+    for (simt::LaunchCounts& launch : simt::take_memory_counts()) {
       row.kernels.push_back(launch.kernel);
-      add(row.total, launch);
+      row.total += launch;
+      launch.instructions.clear();  // kept in the total, by instruction
+      row.launches.push_back(std::move(launch));
     }
     report.rows.push_back(std::move(row));
   }
   print_counters(out, report);
+  print_speed_of_light(out, report);
   if (options.variant != "all" && !report.rows.empty()) print_counter_lines(out, report.rows.front());
   return report;
 }
@@ -200,9 +151,9 @@ void print_counters(std::FILE* out, const CountersReport& report) {
   std::size_t width = 7;
   for (const CounterRow& r : report.rows) width = std::max(width, r.variant.size() + 2);
   const int w = static_cast<int>(width);
-  say(out, "\n%-*s | %8s | %13s | %8s | %13s | %9s | %9s | %9s | %9s | %6s | %6s | %6s | %6s | %9s\n", w,
+  say(out, "\n%-*s | %8s | %13s | %8s | %13s | %9s | %9s | %9s | %9s | %6s | %6s | %6s | %6s\n", w,
       "variant", "ld req", "ld sect/req", "st req", "st sect/req", "sh ld wf", "sh ld cf", "sh st wf", "sh st cf",
-      "lanes", "reads", "writes", "DRAM", "H100 us");
+      "lanes", "reads", "writes", "DRAM");
   bool any_inexact = false;
   for (const CounterRow& r : report.rows) {
     const std::string name = r.variant + (r.is_default ? " *" : "");
@@ -213,14 +164,14 @@ void print_counters(std::FILE* out, const CountersReport& report) {
     const simt::LaunchCounts& t = r.total;
     const double lanes = ratio(static_cast<double>(t.lanes), 32.0 * static_cast<double>(t.requests()));
     any_inexact |= t.inexact > 0;
-    say(out, "%-*s | %8s | %13s | %8s | %13s | %9s | %9s | %9s | %9s | %5.1f%% | %5.2fx | %5.2fx | %5.2fx | %9.3g%s\n", w,
+    say(out, "%-*s | %8s | %13s | %8s | %13s | %9s | %9s | %9s | %9s | %5.1f%% | %5.2fx | %5.2fx | %5.2fx%s\n", w,
         name.c_str(), count_text(t.global_ld_requests).c_str(),
         per_request(t.global_ld_sectors, t.global_ld_ideal_sectors, t.global_ld_requests).c_str(),
         count_text(t.global_st_requests).c_str(),
         per_request(t.global_st_sectors, t.global_st_ideal_sectors, t.global_st_requests).c_str(),
         count_text(t.shared_ld_wavefronts).c_str(), count_text(t.shared_ld_wavefronts - t.shared_ld_ideal).c_str(),
         count_text(t.shared_st_wavefronts).c_str(), count_text(t.shared_st_wavefronts - t.shared_st_ideal).c_str(),
-        100 * lanes, r.reads_over_minimum(), r.writes_over_minimum(), r.dram_over_minimum(), r.h100_floor_us(),
+        100 * lanes, r.reads_over_minimum(), r.writes_over_minimum(), r.dram_over_minimum(),
         (t.global_ldgsts_requests ? format("  (and %s cp.async requests, %s sectors each)",
                                            count_text(t.global_ldgsts_requests).c_str(),
                                            per_request(t.global_ldgsts_sectors, t.global_ldgsts_ideal_sectors,
@@ -235,12 +186,70 @@ void print_counters(std::FILE* out, const CountersReport& report) {
       "conflicts (wavefronts above the ideal); lanes: active lanes per memory request; reads, writes: sectors "
       "requested over the least bytes the op must read (write), each input read once, each output written once "
       "(re-reads a cache serves included); DRAM: an estimate, the distinct sectors each launch reads and writes "
-      "over those least bytes; H100 us: an estimate, the least time on an H100 for the distinct sectors each launch moves (%.0f GB/s), "
-      "the op's FLOPs and the shared wavefronts (lab/counters.h)\n",
-      H100Peaks{}.bandwidth_bytes_per_s / 1e9);
+      "over those least bytes\n");
   if (any_inexact)
     say(out, "inexact: the emulator could not pair the lanes of a warp for some instructions (a data-dependent "
              "branch in a loop); their counts are shown but may differ on a GPU (--variant V lists them)\n");
+}
+
+namespace {
+
+// A launch's kernel as BRRR_LAUNCH spelled it, without the parentheses around a template.
+std::string kernel_name(const std::string& launched) {
+  if (launched.size() > 2 && launched.front() == '(' && launched.back() == ')')
+    return launched.substr(1, launched.size() - 2);
+  return launched;
+}
+
+// "2.80 DRAM": a bound in microseconds and its unit.
+std::string bound_text(const LeastTime& b) { return format("%.3g %s", 1e6 * b.seconds, b.unit.c_str()); }
+
+}  // namespace
+
+void print_speed_of_light(std::FILE* out, const CountersReport& report) {
+  if (!out) return;
+  const std::vector<Chip>& all = chips();
+  std::size_t width = 7;
+  for (const CounterRow& r : report.rows)
+    for (const std::string& k : r.kernels) width = std::max(width, r.variant.size() + kernel_name(k).size() + 4);
+  const int w = static_cast<int>(std::min<std::size_t>(width, 72));
+  say(out, "\nspeed of light: the least time of each launch on each chip, from its counts (lab/speed_of_light.h)\n");
+  say(out, "%-*s | %9s | %9s | %9s | %9s | %9s | %9s | %-20s | %-20s\n", w, "variant: launch", "DRAM MB", "shared wf",
+      "CUDA GF", "mma GF", "wgmma GF", "warp inst", ("us on " + all[0].name).c_str(), ("us on " + all[1].name).c_str());
+  std::string measured_lines;
+  for (const CounterRow& r : report.rows) {
+    if (!r.failure.empty()) continue;
+    const auto line = [&](const std::string& name, const Work& work, const LeastTime& b0, const LeastTime& b1) {
+      say(out, "%-*s | %9.3g | %9s | %9.3g | %9.3g | %9.3g | %9s | %-20s | %-20s\n", w, name.c_str(), work.amount[0] / 1e6,
+          count_text(static_cast<std::uint64_t>(work.amount[1])).c_str(), work.amount[2] / 1e9, work.amount[3] / 1e9,
+          work.amount[4] / 1e9, count_text(static_cast<std::uint64_t>(work.amount[5])).c_str(), bound_text(b0).c_str(),
+          bound_text(b1).c_str());
+    };
+    const std::string variant = r.variant + (r.is_default ? " *" : "");
+    for (std::size_t l = 0; l < r.launches.size(); ++l)
+      line(variant + ": " + kernel_name(r.launches[l].kernel), work_of(r.launches[l], r.launches.size() == 1 ? r.flops : 0.0),
+           r.launch_bound(all[0], l), r.launch_bound(all[1], l));
+    if (r.launches.size() > 1) line(variant + ": the call", work_of(r.total, r.flops), r.bound(all[0]), r.bound(all[1]));
+    for (const Chip& chip : all)
+      if (const std::optional<Measured> m = measured_time(chip.name, report.op, r.variant, report.size)) {
+        const double bound_ms = 1e3 * r.bound(chip).seconds;
+        measured_lines += format("  %s on the %s: measured %.4g us, bound %.3g us: measured / bound %.2f (%s)\n",
+                                 r.variant.c_str(), chip.name.c_str(), 1e3 * m->ms, 1e3 * bound_ms, m->ms / bound_ms,
+                                 m->source.c_str());
+      }
+  }
+  say(out,
+      "work: DRAM MB, the distinct sectors read and written; shared wf, wavefronts; CUDA GF, the case's GFLOPs "
+      "that no tensor-core instruction did (per call: shown on a launch only when the call is one launch); mma GF "
+      "and wgmma GF, the tensor-core instructions' GFLOPs; warp inst, the warp instructions counted (memory, mma, "
+      "wgmma, bulk copies: a floor of what issues). Each chip's time is the slowest unit's, named; a call of "
+      "several launches takes at least their sum (\"launches\"). L2 is not a unit (no rate measured or published)\n");
+  for (const Chip& chip : all) {
+    std::string rates;
+    for (const Unit& unit : chip.units) rates += (rates.empty() ? "" : ", ") + unit.name + " " + rate_text(unit);
+    say(out, "%s: %s (sources: lab/speed_of_light.cpp)\n", chip.name.c_str(), rates.c_str());
+  }
+  if (!measured_lines.empty()) say(out, "measured on a GPU at this size:\n%s", measured_lines.c_str());
 }
 
 void print_counter_lines(std::FILE* out, const CounterRow& row, int top) {
@@ -288,42 +297,20 @@ std::string counters_json_lines(const CountersReport& report) {
     j["ran"] = r.failure.empty();
     if (!r.failure.empty()) j["failure"] = r.failure;
     j["kernels"] = r.kernels;
-    j["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"] = t.global_ld_requests;
-    j["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"] = t.global_ld_sectors;
-    j["l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"] = t.global_st_requests;
-    j["l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"] = t.global_st_sectors;
-    j["smsp__inst_executed_op_shared_ld.sum"] = t.shared_ld_requests;
-    j["smsp__inst_executed_op_shared_st.sum"] = t.shared_st_requests;
-    j["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"] = t.shared_ld_wavefronts;
-    j["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"] = t.shared_st_wavefronts;
-    j["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"] = t.shared_ld_wavefronts - t.shared_ld_ideal;
-    j["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"] = t.shared_st_wavefronts - t.shared_st_ideal;
-    // What ncu has no metric of: the emulator's own.
-    // cp.async's global reads (ncu counts LDGSTS under metrics of its own, whose names were not
-    // checked against a GPU here).
-    j["emulator__requests_global_op_ldgsts"] = t.global_ldgsts_requests;
-    j["emulator__sectors_global_op_ldgsts"] = t.global_ldgsts_sectors;
-    j["emulator__sectors_ideal_global_op_ld"] = t.global_ld_ideal_sectors;
-    j["emulator__sectors_ideal_global_op_st"] = t.global_st_ideal_sectors;
-    j["emulator__wavefronts_ideal_shared_op_ld"] = t.shared_ld_ideal;
-    j["emulator__wavefronts_ideal_shared_op_st"] = t.shared_st_ideal;
+    for (const simt::NamedCount& m : simt::ncu_metrics(t)) j[m.name] = m.value;
     j["emulator__active_lanes_per_request"] = ratio(static_cast<double>(t.lanes), static_cast<double>(t.requests()));
     j["emulator__inexact_instructions"] = t.inexact;
-    // Hopper's units: wgmma, bulk tensor copies (TMA), mbarrier waits (the emulator's names too).
-    j["emulator__inst_executed_wgmma"] = t.wgmma_instructions;
-    j["emulator__flops_wgmma"] = t.wgmma_flops;
-    j["emulator__requests_bulk_tensor_ld"] = t.bulk_load_requests;
-    j["emulator__bytes_bulk_tensor_ld"] = t.bulk_load_bytes;
-    j["emulator__requests_bulk_tensor_st"] = t.bulk_store_requests;
-    j["emulator__bytes_bulk_tensor_st"] = t.bulk_store_bytes;
-    j["emulator__mbarrier_waits"] = t.mbarrier_waits;
     j["emulator__min_read_bytes"] = r.min_read_bytes;
     j["emulator__min_write_bytes"] = r.min_write_bytes;
     j["emulator__reads_over_minimum"] = r.reads_over_minimum();
     j["emulator__writes_over_minimum"] = r.writes_over_minimum();
     j["estimate__dram_bytes_floor"] = r.dram_floor_bytes();
     j["estimate__dram_over_minimum"] = r.dram_over_minimum();
-    j["estimate__h100_time_floor_us"] = r.h100_floor_us();
+    for (const Chip& chip : chips()) {
+      const LeastTime b = r.bound(chip);
+      j["estimate__bound_us@" + chip.name] = 1e6 * b.seconds;
+      j["estimate__bound_unit@" + chip.name] = b.unit;
+    }
     lines += j.dump() + "\n";
   }
   return lines;

@@ -9,6 +9,7 @@
 #include <cstdarg>
 
 #include "brrr/ops.h"
+#include "brrr/strings.h"
 
 namespace brrr::lab {
 
@@ -52,6 +53,17 @@ std::vector<Variant> variants_of(const std::string& op, DeviceType device, DType
   for (const kernels::VariantInfo& info : kernels::variants(op))
     if (info.device.type == device && info.dtype == dtype) found.push_back({info.variant, info.selected, info.meta});
   return found;
+}
+
+std::vector<Variant> pick_variants(const std::vector<Variant>& all, const std::string& wanted,
+                                   const std::string& case_name, const std::string& where) {
+  if (wanted == "all") return all;
+  std::vector<std::string> names;
+  for (const Variant& v : all) {
+    if (v.name == wanted) return {v};
+    names.push_back(v.name);
+  }
+  detail::fail("kernel-lab: ", case_name, " has no variant '", wanted, "' on ", where, " (variants: ", join(names), ")");
 }
 
 }  // namespace brrr::lab

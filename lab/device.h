@@ -254,6 +254,11 @@ struct Variant {
 
 // Every variant of op on device for dtype, highest priority (the fastest) first (device.cpp).
 std::vector<Variant> variants_of(const std::string& op, DeviceType device, DType dtype);
+// The variants a run takes from `all`: every one (`wanted` is "all"), or the one named `wanted`;
+// a name that is not there is an error naming the case, the device (`where`) and the variants
+// there are. Every mode of the lab picks its variants here.
+std::vector<Variant> pick_variants(const std::vector<Variant>& all, const std::string& wanted,
+                                   const std::string& case_name, const std::string& where);
 
 // The median and the min of `repeats` timed calls of `work`, after `warmup` untimed ones.
 struct Timing {

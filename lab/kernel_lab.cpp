@@ -284,15 +284,7 @@ bool plan_run(const Case& c, const Options& options, Target& target, Report& rep
     say(out, "%s (nothing to check or time)\n", report.note.c_str());
     return false;
   }
-  if (options.variant != "all") {
-    std::vector<std::string> names;
-    for (const Variant& v : plan.variants) names.push_back(v.name);
-    auto it = std::find_if(plan.variants.begin(), plan.variants.end(),
-                           [&](const Variant& v) { return v.name == options.variant; });
-    BRRR_CHECK(it != plan.variants.end(), "kernel-lab: ", c.name, " has no variant '", options.variant, "' on ",
-               report.device, " (variants: ", join(names), ")");
-    plan.variants = {*it};
-  }
+  plan.variants = pick_variants(plan.variants, options.variant, c.name, report.device);
   return true;
 }
 

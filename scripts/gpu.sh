@@ -5,7 +5,8 @@
 #   scripts/gpu.sh OUT_DIR [--part 1|2] [--only STEP,...] [--skip STEP,...] [--build DIR]
 #                  [--shared DIR] [--jobs N] [--budget SECONDS] [--dry-run]
 #
-# Part 1 (correctness): env, build, tests, sanitize, reference, train, determinism, lab.
+# Part 1 (correctness): env, build, conformance, tests, sanitize, reference, train, determinism,
+# lab, sol.
 # Part 2 (speed beside PyTorch): env, build, peers, step, attention, tensor_cores, lab_bf16,
 # racecheck.
 # Without --part, every step, in that order, then counters (run it alone: --only counters).
@@ -13,7 +14,9 @@
 # On an H200 (2026-11-27) the steps took: build 75 s, tests 14, sanitize over 150 (racecheck
 # was then one of its tools), reference 1, determinism 5, lab 168, peers 134, step 13,
 # attention 3, tensor_cores 3, lab_bf16 40, counters 61; so part 1 gets --budget 460 and part 2
-# --budget 360 by default, about 14 minutes with the machine's start.
+# --budget 360 by default, about 14 minutes with the machine's start. Added since, untimed on a
+# GPU: conformance (0.7 s on the emulator of a loaded 2-core machine, the GPU's half a few
+# launches more) and sol (11.5 s of CPU there), last in part 1: a short budget loses it first.
 #
 # What comes back from a lent machine is at most 8 files, so OUT_DIR holds three, refreshed
 # after every step and every measurement (a command killed at its limit still returns what ran):
@@ -28,6 +31,11 @@
 #   env          what the machine is: GPU, driver, CUDA, compilers, PyTorch
 #   build        configure and build (all cores); uses .gpu-bundle (scripts/gpu_bundle.sh) for
 #                any library the system lacks
+#   conformance  brrr conformance: one small kernel per tensor-core and Hopper instruction form
+#                (mma.sync, ldmatrix, cp.async, wgmma and its swizzles, TMA, mbarrier) on the
+#                emulator and on the GPU, outputs compared bit for bit (lab/conformance.h); a
+#                difference is the emulator's error, listed per case (logs/conformance.txt
+#                holds both outputs' words)
 #   tests        ctest -L '^cuda$' (the GPU tests)
 #   emulator     ctest -L '^emulator$' (no GPU needed; in no part, since CI runs the same tests),
 #                started after the build at low priority on half the cores beside the steps
@@ -41,11 +49,15 @@
 #   determinism  the same run twice: bitwise-identical losses and checkpoints
 #   lab          brrr kernel-lab, the float32 ops and variants at the bar sizes (and L2-resident
 #                ones); large sizes are checked at a smaller size and timed at the bar size
+#   sol          the speed of light beside the lab's times: the emulator's counts of some of the
+#                lab's launches (sizes it counts in seconds) give each one's least time on the
+#                GPU (lab/speed_of_light.h); the report sets measured / bound beside each
 #   peers        PyTorch first: the GPT step (eager, SDPA, torch.compile; float32 and bf16; the
 #                12.3M GPT and GPT-2 124M), SDPA attention, cuBLAS bf16 and SDPA bf16
 #   step         brrr's GPT step: kernels, composed, CUDA graph (batch 64 and 8), bf16; GPT-2 124M
 #   attention    brrr's flash attention beside composed (float32, T = 256 and 1024)
-#   tensor_cores brrr's bf16-in-memory GEMM and flash attention (T = 1024 and 4096)
+#   tensor_cores brrr's bf16-in-memory GEMM and flash attention (T = 1024 and 4096): variants 4
+#                and, on sm_90, 5 (wgmma), forward and forward + backward, beside peers' SDPA bf16
 #   lab_bf16     brrr kernel-lab, the bf16 ops and the convolutions
 #   counters     the emulator's memory counters (kernel-lab --mode counters) against Nsight
 #                Compute's (ncu) on the same launches: scripts/compare_counters.py
@@ -140,6 +152,7 @@ lab_bf16_runs=(
   "matmul --autocast --size 4096x4096x4096"
   "matmul --dtype bfloat16 --size 4096x4096x4096"
   "attention_forward --autocast --size 96x1024x64" "attention_backward --autocast --size 96x1024x64"
+  # (on sm_90 these list attention/wgmma.cu's variant 5 too, written on 2026-11-29, untimed)
   "attention_forward --dtype bfloat16 --size 96x1024x64"
   "attention_backward --dtype bfloat16 --size 96x1024x64"
   "conv2d_forward --size 32x64x56x56x64x3x1x1x1x1 --size 32x64x56x56x64x3x1x1x1x64"
@@ -154,9 +167,17 @@ lab_bf16_runs=(
   # Written on 2026-11-29, untimed: the fused classifier on bf16 data (crossentropy.cu variant 5) and
   # the wgmma GEMM's bias + GELU epilogue (matmul/wgmma.cu; registered on sm_90 only).
   "cross_entropy_fused --dtype bfloat16 --size 8192x50304" "matmul_bias_gelu --dtype bfloat16"
+  # Written on 2026-11-29, untimed: residual + LayerNorm on bf16 data, forward and backward
+  # (residual_layernorm.cu), and AdamW with the global norm's clipping (adamw.cu). Bar: 85% of copy.
+  "residual_layernorm_forward --dtype bfloat16 --size 65536x768"
+  "residual_layernorm_backward --dtype bfloat16 --size 65536x768"
+  "adamw_clipped_multi_step --size 2^26"
   "gelu_erf_forward --size 2^26" "gelu_erf_backward --size 2^26"
   "matmul_bias_gelu"
 )
+# The sol step: launches of lab_runs that the emulator counts in seconds (it counts every access
+# of every lane), whose bounds the report sets beside the lab's times of the same launches.
+sol_runs=("copy --size 2^20" "gelu_forward --size 2^20" "gelu_backward --size 2^20" "adamw_step --size 2^20")
 # The counters step: the emulator's memory counters (kernels/cuda/simt_counters.h) and ncu's on the
 # same launches (the lab's sizes and its 256-byte-aligned buffers), at the GPU bars' ops scaled
 # down (the emulator counts every access of every lane).
@@ -164,7 +185,7 @@ counters_runs=(
   "gelu_forward --size 2^20" "gelu_backward --size 2^20"
   "layernorm_forward --size 256x768" "layernorm_backward --size 256x768"
   "cross_entropy_fused --size 64x4096"
-  "adamw_step --size 2^20" "adamw_multi_step --size 2^20"
+  "adamw_step --size 2^20" "adamw_multi_step --size 2^20" "adamw_clipped_multi_step --size 2^20"
 )
 counters_metrics=l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
 counters_metrics+=,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum
@@ -181,9 +202,9 @@ root=$PWD
 # ---------------------------------------------------------------------------------------------
 # Arguments
 
-part1_steps=(env build tests sanitize reference train determinism lab)
+part1_steps=(env build conformance tests sanitize reference train determinism lab sol)
 part2_steps=(env build peers step attention tensor_cores lab_bf16 racecheck)
-all_steps=(env build tests emulator sanitize reference train determinism lab peers step attention tensor_cores lab_bf16
+all_steps=(env build conformance tests emulator sanitize reference train determinism lab sol peers step attention tensor_cores lab_bf16
            racecheck counters)
 script_args=("$@")  # run_step runs each step as this script again, under `timeout`
 out="" part="" only="" skip="" build=build-gpu shared="" jobs=$(nproc) dry_run=0 budget=""
@@ -197,7 +218,7 @@ while (($#)); do
     --jobs) jobs=${2:-}; shift ;;
     --budget) budget=${2:-}; shift ;;
     --dry-run) dry_run=1 ;;
-    -h|--help) sed -n '2,50p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,72p' "$0"; exit 0 ;;
     -*) echo "gpu.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     *) [[ -z $out ]] || { echo "gpu.sh: one output folder, not '$out' and '$1'" >&2; exit 2; }; out=$1 ;;
   esac
@@ -368,6 +389,12 @@ step_build() {
   cmake --build "$build" -j "$jobs" -- -k 0  # every error at once, not the first
 }
 
+# The conformance set: seconds (33 one-block kernels, each also on the emulator). Its limit is
+# small so that a hang cannot eat part 1's budget.
+step_conformance() {
+  "$brrr" conformance --out "$logs/conformance.txt"
+}
+
 step_tests() {
   # Exact labels: -L takes a regular expression, and `cuda` alone would also match others.
   (cd "$build" && ctest -L '^cuda$' --output-on-failure --timeout 240)
@@ -472,6 +499,18 @@ run_lab() {  # run_lab RUN...: each run on its own (one op's failure does not st
 step_lab() {
   rm -f "$logs/lab.jsonl"
   run_lab "${lab_runs[@]}"
+}
+# The emulator's counts of sol_runs, each launch's bound on the H100 SXM and the H200 in its JSON
+# (estimate__bound_us@CHIP), beside the lab step's lab.jsonl (scripts/gpu_report.py joins them).
+step_sol() {
+  rm -f "$logs/sol.jsonl"
+  local run
+  for run in "${sol_runs[@]}"; do
+    # shellcheck disable=SC2086  # the options are words
+    measure "${run%% --size*}" 60 "$brrr" kernel-lab $run --device emulator --mode counters --seed 1 \
+      --json "$logs/sol.jsonl"
+  done
+  measure_status
 }
 step_lab_bf16() {
   run_lab "${lab_bf16_runs[@]}"
@@ -587,6 +626,10 @@ if ((dry_run)); then
     echo "the kernel lab's runs (part 1):"
     printf '  brrr kernel-lab %s\n' "${lab_runs[@]}"
   fi
+  if wanted sol; then
+    echo "the speed-of-light runs (part 1, on the emulator, beside the lab's times):"
+    printf '  brrr kernel-lab %s --device emulator --mode counters\n' "${sol_runs[@]}"
+  fi
   if wanted lab_bf16; then
     echo "the kernel lab's runs (part 2):"
     printf '  brrr kernel-lab %s\n' "${lab_bf16_runs[@]}"
@@ -618,12 +661,14 @@ if [[ ! -x $brrr ]]; then
   failed=1
 else
   wanted emulator && start_emulator_tests
+  wanted conformance && run_step conformance 60 step_conformance
   wanted tests && run_step tests 240 step_tests
   wanted sanitize && run_step sanitize 150 step_sanitize
   wanted reference && run_step reference 90 step_reference
   wanted train && run_step train 150 step_train
   wanted determinism && run_step determinism 150 step_determinism
   wanted lab && run_step lab 400 step_lab
+  wanted sol && run_step sol 90 step_sol
   finish_emulator_tests
   wanted peers && run_step peers 400 step_peers
   wanted step && run_step step 300 step_step

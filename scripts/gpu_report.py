@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """scripts/gpu_report.py OUT_DIR: the report of a scripts/gpu.sh run.
 
-Reads what gpu.sh left in OUT_DIR (steps.tsv, logs/env.log, logs/lab.jsonl and the logs of
-the benchmarks: peers.log holds PyTorch's lines, step.log, attention.log and tensor_cores.log
-brrr's), writes OUT_DIR/report.md (the device, each step's verdict, the kernel lab's
-tables, the bars of the GPU issue with their figures) and prints the bar table last.
+Reads what gpu.sh left in OUT_DIR (steps.tsv, logs/env.log, logs/lab.jsonl, logs/sol.jsonl,
+logs/conformance.log and the logs of the benchmarks: peers.log holds PyTorch's lines, step.log,
+attention.log and tensor_cores.log brrr's), writes OUT_DIR/report.md (the device, each step's
+verdict, the kernel lab's tables, the speed of light beside the lab's times, the conformance
+set's verdicts, the bars of the GPU issue with their figures) and prints the bar table last.
 Standard library only: it runs on the GPU machine's Python and on the development machine.
 """
 import json
@@ -79,6 +80,39 @@ class Bars:
         f = max(len(r[1]) for r in self.rows)
         b = max(len(r[2]) for r in self.rows)
         return "\n".join(f"{r[0]:<{w}}  {r[1]:>{f}}  {r[2]:<{b}}  {r[3]}" for r in self.rows)
+
+
+def jsonl_rows(path):
+    rows = []
+    for line in read(path).splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return rows
+
+
+def speed_of_light(rows, sol, env):
+    """The lab's measured times beside the emulator's bound of the same launches (gpu.sh's sol
+    step: kernel-lab --mode counters --json, lab/speed_of_light.h), on the chip env.log names."""
+    chip = "H200" if "H200" in env else "H100 SXM" if "H100" in env else None
+    if not sol:
+        return "No bounds (the sol step did not run)."
+    if chip is None:
+        return "No bounds: the GPU is neither an H100 nor an H200 (lab/speed_of_light.cpp models those two)."
+    out = [f"The least time of each launch on the {chip} from the emulator's counts, beside its time in the lab.",
+           "", "| op | size | variant | measured ms | bound us (unit) | measured / bound |", "|---|---|---|---|---|---|"]
+    for s in sol:
+        bound = s.get(f"estimate__bound_us@{chip}")
+        if not s.get("ran") or bound is None:
+            continue
+        timed = [r for r in rows if r.get("op") == s["op"] and r.get("size") == s["size"] and
+                 r.get("variant") == s["variant"] and r.get("median_ms")]
+        measured = timed[-1]["median_ms"] if timed else None
+        ratio = f"{1000 * measured / bound:.2f}" if measured and bound > 0 else "-"
+        out.append(f"| {s['op']} | {s['size']} | {s['variant']} | {measured if measured else '-'} | "
+                   f"{bound:.3g} ({s.get(f'estimate__bound_unit@{chip}', '?')}) | {ratio} |")
+    return "\n".join(out)
 
 
 def find(rows, op, dims, variant=None):
@@ -169,10 +203,13 @@ def main():
                  composed / flash >= 3, note)
     if not re.search(r"composed [\d.]+ ms, flash", att):
         bars.add("flash attention f32 fwd+bwd vs composed", "-", ">= 3x", None)
+    # Variant 4 (mma.sync) and, on sm_90, variant 5 (wgmma, issue 54's bars: forward at or below
+    # SDPA's time, forward + backward within 1.2x).
     measured = False
-    for m in re.finditer(r"^attention forward bf16_pipelined .*?BH=(\d+) T=(\d+) hs=(\d+): ([\d.]+) ms.*\n"
+    for m in re.finditer(r"^attention forward (bf16_pipelined|wgmma) .*?BH=(\d+) T=(\d+) hs=(\d+): ([\d.]+) ms.*\n"
                          r"attention backward .*?forward \+ backward ([\d.]+) ms", tc, re.M):
-        BH, T, hs, fwd, both = m.group(1), m.group(2), m.group(3), float(m.group(4)), float(m.group(5))
+        name, BH, T, hs = m.group(1), m.group(2), m.group(3), m.group(4)
+        fwd, both = float(m.group(5)), float(m.group(6))
         key = f"causal BH={BH} T={T} hs={hs}"
         sdpa_fwd = re.search(rf"^torch \S+ sdpa forward bf16 {key} .*?: ([\d.]+) ms", tc, re.M)
         sdpa_both = re.search(rf"^torch \S+ sdpa forward \+ backward bf16 {key} .*?: ([\d.]+) ms", tc, re.M)
@@ -180,10 +217,12 @@ def main():
             continue
         measured = True
         f_ratio, b_ratio = fwd / float(sdpa_fwd.group(1)), both / float(sdpa_both.group(1))
-        bars.add(f"bf16 flash attention forward / SDPA bf16, T = {T}", f"{f_ratio:.2f}x", "<= 1.2x", f_ratio <= 1.2,
-                 f"variant 4 {fwd:.3f} ms, SDPA {float(sdpa_fwd.group(1)):.3f} ms")
-        bars.add(f"bf16 flash attention fwd+bwd / SDPA bf16, T = {T}", f"{b_ratio:.2f}x", "<= 1.3x", b_ratio <= 1.3,
-                 f"variant 4 {both:.3f} ms, SDPA {float(sdpa_both.group(1)):.3f} ms")
+        label, variant, f_bar, b_bar = ("bf16 flash attention", "variant 4", 1.2, 1.3) if name == "bf16_pipelined" \
+            else ("bf16 wgmma flash attention", "variant 5", 1.0, 1.2)
+        bars.add(f"{label} forward / SDPA bf16, T = {T}", f"{f_ratio:.2f}x", f"<= {f_bar}x", f_ratio <= f_bar,
+                 f"{variant} {fwd:.3f} ms, SDPA {float(sdpa_fwd.group(1)):.3f} ms")
+        bars.add(f"{label} fwd+bwd / SDPA bf16, T = {T}", f"{b_ratio:.2f}x", f"<= {b_bar}x", b_ratio <= b_bar,
+                 f"{variant} {both:.3f} ms, SDPA {float(sdpa_both.group(1)):.3f} ms")
     if not measured:
         bars.add("bf16 flash attention fwd+bwd / PyTorch SDPA bf16", "-", "<= 1.3x", None)
 
@@ -261,7 +300,11 @@ def main():
     md += [f"| {s[0]} | {s[1]} | {s[2]} |" for s in steps]
     md += ["", "## Bars", "", bars.markdown(), "", "## The kernel lab", "",
            "Median of timed runs with L2 flushed before each; * marks the registry's default variant.",
-           lab_tables(rows), "", "## PyTorch (the peers)", "", "```", peers.strip(), "```", "",
+           lab_tables(rows), "", "## Speed of light (lab/speed_of_light.h)", "",
+           speed_of_light(rows, jsonl_rows(os.path.join(logs, "sol.jsonl")), env), "",
+           "## Conformance: the emulator against the GPU (brrr conformance)", "", "```",
+           read(os.path.join(logs, "conformance.log")).strip() or "(not run)", "```", "",
+           "## PyTorch (the peers)", "", "```", peers.strip(), "```", "",
            "## The training step (bench/gpu_step.sh)", "", "```", step.strip(), "```", "",
            "## Attention (bench/attention.sh)", "", "```", read(os.path.join(logs, "attention.log")).strip(), "```", "",
            "## Tensor cores (bench/tensor_cores.sh)", "", "```", read(os.path.join(logs, "tensor_cores.log")).strip(),

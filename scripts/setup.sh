@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # scripts/setup.sh: install what brrr needs on Debian 12, and nothing when all is there.
 #
-# Debian packages: the compiler and build tools, the C++ libraries brrr builds on (cpp-httplib:
-# brrr serve's HTTP server), Doxygen and Chromium (the docs test renders every page of the
-# course headless, as a reader sees it; chromium-driver lets Selenium drive it for brrr serve's
-# page test),
+# Debian packages: the compiler and build tools, the C++ libraries brrr builds on (Boost's
+# Beast and Asio: brrr serve's HTTP server; cpp-httplib: the HTTP client of its tests),
+# Doxygen and Chromium (the docs test renders every page of the course headless, as a reader
+# sees it; chromium-driver lets Selenium drive it for brrr serve's page test),
 # OpenMPI (mpirun and the MPI library, for data-parallel training, chapter 19), the peers
 # the tests and benchmarks compare against (NumPy on OpenBLAS, PyTorch), and the
 # handwritten digits of the CNN chapter (python3-sklearn ships them; zlib reads the .csv.gz).
@@ -18,7 +18,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libeigen3-dev doctest-dev libstb-dev libcli11-dev nlohmann-json3-dev libpcre2-dev
   doxygen libjs-mathjax chromium chromium-driver
-  libcpp-httplib-dev
+  libboost-dev libcpp-httplib-dev
   clang libclang-rt-14-dev
   python3 python3-venv python3-pip python3-numpy libopenblas0-openmp python3-torch
   bible-kjv sentencepiece

@@ -45,11 +45,32 @@ TokenInfo token_info(const std::vector<float>& logits, std::uint32_t id, int n_t
 // a request's events
 
 void Mailbox::push(Event e) {
+  std::function<void()> listener;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     events_.push_back(std::move(e));
+    listener = listener_;
   }
   ready_.notify_all();
+  if (listener) listener();
+}
+
+bool Mailbox::try_next(Event& out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (events_.empty()) return false;
+  out = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+void Mailbox::listen(std::function<void()> listener) {
+  bool waiting = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    listener_ = listener;
+    waiting = !events_.empty();
+  }
+  if (waiting && listener) listener();
 }
 
 bool Mailbox::next(Event& out, std::chrono::milliseconds timeout) {

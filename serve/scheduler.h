@@ -2,7 +2,7 @@
 // Chapter 20 (serving). Read before: serve/model_runner.h. Read next: serve/api.h (the HTTP
 // side that submits requests and streams their events back).
 //
-// HTTP threads never run the model: they submit a Request and wait on its events. The
+// HTTP connections never run the model: they submit a Request and are told of its events. The
 // scheduler thread keeps up to `slots` sequences running. Every step it admits waiting
 // requests into free slots (their prompt is prefilled over the next steps, at most
 // prefill_chunk tokens a step, beside the others' decoding), feeds every running
@@ -70,17 +70,25 @@ struct Event {
 };
 
 // The events of one HTTP request, in the order they happened: every choice of the request
-// pushes here, so its thread waits on one queue however many prompts it sent.
+// pushes here, so its connection reads one queue however many prompts it sent. A connection
+// does not wait on it (an I/O thread never waits): it sets a listener, which push calls on the
+// scheduler's thread, and the listener has the connection take what is there (try_next).
 class Mailbox {
  public:
   void push(Event e);
-  // The next event, or false after timeout (the caller checks its connection meanwhile).
+  // The next event, or false after timeout (for a caller that may wait: the tests).
   bool next(Event& out, std::chrono::milliseconds timeout);
+  // The next event if there is one, at once.
+  bool try_next(Event& out);
+  // Called after every push from now on, and once now if events are already waiting. It runs
+  // on the pushing thread, so it must only hand the work on (serve/http.cpp posts it).
+  void listen(std::function<void()> listener);
 
  private:
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Event> events_;
+  std::function<void()> listener_;
 };
 
 // One completion: one sequence in the scheduler. index is its choice's place in the answer

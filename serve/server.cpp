@@ -2,20 +2,19 @@
 // Read before: serve/server.h, serve/api.h. Read next: serve/page.html.
 #include "serve/server.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <mutex>
 #include <random>
 #include <sstream>
 
 #include "brrr/error.h"
 #include "serve/api.h"
+#include "serve/http.h"
 #include "serve/model_runner.h"
 #include "serve/page.h"
 #include "serve/scheduler.h"
@@ -27,15 +26,15 @@ using nlohmann::json;
 struct Server::State {
   ServerOptions options;
   std::function<LoadedModel()> loader;
-  httplib::Server http;
+  std::unique_ptr<HttpServer> http;
+  std::map<std::string, HttpHandler> routes;  // "GET /health" -> its handler
   LoadedModel loaded;
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<Scheduler> scheduler;
   std::atomic<bool> ready{false}, stopped{false};
   mutable std::mutex mutex;
   std::string error;  // the loader's, if it failed
-  std::thread listener, loading;
-  int socket_fd = -1;  // the listening socket, whose backlog bind() raises
+  std::thread loading;
   std::atomic<std::uint64_t> next_id{1}, next_seed{0};
   std::atomic<std::uint64_t> rejected_full{0}, bad_requests{0};
   const std::int64_t created = static_cast<std::int64_t>(std::time(nullptr));
@@ -45,20 +44,21 @@ struct Server::State {
     std::lock_guard<std::mutex> lock(mutex);
     return error;
   }
-  void routes();
-  void completions(const httplib::Request& req, httplib::Response& res);
-  void attention(const httplib::Request& req, httplib::Response& res);
+  void add_routes();
+  void handle(const HttpRequest& req, HttpResponse& res);
+  void completions(const HttpRequest& req, HttpResponse& res);
+  void attention(const HttpRequest& req, HttpResponse& res);
   std::string metrics_text() const;
 };
 
 namespace {
 
-void reply(httplib::Response& res, int status, const json& body) {
+void reply(HttpResponse& res, int status, const json& body) {
   res.status = status;
   res.set_content(dump(body), "application/json");
 }
 
-void reply_error(httplib::Response& res, const ApiError& e) {
+void reply_error(HttpResponse& res, const ApiError& e) {
   res.status = e.status;
   res.set_content(error_body(e.what(), e.type, e.param, e.status), "application/json");
 }
@@ -121,7 +121,7 @@ void cancel(const std::vector<std::shared_ptr<Request>>& requests) {
 // ---------------------------------------------------------------------------------------------
 // POST /v1/completions
 
-void Server::State::completions(const httplib::Request& req, httplib::Response& res) {
+void Server::State::completions(const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req.body);
   const tokenizer::TextTokenizer& tok = *loaded.tokenizer;
   const CompletionRequest cr = parse_completion(body, tok, runner->config(), vocab(), next_seed++);
@@ -151,76 +151,55 @@ void Server::State::completions(const httplib::Request& req, httplib::Response& 
   c->offsets.assign(cr.choices(), 0);
   for (const auto& p : cr.prompts) c->prompt_tokens += p.size();  // once per prompt, whatever n
   const std::size_t choices = cr.choices();
+  // The answer is a stream the connection pulls from whenever the mailbox has news (serve/http.h):
+  // nothing here waits for the model. When the client goes away first, its sequences are
+  // cancelled and the scheduler frees their slots at the next step.
+  auto stream = std::make_shared<HttpStream>();
+  stream->attach = [mailbox](std::function<void()> wake) { mailbox->listen(std::move(wake)); };
+  stream->gone = [requests] { cancel(*requests); };
+  res.stream = stream;
   if (!cr.stream) {
-    // One JSON answer at the end. A closed connection shows only when something is written to
-    // it (the write fails), so while the answer is being generated the provider writes a space
-    // every 100 ms (JSON allows whitespace before a value): a client that went away is seen
-    // within two of them and its request cancelled, instead of generated to the end for nobody.
-    res.set_chunked_content_provider(
-        "application/json",
-        [requests, c, choices, &tok, answers = std::vector<json>(choices), done = std::size_t{0}](
-            std::size_t, httplib::DataSink& sink) mutable {
-          auto last_write = std::chrono::steady_clock::now();
-          Request& any = *requests->front();
-          while (done < choices) {
-            Event e;
-            const bool got = any.next(e, std::chrono::milliseconds(50));
-            if (std::chrono::steady_clock::now() - last_write > std::chrono::milliseconds(100)) {
-              if (!sink.write(" ", 1)) {
-                cancel(*requests);
-                return false;
-              }
-              last_write = std::chrono::steady_clock::now();
-            }
-            if (!got) continue;
-            merge(answers[e.index], c->choice(e, tok));
-            if (e.done) ++done;
-          }
-          const std::string out = dump(json{{"id", c->id}, {"object", "text_completion"}, {"created", c->created},
-                                            {"model", c->model}, {"choices", answers}, {"usage", c->usage()}});
-          if (!sink.write(out.data(), out.size())) return false;
-          sink.done();
-          return true;
-        },
-        [requests](bool) { cancel(*requests); });
+    // One JSON answer, written once every choice is done.
+    res.content_type = "application/json";
+    stream->pull = [mailbox, c, choices, &tok, answers = std::vector<json>(choices), done = std::size_t{0}](
+                       std::string& out, std::size_t) mutable {
+      Event e;
+      while (done < choices && mailbox->try_next(e)) {
+        merge(answers[e.index], c->choice(e, tok));
+        if (e.done) ++done;
+      }
+      if (done < choices) return false;
+      out = dump(json{{"id", c->id}, {"object", "text_completion"}, {"created", c->created}, {"model", c->model},
+                      {"choices", answers}, {"usage", c->usage()}});
+      return true;
+    };
     return;
   }
   // Streamed: one server-sent event per scheduler event, each chunk one choice (its index says
-  // which); usage and [DONE] once every choice is done. A client that went away is noticed
-  // within 50 ms (its socket is no longer writable) and its sequences are freed at the next step.
+  // which); usage and [DONE] once every choice is done.
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [requests, c, choices, &tok, done = std::size_t{0}](std::size_t, httplib::DataSink& sink) mutable {
-        Event e;
-        while (!requests->front()->next(e, std::chrono::milliseconds(50)))
-          if (!sink.is_writable()) {
-            cancel(*requests);
-            return false;
-          }
-        std::string out = "data: " + dump(c->chunk(json::array({c->choice(e, tok)}))) + "\n\n";
-        if (e.done && ++done == choices) {
-          if (c->include_usage) {
-            json last = c->chunk(json::array());
-            last["usage"] = c->usage();
-            out += "data: " + dump(last) + "\n\n";
-          }
-          out += "data: [DONE]\n\n";
+  res.content_type = "text/event-stream";
+  stream->pull = [mailbox, c, choices, &tok, done = std::size_t{0}](std::string& out, std::size_t max) mutable {
+    Event e;
+    while (done < choices && out.size() < max && mailbox->try_next(e)) {
+      out += "data: " + dump(c->chunk(json::array({c->choice(e, tok)}))) + "\n\n";
+      if (e.done && ++done == choices) {
+        if (c->include_usage) {
+          json last = c->chunk(json::array());
+          last["usage"] = c->usage();
+          out += "data: " + dump(last) + "\n\n";
         }
-        if (!sink.write(out.data(), out.size())) {
-          cancel(*requests);
-          return false;
-        }
-        if (done == choices) sink.done();
-        return true;
-      },
-      [requests](bool) { cancel(*requests); });  // ended either way: nothing more to compute
+        out += "data: [DONE]\n\n";
+      }
+    }
+    return done == choices;
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
 // POST /v1/attention: the page's heat map
 
-void Server::State::attention(const httplib::Request& req, httplib::Response& res) {
+void Server::State::attention(const HttpRequest& req, HttpResponse& res) {
   const models::GPTConfig& config = runner->config();
   if (config.num_parameters() > options.attention_limit)
     throw ApiError(400, "attention maps are offered for models of up to " + std::to_string(options.attention_limit) +
@@ -265,6 +244,8 @@ std::string Server::State::metrics_text() const {
   counter("brrr_steps_total", "Batched model steps run by the scheduler.", m.steps);
   counter("brrr_queue_depth", "Requests waiting for a slot.", m.queue_depth, "gauge");
   counter("brrr_running_sequences", "Sequences in the running batch.", m.running, "gauge");
+  counter("brrr_open_connections", "HTTP connections open now, idle ones included.",
+          static_cast<double>(http->open_connections()), "gauge");
   counter("brrr_tokens_per_second", "Tokens generated per second over the last 10 s of steps.", m.tokens_per_second, "gauge");
   out << "# HELP brrr_time_to_first_token_seconds From a request's arrival to its first generated token.\n"
       << "# TYPE brrr_time_to_first_token_seconds histogram\n";
@@ -279,50 +260,42 @@ std::string Server::State::metrics_text() const {
 // ---------------------------------------------------------------------------------------------
 // the routes
 
-void Server::State::routes() {
-  // API key and loading: checked before any route but the page and /health.
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path == "/" || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    if (!options.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + options.api_key) {
-      reply_error(res, ApiError(401, "a valid API key is needed: Authorization: Bearer KEY", "", "authentication_error"));
-      return httplib::Server::HandlerResponse::Handled;
+// Every request but the page and /health needs the API key (when one is set) and the model.
+void Server::State::handle(const HttpRequest& req, HttpResponse& res) {
+  try {
+    if (req.path != "/" && req.path != "/health") {
+      if (!options.api_key.empty() && req.header("Authorization") != "Bearer " + options.api_key)
+        throw ApiError(401, "a valid API key is needed: Authorization: Bearer KEY", "", "authentication_error");
+      if (!ready) {
+        const std::string why = load_error();
+        throw ApiError(503, why.empty() ? "the model is loading" : "the model failed to load: " + why, "",
+                       "unavailable_error");
+      }
     }
-    if (!ready) {
-      const std::string why = load_error();
-      reply_error(res, ApiError(503, why.empty() ? "the model is loading" : "the model failed to load: " + why, "",
-                                "unavailable_error"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  // Any error without a body of its own (no such route, a body over the limit) gets one.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string message = "error " + std::to_string(res.status);
-    if (res.status == 404) message = "no such route: " + req.method + " " + req.path;
-    if (res.status == 413) message = "the body is over the limit of " + std::to_string(options.max_body_bytes) + " bytes";
-    if (res.status == 400) message = "the request could not be read";
-    res.set_content(error_body(message, "invalid_request_error", "", res.status), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    try {
-      std::rethrow_exception(ep);
-    } catch (const ApiError& e) {
-      reply_error(res, e);
-    } catch (const std::exception& e) {
-      reply_error(res, ApiError(500, std::string("internal error: ") + e.what(), "", "server_error"));
-    }
-  });
-  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    const auto route = routes.find(req.method + " " + req.path);
+    if (route == routes.end()) throw ApiError(404, "no such route: " + req.method + " " + req.path);
+    route->second(req, res);
+  } catch (const ApiError& e) {
+    res.stream.reset();
+    reply_error(res, e);
+  } catch (const std::exception& e) {
+    res.stream.reset();
+    reply_error(res, ApiError(500, std::string("internal error: ") + e.what(), "", "server_error"));
+  }
+}
+
+void Server::State::add_routes() {
+  const auto get = [this](const std::string& path, HttpHandler h) { routes["GET " + path] = std::move(h); };
+  const auto post = [this](const std::string& path, HttpHandler h) { routes["POST " + path] = std::move(h); };
+  get("/", [](const HttpRequest&, HttpResponse& res) {
     res.set_content(std::string(page_html()), "text/html; charset=utf-8");
   });
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+  get("/health", [this](const HttpRequest&, HttpResponse& res) {
     const std::string why = load_error();
     if (ready) reply(res, 200, {{"status", "ok"}});
     else reply(res, 503, why.empty() ? json{{"status", "loading"}} : json{{"status", "error"}, {"message", why}});
   });
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  get("/v1/models", [this](const HttpRequest&, HttpResponse& res) {
     const models::GPTConfig& c = runner->config();
     const json meta = {{"n_ctx", c.block_size}, {"n_vocab", vocab()}, {"n_layer", c.n_layer}, {"n_head", c.n_head},
                        {"n_embd", c.n_embd}, {"n_params", c.num_parameters()}, {"slots", options.scheduler.slots},
@@ -332,12 +305,12 @@ void Server::State::routes() {
     reply(res, 200, {{"object", "list"}, {"data", json::array({{{"id", options.model_name}, {"object", "model"},
                                                                 {"created", created}, {"owned_by", "brrr"}, {"meta", meta}}})}});
   });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { completions(req, res); });
-  http.Post("/v1/chat/completions", [](const httplib::Request&, httplib::Response&) {
+  post("/v1/completions", [this](const HttpRequest& req, HttpResponse& res) { completions(req, res); });
+  post("/v1/chat/completions", [](const HttpRequest&, HttpResponse&) {
     throw ApiError(404, "this model has no chat template: a GPT-2 continues text and was never trained on turns of a "
                         "conversation; use /v1/completions", "", "not_found_error");
   });
-  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  post("/tokenize", [this](const HttpRequest& req, HttpResponse& res) {
     const json body = parse_body(req.body);
     if (!body.contains("content") || !body["content"].is_string())
       throw ApiError(400, "content: must be a string", "content");
@@ -349,14 +322,14 @@ void Server::State::routes() {
     }
     reply(res, 200, {{"tokens", tokens}});
   });
-  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  post("/detokenize", [this](const HttpRequest& req, HttpResponse& res) {
     const json body = parse_body(req.body);
     if (!body.contains("tokens")) throw ApiError(400, "tokens: is required", "tokens");
     const auto ids = token_ids(body["tokens"], "tokens", vocab());
     reply(res, 200, {{"content", loaded.tokenizer->decode(ids)}});
   });
-  http.Post("/v1/attention", [this](const httplib::Request& req, httplib::Response& res) { attention(req, res); });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  post("/v1/attention", [this](const HttpRequest& req, HttpResponse& res) { attention(req, res); });
+  get("/metrics", [this](const HttpRequest&, HttpResponse& res) {
     res.set_content(metrics_text(), "text/plain; version=0.0.4");
   });
 }
@@ -369,38 +342,21 @@ Server::Server(ServerOptions options, std::function<LoadedModel()> loader) : sta
   state_->loader = std::move(loader);
   state_->next_seed = std::random_device{}();
   State& s = *state_;
-  // One thread per open connection: every slot and queue place may hold a stream, and a few more
-  // answer /health, /metrics and the page meanwhile.
-  const SchedulerOptions& so = s.options.scheduler;
-  const std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(so.slots) + so.queue + 16, 1024);
-  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s.http.set_payload_max_length(s.options.max_body_bytes);
-  s.http.set_tcp_nodelay(true);
-  s.http.set_socket_options([&s](socket_t sock) {
-    httplib::default_socket_options(sock);  // SO_REUSEADDR, as without this callback
-    s.socket_fd = sock;
-  });  // each event leaves at once (Nagle would hold small writes for an ACK)
-  s.routes();
+  s.http = std::make_unique<HttpServer>(
+      s.options.http, [&s](const HttpRequest& req, HttpResponse& res) { s.handle(req, res); },
+      // /v1/attention waits for the scheduler's thread (run_on_model): a worker runs it.
+      [](const HttpRequest& req) { return req.path == "/v1/attention"; },
+      [](int status, const std::string& message) { return error_body(message, "invalid_request_error", "", status); });
+  s.add_routes();
 }
 
 Server::~Server() { stop(); }
 
-int Server::bind() {
-  State& s = *state_;
-  const int port = s.options.port == 0 ? s.http.bind_to_any_port(s.options.host)
-                   : s.http.bind_to_port(s.options.host, s.options.port) ? s.options.port : -1;
-  BRRR_CHECK(port > 0, "brrr serve: cannot listen on ", s.options.host, ":", s.options.port,
-             " (the port is in use, or the host is not an address of this machine)");
-  // cpp-httplib listens with a backlog of 5 connections (CPPHTTPLIB_LISTEN_BACKLOG, fixed when
-  // Debian built it): a burst of clients connecting at once overflowed it and some got their
-  // connection reset (tests/serve's 24 at once did). Listening again on the socket raises it.
-  if (s.socket_fd >= 0) ::listen(s.socket_fd, SOMAXCONN);
-  return port;
-}
+int Server::bind() { return state_->http->bind(state_->options.host, state_->options.port); }
 
 void Server::start() {
   State& s = *state_;
-  s.listener = std::thread([&s] { s.http.listen_after_bind(); });
+  s.http->start();
   s.loading = std::thread([&s] {
     try {
       LoadedModel m = s.loader();
@@ -430,8 +386,7 @@ void Server::stop() {
   if (s.stopped.exchange(true)) return;
   if (s.loading.joinable()) s.loading.join();
   if (s.scheduler) s.scheduler->shutdown();  // streams get their last event and end
-  s.http.stop();
-  if (s.listener.joinable()) s.listener.join();
+  s.http->stop();
 }
 
 }  // namespace brrr::serve

@@ -12,9 +12,10 @@
 //   POST /v1/attention         {"tokens": [ids]} -> the last token's attention, every layer and head
 //   GET  /metrics              Prometheus text
 //
-// The HTTP library is cpp-httplib (Debian's libcpp-httplib-dev, as llama.cpp's server uses):
-// a pool of threads, one per connection. Those threads parse, check, submit and stream; only
-// the scheduler's thread runs the model.
+// The HTTP transport is serve/http.h: connections on an event loop (Boost.Beast on Asio), a
+// few I/O threads for all of them, so clients that stall or idle cost a socket each, not a
+// thread. The handlers parse, check and submit; only the scheduler's thread runs the model,
+// and its events reach each client through the connection's stream.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -25,6 +26,7 @@
 
 #include "brrr/models/gpt.h"
 #include "brrr/tokenizer/text_tokenizer.h"
+#include "serve/http.h"
 #include "serve/scheduler.h"
 
 namespace brrr::serve {
@@ -34,7 +36,10 @@ struct ServerOptions {
   int port = 8080;  // 0: any free port (bind() says which)
   SchedulerOptions scheduler;  // slots, queue, the model's threads, the prefill chunk
   std::string api_key;                   // when set, the API needs "Authorization: Bearer KEY"
-  std::size_t max_body_bytes = 1 << 20;  // a longer body is answered 413
+  // The transport's threads and limits (serve/http.h): a body over http.max_body_bytes is
+  // answered 413; time limits on headers and bodies (408), idle keep-alive, a slow stream
+  // reader's buffer.
+  HttpOptions http;
   std::string model_name = "brrr";
   std::int64_t attention_limit = 200'000'000;  // parameters above which /v1/attention refuses
   DType weights = kFloat32;  // what the steps read: the model's float32 weights, or a bfloat16 copy

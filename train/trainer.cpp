@@ -91,6 +91,10 @@ StepOutput plain_step(StepContext& s, dist::GradientReducer& reducer) {
   // still be in flight: MPI moves them on inside this barrier too (counted as waiting).
   dist::wait_for_all();
   reducer.finish();  // the buckets not yet sent, and the wait for all of them
+  // Clipping, then the step. AdamW::step_with_clipping does both in the multi-tensor pass on a
+  // GPU (chapter 16), but the CUDA-graph step (graph_step.cpp) and the ZeRO step clip first, and
+  // --cuda_graph must give this step's bits (tests/train/test_cuda_graph.cpp): all three switch
+  // together.
   if (s.config.grad_clip > 0) out.grad_norm = optim::clip_grad_norm(s.model.parameters(), s.config.grad_clip);
   s.opt.step();
   return out;

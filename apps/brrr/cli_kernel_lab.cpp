@@ -13,11 +13,13 @@
 //   brrr kernel-lab layernorm_forward --variant student --size N=4096,C=768 --size C=1024
 //   brrr kernel-lab adamw_step --device cpu --seed 7 --repeat 20
 //   brrr kernel-lab gelu_forward --device emulator --mode counters   memory counters (lab/counters.h)
+//   brrr conformance                                   the emulator against the GPU (lab/conformance.h)
 //
 // Exit status 0 when every variant passed its check, 1 (with one line per failure) if not.
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <random>
 
 #include "brrr/cuda.h"
@@ -27,6 +29,8 @@
 #include "brrr/strings.h"
 #include "commands.h"
 #include "lab_sizes.h"
+#include "kernels/cuda/runtime.h"
+#include "lab/conformance.h"
 #include "lab/counters.h"
 #include "lab/kernel_lab.h"
 
@@ -230,6 +234,23 @@ void add_kernel_lab_commands(CLI::App& app) {
       for (const std::string& f : failures) message += "\n  " + f;
       throw Error(message);
     }
+  });
+
+  // brrr conformance: the emulator against the chip, instruction form by form (lab/conformance.h).
+  CLI::App* conformance = app.add_subcommand(
+      "conformance", "Run the conformance set (one small kernel per tensor-core and Hopper instruction form) on the "
+                     "emulator and, with a GPU, on the GPU: outputs compared bit for bit (chapter 14)");
+  auto cases_named = std::make_shared<std::string>(), bits = std::make_shared<std::string>();
+  auto emulator_only = std::make_shared<bool>(false);
+  conformance->add_option("--case", *cases_named, "Only the cases whose name contains this");
+  conformance->add_option("--out", *bits, "Write each case's output words here (hex, one line a case and device)");
+  conformance->add_flag("--emulator-only", *emulator_only, "Do not run the cases on the GPU even if there is one");
+  conformance->callback([cases_named, bits, emulator_only] {
+    const bool gpu = !*emulator_only && gpu::cuda_runtime() != nullptr;
+    const int differ = lab::run_conformance_set(stdout, gpu, *cases_named, *bits);
+    if (differ > 0)
+      throw Error("conformance: " + std::to_string(differ) +
+                  " case(s) differ between the emulator and the GPU: the emulator is wrong there (chapter 14)");
   });
 }
 

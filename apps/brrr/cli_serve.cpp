@@ -1,6 +1,6 @@
 // apps/brrr/cli_serve.cpp: `brrr serve`, the model behind an OpenAI-style API and a page (chapter 20).
 // Read before: serve/server.h. The model comes from train/model_source.h, as for brrr sample.
-// Built without cpp-httplib (BRRR_SERVE, CMakeLists.txt), `brrr serve` says what is missing.
+// Built without Boost.Beast (BRRR_SERVE, CMakeLists.txt), `brrr serve` says what is missing.
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -21,10 +21,10 @@ namespace brrr::cli {
 
 #ifndef BRRR_HAVE_SERVE
 void add_serve_commands(CLI::App& app) {
-  CLI::App* serve = app.add_subcommand("serve", "Serve a model (not in this build: it needs cpp-httplib)");
+  CLI::App* serve = app.add_subcommand("serve", "Serve a model (not in this build: it needs Boost.Beast)");
   serve->allow_extras();
   serve->callback([] {
-    throw Error("brrr serve: this brrr was built without cpp-httplib (Debian: apt-get install libcpp-httplib-dev, "
+    throw Error("brrr serve: this brrr was built without Boost.Beast (Debian: apt-get install libboost-dev, "
                 "then configure again)");
   });
 }
@@ -65,6 +65,18 @@ void add_serve_commands(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 20))->capture_default_str();
   serve->add_option("--threads", a->options.scheduler.threads, "CPU threads of the model's steps (0: all)")->check(CLI::NonNegativeNumber)->capture_default_str();
   serve->add_option("--api-key", a->options.api_key, "Require Authorization: Bearer KEY on every API call");
+  serve::HttpOptions& http = a->options.http;
+  serve->add_option("--io-threads", http.io_threads, "Threads of the HTTP event loop (every connection shares them)")
+      ->check(CLI::Range(1, 64))->capture_default_str();
+  serve->add_option("--header-timeout", http.header_timeout_s, "Seconds from a request's first byte to its headers' end (then 408)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  serve->add_option("--body-timeout", http.body_timeout_s, "Seconds from a request's headers to its body's end (then 408)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  serve->add_option("--idle-timeout", http.idle_timeout_s, "Seconds a keep-alive connection may wait for its next request")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  serve->add_option("--stream-buffer", http.stream_buffer_bytes, "Bytes of a stream a slow client may leave unread "
+                    "before it is dropped and its request cancelled")
+      ->check(CLI::Range(std::size_t{4096}, std::size_t{1} << 30))->capture_default_str();
   serve->add_option("--dtype", a->dtype, "The weights the steps read: float32, or bf16 (rounded to bfloat16 once, half "
                     "the bytes per step; products and sums in float32; BRRR_AMX=1 puts them on AMX's tile unit where "
                     "the CPU has one)")

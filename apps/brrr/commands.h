@@ -17,6 +17,6 @@ std::string preset_in(int argc, char** argv);
 void add_eval_commands(CLI::App& app);       // cli_eval.cpp: brrr eval (chapter 08, pretrained models)
 void add_export_commands(CLI::App& app);     // cli_export.cpp: brrr export --format hf (chapter 08)
 void add_serve_commands(CLI::App& app);      // cli_serve.cpp: brrr serve (chapter 20, serving)
-void add_kernel_lab_commands(CLI::App& app); // cli_kernel_lab.cpp: brrr kernel-lab (chapter 11)
+void add_kernel_lab_commands(CLI::App& app); // cli_kernel_lab.cpp: brrr kernel-lab (chapter 11), brrr conformance (14)
 void add_exercise_commands(CLI::App& app);   // cli_exercises.cpp: brrr exercises (docs/teaching.md)
 }  // namespace brrr::cli

@@ -11,7 +11,8 @@
 // registered below as "solution" under #if BRRR_EXERCISE_SOLUTIONS. The exercises' provider
 // (exercises/install.cpp) calls this each time the CUDA device's backend is installed, so the
 // stubs follow a switch to the emulator. The grader, exercises/grader.cpp, checks the variant through the kernel lab.
-// The functions are declared in exercises/student/student_cuda.h; they are float32 only.
+// The functions are declared in exercises/student/student_cuda.h; they are float32 only, but for
+// ex21.1's GEMM on bf16 data (Hopper's wgmma: run on the emulator, or on an sm_90 GPU).
 #include "exercises/student/student_cuda.h"
 
 #include "kernels/cuda/simt.h"
@@ -33,6 +34,7 @@ void register_student_cuda_kernels() {
   add(op::attention_forward<float>, kCuda, "student", &student::flash_attention_forward, -10, stub);  // ex15.1
   add(op::cross_entropy_fused<float>, kCuda, "student", &student::cross_entropy_fused, -10, stub);    // ex16.1
   add(op::adamw_step<float>, kCuda, "student", &student::adamw_step, -10, stub);                      // ex16.2
+  add(op::matmul_on_bf16, kCuda, "student", &student::tma_ring_matmul, -10, stub);                    // ex21.1
 #if BRRR_EXERCISE_SOLUTIONS
   // The reference solutions (exercises/solutions/*.cu), as variant "solution".
   const VariantMeta answer = about("an exercise's reference solution (exercises/solutions/)");
@@ -45,6 +47,7 @@ void register_student_cuda_kernels() {
   add(op::attention_forward<float>, kCuda, "solution", &solution::flash_attention_forward, -20, answer);
   add(op::cross_entropy_fused<float>, kCuda, "solution", &solution::cross_entropy_fused, -20, answer);
   add(op::adamw_step<float>, kCuda, "solution", &solution::adamw_step, -20, answer);
+  add(op::matmul_on_bf16, kCuda, "solution", &solution::tma_ring_matmul, -20, answer);
 #endif
 }
 

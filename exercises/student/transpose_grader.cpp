@@ -10,6 +10,7 @@
 #include <iomanip>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "exercises/grading.h"
@@ -40,23 +41,18 @@ std::string per_request(std::uint64_t count, std::uint64_t ideal, std::uint64_t 
   return fixed2(static_cast<double>(count) / n) + " (ideal " + fixed2(static_cast<double>(ideal) / n) + ")";
 }
 
-// What the grader judged, by Nsight Compute's metric names.
+// What the grader judged, by Nsight Compute's metric names (simt::ncu_metrics, the one table of
+// them), then per request and against the least bytes.
 std::string counted(const lab::CounterRow& row) {
   const simt::LaunchCounts& t = row.total;
   std::ostringstream m;
-  m << "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum " << t.global_ld_requests
-    << ", l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum " << t.global_ld_sectors << " = "
-    << per_request(t.global_ld_sectors, t.global_ld_ideal_sectors, t.global_ld_requests) << " sectors per request"
-    << "; l1tex__t_requests_pipe_lsu_mem_global_op_st.sum " << t.global_st_requests
-    << ", l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum " << t.global_st_sectors << " = "
-    << per_request(t.global_st_sectors, t.global_st_ideal_sectors, t.global_st_requests) << " sectors per request";
+  for (const simt::NamedCount& c : simt::ncu_metrics(t))
+    if (!std::string_view(c.name).starts_with("emulator__")) m << c.name << " " << c.value << "; ";
+  m << "sectors per request: loads " << per_request(t.global_ld_sectors, t.global_ld_ideal_sectors, t.global_ld_requests)
+    << ", stores " << per_request(t.global_st_sectors, t.global_st_ideal_sectors, t.global_st_requests);
   if (t.global_ldgsts_requests)
     m << "; cp.async (LDGSTS) requests " << t.global_ldgsts_requests << ", sectors " << t.global_ldgsts_sectors;
-  m << "; l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum " << t.shared_ld_wavefronts
-    << ", l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum " << t.shared_ld_wavefronts - t.shared_ld_ideal
-    << "; l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum " << t.shared_st_wavefronts
-    << ", l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum " << t.shared_st_wavefronts - t.shared_st_ideal
-    << "; reads " << fixed2(row.reads_over_minimum()) << "x and writes " << fixed2(row.writes_over_minimum())
+  m << "; reads " << fixed2(row.reads_over_minimum()) << "x and writes " << fixed2(row.writes_over_minimum())
     << "x the least bytes";
   return m.str();
 }

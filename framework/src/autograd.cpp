@@ -77,6 +77,16 @@ void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output,
   output.impl()->requires_grad = true;
 }
 
+void record_accumulating(const char* name, const std::vector<Tensor>& inputs, std::size_t into, Tensor& output,
+                         AccumulatingBackwardFn backward) {
+  BRRR_CHECK(into < inputs.size(), name, ": accumulates into input ", into, " of ", inputs.size());
+  if (!needs_grad(inputs)) return;
+  record(name, inputs, output, nullptr);
+  Node& node = *output.grad_fn();
+  node.accumulating = std::move(backward);
+  node.accumulates_into = static_cast<int>(into);
+}
+
 // Sum grad over the dims that broadcasting added or stretched, so it has `shape` again.
 Tensor sum_to(const Tensor& grad, const Shape& shape) {
   if (grad.shape() == shape) return grad;
@@ -167,15 +177,24 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
     grads.erase(found);
     BRRR_CHECK(!node->freed, "backward: the graph through '", node->name,
                "' was already freed by an earlier backward(); pass retain_graph = true to the first call to backward twice");
+    // An accumulating node takes the gradient its input has collected so far out of the map;
+    // the total it returns for that input then lands in the empty slot (below).
+    Tensor collected;
+    if (node->accumulates_into >= 0)
+      if (Node* into = node->inputs[node->accumulates_into].node.get(); into && grads.count(into)) {
+        collected = std::move(grads[into]);
+        grads.erase(into);
+      }
+    const auto run = [&] { return node->accumulating ? node->accumulating(g, collected) : node->backward(g); };
     TensorList input_grads;
     if (profiler::enabled()) {
       const std::string label = node->name + " backward";
       thread_local std::map<std::string, std::string> names;  // the profiler keeps the pointer
       const std::string& stored = names.emplace(label, label).first->second;
       BRRR_PROFILE(stored.c_str(), g);  // the gradient arriving: the output's shape
-      input_grads = node->backward(g);
+      input_grads = run();
     } else {
-      input_grads = node->backward(g);
+      input_grads = run();
     }
     BRRR_CHECK(input_grads.size() == node->inputs.size(), "backward: '", node->name, "' returned ", input_grads.size(),
                " gradients for ", node->inputs.size(), " inputs");
@@ -194,6 +213,7 @@ void backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
     }
     if (!retain_graph) {
       node->backward = nullptr;  // frees what the closure saved
+      node->accumulating = nullptr;
       node->freed = true;
     }
     leaves_done(node);

@@ -52,13 +52,51 @@ Tensor bias_gelu(const Tensor& x, const Tensor& bias) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// residual add + LayerNorm: sum = x + residual, out = layer_norm(sum)
+// residual add + LayerNorm: sum = x + residual, out = layer_norm(sum), on float32, float64 and
+// bf16 data
 //
 // Two outputs, both differentiable (sum is the residual stream that the next block adds to),
 // so the op records two nodes: "residual_add" (sum from x and residual; its backward passes
 // the gradient to both) and "layer_norm" (out from sum, weight and bias; the backward of
 // ops::layer_norm). Gradients reaching sum directly and through out meet in sum's node, as
 // they would after ops::add followed by ops::layer_norm.
+
+namespace {
+// On bf16 data (chapter 18: kernels/cuda/residual_layernorm.cu): mean and rstd are float32, and
+// the backward is one kernel that also adds the gradient sum collected from its other user, the
+// next residual add (autograd::record_accumulating): dsum = dres + LayerNorm's dx, in one pass,
+// where the float ops above write dx and then autograd adds the two in another.
+std::pair<Tensor, Tensor> residual_layer_norm_on_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                                      const Tensor& bias, const Tensor& in, const Tensor& r,
+                                                      const Tensor& w, const Tensor& b, std::int64_t N,
+                                                      std::int64_t C, double eps) {
+  Tensor sum = detail::new_like(in), out = detail::new_like(in);
+  Tensor mean = detail::new_tensor({N}, kFloat32, x.device()), rstd = detail::new_tensor({N}, kFloat32, x.device());
+  static kernels::Kernel<kernels::residual_layernorm_forward_on_bf16_fn> k(kernels::op::residual_layernorm_forward_on_bf16);
+  k(in.device().type, kBFloat16)(sum.data_ptr<bf16>(), out.data_ptr<bf16>(), mean.data_ptr<float>(),
+                                 rstd.data_ptr<float>(), in.data_ptr<bf16>(), r.data_ptr<bf16>(), w.data_ptr<bf16>(),
+                                 b.defined() ? b.data_ptr<bf16>() : nullptr, N, C, static_cast<float>(eps),
+                                 detail::stream(in.device()));
+  if (autograd::needs_grad({&x, &residual}))
+    autograd::record("residual_add", {x, residual}, sum, [](const Tensor& g) { return TensorList{g, g}; });
+  if (!autograd::needs_grad({&sum, &weight, &bias})) return {sum, out};
+  auto backward = [s = saved(sum), w = saved(w), mean, rstd, N, C, has_bias = b.defined()](const Tensor& g_in,
+                                                                                          const Tensor& collected) {
+    static kernels::Kernel<kernels::residual_layernorm_backward_on_bf16_fn> kb(
+        kernels::op::residual_layernorm_backward_on_bf16);
+    const Tensor g = g_in.contiguous();
+    const Tensor dres = collected.defined() ? collected.to(kBFloat16).contiguous() : Tensor();
+    Tensor dsum = detail::new_like(g), dw = detail::new_like(w), db = has_bias ? detail::new_like(w) : Tensor();
+    kb(g.device().type, kBFloat16)(dsum.data_ptr<bf16>(), dw.data_ptr<bf16>(), has_bias ? db.data_ptr<bf16>() : nullptr,
+                                   g.data_ptr<bf16>(), dres.defined() ? dres.data_ptr<bf16>() : nullptr,
+                                   s.data_ptr<bf16>(), w.data_ptr<bf16>(), mean.data_ptr<float>(),
+                                   rstd.data_ptr<float>(), N, C, detail::stream(g.device()));
+    return TensorList{dsum, dw, db};
+  };
+  autograd::record_accumulating("residual_layer_norm", {sum, weight, bias}, 0, out, std::move(backward));
+  return {sum, out};
+}
+}  // namespace
 
 std::pair<Tensor, Tensor> residual_layer_norm_fused(const Tensor& x, const Tensor& residual, const Tensor& weight,
                                                     const Tensor& bias, double eps) {
@@ -78,6 +116,10 @@ std::pair<Tensor, Tensor> residual_layer_norm_fused(const Tensor& x, const Tenso
   detail::check_same_device(op, x, weight);
   const Tensor in = x.contiguous(), r = residual.contiguous(), w = weight.contiguous();
   const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+  if (x.dtype() == kBFloat16) {
+    if (b.defined()) detail::check_same_dtype(op, x, b);
+    return residual_layer_norm_on_bf16(x, residual, weight, bias, in, r, w, b, N, C, eps);
+  }
   Tensor sum = detail::new_like(in), out = detail::new_like(in);
   Tensor mean = detail::new_tensor({N}, x.dtype(), x.device());
   Tensor rstd = detail::new_tensor({N}, x.dtype(), x.device());

@@ -125,6 +125,46 @@ void AdamW::step() {
   }
 }
 
+Tensor AdamW::step_with_clipping(double max_norm) {
+  BRRR_CHECK(max_norm > 0.0 && std::isfinite(max_norm), "AdamW::step_with_clipping: max_norm must be positive, got ",
+             max_norm);
+  const std::vector<Tensor> ps = params();
+  bool one_launch = on_one_device(ps) && ps.front().device().is_cuda() && !cuda::capturing();
+  for (const auto& group : groups_) {  // one AdamWParams for all: only the weight decay may differ
+    const AdamWOptions &a = group.options, &b = groups_.front().options;
+    one_launch = one_launch && a.lr_ == b.lr_ && a.betas_ == b.betas_ && a.eps_ == b.eps_;
+  }
+  if (!one_launch) {
+    Tensor norm = clip_grad_norm(ps, max_norm);
+    step();
+    return norm;
+  }
+  BRRR_PROFILE("adamw step, clipped");
+  ensure_state();
+  ++step_;
+  const kernels::AdamWParams hp = hyperparameters(groups_.front(), step_);
+  const Device device = ps.front().device();
+  Tensor norm = empty({}, TensorOptions().dtype(ps.front().dtype()).device(device));
+  std::vector<Tensor> grads;  // contiguous gradients, alive until the launches are queued
+  grads.reserve(ps.size());
+  static detail::KernelFamily<kernels::adamw_clipped_multi_step_fn> k(kernels::op::adamw_clipped_multi_step<float>);
+  detail::dispatch_floating(ps.front().dtype(), "AdamW", [&]<class T>() {
+    std::vector<kernels::AdamWTensor<T>> list;
+    std::size_t i = 0;
+    for (const auto& group : groups_)
+      for (const Tensor& p : group.params) {
+        const std::size_t at = i++;
+        if (!p.grad().defined()) continue;  // left alone, as step() leaves it
+        grads.push_back(p.grad().contiguous());
+        list.push_back({p.data_ptr<T>(), grads.back().data_ptr<T>(), m_[at].data_ptr<T>(), v_[at].data_ptr<T>(),
+                        p.numel(), group.options.weight_decay_});
+      }
+    k.get<T>(device)(norm.data_ptr<T>(), list.data(), static_cast<int>(list.size()), hp, max_norm,
+                     detail::stream(device));
+  });
+  return norm;
+}
+
 std::vector<Tensor> AdamW::state() const {
   std::vector<Tensor> out;
   for (std::size_t i = 0; i < m_.size(); ++i) {

@@ -98,10 +98,13 @@ void bias_gelu_forward_bf16(bf16* out, const bf16* x, const bf16* bias, std::int
 void bias_gelu_backward_bf16(bf16* dx, bf16* dbias, const bf16* dout, const bf16* x, const bf16* bias, std::int64_t N, std::int64_t C, Stream);
 void layernorm_forward_bf16(bf16* out, bf16* mean, bf16* rstd, const bf16* x, const bf16* weight, const bf16* bias, std::int64_t N, std::int64_t C, bf16 eps, Stream);
 void layernorm_backward_bf16(bf16* dx, bf16* dweight, bf16* dbias, const bf16* dout, const bf16* x, const bf16* weight, const bf16* mean, const bf16* rstd, std::int64_t N, std::int64_t C, Stream);
+void residual_layernorm_forward_bf16(bf16* sum, bf16* out, float* mean, float* rstd, const bf16* x, const bf16* residual, const bf16* weight, const bf16* bias, std::int64_t N, std::int64_t C, float eps, Stream);
+void residual_layernorm_backward_bf16(bf16* dsum, bf16* dweight, bf16* dbias, const bf16* dout, const bf16* dres, const bf16* sum, const bf16* weight, const float* mean, const float* rstd, std::int64_t N, std::int64_t C, Stream);
 void cross_entropy_forward_bf16(bf16* losses, bf16* lse, const bf16* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, Stream);
 void cross_entropy_backward_bf16(bf16* dlogits, const bf16* dlosses, const bf16* logits, const bf16* lse, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, Stream);
 void cross_entropy_fused_bf16(float* losses, bf16* dlogits, const bf16* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, float dloss, Stream);
 template <class T> void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream);
+template <class T> void adamw_clipped_multi_step(T* norm, const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, double max_norm, Stream);
 
 // conv.cpp (the reference), conv_im2col.cpp (the default), pool.cpp
 template <class T> void conv2d_direct_forward(T* out, const T* x, const T* weight, const T* bias, const ConvShape& shape, Stream);

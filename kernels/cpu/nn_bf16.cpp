@@ -1,6 +1,6 @@
 // kernels/cpu/nn_bf16.cpp: GELU, bias + GELU, LayerNorm and cross-entropy on bfloat16 data
 // (chapter 18): the CPU kernels of ops on bf16 tensors, and the references of the bf16
-// variants in kernels/cuda (gelu.cu, layernorm.cu, crossentropy.cu).
+// variants in kernels/cuda (gelu.cu, layernorm.cu, residual_layernorm.cu, crossentropy.cu).
 // Read before: kernels/cpu/nn.cpp, kernels/cpu/fused.cpp (the float32 kernels these run).
 //
 // bf16 in memory, float32 inside: every input is widened to float32 (exact), the float32
@@ -107,6 +107,38 @@ void layernorm_backward_bf16(bf16* dx, bf16* dweight, bf16* dbias, const bf16* d
   layernorm_backward<float>(d.data(), dw.data(), dbias ? db.data() : nullptr, widen(dout, N * C).data(), x32.data(),
                             w32.data(), m.data(), r.data(), N, C, s);
   narrow(dx, d);
+  narrow(dweight, dw);
+  if (dbias) narrow(dbias, db);
+}
+
+// Residual + LayerNorm (chapter 18; the CUDA kernels are residual_layernorm.cu): sum = x +
+// residual rounded to bf16 once, then the float32 LayerNorm of that stored sum, so out
+// normalizes the row the backward will read. mean and rstd stay float32.
+void residual_layernorm_forward_bf16(bf16* sum, bf16* out, float* mean, float* rstd, const bf16* x,
+                                     const bf16* residual, const bf16* weight, const bf16* bias, std::int64_t N,
+                                     std::int64_t C, float eps, Stream s) {
+  std::vector<float> stored(static_cast<std::size_t>(N * C)), y(static_cast<std::size_t>(N * C));
+  for (std::int64_t i = 0; i < N * C; ++i) {
+    sum[i] = bf16(static_cast<float>(x[i]) + static_cast<float>(residual[i]));
+    stored[i] = static_cast<float>(sum[i]);
+  }
+  const std::vector<float> b = bias ? widen(bias, C) : std::vector<float>();
+  layernorm_forward<float>(y.data(), mean, rstd, stored.data(), widen(weight, C).data(), bias ? b.data() : nullptr, N,
+                           C, eps, s);
+  narrow(out, y);
+}
+
+// dsum = dres + LayerNorm's dx in float32, rounded once; the forward's float32 mean and rstd as
+// they are (nothing recomputed, unlike layernorm_backward_bf16 above, whose are bf16).
+void residual_layernorm_backward_bf16(bf16* dsum, bf16* dweight, bf16* dbias, const bf16* dout, const bf16* dres,
+                                      const bf16* sum, const bf16* weight, const float* mean, const float* rstd,
+                                      std::int64_t N, std::int64_t C, Stream s) {
+  std::vector<float> d(static_cast<std::size_t>(N * C)), dw(static_cast<std::size_t>(C)), db(static_cast<std::size_t>(C));
+  layernorm_backward<float>(d.data(), dw.data(), db.data(), widen(dout, N * C).data(), widen(sum, N * C).data(),
+                            widen(weight, C).data(), mean, rstd, N, C, s);
+  if (dres)
+    for (std::int64_t i = 0; i < N * C; ++i) d[i] += static_cast<float>(dres[i]);
+  narrow(dsum, d);
   narrow(dweight, dw);
   if (dbias) narrow(dbias, db);
 }

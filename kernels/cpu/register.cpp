@@ -83,6 +83,8 @@ void register_floating() {
   add(op::residual_layernorm_forward<T>, kCpu, "cpu", &cpu::residual_layernorm_forward<T>, 0, about("unfused: x + residual, then layernorm_forward"));
   add(op::cross_entropy_fused<T>, kCpu, "cpu", &cpu::cross_entropy_fused<T>, 0, about("unfused: cross_entropy_forward, then cross_entropy_backward"));
   add(op::adamw_multi_step<T>, kCpu, "cpu", &cpu::adamw_multi_step<T>, 0, about("unfused: adamw_step on each tensor in turn"));
+  add(op::adamw_clipped_multi_step<T>, kCpu, "cpu", &cpu::adamw_clipped_multi_step<T>, 0,
+      about("the sum of squares over chunks of 1024 added in order, then adamw_step's loop on each g times the coefficient"));
 }
 
 template <class T>
@@ -131,6 +133,10 @@ void register_cpu_kernels() {
       about("widened to float32 (exact), attention_forward's loops, out rounded once"));
   add(op::attention_backward_on_bf16, kCpu, "cpu", &cpu::attention_backward_bf16_memory, 0,
       about("widened to float32 (exact), attention_backward's loops"));
+  add(op::residual_layernorm_forward_on_bf16, kCpu, "cpu", &cpu::residual_layernorm_forward_bf16, 0,
+      about("the sum rounded to bf16 once, layernorm_forward's float32 loops on it, float32 mean and rstd"));
+  add(op::residual_layernorm_backward_on_bf16, kCpu, "cpu", &cpu::residual_layernorm_backward_bf16, 0,
+      about("layernorm_backward's float32 loops, the residual's gradient added before the one rounding"));
   add(op::cross_entropy_fused_on_bf16, kCpu, "cpu", &cpu::cross_entropy_fused_bf16, 0,
       about("each row widened to float32, the rowwise variant's loss and gradient, the gradient rounded once"));
   // The Decoder's kernels (chapter 08, kernels/cpu/rows/rows.h), registered for the kernel lab; the

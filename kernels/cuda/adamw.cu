@@ -38,6 +38,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -197,10 +198,16 @@ struct AdamWChunks {
 
 // from_memory: a CUDA graph's step (AdamWParams::constants): the constants, decay included,
 // are read from device memory, which the host rewrites before each replay.
+// grad_scale: the clipped step's coefficient (adamw_clipped_multi_step, below), read once a block
+// into shared memory; nullptr for the plain step (each gradient times 1: the same bits).
 template <class T>
 __global__ void adamw_multi_kernel(AdamWChunks<T> list, AdamWConstants<T> arguments,
-                                   const AdamWConstants<T>* from_memory) {
+                                   const AdamWConstants<T>* from_memory, const T* grad_scale) {
   const AdamWConstants<T> k = from_memory ? *from_memory : arguments;
+  __shared__ T block_scale;
+  if (threadIdx.x == 0) block_scale = grad_scale ? *grad_scale : T(1);
+  __syncthreads();
+  const T scale = block_scale;
   // The tensor t with first_block[t] <= blockIdx.x < first_block[t + 1].
   int lo = 0, hi = list.count - 1;
   while (lo < hi) {
@@ -218,7 +225,7 @@ __global__ void adamw_multi_kernel(AdamWChunks<T> list, AdamWConstants<T> argume
   // boundary), which the first chunk's block does one parameter a thread.
   const auto update_one = [&](std::int64_t i) {  // parameter i, one value at a time
     T p = param[i], mi = m[i], vi = v[i];
-    adamw_update(p, grad[i], mi, vi, decay, k);
+    adamw_update(p, grad[i] * scale, mi, vi, decay, k);
     param[i] = p;
     m[i] = mi;
     v[i] = vi;
@@ -238,7 +245,8 @@ __global__ void adamw_multi_kernel(AdamWChunks<T> list, AdamWConstants<T> argume
         float4* m4 = reinterpret_cast<float4*>(m + head);
         float4* v4 = reinterpret_cast<float4*>(v + head);
         float4 p = p4[i], mi = m4[i], vi = v4[i];
-        adamw_update4(p, __ldg(reinterpret_cast<const float4*>(grad + head) + i), mi, vi, decay, k);
+        const float4 g = __ldg(reinterpret_cast<const float4*>(grad + head) + i);
+        adamw_update4(p, make_float4(g.x * scale, g.y * scale, g.z * scale, g.w * scale), mi, vi, decay, k);
         p4[i] = p;
         m4[i] = mi;
         v4[i] = vi;
@@ -248,18 +256,17 @@ __global__ void adamw_multi_kernel(AdamWChunks<T> list, AdamWConstants<T> argume
   for (std::int64_t i = scalar_begin + threadIdx.x; i < end; i += blockDim.x) update_one(i);
 }
 
+// The tensors cut into lists of at most 64, each list one launch (its grid: first_block[count]).
 template <class T>
-void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream stream) {
-  static_assert(sizeof(AdamWChunks<T>) + sizeof(AdamWConstants<T>) + sizeof(void*) <= 4096,
-                "kernel arguments are limited to 4 KiB");
-  const AdamWConstants<T> k = adamw_constants<T>(hp, hp.weight_decay);
+static std::vector<AdamWChunks<T>> chunk_lists(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp) {
   const auto* from_memory = static_cast<const AdamWConstants<T>*>(hp.constants);
+  std::vector<AdamWChunks<T>> lists;
   AdamWChunks<T> list{};
   std::int64_t blocks = 0;
   const auto launch = [&] {
     if (list.count == 0) return;
     list.first_block[list.count] = static_cast<int>(blocks);
-    BRRR_LAUNCH((adamw_multi_kernel<T>), static_cast<int>(blocks), kBlockSize, 0, stream, list, k, from_memory);
+    lists.push_back(list);
     list = AdamWChunks<T>{};
     blocks = 0;
   };
@@ -298,6 +305,118 @@ void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParam
     blocks += chunks;
   }
   launch();
+  return lists;
+}
+
+template <class T>
+void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream stream) {
+  static_assert(sizeof(AdamWChunks<T>) + sizeof(AdamWConstants<T>) + 2 * sizeof(void*) <= 4096,
+                "kernel arguments are limited to 4 KiB");
+  const AdamWConstants<T> k = adamw_constants<T>(hp, hp.weight_decay);
+  const auto* from_memory = static_cast<const AdamWConstants<T>*>(hp.constants);
+  for (const AdamWChunks<T>& list : chunk_lists(tensors, count, hp))
+    BRRR_LAUNCH((adamw_multi_kernel<T>), list.first_block[list.count], kBlockSize, 0, stream, list, k, from_memory,
+                static_cast<const T*>(nullptr));
+}
+
+// =============================================================================================
+// Multi-tensor AdamW with the gradients clipped by their global norm.
+//
+// clip_grad_norm_ then step, as PyTorch and the trainer did it, is a pass over every gradient
+// for each tensor's sum of squares, a pass that multiplies every gradient by the coefficient
+// (a read and a write), then the step. The coefficient min(1, max_norm / (norm + 1e-6)) depends
+// on every gradient, and the update is not linear in g (v takes g^2), so no parameter can be
+// updated before the last gradient has been read: at least two reads of each gradient. Here
+// there are exactly two, and the clipped gradients are never written:
+//   1. adamw_norm_kernel: kNormBlocks blocks a list (its 64 tensors' chunks, the update's
+//      chunks, dealt out as chunk b, b + kNormBlocks, ...), each thread a sum of squares in T,
+//      each block its threads' sums added in a fixed order, one partial sum a block.
+//   2. adamw_clip_kernel: one block adds the partial sums in a fixed order, writes the norm
+//      and the coefficient (device memory: nothing is read back to the host).
+//   3. the update of adamw_multi_step above, every gradient times the coefficient.
+// Three launches (two for the update of 64 tensors or fewer, plus one a further 64); the
+// order of every sum depends only on the tensors' sizes, never on timing or the device: the
+// same bits every run (DESIGN.md, "Reproducibility"). Untimed on a GPU.
+
+constexpr int kNormBlocks = 512;
+
+template <class T>
+__global__ void adamw_norm_kernel(AdamWChunks<T> list, T* partial) {
+  const int chunks = list.first_block[list.count];
+  T squares = 0;
+  for (int block = blockIdx.x; block < chunks; block += gridDim.x) {
+    int lo = 0, hi = list.count - 1;  // the tensor of this chunk, as the update finds it
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (list.first_block[mid] <= block) lo = mid;
+      else hi = mid - 1;
+    }
+    const T* grad = list.grad[lo];
+    const std::int64_t head = list.head[lo], chunk = block - list.first_block[lo];
+    if (chunk == 0 && threadIdx.x < head) squares += grad[threadIdx.x] * grad[threadIdx.x];
+    const std::int64_t begin = head + chunk * kChunk;
+    const std::int64_t end = begin + kChunk < list.n[lo] ? begin + kChunk : list.n[lo];
+    std::int64_t scalar_begin = begin;
+    if constexpr (std::is_same_v<T, float>) {
+      if (list.vector[lo]) {
+        scalar_begin = begin + (end - begin) / 4 * 4;
+        if (4 * static_cast<std::int64_t>(threadIdx.x) < scalar_begin - begin) {
+          const float4 g = __ldg(reinterpret_cast<const float4*>(grad + head) + begin / 4 + threadIdx.x);
+          squares += (g.x * g.x + g.y * g.y) + (g.z * g.z + g.w * g.w);
+        }
+      }
+    }
+    for (std::int64_t i = scalar_begin + threadIdx.x; i < end; i += blockDim.x) squares += grad[i] * grad[i];
+  }
+  __shared__ T warps[kBlockSize / 32];
+  squares = warp_sum(squares);
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = squares;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    T total = 0;
+    for (int w = 0; w < kBlockSize / 32; ++w) total += warps[w];
+    partial[blockIdx.x] = total;
+  }
+}
+
+// norm = sqrt(sum of the partials), scale = min(1, max_norm / (norm + 1e-6)): one block.
+template <class T>
+__global__ void adamw_clip_kernel(T* norm, T* scale, const T* partial, int count, T max_norm) {
+  __shared__ T warps[kBlockSize / 32];
+  T sum = 0;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) sum += partial[i];
+  sum = warp_sum(sum);
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    T total = 0;
+    for (int w = 0; w < kBlockSize / 32; ++w) total += warps[w];
+    const T n = sqrt_of(total), coefficient = max_norm / (n + T(1e-6));
+    *norm = n;
+    *scale = coefficient < T(1) ? coefficient : T(1);
+  }
+}
+
+template <class T>
+void adamw_clipped_multi_step(T* norm, const AdamWTensor<T>* tensors, int count, const AdamWParams& hp,
+                              double max_norm, Stream stream) {
+  BRRR_CHECK(max_norm > 0.0 && std::isfinite(max_norm), "adamw_clipped_multi_step: max_norm must be positive, got ",
+             max_norm);
+  const std::vector<AdamWChunks<T>> lists = chunk_lists(tensors, count, hp);
+  const int partials = std::max<int>(1, static_cast<int>(lists.size()) * kNormBlocks);
+  T* scratch = static_cast<T*>(workspace((static_cast<std::size_t>(partials) + 1) * sizeof(T), stream));
+  T* scale = scratch + partials;
+  if (lists.empty())  // no parameter at all: one block of an empty list writes the one partial, 0
+    BRRR_LAUNCH((adamw_norm_kernel<T>), 1, kBlockSize, 0, stream, AdamWChunks<T>{}, scratch);
+  for (std::size_t l = 0; l < lists.size(); ++l)
+    BRRR_LAUNCH((adamw_norm_kernel<T>), kNormBlocks, kBlockSize, 0, stream, lists[l], scratch + l * kNormBlocks);
+  BRRR_LAUNCH((adamw_clip_kernel<T>), 1, kBlockSize, 0, stream, norm, scale, static_cast<const T*>(scratch), partials,
+              static_cast<T>(max_norm));
+  const AdamWConstants<T> k = adamw_constants<T>(hp, hp.weight_decay);
+  const auto* from_memory = static_cast<const AdamWConstants<T>*>(hp.constants);
+  for (const AdamWChunks<T>& list : lists)
+    BRRR_LAUNCH((adamw_multi_kernel<T>), list.first_block[list.count], kBlockSize, 0, stream, list, k, from_memory,
+                static_cast<const T*>(scale));
 }
 
 // =============================================================================================
@@ -335,6 +454,10 @@ template void adamw_step1<float>(float*, const float*, float*, float*, std::int6
 template void adamw_step1<double>(double*, const double*, double*, double*, std::int64_t, const AdamWParams&, Stream);
 template void adamw_multi_step<float>(const AdamWTensor<float>*, int, const AdamWParams&, Stream);
 template void adamw_multi_step<double>(const AdamWTensor<double>*, int, const AdamWParams&, Stream);
+template void adamw_clipped_multi_step<float>(float*, const AdamWTensor<float>*, int, const AdamWParams&, double,
+                                              Stream);
+template void adamw_clipped_multi_step<double>(double*, const AdamWTensor<double>*, int, const AdamWParams&, double,
+                                               Stream);
 template void sgd_step1<float>(float*, const float*, float*, std::int64_t, const SGDParams&, Stream);
 template void sgd_step1<double>(double*, const double*, double*, std::int64_t, const SGDParams&, Stream);
 
@@ -348,6 +471,10 @@ void register_adamw_kernels() {
       about("every tensor in one launch: chunks of 1024 parameters, one float4 per thread"));
   add(op::adamw_multi_step<double>, kCuda, "multi-tensor", &adamw_multi_step<double>, 0,
       about("every tensor in one launch: chunks of 1024 parameters"));
+  add(op::adamw_clipped_multi_step<float>, kCuda, "multi-tensor", &adamw_clipped_multi_step<float>, 0,
+      about("the global norm in two launches (block partials, then one block), then the multi-tensor update"));
+  add(op::adamw_clipped_multi_step<double>, kCuda, "multi-tensor", &adamw_clipped_multi_step<double>, 0,
+      about("the global norm in two launches (block partials, then one block), then the multi-tensor update"));
   add(op::sgd_step<float>, kCuda, "naive", &sgd_step1<float>, 0, about("one thread per parameter"));
   add(op::sgd_step<double>, kCuda, "naive", &sgd_step1<double>, 0, about("one thread per parameter"));
 }

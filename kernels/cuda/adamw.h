@@ -20,6 +20,10 @@
   /* Many tensors, each with its own weight decay, in one launch per 64 tensors (hp.weight_decay unused). */     \
   template <class T>                                                                                              \
   void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream stream);          \
+  /* The same with the gradients clipped by their global norm: two passes over them, three launches. */        \
+  template <class T>                                                                                              \
+  void adamw_clipped_multi_step(T* norm, const AdamWTensor<T>* tensors, int count, const AdamWParams& hp,         \
+                                double max_norm, Stream stream);                                                  \
   /* SGD with momentum, one thread per parameter. */                                                              \
   template <class T>                                                                                              \
   void sgd_step1(T* param, const T* grad, T* momentum_buffer, std::int64_t n, const SGDParams& hp, Stream stream); \

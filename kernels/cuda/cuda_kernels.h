@@ -22,6 +22,7 @@
   void register_matmul_wgmma_kernels();       /* matmul/wgmma.cu: Hopper's wgmma, TMA, mbarriers */  \
   void register_gelu_kernels();         /* gelu.cu */                                                  \
   void register_layernorm_kernels();    /* layernorm.cu */                                             \
+  void register_residual_layernorm_kernels(); /* residual_layernorm.cu: on bf16 data */                \
   void register_crossentropy_kernels(); /* crossentropy.cu */                                          \
   void register_adamw_kernels();        /* adamw.cu: adamw_step, sgd_step */                           \
   void register_attention_cuda_core_kernels();   /* attention/cuda_cores.cu: naive, flash */        \

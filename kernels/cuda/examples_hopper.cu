@@ -2,7 +2,7 @@
 // simt_hopper.h once: TMA loads of two tiles into swizzled shared memory, an mbarrier that
 // counts their bytes, warpgroup MMAs through matrix descriptors, and a TMA store. It is the
 // emulator's end-to-end test of those pieces (tests/emulator/test_hopper.cpp) and a first
-// read of a Hopper kernel; the course's wgmma GEMM builds on it. Chapter 14 (tensor cores).
+// read of a Hopper kernel; the course's wgmma GEMM builds on it. Chapter 21 (Hopper).
 // Read before: kernels/cuda/simt_hopper.h. Read next: kernels/cuda/simt_hopper.cpp.
 //
 // The picture, for one 64 x 64 tile of c and one 64-wide step of K:

@@ -1,5 +1,5 @@
 // kernels/cuda/examples_hopper.h: the example kernel of examples_hopper.cu, callable with raw
-// pointers. Chapter 14 (tensor cores). Read before: kernels/cuda/simt_hopper.h.
+// pointers. Chapter 21 (Hopper). Read before: kernels/cuda/simt_hopper.h.
 // Read next: kernels/cuda/examples_hopper.cu.
 //
 // Compiled twice (see simt.h): brrr::kernels::emu runs on the emulator, brrr::kernels::cuda on

@@ -2,6 +2,7 @@
 // Compiled twice like the kernel files (see simt.h): the GPU's register_kernels and the
 // emulator's. kernels/backend.cpp calls one of them, for the backend the process uses (the
 // exercises' kernels join through a provider: exercises/install.cpp).
+#include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/simt.h"
 #include "kernels/transpose.h"
@@ -17,10 +18,12 @@ void register_kernels() {
   register_matmul_wgmma_kernels();
   register_gelu_kernels();
   register_layernorm_kernels();
+  register_residual_layernorm_kernels();
   register_crossentropy_kernels();
   register_adamw_kernels();
   register_attention_cuda_core_kernels();
   register_attention_tensor_core_kernels();
+  register_attention_wgmma_kernels();  // attention/wgmma.cu (declared in attention/attention.h)
   register_conv_kernels();
   register_transpose_kernels();  // transpose.cu (declared in kernels/transpose.h)
 #if !BRRR_EMULATOR

@@ -397,6 +397,15 @@ void bulk_copy(Recorder& r, std::uint64_t bytes, bool store) {
 
 void mbarrier_wait(Recorder& r) { ++r.launch.mbarrier_waits; }
 
+void bulk_bytes(Recorder& r, std::uintptr_t global, std::size_t bytes, bool store) {
+  if (bytes > 0) note_sectors(r, store ? r.sectors_written : r.sectors_read, global, static_cast<int>(bytes));
+}
+
+void mma(Recorder& r, std::uint64_t flops) {
+  ++r.launch.mma_instructions;
+  r.launch.mma_flops += flops;
+}
+
 void begin_block(const void* shared, std::size_t shared_bytes, int threads) {
   Recorder& r = recorder();
   r.shared_begin = reinterpret_cast<std::uintptr_t>(shared);
@@ -446,5 +455,107 @@ std::vector<LaunchCounts> take_memory_counts() {
   return taken;
 }
 std::string source_line_of(std::uintptr_t pc) { return detail::races::source_line(pc); }
+
+// ---------------------------------------------------------------------------------------------
+// Sums and names
+
+LaunchCounts& LaunchCounts::operator+=(const LaunchCounts& l) {
+  global_ld_requests += l.global_ld_requests;
+  global_ld_sectors += l.global_ld_sectors;
+  global_ld_ideal_sectors += l.global_ld_ideal_sectors;
+  global_st_requests += l.global_st_requests;
+  global_st_sectors += l.global_st_sectors;
+  global_st_ideal_sectors += l.global_st_ideal_sectors;
+  global_ldgsts_requests += l.global_ldgsts_requests;
+  global_ldgsts_sectors += l.global_ldgsts_sectors;
+  global_ldgsts_ideal_sectors += l.global_ldgsts_ideal_sectors;
+  shared_ld_requests += l.shared_ld_requests;
+  shared_ld_wavefronts += l.shared_ld_wavefronts;
+  shared_ld_ideal += l.shared_ld_ideal;
+  shared_st_requests += l.shared_st_requests;
+  shared_st_wavefronts += l.shared_st_wavefronts;
+  shared_st_ideal += l.shared_st_ideal;
+  lanes += l.lanes;
+  // Each launch's distinct sectors: a sector two launches touch counts twice (it crosses DRAM
+  // twice unless L2 keeps it between them, which the emulator does not model).
+  distinct_sectors_read += l.distinct_sectors_read;
+  distinct_sectors_written += l.distinct_sectors_written;
+  sector_bytes = l.sector_bytes;
+  wgmma_instructions += l.wgmma_instructions;
+  wgmma_flops += l.wgmma_flops;
+  bulk_load_requests += l.bulk_load_requests;
+  bulk_load_bytes += l.bulk_load_bytes;
+  bulk_store_requests += l.bulk_store_requests;
+  bulk_store_bytes += l.bulk_store_bytes;
+  mbarrier_waits += l.mbarrier_waits;
+  mma_instructions += l.mma_instructions;
+  mma_flops += l.mma_flops;
+  for (const InstructionCounts& i : l.instructions) {
+    auto same = [&](const InstructionCounts& j) {
+      return j.pc == i.pc && j.space == i.space && j.store == i.store && j.async_copy == i.async_copy &&
+             j.bytes == i.bytes;
+    };
+    auto it = std::find_if(instructions.begin(), instructions.end(), same);
+    if (it == instructions.end()) {
+      instructions.push_back(i);
+      continue;
+    }
+    it->requests += i.requests;
+    it->lanes += i.lanes;
+    it->sectors += i.sectors;
+    it->ideal_sectors += i.ideal_sectors;
+    it->wavefronts += i.wavefronts;
+    it->ideal_wavefronts += i.ideal_wavefronts;
+    it->useful_bytes += i.useful_bytes;
+    if (!i.exact && it->exact) {
+      it->exact = false;
+      it->inexact_why = i.inexact_why;
+    }
+  }
+  inexact = 0;
+  for (const InstructionCounts& i : instructions) inexact += i.exact ? 0 : 1;
+  return *this;
+}
+
+std::vector<NamedCount> ncu_metrics(const LaunchCounts& t) {
+  return {
+      {"l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", t.global_ld_requests},
+      {"l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", t.global_ld_sectors},
+      {"l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", t.global_st_requests},
+      {"l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", t.global_st_sectors},
+      {"smsp__inst_executed_op_shared_ld.sum", t.shared_ld_requests},
+      {"smsp__inst_executed_op_shared_st.sum", t.shared_st_requests},
+      {"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", t.shared_ld_wavefronts},
+      {"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum", t.shared_st_wavefronts},
+      {"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", t.shared_ld_wavefronts - t.shared_ld_ideal},
+      {"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum", t.shared_st_wavefronts - t.shared_st_ideal},
+      // What ncu has no metric of, or one whose name was not checked against a GPU here:
+      // cp.async's global reads (ncu counts LDGSTS under metrics of its own), the ideals, and
+      // the tensor-core and Hopper units.
+      {"emulator__requests_global_op_ldgsts", t.global_ldgsts_requests},
+      {"emulator__sectors_global_op_ldgsts", t.global_ldgsts_sectors},
+      {"emulator__sectors_ideal_global_op_ld", t.global_ld_ideal_sectors},
+      {"emulator__sectors_ideal_global_op_st", t.global_st_ideal_sectors},
+      {"emulator__wavefronts_ideal_shared_op_ld", t.shared_ld_ideal},
+      {"emulator__wavefronts_ideal_shared_op_st", t.shared_st_ideal},
+      {"emulator__inst_executed_mma_sync", t.mma_instructions},
+      {"emulator__flops_mma_sync", t.mma_flops},
+      {"emulator__inst_executed_wgmma", t.wgmma_instructions},
+      {"emulator__flops_wgmma", t.wgmma_flops},
+      {"emulator__requests_bulk_tensor_ld", t.bulk_load_requests},
+      {"emulator__bytes_bulk_tensor_ld", t.bulk_load_bytes},
+      {"emulator__requests_bulk_tensor_st", t.bulk_store_requests},
+      {"emulator__bytes_bulk_tensor_st", t.bulk_store_bytes},
+      {"emulator__mbarrier_waits", t.mbarrier_waits},
+      {"emulator__distinct_sectors_read", t.distinct_sectors_read},
+      {"emulator__distinct_sectors_written", t.distinct_sectors_written},
+  };
+}
+
+std::uint64_t ncu_metric(const LaunchCounts& counts, const std::string& name) {
+  for (const NamedCount& m : ncu_metrics(counts))
+    if (name == m.name) return m.value;
+  ::brrr::detail::fail("ncu_metric: no count named '", name, "' (simt_counters.h: ncu_metrics)");
+}
 
 }  // namespace brrr::simt

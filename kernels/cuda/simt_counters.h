@@ -15,7 +15,7 @@
 //     accesses are served in two phases (half-warps), 16-byte ones in four (quarter-warps), so
 //     the ideal is 1 wavefront per phase that has a lane: 1 for floats, 2 for doubles, 4 for
 //     float4s. Bank conflicts are the wavefronts above the ideal.
-// The metric names in lab/counters.cpp's JSON are ncu's (l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum, ...).
+// ncu_metrics (below) names each count as ncu does (l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum, ...).
 //
 // What a GPU does and the emulator cannot know: the emulator runs each lane as a fiber, so the
 // lanes of a warp do not execute an instruction together. It pairs them: the k-th time lane a
@@ -25,8 +25,9 @@
 // Where the pairing is known to be doubtful (the lanes' k-th executions fall between different
 // barriers, or lanes ran it different numbers of times along different paths) the instruction
 // is marked inexact, and every table says so. Instruction counts, issue slots and branch
-// efficiency are not modelled. Hopper's wgmma, bulk copies and mbarrier waits are counted apart
-// (their operands are not loads and stores of the kernel's source). Atomics and cp.async's writes to shared memory
+// efficiency are not modelled. Tensor-core instructions (mma.sync, wgmma), bulk copies and
+// mbarrier waits are counted apart (their operands are not loads and stores of the kernel's
+// source); a bulk copy's global bytes join the distinct sectors read or written. Atomics and cp.async's writes to shared memory
 // (simt_tensor_cores.cpp, not instrumented) are not counted; cp.async's global reads are, apart
 // from the loads. An ldmatrix is counted as the shared loads it makes here, 16 bytes from each
 // lane that gives a row (ncu counts it apart, as LDSM; the wavefronts are the same).
@@ -101,11 +102,29 @@ struct LaunchCounts {
   std::uint64_t wgmma_instructions = 0, wgmma_flops = 0;
   std::uint64_t bulk_load_requests = 0, bulk_load_bytes = 0, bulk_store_requests = 0, bulk_store_bytes = 0;
   std::uint64_t mbarrier_waits = 0;
+  // Warp-level tensor-core instructions before Hopper (simt_tensor_cores.cpp): one per warp-wide
+  // mma.sync (m16n8k16: 2 x 16 x 8 x 16 FLOPs; m16n8k8 tf32: 2 x 16 x 8 x 8) and per WMMA
+  // m16n16k8 mma_sync (2 x 16 x 16 x 8, which nvcc compiles to two mma.sync).
+  std::uint64_t mma_instructions = 0, mma_flops = 0;
   std::uint64_t requests() const {
     return global_ld_requests + global_st_requests + global_ldgsts_requests + shared_ld_requests +
            shared_st_requests;
   }
+  // Another launch's counts added in, field by field (the kernel lab sums a call's launches);
+  // instructions of the same source line and access are merged. `kernel` is left as it is.
+  LaunchCounts& operator+=(const LaunchCounts& launch);
 };
+
+// The counts by Nsight Compute's metric names (its profiling guide), and by emulator__ names for
+// what ncu has no metric of: the one table of names the lab's JSON, its reports and the
+// exercises' graders print. In the order ncu's CSV lists them, the emulator's own after.
+struct NamedCount {
+  const char* name;
+  std::uint64_t value;
+};
+std::vector<NamedCount> ncu_metrics(const LaunchCounts& counts);
+// One of them by name (a name not in ncu_metrics is a programming error: it throws).
+std::uint64_t ncu_metric(const LaunchCounts& counts, const std::string& name);
 
 // Counting is off by default (the emulator's normal runs pay nothing for it); while it is on,
 // every launch of this process is counted, with `model`, and kept until taken. It needs the

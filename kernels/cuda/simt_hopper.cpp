@@ -1,6 +1,6 @@
 // kernels/cuda/simt_hopper.cpp: the emulator's Hopper instructions: wgmma through matrix
 // descriptors, mbarriers with phases and transaction bytes, bulk tensor copies (TMA) through
-// tensor maps, fence.proxy.async and setmaxnreg. Chapter 14 (tensor cores). Read before:
+// tensor maps, fence.proxy.async and setmaxnreg. Chapter 21 (Hopper). Read before:
 // kernels/cuda/simt_hopper.h (what each does on the GPU), kernels/cuda/simt_tensor_cores.cpp
 // (mma.sync, one warp wide). Read next: kernels/cuda/examples_hopper.cu.
 //
@@ -528,6 +528,7 @@ void bulk_tensor_load(void* shared, const TensorMap* map, int x, int y, std::uin
       const auto* source = static_cast<const std::byte*>(map->global) +
                            static_cast<std::uint64_t>(gy) * map->row_stride_bytes + static_cast<std::uint64_t>(gx + e) * size;
       races::kernel_access(source, size, false, pc);
+      if (counters::Recorder* r = counters::active) counters::bulk_bytes(*r, reinterpret_cast<std::uintptr_t>(source), size, false);
       std::memcpy(copy.data.data() + at_byte + e * size, source, size);
     }
   });
@@ -563,6 +564,7 @@ void bulk_tensor_store(const TensorMap* map, int x, int y, const void* shared, c
       auto* target = static_cast<std::byte*>(const_cast<void*>(map->global)) +
                      static_cast<std::uint64_t>(gy) * map->row_stride_bytes + static_cast<std::uint64_t>(gx + e) * size;
       races::kernel_access(target, size, true, pc);
+      if (counters::Recorder* r = counters::active) counters::bulk_bytes(*r, reinterpret_cast<std::uintptr_t>(target), size, true);
       std::memcpy(target, chunk + e * size, size);
     }
   });

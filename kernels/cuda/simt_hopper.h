@@ -2,7 +2,7 @@
 // MMA (wgmma) with shared-memory matrix descriptors, bulk tensor copies (TMA) through tensor
 // maps, mbarriers, the async-proxy fence and setmaxnreg, as brrr spells them. Under nvcc each
 // is inline PTX for sm_90a; under g++ each is the emulator's version (simt_hopper.cpp), with
-// the sanitizer's rules for their ordering. Chapter 14 (tensor cores). Read before:
+// the sanitizer's rules for their ordering. Chapter 21 (Hopper). Read before:
 // kernels/cuda/simt_tensor_cores.h (Ampere's mma.sync, ldmatrix, cp.async: the same idea one
 // warp wide). Read next: kernels/cuda/simt_hopper.cpp, then kernels/cuda/examples_hopper.cu.
 //

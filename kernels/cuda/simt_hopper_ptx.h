@@ -1,5 +1,5 @@
 // kernels/cuda/simt_hopper_ptx.h: the operand lists of wgmma.mma_async for every N, for the
-// inline PTX of simt_hopper.h (nvcc only). Chapter 14 (tensor cores). Read before:
+// inline PTX of simt_hopper.h (nvcc only). Chapter 21 (Hopper). Read before:
 // kernels/cuda/simt_hopper.h. Read next: kernels/cuda/simt_hopper.cpp.
 //
 // An m64nNk16 wgmma writes N / 2 float accumulators per thread, each its own asm operand, so

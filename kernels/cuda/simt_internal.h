@@ -130,7 +130,11 @@ void barrier(int thread);
 // FLOPs), one bulk tensor copy of `bytes` (a load, or a store), one completed mbarrier wait.
 void wgmma(Recorder& r, int n);
 void bulk_copy(Recorder& r, std::uint64_t bytes, bool store);
+// The global bytes [global, global + bytes) a bulk copy reads or writes, for the distinct sectors.
+void bulk_bytes(Recorder& r, std::uintptr_t global, std::size_t bytes, bool store);
 void mbarrier_wait(Recorder& r);
+// One warp-wide mma.sync (or WMMA mma_sync) of `flops` (simt_tensor_cores.cpp, from lane 0).
+void mma(Recorder& r, std::uint64_t flops);
 }  // namespace counters
 
 }  // namespace brrr::simt::detail

@@ -160,6 +160,7 @@ void mma(MmaShape shape, float* d, const unsigned* a, const unsigned* b, const f
   }
   // This lane's four results.
   const int lane = lane_id(), g = lane / 4, t = lane % 4;
+  if (counters::Recorder* r = counters::active; r && lane == 0) counters::mma(*r, 2ull * 16 * 8 * K);
   for (int i = 0; i < 4; ++i) {
     const int row = g + 8 * (i / 2), column = 2 * t + i % 2;
     double products[16];
@@ -200,6 +201,7 @@ void wmma_mma_m16n16k8_tf32(float* d, const float* a_own, const float* b_own, co
     return operand_tf32(table[(index % 32) * kExchangeWords + 4 * operand + index / 32]);
   };
   const int lane = lane_id();
+  if (counters::Recorder* r = counters::active; r && lane == 0) counters::mma(*r, 2ull * 16 * 16 * 8);
   float result[8];
   for (int e = 0; e < 8; ++e) {
     const int row = (lane + 32 * e) / 16, column = (lane + 32 * e) % 16;

@@ -131,19 +131,79 @@ class Ranking {
   std::size_t candidates_ = 0;
 };
 
-// The prompt rule both generate()s keep: at least one token, every one in the vocabulary.
+// The prompt rule: at least one token, every one in the vocabulary.
 void check_prompt(const std::vector<std::uint32_t>& prompt, const GPTConfig& c) {
   BRRR_CHECK(!prompt.empty(), "generate: the prompt needs at least one token");
   for (std::uint32_t t : prompt)
     BRRR_CHECK(t < c.vocab_size, "generate: prompt token ", t, " is outside the vocabulary (", c.vocab_size, ")");
 }
 
-// The context-window rule both cached paths keep: when the context (len tokens) no longer fits
-// block_size, generation starts again from its last half (positions must stay below
-// block_size). Returns where in the context that restart begins.
+// The context-window rule: when the context (len tokens) no longer fits block_size, the model
+// is fed again from its last half (positions must stay below block_size). Returns where in
+// the context that restart begins.
 std::int64_t restart_at(std::int64_t len, std::int64_t block_size) {
   return len - std::max<std::int64_t>(1, block_size / 2);
 }
+
+// The three Steppers. The Decoder's: row kernels on buffers made once (decode.h).
+class DecoderStepper final : public Stepper {
+ public:
+  explicit DecoderStepper(Decoder& decoder) : decoder_(decoder) {}
+  void clear() override { state_.clear(); }
+  const float* prefill(const std::uint32_t* tokens, std::int64_t n) override {
+    return decoder_.prefill(state_, tokens, n);
+  }
+  std::int64_t length() const override { return state_.length; }
+
+ private:
+  Decoder& decoder_;
+  DecodeState state_;
+};
+
+// The (1, n) tensor of ids a GPT's forward takes.
+Tensor ids_tensor(const std::uint32_t* ids, std::int64_t n) {
+  return from_vector(std::vector<std::int64_t>(ids, ids + n), {1, n}, kInt64);
+}
+
+// The last position's logits of a (1, T, V) forward, as floats.
+void last_row(const Tensor& logits, std::vector<float>& out) {
+  out = logits.select(1, logits.size(1) - 1).select(0, 0).to(kFloat32).to(kCPU).to_vector<float>();
+}
+
+// Chapter 08's teaching path: the training forward with a KVCache of tensors (kv_cache.cpp).
+class TensorCacheStepper final : public Stepper {
+ public:
+  TensorCacheStepper(GPT& model, bool int8) : model_(model) { cache_.int8 = int8; }
+  void clear() override { cache_.clear(); }
+  const float* prefill(const std::uint32_t* tokens, std::int64_t n) override {
+    last_row(model_.forward_cached(ids_tensor(tokens, n), cache_), logits_);
+    return logits_.data();
+  }
+  std::int64_t length() const override { return cache_.length(); }
+
+ private:
+  GPT& model_;
+  KVCache cache_;
+  std::vector<float> logits_;
+};
+
+// No cache (nanoGPT's way): the whole context through the training forward, every token.
+class RecomputeStepper final : public Stepper {
+ public:
+  explicit RecomputeStepper(GPT& model) : model_(model) {}
+  void clear() override { fed_.clear(); }
+  const float* prefill(const std::uint32_t* tokens, std::int64_t n) override {
+    fed_.insert(fed_.end(), tokens, tokens + n);
+    last_row(model_.forward(ids_tensor(fed_.data(), static_cast<std::int64_t>(fed_.size()))), logits_);
+    return logits_.data();
+  }
+  std::int64_t length() const override { return static_cast<std::int64_t>(fed_.size()); }
+
+ private:
+  GPT& model_;
+  std::vector<std::uint32_t> fed_;
+  std::vector<float> logits_;
+};
 
 }  // namespace
 
@@ -183,68 +243,21 @@ std::uint32_t sample_token(const std::vector<float>& logits, const GenerateOptio
   return r.id(keep - 1);
 }
 
-std::vector<std::uint32_t> generate(GPT& model, const std::vector<std::uint32_t>& prompt, const GenerateOptions& o,
-                                    const std::function<void(std::uint32_t)>& on_token) {
-  check_prompt(prompt, model.config());
-  const std::int64_t block = model.config().block_size;
-  NoGradGuard no_grad;
-  const bool on_cpu = model.wte->weight.device().is_cpu() && model.wte->weight.dtype() == kFloat32;
-  BRRR_CHECK(o.weights == kFloat32 || (o.kv_cache && !o.kv_cache_int8 && on_cpu),
-             "generate: bfloat16 weights need the float32 KV cache on the CPU");
-  if (o.kv_cache && !o.kv_cache_int8 && on_cpu && o.fast) {
-    Decoder decoder(model, o.weights);
-    return generate(decoder, prompt, o, on_token);
-  }
-  const nn::EvalModeGuard eval_mode(model);
-  Generator gen(o.seed);
-  std::vector<std::uint32_t> context = prompt, produced;
-  KVCache cache;
-  cache.int8 = o.kv_cache_int8;
-  std::int64_t fed = 0;  // how many tokens of `context` the cache holds
-  auto as_tensor = [](const std::uint32_t* ids, std::int64_t n) {
-    return from_vector(std::vector<std::int64_t>(ids, ids + n), {1, n}, kInt64);
-  };
-  for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
-    Tensor logits;
-    const std::int64_t len = static_cast<std::int64_t>(context.size());
-    if (o.kv_cache) {
-      if (len > block || cache.length() >= block) {
-        // The cache is full: start again from the last half of the context (restart_at). Note
-        // that once the context is longer than block_size (len > block) this restarts at every
-        // step, where the Decoder below continues one token at a time until its cache is full:
-        // the two paths agree within block_size, not past it (issue 56, item 0.7).
-        cache.clear();
-        fed = restart_at(len, block);
-      }
-      logits = model.forward_cached(as_tensor(context.data() + fed, len - fed), cache);
-      fed = len;
-    } else {
-      const std::int64_t start = std::max<std::int64_t>(0, len - block);  // the last block_size tokens
-      logits = model.forward(as_tensor(context.data() + start, len - start));
-    }
-    const Tensor last = logits.select(1, logits.size(1) - 1).select(0, 0);  // (V)
-    const std::uint32_t token = sample_token(last.to_vector<float>(), o, gen);
-    context.push_back(token);
-    produced.push_back(token);
-    if (on_token) on_token(token);
-  }
-  return produced;
-}
-
-std::vector<std::uint32_t> generate(Decoder& decoder, const std::vector<std::uint32_t>& prompt, const GenerateOptions& o,
-                                    const std::function<void(std::uint32_t)>& on_token) {
-  const GPTConfig& c = decoder.config();
+std::vector<std::uint32_t> generate(Stepper& stepper, const GPTConfig& c, const std::vector<std::uint32_t>& prompt,
+                                    const GenerateOptions& o, const std::function<void(std::uint32_t)>& on_token) {
   check_prompt(prompt, c);
   Generator gen(o.seed);
-  DecodeState state;
   std::vector<std::uint32_t> context = prompt, produced;
   std::vector<float> logits(static_cast<std::size_t>(c.vocab_size));
-  // The prompt's last block_size tokens at once, then a token at a time; when the cache is
-  // full, start again from the last half of the context, as the cached path above does.
-  const std::int64_t len = static_cast<std::int64_t>(context.size());
-  std::int64_t fed = std::max<std::int64_t>(0, len - c.block_size);
-  if (len > c.block_size) fed = restart_at(len, c.block_size);
-  const float* out = decoder.prefill(state, context.data() + fed, len - fed);
+  // The prompt at once (its last half, when it does not fit), then a token at a time; when the
+  // model holds block_size tokens, it is fed again from the last half of the context.
+  auto refill = [&] {
+    const std::int64_t len = static_cast<std::int64_t>(context.size());
+    const std::int64_t at = len > c.block_size ? restart_at(len, c.block_size) : 0;
+    stepper.clear();
+    return stepper.prefill(context.data() + at, len - at);
+  };
+  const float* out = refill();
   for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
     std::copy(out, out + c.vocab_size, logits.begin());
     const std::uint32_t token = sample_token(logits, o, gen);
@@ -252,15 +265,35 @@ std::vector<std::uint32_t> generate(Decoder& decoder, const std::vector<std::uin
     produced.push_back(token);
     if (on_token) on_token(token);
     if (step + 1 == o.max_new_tokens) break;
-    if (state.length >= c.block_size) {
-      state.clear();
-      const std::int64_t at = restart_at(static_cast<std::int64_t>(context.size()), c.block_size);
-      out = decoder.prefill(state, context.data() + at, static_cast<std::int64_t>(context.size()) - at);
-    } else {
-      out = decoder.step(state, token);
-    }
+    out = stepper.length() >= c.block_size ? refill() : stepper.step(token);
   }
   return produced;
+}
+
+std::vector<std::uint32_t> generate(GPT& model, const std::vector<std::uint32_t>& prompt, const GenerateOptions& o,
+                                    const std::function<void(std::uint32_t)>& on_token) {
+  check_prompt(prompt, model.config());
+  NoGradGuard no_grad;
+  const bool on_cpu = model.wte->weight.device().is_cpu() && model.wte->weight.dtype() == kFloat32;
+  BRRR_CHECK(o.weights == kFloat32 || (o.kv_cache && !o.kv_cache_int8 && on_cpu),
+             "generate: bfloat16 weights need the float32 KV cache on the CPU");
+  if (o.kv_cache && !o.kv_cache_int8 && on_cpu && !o.tensor_cache) {
+    Decoder decoder(model, o.weights);
+    return generate(decoder, prompt, o, on_token);
+  }
+  const nn::EvalModeGuard eval_mode(model);
+  if (o.kv_cache) {
+    TensorCacheStepper stepper(model, o.kv_cache_int8);
+    return generate(stepper, model.config(), prompt, o, on_token);
+  }
+  RecomputeStepper stepper(model);
+  return generate(stepper, model.config(), prompt, o, on_token);
+}
+
+std::vector<std::uint32_t> generate(Decoder& decoder, const std::vector<std::uint32_t>& prompt, const GenerateOptions& o,
+                                    const std::function<void(std::uint32_t)>& on_token) {
+  DecoderStepper stepper(decoder);
+  return generate(stepper, decoder.config(), prompt, o, on_token);
 }
 
 }  // namespace brrr::models

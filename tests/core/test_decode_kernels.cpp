@@ -6,6 +6,8 @@
 // same bits whichever ran it.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -218,4 +220,29 @@ TEST_CASE("row_max and softmax_total: the largest number and the total of a row,
     for (float& f : v) f = std::exp(f - top), total += f, scale += std::abs(f);
     CHECK(std::abs(softmax_total(v.data(), n) - total) <= 1e-6 * double(n) * scale);
   }
+}
+
+// The team (kernels/cpu/rows/team.cpp) that the kernels share their blocks over. A helper that
+// read the last job's word (every block claimed) and the next job's block count once claimed a
+// block of the next job under the last job's word: that block ran twice, and its extra `done`
+// let the caller return while a helper still ran (brrr eval --decoder segfaulted 1 run in 5 on
+// a busy 2-core machine). Eight threads on fewer cores make such a late helper common; jobs of 2
+// and 8 blocks alternate, for a second and a half. A race, so not every time: without the fix
+// this failed 1 run in 6 on a busy 2-core machine (a loop like it with 32 threads crashed).
+TEST_CASE("rows_parallel: each block runs once, within its call, with more threads than cores") {
+  const int threads = brrr::get_num_threads();
+  brrr::set_num_threads(8);
+  std::atomic<int> runs[8];
+  std::int64_t wrong = 0, jobs = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1500))
+    for (int i = 0; i < 1000; ++i, ++jobs) {
+      const std::int64_t n = jobs % 2 ? 8 : 2;
+      for (std::atomic<int>& r : runs) r.store(0, std::memory_order_relaxed);
+      brrr::kernels::cpu::rows_parallel(n, 1, [&](std::int64_t b, std::int64_t) { runs[b].fetch_add(1); });
+      for (std::int64_t b = 0; b < n; ++b) wrong += runs[b].load() != 1;
+    }
+  brrr::set_num_threads(threads);
+  INFO(jobs, " jobs");
+  CHECK(wrong == 0);
 }

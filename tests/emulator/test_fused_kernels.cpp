@@ -31,6 +31,7 @@
 #include "kernels/cuda/crossentropy.h"
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/residual_layernorm.h"
 #include "kernels/cuda/simt.h"
 
 namespace emu = brrr::kernels::emu;
@@ -433,6 +434,75 @@ TEST_CASE("cross_entropy fused on bf16 data (variant 5): matches the CPU, in pla
   }
 }
 
+// LayerNorm's variant 5, residual + LayerNorm on bf16 data (residual_layernorm.cu), against the
+// CPU's kernels on the same inputs. The stored sum is one rounding of the same float32 add on
+// both: equal bit for bit. mean and rstd are float32 sums in different orders; out, dsum, dweight
+// and dbias agree to one bf16 rounding (2^-8 relative, neighbours 2^-7 apart). C = 8 and 768,
+// 264 (one lane's second 16 bytes), 1024 over two blocks: the 16-byte path; C = 100, pointers one
+// value off, and C = 2048 in the backward: the scalar path. dres = nullptr is dres = 0, and two
+// runs of the backward (the emulator shuffles the blocks' order) give the same bits.
+static std::vector<float> widened(const std::vector<brrr::bf16>& v, std::size_t offset = 0) {
+  std::vector<float> out;
+  for (std::size_t i = offset; i < v.size(); ++i) out.push_back(static_cast<float>(v[i]));
+  return out;
+}
+
+TEST_CASE("residual + LayerNorm on bf16 data (variant 5): forward and backward match the CPU") {
+  const brrr::simt::HostMemoryKernels host_memory;
+  std::mt19937 rng(18);
+  const auto bf16s = [&](std::size_t n, double scale, double shift) {
+    std::vector<brrr::bf16> out;
+    for (double v : random_values<double>(n, rng, scale, shift)) out.push_back(brrr::bf16(static_cast<float>(v)));
+    return out;
+  };
+  for (const auto& [N, C, offset] : {std::tuple{3, 8, 0}, {37, 768, 0}, {5, 100, 0}, {9, 264, 1}, {130, 1024, 0},
+                                     {4, 2048, 0}}) {
+    CAPTURE(N);
+    CAPTURE(C);
+    CAPTURE(offset);
+    const std::size_t n = static_cast<std::size_t>(N) * C;
+    const auto x = bf16s(n + offset, 2.0, 0.5), residual = bf16s(n + offset, 1.0, 0.0);
+    const auto weight = bf16s(C, 0.2, 1.0), bias = bf16s(C, 0.2, 0.0);
+    std::vector<brrr::bf16> sum_c(n), out_c(n), sum_e(n + offset), out_e(n + offset);
+    std::vector<float> mean_c(N), rstd_c(N), mean_e(N), rstd_e(N);
+    cpu::residual_layernorm_forward_bf16(sum_c.data(), out_c.data(), mean_c.data(), rstd_c.data(), x.data() + offset,
+                                         residual.data() + offset, weight.data(), bias.data(), N, C, 1e-5f, nullptr);
+    emu::residual_layernorm_forward_bf16(sum_e.data() + offset, out_e.data() + offset, mean_e.data(), rstd_e.data(),
+                                         x.data() + offset, residual.data() + offset, weight.data(), bias.data(), N,
+                                         C, 1e-5f, nullptr);
+    CHECK(std::memcmp(sum_e.data() + offset, sum_c.data(), n * sizeof(brrr::bf16)) == 0);
+    CHECK(max_error(mean_e.data(), mean_c.data(), N) < 1e-5);
+    CHECK(max_error(rstd_e.data(), rstd_c.data(), N) < 1e-5);
+    CHECK(max_error(widened(out_e, offset).data(), widened(out_c).data(), static_cast<std::int64_t>(n)) <= 1.0 / 128);
+
+    const auto dout = bf16s(n + offset, 1.0, 0.0), dres = bf16s(n + offset, 1.0, 0.0);
+    const std::vector<brrr::bf16> zeros(n + offset);
+    std::vector<brrr::bf16> dsum_c(n), dw_c(C), db_c(C), dsum_e(n + offset), dw_e(C), db_e(C);
+    cpu::residual_layernorm_backward_bf16(dsum_c.data(), dw_c.data(), db_c.data(), dout.data() + offset,
+                                          dres.data() + offset, sum_c.data(), weight.data(), mean_c.data(),
+                                          rstd_c.data(), N, C, nullptr);
+    const auto backward = [&](std::vector<brrr::bf16>& dsum, std::vector<brrr::bf16>& dw, std::vector<brrr::bf16>& db,
+                              const brrr::bf16* res) {
+      emu::residual_layernorm_backward_bf16(dsum.data() + offset, dw.data(), db.data(), dout.data() + offset, res,
+                                            sum_e.data() + offset, weight.data(), mean_c.data(), rstd_c.data(), N, C,
+                                            nullptr);
+    };
+    backward(dsum_e, dw_e, db_e, dres.data() + offset);
+    CHECK(max_error(widened(dsum_e, offset).data(), widened(dsum_c).data(), static_cast<std::int64_t>(n)) <= 1.0 / 128);
+    CHECK(max_error(widened(dw_e).data(), widened(dw_c).data(), C) <= 1.0 / 128);
+    CHECK(max_error(widened(db_e).data(), widened(db_c).data(), C) <= 1.0 / 128);
+    std::vector<brrr::bf16> again(n + offset), dw_again(C), db_again(C), none(n + offset), dw_none(C), db_none(C);
+    backward(again, dw_again, db_again, dres.data() + offset);
+    CHECK(std::memcmp(again.data(), dsum_e.data(), again.size() * sizeof(brrr::bf16)) == 0);
+    CHECK(std::memcmp(dw_again.data(), dw_e.data(), C * sizeof(brrr::bf16)) == 0);
+    CHECK(std::memcmp(db_again.data(), db_e.data(), C * sizeof(brrr::bf16)) == 0);
+    backward(none, dw_none, db_none, nullptr);
+    backward(again, dw_again, db_again, zeros.data() + offset);
+    CHECK(std::memcmp(again.data(), none.data(), again.size() * sizeof(brrr::bf16)) == 0);
+    CHECK(std::memcmp(dw_none.data(), dw_e.data(), C * sizeof(brrr::bf16)) == 0);  // dres adds to dsum only
+  }
+}
+
 // =============================================================================================
 // AdamW and SGD (chapter 16)
 
@@ -544,6 +614,80 @@ TEST_CASE("adamw_multi_step: bit for bit adamw_step on each tensor, 70 tensors o
   check_multi_tensor<float>(rng);
   check_multi_tensor<double>(rng);
   emu::adamw_multi_step<float>(nullptr, 0, adamw_params(1, 0.0), nullptr);  // an empty list launches nothing
+}
+
+// adamw_clipped_multi_step (adamw.cu): 70 tensors of odd sizes (two lists of 64 and 6, so two
+// norm launches' partials meet in the clip kernel), against the CPU's kernel and against the
+// composition it replaces: the norm in double, the gradients scaled by the coefficient, then
+// adamw_multi_step. Without clipping (a max_norm above the norm) it is adamw_multi_step bit for
+// bit; two runs give the same bits; a max_norm that is not positive is an error.
+TEST_CASE("adamw_clipped_multi_step: the norm, the clipped update, the same bits twice") {
+  const brrr::simt::HostMemoryKernels host_memory;
+  std::mt19937 rng(16);
+  std::vector<std::int64_t> sizes = {1, 3, 4097, 33, 0, 9000, 385, 4096, 5, 2050, 1027, 2};
+  while (sizes.size() < 70) sizes.push_back(static_cast<std::int64_t>(sizes.size() % 7 + 1));
+  struct State {
+    std::vector<std::vector<float>> param, grad, m, v;
+  };
+  State start;
+  double squares = 0;
+  for (std::int64_t n : sizes) {
+    start.param.push_back(random_values<float>(n, rng));
+    start.grad.push_back(random_values<float>(n, rng, 3.0));
+    start.m.push_back(random_values<float>(n, rng, 0.1));
+    start.v.push_back(std::vector<float>(n, 0.01f));
+    for (float g : start.grad.back()) squares += static_cast<double>(g) * g;
+  }
+  const double norm = std::sqrt(squares), max_norm = norm / 3;
+  const auto list_of = [&](State& s) {
+    std::vector<AdamWTensor<float>> list;
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      list.push_back({s.param[i].data(), s.grad[i].data(), s.m[i].data(), s.v[i].data(), sizes[i], i % 2 ? 0.0 : 0.1});
+    return list;
+  };
+  const AdamWParams hp = adamw_params(3, 0.0);
+  const auto clipped = [&](State& s, double limit, float* out) {
+    const auto list = list_of(s);
+    emu::adamw_clipped_multi_step<float>(out, list.data(), static_cast<int>(list.size()), hp, limit, nullptr);
+  };
+  State emu_run = start, cpu_run = start, composed = start, again = start;
+  float emu_norm = 0, cpu_norm = 0, again_norm = 0;
+  clipped(emu_run, max_norm, &emu_norm);
+  const auto cpu_list = list_of(cpu_run);
+  cpu::adamw_clipped_multi_step<float>(&cpu_norm, cpu_list.data(), static_cast<int>(cpu_list.size()), hp, max_norm,
+                                       nullptr);
+  CHECK(std::abs(emu_norm - norm) / norm < 1e-5);
+  CHECK(std::abs(cpu_norm - norm) / norm < 1e-5);
+  const float coefficient = static_cast<float>(max_norm / (norm + 1e-6));
+  for (auto& g : composed.grad)
+    for (float& x : g) x *= coefficient;
+  const auto composed_list = list_of(composed);
+  emu::adamw_multi_step<float>(composed_list.data(), static_cast<int>(composed_list.size()), hp, nullptr);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    CAPTURE(i);
+    CHECK(max_error(emu_run.param[i].data(), cpu_run.param[i].data(), sizes[i]) < 1e-6);
+    CHECK(max_error(emu_run.param[i].data(), composed.param[i].data(), sizes[i]) < 1e-6);
+    CHECK(max_error(emu_run.m[i].data(), composed.m[i].data(), sizes[i]) < 1e-6);
+    CHECK(same_bits(emu_run.grad[i], start.grad[i]));  // the gradients are not written
+  }
+  clipped(again, max_norm, &again_norm);
+  CHECK(again_norm == emu_norm);
+  for (std::size_t i = 0; i < sizes.size(); ++i) CHECK(same_bits(again.param[i], emu_run.param[i]));
+
+  State unclipped = start, plain = start;
+  float unclipped_norm = 0;
+  clipped(unclipped, 2 * norm, &unclipped_norm);
+  const auto plain_list = list_of(plain);
+  emu::adamw_multi_step<float>(plain_list.data(), static_cast<int>(plain_list.size()), hp, nullptr);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    CHECK(same_bits(unclipped.param[i], plain.param[i]));
+    CHECK(same_bits(unclipped.v[i], plain.v[i]));
+  }
+  CHECK(unclipped_norm == emu_norm);
+  CHECK_THROWS_AS(clipped(again, 0.0, &again_norm), brrr::Error);
+  float empty_norm = -1;
+  emu::adamw_clipped_multi_step<float>(&empty_norm, nullptr, 0, hp, 1.0, nullptr);  // nothing to clip: norm 0
+  CHECK(empty_norm == 0.0f);
 }
 
 TEST_CASE("sgd_step matches the CPU: plain, momentum, dampening, nesterov, first and later steps") {
@@ -721,4 +865,90 @@ TEST_CASE("AdamW on Device::cuda() (emulated, one multi-tensor launch per group)
   }
   const std::vector<Tensor> cpu_state = cpu_opt.state(), gpu_state = gpu_opt.state();
   for (std::size_t i = 0; i < cpu_state.size(); ++i) CHECK(max_error(gpu_state[i], cpu_state[i]) < 1e-6);
+}
+
+// The trainer's step with --grad_clip on a GPU (train/trainer.cpp): AdamW::step_with_clipping,
+// one adamw_clipped_multi_step, against clip_grad_norm then step on the CPU. The gradients are
+// 10 times larger than the limit allows, so every step clips. On the device the gradients stay
+// as they were (the kernel does not write them); on the CPU step_with_clipping is the two calls,
+// bit for bit.
+TEST_CASE("AdamW::step_with_clipping on Device::cuda() (emulated) matches clip_grad_norm then step on the CPU") {
+  using namespace brrr;
+  cuda::use_emulator();
+  const Device gpu = Device::cuda();
+  Generator gen(16);
+  std::vector<Tensor> cpu_params, gpu_params, cpu_again;
+  // Matrices first: nanoGPT's groups keep this order, so the CPU's norm adds in the same order.
+  for (const Shape& shape : std::vector<Shape>{{33, 5}, {3, 3, 3}, {7}, {4097}, {1}}) {
+    const Tensor p = randn(shape, gen);
+    cpu_params.push_back(p.clone().requires_grad_(true));
+    cpu_again.push_back(p.clone().requires_grad_(true));
+    gpu_params.push_back(p.to(gpu).requires_grad_(true));
+  }
+  const optim::AdamWOptions options = optim::AdamWOptions(1e-2).betas({0.9, 0.95}).weight_decay(0.1);
+  optim::AdamW cpu_opt(optim::decay_groups(cpu_params, options)), gpu_opt(optim::decay_groups(gpu_params, options));
+  optim::AdamW again_opt(optim::decay_groups(cpu_again, options));
+  for (int step = 0; step < 3; ++step) {
+    std::vector<Tensor> grads;
+    for (std::size_t i = 0; i < cpu_params.size(); ++i) {
+      grads.push_back(randn(cpu_params[i].shape(), gen) * 10.0);
+      cpu_params[i].set_grad(grads.back().clone());
+      cpu_again[i].set_grad(grads.back().clone());
+      gpu_params[i].set_grad(grads.back().to(gpu));
+    }
+    const double cpu_norm = optim::clip_grad_norm(cpu_params, 1.0).item<double>();
+    cpu_opt.step();
+    const Tensor gpu_norm = gpu_opt.step_with_clipping(1.0);
+    CHECK(gpu_norm.device() == gpu);
+    CHECK(std::abs(gpu_norm.item<double>() - cpu_norm) / cpu_norm < 1e-5);
+    CHECK(again_opt.step_with_clipping(1.0).item<double>() == cpu_norm);
+    for (std::size_t i = 0; i < gpu_params.size(); ++i) CHECK(max_error(gpu_params[i].grad(), grads[i]) == 0.0);
+  }
+  for (std::size_t i = 0; i < cpu_params.size(); ++i) {
+    CAPTURE(i);
+    CHECK(max_error(gpu_params[i], cpu_params[i]) < 1e-6);
+    CHECK(max_error(cpu_again[i], cpu_params[i]) == 0.0);
+  }
+  CHECK_THROWS_AS(gpu_opt.step_with_clipping(-1.0), Error);
+}
+
+// ops::residual_layer_norm on bf16 tensors (what the GPT block calls): on the CPU and on
+// Device::cuda() (emulated), values and gradients against the float32 op on the same (bf16)
+// inputs, within bf16's rounding. The sum also reaches the loss directly, as the residual
+// stream does through the next block's add; autograd runs that add's backward before
+// LayerNorm's here, so the backward's fused form (dsum = dres + LayerNorm's dx,
+// autograd::record_accumulating) gets dres.
+TEST_CASE("residual_layer_norm on bf16 tensors: values and gradients as the float32 op's, CPU and emulated GPU") {
+  using namespace brrr;
+  cuda::use_emulator();
+  Generator gen(18);
+  const std::int64_t N = 37, C = 264;
+  const std::vector<Tensor> inputs = {randn({N, C}, gen) * 2.0 + 0.5, randn({N, C}, gen), randn({C}, gen) * 0.2 + 1.0,
+                                      randn({C}, gen) * 0.2};
+  // The loss's weights on out and on sum, bf16 values: the gradients arriving are the same in both runs.
+  const Tensor a = randn({N, C}, gen).to(kBFloat16).to(kFloat32), b = randn({N, C}, gen).to(kBFloat16).to(kFloat32);
+  const auto run = [&](DType dtype, Device device) {
+    std::vector<Tensor> leaves;
+    for (const Tensor& t : inputs) leaves.push_back(t.to(kBFloat16).to(dtype).to(device).requires_grad_(true));
+    const auto [sum, out] = ops::residual_layer_norm(leaves[0], leaves[1], leaves[2], leaves[3]);
+    CHECK(sum.dtype() == dtype);
+    CHECK(out.dtype() == dtype);
+    const Tensor loss = ops::sum(out * a.to(dtype).to(device)) + ops::sum((sum + 1.0) * b.to(dtype).to(device));
+    loss.backward();
+    std::vector<Tensor> results = {sum.to(kCPU).to(kFloat32), out.to(kCPU).to(kFloat32)};
+    for (const Tensor& leaf : leaves) results.push_back(leaf.grad().to(kCPU).to(kFloat32));
+    return results;
+  };
+  const std::vector<Tensor> expected = run(kFloat32, kCPU);
+  for (const Device device : {kCPU, Device::cuda()}) {
+    CAPTURE(device.str());
+    const std::vector<Tensor> got = run(kBFloat16, device);
+    // sum, out, dx, dresidual: a few bf16 roundings (2^-8 each) relative to max(|x|, 1).
+    // dweight, dbias: sums over N rows of values that differ by such roundings (out normalizes
+    // the sum rounded to bf16), so their difference grows as sqrt(N) 2^-8: about 0.024 at N = 37.
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      CAPTURE(i);
+      CHECK(max_error(got[i], expected[i]) <= (i < 4 ? 1.0 / 64 : 1.0 / 16));
+    }
+  }
 }

@@ -2,8 +2,9 @@
 // simt_hopper.cpp) against the PTX ISA: wgmma m64nNk16 for several N, every swizzle, K- and
 // MN-major B and A from registers, checked against a float64 sum of the same bf16 values; TMA
 // loads (ragged edges, every swizzle) against the shared-memory picture each swizzle draws, and
-// stores; mbarrier phases; the sanitizer's rules, each with a planted fault; the counters; and
-// examples_hopper.cu's matmul end to end. Chapter 14 (tensor cores). Small sizes: the file runs
+// stores; mbarrier phases; the sanitizer's rules, each with a planted fault; the counters (the
+// bulk copies' bytes among the distinct sectors); and
+// examples_hopper.cu's matmul end to end. Chapter 21 (Hopper). Small sizes: the file runs
 // in seconds.
 //
 // The test draws shared memory its own way, as pictures rather than the emulator's address
@@ -652,6 +653,10 @@ TEST_CASE("counters: wgmma instructions and FLOPs, bulk copies and their bytes, 
   CHECK(t.bulk_store_requests == 4);
   CHECK(t.bulk_store_bytes == 4ull * 64 * 64 * 4);
   CHECK(t.mbarrier_waits == 4ull * 2 * 128);
+  // The bulk copies' global bytes are the DRAM floor's: a and b read, c written, each sector
+  // once (rows of 160, 160 and 288 bytes: whole sectors), the boxes' zeros past the edges not.
+  CHECK(t.distinct_sectors_read * 32 == 2ull * (M * K + N * K));
+  CHECK(t.distinct_sectors_written * 32 == 4ull * M * N);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // tests/emulator/test_matmul_wgmma.cpp: matmul's variant 14, wgmma (TMA copies into a ring of
 // four shared-memory stages, a producer warpgroup and two consumer warpgroups meeting at
 // mbarriers, wgmma from shared memory, a persistent grid), run on the SIMT emulator against the
-// triple loop in float64 on the same bf16 values. Chapter 14, its Hopper section. Read before:
+// triple loop in float64 on the same bf16 values. Chapter 21 (Hopper), step 2. Read before:
 // kernels/cuda/matmul/wgmma.cu; tests/emulator/test_matmul_bf16_memory.cpp (variant 12, the
 // same problems and the same check).
 //

@@ -67,13 +67,13 @@ TEST_CASE("decode: greedy tokens equal the cached forward's, logits GPT::forward
     o.temperature = 0;
     o.max_new_tokens = c.block_size - static_cast<std::int64_t>(prompt.size());  // to the end of the context
     const auto fast = models::generate(*model, prompt, o);
-    o.fast = false;
+    o.tensor_cache = true;
     const auto old = models::generate(*model, prompt, o);
     CHECK(fast == old);
     // A seeded sample at temperature 1 draws the same tokens too.
-    o.temperature = 1.0, o.fast = true;
+    o.temperature = 1.0, o.tensor_cache = false;
     const auto sampled = models::generate(*model, prompt, o);
-    o.fast = false;
+    o.tensor_cache = true;
     CHECK(sampled == models::generate(*model, prompt, o));
 
     // The logits after the prompt and after each of a few steps, against the whole forward.
@@ -92,6 +92,65 @@ TEST_CASE("decode: greedy tokens equal the cached forward's, logits GPT::forward
     }
     CHECK(state.length == static_cast<std::int64_t>(ids.size()));
   }
+}
+
+// One loop and one context-window rule (generate.h): past block_size, and from a prompt longer
+// than block_size, the Decoder, the tensor cache and no cache at all see the same contexts, so
+// they draw the same tokens, greedy and seeded.
+TEST_CASE("generate: the Decoder, the tensor cache and no cache draw the same tokens past block_size") {
+  const models::GPTConfig c = kShapes[1];  // block_size 36
+  auto model = make_model(c, 5);
+  std::vector<std::uint32_t> long_prompt;
+  for (std::uint32_t i = 0; i < 50; ++i) long_prompt.push_back((7 * i + 3) % static_cast<std::uint32_t>(c.vocab_size));
+  for (const auto& prompt : {std::vector<std::uint32_t>{3, 1, 4}, long_prompt}) {
+    for (double temperature : {0.0, 1.0}) {
+      CAPTURE(prompt.size());
+      CAPTURE(temperature);
+      models::GenerateOptions o;
+      o.temperature = temperature;
+      o.max_new_tokens = 2 * c.block_size + 5;  // the cache refilled twice
+      const auto decoder = models::generate(*model, prompt, o);
+      o.tensor_cache = true;
+      const auto tensors = models::generate(*model, prompt, o);
+      o.kv_cache = false;
+      const auto recompute = models::generate(*model, prompt, o);
+      CHECK(decoder.size() == static_cast<std::size_t>(o.max_new_tokens));
+      CHECK(decoder == tensors);
+      CHECK(decoder == recompute);
+    }
+  }
+}
+
+// The loop's clear / prefill / step calls, seen through a Stepper that records them: the prompt
+// prefilled at once, a token at a time after it, and at block_size a clear and a prefill of the
+// context's last block_size / 2 tokens.
+TEST_CASE("generate: the loop feeds the prompt, then one token at a time, and refills from the last half at block_size") {
+  struct Recorder final : models::Stepper {
+    std::vector<std::vector<std::uint32_t>> calls;  // each prefill's tokens; {} for a clear
+    std::int64_t held = 0;
+    std::vector<float> logits = std::vector<float>(10, 0.0f);
+    void clear() override { calls.push_back({}), held = 0; }
+    const float* prefill(const std::uint32_t* tokens, std::int64_t n) override {
+      calls.emplace_back(tokens, tokens + n);
+      held += n;
+      logits.assign(10, 0.0f);
+      logits[static_cast<std::size_t>(held % 10)] = 1.0f;  // greedy then draws token held % 10
+      return logits.data();
+    }
+    std::int64_t length() const override { return held; }
+  };
+  models::GPTConfig c;
+  c.vocab_size = 10, c.block_size = 6;
+  Recorder r;
+  models::GenerateOptions o;
+  o.temperature = 0, o.max_new_tokens = 6;
+  const std::vector<std::uint32_t> out = models::generate(r, c, {9, 8, 7, 6}, o);
+  // The recorder's logits make greedy draw (tokens held) % 10: 4 after the prompt, then 5 and
+  // 6; with 6 held the model is full, so the context 9 8 7 6 4 5 6 is fed again from its last
+  // half, 4 5 6 (3 held: 3), then 3 and 4 one at a time. The last token drawn is never fed.
+  CHECK(out == std::vector<std::uint32_t>{4, 5, 6, 3, 4, 5});
+  const std::vector<std::vector<std::uint32_t>> want = {{}, {9, 8, 7, 6}, {4}, {5}, {}, {4, 5, 6}, {3}, {4}};
+  CHECK(r.calls == want);
 }
 
 TEST_CASE("decode: a sequence's logits are the same bits alone, batched with others, prefilled, on one thread, or beside another Decoder") {

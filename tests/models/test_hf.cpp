@@ -137,7 +137,7 @@ TEST_CASE("hf: logits, loss and greedy tokens equal transformers' on folders of 
     o.temperature = 0.0;
     o.max_new_tokens = static_cast<std::int64_t>(greedy.size());
     CHECK(models::generate(*model, prompt, o) == greedy);  // the Decoder (brrr/models/decode.h)
-    o.fast = false;
+    o.tensor_cache = true;
     CHECK(models::generate(*model, prompt, o) == greedy);  // the cached forward (kv_cache.cpp)
     o.kv_cache = false;
     CHECK(models::generate(*model, prompt, o) == greedy);

@@ -14,7 +14,9 @@ scripts/gpu.sh runs only where a GPU is; what can be checked here is checked her
   programs print the benchmarks' lines stands in for the GPU);
 - brrr kernel-lab --json writes one parsable object per variant;
 - compare_counters.py (gpu.sh's counters step) finds the emulator's counts equal to an ncu CSV
-  that holds them, and a sector off is a failure; gpu.sh --dry-run --only counters plans it.
+  that holds them, and a sector off is a failure; gpu.sh --dry-run --only counters plans it;
+- gpu_report.py sets the emulator's bound of a launch (gpu.sh's sol step) beside the lab's
+  time of the same launch, measured / bound.
 Exit status 0 when everything holds; each failure is printed.
 """
 import json
@@ -96,7 +98,8 @@ def test_gpu_sh():
         r = run(["bash", gpu_sh, tmp, "--part", "3"])
         check(r.returncode == 2 and "--part is 1 or 2" in r.stderr, f"--part 3: exit 2 ({r.stderr.strip()})")
         for part, steps, budget in (
-                ("1", ["env", "build", "tests", "sanitize", "reference", "train", "determinism", "lab"], 460),
+                ("1", ["env", "build", "conformance", "tests", "sanitize", "reference", "train", "determinism", "lab",
+                       "sol"], 460),
                 ("2", ["env", "build", "peers", "step", "attention", "tensor_cores", "lab_bf16", "racecheck"], 360)):
             r = run(["bash", gpu_sh, os.path.join(tmp, "out"), "--dry-run", "--shared", shared, "--part", part])
             plan = [line.strip() for line in r.stdout.splitlines() if line.startswith("  ") and " " not in line.strip()]
@@ -176,6 +179,8 @@ matmul bf16_pipelined (variant 12) bf16 in, float32 out, 4096^3: 0.3000 ms, 458.
 matmul bf16_wide (variant 13) bf16 in, float32 out, 4096^3: 0.2500 ms, 549.76 TFLOP/s
 attention forward bf16_pipelined (variant 4) bf16, causal, BH=96 T=1024 hs=64: 0.2500 ms, 77.31 TFLOP/s
 attention backward bf16_pipelined (variant 4) bf16 in, float32 gradients: 0.9000 ms; forward + backward 1.1500 ms
+attention forward wgmma (variant 5) bf16, causal, BH=96 T=1024 hs=64: 0.2000 ms, 96.64 TFLOP/s
+attention backward wgmma (variant 5) bf16 in, float32 gradients: 0.7000 ms; forward + backward 0.9000 ms
 torch 2.11.0 matmul bf16 4096^3 NVIDIA H100 80GB HBM3: 0.2000 ms, 687.19 TFLOP/s
 torch 2.11.0 sdpa forward bf16 causal BH=96 T=1024 hs=64 NVIDIA H100 80GB HBM3: 0.2200 ms, 87.85 TFLOP/s
 torch 2.11.0 sdpa forward + backward bf16 causal BH=96 T=1024 hs=64 NVIDIA H100 80GB HBM3: 0.8000 ms
@@ -207,6 +212,9 @@ def test_report_new_bars():
             ("bf16 mma.sync GEMM 4096^3 / cuBLAS bf16", "80%", "met"),
             ("bf16 flash attention forward / SDPA bf16, T = 1024", "1.14x", "met"),
             ("bf16 flash attention fwd+bwd / SDPA bf16, T = 1024", "1.44x", "NOT met"),
+            # variant 5 (wgmma) against issue 54's bars: forward <= 1x, forward + backward <= 1.2x
+            ("bf16 wgmma flash attention forward / SDPA bf16, T = 1024", "0.91x", "met"),
+            ("bf16 wgmma flash attention fwd+bwd / SDPA bf16, T = 1024", "1.12x", "met"),
             ("GPT 12.3M step, brrr bf16 / torch.compile bf16", "1.25x", "met"),
             ("training step as a CUDA graph", "40.0 ms", "met"),
             # the new step lines leave the float32 bars as they were, and a --profile run (which
@@ -270,6 +278,25 @@ def test_compare_counters(cli):
               f"--dry-run --only counters plans [counters] and its runs: {plan} {r.stdout}")
 
 
+def test_report_speed_of_light(cli):
+    """gpu_report.py sets the emulator's bound of a launch beside the lab's time of it: the real
+    H100 run's copy of 2^20 floats (0.007168 ms) against 2 x 4 MiB at the H100's 3000 GB/s."""
+    with tempfile.TemporaryDirectory() as out:
+        shutil.copytree(os.path.join(HERE, "h100-run"), out, dirs_exist_ok=True)
+        r = run([cli, "kernel-lab", "copy", "--device", "emulator", "--mode", "counters", "--size", "2^20", "--seed",
+                 "1", "--json", os.path.join(out, "logs", "sol.jsonl")])
+        if "has no memory counters" in r.stderr:  # the AddressSanitizer build
+            print("SKIPPED: the speed of light (no memory counters in this build)")
+            return
+        check(r.returncode == 0 and "measured / bound 2.56" in r.stdout,
+              f"kernel-lab copy --mode counters prints measured / bound: {r.stdout[-600:]} {r.stderr}")
+        r = run([sys.executable, os.path.join(ROOT, "scripts", "gpu_report.py"), out])
+        report = open(os.path.join(out, "report.md"), encoding="utf-8").read()
+        bound_us = 2 * 4 * 2**20 / 3000e9 * 1e6
+        row = f"| copy | n=1048576 | simple | 0.007168 | {bound_us:.3g} (DRAM) | {7.168 / bound_us:.2f} |"
+        check(r.returncode == 0 and row in report, f"report.md has {row!r}: {report[report.find('## Speed'):][:600]}")
+
+
 if __name__ == "__main__":
     test_report()
     test_report_new_bars()
@@ -278,5 +305,6 @@ if __name__ == "__main__":
     if len(sys.argv) > 1:
         test_lab_json(sys.argv[1])
         test_compare_counters(sys.argv[1])
+        test_report_speed_of_light(sys.argv[1])
     print(f"{len(failures)} failure(s)" if failures else "all GPU script checks passed")
     sys.exit(1 if failures else 0)

@@ -1,4 +1,4 @@
-"""tests/serve/load_test.py BRRR CHECKPOINT [--clients N] [--seconds S] [--slots K] [--measure C1,C2,...]
+"""tests/serve/load_test.py BRRR CHECKPOINT [--clients N] [--seconds S] [--slots K] [--measure C1,C2,...] [--stalled M]
 
 Load on loopback, bounded in count and time. Every request is first run alone (its reference);
 then N clients stream completions for S seconds, each picking requests of mixed lengths, and
@@ -10,7 +10,12 @@ text and token logprobs equal its alone-run, bit for bit (the JSON numbers as wr
 requests for S seconds, and prints tokens/s, time to first token p50/p99 and inter-token
 latency p50/p99 (the figures of docs/measurements.md), and the CPU time per token of the server
 and of these clients, which share the machine's cores with it. The ctest entry (label slow) is the
-short form: 16 clients, 8 seconds.
+short form: 16 clients, 8 seconds, beside 1,000 stalled connections.
+
+--stalled M opens M connections that each send half a request and wait (tests/serve/stalled.py)
+and times GET /health beside them (it must answer within 1 s). With --measure, each concurrency
+is measured twice, without them and with them, one after the other; without --measure, the load
+runs beside them and its checks hold as before.
 """
 import argparse
 import http.client
@@ -23,6 +28,7 @@ import threading
 import time
 
 from harness import Server
+from stalled import close_all, open_stalled, time_health
 
 PROMPTS = ["ROMEO:", "JULIET:\nO", "First Citizen:\nBefore we proceed any further, hear me speak.", "A", "KING HENRY",
            "To be, or not", "Good morrow, cousin.", "\n"]
@@ -164,6 +170,7 @@ def main():
     ap.add_argument("--slots", type=int, default=8)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--measure", default="")
+    ap.add_argument("--stalled", type=int, default=0)
     a = ap.parse_args()
     args = ["--slots", str(a.slots), "--queue", "256", "--threads", str(a.threads)]
     with Server(a.brrr, a.checkpoint, *args) as s:
@@ -172,14 +179,25 @@ def main():
             # Fixed work per request: greedy, 32 tokens (or what the context allows), no stop.
             reqs = [{"prompt": p, "max_tokens": min(32, block_size - 16), "temperature": 0} for p in PROMPTS]
             for c in [int(x) for x in a.measure.split(",")]:
-                tps, ttft, itl, n, server_cpu, clients_cpu = measure(s, reqs, c, a.seconds)
-                print(f"concurrency {c:3d}: {n:5d} requests, {tps:8.1f} tokens/s, TTFT p50 {percentile(ttft, 50) * 1e3:7.1f} ms "
-                      f"p99 {percentile(ttft, 99) * 1e3:7.1f} ms, inter-token p50 {percentile(itl, 50) * 1e3:6.2f} ms "
-                      f"p99 {percentile(itl, 99) * 1e3:6.2f} ms; CPU per token: server {server_cpu * 1e6:.0f} us, "
-                      f"clients {clients_cpu * 1e6:.0f} us", flush=True)
+                for stalled in ([0, a.stalled] if a.stalled else [0]):
+                    held = open_stalled(s.port, stalled) if stalled else []
+                    beside = f" beside {stalled} stalled" if stalled else ""
+                    tps, ttft, itl, n, server_cpu, clients_cpu = measure(s, reqs, c, a.seconds)
+                    close_all(held)
+                    print(f"concurrency {c:3d}{beside}: {n:5d} requests, {tps:8.1f} tokens/s, TTFT p50 {percentile(ttft, 50) * 1e3:7.1f} ms "
+                          f"p99 {percentile(ttft, 99) * 1e3:7.1f} ms, inter-token p50 {percentile(itl, 50) * 1e3:6.2f} ms "
+                          f"p99 {percentile(itl, 99) * 1e3:6.2f} ms; CPU per token: server {server_cpu * 1e6:.0f} us, "
+                          f"clients {clients_cpu * 1e6:.0f} us", flush=True)
             return
         requests = make_requests(random.Random(7), 24, block_size)
+        held = open_stalled(s.port, a.stalled) if a.stalled else []
+        health = time_health(s.port) if a.stalled else None
         errors, finished, hung_up = load(s, requests, a.clients, a.seconds, 1)
+        if a.stalled:
+            print(f"{a.stalled} stalled connections: GET /health status {health[0]} in {health[1]:.3f} s", flush=True)
+            if health[0] != 200 or health[1] >= 1.0:
+                errors.append(f"GET /health beside {a.stalled} stalled connections: {health[0]} in {health[1]:.3f} s")
+        close_all(held)
         status, _, metrics = s.get("/metrics")
     for e in errors[:10]:
         print("ERROR", e)

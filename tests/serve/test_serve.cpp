@@ -555,7 +555,7 @@ TEST_CASE("server: each request's tokens and logprobs are the same bits alone an
 
 TEST_CASE("server: bad requests are 4xx with an error naming the field, and the server stays healthy") {
   serve::ServerOptions o;
-  o.max_body_bytes = 4096;
+  o.http.max_body_bytes = 4096;
   Running r(o);
   REQUIRE(r.wait_ready());
   auto expect = [&](const std::string& body, int status, const std::string& param, const std::string& says) {

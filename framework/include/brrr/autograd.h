@@ -29,9 +29,18 @@ struct Edge {
   Shape shape;                        // the input's shape, to check the gradient against
 };
 
+// A backward that adds its gradient for one input to the gradient that input has collected
+// from its other users so far, in the same pass over memory (chapter 18: LayerNorm's backward on
+// the residual stream, whose sum also gets a gradient straight from the next block's add). It
+// is given that gradient (undefined when none has arrived, or when the input is a leaf) and
+// returns, for that input, the total.
+using AccumulatingBackwardFn = std::function<TensorList(const Tensor& grad_output, const Tensor& collected)>;
+
 struct Node {
   std::string name;                   // the op, for errors and for printing the graph
   BackwardFn backward;                // empty once the graph has been freed
+  AccumulatingBackwardFn accumulating;  // instead of backward, for record_accumulating's nodes
+  int accumulates_into = -1;            // which input's collected gradient it takes (or -1)
   std::vector<Edge> inputs;
   bool freed = false;
 
@@ -59,6 +68,11 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 
 // Attach a Node for `output` = op(inputs). Inputs that need no grad get an empty Edge.
 void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn backward);
+
+// The same, for a backward that adds into the gradient already collected for inputs[into]
+// (AccumulatingBackwardFn above). backward() hands it that gradient and takes back the total.
+void record_accumulating(const char* name, const std::vector<Tensor>& inputs, std::size_t into, Tensor& output,
+                         AccumulatingBackwardFn backward);
 
 // What an op's closure should capture of a tensor: same data, no grad_fn (no cycles).
 inline Tensor saved(const Tensor& t) { return t.defined() ? t.detach() : t; }

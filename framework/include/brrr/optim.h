@@ -80,6 +80,15 @@ class AdamW : public Optimizer {
   // graph first) and each group's parameters on one CUDA device in one dtype.
   void prepare_graph_step();
 
+  // step() with the gradients clipped by their global norm first: what clip_grad_norm(params(),
+  // max_norm) then step() compute, and the norm (before clipping) as a scalar tensor where the
+  // gradients are. On a CUDA device (every parameter on one device in one dtype, the groups
+  // differing in weight decay at most, outside a graph capture) it is one
+  // adamw_clipped_multi_step (chapter 16): the gradients are read twice, for the norm and by the
+  // update, and never written, so they stay unclipped. Otherwise, and always on the CPU,
+  // clip_grad_norm then step(): the same bits as calling the two.
+  Tensor step_with_clipping(double max_norm);
+
  private:
   void ensure_state();
   std::vector<ParamGroup<AdamWOptions>> groups_;

@@ -48,8 +48,9 @@ class Team {
       return;
     }
     fn_.store(fn, std::memory_order_relaxed), ctx_.store(ctx, std::memory_order_relaxed);
-    total_.store(blocks, std::memory_order_relaxed), done_.store(0, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
     const std::uint64_t generation = ++generation_;
+    job_.store(generation << 32 | static_cast<std::uint64_t>(blocks), std::memory_order_relaxed);
     word_.store(generation << 32, std::memory_order_release);
     if (sleepers_.load(std::memory_order_acquire) > 0) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -67,7 +68,12 @@ class Team {
       std::uint64_t w = word_.load(std::memory_order_acquire);
       if ((w >> 32) != generation) return;
       const i64 block = static_cast<i64>(w & 0xFFFFFFFFu);
-      if (block >= total_.load(std::memory_order_relaxed)) return;
+      // The block count is read with its generation: job_ is written before word_, so it is
+      // this job's or a later one's. A later one's count is not this job's (a thread that read
+      // w as the last job's word, all claimed, and the next job's count, could claim the next
+      // job's block under the last job's word, and its `done` let the caller return while it ran).
+      const std::uint64_t job = job_.load(std::memory_order_relaxed);
+      if ((job >> 32) != (w >> 32) || block >= static_cast<i64>(job & 0xFFFFFFFFu)) return;
       // Claimed only if the counter still reads w: then job `generation` is unfinished, and
       // its function and context stay as they are until this block is counted done.
       if (!word_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) continue;
@@ -115,7 +121,8 @@ class Team {
   }
 
   std::atomic<std::uint64_t> word_{0};  // the job's generation (high 32 bits), its next unclaimed block (low)
-  std::atomic<i64> total_{0}, done_{0};
+  std::atomic<std::uint64_t> job_{0};   // the job's generation (high 32 bits), its block count (low)
+  std::atomic<i64> done_{0};
   std::atomic<void (*)(void*, i64)> fn_{nullptr};
   std::atomic<void*> ctx_{nullptr};
   std::atomic<int> sleepers_{0};

@@ -1,7 +1,8 @@
 // kernels/cuda/attention/attention.h: the causal attention kernels of kernels/cuda/attention/,
 // callable with raw pointers, one function per variant. Chapter 15 (flash attention).
 // Read before: kernels/signatures.h (attention_forward_fn, attention_backward_fn).
-// Read next: kernels/cuda/attention/cuda_cores.cu (variants 1 and 2), then mma_sync.cu (3, 4).
+// Read next: kernels/cuda/attention/cuda_cores.cu (variants 1 and 2), then mma_sync.cu (3, 4),
+// then wgmma.cu (5, Hopper).
 //
 // The folder's files are compiled twice (see simt.h), so each function exists in
 // brrr::kernels::emu (the emulator, host pointers) and in brrr::kernels::cuda (the GPU, device
@@ -63,16 +64,25 @@ namespace brrr::kernels {
   void attention_backward_bf16_pipelined(float* dq, float* dk, float* dv, const brrr::bf16* dout,               \
                                          const brrr::bf16* q, const brrr::bf16* k, const brrr::bf16* v,         \
                                          const brrr::bf16* out, const float* lse, const AttentionShape& shape,  \
-                                         Stream stream);
+                                         Stream stream);                                                        \
+  /* Variant 5 (wgmma.cu): variant 4's slots on Hopper: TMA rings, a producer and two consumer warpgroups, */  \
+  /* wgmma. hs 64 or 128, 16-byte aligned pointers, sm_90 only on a GPU. */                                     \
+  void attention_forward_wgmma(brrr::bf16* out, float* lse, const brrr::bf16* q, const brrr::bf16* k,          \
+                               const brrr::bf16* v, const AttentionShape& shape, Stream stream);               \
+  void attention_backward_wgmma(float* dq, float* dk, float* dv, const brrr::bf16* dout, const brrr::bf16* q,  \
+                                const brrr::bf16* k, const brrr::bf16* v, const brrr::bf16* out,               \
+                                const float* lse, const AttentionShape& shape, Stream stream);
 
 namespace emu {
 BRRR_ATTENTION_KERNELS
 BRRR_ATTENTION_TENSOR_CORE_KERNELS
+void register_attention_wgmma_kernels();  // wgmma.cu's variants, which register.cu adds
 }  // namespace emu
 
 namespace cuda {
 BRRR_ATTENTION_KERNELS
 BRRR_ATTENTION_TENSOR_CORE_KERNELS
+void register_attention_wgmma_kernels();
 }  // namespace cuda
 
 }  // namespace brrr::kernels

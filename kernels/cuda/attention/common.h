@@ -1,5 +1,6 @@
 // kernels/cuda/attention/common.h: what the attention variants of every generation share: the
-// checks of a call's sizes and head size, and the query and key tile of 64 rows.
+// checks of a call's sizes and head size, the query and key tile of 64 rows, and the
+// backward's first pass (D = dout . out for every row) of the tensor-core variants.
 // Chapter 15 (flash attention). Read before: kernels/cuda/attention/attention.h.
 // Read next: kernels/cuda/attention/cuda_cores.cu.
 //
@@ -31,6 +32,52 @@ inline int padded_head_size(std::int64_t hs) { return hs <= 32 ? 32 : hs <= 64 ?
 inline void check_head_size(const char* op, std::int64_t hs, std::int64_t most) {
   BRRR_CHECK(hs <= most, op, ": head size ", hs, " is more than its tiles hold (", most,
              "); the registry passes this variant over there, and runs another");
+}
+
+// The backward's first pass, shared by the tensor-core variants (mma_sync.cu, wgmma.cu).
+// as_float's In: float (variant 3), or __nv_bfloat16 (variant 4), for which rounding to bf16 is exact.
+__device__ inline float as_float(float x) { return x; }
+__device__ inline float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// D_i = dout_i . out_i for every row of every head, computed once before the two kernels from
+// dout and out rounded to bf16, as the tensor cores see dout (and as a bf16 forward would store
+// out): then dS = P (dP - D) is exactly 0 where it should be (a row with one key: dP = D). A warp
+// per row, its lanes along the row (coalesced), summed by a fixed butterfly (deterministic): the
+// shape of attention_row_dot_kernel (variants 1 and 2), here with both factors rounded, inputs
+// of either type, and float sums. Each kernel then reads D_i beside lse_i. (It used to be computed inside the tiles, by a
+// thread per row walking its row: the dk, dv kernel redid it for every key tile that sees the
+// row, O(T^2 / 64) rows in all, each lane reading a different row: 32 sectors per request.)
+// With `rounded` (variant 3 on float32 data), the same pass also writes q, k, v and dout
+// rounded to bf16 into rounded[0 .. 4 rows hs), in that order, for variant 4's kernels.
+template <class In>
+__global__ void attention_backward_prepare_kernel(float* D, __nv_bfloat16* rounded, const In* q, const In* k,
+                                                  const In* v, const In* dout, const In* out, std::int64_t rows,
+                                                  int hs) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;  // the whole warp leaves together: the shuffles below stay full
+  const std::int64_t n = rows * hs;
+  float sum = 0.0f;
+  for (int d = threadIdx.x % 32; d < hs; d += 32) {
+    const std::int64_t at = row * hs + d;
+    const __nv_bfloat16 g = __float2bfloat16_rn(as_float(dout[at]));
+    sum += __bfloat162float(g) * __bfloat162float(__float2bfloat16_rn(as_float(out[at])));
+    if (rounded) {
+      rounded[at] = __float2bfloat16_rn(as_float(q[at]));
+      rounded[n + at] = __float2bfloat16_rn(as_float(k[at]));
+      rounded[2 * n + at] = __float2bfloat16_rn(as_float(v[at]));
+      rounded[3 * n + at] = g;
+    }
+  }
+  sum = warp_sum(sum);
+  if (threadIdx.x % 32 == 0) D[row] = sum;
+}
+
+template <class In>
+void prepare_backward(float* D, __nv_bfloat16* rounded, const In* q, const In* k, const In* v, const In* dout,
+                      const In* out, std::int64_t rows, std::int64_t hs, Stream stream) {
+  const int block = 256;
+  BRRR_LAUNCH((attention_backward_prepare_kernel<In>), grid_for(rows, block / 32), block, 0, stream, D, rounded, q,
+              k, v, dout, out, rows, static_cast<int>(hs));
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

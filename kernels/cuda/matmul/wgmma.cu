@@ -3,7 +3,7 @@
 // that pass the stages between them through mbarriers, wgmma straight from shared memory, a
 // persistent grid. bf16 a and b in memory, float32 sums and out (op::matmul_on_bf16, "wgmma"),
 // and the same with variant 11's bias + GELU epilogue (op::matmul_bias_gelu_on_bf16, "wgmma").
-// Chapter 14 (matmul from naive to tensor cores), its Hopper section. Read before:
+// Chapter 14 (matmul from naive to tensor cores), its Hopper section, and chapter 21. Read before:
 // kernels/cuda/examples_hopper.cu (one warpgroup, one stage: every instruction once) and
 // kernels/cuda/matmul/mma_sync.cu (variant 12, the same GEMM one warp wide). Read next:
 // kernels/cuda/cublas.cu (the bar every variant is measured against).
@@ -71,188 +71,59 @@
 // clusters with TMA multicast.
 // The epilogue is a parameter (Epilogue): plain stores (or adds) for matmul on bf16 data, or
 // variant 11's bias + GELU with pre kept, for matmul_bias_gelu on bf16 data (the same kernel).
+//
+// Where the code is. The kernel, the consumers and the host side live in wgmma_ring.h, with the
+// producer as a template parameter; this file holds the producer (RingProducer below), the host
+// functions that need no template, and the registration. The split lets exercise ex21.1
+// (chapter 21) hand the same kernel a learner's producer.
 #include <cstdint>
 
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/matmul/gemm.h"
 #include "kernels/cuda/matmul/matmul.h"
+#include "kernels/cuda/matmul/wgmma_ring.h"
 #include "kernels/cuda/simt.h"
 #include "kernels/cuda/simt_hopper.h"
 #include "kernels/registry.h"
 
 #if !BRRR_EMULATOR
 #include "kernels/cuda/check.h"  // BRRR_CUDA_CHECK
+#include "kernels/cuda/hopper_device.h"
 #endif
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
 
-namespace {
-
 // ---------------------------------------------------------------------------------------------
-// The tiles and the ring
+// The producer: the ring's loop (the kernel, the consumers and the host side are wgmma_ring.h's)
 
-constexpr int kBM = 128, kBN = 128, kBK = 64;  // the block's tile of out, and one k-tile
-constexpr int kBox = 64;                       // a TMA box is 64 x 64 (or 64 x 128) bf16
-constexpr int kStages = 4;
-constexpr int kConsumers = 2;                        // warpgroups of wgmma, 64 rows of out each
-constexpr int kThreads = 128 * (1 + kConsumers);     // the producer warpgroup, then the consumers
-constexpr int kABytes = kBM * kBK * 2, kBBytes = kBN * kBK * 2;  // 16 KiB each
-constexpr int kStageBytes = kABytes + kBBytes;                    // what full[s] expects
-constexpr int kBoxBytes = kBox * kBox * 2;                        // 8 KiB: one 64 x 64 box
-constexpr std::size_t kSharedBytes = 1024 + std::size_t{kStages} * kStageBytes;  // + alignment slack
-static_assert(kSharedBytes == 132096, "4 stages of 32 KiB and the slack to align them to 1024 bytes");
-// setmaxnreg: the producer keeps 40 registers, the consumers rise to 232 (128 x 40 + 256 x 232
-// = 64,512 of the SM's 65,536), as CUTLASS's warp-specialized kernels do.
-constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
+namespace wgmma_ring {
 
-// Where matrix z of an operand starts in its tensor map, in rows (0: broadcast).
-struct Batched {
-  int rows_per_matrix;
-};
-
-// The epilogue: bias == nullptr stores a @ b (or adds it, accumulating); otherwise out =
-// gelu(a @ b + bias) and pre = a @ b unless nullptr (matmul_bias_gelu, variant 11's epilogue).
-struct Epilogue {
-  float* pre;         // (batch, M, N), or nullptr
-  const float* bias;  // (N), or nullptr
-};
-
-// gelu(x) = 0.5 x (1 + tanh u) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), as
-// kernels/cpu/nn.cpp, gelu.cu and variant 11 (mma_sync.cu) compute it.
-__device__ inline float gelu_tanh(float x) {
-  return x / (1.0f + exp_of(-2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}
-
-// Element (i, j) of matrix z's product, `sum`, through the epilogue into out (and pre); nothing
-// outside (M, N).
-__device__ inline void store_result(const Gemm<float>& g, const Epilogue& e, std::int64_t z, int i, int j, float sum) {
-  if (e.bias == nullptr) {
-    store_out(g, g.out + z * g.stride_out, i, j, sum);
-    return;
-  }
-  if (i >= g.M || j >= g.N) return;
-  const std::int64_t at = z * g.stride_out + static_cast<std::int64_t>(i) * g.N + j;
-  if (e.pre) e.pre[at] = sum;
-  g.out[at] = gelu_tanh(sum + e.bias[j]);
-}
-
-// ---------------------------------------------------------------------------------------------
-// The kernel. A_MN: a is MN-major (stored (K, M)); B_MN: b is MN-major (stored (K, N)).
-
-template <bool A_MN, bool B_MN>
-__global__ void __launch_bounds__(kThreads, 1)
-    matmul_wgmma_kernel(const __grid_constant__ brrr::simt::TensorMap a_map,
-                        const __grid_constant__ brrr::simt::TensorMap b_map, Gemm<float> g, Batched a_batch,
-                        Batched b_batch, Epilogue e) {
-  BRRR_DYNAMIC_SHARED(unsigned char, shared);
-  // The stages start at a multiple of 1024 bytes: the 128-byte swizzle's pattern.
-  unsigned char* stages =
-      reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(shared) + 1023) & ~std::uintptr_t{1023});
-  __shared__ std::uint64_t full[kStages], empty[kStages];
-  const int thread = static_cast<int>(threadIdx.x), warpgroup = thread / 128;
-  if (thread == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(&full[s], 1);                 // the producer's arrive, plus the stage's bytes
-      mbarrier_init(&empty[s], 128 * kConsumers);  // every consumer thread, after its wgmma wait
-    }
-    fence_proxy_async_shared_cta();  // the inits, visible to the TMA unit that counts bytes on them
-  }
-  __syncthreads();  // the last block-wide barrier: from here on the roles meet only at mbarriers
-
-  const int tiles_m = static_cast<int>(ceil_div(g.M, kBM)), tiles_n = static_cast<int>(ceil_div(g.N, kBN));
-  const std::int64_t tiles = g.batch * tiles_m * tiles_n;
-  const int k_tiles = static_cast<int>(ceil_div(g.K, kBK));
-
-  if (warpgroup == 0) {
-    // ---- the producer: one thread walks the tiles and k-tiles, filling the ring ----
-    setmaxnreg_dec<kProducerRegisters>();
-    if (thread != 0) return;
+// One thread walks the block's tiles and their k-tiles, filling the ring: it waits until both
+// consumers have released the stage (its `empty` barrier's phase for this lap), announces the
+// stage's bytes on `full`, and issues the copies, which complete `full` as they land. It never
+// waits for the copies themselves: it runs up to kStages k-tiles ahead of the consumers, and
+// on into the next tile while they still store this one's.
+struct RingProducer {
+  template <bool A_MN, bool B_MN>
+  __device__ static void fill(const Ring& ring, const TileWalk& walk, const brrr::simt::TensorMap* a_map,
+                              const brrr::simt::TensorMap* b_map) {
     int it = 0;  // k-tiles issued so far, over all tiles: stage it % kStages, lap it / kStages
-    for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      const std::int64_t z = tile / (tiles_m * tiles_n);
-      const int m0 = static_cast<int>(tile % (tiles_m * tiles_n) / tiles_n) * kBM;
-      const int n0 = static_cast<int>(tile % tiles_n) * kBN;
-      const int a_row = static_cast<int>(z * a_batch.rows_per_matrix), b_row = static_cast<int>(z * b_batch.rows_per_matrix);
-      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-        const int s = it % kStages, lap = it / kStages, k0 = kt * kBK;
-        mbarrier_wait_parity(&empty[s], static_cast<unsigned>((lap & 1) ^ 1));  // both consumers released it
-        unsigned char* a_tile = stages + s * kStageBytes;
-        unsigned char* b_tile = a_tile + kABytes;
-        mbarrier_arrive_expect_tx(&full[s], kStageBytes);  // full boxes, zeros past the edges too
-        if (A_MN) {  // two (64 k, 64 m) boxes
-          cp_async_bulk_tensor_2d_global_to_shared(a_tile, &a_map, m0, a_row + k0, &full[s]);
-          cp_async_bulk_tensor_2d_global_to_shared(a_tile + kBoxBytes, &a_map, m0 + kBox, a_row + k0, &full[s]);
-        } else {  // one (128 m, 64 k) box
-          cp_async_bulk_tensor_2d_global_to_shared(a_tile, &a_map, k0, a_row + m0, &full[s]);
-        }
-        if (B_MN) {
-          cp_async_bulk_tensor_2d_global_to_shared(b_tile, &b_map, n0, b_row + k0, &full[s]);
-          cp_async_bulk_tensor_2d_global_to_shared(b_tile + kBoxBytes, &b_map, n0 + kBox, b_row + k0, &full[s]);
-        } else {
-          cp_async_bulk_tensor_2d_global_to_shared(b_tile, &b_map, k0, b_row + n0, &full[s]);
-        }
+    for (std::int64_t tile = walk.first; tile < walk.count; tile += walk.step) {
+      const Tile t = walk.at(tile);
+      for (int kt = 0; kt < walk.k_tiles; ++kt, ++it) {
+        const int s = it % kStages, lap = it / kStages;
+        mbarrier_wait_parity(&ring.empty[s], static_cast<unsigned>((lap & 1) ^ 1));  // both consumers released it
+        mbarrier_arrive_expect_tx(&ring.full[s], kStageBytes);  // full boxes, zeros past the edges too
+        copy_a_tile<A_MN>(ring.a_tile(s), a_map, t, kt * kBK, &ring.full[s]);
+        copy_b_tile<B_MN>(ring.b_tile(s), b_map, t, kt * kBK, &ring.full[s]);
       }
     }
-    return;
   }
-
-  // ---- a consumer: 64 rows of each tile, wgmma over every stage the producer fills ----
-  setmaxnreg_inc<kConsumerRegisters>();
-  const int consumer = warpgroup - 1, lane = thread % 32, warp = thread % 128 / 32;
-  const auto swizzle = brrr::simt::Swizzle::k128B;
-  int it = 0;
-  for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const std::int64_t z = tile / (tiles_m * tiles_n);
-    const int m0 = static_cast<int>(tile % (tiles_m * tiles_n) / tiles_n) * kBM;
-    const int n0 = static_cast<int>(tile % tiles_n) * kBN;
-    float d[kBN / 2];  // this thread's 64 of the consumer's (64, 128) accumulators
-    for (float& v : d) v = 0.0f;
-    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-      const int s = it % kStages, lap = it / kStages;
-      mbarrier_wait_parity(&full[s], static_cast<unsigned>(lap & 1));  // the stage's bytes have landed
-      // This consumer's 64 rows of a: the second half of the (128, 64) box, or the second box.
-      const unsigned char* a_tile = stages + s * kStageBytes + consumer * kBoxBytes;
-      const unsigned char* b_tile = stages + s * kStageBytes + kABytes;
-      const std::uint64_t a_desc =
-          A_MN ? wgmma_descriptor(a_tile, kBoxBytes, 1024, swizzle) : wgmma_descriptor(a_tile, 16, 1024, swizzle);
-      const std::uint64_t b_desc =
-          B_MN ? wgmma_descriptor(b_tile, kBoxBytes, 1024, swizzle) : wgmma_descriptor(b_tile, 16, 1024, swizzle);
-      wgmma_fence();  // the accumulators' last writes (zeros, the previous k-tile) before the wgmmas
-      BRRR_UNROLL
-      for (int k = 0; k < kBK / 16; ++k) {
-        // The k-th 16 of the k-tile: 32 bytes along a K-major row, 16 rows of 128 bytes down an MN-major box.
-        const std::uint64_t a_k = a_desc + (A_MN ? 128 : 2) * k, b_k = b_desc + (B_MN ? 128 : 2) * k;
-        wgmma_m64nNk16_bf16<kBN, A_MN, B_MN>(d, a_k, b_k, 1);
-      }
-      wgmma_commit_group();
-      // Wait for the previous k-tile's wgmmas only, not this one's: the tensor cores go on with
-      // this stage while the previous one goes back to the producer.
-      wgmma_wait_group<1>();
-      if (kt > 0) mbarrier_arrive(&empty[(it + kStages - 1) % kStages]);
-    }
-    wgmma_wait_group<0>();  // the tile's last wgmmas: their stage, and the accumulators, are ready
-    if (k_tiles > 0) mbarrier_arrive(&empty[(it + kStages - 1) % kStages]);
-    // The accumulators into out, bounded: warp w of the consumer holds rows 16 w .. 16 w + 15,
-    // value 4 j + i of lane 4 q + t at (16 w + q + 8 (i / 2), 8 j + 2 t + i % 2) (simt_hopper.h).
-    const int row0 = m0 + 64 * consumer + 16 * warp + lane / 4, col0 = n0 + 2 * (lane % 4);
-    BRRR_UNROLL
-    for (int j = 0; j < kBN / 8; ++j)
-      BRRR_UNROLL
-      for (int i = 0; i < 4; ++i) store_result(g, e, z, row0 + 8 * (i / 2), col0 + 8 * j + i % 2, d[4 * j + i]);
-  }
-}
+};
 
 // ---------------------------------------------------------------------------------------------
-// Operands as stored, packing, tensor maps
-
-// An operand as stored: element (r, c) of matrix z at data[z * batch_stride + r * leading + c],
-// c along the contiguous dimension (a (M, K) or (K, M); b (K, N) or (N, K)).
-struct Stored {
-  const __nv_bfloat16* data;
-  std::int64_t batch_stride, leading, rows, cols;
-  std::int64_t matrices;  // the batch, or 1 when broadcast
-};
+// The host side's functions that need no template (declared in wgmma_ring.h)
 
 Stored stored(const brrr::bf16* data, std::int64_t batch_stride, std::int64_t batch, std::int64_t rows,
               std::int64_t cols, bool transposed) {
@@ -271,6 +142,8 @@ bool tma_ready(const Stored& m) {
   return aligned16(m.data) && m.leading % 8 == 0 && m.batch_stride % 8 == 0;
 }
 
+namespace {
+
 // dst (matrices, rows, leading) = src, each row's values past cols zero: a matrix TMA can read.
 __global__ void pack_bf16_kernel(__nv_bfloat16* dst, Stored src, std::int64_t leading) {
   const std::int64_t per_matrix = src.rows * leading, total = src.matrices * per_matrix;
@@ -287,6 +160,12 @@ __global__ void zero_product_kernel(Gemm<float> g, Epilogue epilogue) {
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step)
     store_result(g, epilogue, e / per_matrix, static_cast<int>(e % per_matrix / g.N), static_cast<int>(e % g.N), 0.0f);
+}
+
+}  // namespace
+
+void zero_product(const Gemm<float>& g, const Epilogue& epilogue, Stream stream) {
+  BRRR_LAUNCH(zero_product_kernel, grid_for(g.batch * g.M * g.N, 256, 1024), 256, 0, stream, g, epilogue);
 }
 
 std::int64_t packed_bytes(const Stored& m) {
@@ -316,103 +195,37 @@ brrr::simt::TensorMap tensor_map(const Stored& m, std::int64_t matrices, std::in
 }
 
 // The SMs of the device (the persistent grid's size), after checking that it runs sm_90a code.
-int persistent_blocks() {
+int persistent_blocks(const char* op) {
 #if BRRR_EMULATOR
   // The emulator runs blocks one after another: a few blocks are enough to walk several tiles each.
   return 3;
 #else
-  int device = 0, major = 0, minor = 0, sms = 0;
+  const ComputeCapability cc = compute_capability();
+  BRRR_CHECK(cc.is_sm90(), op, ": needs a Hopper GPU (sm_90: H100, H200); this device is sm_", cc.major, cc.minor,
+             ", which has no wgmma (use bf16_pipelined or bf16_wide)");
+  int device = 0, sms = 0;
   BRRR_CUDA_CHECK(cudaGetDevice(&device));
-  BRRR_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  BRRR_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   BRRR_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  BRRR_CHECK(major == 9 && minor == 0, "matmul wgmma: needs a Hopper GPU (sm_90: H100, H200); this device is sm_",
-             major, minor, ", which has no wgmma (use bf16_pipelined or bf16_wide)");
   return sms;
 #endif
 }
 
-template <bool A_MN, bool B_MN>
-void launch(const Gemm<float>& g, const Stored& a, const Stored& b, std::int64_t batch, const Epilogue& e,
-            Stream stream) {
-  const int tiles_m = static_cast<int>(ceil_div(g.M, kBM)), tiles_n = static_cast<int>(ceil_div(g.N, kBN));
-  const std::int64_t tiles = batch * tiles_m * tiles_n;
-  const Batched a_batch{a.batch_stride == 0 ? 0 : static_cast<int>(a.rows)};
-  const Batched b_batch{b.batch_stride == 0 ? 0 : static_cast<int>(b.rows)};
-  const brrr::simt::TensorMap a_map = tensor_map(a, a.batch_stride == 0 ? 1 : batch, a.rows, A_MN ? kBox : kBM);
-  const brrr::simt::TensorMap b_map = tensor_map(b, b.batch_stride == 0 ? 1 : batch, b.rows, B_MN ? kBox : kBN);
-  Gemm<float> one = g;
-  one.batch = batch;
-  const int blocks = static_cast<int>(std::min<std::int64_t>(tiles, persistent_blocks()));
-  BRRR_LAUNCH((matmul_wgmma_kernel<A_MN, B_MN>), blocks, kThreads, kSharedBytes, stream, a_map, b_map, one, a_batch,
-              b_batch, e);
-}
-
-}  // namespace
+}  // namespace wgmma_ring
 
 // ---------------------------------------------------------------------------------------------
-// The launcher
-
-namespace {
-void gemm_wgmma(const char* op, float* out, const brrr::bf16* a_bf16, const brrr::bf16* b_bf16, const MatmulShape& s,
-                const Epilogue& epilogue, Stream stream) {
-  const Gemm<float> g = describe<float>(op, out, nullptr, nullptr, s);
-  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
-  Stored a = stored(a_bf16, s.stride_a, s.batch, s.M, s.K, s.trans_a);
-  Stored b = stored(b_bf16, s.stride_b, s.batch, s.K, s.N, s.trans_b);
-  if (g.K == 0) {  // no k-tiles, and no tensor map of 0 columns: out = 0 (+= 0 when accumulating)
-    BRRR_LAUNCH(zero_product_kernel, grid_for(g.batch * g.M * g.N, 256, 1024), 256, 0, stream, g, epilogue);
-    return;
-  }
-  // Matrices TMA cannot read as they are (misaligned, rows not a multiple of 16 bytes) are packed.
-  const bool pack_a = !tma_ready(a), pack_b = !tma_ready(b);
-  if (pack_a || pack_b) {
-    const std::int64_t a_bytes = pack_a ? packed_bytes(a) : 0, b_bytes = pack_b ? packed_bytes(b) : 0;
-    auto* buffer = static_cast<unsigned char*>(workspace(static_cast<std::size_t>(a_bytes + b_bytes), stream));
-    if (pack_a) a = pack(a, buffer, stream);
-    if (pack_b) b = pack(b, buffer + a_bytes, stream);
-  }
-  const bool a_mn = s.trans_a, b_mn = !s.trans_b;
-  // One map for the whole batch when each operand's matrices lie one after another (or it is
-  // broadcast), except where rows past K of both operands would meet (see the file's head).
-  const auto consecutive = [&](const Stored& m) { return m.batch_stride == 0 || m.batch_stride == m.rows * m.leading; };
-  const bool one_launch =
-      g.batch == 1 || (consecutive(a) && consecutive(b) && !(a_mn && b_mn && g.K % kBK != 0));
-  BRRR_CHECK(g.batch * (a.rows + b.rows) < (std::int64_t{1} << 31), op, ": a batch of ", g.batch, " (", g.M, ", ",
-             g.K, ") @ (", g.K, ", ", g.N, ") has more rows than a tensor map's int coordinates reach");
-  const auto run = [&](const Gemm<float>& gz, const Stored& az, const Stored& bz, std::int64_t batch,
-                       const Epilogue& ez) {
-    if (!a_mn && !b_mn) launch<false, false>(gz, az, bz, batch, ez, stream);
-    else if (!a_mn) launch<false, true>(gz, az, bz, batch, ez, stream);
-    else if (!b_mn) launch<true, false>(gz, az, bz, batch, ez, stream);
-    else launch<true, true>(gz, az, bz, batch, ez, stream);
-  };
-  if (one_launch) {
-    run(g, a, b, g.batch, epilogue);
-    return;
-  }
-  for (std::int64_t z = 0; z < g.batch; ++z) {
-    Gemm<float> gz = g;
-    gz.out = g.out + z * g.stride_out;
-    Epilogue ez = epilogue;
-    if (ez.pre) ez.pre += z * g.stride_out;
-    Stored az = a, bz = b;
-    az.data = a.data + z * a.batch_stride, bz.data = b.data + z * b.batch_stride;
-    az.batch_stride = bz.batch_stride = 0;
-    run(gz, az, bz, 1, ez);
-  }
-}
-}  // namespace
+// Variant 14: the ring with its producer
 
 void matmul_wgmma(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& s, Stream stream) {
-  gemm_wgmma("matmul wgmma", out, a, b, s, Epilogue{nullptr, nullptr}, stream);
+  wgmma_ring::gemm<wgmma_ring::RingProducer>("matmul wgmma", out, a, b, s, wgmma_ring::Epilogue{nullptr, nullptr},
+                                              stream);
 }
 
 void matmul_bias_gelu_wgmma(float* out, float* pre, const brrr::bf16* a, const brrr::bf16* b, const float* bias,
                             const MatmulShape& s, Stream stream) {
   BRRR_CHECK(!s.accumulate, "matmul_bias_gelu wgmma: accumulate is not supported (out = gelu(a @ b + bias) overwrites)");
   BRRR_CHECK(bias != nullptr || s.N == 0, "matmul_bias_gelu wgmma: bias is null; it must hold N = ", s.N, " values");
-  gemm_wgmma("matmul_bias_gelu wgmma", out, a, b, s, Epilogue{pre, bias}, stream);
+  wgmma_ring::gemm<wgmma_ring::RingProducer>("matmul_bias_gelu wgmma", out, a, b, s, wgmma_ring::Epilogue{pre, bias},
+                                              stream);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -423,14 +236,7 @@ void matmul_bias_gelu_wgmma(float* out, float* pre, const brrr::bf16* a, const b
 // chip its sm_90a code runs on.
 void register_matmul_wgmma_kernels() {
 #if !BRRR_EMULATOR
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess || major != 9 ||
-      minor != 0) {
-    (void)cudaGetLastError();  // a failed query leaves no error behind for the next call
-    return;
-  }
+  if (!device_is_sm90()) return;
 #endif
   add(op::matmul_on_bf16, DeviceType::CUDA, "wgmma", &matmul_wgmma, 5,
       about("variant 14: TMA ring, producer and 2 consumer warpgroups, wgmma, persistent; Hopper only; untimed"));

@@ -95,13 +95,14 @@ bool is_elementwise_or_reduction(const lab::Case& c) { return c.chapter == "12" 
 TEST_CASE("lab seeds: the bf16 and tf32 GEMMs on the emulator (matmul variants 7 to 12)") {
   CHECK(check_seeds(lab::LabDevice::Emulator, &is_matmul) >= 5 * seeds());
 }
-// Three bf16 kernels each way: in attention_*:bf16 variant 1 rounding its inputs ("naive") and
-// variant 3 ("bf16_mma"), on bf16 data variant 4 ("bf16_pipelined"); variant 2 is float32 only.
-TEST_CASE("lab seeds: the bf16 attention forwards on the emulator (variants 1 to 4)") {
-  CHECK(check_seeds(lab::LabDevice::Emulator, &is_attention_forward) >= 3 * seeds());
+// Four bf16 kernels each way: in attention_*:bf16 variant 1 rounding its inputs ("naive") and
+// variant 3 ("bf16_mma"), on bf16 data variants 4 ("bf16_pipelined") and 5 ("wgmma"); variant 2
+// is float32 only.
+TEST_CASE("lab seeds: the bf16 attention forwards on the emulator (variants 1 to 5)") {
+  CHECK(check_seeds(lab::LabDevice::Emulator, &is_attention_forward) >= 4 * seeds());
 }
-TEST_CASE("lab seeds: the bf16 attention backwards on the emulator (variants 1 to 4)") {
-  CHECK(check_seeds(lab::LabDevice::Emulator, &is_attention_backward) >= 3 * seeds());
+TEST_CASE("lab seeds: the bf16 attention backwards on the emulator (variants 1 to 5)") {
+  CHECK(check_seeds(lab::LabDevice::Emulator, &is_attention_backward) >= 4 * seeds());
 }
 TEST_CASE("lab seeds: the bf16 elementwise and reduction kernels on the emulator (chapters 12 and 13)") {
   CHECK(check_seeds(lab::LabDevice::Emulator, &is_elementwise_or_reduction) >= 8 * seeds());

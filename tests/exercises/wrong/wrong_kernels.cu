@@ -1,5 +1,5 @@
-// tests/exercises/wrong/wrong_kernels.cu: complete but wrong answers to the CUDA exercises (ex12.1-ex16.2,
-// chapters 12-16), one planted mistake each; compiled twice like every .cu file (the GPU and the
+// tests/exercises/wrong/wrong_kernels.cu: complete but wrong answers to the CUDA exercises (ex12.1-ex16.2
+// and ex21.1, chapters 12-16 and 21), one planted mistake each; compiled twice like every .cu file (the GPU and the
 // SIMT emulator), registered as variants "wrong_<mistake>" by register_wrong_cuda_kernels().
 // test_wrong_answers.cpp grades them: each grader must fail them and say where.
 // Plain kernels on purpose: one thread per element, row or output, except where the mistake
@@ -9,7 +9,9 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.h"
+#include "kernels/cuda/matmul/wgmma_ring.h"
 #include "kernels/cuda/simt.h"
+#include "kernels/cuda/simt_hopper.h"
 #include "kernels/registry.h"
 #include "kernels/signatures.h"
 #include "kernels/transpose.h"
@@ -282,6 +284,42 @@ void adamw_step_no_bias_correction(float* param, const float* grad, float* m, fl
                 static_cast<float>(hp.eps), static_cast<float>(hp.weight_decay));
 }
 
+// ---------------------------------------------------------------------------------------------
+// ex21.1: the TMA ring's producer, twice wrong (emulator only: its grader runs there always, so
+// the GPU copies would be compiled for nothing).
+#if BRRR_EMULATOR
+//
+// ex21.1's two wrong producers. NoEmptyWait never waits for the consumers to
+// release a stage, so it refills stage 0 while their wgmmas may still read it; WrongParity waits
+// for the lap's own phase instead of the one before, so its first wait never ends.
+
+template <bool kWaitEmpty, unsigned kParityFlip>
+struct RingProducer {
+  template <bool A_MN, bool B_MN>
+  __device__ static void fill(const wgmma_ring::Ring& ring, const wgmma_ring::TileWalk& walk,
+                              const brrr::simt::TensorMap* a_map, const brrr::simt::TensorMap* b_map) {
+    using namespace wgmma_ring;
+    int it = 0;
+    for (std::int64_t tile = walk.first; tile < walk.count; tile += walk.step) {
+      const Tile t = walk.at(tile);
+      for (int kt = 0; kt < walk.k_tiles; ++kt, ++it) {
+        const int s = it % kStages, lap = it / kStages;
+        if (kWaitEmpty) mbarrier_wait_parity(&ring.empty[s], static_cast<unsigned>(lap & 1) ^ kParityFlip);
+        mbarrier_arrive_expect_tx(&ring.full[s], kStageBytes);
+        copy_a_tile<A_MN>(ring.a_tile(s), a_map, t, kt * kBK, &ring.full[s]);
+        copy_b_tile<B_MN>(ring.b_tile(s), b_map, t, kt * kBK, &ring.full[s]);
+      }
+    }
+  }
+};
+
+template <bool kWaitEmpty, unsigned kParityFlip>
+void tma_ring_matmul(float* out, const brrr::bf16* a, const brrr::bf16* b, const MatmulShape& shape, Stream stream) {
+  wgmma_ring::gemm<RingProducer<kWaitEmpty, kParityFlip>>("tma_ring_matmul (ex21.1)", out, a, b, shape,
+                                                          wgmma_ring::Epilogue{nullptr, nullptr}, stream);
+}
+#endif  // BRRR_EMULATOR
+
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE::wrong
 
 namespace brrr::kernels::BRRR_SIMT_NAMESPACE {
@@ -302,6 +340,10 @@ void register_wrong_cuda_kernels() {
   add(op::cross_entropy_fused<float>, kCuda, "wrong_no_dloss", &wrong::cross_entropy_fused_no_dloss, -30);  // ex16.1
   add(op::adamw_step<float>, kCuda, "wrong_no_bias_correction", &wrong::adamw_step_no_bias_correction,
       -30);                                                                                                // ex16.2
+#if BRRR_EMULATOR
+  add(op::matmul_on_bf16, kCuda, "wrong_no_empty_wait", &wrong::tma_ring_matmul<false, 1>, -30);        // ex21.1
+  add(op::matmul_on_bf16, kCuda, "wrong_parity", &wrong::tma_ring_matmul<true, 0>, -30);                // ex21.1
+#endif
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -7,6 +7,13 @@
 // keeps the top_k most likely tokens and then the smallest set whose probability reaches top_p,
 // and draws one from a seeded Generator. With the KV cache each new token costs one position
 // of work; without it the whole context is recomputed every step (nanoGPT's way).
+//
+// One loop does it for every way of running the model: it asks a Stepper (below) for the
+// logits after the prompt, then after each token drawn, and keeps one rule for the context
+// window. Positions cannot pass block_size (there is no wpe row for them), so when the model
+// holds block_size tokens, the loop clears it and feeds it again the last block_size / 2
+// tokens of the context; a prompt longer than block_size starts that way too. Every Stepper
+// sees the same contexts, so they draw the same tokens.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -28,11 +35,37 @@ struct GenerateOptions {
   // whose weights are this dtype: float32, or bfloat16 (half the bytes per token). kBFloat16
   // with the int8 cache or without the cache is an error.
   DType weights = kFloat32;
-  bool fast = true;  // false: the cached forward of kv_cache.cpp (GPT::forward_cached) even where the Decoder could run
+  // true: chapter 08's teaching path, GPT::forward_cached on a KVCache of tensors (kv_cache.cpp),
+  // where the Decoder would run. It is the path anyway for the int8 cache and off the CPU.
+  bool tensor_cache = false;
 };
 
+// What the generate loop asks of a model: feed it tokens, get the logits (V) after the last.
+// generate.cpp has three: the Decoder (decode.h), GPT::forward_cached on a KVCache of tensors,
+// and GPT::forward over the whole context (no cache). The logits stay valid until the next call.
+class Stepper {
+ public:
+  virtual ~Stepper() = default;
+  // Forgets every token fed: the next prefill starts at position 0.
+  virtual void clear() = 0;
+  // Feeds tokens[0..n) after those held (n >= 1): the logits after the last.
+  virtual const float* prefill(const std::uint32_t* tokens, std::int64_t n) = 0;
+  // Feeds one token: prefill of one.
+  const float* step(std::uint32_t token) { return prefill(&token, 1); }
+  // Tokens held since the last clear.
+  virtual std::int64_t length() const = 0;
+};
+
+// The loop: continues `prompt` on `stepper`, a model of config `config`, by `options`' sampling
+// rules (its cache and weights fields are the caller's business: they chose the stepper).
+std::vector<std::uint32_t> generate(Stepper& stepper, const GPTConfig& config, const std::vector<std::uint32_t>& prompt,
+                                    const GenerateOptions& options,
+                                    const std::function<void(std::uint32_t)>& on_token = {});
+
 // Continues `prompt` (token ids, at least one); on_token is called with each new token as it
-// is drawn (for streaming). Returns the new tokens.
+// is drawn (for streaming). Returns the new tokens. Runs the Decoder where it can (a float32
+// model on the CPU, the float32 cache, tensor_cache false), else the tensor cache, or, without
+// kv_cache, the whole forward every step.
 std::vector<std::uint32_t> generate(GPT& model, const std::vector<std::uint32_t>& prompt, const GenerateOptions& options,
                                     const std::function<void(std::uint32_t)>& on_token = {});
 
