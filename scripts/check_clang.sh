@@ -34,11 +34,14 @@ if ((${#missing[@]})); then
 fi
 
 jobs=$(nproc)
+# ccache, where installed, makes a second run after a branch switch quick (as in CI's GCC build).
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
 echo "== clang 19 + libc++ build (build-clang)"
 libcxx=-stdlib=libc++
 cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-19 \
   -DCMAKE_CXX_FLAGS=$libcxx -DCMAKE_EXE_LINKER_FLAGS=$libcxx -DCMAKE_SHARED_LINKER_FLAGS=$libcxx \
-  -DBRRR_CUDA=OFF -DBRRR_SERVE=OFF -DBRRR_SHARED=ON -DBRRR_WERROR=ON >/dev/null
+  -DBRRR_CUDA=OFF -DBRRR_SERVE=OFF -DBRRR_SHARED=ON -DBRRR_WERROR=ON "${launcher[@]}" >/dev/null
 cmake --build build-clang -j "$jobs"
 
 echo "== Tests (clang 19 + libc++)"
