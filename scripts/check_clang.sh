@@ -5,13 +5,18 @@
 #   1. install what is missing: clang-19, libc++-19-dev, libc++abi-19-dev and libomp-19-dev
 #      (Debian 12's; clang 14, Debian 12's default clang, cannot build brrr)
 #   2. a Release build in build-clang/ with every warning an error (BRRR_WERROR), as CI's GCC
-#      build; CUDA off (nvcc's host code would be GCC's and libstdc++'s, which a libc++
-#      program cannot link) and brrr serve off (Debian's cpp-httplib library is built against
-#      libstdc++)
+#      build; CUDA off: CUDA 13.0's nvcc takes clang 19 as its host compiler, but its headers
+#      stop a libc++ build on x86-64 (crt/host_defines.h: "libc++ is not supported on x86
+#      system"; tried 2026-11-29 with -ccbin clang++-19 -Xcompiler -stdlib=libc++), so the .cu
+#      files are left to the GCC build; the emulator's build of the same kernels is compiled
+#      by clang here. brrr serve off (Debian's cpp-httplib library, which its tests use, is
+#      built against libstdc++)
 #   3. the Release tests, but for two labels: `exercise` (the students' stubs, which fail by
 #      design: scripts/test.sh leaves it out too) and `notebook` (cppyy compiles the notebooks'
 #      C++ against libstdc++, and a libbrrr.so built with libc++ has none of the symbols it
 #      would call: std::string is std::__1::basic_string there)
+#   4. train --preset cpu-tiny for 20 steps with the clang build and with the GCC build
+#      (build/), and compare every loss the two print (scripts/compare_training.sh)
 #
 # Not part of scripts/test.sh (CI's time is tight): run it before landing a change to the C++
 # code or the build files.
@@ -46,3 +51,7 @@ cmake --build build-clang -j "$jobs"
 
 echo "== Tests (clang 19 + libc++)"
 (cd build-clang && ctest --output-on-failure -j "$jobs" -LE '^(exercise|notebook)$' | tee ctest.log)
+
+echo "== The same training, clang and GCC"
+scripts/compare_training.sh clang build-clang/brrr build-clang/check-train
+echo "check_clang: passed: the build with warnings as errors, the tests, and the GCC build's losses"
