@@ -124,8 +124,12 @@ std::string version_text() {
   s += "AVX-512";
 #elif defined(__AVX2__)
   s += "AVX2";
-#else
+#elif defined(__x86_64__)
   s += "baseline x86-64";
+#elif defined(__aarch64__)
+  s += "arm64 (Advanced SIMD, NEON)";
+#else
+  s += "portable C++ (no kernel for this CPU's vector instructions)";
 #endif
   s += BRRR_NATIVE_BUILD ? " (built for this machine's CPU, -march=native)" : " (portable build)";
 #if defined(__AVX512BF16__)

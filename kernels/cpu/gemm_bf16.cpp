@@ -44,9 +44,12 @@
 #include "kernels/cpu/gemm_grid.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593), as in gemm_blocked.cpp.
+// GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593), as in gemm_blocked.cpp;
+// clang, which defines __GNUC__ too, has no -Wmaybe-uninitialized and would warn about the name.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
 #define BRRR_HAVE_X86 1
 // The AVX-512 functions are compiled for these extensions whatever the build's -march, and

@@ -43,7 +43,7 @@ namespace brrr::simt {
 
 namespace {
 constexpr int kLanes = 32;
-constexpr int kBanks = 32, kBankBytes = 4, kWavefrontBytes = 128;
+constexpr int kBanks = 32, kBankBytes = 4;
 
 // The lanes of one phase of a shared access: all 32 for 4 bytes or less, 16 for 8 bytes, 8 for
 // 16 bytes (with the model's phases; one phase of 32 lanes without).

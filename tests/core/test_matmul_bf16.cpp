@@ -15,6 +15,7 @@
 #include "brrr/brrr.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "tests/skip.h"
+#include "tests/slow_cpu.h"
 
 using namespace brrr;
 
@@ -146,11 +147,15 @@ TEST_CASE("bf16 linear accumulates onto the bias, and its backward GEMMs run in 
 
 TEST_CASE("bf16 matmul: avx512bf16 and plain agree bit for bit, and neither depends on the thread count") {
   const int before = get_num_threads();
-  auto run = [](const char* variant, int threads) {
+  // Under qemu (BRRR_SLOW_CPU=1) fewer rows and columns and a smaller batch, K still over one
+  // 512-deep panel: 50 million multiply-adds a run rather than 860 million.
+  const std::int64_t M = test::sized(300, 61), K = test::sized(700, 530), N = test::sized(1000, 97),
+                     batch = test::sized(48, 6), rows = test::sized(150, 37);
+  auto run = [&](const char* variant, int threads) {
     set_num_threads(threads);
     Generator g(34);
-    const Tensor a = randn({300, 700}, g), b = randn({700, 1000}, g), q = randn({48, 64, 33}, g),
-                 k = randn({48, 33, 64}, g), c = randn({3, 150, 171}, g), d = randn({171, 130}, g);
+    const Tensor a = randn({M, K}, g), b = randn({K, N}, g), q = randn({batch, 64, 33}, g),
+                 k = randn({batch, 33, 64}, g), c = randn({3, rows, 171}, g), d = randn({171, 130}, g);
     return with_variants("naive", variant, [&] {
       const Autocast autocast(kBFloat16);
       return ops::cat({ops::matmul(a, b).reshape({-1}), ops::matmul(q, k).reshape({-1}),

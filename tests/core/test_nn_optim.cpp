@@ -8,6 +8,7 @@
 #include "brrr/brrr.h"
 #include "brrr/eval_mode.h"
 #include "brrr/models/mlp.h"
+#include "tests/slow_cpu.h"
 
 using namespace brrr;
 
@@ -170,9 +171,12 @@ TEST_CASE("the chapter-05 MLP reaches 99% training accuracy on spirals and write
     CHECK(std::filesystem::file_size(png) > 1000);
     CHECK(read_file(png).substr(1, 3) == "PNG");
   }
-  // the same seed trains to the same bits
+  // the same seed trains to the same bits. Under qemu (BRRR_SLOW_CPU=1) the first 300 steps
+  // only: the learning rate is constant, so the shorter run is the longer one's beginning.
   o.out_dir.clear();
-  CHECK(models::train_mlp(o).losses == r.losses);
+  o.steps = test::sized(o.steps, 300);
+  const std::vector<double> again = models::train_mlp(o).losses;
+  CHECK(again == std::vector<double>(r.losses.begin(), r.losses.begin() + o.steps));
 }
 
 TEST_CASE("write_file_atomic replaces a file whole and reports unwritable paths") {
