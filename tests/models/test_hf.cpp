@@ -266,7 +266,7 @@ TEST_CASE("hf: brrr eval gives transformers' loss over consecutive windows of th
 
 // The ids transformers' tokenizer made of the same text, as token files: an llm.c .bin, and a
 // glob of two brrr shards (the text cut a third of the way): the same predictions and loss as the text.
-TEST_CASE("hf: brrr eval on token files (llm.c's .bin, a folder of brrr shards) gives the text's loss, and a file of another vocabulary is refused") {
+TEST_CASE("hf: brrr eval on token files (an llm.c file, a glob of brrr shards) gives the text's loss, and a file of another vocabulary is refused") {
   if (fixtures().empty()) return test::skip(std::string(BRRR_PYTHON) + " cannot import transformers (run scripts/setup.sh)");
   TempDir tmp;
   const nlohmann::json e = expected("tied");
