@@ -68,9 +68,7 @@ void check_is_text(const std::string& path, const std::string& text) {
 
 TextDataset::TextDataset(const DataOptions& o) {
   BRRR_CHECK(o.val_fraction >= 0.0 && o.val_fraction < 1.0, "val_fraction must be in [0, 1), got ", o.val_fraction);
-  const bool shards = fs::is_directory(o.input) || o.input.find_first_of("*?[") != std::string::npos ||
-                      (fs::is_regular_file(o.input) && tokenizer::looks_like_token_file(o.input));
-  if (shards) open_shards(o);
+  if (tokenizer::names_token_files(o.input)) open_shards(o);
   else open_text(o);
   BRRR_CHECK(vocab_size() <= static_cast<std::int64_t>(INT32_MAX), "a vocabulary of ", vocab_size(),
              " does not fit int32 ids");

@@ -19,9 +19,7 @@ namespace brrr::train {
 std::vector<std::uint32_t> eval_tokens(const std::string& data, const tokenizer::TextTokenizer& tok,
                                        const std::string& tokenizer_path) {
   namespace fs = std::filesystem;
-  const bool token_files = fs::is_directory(data) || data.find_first_of("*?[") != std::string::npos ||
-                           (fs::is_regular_file(data) && tokenizer::looks_like_token_file(data));
-  if (!token_files) return tok.encode(read_file(data));
+  if (!tokenizer::names_token_files(data)) return tok.encode(read_file(data));
   // The tokenizer's hash, where it is a brrr tokenizer file (a Hugging Face folder's is not in
   // the format the hash is of, so there only the vocabulary's size is compared).
   std::uint64_t hash = 0;

@@ -43,6 +43,11 @@ bool looks_like_token_file(const std::string& path) {
   return std::memcmp(head, kTokenFileMagic, 8) == 0 || magic == kLlmcMagic || magic == kLlmcLlama3Magic;
 }
 
+bool names_token_files(const std::string& spec) {
+  return std::filesystem::is_directory(spec) || spec.find_first_of("*?[") != std::string::npos ||
+         (std::filesystem::is_regular_file(spec) && looks_like_token_file(spec));
+}
+
 std::vector<std::string> find_shards(const std::string& spec) {
   std::vector<std::string> paths;
   if (fs::is_directory(spec)) {

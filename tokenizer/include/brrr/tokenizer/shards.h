@@ -45,6 +45,10 @@ std::vector<std::string> find_shards(const std::string& spec);
 // Whether the file at `path` starts like a token file (brrr's magic or llm.c's).
 bool looks_like_token_file(const std::string& path);
 
+// Whether `spec` names token files rather than a text: a folder, a glob, or one token file
+// (brrr train --data and brrr eval --data read it by find_shards then).
+bool names_token_files(const std::string& spec);
+
 // Writes ids into shards of at most shard_tokens ids each, as they arrive. Refuses to start in
 // a folder that already holds shards of this stem (stale ones would be read with the new).
 class ShardWriter {
