@@ -20,7 +20,6 @@ Writes log.jsonl in brrr's format (events "step" and "eval").
 import argparse
 import glob
 import json
-import math
 import os
 import time
 
@@ -29,6 +28,7 @@ import torch
 from safetensors import safe_open
 
 from gpt_step_peer import GPT
+from train_peer import adamw, cosine_lr
 
 M32 = 0xFFFFFFFF
 
@@ -126,21 +126,10 @@ def main():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
             return model(x, y)
 
-    lr0, lr_min, warmup, decay_iters = c["learning_rate"], c["min_lr"], c["warmup_iters"], c["lr_decay_iters"]
+    def lr_at(it):
+        return cosine_lr(it, c["learning_rate"], c["min_lr"], c["warmup_iters"], c["lr_decay_iters"])
 
-    def lr_at(it):  # optim::CosineSchedule, nanoGPT's
-        if it < warmup:
-            return lr0 * (it + 1) / (warmup + 1)
-        if it > decay_iters:
-            return lr_min
-        ratio = (it - warmup) / (decay_iters - warmup)
-        return lr_min + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr0 - lr_min)
-
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    nodecay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": c["weight_decay"]},
-                             {"params": nodecay, "weight_decay": 0.0}],
-                            lr=lr0, betas=(c["beta1"], c["beta2"]), eps=1e-8)
+    opt = adamw(model, c["learning_rate"], (c["beta1"], c["beta2"]), c["weight_decay"])
     log = open(os.path.join(a.out, "log.jsonl"), "w")
 
     @torch.no_grad()

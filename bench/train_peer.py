@@ -20,6 +20,24 @@ import torch
 from gpt_step_peer import GPT
 
 
+def cosine_lr(it, lr, min_lr, warmup, decay_iters):
+    """nanoGPT's warmup and cosine schedule, as brrr's optim::CosineSchedule computes it."""
+    if it < warmup:
+        return lr * (it + 1) / (warmup + 1)
+    if it > decay_iters:
+        return min_lr
+    ratio = (it - warmup) / (decay_iters - warmup)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
+
+
+def adamw(model, lr, betas, weight_decay):
+    """AdamW with weight decay on the 2-D tensors only (nanoGPT's groups, and brrr's)."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    nodecay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": nodecay, "weight_decay": 0.0}], lr=lr, betas=betas)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "../../shared/data/tinyshakespeare.txt"))
@@ -57,19 +75,11 @@ def main():
         y = torch.stack([d[i + 1:i + 1 + a.block_size] for i in ix])
         return x, y
 
-    def get_lr(it):  # nanoGPT's
-        if it < a.warmup_iters:
-            return a.learning_rate * (it + 1) / (a.warmup_iters + 1)
-        if it > a.lr_decay_iters:
-            return a.min_lr
-        ratio = (it - a.warmup_iters) / (a.lr_decay_iters - a.warmup_iters)
-        return a.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (a.learning_rate - a.min_lr)
+    def get_lr(it):
+        return cosine_lr(it, a.learning_rate, a.min_lr, a.warmup_iters, a.lr_decay_iters)
 
     model = GPT(len(chars), a.block_size, a.n_layer, a.n_head, a.n_embd, a.dropout)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    nodecay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
-                            lr=a.learning_rate, betas=(0.9, 0.99))
+    opt = adamw(model, a.learning_rate, (0.9, 0.99), 0.1)
     log = open(os.path.join(a.out, "log.jsonl"), "w")
 
     @torch.no_grad()
