@@ -13,6 +13,7 @@
 
 namespace brrr::kernels {
 
+// The four arrays are attend_cache's out, q, k, v, or append_cache's k, new_k, v, new_v.
 inline void check_cache_shape(const char* op, const CacheShape& s, const void* out, const void* q, const void* k,
                               const void* v, const void* slots, const void* lengths) {
   BRRR_CHECK(s.rows >= 0, op, ": rows must not be negative, got ", s.rows);
@@ -26,7 +27,7 @@ inline void check_cache_shape(const char* op, const CacheShape& s, const void* o
              ": slots ", s.slots, ", capacity ", s.capacity, " and heads * hs ", s.heads * s.hs,
              " must each fit in int32");
   if (s.rows == 0) return;
-  BRRR_CHECK(out && q && k && v && slots && lengths, op, ": out, q, k, v, slots and lengths must all be given");
+  BRRR_CHECK(out && q && k && v && slots && lengths, op, ": a null pointer: the cache, the rows, slots and lengths must all be given");
 }
 
 }  // namespace brrr::kernels

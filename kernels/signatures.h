@@ -221,6 +221,12 @@ struct CacheShape {
   std::int64_t q_stride = 0;  // between rows of q: at least heads * hs
 };
 template <class T> using attend_cache_fn = void (*)(T* out, const T* q, const T* k, const T* v, const std::int32_t* slots, const std::int32_t* lengths, const CacheShape& shape, Stream);
+// append_cache (chapter 20): each row's new key and value into its slot of the cache, at the
+// position lengths[r] - 1 that attend_cache then reads last: k[slots[r], lengths[r] - 1, :] =
+// new_k row r, and v from new_v alike; new_k and new_v are rows of shape.q_stride (the k and v
+// columns of a (rows, 3C) qkv buffer), heads * hs numbers each. A row whose slot or length is out
+// of range writes nothing (and attend_cache gives it NaN).
+template <class T> using append_cache_fn = void (*)(T* k, T* v, const T* new_k, const T* new_v, const std::int32_t* slots, const std::int32_t* lengths, const CacheShape& shape, Stream);
 // attend_cache on a bfloat16 cache: q and out float32, k and v bfloat16, every sum float32.
 using attend_cache_on_bf16_fn = void (*)(float* out, const float* q, const bf16* k, const bf16* v, const std::int32_t* slots, const std::int32_t* lengths, const CacheShape& shape, Stream);
 // transpose (chapter 14's exercise ex14.2): out (N, M) = in (M, N)^T, both row-major,
@@ -375,6 +381,7 @@ inline constexpr Op<linear_rows_on_bf16_fn> linear_rows_on_bf16{linear_rows<floa
 template <class T> inline constexpr Op<attend_cache_fn<T>> attend_cache{"attend_cache", dtype_of<T>()};
 // attend_cache on a bfloat16 cache: the op "attend_cache" in dtype bfloat16.
 inline constexpr Op<attend_cache_on_bf16_fn> attend_cache_on_bf16{attend_cache<float>.name, kBFloat16};
+template <class T> inline constexpr Op<append_cache_fn<T>> append_cache{"append_cache", dtype_of<T>()};
 // matmul_bias_gelu on bf16 data: the op "matmul_bias_gelu" in dtype bfloat16 (as matmul_on_bf16).
 inline constexpr Op<matmul_bias_gelu_on_bf16_fn> matmul_bias_gelu_on_bf16{matmul_bias_gelu<float>.name, kBFloat16};
 template <class T> inline constexpr Op<residual_layernorm_forward_fn<T>> residual_layernorm_forward{"residual_layernorm_forward", dtype_of<T>()};

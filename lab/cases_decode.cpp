@@ -1,8 +1,9 @@
 // lab/cases_decode.cpp: the kernel lab's cases for the Decoder's kernels (chapter 08, fast
 // generation on the CPU): linear_rows, a Linear over a few rows or a prefill's hundreds, with
 // each epilogue the Decoder uses, and attend_rows, a prefill's causal attention over one head;
-// and attend_cache (chapter 20), a decoding step's attention over a KV cache. linear_rows and
-// attend_cache have CUDA kernels too (kernels/cuda/rows/), which the same cases check.
+// and attend_cache and append_cache (chapter 20), a decoding step's attention over a KV cache and
+// its write into it. linear_rows and the two cache ops have CUDA kernels too (kernels/cuda/rows/),
+// which the same cases check.
 // Read before: cases.h, kernels/cpu/rows/rows.h. Read next: cases_nn.cpp.
 //
 // Their sizes are the 512-token prefill of gpt-12m (C = 384, 6 heads of 64), where the Decoder
@@ -260,6 +261,65 @@ Case attend_cache_case() {
                    &call_attend_cache<double>, op::attend_cache_on_bf16, &call_attend_cache_bf16)};
 }
 
+// --- append_cache: each row's key and value into its slot of the cache (chapter 20) ------------
+// dims (rows, heads, T, hs) as attend_cache's, the same slots and lengths: row b's new key and
+// value land at position cache_length(T, b) - 1 of slot rows - 1 - b; the rest of the cache
+// keeps its numbers (k and v are read and written, so the check sees a stray write).
+
+void append_cache_make(Problem& p, Random& r) {
+  const std::int64_t B = p.dims[0], C = p.dims[1] * p.dims[3], T = p.dims[2];
+  p.input("new_k", r.normal(B * C));
+  p.input("new_v", r.normal(B * C));
+  std::vector<std::int32_t> slots(static_cast<std::size_t>(B)), lengths(slots.size());
+  for (std::int64_t b = 0; b < B; ++b) {
+    slots[b] = static_cast<std::int32_t>(B - 1 - b);
+    lengths[b] = static_cast<std::int32_t>(cache_length(T, b));
+  }
+  p.indices("slots", slots);
+  p.indices("lengths", lengths);
+  p.inout("k", r.normal(B * T * C));
+  p.inout("v", r.normal(B * T * C));
+}
+
+void append_cache_reference(Problem& p) {
+  const std::int64_t B = p.dims[0], T = p.dims[2], C = p.dims[1] * p.dims[3];
+  const std::vector<double>&slots = p.in("slots"), &lengths = p.in("lengths");
+  for (const char* name : {"k", "v"}) {
+    const std::vector<double>& rows = p.in(name[0] == 'k' ? "new_k" : "new_v");
+    std::vector<double>& cache = p.out(name);
+    for (std::int64_t b = 0; b < B; ++b) {
+      const auto at = static_cast<std::int64_t>((slots[b] * static_cast<double>(T) + lengths[b] - 1) * C);
+      for (std::int64_t c = 0; c < C; ++c) cache[at + c] = rows[b * C + c];
+    }
+  }
+}
+
+template <class T>
+void call_append_cache(kernels::append_cache_fn<T> f, const Args& a) {
+  f(a.f<T>("k"), a.f<T>("v"), a.f<T>("new_k"), a.f<T>("new_v"), a.idx("slots"), a.idx("lengths"), cache_shape_of(a),
+    a.stream);
+}
+
+Case append_cache_case() {
+  return Case{
+      .name = "append_cache",
+      .what = "k, v (slots, T, heads * hs): each row's new key and value (rows, heads * hs) written into its slot "
+              "at its length - 1, the rest kept: a decoding step's cache write",
+      .chapter = "20",
+      .dim_names = {"rows", "heads", "T", "hs"},
+      .gpu_size = {32, 12, 1024, 64}, .emulator_size = {4, 2, 20, 64}, .cpu_size = {32, 12, 1024, 64},
+      // one number; rows of odd widths; more numbers a row than a block's 128 threads
+      .shapes = {{1, 1, 1, 1}, {3, 2, 130, 64}, {5, 3, 7, 24}, {2, 1, 5, 257}},
+      .tolerance = 0,  // a copy
+      // the new rows read, the cache's rows written, slots and lengths: the rest of k and v is
+      // untouched (the check's inout copies are not the kernel's traffic)
+      .bytes = [](const Dims& d) { return 4.0 * (4 * d[0] * d[1] * d[3] + 2 * d[0]); },
+      .make = &append_cache_make,
+      .reference = &append_cache_reference,
+      .call = call(op::append_cache<float>, &call_append_cache<float>, op::append_cache<double>,
+                   &call_append_cache<double>)};
+}
+
 }  // namespace
 
 std::vector<Case> decode_cases() {
@@ -301,6 +361,7 @@ std::vector<Case> decode_cases() {
            .call = call(op::attend_rows<float>, &call_attend_rows<float>, op::attend_rows<double>,
                         &call_attend_rows<double>)},
       attend_cache_case(),
+      append_cache_case(),
   };
 }
 

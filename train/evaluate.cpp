@@ -81,22 +81,22 @@ EvalResult evaluate_tokens(models::GPT& model, const std::vector<std::uint32_t>&
   return r;
 }
 
-EvalResult evaluate_tokens(models::Decoder& decoder, const std::vector<std::uint32_t>& tokens,
-                           const std::function<void(std::int64_t, std::int64_t)>& progress) {
-  const models::GPTConfig& c = decoder.config();
+namespace {
+
+// The definition through a Decoder: `pass(window, len)` feeds one window from a fresh start and
+// returns the logits of its every row (len, V), on the host.
+EvalResult evaluate_windows(const models::GPTConfig& c, const std::vector<std::uint32_t>& tokens,
+                            const std::function<const float*(const std::uint32_t*, std::int64_t)>& pass,
+                            const std::function<void(std::int64_t, std::int64_t)>& progress) {
   const std::int64_t n = static_cast<std::int64_t>(tokens.size()), B = c.block_size, V = c.vocab_size;
   BRRR_CHECK(n >= 2, "eval: the text has ", n, " token", n == 1 ? "" : "s", "; at least 2 are needed to predict one");
   for (std::uint32_t t : tokens)
     BRRR_CHECK(t < V, "eval: token ", t, " is outside the model's vocabulary (", V, ")");
   const std::int64_t total = n - 1;
-  std::vector<std::int64_t> every(static_cast<std::size_t>(B));
-  for (std::int64_t i = 0; i < B; ++i) every[i] = i;
   double sum = 0;
   for (std::int64_t s = 0; s < total; s += B) {
     const std::int64_t len = std::min(B, total - s);
-    models::DecodeState state;
-    models::DecodeState* states[] = {&state};
-    const float* logits = decoder.forward(states, &len, 1, tokens.data() + s, every.data(), len);
+    const float* logits = pass(tokens.data() + s, len);
     for (std::int64_t i = 0; i < len; ++i) {
       const float* row = logits + i * V;
       const double top = *std::max_element(row, row + V);
@@ -111,6 +111,40 @@ EvalResult evaluate_tokens(models::Decoder& decoder, const std::vector<std::uint
   r.loss = sum / static_cast<double>(total);
   r.perplexity = std::exp(r.loss);
   return r;
+}
+
+// 0, 1, ..., n - 1: every row of a window wanted.
+std::vector<std::int64_t> every_row(std::int64_t n) {
+  std::vector<std::int64_t> every(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) every[i] = i;
+  return every;
+}
+
+}  // namespace
+
+EvalResult evaluate_tokens(models::Decoder& decoder, const std::vector<std::uint32_t>& tokens,
+                           const std::function<void(std::int64_t, std::int64_t)>& progress) {
+  const std::vector<std::int64_t> every = every_row(decoder.config().block_size);
+  return evaluate_windows(decoder.config(), tokens, [&](const std::uint32_t* window, std::int64_t len) {
+    models::DecodeState state;
+    models::DecodeState* states[] = {&state};
+    return decoder.forward(states, &len, 1, window, every.data(), len);
+  }, progress);
+}
+
+EvalResult evaluate_tokens(models::DeviceDecoder& decoder, const std::vector<std::uint32_t>& tokens,
+                           const std::function<void(std::int64_t, std::int64_t)>& progress) {
+  const std::vector<std::int64_t> every = every_row(decoder.config().block_size);
+  struct Slot {  // the sequence's slot, given back however the evaluation ends
+    models::DeviceDecoder& decoder;
+    models::DeviceDecodeState state;
+    ~Slot() { decoder.release(state); }
+  } slot{decoder, decoder.acquire()};
+  return evaluate_windows(decoder.config(), tokens, [&](const std::uint32_t* window, std::int64_t len) {
+    slot.state.clear();
+    models::DeviceDecodeState* states[] = {&slot.state};
+    return decoder.forward(states, &len, 1, window, every.data(), len);
+  }, progress);
 }
 
 }  // namespace brrr::train

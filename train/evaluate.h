@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "brrr/models/decode.h"
+#include "brrr/models/decode_device.h"
 #include "brrr/models/gpt.h"
 #include "brrr/tokenizer/text_tokenizer.h"
 
@@ -42,6 +43,9 @@ EvalResult evaluate_tokens(models::GPT& model, const std::vector<std::uint32_t>&
 // bfloat16 weights): each window one prefill from a fresh cache, every row's logits; the loss
 // of each prediction is log-sum-exp of the logits minus the target's, in double.
 EvalResult evaluate_tokens(models::Decoder& decoder, const std::vector<std::uint32_t>& tokens,
+                           const std::function<void(std::int64_t, std::int64_t)>& progress = {});
+// The same on the GPU's DeviceDecoder (brrr eval --decoder --device cuda or emulator), in one slot.
+EvalResult evaluate_tokens(models::DeviceDecoder& decoder, const std::vector<std::uint32_t>& tokens,
                            const std::function<void(std::int64_t, std::int64_t)>& progress = {});
 
 }  // namespace brrr::train

@@ -42,20 +42,20 @@ using Json = nlohmann::json;
 
 // cpu, cuda (a GPU, or an error saying there is none), emulator (the CUDA kernels on the CPU's
 // SIMT emulator: slow, for checking), auto (the GPU if there is one, else the CPU, saying so).
-Device resolve_device(const std::string& name) {
+Device resolve_device(const std::string& name, std::FILE* report) {
   if (name == "cpu") return kCPU;
   if (name == "emulator") {
     cuda::use_emulator();
-    std::printf("device: cuda:0 on the SIMT emulator (the CUDA kernels run on the CPU, slowly)\n");
+    std::fprintf(report, "device: cuda:0 on the SIMT emulator (the CUDA kernels run on the CPU, slowly)\n");
     return Device::cuda();
   }
   if (name == "auto" && !cuda::gpu_available()) {
-    std::printf("device: auto: no CUDA GPU found; training on the CPU\n");
+    std::fprintf(report, "device: auto: no CUDA GPU found; running on the CPU\n");
     return kCPU;
   }
   BRRR_CHECK(cuda::is_available(), "--device cuda: no CUDA GPU is available here",
              cuda::gpu_available() ? "" : " (no GPU or no driver); use --device cpu, auto or emulator");
-  std::printf("device: cuda:0 (%s)\n", cuda::device_name().c_str());
+  std::fprintf(report, "device: cuda:0 (%s)\n", cuda::device_name().c_str());
   return Device::cuda();
 }
 

@@ -9,6 +9,7 @@
 // (weights, AdamW moments and step, every random generator, the data stream), so --resume
 // continues bit for bit as if the run had never stopped.
 #pragma once
+#include <cstdio>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -106,8 +107,9 @@ struct TrainResult {
 };
 
 // --device: cpu, cuda (a GPU, or an error saying there is none), emulator (the CUDA kernels on
-// the CPU's SIMT emulator), auto (the GPU if there is one, else the CPU); prints which.
-Device resolve_device(const std::string& name);
+// the CPU's SIMT emulator), auto (the GPU if there is one, else the CPU); prints which to
+// `report` (brrr sample's stdout is the text, so it says it on stderr).
+Device resolve_device(const std::string& name, std::FILE* report = stdout);
 
 // Why a run's steps cannot be one CUDA graph (chapter 17: dropout, grad_accum, several ranks,
 // the profiler), or "" when they can; the run then takes plain steps and prints it.

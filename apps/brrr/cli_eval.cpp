@@ -39,8 +39,9 @@ void add_eval_commands(CLI::App& app) {
       ->check(CLI::IsMember({"float32", "bf16"}))->capture_default_str();
   eval->add_option("--batch_size", a->batch_size, "Windows a forward pass")->check(CLI::PositiveNumber)->capture_default_str();
   eval->add_flag("--decoder", a->decoder,
-                 "Through the generation path (brrr sample's and serve's Decoder, CPU): --dtype bf16 is then its "
-                 "bf16 weights, x rounded to bf16 at each matmul (chapter 08)");
+                 "Through the generation path (brrr sample's and serve's Decoder; on --device cuda or emulator "
+                 "the DeviceDecoder, chapter 20): --dtype bf16 is then its bf16 weights, x rounded to bf16 at each "
+                 "matmul (chapter 08)");
   eval->callback([a] {
     if (a->threads > 0) set_num_threads(a->threads);
     const train::ModelSource source = train::open_model_and_tokenizer(a->checkpoint, a->tokenizer);
@@ -61,9 +62,12 @@ void add_eval_commands(CLI::App& app) {
       }
     };
     train::EvalResult r;
-    if (a->decoder) {
-      BRRR_CHECK(device.is_cpu(), "eval: --decoder runs on the CPU; got --device ", a->device);
-      models::Decoder decoder(*source.model, a->dtype == "bf16" ? kBFloat16 : kFloat32);
+    const DType weights = a->dtype == "bf16" ? kBFloat16 : kFloat32;
+    if (a->decoder && device.is_cpu()) {
+      models::Decoder decoder(*source.model, weights);
+      r = train::evaluate_tokens(decoder, tokens, progress);
+    } else if (a->decoder) {
+      models::DeviceDecoder decoder(*source.model, 1, weights);
       r = train::evaluate_tokens(decoder, tokens, progress);
     } else {
       r = train::evaluate_tokens(*source.model, tokens, a->batch_size, progress);

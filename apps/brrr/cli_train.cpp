@@ -136,7 +136,7 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
     std::string checkpoint = "out", prompt = "\n", tokenizer;
     models::GenerateOptions options;
     bool no_cache = false, stats = false;
-    std::string kv_cache = "float32", dtype = "float32";
+    std::string kv_cache = "float32", dtype = "float32", device = "cpu";
   };
   auto s = std::make_shared<SampleArgs>();
   CLI::App* sample = app.add_subcommand("sample", "Generate text from a trained checkpoint, streaming tokens as they come");
@@ -155,9 +155,13 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
       ->check(CLI::IsMember({"float32", "int8"}))
       ->capture_default_str();
   sample->add_option("--dtype", s->dtype, "The weights generation reads: float32, or bf16 (rounded to bfloat16 once, half "
-                     "the bytes per token; products and sums in float32; CPU, float32 KV cache; BRRR_AMX=1 puts the "
+                     "the bytes per token; products and sums in float32; the float32 KV cache; BRRR_AMX=1 puts the "
                      "products on AMX's tile unit where the CPU has one, faster for long prompts, slower per token)")
       ->check(CLI::IsMember({"float32", "bf16"}))
+      ->capture_default_str();
+  sample->add_option("--device", s->device, "cpu, cuda (the Decoder's pass as CUDA kernels, the KV cache in device "
+                     "memory; chapter 20), emulator (those kernels on the CPU, slowly) or auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "emulator", "auto"}))
       ->capture_default_str();
   sample->add_flag("--stats", s->stats, "Print tokens per second at the end");
   sample->callback([s] {
@@ -165,6 +169,7 @@ void add_train_commands(CLI::App& app, const std::string& preset_for_help) {
     const train::ModelSource source = train::open_model_and_tokenizer(s->checkpoint, s->tokenizer);
     auto& model = source.model;
     auto& tokenizer = source.tokenizer;
+    model->to(train::resolve_device(s->device, stderr));
     s->options.kv_cache = !s->no_cache;
     s->options.kv_cache_int8 = s->kv_cache == "int8";
     BRRR_CHECK(!(s->no_cache && s->options.kv_cache_int8), "--kv_cache int8 and --no_kv_cache contradict each other");

@@ -124,5 +124,9 @@ void attend_cache(float* out, const float* q, const float* k, const float* v, co
                   const std::int32_t* lengths, const CacheShape& shape, Stream);
 void attend_cache_loop(double* out, const double* q, const double* k, const double* v, const std::int32_t* slots,
                        const std::int32_t* lengths, const CacheShape& shape, Stream);
+// append_cache: each row's key and value copied to its slot at position lengths[r] - 1.
+template <class T>
+void append_cache(T* k, T* v, const T* new_k, const T* new_v, const std::int32_t* slots, const std::int32_t* lengths,
+                  const CacheShape& shape, Stream);
 
 }  // namespace brrr::kernels::cpu

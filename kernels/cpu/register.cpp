@@ -160,6 +160,8 @@ void register_cpu_kernels() {
   add(op::attend_cache<float>, kCpu, "rows", &cpu::attend_cache, 0,
       about("attend_row per (row, head) over the row's slot of the cache (rows/cache.cpp)"));
   add(op::attend_cache<double>, kCpu, "loop", &cpu::attend_cache_loop, 0, about("the formula, row by row"));
+  add(op::append_cache<float>, kCpu, "rows", &cpu::append_cache<float>, 0, about("a copy per row (rows/cache.cpp)"));
+  add(op::append_cache<double>, kCpu, "rows", &cpu::append_cache<double>, 0, about("a copy per row (rows/cache.cpp)"));
   register_integer<std::int32_t>();
   register_integer<std::int64_t>();
   // bfloat16 (chapter 18): storage and conversion; ops on bf16 tensors compute in float32.

@@ -17,6 +17,7 @@
 
 #include "brrr/bfloat16.h"
 #include "kernels/cpu/rows/rows.h"
+#include "models/gpt/decode_checks.h"
 
 namespace brrr::models {
 
@@ -214,28 +215,11 @@ const float* Decoder::run(DecodeState* const* states, const std::uint32_t* token
 const float* Decoder::forward(DecodeState* const* states, const std::int64_t* counts, std::int64_t n,
                               const std::uint32_t* tokens, const std::int64_t* wanted, std::int64_t W,
                               float* attention) {
-  BRRR_CHECK(n >= 1, "Decoder: no sequences");
   // The positions a state holds: none until reserve gives it this model's layers.
   const auto held = [&](const DecodeState& s) {
     return s.keys.size() == static_cast<std::size_t>(config_.n_layer) ? s.length : std::int64_t{0};
   };
-  std::int64_t R = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    BRRR_CHECK(counts[i] >= 1, "Decoder: sequence ", i, " has no tokens");
-    const std::int64_t t = held(*states[i]);
-    BRRR_CHECK(t + counts[i] <= config_.block_size, "Decoder: ", n > 1 ? "sequence " + std::to_string(i) + ": " : "",
-               t, " cached + ", counts[i], " new positions exceed block_size ", config_.block_size);
-    for (std::int64_t j = 0; j < i; ++j)
-      BRRR_CHECK(states[j] != states[i], "Decoder: sequence ", i, " is also sequence ", j);
-    R += counts[i];
-  }
-  for (std::int64_t r = 0; r < R; ++r)
-    BRRR_CHECK(tokens[r] < config_.vocab_size, "Decoder: token ", tokens[r], " is outside the vocabulary (",
-               config_.vocab_size, ")");
-  BRRR_CHECK(W >= 1 && W <= R, "Decoder: ", W, " rows of logits asked for, of ", R);
-  for (std::int64_t w = 0; w < W; ++w)
-    BRRR_CHECK(wanted[w] >= 0 && wanted[w] < R && (w == 0 || wanted[w] > wanted[w - 1]),
-               "Decoder: the rows of logits must ascend within 0 .. ", R - 1);
+  const std::int64_t R = detail::check_pass(config_, states, held, counts, n, tokens, wanted, W);
   BRRR_CHECK(!attention || wanted[W - 1] == R - 1, "Decoder: the attention map needs the last row's logits");
   if (static_cast<std::int64_t>(row_states_.size()) < R) row_states_.resize(R), row_positions_.resize(R);
   for (std::int64_t i = 0, r = 0; i < n; ++i) {

@@ -9,6 +9,7 @@
 #include "brrr/autograd.h"
 #include "brrr/eval_mode.h"
 #include "brrr/models/decode.h"
+#include "brrr/models/decode_device.h"
 #include "brrr/ops.h"
 
 namespace brrr::models {
@@ -160,6 +161,24 @@ class DecoderStepper final : public Stepper {
   DecodeState state_;
 };
 
+// The DeviceDecoder's (decode_device.h): the same pass on the GPU, the sequence in one slot.
+class DeviceDecoderStepper final : public Stepper {
+ public:
+  explicit DeviceDecoderStepper(DeviceDecoder& decoder) : decoder_(decoder), state_(decoder.acquire()) {}
+  ~DeviceDecoderStepper() override { decoder_.release(state_); }
+  DeviceDecoderStepper(const DeviceDecoderStepper&) = delete;
+  DeviceDecoderStepper& operator=(const DeviceDecoderStepper&) = delete;
+  void clear() override { state_.clear(); }
+  const float* prefill(const std::uint32_t* tokens, std::int64_t n) override {
+    return decoder_.prefill(state_, tokens, n);
+  }
+  std::int64_t length() const override { return state_.length; }
+
+ private:
+  DeviceDecoder& decoder_;
+  DeviceDecodeState state_;
+};
+
 // The (1, n) tensor of ids a GPT's forward takes.
 Tensor ids_tensor(const std::uint32_t* ids, std::int64_t n) {
   return from_vector(std::vector<std::int64_t>(ids, ids + n), {1, n}, kInt64);
@@ -274,12 +293,19 @@ std::vector<std::uint32_t> generate(GPT& model, const std::vector<std::uint32_t>
                                     const std::function<void(std::uint32_t)>& on_token) {
   check_prompt(prompt, model.config());
   NoGradGuard no_grad;
-  const bool on_cpu = model.wte->weight.device().is_cpu() && model.wte->weight.dtype() == kFloat32;
-  BRRR_CHECK(o.weights == kFloat32 || (o.kv_cache && !o.kv_cache_int8 && on_cpu),
-             "generate: bfloat16 weights need the float32 KV cache on the CPU");
-  if (o.kv_cache && !o.kv_cache_int8 && on_cpu && !o.tensor_cache) {
+  const Tensor& wte = model.wte->weight;
+  const bool float32 = wte.dtype() == kFloat32, on_cpu = wte.device().is_cpu() && float32;
+  const bool on_cuda = wte.device().is_cuda() && float32;
+  BRRR_CHECK(o.weights == kFloat32 || (o.kv_cache && !o.kv_cache_int8 && (on_cpu || on_cuda)),
+             "generate: bfloat16 weights need the float32 KV cache on the CPU or the CUDA device");
+  if (o.kv_cache && !o.kv_cache_int8 && !o.tensor_cache && on_cpu) {
     Decoder decoder(model, o.weights);
     return generate(decoder, prompt, o, on_token);
+  }
+  if (o.kv_cache && !o.kv_cache_int8 && !o.tensor_cache && on_cuda) {
+    DeviceDecoder decoder(model, 1, o.weights);
+    DeviceDecoderStepper stepper(decoder);
+    return generate(stepper, model.config(), prompt, o, on_token);
   }
   const nn::EvalModeGuard eval_mode(model);
   if (o.kv_cache) {

@@ -132,7 +132,7 @@ Cache random_cache(std::vector<std::int32_t> slots, std::vector<std::int32_t> le
 // one element off: the edges the kernels have (one chunk of K or three, K not a multiple of the
 // 16-byte loads, more rows than one pass of 8; a length past a block of 128 positions, odd and
 // the largest head sizes).
-TEST_CASE("rows on the emulator: linear_rows and attend_cache pass the lab's checks") {
+TEST_CASE("rows on the emulator: linear_rows, attend_cache and append_cache pass the lab's checks") {
   if (other_schedule()) return test::skip("the lab's checks run on the first schedule");
   cuda::use_emulator();
   int runs = 0;
@@ -151,11 +151,13 @@ TEST_CASE("rows on the emulator: linear_rows and attend_cache pass the lab's che
   check("attend_cache", {{1, 1, 1, 1}, {3, 2, 130, 64}, {5, 3, 7, 24}, {2, 1, 20, 256}}, kFloat32);
   check("attend_cache", {{3, 2, 130, 40}}, kFloat64);
   check("attend_cache", {{3, 2, 130, 64}}, kBFloat16);  // a bf16 cache
+  check("append_cache", {{1, 1, 1, 1}, {3, 2, 130, 64}, {2, 1, 5, 257}}, kFloat32);
+  check("append_cache", {{5, 3, 7, 24}}, kFloat64);
   INFO(join(failures, "\n"));
   CHECK(failures.empty());
   INFO(join(notes, "\n"));
   CHECK(notes.empty());  // a CUDA kernel for each, in every dtype
-  CHECK(runs == 2 * (3 + 1 + 4 + 2 + 4 + 1 + 1));
+  CHECK(runs == 2 * (3 + 1 + 4 + 2 + 4 + 1 + 1 + 3 + 1));
 }
 
 TEST_CASE("rows on the emulator: linear_rows gives a row the same bits alone or in a batch") {
@@ -190,7 +192,7 @@ TEST_CASE("rows on the emulator: attend_cache gives a row the same bits alone or
   }
 }
 
-TEST_CASE("rows on the emulator: bad calls are refused with a message, a row out of range comes out NaN") {
+TEST_CASE("rows on the emulator: bad calls are refused with a message, a row out of range comes out NaN or is not written") {
   cuda::use_emulator();
   std::vector<float> x(4, 1.0f), w(8, 1.0f), b(2, 0.0f);
   CHECK(test::contains(error_of([&] { linear_rows_on_device(x, w, b, 1, 2, 4, 7); }),
@@ -204,6 +206,22 @@ TEST_CASE("rows on the emulator: bad calls are refused with a message, a row out
   narrow.shape.q_stride = 8;
   CHECK(test::contains(error_of([&] { attend_cache_on_device(narrow, 0, 1); }),
                        "attend_cache: q_stride 8 is less than a row's heads * hs = 16"));
+  // append_cache writes nothing for a row out of range: a slot past the cache, a length of 0 or
+  // past the capacity; the row in range lands at its length - 1.
+  {
+    kernels::CacheShape s;
+    s.rows = 4, s.heads = 1, s.hs = 3, s.slots = 2, s.capacity = 4, s.q_stride = 3;
+    DeviceArray<float> k(std::vector<float>(24, 0.0f)), v(std::vector<float>(24, 0.0f));
+    DeviceArray<float> rows(std::vector<float>(12, 1.0f));
+    DeviceArray<std::int32_t> slots(std::vector<std::int32_t>{1, 2, 0, 0});
+    DeviceArray<std::int32_t> lengths(std::vector<std::int32_t>{2, 1, 0, 5});
+    kernels::lookup(op::append_cache<float>, DeviceType::CUDA)(k.data, v.data, rows.data, rows.data, slots.data,
+                                                                lengths.data, s, stream());
+    std::vector<float> expected(24, 0.0f);
+    for (int c = 0; c < 3; ++c) expected[(1 * 4 + 1) * 3 + c] = 1.0f;  // slot 1, position 1
+    CHECK(k.host() == expected);
+    CHECK(v.host() == expected);
+  }
   // A length past the capacity, a slot past the cache, a length of 0: those rows NaN, the rest not.
   const Cache bad = random_cache({0, 0, 5, 1, 0}, {3, 9, 2, 2, 0}, 2, 16, 2, 8, 5);
   const std::vector<float> out = attend_cache_on_device(bad, 0, 5);

@@ -197,6 +197,27 @@ TEST_CASE("hf: brrr sample --checkpoint HF_FOLDER --temperature 0 continues as t
   CHECK(out.find("--dtype bf16 needs the float32 KV cache (drop --no_kv_cache and --kv_cache int8)") != std::string::npos);
 }
 
+// The same on the CUDA kernels (the DeviceDecoder, chapter 20), run by the emulator: issue 56's
+// bar without a GPU. The folders of the other shapes (untied head, exact GELU) are the emulator
+// test's (tests/emulator/test_decode_device.cpp), against the CPU Decoder.
+TEST_CASE("hf: brrr sample --device emulator --temperature 0 continues as transformers' greedy generate") {
+  if (fixtures().empty()) return test::skip(std::string(BRRR_PYTHON) + " cannot import transformers (run scripts/setup.sh)");
+  for (const char* name : {"tied", "padded"}) {
+    INFO("folder ", std::string(name));
+    const nlohmann::json e = expected(name);
+    const auto tok = tokenizer::HfTokenizer::from_folder(fixtures() + "/" + name);
+    const auto greedy = e["greedy"].get<std::vector<std::uint32_t>>();
+    const std::string prompt = e["prompt_text"].get<std::string>();
+    int rc = 0;
+    const std::string out = cli("sample --device emulator --checkpoint " + fixtures() + "/" + name +
+                                    " --temperature 0 --max_new_tokens " + std::to_string(greedy.size()) +
+                                    " --prompt '" + prompt + "' 2>/dev/null",
+                                &rc);
+    CHECK(rc == 0);
+    CHECK(out == prompt + tok->decode(greedy) + "\n");
+  }
+}
+
 TEST_CASE("hf: a bad folder is one line naming the file and what is wrong, exit 1") {
   if (fixtures().empty()) return test::skip(std::string(BRRR_PYTHON) + " cannot import transformers (run scripts/setup.sh)");
   TempDir tmp;
@@ -241,7 +262,22 @@ TEST_CASE("hf: a bad folder is one line naming the file and what is wrong, exit 
           "--tokenizer " + fixtures() + "/tied/tokenizer.json", "padded");
 }
 
-TEST_CASE("hf: brrr eval gives transformers' loss over consecutive windows of the context") {
+// The loss as eval prints it, and the count of predictions.
+std::pair<long long, double> eval_loss(const std::string& args) {
+  int rc = 0;
+  const std::string out = cli("eval " + args, &rc);
+  CHECK(rc == 0);
+  long long predicted = 0;
+  double loss = 0, perplexity = 0;
+  const std::size_t at = out.rfind("eval: ");
+  REQUIRE(at != std::string::npos);
+  REQUIRE(std::sscanf(out.c_str() + at, "eval: %lld tokens predicted, loss %lf nats/token, perplexity %lf", &predicted,
+                      &loss, &perplexity) == 3);
+  CHECK(std::abs(perplexity - std::exp(loss)) <= 1e-3 * perplexity);
+  return {predicted, loss};
+}
+
+TEST_CASE("hf: brrr eval gives transformers' loss over consecutive windows of the context, on the CPU and the emulator") {
   if (fixtures().empty()) return test::skip(std::string(BRRR_PYTHON) + " cannot import transformers (run scripts/setup.sh)");
   TempDir tmp;
   for (const char* name : {"tied", "untied"}) {
@@ -249,19 +285,24 @@ TEST_CASE("hf: brrr eval gives transformers' loss over consecutive windows of th
     const nlohmann::json e = expected(name);
     const std::string data = (tmp.path / (std::string(name) + ".txt")).string();
     write_file_atomic(data, e["eval_text"].get<std::string>());
-    int rc = 0;
-    const std::string out = cli("eval --checkpoint " + fixtures() + "/" + name + " --data " + data + " --batch_size 3", &rc);
-    CHECK(rc == 0);
-    long long predicted = 0;
-    double loss = 0, perplexity = 0;
-    const std::size_t at = out.rfind("eval: ");
-    REQUIRE(at != std::string::npos);
-    REQUIRE(std::sscanf(out.c_str() + at, "eval: %lld tokens predicted, loss %lf nats/token, perplexity %lf", &predicted,
-                        &loss, &perplexity) == 3);
-    CHECK(predicted == e["eval_predicted"].get<long long>());
-    CHECK(std::abs(loss - e["eval_loss"].get<double>()) <= 1e-5 * e["eval_loss"].get<double>());
-    CHECK(std::abs(perplexity - std::exp(loss)) <= 1e-3 * perplexity);
+    // The training forward and the CPU's Decoder.
+    for (const char* how : {" --batch_size 3", " --decoder"}) {
+      INFO(how);
+      const auto [predicted, loss] = eval_loss("--checkpoint " + fixtures() + "/" + name + " --data " + data + how);
+      CHECK(predicted == e["eval_predicted"].get<long long>());
+      CHECK(std::abs(loss - e["eval_loss"].get<double>()) <= 1e-5 * e["eval_loss"].get<double>());
+    }
   }
+  // The DeviceDecoder's CUDA kernels on the emulator (issue 56: the CPU's loss within 1e-5), on
+  // the start of the text (three windows and a part: the emulator is slow).
+  const std::string data = (tmp.path / "short.txt").string();
+  write_file_atomic(data, expected("untied")["eval_text"].get<std::string>().substr(0, 400));
+  const std::string args = "--checkpoint " + fixtures() + "/untied --data " + data + " --decoder";
+  const auto [n_cpu, cpu] = eval_loss(args);
+  const auto [n_device, device] = eval_loss(args + " --device emulator");
+  CHECK(n_cpu > 3 * 32);  // more than three windows of the folder's context (hf_fixtures.py: 32)
+  CHECK(n_device == n_cpu);
+  CHECK(std::abs(device - cpu) <= 1e-5 * cpu);
 }
 
 // The ids transformers' tokenizer made of the same text, as token files: an llm.c .bin, and a

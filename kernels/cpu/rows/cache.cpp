@@ -1,6 +1,6 @@
-// kernels/cpu/rows/cache.cpp: attend_cache on the CPU, the op whose kernels of note are CUDA's
-// (kernels/cuda/rows/attend_cache.cu, chapter 20): one query per row against its slot of a KV
-// cache. Here for the kernel lab, which checks every op on the CPU too, and as the CPU's answer
+// kernels/cpu/rows/cache.cpp: attend_cache and append_cache on the CPU, the ops whose kernels of
+// note are CUDA's (kernels/cuda/rows/attend_cache.cu, chapter 20): one query per row against its
+// slot of a KV cache, and the writing of each row's key and value into it. Here for the kernel lab, which checks every op on the CPU too, and as the CPU's answer
 // to compare a GPU's with. Read before: rows.h (attend_row), kernels/cache_shape.h.
 // Read next: kernels/cuda/rows/attend_cache.cu.
 #include <algorithm>
@@ -79,5 +79,23 @@ void attend_cache_loop(double* out, const double* q, const double* k, const doub
         for (i64 c = 0; c < s.hs; ++c) o[c] += e[p] / total * v[at + p * C + c];
     }
 }
+
+template <class T>
+void append_cache(T* k, T* v, const T* new_k, const T* new_v, const std::int32_t* slots, const std::int32_t* lengths,
+                  const CacheShape& s, Stream) {
+  check_cache_shape("append_cache", s, k, new_k, v, new_v, slots, lengths);
+  const i64 C = s.heads * s.hs;
+  for (i64 r = 0; r < s.rows; ++r) {
+    if (!row_in_range(s, slots, lengths, r)) continue;  // attend_cache gives the row NaN
+    const i64 at = (i64{slots[r]} * s.capacity + lengths[r] - 1) * C;
+    std::copy(new_k + r * s.q_stride, new_k + r * s.q_stride + C, k + at);
+    std::copy(new_v + r * s.q_stride, new_v + r * s.q_stride + C, v + at);
+  }
+}
+
+template void append_cache(float*, float*, const float*, const float*, const std::int32_t*, const std::int32_t*,
+                           const CacheShape&, Stream);
+template void append_cache(double*, double*, const double*, const double*, const std::int32_t*, const std::int32_t*,
+                           const CacheShape&, Stream);
 
 }  // namespace brrr::kernels::cpu

@@ -1,6 +1,7 @@
 // kernels/cuda/rows/attend_cache.cu: attend_cache on the GPU, the attention of a decoding step:
 // for each row (a sequence's new token), its query against its slot of the KV cache in device
-// memory, every head: flash-decoding. Chapter 20 (decoding on the GPU).
+// memory, every head: flash-decoding; and append_cache, which writes the row's key and value
+// there first. Chapter 20 (decoding on the GPU).
 // Read before: linear_rows.cu, kernels/signatures.h (attend_cache, CacheShape),
 // kernels/cuda/attention/cuda_cores.cu (flash attention for training: the online softmax).
 // Read next: docs/chapters/20-serving.md, "Decoding on the GPU".
@@ -182,6 +183,31 @@ void attend_cache_split_k_bf16(float* out, const float* q, const brrr::bf16* k, 
   attend_cache_split_k<float, brrr::bf16>(out, q, k, v, slots, lengths, s, stream);
 }
 
+// append_cache: one block per row, its threads across the row's heads * hs numbers (a coalesced
+// read of the new key and value, a coalesced write of the cache's row). Where the row goes is on
+// the device (slots and lengths), so a captured decoding step writes each step's position.
+template <class T>
+__global__ void append_cache_rows(T* k, T* v, const T* new_k, const T* new_v, const std::int32_t* slots,
+                                  const std::int32_t* lengths, CacheShape s) {
+  const i64 row = blockIdx.x;
+  if (!row_in_range(s, slots, lengths, row)) return;  // attend_cache gives the row NaN
+  const i64 C_ = s.heads * s.hs, at = (i64{slots[row]} * s.capacity + lengths[row] - 1) * C_;
+  for (i64 c = threadIdx.x; c < C_; c += blockDim.x) {
+    k[at + c] = new_k[row * s.q_stride + c];
+    v[at + c] = new_v[row * s.q_stride + c];
+  }
+}
+
+template <class T>
+void append_cache(T* k, T* v, const T* new_k, const T* new_v, const std::int32_t* slots, const std::int32_t* lengths,
+                  const CacheShape& s, Stream stream) {
+  check_cache_shape("append_cache", s, k, new_k, v, new_v, slots, lengths);
+  if (s.rows == 0) return;
+  BRRR_CHECK(s.rows <= INT_MAX, "append_cache: rows = ", s.rows, " is more than one launch's grid holds");
+  BRRR_LAUNCH((append_cache_rows<T>), static_cast<unsigned>(s.rows), 128, 0, stream, k, v, new_k, new_v, slots,
+              lengths, s);
+}
+
 }  // namespace
 
 void register_attend_cache_kernels() {
@@ -192,6 +218,9 @@ void register_attend_cache_kernels() {
   add(op::attend_cache<float>, cuda, "split", &attend_cache_split_k<float, float>, 10, split);
   add(op::attend_cache<double>, cuda, "split", &attend_cache_split_k<double, double>, 10, split);
   add(op::attend_cache_on_bf16, cuda, "split", &attend_cache_split_k_bf16, 10, split);
+  const VariantMeta rows = about("a block per row, its threads across the row's numbers (rows/attend_cache.cu)");
+  add(op::append_cache<float>, cuda, "rows", &append_cache<float>, 10, rows);
+  add(op::append_cache<double>, cuda, "rows", &append_cache<double>, 10, rows);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -31,17 +31,19 @@ struct GenerateOptions {
   std::uint64_t seed = 1337;
   bool kv_cache = true;
   bool kv_cache_int8 = false;  // keys and values kept in int8, a scale per head and position (chapter 18)
-  // With the float32 KV cache on the CPU, generation runs on a Decoder (brrr/models/decode.h)
-  // whose weights are this dtype: float32, or bfloat16 (half the bytes per token). kBFloat16
-  // with the int8 cache or without the cache is an error.
+  // With the float32 KV cache, generation runs on a Decoder (brrr/models/decode.h; on the CUDA
+  // device the DeviceDecoder, decode_device.h) whose weights are this dtype: float32, or
+  // bfloat16 (half the bytes per token). kBFloat16 with the int8 cache or without the cache is
+  // an error.
   DType weights = kFloat32;
   // true: chapter 08's teaching path, GPT::forward_cached on a KVCache of tensors (kv_cache.cpp),
-  // where the Decoder would run. It is the path anyway for the int8 cache and off the CPU.
+  // where a Decoder would run. It is the path anyway for the int8 cache.
   bool tensor_cache = false;
 };
 
 // What the generate loop asks of a model: feed it tokens, get the logits (V) after the last.
-// generate.cpp has three: the Decoder (decode.h), GPT::forward_cached on a KVCache of tensors,
+// generate.cpp has four: the Decoder (decode.h), the DeviceDecoder (decode_device.h),
+// GPT::forward_cached on a KVCache of tensors,
 // and GPT::forward over the whole context (no cache). The logits stay valid until the next call.
 class Stepper {
  public:
@@ -63,9 +65,10 @@ std::vector<std::uint32_t> generate(Stepper& stepper, const GPTConfig& config, c
                                     const std::function<void(std::uint32_t)>& on_token = {});
 
 // Continues `prompt` (token ids, at least one); on_token is called with each new token as it
-// is drawn (for streaming). Returns the new tokens. Runs the Decoder where it can (a float32
-// model on the CPU, the float32 cache, tensor_cache false), else the tensor cache, or, without
-// kv_cache, the whole forward every step.
+// is drawn (for streaming). Returns the new tokens. Runs a Decoder where it can (a float32
+// model with the float32 cache and tensor_cache false: the Decoder on the CPU, the
+// DeviceDecoder on the CUDA device), else the tensor cache, or, without kv_cache, the whole
+// forward every step.
 std::vector<std::uint32_t> generate(GPT& model, const std::vector<std::uint32_t>& prompt, const GenerateOptions& options,
                                     const std::function<void(std::uint32_t)>& on_token = {});
 

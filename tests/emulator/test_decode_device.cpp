@@ -1,0 +1,195 @@
+// tests/emulator/test_decode_device.cpp: the DeviceDecoder (brrr/models/decode_device.h, chapter
+// 20), generation's pass on the GPU, run by the emulator on small GPTs: its logits agree with the
+// CPU Decoder's to float32 rounding and its greedy tokens are the same; its two promises hold (a
+// sequence gets the same bits alone or beside others, and a prompt fed whole the bits of its
+// tokens fed one at a time); bfloat16 weights stay near the CPU's bf16 path; bad calls are one-line
+// errors that leave the sequences as they were. Transformers' greedy text through `brrr sample
+// --device emulator` is checked in tests/models/test_hf.cpp. Read before: tests/models/test_decode.cpp.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "brrr/brrr.h"
+#include "brrr/cuda.h"
+#include "brrr/models/decode.h"
+#include "brrr/models/decode_device.h"
+#include "brrr/models/generate.h"
+#include "tests/skip.h"
+
+using namespace brrr;
+
+namespace {
+
+// The kernels inside are checked under every schedule by test_rows.cpp; these run on the first.
+bool other_schedule() {
+  const char* seed = std::getenv("BRRR_EMULATOR_SEED");
+  return seed && std::string_view(seed) != "1";
+}
+
+// A model whose logits are far from ties (matrices N(0, 0.1), as test_decode.cpp's).
+std::unique_ptr<models::GPT> make_model(const models::GPTConfig& c, std::uint64_t seed) {
+  Generator g(seed);
+  auto model = std::make_unique<models::GPT>(c, g);
+  NoGradGuard no_grad;
+  for (auto& [name, p] : model->named_parameters())
+    if (p.dim() == 2) p.normal_(0.0, 0.1, g);
+    else if (name.find(".bias") != std::string::npos) p.normal_(0.0, 0.05, g);
+  model->eval();
+  return model;
+}
+
+models::GPTConfig shape(std::int64_t layers, std::int64_t heads, std::int64_t width, std::int64_t vocab, bool bias,
+                        bool tied, const char* activation = "gelu_tanh") {
+  models::GPTConfig c;
+  c.n_layer = layers, c.n_head = heads, c.n_embd = width, c.vocab_size = vocab, c.block_size = 24;
+  c.bias = bias, c.tie_head = tied, c.activation = activation;
+  return c;
+}
+
+// Head sizes 16 and 10 (not a multiple of 4: the GEMV's one-at-a-time loads), an untied head,
+// no biases, the exact GELU, odd vocabularies.
+const models::GPTConfig kShapes[] = {shape(2, 2, 32, 65, true, true), shape(1, 3, 30, 43, false, false, "gelu_erf")};
+
+std::vector<float> copy(const float* p, std::int64_t n) { return std::vector<float>(p, p + n); }
+
+double max_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(static_cast<double>(a[i]) - b[i]));
+  return d;
+}
+
+// The same model on the CPU (cpu) and on the emulator's CUDA device (device).
+struct Pair {
+  std::unique_ptr<models::GPT> cpu, device;
+  Pair(const models::GPTConfig& c, std::uint64_t seed) : cpu(make_model(c, seed)), device(make_model(c, seed)) {
+    device->to(Device::cuda());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("decode on the emulator: the DeviceDecoder's logits are the CPU Decoder's to float32 rounding, its greedy "
+          "tokens the same") {
+  if (other_schedule()) return test::skip("the DeviceDecoder runs on the first schedule");
+  cuda::use_emulator();
+  for (const models::GPTConfig& c : kShapes) {
+    INFO("shape ", c.to_json());
+    const Pair m(c, 3);
+    models::Decoder cpu(*m.cpu);
+    models::DeviceDecoder device(*m.device);
+    models::DecodeState a;
+    models::DeviceDecodeState b = device.acquire();
+    const std::vector<std::uint32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6};
+    CHECK(max_difference(copy(cpu.prefill(a, prompt), c.vocab_size),
+                         copy(device.prefill(b, prompt.data(), 8), c.vocab_size)) < 1e-4);
+    for (std::uint32_t t : {7u, 0u, 42u}) {
+      models::DeviceDecodeState* states[] = {&b};
+      CHECK(max_difference(copy(cpu.step(a, t), c.vocab_size), copy(device.step(states, &t, 1), c.vocab_size)) < 1e-4);
+    }
+    CHECK(b.length == 11);
+    // generate() on a model on the CUDA device runs the DeviceDecoder: the CPU's greedy tokens,
+    // to the end of the context and past it (the refill from the last half).
+    models::GenerateOptions o;
+    o.temperature = 0;
+    o.max_new_tokens = c.block_size + 4;
+    CHECK(models::generate(*m.device, prompt, o) == models::generate(*m.cpu, prompt, o));
+  }
+}
+
+TEST_CASE("decode on the emulator: a sequence's logits are the same bits alone, beside others, and prefilled whole "
+          "or a token at a time") {
+  if (other_schedule()) return test::skip("the DeviceDecoder runs on the first schedule");
+  cuda::use_emulator();
+  for (const DType weights : {kFloat32, kBFloat16}) {
+    INFO("weights ", dtype_name(weights));
+    const models::GPTConfig c = kShapes[0];
+    const std::int64_t V = c.vocab_size;
+    const Pair m(c, 5);
+    models::DeviceDecoder decoder(*m.device, 3, weights);
+    const std::vector<std::uint32_t> a = {5, 6, 7, 8, 9, 10, 11};
+    // a, one token at a time: every position's logits.
+    std::vector<std::vector<float>> a_alone;
+    {
+      models::DeviceDecodeState s = decoder.acquire();
+      for (std::uint32_t t : a) {
+        models::DeviceDecodeState* states[] = {&s};
+        a_alone.push_back(copy(decoder.step(states, &t, 1), V));
+      }
+      decoder.release(s);
+    }
+    // a prefilled whole, every row's logits wanted: the same bits row by row.
+    {
+      models::DeviceDecodeState s = decoder.acquire();
+      models::DeviceDecodeState* states[] = {&s};
+      const std::int64_t count = 7, wanted[] = {0, 1, 2, 3, 4, 5, 6};
+      const float* whole = decoder.forward(states, &count, 1, a.data(), wanted, 7);
+      for (std::int64_t r = 0; r < 7; ++r) {
+        INFO("row ", r);
+        CHECK(std::memcmp(whole + r * V, a_alone[r].data(), V * sizeof(float)) == 0);
+      }
+      decoder.release(s);
+    }
+    // a's prompt beside another sequence's prompt and a third's decoding step, in one pass, in
+    // other slots than a had alone.
+    models::DeviceDecodeState s1 = decoder.acquire(), s2 = decoder.acquire(), s3 = decoder.acquire();
+    decoder.prefill(s3, std::vector<std::uint32_t>{1, 2}.data(), 2);
+    models::DeviceDecodeState* states[] = {&s2, &s1, &s3};
+    const std::vector<std::uint32_t> tokens = {20, 21, 22, 5, 6, 7, 8, 9, 10, 11, 30};
+    const std::int64_t counts[] = {3, 7, 1}, wanted[] = {2, 9, 10};
+    const float* logits = decoder.forward(states, counts, 3, tokens.data(), wanted, 3);
+    CHECK(std::memcmp(logits + V, a_alone[6].data(), V * sizeof(float)) == 0);
+    CHECK((s1.length == 7 && s2.length == 3 && s3.length == 3));
+  }
+}
+
+TEST_CASE("decode on the emulator: bfloat16 weights stay near the CPU Decoder's bfloat16 path") {
+  if (other_schedule()) return test::skip("the DeviceDecoder runs on the first schedule");
+  cuda::use_emulator();
+  const models::GPTConfig c = kShapes[0];
+  const Pair m(c, 9);
+  models::Decoder cpu(*m.cpu, kBFloat16);
+  models::DeviceDecoder device(*m.device, 1, kBFloat16);
+  models::DecodeState a;
+  models::DeviceDecodeState b = device.acquire();
+  const std::vector<std::uint32_t> prompt = {8, 6, 7, 5, 3, 0, 9};
+  // Both round x and the weights to bf16 and sum in float32, in other orders: the logits agree
+  // to float32 rounding of sums of bf16 products, not to bf16's 2^-9.
+  CHECK(max_difference(copy(cpu.prefill(a, prompt), c.vocab_size),
+                       copy(device.prefill(b, prompt.data(), 7), c.vocab_size)) < 1e-4);
+}
+
+TEST_CASE("decode on the emulator: bad calls are one-line errors and leave the sequences as they were") {
+  if (other_schedule()) return test::skip("the DeviceDecoder runs on the first schedule");
+  cuda::use_emulator();
+  const models::GPTConfig c = kShapes[1];
+  const Pair m(c, 2);
+  CHECK_THROWS_WITH_AS(models::DeviceDecoder(*m.cpu), doctest::Contains("must be a contiguous float32 tensor on the "
+                                                                        "CUDA device, got float32 on cpu"), Error);
+  models::DeviceDecoder decoder(*m.device, 2);
+  models::DeviceDecodeState s = decoder.acquire(), t = decoder.acquire();
+  CHECK_THROWS_WITH_AS(decoder.acquire(), "DeviceDecoder: all 2 slots of the cache hold a sequence", Error);
+  const std::vector<std::uint32_t> prompt = {1, 2, 3};
+  decoder.prefill(s, prompt.data(), 3);
+  const std::uint32_t bad = static_cast<std::uint32_t>(c.vocab_size);
+  models::DeviceDecodeState* both[] = {&s, &t};
+  const std::uint32_t tokens[] = {4, bad};
+  CHECK_THROWS_WITH_AS(decoder.step(both, tokens, 2), "Decoder: token 43 is outside the vocabulary (43)", Error);
+  const std::vector<std::uint32_t> long_prompt(static_cast<std::size_t>(c.block_size), 1u);
+  CHECK_THROWS_WITH_AS(decoder.prefill(s, long_prompt.data(), c.block_size),
+                       "Decoder: 3 cached + 24 new positions exceed block_size 24", Error);
+  CHECK((s.length == 3 && t.length == 0));
+  // s was left as it was: its next token gives what it gives on a fresh sequence fed the same.
+  const std::uint32_t four = 4;
+  models::DeviceDecodeState* one[] = {&s};
+  const std::vector<float> next = copy(decoder.step(one, &four, 1), c.vocab_size);
+  decoder.release(t);
+  models::DeviceDecodeState fresh = decoder.acquire();
+  const std::vector<std::uint32_t> all = {1, 2, 3, 4};
+  CHECK(std::memcmp(decoder.prefill(fresh, all.data(), 4), next.data(), next.size() * sizeof(float)) == 0);
+  decoder.release(fresh);
+  CHECK_THROWS_WITH_AS(decoder.release(fresh), "DeviceDecoder::release: slot -1 is not one this decoder handed out",
+                       Error);
+}
