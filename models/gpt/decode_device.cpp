@@ -127,6 +127,7 @@ void DeviceDecoder::release(DeviceDecodeState& state) {
 void DeviceDecoder::ensure_rows(std::int64_t rows, std::int64_t wanted) {
   const i64 C = config_.n_embd;
   const TensorOptions f32 = TensorOptions().dtype(kFloat32).device(Device::cuda());
+  if (rows > rows_ || wanted > wanted_) graphs_.clear(), launched_.clear();  // they hold the old buffers
   if (rows > rows_) {
     rows_ = rows;
     x_ = empty({rows, C}, f32), pe_ = empty({rows, C}, f32), normed_ = empty({rows, C}, f32);
@@ -199,12 +200,30 @@ const float* DeviceDecoder::forward(DeviceDecodeState* const* states, const std:
   gpu::Runtime* rt = kernels::cuda_runtime();
   rt->copy(indices_.data_ptr<std::int32_t>(), host_indices_.data(), host_indices_.size() * sizeof(std::int32_t),
            gpu::CopyKind::HostToDevice);
-  run(R, W);
+  // A decoding step: every sequence one token, every row's logits (wanted ascends in 0 .. R - 1).
+  const bool decoding = R == n && W == n;
+  if (!decoding || !use_graphs_) {
+    run(R, W);
+  } else if (const auto graph = graphs_.find(R); graph != graphs_.end()) {
+    graph->second.replay();
+  } else if (launched_.count(R)) {
+    // Its second time: the kernels' workspace has grown to this size already (a capture cannot
+    // grow it), so the step is recorded, then replayed (a capture runs nothing).
+    graphs_.emplace(R, cuda::Graph::capture([&] { run(R, W); })).first->second.replay();
+  } else {
+    run(R, W);
+    launched_.insert(R);
+  }
   host_logits_.resize(static_cast<std::size_t>(W * config_.vocab_size));
   rt->copy(host_logits_.data(), logits_.data_ptr<float>(), host_logits_.size() * sizeof(float),
            gpu::CopyKind::DeviceToHost);
   for (std::int64_t i = 0; i < n; ++i) states[i]->length += counts[i];
   return host_logits_.data();
+}
+
+void DeviceDecoder::set_cuda_graphs(bool on) {
+  use_graphs_ = on;
+  if (!on) graphs_.clear(), launched_.clear();
 }
 
 const float* DeviceDecoder::prefill(DeviceDecodeState& state, const std::uint32_t* tokens, std::int64_t n) {

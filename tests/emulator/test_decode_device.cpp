@@ -145,6 +145,37 @@ TEST_CASE("decode on the emulator: a sequence's logits are the same bits alone, 
   }
 }
 
+TEST_CASE("decode on the emulator: a decoding step replayed as a CUDA graph per batch size gives the launched step's "
+          "bits, with no device allocation") {
+  if (other_schedule()) return test::skip("the DeviceDecoder runs on the first schedule");
+  cuda::use_emulator();
+  const models::GPTConfig c = kShapes[0];
+  const std::int64_t V = c.vocab_size;
+  const Pair m(c, 4);
+  models::DeviceDecoder graphs(*m.device, 2), launches(*m.device, 2);
+  launches.set_cuda_graphs(false);
+  graphs.reserve_rows(8), launches.reserve_rows(8);
+  models::DeviceDecodeState g[] = {graphs.acquire(), graphs.acquire()}, l[] = {launches.acquire(), launches.acquire()};
+  const std::vector<std::uint32_t> prompt = {4, 4, 2};
+  for (int i = 0; i < 2; ++i) graphs.prefill(g[i], prompt.data(), 3), launches.prefill(l[i], prompt.data(), 3);
+  std::size_t allocations = 0;
+  for (int step = 0; step < 6; ++step) {
+    // Batch 1, then batch 2, alternately: each size launched once, captured, then replayed.
+    const std::int64_t n = 1 + step % 2;
+    const std::uint32_t tokens[] = {static_cast<std::uint32_t>(10 + step), static_cast<std::uint32_t>(30 - step)};
+    models::DeviceDecodeState* gs[] = {&g[0], &g[1]};
+    models::DeviceDecodeState* ls[] = {&l[0], &l[1]};
+    const std::vector<float> replayed = copy(graphs.step(gs, tokens, n), n * V);
+    INFO("step ", step, ", batch ", n);
+    CHECK(std::memcmp(replayed.data(), launches.step(ls, tokens, n), replayed.size() * sizeof(float)) == 0);
+    if (step == 3) allocations = cuda::memory_stats().device_allocations;
+  }
+  CHECK(graphs.cuda_graphs() == 2);
+  CHECK(launches.cuda_graphs() == 0);
+  CHECK(cuda::memory_stats().device_allocations == allocations);  // the replays allocate nothing
+  CHECK((g[0].length == 9 && g[1].length == 6));
+}
+
 TEST_CASE("decode on the emulator: bfloat16 weights stay near the CPU Decoder's bfloat16 path") {
   if (other_schedule()) return test::skip("the DeviceDecoder runs on the first schedule");
   cuda::use_emulator();

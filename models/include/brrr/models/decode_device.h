@@ -21,8 +21,11 @@
 // warp's shuffles, K split in chunks of 512), so they agree with it to float32 rounding.
 #pragma once
 #include <cstdint>
+#include <map>
+#include <set>
 #include <vector>
 
+#include "brrr/cuda.h"
 #include "brrr/dtype.h"
 #include "brrr/models/gpt.h"
 #include "brrr/tensor.h"
@@ -59,6 +62,15 @@ class DeviceDecoder {
   const float* forward(DeviceDecodeState* const* states, const std::int64_t* counts, std::int64_t n,
                        const std::uint32_t* tokens, const std::int64_t* wanted, std::int64_t W);
 
+  // A decoding step (one token for each of n sequences, every row's logits: step(), or forward
+  // of that shape) is launched kernel by kernel the first time at its n, captured as a CUDA
+  // graph (chapter 17) the second, and replayed with one call from then on: one graph per batch
+  // size, the same bits as the launched step. The graphs read the buffers as they are; a pass
+  // wider than any before grows them and drops every graph (reserve_rows(n) first avoids that).
+  void set_cuda_graphs(bool on);
+  std::size_t cuda_graphs() const { return graphs_.size(); }
+  void reserve_rows(std::int64_t rows) { ensure_rows(rows, rows); }
+
  private:
   void ensure_rows(std::int64_t rows, std::int64_t wanted);
   // The pass over R rows, whose indices (tokens, positions, slots, lengths: R each, then the W
@@ -85,6 +97,9 @@ class DeviceDecoder {
   std::vector<std::int32_t> host_indices_;
   std::vector<float> host_logits_;
   std::vector<std::int64_t> ones_, every_;  // step's counts and rows wanted
+  bool use_graphs_ = true;
+  std::map<std::int64_t, cuda::Graph> graphs_;  // a decoding step's, by its number of sequences
+  std::set<std::int64_t> launched_;             // the batch sizes run once since the buffers were made
 };
 
 }  // namespace brrr::models
