@@ -43,12 +43,12 @@ int main(int argc, char** argv) {
   for (const int R : rows) {
     std::vector<serve::SequenceCache> caches;
     for (int r = 0; r < R; ++r) caches.push_back(runner.new_cache());
-    for (auto& c : caches) c.length = T / 2;  // as if half the context were there (its keys: zeros)
+    for (auto& c : caches) c.cpu.length = T / 2;  // as if half the context were there (its keys: zeros)
     std::vector<double> times;
     for (int rep = 0; rep < 30; ++rep) {
       std::vector<serve::StepInput> in;
       for (auto& c : caches) {
-        c.length = T / 2;
+        c.cpu.length = T / 2;
         in.push_back({&c, {1}, false});
       }
       const auto t0 = std::chrono::steady_clock::now();

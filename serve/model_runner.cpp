@@ -16,18 +16,30 @@
 // belong to which input, and which rows' logits each input wants.
 #include "serve/model_runner.h"
 
+#include "brrr/autograd.h"
 #include "brrr/error.h"
 
 namespace brrr::serve {
 
 using i64 = std::int64_t;
 
-ModelRunner::ModelRunner(std::shared_ptr<models::GPT> model, DType weights)
-    : model_(std::move(model)), config_(model_->config()), decoder_(*model_, weights) {}
+ModelRunner::ModelRunner(std::shared_ptr<models::GPT> model, DType weights, Device device, std::int64_t slots)
+    : model_(std::move(model)), config_(model_->config()), weights_(weights) {
+  if (device.is_cpu()) {
+    decoder_ = std::make_unique<models::Decoder>(*model_, weights);
+  } else {
+    model_->to(device);
+    device_ = std::make_unique<models::DeviceDecoder>(*model_, slots, weights);
+    // Room for a whole prompt beside every other slot's decoding row, so that the usual steps
+    // do not grow the buffers (which drops the decoding steps' CUDA graphs).
+    device_->reserve_rows(config_.block_size + slots);
+  }
+}
 
-SequenceCache ModelRunner::new_cache() const {
+SequenceCache ModelRunner::new_cache() {
   SequenceCache cache;
-  decoder_.reserve(cache, config_.block_size);
+  if (decoder_) decoder_->reserve(cache.cpu, config_.block_size);
+  else cache.device = device_->acquire();
   return cache;
 }
 
@@ -37,7 +49,7 @@ std::int64_t ModelRunner::cache_bytes_per_sequence() const {
 
 std::vector<std::vector<std::vector<float>>> ModelRunner::step(std::vector<StepInput>& inputs, float* attention) {
   const i64 V = config_.vocab_size;
-  states_.clear(), counts_.clear(), wanted_.clear(), tokens_.clear();
+  states_.clear(), device_states_.clear(), counts_.clear(), wanted_.clear(), tokens_.clear();
   for (const StepInput& in : inputs) {
     // Decoder::forward checks the rest (block_size, the vocabulary, distinct sequences) before
     // it touches any cache.
@@ -45,11 +57,17 @@ std::vector<std::vector<std::vector<float>>> ModelRunner::step(std::vector<StepI
     // The logits wanted: the input's last row, or all of its rows.
     const i64 first = static_cast<i64>(tokens_.size()), n = static_cast<i64>(in.tokens.size());
     for (i64 i = in.all_logits ? 0 : n - 1; i < n; ++i) wanted_.push_back(first + i);
-    states_.push_back(in.cache), counts_.push_back(n);
+    states_.push_back(&in.cache->cpu), device_states_.push_back(&in.cache->device), counts_.push_back(n);
     tokens_.insert(tokens_.end(), in.tokens.begin(), in.tokens.end());
   }
-  const float* logits = decoder_.forward(states_.data(), counts_.data(), static_cast<i64>(states_.size()),
-                                         tokens_.data(), wanted_.data(), static_cast<i64>(wanted_.size()), attention);
+  const i64 n = static_cast<i64>(counts_.size()), W = static_cast<i64>(wanted_.size());
+  const float* logits = nullptr;
+  if (decoder_) {
+    logits = decoder_->forward(states_.data(), counts_.data(), n, tokens_.data(), wanted_.data(), W, attention);
+  } else {
+    BRRR_CHECK(!attention, "ModelRunner::step: the attention map is the CPU Decoder's (attention_of_last)");
+    logits = device_->forward(device_states_.data(), counts_.data(), n, tokens_.data(), wanted_.data(), W);
+  }
   std::vector<std::vector<std::vector<float>>> result(inputs.size());
   for (std::size_t at = 0, w = 0; at < inputs.size(); ++at) {
     const std::size_t count = inputs[at].all_logits ? inputs[at].tokens.size() : 1;
@@ -62,9 +80,22 @@ std::vector<float> ModelRunner::attention_of_last(const std::vector<std::uint32_
   BRRR_CHECK(!tokens.empty(), "attention: no tokens");
   const i64 n = static_cast<i64>(tokens.size());
   std::vector<float> weights(static_cast<std::size_t>(config_.n_layer * config_.n_head * n));
-  SequenceCache cache = new_cache();
-  std::vector<StepInput> inputs{{&cache, tokens, false}};
-  step(inputs, weights.data());
+  std::unique_ptr<models::Decoder> on_device_copy;  // the CPU Decoder of a copy of the device's model
+  models::Decoder* decoder = decoder_.get();
+  std::shared_ptr<models::GPT> cpu_model;
+  if (!decoder) {
+    Generator gen(0);
+    cpu_model = std::make_shared<models::GPT>(config_, gen);
+    const auto from = model_->named_parameters(), to = cpu_model->named_parameters();
+    NoGradGuard no_grad;
+    for (std::size_t i = 0; i < from.size(); ++i) Tensor(to[i].second).copy_(from[i].second);
+    on_device_copy = std::make_unique<models::Decoder>(*cpu_model, weights_);
+    decoder = on_device_copy.get();
+  }
+  models::DecodeState state;
+  models::DecodeState* states[] = {&state};
+  const i64 last = n - 1;
+  decoder->forward(states, &n, 1, tokens.data(), &last, 1, weights.data());
   return weights;
 }
 

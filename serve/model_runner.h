@@ -25,13 +25,20 @@
 #include <vector>
 
 #include "brrr/models/decode.h"
+#include "brrr/models/decode_device.h"
 #include "brrr/models/gpt.h"
 
 namespace brrr::serve {
 
-// One sequence's keys and values, every layer: the Decoder's DecodeState, reserved whole
-// (block_size positions) when the slot is made: 2 * n_layer * block_size * C floats.
-using SequenceCache = models::DecodeState;
+// One sequence's keys and values, every layer: on the CPU the Decoder's DecodeState, reserved
+// whole (block_size positions) when the slot is made: 2 * n_layer * block_size * C floats; on the
+// CUDA device a slot of the DeviceDecoder's cache (brrr/models/decode_device.h), the same bytes
+// in device memory.
+struct SequenceCache {
+  models::DecodeState cpu;
+  models::DeviceDecodeState device;
+  void clear() { cpu.clear(), device.clear(); }  // forget the sequence, keep the memory (or slot)
+};
 
 // One sequence's part of a step: its new tokens (they sit at positions cache->length onwards),
 // and whether the logits of every new position are wanted (echo with logprobs) or only the last.
@@ -46,10 +53,14 @@ class ModelRunner {
   // The model's parameters are read in place (float32, on the CPU), or, with weights kBFloat16,
   // its matrices rounded once to a bfloat16 copy (half the bytes a step reads; with BRRR_AMX=1
   // on a CPU with AMX, the tile unit's products: kernels/cpu/rows/amx.cpp); model is kept alive.
-  explicit ModelRunner(std::shared_ptr<models::GPT> model, DType weights = kFloat32);
+  // On Device::cuda() (a GPU, or the emulator) the model is moved there and the steps are the
+  // DeviceDecoder's, whose cache holds `slots` sequences: new_cache() hands out one each.
+  explicit ModelRunner(std::shared_ptr<models::GPT> model, DType weights = kFloat32, Device device = kCPU,
+                       std::int64_t slots = 1);
 
   const models::GPTConfig& config() const { return config_; }
-  SequenceCache new_cache() const;
+  Device device() const { return device_ ? Device::cuda() : kCPU; }
+  SequenceCache new_cache();
   std::int64_t cache_bytes_per_sequence() const;  // 2 * n_layer * block_size * n_embd * 4
 
   // Runs every input's new tokens through the model, appends their keys and values to their
@@ -60,14 +71,19 @@ class ModelRunner {
   std::vector<std::vector<std::vector<float>>> step(std::vector<StepInput>& inputs, float* attention = nullptr);
 
   // The softmax weights of every layer and head for the last of `tokens` over all of them:
-  // (n_layer, n_head, tokens.size()), for the page's attention map. Runs on a fresh cache.
+  // (n_layer, n_head, tokens.size()), for the page's attention map. Runs on a fresh cache of
+  // the CPU's Decoder (on the CUDA device, on a copy of the model on the CPU: the map is offered
+  // for small models only, ServerOptions::attention_limit).
   std::vector<float> attention_of_last(const std::vector<std::uint32_t>& tokens);
 
  private:
   std::shared_ptr<models::GPT> model_;
   models::GPTConfig config_;
-  models::Decoder decoder_;  // float32: the model's own weights, read in place; or their bfloat16 copy
-  std::vector<SequenceCache*> states_;  // step's scratch
+  std::unique_ptr<models::Decoder> decoder_;  // on the CPU: the model's own weights in place, or their bf16 copy
+  std::unique_ptr<models::DeviceDecoder> device_;  // on the CUDA device
+  DType weights_;
+  std::vector<models::DecodeState*> states_;  // step's scratch
+  std::vector<models::DeviceDecodeState*> device_states_;
   std::vector<std::int64_t> counts_, wanted_;
   std::vector<std::uint32_t> tokens_;
 };

@@ -217,7 +217,7 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
     s->request = std::move(r);
     s->cache = std::move(free_caches_.back());
     free_caches_.pop_back();
-    s->cache.length = 0;
+    s->cache.clear();
     s->gen.set_state(s->request->params.sampling.seed, s->request->params.stream * kStreamBlocks);
     running_.push_back(std::move(s));
   }

@@ -301,6 +301,7 @@ void Server::State::add_routes() {
                        {"n_embd", c.n_embd}, {"n_params", c.num_parameters()}, {"slots", options.scheduler.slots},
                        {"kv_cache_bytes_per_slot", runner->cache_bytes_per_sequence()},
                        {"dtype", options.weights == kBFloat16 ? "bf16" : "float32"},
+                       {"device", runner->device().is_cpu() ? "cpu" : "cuda"},
                        {"tokenizer", loaded.tokenizer->kind()}, {"attention_maps", c.num_parameters() <= options.attention_limit}};
     reply(res, 200, {{"object", "list"}, {"data", json::array({{{"id", options.model_name}, {"object", "model"},
                                                                 {"created", created}, {"owned_by", "brrr"}, {"meta", meta}}})}});
@@ -360,7 +361,8 @@ void Server::start() {
   s.loading = std::thread([&s] {
     try {
       LoadedModel m = s.loader();
-      auto runner = std::make_unique<ModelRunner>(m.model, s.options.weights);
+      auto runner = std::make_unique<ModelRunner>(m.model, s.options.weights, s.options.device,
+                                                  s.options.scheduler.slots);
       auto scheduler = std::make_unique<Scheduler>(*runner, *m.tokenizer, s.options.scheduler);
       s.loaded = std::move(m);
       s.runner = std::move(runner);

@@ -43,6 +43,7 @@ struct ServerOptions {
   std::string model_name = "brrr";
   std::int64_t attention_limit = 200'000'000;  // parameters above which /v1/attention refuses
   DType weights = kFloat32;  // what the steps read: the model's float32 weights, or a bfloat16 copy
+  Device device = kCPU;      // where the steps run: the CPU, or Device::cuda() (the DeviceDecoder)
 };
 
 // What the loader returns: the model (float32, on the CPU) and its tokenizer.

@@ -15,6 +15,7 @@
 #ifdef BRRR_HAVE_SERVE
 #include "serve/server.h"
 #include "train/model_source.h"
+#include "train/trainer.h"
 #endif
 
 namespace brrr::cli {
@@ -44,7 +45,7 @@ std::string basename_of(std::string path) {
 
 void add_serve_commands(CLI::App& app) {
   struct ServeArgs {
-    std::string checkpoint = "out", tokenizer, dtype = "float32";
+    std::string checkpoint = "out", tokenizer, dtype = "float32", device = "cpu";
     serve::ServerOptions options;
   };
   auto a = std::make_shared<ServeArgs>();
@@ -82,8 +83,13 @@ void add_serve_commands(CLI::App& app) {
                     "the CPU has one)")
       ->check(CLI::IsMember({"float32", "bf16"}))
       ->capture_default_str();
+  serve->add_option("--device", a->device, "cpu, cuda (the steps as CUDA kernels, each slot's KV cache in device "
+                    "memory: the DeviceDecoder, chapter 20), emulator (those kernels on the CPU, slowly) or auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "emulator", "auto"}))
+      ->capture_default_str();
   serve->callback([a] {
     a->options.weights = a->dtype == "bf16" ? kBFloat16 : kFloat32;
+    a->options.device = train::resolve_device(a->device);
     a->options.model_name = basename_of(a->checkpoint);
     const std::string checkpoint = a->checkpoint, tokenizer = a->tokenizer;
     serve::Server server(a->options, [checkpoint, tokenizer] {

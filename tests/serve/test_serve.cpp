@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "brrr/autograd.h"
+#include "brrr/cuda.h"
 #include "brrr/parallel.h"
 #include "brrr/tensor.h"
 #include "doctest/doctest.h"
@@ -166,6 +167,37 @@ TEST_CASE("runner: the attention map of the last token sums to 1 over the contex
   }
 }
 
+// On the CUDA device (the DeviceDecoder, chapter 20), run by the emulator: the same promises, each
+// sequence in a slot of the device's cache (9: one per sequence the calls below make).
+TEST_CASE("runner on the emulator: a sequence's logits are the same bits alone, batched and chunked, and the CPU's to "
+          "float32 rounding") {
+  cuda::use_emulator();
+  serve::ModelRunner cpu(small_model());
+  serve::ModelRunner runner(small_model(), kFloat32, Device::cuda(), 9);
+  CHECK(runner.device().is_cuda());
+  const std::vector<std::vector<std::uint32_t>> prompts = {ids_of({1, 2, 3}), ids_of({40, 41, 12, 13, 14, 15, 16}),
+                                                           ids_of({7})};
+  const auto alone = run_sequences(runner, prompts, {{0}, {1}, {2}}, 64, 4);
+  const auto together = run_sequences(runner, prompts, {{2, 0, 1}}, 64, 4);
+  const auto chunked = run_sequences(runner, prompts, {{0, 1, 2}}, 3, 4);
+  const auto on_cpu = run_sequences(cpu, prompts, {{0}, {1}, {2}}, 64, 4);
+  for (std::size_t s = 0; s < prompts.size(); ++s) {
+    CAPTURE(s);
+    REQUIRE(alone[s].size() == 5);
+    CHECK(together[s] == alone[s]);
+    CHECK(chunked[s] == alone[s]);
+    double worst = 0;
+    for (std::size_t t = 0; t < alone[s].size(); ++t)
+      for (std::size_t v = 0; v < alone[s][t].size(); ++v)
+        worst = std::max(worst, std::abs(double(alone[s][t][v]) - on_cpu[s][t][v]));
+    CHECK(worst < 1e-4);
+  }
+  // The attention map comes from the CPU's Decoder on a copy of the model: the CPU runner's.
+  CHECK(runner.attention_of_last(ids_of({5, 6, 7})) == cpu.attention_of_last(ids_of({5, 6, 7})));
+  // Every slot is taken now: one more sequence is a clear error.
+  CHECK_THROWS_WITH_AS(runner.new_cache(), "DeviceDecoder: all 9 slots of the cache hold a sequence", Error);
+}
+
 // ---------------------------------------------------------------------------------------------
 // streamed text
 
@@ -302,6 +334,35 @@ TEST_CASE("server: with bfloat16 weights (--dtype bf16), a greedy completion is 
   auto text = r.post("/detokenize", json{{"tokens", greedy}}.dump());
   REQUIRE(text);
   CHECK(a["choices"][0]["text"] == json::parse(text->body)["content"]);
+}
+
+TEST_CASE("server: on the emulator (--device emulator), a greedy completion is the CPU runner's") {
+  cuda::use_emulator();
+  serve::ServerOptions o;
+  o.device = Device::cuda();
+  o.scheduler.slots = 2;
+  Running r(o);
+  REQUIRE(r.wait_ready());
+  auto models = r.client().Get("/v1/models");
+  REQUIRE(models);
+  CHECK(json::parse(models->body)["data"][0]["meta"]["device"] == "cuda");
+  const std::vector<std::uint32_t> prompt = ids_of({7, 4, 11, 11, 14});
+  const json a = completion(r, {{"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0}});
+  serve::ModelRunner runner(small_model());
+  serve::SequenceCache cache = runner.new_cache();
+  std::vector<std::uint32_t> tokens = prompt, greedy;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<serve::StepInput> in{{&cache, tokens, false}};
+    const std::vector<float> logits = runner.step(in)[0].back();
+    const auto next = static_cast<std::uint32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    greedy.push_back(next), tokens = {next};
+  }
+  auto text = r.post("/detokenize", json{{"tokens", greedy}}.dump());
+  REQUIRE(text);
+  CHECK(a["choices"][0]["text"] == json::parse(text->body)["content"]);
+  auto att = r.post("/v1/attention", json{{"tokens", prompt}}.dump());
+  REQUIRE(att);
+  CHECK(att->status == 200);
 }
 
 TEST_CASE("server: a streamed completion is the same as the answer, ends with [DONE] and reports usage") {
