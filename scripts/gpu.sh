@@ -61,6 +61,9 @@
 #   lab_bf16     brrr kernel-lab, the bf16 ops and the convolutions
 #   counters     the emulator's memory counters (kernel-lab --mode counters) against Nsight
 #                Compute's (ncu) on the same launches: scripts/compare_counters.py
+#   decode       issue 56's bars, in no part (its own device time): GPT-2 decoding on the
+#                DeviceDecoder at batch 1 and 32 beside transformers' generate, and brrr eval
+#                --decoder on the GPU against the CPU (run it alone: --only env,build,decode)
 # Each measurement of peers, step, attention and tensor_cores runs on its own (a failure of one
 # is its own row in steps.tsv, and the next one still runs).
 #
@@ -214,7 +217,7 @@ root=$PWD
 part1_steps=(env build conformance tests sanitize reference train determinism lab sol)
 part2_steps=(env build peers step attention tensor_cores lab_bf16 racecheck)
 all_steps=(env build conformance tests emulator sanitize reference train determinism lab sol peers step attention tensor_cores lab_bf16
-           racecheck counters)
+           racecheck counters decode)
 script_args=("$@")  # run_step runs each step as this script again, under `timeout`
 out="" part="" only="" skip="" build=build-gpu shared="" jobs=$(nproc) dry_run=0 budget=""
 while (($#)); do
@@ -227,7 +230,7 @@ while (($#)); do
     --jobs) jobs=${2:-}; shift ;;
     --budget) budget=${2:-}; shift ;;
     --dry-run) dry_run=1 ;;
-    -h|--help) sed -n '2,72p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,76p' "$0"; exit 0 ;;
     -*) echo "gpu.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     *) [[ -z $out ]] || { echo "gpu.sh: one output folder, not '$out' and '$1'" >&2; exit 2; }; out=$1 ;;
   esac
@@ -572,6 +575,25 @@ step_peers() {
   measure "compile bf16 gpt2-124m" 180 "$python" $peer gpt2-124m 16 10 --device cuda --sdpa --compile --dtype bf16
   measure_status
 }
+# Issue 56's bars (its own device time, not part 1's or 2's): `scripts/gpu.sh OUT --only env,build,decode
+# --budget 520`. GPT-2 124M decoding on the DeviceDecoder (bench/bench_decode_gpu.cpp) at batch 1 and
+# 32 beside transformers' generate in bf16 with a static cache and torch.compile
+# (bench/decode_gpu_peer.py); then brrr eval --decoder on the GPU against the CPU on a Hugging Face
+# folder made by transformers (tests/models/hf_fixtures.py). Bars: batch 1 at 1.5x the peer's
+# tokens/s and 70% of the floor; batch 32 at 10x batch 1; the two losses within 1e-5.
+step_decode() {
+  local b=$build/bench/bench_decode_gpu batch
+  for batch in 1 32; do
+    measure "peer bf16 b$batch" 150 "$python" bench/decode_gpu_peer.py gpt2 200 $batch bf16
+    measure "brrr bf16 b$batch" 60 "$b" gpt2 200 $batch bf16
+    measure "brrr f32 b$batch" 60 "$b" gpt2 200 $batch float32
+  done
+  measure "eval cpu=cuda" 90 bash -c "'$python' tests/models/hf_fixtures.py '$build/gpu-hf' '$corpus' >/dev/null &&
+    head -c 20000 '$corpus' >'$build/gpu-hf/eval.txt' &&
+    '$brrr' eval --decoder --checkpoint '$build/gpu-hf/tied' --data '$build/gpu-hf/eval.txt' | tail -1 &&
+    '$brrr' eval --decoder --device cuda --checkpoint '$build/gpu-hf/tied' --data '$build/gpu-hf/eval.txt' | tail -1"
+  measure_status
+}
 step_step() {
   local b=$build/bench/bench_gpt_step
   measure "kernels" 90 "$b" gpt-12m 64 20 --device cuda
@@ -653,6 +675,9 @@ if ((dry_run)); then
   if [[ -z $part ]] && wanted counters; then
     echo "counters: run(command=\"scripts/gpu.sh \\\"\$OUT\\\" --only env,build,counters --budget $budget\", carry=[\".gpu-bundle\"], timeout_s=600)"
   fi
+  if [[ -z $part ]] && wanted decode; then
+    echo "decode (issue 56): run(command=\"scripts/gpu.sh \\\"\$OUT\\\" --only env,build,decode --budget 520\", carry=[\".gpu-bundle\"], timeout_s=600)"
+  fi
   command -v nvidia-smi >/dev/null && echo "GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" ||
     echo "GPU: none here (the run needs one)"
   exit 0
@@ -686,6 +711,7 @@ else
   wanted lab_bf16 && run_step lab_bf16 300 step_lab_bf16
   wanted racecheck && run_step racecheck 400 step_racecheck
   wanted counters && run_step counters 400 step_counters
+  wanted decode && run_step decode 500 step_decode
 fi
 echo "gpu.sh: done in $(($(date +%s) - started)) s"
 publish

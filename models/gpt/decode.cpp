@@ -83,11 +83,11 @@ Decoder::Decoder(const GPT& model, DType weights) : config_(model.config()), dty
   ln_f_w_ = floats(model.ln_f->weight), ln_f_b_ = floats(model.ln_f->bias);
 }
 
-std::int64_t Decoder::weight_bytes_per_token() const {
-  const std::int64_t C = config_.n_embd, V = config_.vocab_size, w = dtype_ == kFloat32 ? 4 : 2;
-  const std::int64_t matrices = config_.n_layer * (C * 3 * C + C * C + C * 4 * C + 4 * C * C) + V * C;
-  const std::int64_t b = config_.bias ? 1 : 0;
-  const std::int64_t vectors = config_.n_layer * (2 * C * (1 + b) + b * (3 * C + C + 4 * C + C)) + C * (1 + b);
+std::int64_t weight_bytes_per_token(const GPTConfig& config, DType weights) {
+  const std::int64_t C = config.n_embd, V = config.vocab_size, w = weights == kFloat32 ? 4 : 2;
+  const std::int64_t matrices = config.n_layer * (C * 3 * C + C * C + C * 4 * C + 4 * C * C) + V * C;
+  const std::int64_t b = config.bias ? 1 : 0;
+  const std::int64_t vectors = config.n_layer * (2 * C * (1 + b) + b * (3 * C + C + 4 * C + C)) + C * (1 + b);
   return matrices * w + vectors * 4;
 }
 

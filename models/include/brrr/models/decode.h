@@ -28,6 +28,11 @@
 
 namespace brrr::models {
 
+// The bytes of weights one decoding step reads with matrices in `weights` (float32 or bfloat16):
+// every matrix, bias and LayerNorm, and the output projection (the embedding rows read are one
+// per token and not counted). The bandwidth floor of a step is this over the memory's bandwidth.
+std::int64_t weight_bytes_per_token(const GPTConfig& config, DType weights);
+
 // One sequence's keys and values, every layer, position-major: layer l's key for position p
 // is keys[l][p * C .. p * C + C) (head h at h * hs), C = n_embd. Grows by doubling up to the
 // model's block_size; a new position is written in place.
@@ -56,9 +61,8 @@ class Decoder {
 
   const GPTConfig& config() const { return config_; }
   DType weight_dtype() const { return dtype_; }
-  // The bytes of weights one step reads: every matrix, bias and LayerNorm, and the output
-  // projection (the embedding rows read are one per token and not counted).
-  std::int64_t weight_bytes_per_token() const;
+  // The bytes of weights one step reads (the free function above).
+  std::int64_t weight_bytes_per_token() const { return models::weight_bytes_per_token(config_, dtype_); }
 
   // Runs n tokens at positions state.length .. state.length + n - 1, appending their keys and
   // values, and returns the logits (V) after the last one. The pointer stays valid until the
