@@ -5,8 +5,9 @@
 //   bf16. --emulator runs the kernels on the SIMT emulator (a check that it runs; its times say
 //   nothing of a GPU's).
 // Weights are random (the speed does not depend on them), block_size 1024. Each of the BATCH
-// sequences gets a 4-token prompt, then NEW_TOKENS greedy steps of all of them at once (argmax
-// on the host: each step copies its logits back, as brrr sample and serve do); tokens/s counts
+// sequences gets a 4-token prompt, then NEW_TOKENS greedy steps of all of them at once (the
+// argmax on the device, DeviceDecoder::greedy: BATCH ids come back a step, as in brrr sample
+// --temperature 0); tokens/s counts
 // every sequence's tokens, the prompts' prefill excluded; the median of 3 runs. The decoding
 // steps are CUDA graphs from the second on (decode_device.h).
 // The floor: a step reads every weight once and each sequence's cache (keys and values, every
@@ -71,6 +72,8 @@ int main(int argc, char** argv) {
   const std::int64_t V = c.vocab_size;
   double runs[3];
   std::vector<std::uint32_t> next(static_cast<std::size_t>(batch));
+  std::vector<std::int64_t> ones(static_cast<std::size_t>(batch), 1), every(static_cast<std::size_t>(batch));
+  for (std::int64_t b = 0; b < batch; ++b) every[b] = b;
   for (double& r : runs) {
     std::vector<models::DeviceDecodeState> states(static_cast<std::size_t>(batch));
     std::vector<models::DeviceDecodeState*> pointers;
@@ -82,9 +85,9 @@ int main(int argc, char** argv) {
     }
     const auto start = std::chrono::steady_clock::now();
     for (std::int64_t i = 0; i < new_tokens; ++i) {
-      const float* logits = decoder.step(pointers.data(), next.data(), batch);
-      for (std::int64_t b = 0; b < batch; ++b)
-        next[b] = static_cast<std::uint32_t>(std::max_element(logits + b * V, logits + (b + 1) * V) - (logits + b * V));
+      decoder.enqueue(pointers.data(), ones.data(), batch, next.data(), every.data(), batch);
+      const std::uint32_t* tokens = decoder.greedy();
+      std::copy(tokens, tokens + batch, next.begin());
     }
     r = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (auto& s : states) decoder.release(s);

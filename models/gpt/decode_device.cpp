@@ -181,6 +181,37 @@ void DeviceDecoder::run(std::int64_t R, std::int64_t W) {
 
 const float* DeviceDecoder::forward(DeviceDecodeState* const* states, const std::int64_t* counts, std::int64_t n,
                                     const std::uint32_t* tokens, const std::int64_t* wanted, std::int64_t W) {
+  enqueue(states, counts, n, tokens, wanted, W);
+  return logits();
+}
+
+const float* DeviceDecoder::logits() {
+  BRRR_CHECK(last_W_ > 0, "DeviceDecoder::logits: no pass has run");
+  host_logits_.resize(static_cast<std::size_t>(last_W_ * config_.vocab_size));
+  kernels::cuda_runtime()->copy(host_logits_.data(), logits_.data_ptr<float>(), host_logits_.size() * sizeof(float),
+                                gpu::CopyKind::DeviceToHost);
+  return host_logits_.data();
+}
+
+const std::uint32_t* DeviceDecoder::greedy() {
+  BRRR_CHECK(last_W_ > 0, "DeviceDecoder::greedy: no pass has run");
+  // max_dim over each row of (W, V): its CUDA kernel keeps the first of equal largest values.
+  static kernels::Kernel argmax(op::max_dim<float>);
+  if (!top_.defined() || top_.numel() < wanted_) {
+    top_ = empty({wanted_}, TensorOptions().dtype(kFloat32).device(Device::cuda()));
+    top_index_ = empty({wanted_}, TensorOptions().dtype(kInt64).device(Device::cuda()));
+  }
+  argmax(kCuda)(top_.data_ptr<float>(), top_index_.data_ptr<std::int64_t>(), logits_.data_ptr<float>(), last_W_,
+                config_.vocab_size, 1, stream());
+  host_top_.resize(static_cast<std::size_t>(last_W_));
+  kernels::cuda_runtime()->copy(host_top_.data(), top_index_.data_ptr<std::int64_t>(),
+                                host_top_.size() * sizeof(std::int64_t), gpu::CopyKind::DeviceToHost);
+  host_greedy_.assign(host_top_.begin(), host_top_.end());
+  return host_greedy_.data();
+}
+
+void DeviceDecoder::enqueue(DeviceDecodeState* const* states, const std::int64_t* counts, std::int64_t n,
+                            const std::uint32_t* tokens, const std::int64_t* wanted, std::int64_t W) {
   for (std::int64_t i = 0; i < n; ++i)
     BRRR_CHECK(states[i]->slot >= 0 && states[i]->slot < slots_ && taken_[static_cast<std::size_t>(states[i]->slot)],
                "DeviceDecoder: sequence ", i, " has no slot of this decoder (acquire() gives one)");
@@ -214,11 +245,8 @@ const float* DeviceDecoder::forward(DeviceDecodeState* const* states, const std:
     run(R, W);
     launched_.insert(R);
   }
-  host_logits_.resize(static_cast<std::size_t>(W * config_.vocab_size));
-  rt->copy(host_logits_.data(), logits_.data_ptr<float>(), host_logits_.size() * sizeof(float),
-           gpu::CopyKind::DeviceToHost);
+  last_W_ = W;
   for (std::int64_t i = 0; i < n; ++i) states[i]->length += counts[i];
-  return host_logits_.data();
 }
 
 void DeviceDecoder::set_cuda_graphs(bool on) {

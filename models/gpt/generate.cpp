@@ -172,6 +172,12 @@ class DeviceDecoderStepper final : public Stepper {
   const float* prefill(const std::uint32_t* tokens, std::int64_t n) override {
     return decoder_.prefill(state_, tokens, n);
   }
+  std::uint32_t prefill_greedy(const std::uint32_t* tokens, std::int64_t n, std::int64_t) override {
+    DeviceDecodeState* s = &state_;
+    const std::int64_t last = n - 1;
+    decoder_.enqueue(&s, &n, 1, tokens, &last, 1);
+    return decoder_.greedy()[0];
+  }
   std::int64_t length() const override { return state_.length; }
 
  private:
@@ -262,29 +268,40 @@ std::uint32_t sample_token(const std::vector<float>& logits, const GenerateOptio
   return r.id(keep - 1);
 }
 
+std::uint32_t Stepper::prefill_greedy(const std::uint32_t* tokens, std::int64_t n, std::int64_t vocab_size) {
+  const float* logits = prefill(tokens, n);
+  return static_cast<std::uint32_t>(std::max_element(logits, logits + vocab_size) - logits);  // the first of equal ones
+}
+
 std::vector<std::uint32_t> generate(Stepper& stepper, const GPTConfig& c, const std::vector<std::uint32_t>& prompt,
                                     const GenerateOptions& o, const std::function<void(std::uint32_t)>& on_token) {
   check_prompt(prompt, c);
   Generator gen(o.seed);
   std::vector<std::uint32_t> context = prompt, produced;
   std::vector<float> logits(static_cast<std::size_t>(c.vocab_size));
+  // Feeds tokens, then draws the next one: greedy from the stepper (which may find the argmax
+  // where its logits are), else sampled from its logits.
+  const auto feed = [&](const std::uint32_t* tokens, std::int64_t n) {
+    if (o.temperature == 0.0) return stepper.prefill_greedy(tokens, n, c.vocab_size);
+    const float* out = stepper.prefill(tokens, n);
+    std::copy(out, out + c.vocab_size, logits.begin());
+    return sample_token(logits, o, gen);
+  };
   // The prompt at once (its last half, when it does not fit), then a token at a time; when the
   // model holds block_size tokens, it is fed again from the last half of the context.
   auto refill = [&] {
     const std::int64_t len = static_cast<std::int64_t>(context.size());
     const std::int64_t at = len > c.block_size ? restart_at(len, c.block_size) : 0;
     stepper.clear();
-    return stepper.prefill(context.data() + at, len - at);
+    return feed(context.data() + at, len - at);
   };
-  const float* out = refill();
+  std::uint32_t token = refill();
   for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
-    std::copy(out, out + c.vocab_size, logits.begin());
-    const std::uint32_t token = sample_token(logits, o, gen);
     context.push_back(token);
     produced.push_back(token);
     if (on_token) on_token(token);
     if (step + 1 == o.max_new_tokens) break;
-    out = stepper.length() >= c.block_size ? refill() : stepper.step(token);
+    token = stepper.length() >= c.block_size ? refill() : feed(&token, 1);
   }
   return produced;
 }

@@ -7,6 +7,7 @@
 // --device emulator` is checked in tests/models/test_hf.cpp. Read before: tests/models/test_decode.cpp.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -79,7 +80,7 @@ TEST_CASE("decode on the emulator: the DeviceDecoder's logits are the CPU Decode
     INFO("shape ", c.to_json());
     const Pair m(c, 3);
     models::Decoder cpu(*m.cpu);
-    models::DeviceDecoder device(*m.device);
+    models::DeviceDecoder device(*m.device, 2);
     models::DecodeState a;
     models::DeviceDecodeState b = device.acquire();
     const std::vector<std::uint32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6};
@@ -90,6 +91,21 @@ TEST_CASE("decode on the emulator: the DeviceDecoder's logits are the CPU Decode
       CHECK(max_difference(copy(cpu.step(a, t), c.vocab_size), copy(device.step(states, &t, 1), c.vocab_size)) < 1e-4);
     }
     CHECK(b.length == 11);
+    // greedy(): the argmax of each row's logits, found on the device (a batch of 2 sequences).
+    models::DeviceDecodeState b2 = device.acquire();
+    device.prefill(b2, prompt.data(), 3);
+    models::DeviceDecodeState* both[] = {&b, &b2};
+    const std::uint32_t next[] = {5, 6};
+    const std::int64_t ones[] = {1, 1}, rows[] = {0, 1};
+    device.enqueue(both, ones, 2, next, rows, 2);
+    const std::uint32_t* greedy = device.greedy();
+    const std::vector<std::uint32_t> found(greedy, greedy + 2);
+    const std::vector<float> logits = copy(device.logits(), 2 * c.vocab_size);
+    for (std::int64_t r = 0; r < 2; ++r) {
+      const float* row = logits.data() + r * c.vocab_size;
+      CHECK(found[r] == std::max_element(row, row + c.vocab_size) - row);
+    }
+    device.release(b2);
     // generate() on a model on the CUDA device runs the DeviceDecoder: the CPU's greedy tokens,
     // to the end of the context and past it (the refill from the last half).
     models::GenerateOptions o;

@@ -62,6 +62,15 @@ class DeviceDecoder {
   const float* forward(DeviceDecodeState* const* states, const std::int64_t* counts, std::int64_t n,
                        const std::uint32_t* tokens, const std::int64_t* wanted, std::int64_t W);
 
+  // forward without the copy: the pass's logits (W, V) stay in device memory, for logits() to
+  // copy back or greedy() to reduce there.
+  void enqueue(DeviceDecodeState* const* states, const std::int64_t* counts, std::int64_t n,
+               const std::uint32_t* tokens, const std::int64_t* wanted, std::int64_t W);
+  const float* logits();  // the last pass's logits on the host (W x V floats come back)
+  // The most likely token of each of the last pass's W rows, the lowest id on a tie (the CPU's
+  // greedy rule, torch.argmax's), found on the device: W numbers come back instead of W x V.
+  const std::uint32_t* greedy();
+
   // A decoding step (one token for each of n sequences, every row's logits: step(), or forward
   // of that shape) is launched kernel by kernel the first time at its n, captured as a CUDA
   // graph (chapter 17) the second, and replayed with one call from then on: one graph per batch
@@ -94,8 +103,12 @@ class DeviceDecoder {
   // Device buffers for up to rows_ rows and wanted_ rows of logits.
   std::int64_t rows_ = 0, wanted_ = 0;
   Tensor indices_, x_, pe_, normed_, mean_, rstd_, qkv_, attended_, hidden_, gathered_, logits_;
+  Tensor top_, top_index_;  // greedy(): each row's largest logit and its id
+  std::int64_t last_W_ = 0;  // the rows of the last pass
   std::vector<std::int32_t> host_indices_;
   std::vector<float> host_logits_;
+  std::vector<std::int64_t> host_top_;
+  std::vector<std::uint32_t> host_greedy_;
   std::vector<std::int64_t> ones_, every_;  // step's counts and rows wanted
   bool use_graphs_ = true;
   std::map<std::int64_t, cuda::Graph> graphs_;  // a decoding step's, by its number of sequences
