@@ -176,12 +176,8 @@ void call_attend_rows(kernels::attend_rows_fn<T> f, const Args& a) {
 
 std::int64_t cache_length(std::int64_t T, std::int64_t b) { return std::max<std::int64_t>(1, T - b % 3); }
 
-void attend_cache_make(Problem& p, Random& r) {
-  const std::int64_t B = p.dims[0], C = p.dims[1] * p.dims[3], T = p.dims[2];
-  const Array::Type rows_type = p.dtype == kBFloat16 ? Array::kFloat32 : Array::kFloat;
-  p.input("q", r.normal(B * C), rows_type);
-  p.input("k", r.normal(B * T * C));
-  p.input("v", r.normal(B * T * C));
+// Row b's slot (B - 1 - b) and length (cache_length), as int32 arrays "slots" and "lengths".
+void cache_indices(Problem& p, std::int64_t B, std::int64_t T) {
   std::vector<std::int32_t> slots(static_cast<std::size_t>(B)), lengths(slots.size());
   for (std::int64_t b = 0; b < B; ++b) {
     slots[b] = static_cast<std::int32_t>(B - 1 - b);
@@ -189,6 +185,15 @@ void attend_cache_make(Problem& p, Random& r) {
   }
   p.indices("slots", slots);
   p.indices("lengths", lengths);
+}
+
+void attend_cache_make(Problem& p, Random& r) {
+  const std::int64_t B = p.dims[0], C = p.dims[1] * p.dims[3], T = p.dims[2];
+  const Array::Type rows_type = p.dtype == kBFloat16 ? Array::kFloat32 : Array::kFloat;
+  p.input("q", r.normal(B * C), rows_type);
+  p.input("k", r.normal(B * T * C));
+  p.input("v", r.normal(B * T * C));
+  cache_indices(p, B, T);
   p.output("out", B * C, rows_type);
 }
 
@@ -270,13 +275,7 @@ void append_cache_make(Problem& p, Random& r) {
   const std::int64_t B = p.dims[0], C = p.dims[1] * p.dims[3], T = p.dims[2];
   p.input("new_k", r.normal(B * C));
   p.input("new_v", r.normal(B * C));
-  std::vector<std::int32_t> slots(static_cast<std::size_t>(B)), lengths(slots.size());
-  for (std::int64_t b = 0; b < B; ++b) {
-    slots[b] = static_cast<std::int32_t>(B - 1 - b);
-    lengths[b] = static_cast<std::int32_t>(cache_length(T, b));
-  }
-  p.indices("slots", slots);
-  p.indices("lengths", lengths);
+  cache_indices(p, B, T);
   p.inout("k", r.normal(B * T * C));
   p.inout("v", r.normal(B * T * C));
 }

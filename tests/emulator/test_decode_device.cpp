@@ -18,6 +18,7 @@
 #include "brrr/models/decode.h"
 #include "brrr/models/decode_device.h"
 #include "brrr/models/generate.h"
+#include "tests/decode_models.h"
 #include "tests/skip.h"
 
 using namespace brrr;
@@ -30,24 +31,13 @@ bool other_schedule() {
   return seed && std::string_view(seed) != "1";
 }
 
-// A model whose logits are far from ties (matrices N(0, 0.1), as test_decode.cpp's).
 std::unique_ptr<models::GPT> make_model(const models::GPTConfig& c, std::uint64_t seed) {
-  Generator g(seed);
-  auto model = std::make_unique<models::GPT>(c, g);
-  NoGradGuard no_grad;
-  for (auto& [name, p] : model->named_parameters())
-    if (p.dim() == 2) p.normal_(0.0, 0.1, g);
-    else if (name.find(".bias") != std::string::npos) p.normal_(0.0, 0.05, g);
-  model->eval();
-  return model;
+  return test::far_from_ties_model(c, seed);
 }
 
 models::GPTConfig shape(std::int64_t layers, std::int64_t heads, std::int64_t width, std::int64_t vocab, bool bias,
                         bool tied, const char* activation = "gelu_tanh") {
-  models::GPTConfig c;
-  c.n_layer = layers, c.n_head = heads, c.n_embd = width, c.vocab_size = vocab, c.block_size = 24;
-  c.bias = bias, c.tie_head = tied, c.activation = activation;
-  return c;
+  return test::gpt_shape(layers, heads, width, vocab, bias, tied, activation, 24);
 }
 
 // Head sizes 16 and 10 (not a multiple of 4: the GEMV's one-at-a-time loads), an untied head,

@@ -16,29 +16,19 @@
 #include "brrr/models/generate.h"
 #include "kernels/cpu/rows/rows.h"
 #include "tests/bf16_paths.h"
+#include "tests/decode_models.h"
 
 using namespace brrr;
 
 namespace {
 
-// A model whose logits are far from ties: every matrix N(0, 0.1) instead of GPT-2's 0.02.
-std::unique_ptr<models::GPT> make_model(models::GPTConfig c, std::uint64_t seed) {
-  Generator g(seed);
-  auto model = std::make_unique<models::GPT>(c, g);
-  NoGradGuard no_grad;
-  for (auto& [name, p] : model->named_parameters())
-    if (p.dim() == 2) p.normal_(0.0, 0.1, g);
-    else if (name.find(".bias") != std::string::npos) p.normal_(0.0, 0.05, g);
-  model->eval();
-  return model;
+std::unique_ptr<models::GPT> make_model(const models::GPTConfig& c, std::uint64_t seed) {
+  return test::far_from_ties_model(c, seed);
 }
 
 models::GPTConfig shape(std::int64_t layers, std::int64_t heads, std::int64_t width, std::int64_t vocab, bool bias,
                         bool tied, const char* activation = "gelu_tanh") {
-  models::GPTConfig c;
-  c.n_layer = layers, c.n_head = heads, c.n_embd = width, c.vocab_size = vocab, c.block_size = 48;
-  c.bias = bias, c.tie_head = tied, c.activation = activation;
-  return c;
+  return test::gpt_shape(layers, heads, width, vocab, bias, tied, activation, 48);
 }
 
 // Shapes: hs 32 (cpu-tiny's), hs 12 and 20 (not multiples of 8), no biases, an untied head,

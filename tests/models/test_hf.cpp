@@ -163,8 +163,11 @@ TEST_CASE("hf: tokenizer ids equal Hugging Face's on prose, code, Unicode and wh
   }
 }
 
-TEST_CASE("hf: brrr sample --checkpoint HF_FOLDER --temperature 0 continues as transformers' greedy generate") {
-  if (fixtures().empty()) return test::skip(std::string(BRRR_PYTHON) + " cannot import transformers (run scripts/setup.sh)");
+namespace {
+
+// brrr sample (with `options`) on the tied and padded folders, greedy to the end of the context:
+// transformers' generate(do_sample=False) text.
+void check_greedy_sample(const std::string& options) {
   for (const char* name : {"tied", "padded"}) {
     INFO("folder ", std::string(name));
     const nlohmann::json e = expected(name);
@@ -172,12 +175,20 @@ TEST_CASE("hf: brrr sample --checkpoint HF_FOLDER --temperature 0 continues as t
     const auto greedy = e["greedy"].get<std::vector<std::uint32_t>>();
     const std::string prompt = e["prompt_text"].get<std::string>();
     int rc = 0;
-    const std::string out = cli("sample --checkpoint " + fixtures() + "/" + name + " --temperature 0 --max_new_tokens " +
-                                    std::to_string(greedy.size()) + " --prompt '" + prompt + "' 2>/dev/null",
+    const std::string out = cli("sample " + options + " --checkpoint " + fixtures() + "/" + name +
+                                    " --temperature 0 --max_new_tokens " + std::to_string(greedy.size()) +
+                                    " --prompt '" + prompt + "' 2>/dev/null",
                                 &rc);
     CHECK(rc == 0);
     CHECK(out == prompt + tok->decode(greedy) + "\n");
   }
+}
+
+}  // namespace
+
+TEST_CASE("hf: brrr sample --checkpoint HF_FOLDER --temperature 0 continues as transformers' greedy generate") {
+  if (fixtures().empty()) return test::skip(std::string(BRRR_PYTHON) + " cannot import transformers (run scripts/setup.sh)");
+  check_greedy_sample("");
   // --dtype bf16: the Decoder with bfloat16 weights, the tokens generate() gives with them.
   const std::string folder = fixtures() + "/tied";
   const nlohmann::json e = expected("tied");
@@ -202,20 +213,7 @@ TEST_CASE("hf: brrr sample --checkpoint HF_FOLDER --temperature 0 continues as t
 // test's (tests/emulator/test_decode_device.cpp), against the CPU Decoder.
 TEST_CASE("hf: brrr sample --device emulator --temperature 0 continues as transformers' greedy generate") {
   if (fixtures().empty()) return test::skip(std::string(BRRR_PYTHON) + " cannot import transformers (run scripts/setup.sh)");
-  for (const char* name : {"tied", "padded"}) {
-    INFO("folder ", std::string(name));
-    const nlohmann::json e = expected(name);
-    const auto tok = tokenizer::HfTokenizer::from_folder(fixtures() + "/" + name);
-    const auto greedy = e["greedy"].get<std::vector<std::uint32_t>>();
-    const std::string prompt = e["prompt_text"].get<std::string>();
-    int rc = 0;
-    const std::string out = cli("sample --device emulator --checkpoint " + fixtures() + "/" + name +
-                                    " --temperature 0 --max_new_tokens " + std::to_string(greedy.size()) +
-                                    " --prompt '" + prompt + "' 2>/dev/null",
-                                &rc);
-    CHECK(rc == 0);
-    CHECK(out == prompt + tok->decode(greedy) + "\n");
-  }
+  check_greedy_sample("--device emulator");
 }
 
 TEST_CASE("hf: a bad folder is one line naming the file and what is wrong, exit 1") {

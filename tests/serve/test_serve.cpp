@@ -238,6 +238,22 @@ struct Running {
   }
 };
 
+// The text of `count` greedy tokens after `prompt` from a runner's steps, one at a time.
+std::string greedy_text(const Running& r, serve::ModelRunner& runner, const std::vector<std::uint32_t>& prompt,
+                        int count) {
+  serve::SequenceCache cache = runner.new_cache();
+  std::vector<std::uint32_t> tokens = prompt, greedy;
+  for (int i = 0; i < count; ++i) {
+    std::vector<serve::StepInput> in{{&cache, tokens, false}};
+    const std::vector<float> logits = runner.step(in)[0].back();
+    const auto next = static_cast<std::uint32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    greedy.push_back(next), tokens = {next};
+  }
+  auto text = r.post("/detokenize", json{{"tokens", greedy}}.dump());
+  REQUIRE(text);
+  return json::parse(text->body)["content"];
+}
+
 json completion(const Running& r, json body) {
   auto res = r.post("/v1/completions", body.dump());
   REQUIRE(res);
@@ -323,17 +339,7 @@ TEST_CASE("server: with bfloat16 weights (--dtype bf16), a greedy completion is 
   const json a = completion(r, {{"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0}});
   // The same greedy tokens from a runner of its own on the same model with bfloat16 weights.
   serve::ModelRunner runner(small_model(), kBFloat16);
-  serve::SequenceCache cache = runner.new_cache();
-  std::vector<std::uint32_t> tokens = prompt, greedy;
-  for (int i = 0; i < 6; ++i) {
-    std::vector<serve::StepInput> in{{&cache, tokens, false}};
-    const std::vector<float> logits = runner.step(in)[0].back();
-    const auto next = static_cast<std::uint32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    greedy.push_back(next), tokens = {next};
-  }
-  auto text = r.post("/detokenize", json{{"tokens", greedy}}.dump());
-  REQUIRE(text);
-  CHECK(a["choices"][0]["text"] == json::parse(text->body)["content"]);
+  CHECK(a["choices"][0]["text"] == greedy_text(r, runner, prompt, 6));
 }
 
 TEST_CASE("server: on the emulator (--device emulator), a greedy completion is the CPU runner's") {
@@ -349,17 +355,7 @@ TEST_CASE("server: on the emulator (--device emulator), a greedy completion is t
   const std::vector<std::uint32_t> prompt = ids_of({7, 4, 11, 11, 14});
   const json a = completion(r, {{"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0}});
   serve::ModelRunner runner(small_model());
-  serve::SequenceCache cache = runner.new_cache();
-  std::vector<std::uint32_t> tokens = prompt, greedy;
-  for (int i = 0; i < 6; ++i) {
-    std::vector<serve::StepInput> in{{&cache, tokens, false}};
-    const std::vector<float> logits = runner.step(in)[0].back();
-    const auto next = static_cast<std::uint32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    greedy.push_back(next), tokens = {next};
-  }
-  auto text = r.post("/detokenize", json{{"tokens", greedy}}.dump());
-  REQUIRE(text);
-  CHECK(a["choices"][0]["text"] == json::parse(text->body)["content"]);
+  CHECK(a["choices"][0]["text"] == greedy_text(r, runner, prompt, 6));
   auto att = r.post("/v1/attention", json{{"tokens", prompt}}.dump());
   REQUIRE(att);
   CHECK(att->status == 200);
