@@ -52,15 +52,20 @@ fi
 
 # ---- 3. the cross build
 jobs=$(nproc)
+# ccache, where installed, makes a second run after a branch switch quick (as in CI's GCC build).
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
 echo "== arm64 build (build-arm64)"
+start=$SECONDS
 cmake -S . -B build-arm64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64-linux-gnu.cmake \
-  -DBRRR_CUDA=OFF -DBRRR_SERVE=OFF -DBRRR_BENCH=OFF -DBRRR_NATIVE=OFF -DBRRR_WERROR=ON >/dev/null
+  -DBRRR_CUDA=OFF -DBRRR_SERVE=OFF -DBRRR_BENCH=OFF -DBRRR_NATIVE=OFF -DBRRR_WERROR=ON "${launcher[@]}" >/dev/null
 # Only the programs the CPU labels below run (and brrr, which the apps tests start): the
 # exercises' and the emulator's test programs are not run here (35 of the 272 build steps).
 cmake --build build-arm64 -j "$jobs" --target brrr_cli test_core test_models test_models_slow \
   test_train test_train_slow test_tokenizer test_plot test_apps
 file build-arm64/brrr | grep -q "ARM aarch64" || { echo "check_arm64: build-arm64/brrr is not an arm64 program" >&2; exit 1; }
+echo "check_arm64: the build took $((SECONDS - start)) s"
 
 # ---- 4. the CPU tests under qemu
 labels='^(core|models|models-slow|train|train-slow|tokenizer|plot|apps)$'

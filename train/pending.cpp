@@ -51,9 +51,13 @@ void PendingSteps::read() {
                    result_.last_checkpoint.empty() ? std::string("none (no checkpoint was written yet)")
                                                    : result_.last_checkpoint);
     result_.losses.push_back(loss_sum);
+    // One line, newline included, flushed: a reader of the running log (a test, `tail -f`)
+    // then sees whole lines only. Left to the stream's 4 KiB buffer, libc++ wrote a full buffer
+    // at a time, cutting a line in two (libstdc++ wrote each string whole, but a line's newline
+    // could wait for the next write). So: one write(2) a logged step.
     log_ << nlohmann::json{{"event", "step"}, {"step", p.step}, {"loss", loss_sum}, {"lr", p.lr},
-                           {"grad_norm", grad_norm}, {"ms", last_ms_}}.dump()
-         << "\n";
+                           {"grad_norm", grad_norm}, {"ms", last_ms_}}.dump() + "\n"
+         << std::flush;
   }
   pending_.clear();
 }

@@ -292,6 +292,7 @@ void resume(Context& self, Fiber& next) {
                      static_cast<const char*>(next.mapping) + next.mapping_bytes);
   if (emu.counting)
     counters::switch_to(next.index, next.mapping, static_cast<const char*>(next.mapping) + next.mapping_bytes);
+  in_fiber = true;
   if (&self == &next.context) return;  // it was its own next
   switch_context(self, next.context);
 }
@@ -335,6 +336,7 @@ void run_next(Fiber& self) {
     resume(self.context, *next);
   } else {
     emu.current = nullptr;
+    in_fiber = false;  // host code from here on (simt_internal.h)
     switch_context(self.context, emu.scheduler);
   }
   // Resumed: resume() has made this fiber current again.

@@ -50,6 +50,14 @@ std::string mbarrier_state(const void* bar);
 // The block's dynamic shared memory (its window address 0 is `begin`).
 void dynamic_shared_window(std::uintptr_t& begin, std::size_t& bytes);
 
+// True while a fiber runs on this OS thread (kernel code, and the emulator functions it calls),
+// false while the scheduler does (simt_emulator.cpp sets it at every switch). The compiler's
+// hooks pass accesses on to the race detector and the counters only then: host code runs during
+// a launch too (begin_launch, between blocks), and may call an instrumented copy of an inline
+// function, the one the linker kept from a kernel file (libc++'s std::string members, which
+// every file compiles for itself, where libstdc++ has them in its shared library).
+extern thread_local bool in_fiber __attribute__((tls_model("initial-exec")));
+
 // --- the race detector (simt_race_detector.cpp) ------------------------------------------------
 // The emulator tells it where each launch, block, barrier and fiber switch happens; the
 // compiler's instrumentation tells it every load and store of kernel code.

@@ -38,6 +38,7 @@
 #include <link.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -262,7 +263,17 @@ std::uintptr_t full_pc(const Detector& d, std::uint32_t low) {
   return best;
 }
 
-// "`partial` (a static __shared__ variable of row_sum1_kernel)", from the symbol table.
+bool parse_hex(const std::string& text, std::uintptr_t& value) {
+  const char* end = text.data() + text.size();
+  const auto [stop, fault] = std::from_chars(text.data(), end, value, 16);
+  return fault == std::errc() && stop == end;
+}
+
+// "`partial` (a static __shared__ variable of row_sum1_kernel)", from the symbol table. Each
+// line of `nm -S` is "start size type name", or "start type name" for a symbol without a size
+// (a section's start, a label; clang gives libc++'s hidden members none), which holds no
+// variable and is skipped. A line of neither form is named in the answer rather than thrown:
+// the detector never throws from inside an access.
 std::string static_shared_name(std::uintptr_t address) {
   std::string path;
   std::uintptr_t relative = 0;
@@ -274,11 +285,15 @@ std::string static_shared_name(std::uintptr_t address) {
   for (std::string line; std::getline(in, line);) {
     std::istringstream fields(line);
     std::string start_text, size_text, type;
-    if (!(fields >> start_text >> size_text >> type)) continue;
+    std::uintptr_t start = 0, size = 0;
+    fields >> start_text >> size_text >> type;
+    if (line.empty() || (parse_hex(start_text, start) && size_text.size() == 1)) continue;  // no size
+    if (!parse_hex(start_text, start) || !parse_hex(size_text, size) || type.size() != 1)
+      return "static __shared__ memory at " + hex(address) + " (unnamed: `nm -S " + path +
+             "` printed a line that is neither \"start size type name\" nor \"start type name\": \"" + line + "\")";
+    if (relative < start || relative >= start + size) continue;
     std::string name;
     std::getline(fields, name);
-    const std::uintptr_t start = std::stoull(start_text, nullptr, 16), size = std::stoull(size_text, nullptr, 16);
-    if (relative < start || relative >= start + size) continue;
     name.erase(0, name.find_first_not_of(' '));
     // "ns::(anonymous namespace)::kernel(float*, int)::partial": the variable, and the function.
     for (std::size_t at; (at = name.find("(anonymous namespace)::")) != std::string::npos;) name.erase(at, 23);
@@ -773,6 +788,8 @@ std::string take_error() {
 
 namespace brrr::simt::detail {
 
+thread_local bool in_fiber __attribute__((tls_model("initial-exec"))) = false;
+
 void atomic_access(const void* address, std::size_t bytes, const void* pc) {
   if (races::Detector* d = races::active)
     races::access(*d, reinterpret_cast<std::uintptr_t>(address), bytes, true, true,
@@ -790,14 +807,17 @@ namespace {
 using brrr::simt::detail::races::access;
 using brrr::simt::detail::races::active;
 namespace counters = brrr::simt::detail::counters;
-// Each access goes to the race detector and to the memory counters, where they are on (outside
-// launches, and with both off, a hook costs two thread-local loads and two branches).
+// Each access of a fiber (simt_internal.h: in_fiber) goes to the race detector and to the
+// memory counters, where they are on (outside fibers a hook costs a thread-local load and a
+// branch).
 inline void read(void* p, std::size_t n, void* pc) {
+  if (!brrr::simt::detail::in_fiber) return;
   if (auto* d = active) access(*d, reinterpret_cast<std::uintptr_t>(p), n, false, false, reinterpret_cast<std::uintptr_t>(pc));
   if (auto* r = counters::active)
     counters::access(*r, reinterpret_cast<std::uintptr_t>(p), n, false, reinterpret_cast<std::uintptr_t>(pc));
 }
 inline void write(void* p, std::size_t n, void* pc) {
+  if (!brrr::simt::detail::in_fiber) return;
   if (auto* d = active) access(*d, reinterpret_cast<std::uintptr_t>(p), n, true, false, reinterpret_cast<std::uintptr_t>(pc));
   if (auto* r = counters::active)
     counters::access(*r, reinterpret_cast<std::uintptr_t>(p), n, true, reinterpret_cast<std::uintptr_t>(pc));
@@ -829,9 +849,20 @@ BRRR_TSAN_ACCESS(16)
 #undef BRRR_TSAN_ACCESS
 void __tsan_read_range(void* p, unsigned long n) { read(p, n, __builtin_return_address(0)); }
 void __tsan_write_range(void* p, unsigned long n) { write(p, n, __builtin_return_address(0)); }
-void* __tsan_memcpy(void* d, const void* s, unsigned long n) { return std::memcpy(d, s, n); }
-void* __tsan_memmove(void* d, const void* s, unsigned long n) { return std::memmove(d, s, n); }
-void* __tsan_memset(void* d, int c, unsigned long n) { return std::memset(d, c, n); }
+// A struct copied or filled whole: clang calls these for a float4 copy or a zero float4
+// store in kernel code (GCC keeps such copies as loads and stores), so they are accesses too.
+void* __tsan_memcpy(void* d, const void* s, unsigned long n) {
+  if (n) read(const_cast<void*>(s), n, __builtin_return_address(0)), write(d, n, __builtin_return_address(0));
+  return std::memcpy(d, s, n);
+}
+void* __tsan_memmove(void* d, const void* s, unsigned long n) {
+  if (n) read(const_cast<void*>(s), n, __builtin_return_address(0)), write(d, n, __builtin_return_address(0));
+  return std::memmove(d, s, n);
+}
+void* __tsan_memset(void* d, int c, unsigned long n) {
+  if (n) write(d, n, __builtin_return_address(0));
+  return std::memset(d, c, n);
+}
 
 void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }

@@ -104,11 +104,16 @@ inline Run run(const std::string& command, const std::string& out, int limit_sec
 
 inline std::string cli() { return std::string(BRRR_CLI); }
 
+// The log's whole lines: a line without its newline is still being written (the run goes on).
+inline bool next_line(std::ifstream& log, std::string& line) {
+  return std::getline(log, line) && !log.eof();
+}
+
 inline std::vector<double> losses(const std::string& out) {
   std::ifstream log(out + "/log.jsonl");
   std::vector<double> found;
   std::string line;
-  while (std::getline(log, line)) {
+  while (next_line(log, line)) {
     const auto j = nlohmann::json::parse(line);
     if (j["event"] == "step") found.push_back(j["loss"].get<double>());
   }
@@ -119,7 +124,7 @@ inline nlohmann::json data_parallel_event(const std::string& out) {
   std::ifstream log(out + "/log.jsonl");
   std::string line;
   nlohmann::json found;
-  while (std::getline(log, line)) {
+  while (next_line(log, line)) {
     const auto j = nlohmann::json::parse(line);
     if (j["event"] == "data_parallel") found = j;
   }

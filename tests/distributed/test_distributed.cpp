@@ -205,7 +205,7 @@ TEST_CASE("Ctrl-C on one rank stops every rank after the same step, with a check
     execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  // Steps in the log (written in blocks of about 60) mean that both ranks are in the loop, where
+  // Steps in the log (flushed a line at a time) mean that both ranks are in the loop, where
   // Ctrl-C is handled (rank 0 cannot finish step 0 before rank 1 gets there): then SIGINT to
   // one rank (the newest brrr process of this run).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

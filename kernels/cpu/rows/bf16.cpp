@@ -294,17 +294,13 @@ void dot_products(float* y, const float* x, const std::uint16_t* panels, const f
   const bool wide = path == Bf16Path::kInstructions && M >= kWideRows;
   float* xf = wide ? scratch<float, Scratch::kTilesOfX>(M * Kp) : nullptr;
   if (wide) widen_rows(xf, xb, M, Kp);
-#else
-  const bool wide = false;
 #endif
   share(count, kPanelsPerBlock, [&](i64 p0, i64 p1) {
     const i64 n0 = p0 * kPanelOutputs, n1 = std::min(N, p1 * kPanelOutputs);
-    float* wf = nullptr;
-#if BRRR_ROWS_AVX512
-    if (wide) widen_block(wf = scratch<float, Scratch::kPanels>(Kp * 64), panels + p0 * ps, ps, p1 - p0, Kp);
-#endif
 #if BRRR_ROWS_AVX512
     if (wide) {
+      float* wf = scratch<float, Scratch::kPanels>(Kp * 64);
+      widen_block(wf, panels + p0 * ps, ps, p1 - p0, Kp);
       for (i64 m = 0; m < M; m += 2 * kTileRows)
         with_rows<2 * kTileRows>(std::min(2 * kTileRows, M - m), [&]<int R>() {
           float out[R][kPanelsPerBlock * kPanelOutputs];

@@ -84,20 +84,14 @@ struct Ahead {
 // With AVX-512, an even J of W's rows go two to a 512-bit vector: rows j and j + 1's 8 numbers
 // at k .. k + 7 side by side, against x's 8 broadcast to both halves. Each half is one output's
 // 8 lane sums, the same chains of FMAs as dots' 8-wide vectors, so the same bits; one
-// instruction now makes 16 products where it made 8, and a bf16 pair is widened by one
-// instruction where two halves took two. As 8 x 4 tiles (block<8, 4>) against the 3 x 3 tiles
-// before, bench/decode_ab.sh both ways round on the Xeon of docs/measurements.md ("Two rows of
+// instruction now makes 16 products where it made 8. As 8 x 4 tiles (block<8, 4>) against the
+// 3 x 3 tiles before, bench/decode_ab.sh both ways round on the Xeon of docs/measurements.md ("Two rows of
 // W to a vector"): gpt-12m's linear layers 1.2-1.4x faster at 8 to 32 rows in float32 and
 // 1.6-1.75x with bf16 weights; GPT-2's 1.1-1.3x and 1.45-1.6x; one row unchanged (decoding
 // keeps its 1 x 4 tiles).
 inline __m512 pair(const float* a, const float* b) {
   return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(a))),
                                              _mm256_castps_pd(_mm256_loadu_ps(b)), 1));
-}
-inline __m512 pair(const std::uint16_t* a, const std::uint16_t* b) {  // 8 bfloat16 of each, widened
-  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
-                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 inline __m512 both_halves(const float* x) {
   return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(x))));
