@@ -38,8 +38,8 @@ ModelRunner::ModelRunner(std::shared_ptr<models::GPT> model, DType weights, Devi
 
 SequenceCache ModelRunner::new_cache() {
   SequenceCache cache;
-  if (decoder_) decoder_->reserve(cache.cpu, config_.block_size);
-  else cache.device = device_->acquire();
+  if (device_) cache.device = device_->acquire();
+  else decoder_->reserve(cache.cpu, config_.block_size);
   return cache;
 }
 
@@ -62,11 +62,11 @@ std::vector<std::vector<std::vector<float>>> ModelRunner::step(std::vector<StepI
   }
   const i64 n = static_cast<i64>(counts_.size()), W = static_cast<i64>(wanted_.size());
   const float* logits = nullptr;
-  if (decoder_) {
-    logits = decoder_->forward(states_.data(), counts_.data(), n, tokens_.data(), wanted_.data(), W, attention);
-  } else {
+  if (device_) {
     BRRR_CHECK(!attention, "ModelRunner::step: the attention map is the CPU Decoder's (attention_of_last)");
     logits = device_->forward(device_states_.data(), counts_.data(), n, tokens_.data(), wanted_.data(), W);
+  } else {
+    logits = decoder_->forward(states_.data(), counts_.data(), n, tokens_.data(), wanted_.data(), W, attention);
   }
   std::vector<std::vector<std::vector<float>>> result(inputs.size());
   for (std::size_t at = 0, w = 0; at < inputs.size(); ++at) {
@@ -80,22 +80,18 @@ std::vector<float> ModelRunner::attention_of_last(const std::vector<std::uint32_
   BRRR_CHECK(!tokens.empty(), "attention: no tokens");
   const i64 n = static_cast<i64>(tokens.size());
   std::vector<float> weights(static_cast<std::size_t>(config_.n_layer * config_.n_head * n));
-  std::unique_ptr<models::Decoder> on_device_copy;  // the CPU Decoder of a copy of the device's model
-  models::Decoder* decoder = decoder_.get();
-  std::shared_ptr<models::GPT> cpu_model;
-  if (!decoder) {
+  if (!decoder_) {  // on the CUDA device: the CPU Decoder over a copy of the model, made once
     Generator gen(0);
-    cpu_model = std::make_shared<models::GPT>(config_, gen);
-    const auto from = model_->named_parameters(), to = cpu_model->named_parameters();
+    cpu_copy_ = std::make_shared<models::GPT>(config_, gen);
+    const auto from = model_->named_parameters(), to = cpu_copy_->named_parameters();
     NoGradGuard no_grad;
     for (std::size_t i = 0; i < from.size(); ++i) Tensor(to[i].second).copy_(from[i].second);
-    on_device_copy = std::make_unique<models::Decoder>(*cpu_model, weights_);
-    decoder = on_device_copy.get();
+    decoder_ = std::make_unique<models::Decoder>(*cpu_copy_, weights_);
   }
   models::DecodeState state;
   models::DecodeState* states[] = {&state};
   const i64 last = n - 1;
-  decoder->forward(states, &n, 1, tokens.data(), &last, 1, weights.data());
+  decoder_->forward(states, &n, 1, tokens.data(), &last, 1, weights.data());
   return weights;
 }
 

@@ -72,15 +72,18 @@ class ModelRunner {
 
   // The softmax weights of every layer and head for the last of `tokens` over all of them:
   // (n_layer, n_head, tokens.size()), for the page's attention map. Runs on a fresh cache of
-  // the CPU's Decoder (on the CUDA device, on a copy of the model on the CPU: the map is offered
-  // for small models only, ServerOptions::attention_limit).
+  // the CPU's Decoder (on the CUDA device, on a copy of the model on the CPU, made by the first
+  // call and kept: the map is offered for small models only, ServerOptions::attention_limit).
   std::vector<float> attention_of_last(const std::vector<std::uint32_t>& tokens);
 
  private:
   std::shared_ptr<models::GPT> model_;
   models::GPTConfig config_;
-  std::unique_ptr<models::Decoder> decoder_;  // on the CPU: the model's own weights in place, or their bf16 copy
-  std::unique_ptr<models::DeviceDecoder> device_;  // on the CUDA device
+  // On the CPU the steps' Decoder (the model's own weights in place, or their bf16 copy); on the
+  // CUDA device the attention maps', over cpu_copy_, made by the first attention_of_last.
+  std::unique_ptr<models::Decoder> decoder_;
+  std::unique_ptr<models::DeviceDecoder> device_;  // on the CUDA device: the steps'
+  std::shared_ptr<models::GPT> cpu_copy_;
   DType weights_;
   std::vector<models::DecodeState*> states_;  // step's scratch
   std::vector<models::DeviceDecodeState*> device_states_;
