@@ -31,7 +31,6 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
-double median3(double a, double b, double c) { return std::max(std::min(a, b), std::min(std::max(a, b), c)); }
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,7 +77,7 @@ int main(int argc, char** argv) {
     }
     r = seconds_since(start);
   }
-  const double decode_s = median3(runs[0], runs[1], runs[2]);
+  const double decode_s = bench::median3(runs[0], runs[1], runs[2]);
   const double tokens_per_s = static_cast<double>(new_tokens) / decode_s;
 
   std::vector<std::uint32_t> long_prompt(static_cast<std::size_t>(prefill));
@@ -89,7 +88,7 @@ int main(int argc, char** argv) {
     decoder.prefill(state, long_prompt);
     r = seconds_since(start);
   }
-  const double prefill_s = median3(runs[0], runs[1], runs[2]);
+  const double prefill_s = bench::median3(runs[0], runs[1], runs[2]);
 
   const lab::Peaks peaks = lab::measure_peaks(lab::LabDevice::CPU, true, true);
   const double floor_s = bytes / (peaks.bandwidth_gbs * 1e9);

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <string>
 
+#include "bench/bench_util.h"
 #include "brrr/brrr.h"
 #include "brrr/cuda.h"
 #include "brrr/models/decode.h"
@@ -28,10 +29,6 @@
 #include "lab/kernel_lab.h"
 
 using namespace brrr;
-
-namespace {
-double median3(double a, double b, double c) { return std::max(std::min(a, b), std::min(std::max(a, b), c)); }
-}  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args;
@@ -92,7 +89,7 @@ int main(int argc, char** argv) {
     r = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (auto& s : states) decoder.release(s);
   }
-  const double decode_s = median3(runs[0], runs[1], runs[2]);
+  const double decode_s = bench::median3(runs[0], runs[1], runs[2]);
   const double tokens_per_s = static_cast<double>(new_tokens * batch) / decode_s;
 
   // The floor at the mean length of the run (4 + new_tokens / 2 positions a sequence).

@@ -24,6 +24,10 @@ double median_seconds(Fn&& fn, int repeats = 10, int warmup = 2) {
   return time_median(fn, warmup, repeats).median;
 }
 
+// The median of three runs, for benchmarks whose runs each need a setup kept out of the time
+// (bench_decode, bench_decode_gpu: a fresh cache and its prompt).
+inline double median3(double a, double b, double c) { return std::max(std::min(a, b), std::min(std::max(a, b), c)); }
+
 // The device a benchmark runs on, from --device cpu|cuda|emulator; nullopt (after a message
 // naming `program`) when it asks for a GPU that is not there.
 inline std::optional<Device> bench_device(const std::string& name, const char* program) {
