@@ -223,8 +223,8 @@ TEST_CASE("hf: brrr sample --checkpoint HF_FOLDER --temperature 0 continues as t
 // bar without a GPU. The folders of the other shapes (untied head, exact GELU) are the emulator
 // test's (tests/emulator/test_decode_device.cpp), against the CPU Decoder.
 TEST_CASE("hf: brrr sample --device emulator --temperature 0 continues as transformers' greedy generate") {
+  if (kSanitizerBuild) return test::skip(kEmulatorCliUnderSanitizers);  // before fixtures() makes the folders
   if (fixtures().empty()) return test::skip(std::string(BRRR_PYTHON) + " cannot import transformers (run scripts/setup.sh)");
-  if (kSanitizerBuild) return test::skip(kEmulatorCliUnderSanitizers);
   check_greedy_sample("--device emulator");
 }
 
@@ -308,8 +308,8 @@ TEST_CASE("hf: brrr eval gives transformers' loss over consecutive windows of th
 // The DeviceDecoder's CUDA kernels on the emulator (issue 56: the CPU's loss within 1e-5), on the
 // start of the fixtures' text (three windows and a part: the emulator is slow).
 TEST_CASE("hf: brrr eval --decoder --device emulator gives the CPU Decoder's loss within 1e-5") {
+  if (kSanitizerBuild) return test::skip(kEmulatorCliUnderSanitizers);  // before fixtures() makes the folders
   if (fixtures().empty()) return test::skip(std::string(BRRR_PYTHON) + " cannot import transformers (run scripts/setup.sh)");
-  if (kSanitizerBuild) return test::skip(kEmulatorCliUnderSanitizers);
   TempDir tmp;
   const std::string data = (tmp.path / "short.txt").string();
   write_file_atomic(data, expected("untied")["eval_text"].get<std::string>().substr(0, 400));
