@@ -1,6 +1,7 @@
 // models/gpt/decode_checks.h: what a pass of either Decoder accepts (brrr/models/decode.h on the
 // CPU, decode_device.h on the GPU), checked before any cache is touched, so that a bad request
-// leaves every sequence as it was (brrr serve keeps serving). Read before: brrr/models/decode.h.
+// leaves every sequence as it was (brrr serve keeps serving). Chapters 08 and 20.
+// Read before: brrr/models/decode.h. Read next: models/gpt/decode.cpp, decode_device.cpp.
 #pragma once
 #include <cstdint>
 #include <string>
