@@ -227,6 +227,13 @@ template <class T> using attend_cache_fn = void (*)(T* out, const T* q, const T*
 // columns of a (rows, 3C) qkv buffer), heads * hs numbers each. A row whose slot or length is out
 // of range writes nothing (and attend_cache gives it NaN).
 template <class T> using append_cache_fn = void (*)(T* k, T* v, const T* new_k, const T* new_v, const std::int32_t* slots, const std::int32_t* lengths, const CacheShape& shape, Stream);
+// sample_rows (chapter 20): a token drawn from each row of logits (rows, V) under that row's
+// rule, rules (rows, 4) float64: temperature (> 0), top_k (0: all), top_p in (0, 1] and the
+// uniform draw u in [0, 1), as models::sample_token defines a draw (kernels/sample_rule.h says
+// exactly, and how its integer weights differ). out (rows) int32: the token, or -1 for a row
+// whose rule is out of range, that holds a NaN or whose largest logit is infinite. Every array
+// in the device's memory.
+using sample_rows_fn = void (*)(std::int32_t* out, const float* logits, const double* rules, std::int64_t rows, std::int64_t V, Stream);
 // attend_cache on a bfloat16 cache: q and out float32, k and v bfloat16, every sum float32.
 using attend_cache_on_bf16_fn = void (*)(float* out, const float* q, const bf16* k, const bf16* v, const std::int32_t* slots, const std::int32_t* lengths, const CacheShape& shape, Stream);
 // transpose (chapter 14's exercise ex14.2): out (N, M) = in (M, N)^T, both row-major,
@@ -382,6 +389,7 @@ template <class T> inline constexpr Op<attend_cache_fn<T>> attend_cache{"attend_
 // attend_cache on a bfloat16 cache: the op "attend_cache" in dtype bfloat16.
 inline constexpr Op<attend_cache_on_bf16_fn> attend_cache_on_bf16{attend_cache<float>.name, kBFloat16};
 template <class T> inline constexpr Op<append_cache_fn<T>> append_cache{"append_cache", dtype_of<T>()};
+inline constexpr Op<sample_rows_fn> sample_rows{"sample_rows", kFloat32};
 // matmul_bias_gelu on bf16 data: the op "matmul_bias_gelu" in dtype bfloat16 (as matmul_on_bf16).
 inline constexpr Op<matmul_bias_gelu_on_bf16_fn> matmul_bias_gelu_on_bf16{matmul_bias_gelu<float>.name, kBFloat16};
 template <class T> inline constexpr Op<residual_layernorm_forward_fn<T>> residual_layernorm_forward{"residual_layernorm_forward", dtype_of<T>()};

@@ -2,8 +2,8 @@
 // generation on the CPU): linear_rows, a Linear over a few rows or a prefill's hundreds, with
 // each epilogue the Decoder uses, and attend_rows, a prefill's causal attention over one head;
 // and attend_cache and append_cache (chapter 20), a decoding step's attention over a KV cache and
-// its write into it. linear_rows and the two cache ops have CUDA kernels too (kernels/cuda/rows/),
-// which the same cases check.
+// its write into it, and sample_rows, its draw. linear_rows, the two cache ops and sample_rows
+// have CUDA kernels too (kernels/cuda/rows/), which the same cases check.
 // Read before: cases.h, kernels/cpu/rows/rows.h. Read next: cases_nn.cpp.
 //
 // Their sizes are the 512-token prefill of gpt-12m (C = 384, 6 heads of 64), where the Decoder
@@ -13,6 +13,8 @@
 #include "lab/cases.h"
 
 #include "brrr/bfloat16.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/sample_rule.h"
 
 namespace brrr::lab {
 
@@ -319,6 +321,66 @@ Case append_cache_case() {
                    &call_append_cache<double>)};
 }
 
+// --- sample_rows: a token drawn from each row of logits (chapter 20) ---------------------------
+// dims (rows, V). Each row gets another rule (temperature, top_k, top_p in turn, u drawn), and
+// every other row's logits are rounded to quarters, so that many tie (the ranking's ids). The
+// reference is kernels/sample_rule.h's definition written plainly (a sort, then integer sums).
+
+void sample_rows_make(Problem& p, Random& r) {
+  const std::int64_t rows = p.dims[0], V = p.dims[1];
+  std::vector<float> logits = r.normal(rows * V, 0.0f, 2.0f);
+  for (std::int64_t i = 0; i < rows * V; ++i)
+    if ((i / V) % 2 == 1) logits[i] = std::round(logits[i] * 4.0f) / 4.0f;
+  p.input("logits", logits);
+  const std::vector<float> u = r.uniform(rows, 0.0f, 1.0f);
+  const float temperatures[] = {1.0f, 0.7f, 1.6f}, top_p[] = {1.0f, 0.9f, 0.3f, 1e-3f};
+  const float top_k[] = {0.0f, 1.0f, 5.0f, static_cast<float>(V - 1), static_cast<float>(V + 3)};
+  std::vector<float> rules(static_cast<std::size_t>(rows * kernels::sample::kRuleSize));
+  for (std::int64_t i = 0; i < rows; ++i) {
+    float* rule = rules.data() + i * kernels::sample::kRuleSize;
+    rule[kernels::sample::kTemperature] = temperatures[i % 3];
+    rule[kernels::sample::kTopK] = top_k[i % 5];
+    rule[kernels::sample::kTopP] = top_p[i % 4];
+    rule[kernels::sample::kUniform] = u[i];
+  }
+  p.input("rules", rules, Array::kFloat64);
+  p.output("token", rows, Array::kInt32);
+}
+
+void sample_rows_reference(Problem& p) {
+  const std::int64_t rows = p.dims[0], V = p.dims[1];
+  const std::vector<double>&logits = p.in("logits"), &rules = p.in("rules");
+  std::vector<double>& token = p.out("token");
+  std::vector<float> row(static_cast<std::size_t>(V));
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t v = 0; v < V; ++v) row[v] = static_cast<float>(logits[i * V + v]);
+    token[i] = kernels::cpu::sample_row(row.data(), V, rules.data() + i * kernels::sample::kRuleSize);
+  }
+}
+
+void call_sample_rows(kernels::sample_rows_fn f, const Args& a) {
+  f(a.f<std::int32_t>("token"), a.f<float>("logits"), a.f<double>("rules"), a.dims[0], a.dims[1], a.stream);
+}
+
+Case sample_rows_case() {
+  return Case{
+      .name = "sample_rows",
+      .what = "token (rows): one token drawn from each row of logits (rows, V) by its rule (temperature, top_k, "
+              "top_p, u): a sampled decoding step's draw, no vocabulary sorted",
+      .chapter = "20",
+      .dim_names = {"rows", "V"},
+      .gpu_size = {32, 50304}, .emulator_size = {4, 1000}, .cpu_size = {32, 50304},
+      // one token; fewer tokens than a block's threads; more; GPT-2's padded vocabulary cut short
+      .shapes = {{1, 1}, {5, 7}, {10, 300}, {3, 1031}},
+      .tolerance = 0,  // a token
+      // the logits read once, 4 float64 a rule, a token written (the passes read the row again:
+      // up to 17 times with top_k and top_p, 7 without)
+      .bytes = [](const Dims& d) { return 4.0 * (d[0] * d[1] + 8 * d[0] + d[0]); },
+      .make = &sample_rows_make,
+      .reference = &sample_rows_reference,
+      .call = call(op::sample_rows, &call_sample_rows, op::sample_rows, &call_sample_rows)};
+}
+
 }  // namespace
 
 std::vector<Case> decode_cases() {
@@ -361,6 +423,7 @@ std::vector<Case> decode_cases() {
                         &call_attend_rows<double>)},
       attend_cache_case(),
       append_cache_case(),
+      sample_rows_case(),
   };
 }
 

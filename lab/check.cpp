@@ -164,7 +164,7 @@ void compare_outputs(VariantResult& r, const Problem& problem, const std::vector
         say(out, "  %s[%zu]  %s %14.8f  %s %14.8f\n", a.name.c_str(), k, "ref", expected[i][k],
             on_gpu ? "gpu" : "cpu", got[i][k]);
     }
-    const bool floating = a.type == Array::kFloat || a.type == Array::kFloat32;
+    const bool floating = a.type == Array::kFloat || a.type == Array::kFloat32 || a.type == Array::kFloat64;
     double allowed = floating ? tolerance : 0.0, base = 0.0;
     std::string allowance;
     const bool relative = floating && baseline && !baseline->outputs[i].empty();

@@ -171,7 +171,8 @@ struct DeviceProblem {
   Args args;
 
   static std::size_t bytes_of(const Array& a, DType dtype) {
-    return a.type == Array::kInt32 || a.type == Array::kFloat32 ? 4 : a.type == Array::kInt64 ? 8 : dtype_size(dtype);
+    if (a.type == Array::kInt32 || a.type == Array::kFloat32) return 4;
+    return a.type == Array::kInt64 || a.type == Array::kFloat64 ? 8 : dtype_size(dtype);
   }
   DeviceProblem(Target& target, const Problem& p, bool misaligned) {
     args.dims = p.dims;
@@ -209,7 +210,7 @@ struct DeviceProblem {
       if (a.type == Array::kInt32) put(bytes, j, static_cast<std::int32_t>(v));
       else if (a.type == Array::kInt64) put(bytes, j, static_cast<std::int64_t>(v));
       else if (a.type == Array::kFloat32) put(bytes, j, static_cast<float>(v));
-      else if (dtype == kFloat64) put(bytes, j, v);
+      else if (a.type == Array::kFloat64 || dtype == kFloat64) put(bytes, j, v);
       else if (dtype == kBFloat16) put(bytes, j, bf16(static_cast<float>(v)));
       else put(bytes, j, static_cast<float>(v));
     }
@@ -221,7 +222,7 @@ struct DeviceProblem {
       if (a.type == Array::kInt32) values[j] = get<std::int32_t>(bytes, j);
       else if (a.type == Array::kInt64) values[j] = static_cast<double>(get<std::int64_t>(bytes, j));
       else if (a.type == Array::kFloat32) values[j] = get<float>(bytes, j);
-      else if (dtype == kFloat64) values[j] = get<double>(bytes, j);
+      else if (a.type == Array::kFloat64 || dtype == kFloat64) values[j] = get<double>(bytes, j);
       else if (dtype == kBFloat16) values[j] = static_cast<float>(get<bf16>(bytes, j));
       else values[j] = get<float>(bytes, j);
     }

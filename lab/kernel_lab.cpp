@@ -72,7 +72,7 @@ void Problem::output(const std::string& name, std::int64_t count, Array::Type ty
   a.name = name;
   a.role = Array::kOutput;
   a.type = type;
-  const bool floating = type == Array::kFloat || type == Array::kFloat32;
+  const bool floating = type == Array::kFloat || type == Array::kFloat32 || type == Array::kFloat64;
   const double poison = floating ? std::numeric_limits<double>::quiet_NaN() : -1.0;
   a.values.assign(static_cast<std::size_t>(count), poison);
   arrays.push_back(std::move(a));

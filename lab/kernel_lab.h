@@ -64,8 +64,9 @@ using Dims = std::vector<std::int64_t>;
 struct Array {
   enum Role { kInput, kOutput, kInOut };  // InOut: updated in place (AdamW's param, m, v)
   // kFloat: the dtype under test; kFloat32: float32 whatever it is (the float32 results and
-  // statistics of a kernel on bf16 data, chapter 18); indices otherwise.
-  enum Type { kFloat, kFloat32, kInt32, kInt64 };
+  // statistics of a kernel on bf16 data, chapter 18); kFloat64: float64 whatever it is
+  // (sample_rows's rules); indices otherwise.
+  enum Type { kFloat, kFloat32, kFloat64, kInt32, kInt64 };
   std::string name;                       // as in kernels/signatures.h: "x", "out", "dlogits"
   Role role = kInput;
   Type type = kFloat;

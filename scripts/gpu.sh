@@ -579,7 +579,7 @@ step_peers() {
 # --budget 520`. GPT-2 124M decoding on the DeviceDecoder (bench/bench_decode_gpu.cpp) at batch 1 and
 # 32 beside transformers' generate in bf16 with a static cache and torch.compile
 # (bench/decode_gpu_peer.py); then brrr eval --decoder on the GPU against the CPU on a Hugging Face
-# folder made by transformers (tests/models/hf_fixtures.py). Bars: batch 1 at 1.5x the peer's
+# folder made by transformers (tests/models/hf_fixtures.py); the sampling kernel's time. Bars: batch 1 at 1.5x the peer's
 # tokens/s and 70% of the floor; batch 32 at 10x batch 1; the two losses within 1e-5.
 step_decode() {
   local b=$build/bench/bench_decode_gpu batch
@@ -588,6 +588,8 @@ step_decode() {
     measure "brrr bf16 b$batch" 60 "$b" gpt2 200 $batch bf16
     measure "brrr f32 b$batch" 60 "$b" gpt2 200 $batch float32
   done
+  # The sampled step's draw (kernels/cuda/rows/sample.cu) at GPT-2's padded vocabulary, 1 and 32 rows.
+  measure "sample_rows" 60 "$brrr" kernel-lab sample_rows --device cuda --seed 1 --size 1,50304 --size 32,50304
   measure "eval cpu=cuda" 90 bash -c "'$python' tests/models/hf_fixtures.py '$build/gpu-hf' '$corpus' >/dev/null &&
     head -c 20000 '$corpus' >'$build/gpu-hf/eval.txt' &&
     '$brrr' eval --decoder --checkpoint '$build/gpu-hf/tied' --data '$build/gpu-hf/eval.txt' | tail -1 &&

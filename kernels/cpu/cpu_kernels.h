@@ -129,4 +129,12 @@ template <class T>
 void append_cache(T* k, T* v, const T* new_k, const T* new_v, const std::int32_t* slots, const std::int32_t* lengths,
                   const CacheShape& shape, Stream);
 
+// rows/sample.cpp: sample_rows (kernels/signatures.h) by sorting, kernels/sample_rule.h's draw
+// written plainly; sample_row draws one row (the kernel lab's reference calls it).
+void sample_rows(std::int32_t* out, const float* logits, const double* rules, std::int64_t rows, std::int64_t V,
+                 Stream);
+std::int32_t sample_row(const float* logits, std::int64_t V, const double* rule);
+void check_sample_rows(std::int32_t* out, const float* logits, const double* rules, std::int64_t rows,
+                       std::int64_t V);
+
 }  // namespace brrr::kernels::cpu

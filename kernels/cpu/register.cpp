@@ -162,6 +162,8 @@ void register_cpu_kernels() {
   add(op::attend_cache<double>, kCpu, "loop", &cpu::attend_cache_loop, 0, about("the formula, row by row"));
   add(op::append_cache<float>, kCpu, "rows", &cpu::append_cache<float>, 0, about("a copy per row (rows/cache.cpp)"));
   add(op::append_cache<double>, kCpu, "rows", &cpu::append_cache<double>, 0, about("a copy per row (rows/cache.cpp)"));
+  add(op::sample_rows, kCpu, "sort", &cpu::sample_rows, 0,
+      about("the definition written plainly: every token ranked by a sort, then integer sums (rows/sample.cpp)"));
   register_integer<std::int32_t>();
   register_integer<std::int64_t>();
   // bfloat16 (chapter 18): storage and conversion; ops on bf16 tensors compute in float32.

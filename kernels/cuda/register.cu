@@ -29,6 +29,7 @@ void register_kernels() {
   register_transpose_kernels();  // transpose.cu (declared in kernels/transpose.h)
   register_linear_rows_kernels();   // rows/linear_rows.cu (declared in rows/rows.h)
   register_attend_cache_kernels();  // rows/attend_cache.cu
+  register_sample_kernels();        // rows/sample.cu
 #if !BRRR_EMULATOR
   register_cublas_kernels();  // the default matmul on a GPU; the emulator has no cuBLAS
 #endif

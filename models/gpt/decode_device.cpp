@@ -22,6 +22,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/registry.h"
+#include "kernels/sample_rule.h"
 #include "models/gpt/decode_checks.h"
 
 namespace brrr::models {
@@ -207,6 +208,34 @@ const std::uint32_t* DeviceDecoder::greedy() {
   kernels::cuda_runtime()->copy(host_top_.data(), top_index_.data_ptr<std::int64_t>(),
                                 host_top_.size() * sizeof(std::int64_t), gpu::CopyKind::DeviceToHost);
   host_greedy_.assign(host_top_.begin(), host_top_.end());
+  return host_greedy_.data();
+}
+
+const std::uint32_t* DeviceDecoder::sample(const double* rules) {
+  BRRR_CHECK(last_W_ > 0, "DeviceDecoder::sample: no pass has run");
+  namespace rule = kernels::sample;
+  for (i64 w = 0; w < last_W_; ++w) {
+    const double* r = rules + w * rule::kRuleSize;
+    BRRR_CHECK(rule::rule_ok(r), "DeviceDecoder::sample: row ", w,
+               "'s rule needs temperature > 0, a whole top_k >= 0, top_p in (0, 1] and u in [0, 1); got ",
+               r[rule::kTemperature], ", ", r[rule::kTopK], ", ", r[rule::kTopP], ", ", r[rule::kUniform]);
+  }
+  static kernels::Kernel draw(op::sample_rows);
+  if (!drawn_.defined() || drawn_.numel() < wanted_) {
+    rules_ = empty({wanted_ * rule::kRuleSize}, TensorOptions().dtype(kFloat64).device(Device::cuda()));
+    drawn_ = empty({wanted_}, TensorOptions().dtype(kInt32).device(Device::cuda()));
+  }
+  gpu::Runtime* rt = kernels::cuda_runtime();
+  rt->copy(rules_.data_ptr<double>(), rules, static_cast<std::size_t>(last_W_ * rule::kRuleSize) * sizeof(double),
+           gpu::CopyKind::HostToDevice);
+  draw(kCuda)(drawn_.data_ptr<std::int32_t>(), logits_.data_ptr<float>(), rules_.data_ptr<double>(), last_W_,
+              config_.vocab_size, stream());
+  host_drawn_.resize(static_cast<std::size_t>(last_W_));
+  rt->copy(host_drawn_.data(), drawn_.data_ptr<std::int32_t>(), host_drawn_.size() * sizeof(std::int32_t),
+           gpu::CopyKind::DeviceToHost);
+  for (i64 w = 0; w < last_W_; ++w)
+    BRRR_CHECK(host_drawn_[w] >= 0, "DeviceDecoder::sample: row ", w, "'s logits hold a NaN or an infinity");
+  host_greedy_.assign(host_drawn_.begin(), host_drawn_.end());
   return host_greedy_.data();
 }
 

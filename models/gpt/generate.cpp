@@ -4,27 +4,19 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "brrr/autograd.h"
 #include "brrr/eval_mode.h"
 #include "brrr/models/decode.h"
 #include "brrr/models/decode_device.h"
 #include "brrr/ops.h"
+#include "kernels/sample_rule.h"
 
 namespace brrr::models {
 
 namespace {
 
-// A float's bits as an unsigned key whose ascending order is the floats' descending order, the
-// largest logit first. -0 and +0 make one key, as they compare equal.
-std::uint32_t descending_key(float v) {
-  v += 0.0f;  // -0 + 0 is +0; every other float is itself
-  std::uint32_t u;
-  std::memcpy(&u, &v, sizeof u);
-  const std::uint32_t negative = static_cast<std::uint32_t>(static_cast<std::int32_t>(u) >> 31);  // all ones if so
-  return ~(u ^ (negative | 0x80000000u));  // inside the ~: ascending as the floats are
-}
+using kernels::sample::descending_key;  // a float's bits as a key that ascends as the floats descend
 
 // Sorts items ascending by their high 32 bits, equal ones keeping the order given: a
 // least-significant-digit radix sort, 8 bits a pass (a digit all items share is skipped: its pass
@@ -132,6 +124,14 @@ class Ranking {
   std::size_t candidates_ = 0;
 };
 
+// The sampling rules' ranges (sample_token's, and the DeviceDecoder's, which draws on the GPU).
+void check_sampling(const GenerateOptions& o) {
+  BRRR_CHECK(o.temperature >= 0.0, "generate: temperature must be 0 (greedy) or positive, got ", o.temperature);
+  if (o.temperature == 0.0) return;
+  BRRR_CHECK(o.top_p > 0.0 && o.top_p <= 1.0, "generate: top_p must be in (0, 1], got ", o.top_p);
+  BRRR_CHECK(o.top_k >= 0, "generate: top_k must be 0 (no limit) or positive, got ", o.top_k);
+}
+
 // The prompt rule: at least one token, every one in the vocabulary.
 void check_prompt(const std::vector<std::uint32_t>& prompt, const GPTConfig& c) {
   BRRR_CHECK(!prompt.empty(), "generate: the prompt needs at least one token");
@@ -172,11 +172,15 @@ class DeviceDecoderStepper final : public Stepper {
   const float* prefill(const std::uint32_t* tokens, std::int64_t n) override {
     return decoder_.prefill(state_, tokens, n);
   }
-  std::uint32_t prefill_greedy(const std::uint32_t* tokens, std::int64_t n, std::int64_t) override {
+  std::uint32_t prefill_next(const std::uint32_t* tokens, std::int64_t n, std::int64_t, const GenerateOptions& o,
+                             Generator& gen) override {
+    check_sampling(o);
     DeviceDecodeState* s = &state_;
     const std::int64_t last = n - 1;
     decoder_.enqueue(&s, &n, 1, tokens, &last, 1);
-    return decoder_.greedy()[0];
+    if (o.temperature == 0.0) return decoder_.greedy()[0];
+    const double rule[] = {o.temperature, static_cast<double>(o.top_k), o.top_p, gen.uniform()};
+    return decoder_.sample(rule)[0];
   }
   std::int64_t length() const override { return state_.length; }
 
@@ -234,11 +238,9 @@ class RecomputeStepper final : public Stepper {
 
 std::uint32_t sample_token(const std::vector<float>& logits, const GenerateOptions& o, Generator& gen) {
   BRRR_CHECK(!logits.empty(), "sample_token: no logits");
-  BRRR_CHECK(o.temperature >= 0.0, "generate: temperature must be 0 (greedy) or positive, got ", o.temperature);
+  check_sampling(o);
   if (o.temperature == 0.0)  // greedy: the most likely token, the lowest id on a tie (as torch.argmax)
     return static_cast<std::uint32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  BRRR_CHECK(o.top_p > 0.0 && o.top_p <= 1.0, "generate: top_p must be in (0, 1], got ", o.top_p);
-  BRRR_CHECK(o.top_k >= 0, "generate: top_k must be 0 (no limit) or positive, got ", o.top_k);
   // The definition: the tokens by descending logit (ties by id), their weights
   // exp((logit - top) / temperature), the first top_k of them, then the shortest prefix whose
   // share of the weight reaches top_p; a uniform draw times that prefix's total weight, walked
@@ -268,9 +270,12 @@ std::uint32_t sample_token(const std::vector<float>& logits, const GenerateOptio
   return r.id(keep - 1);
 }
 
-std::uint32_t Stepper::prefill_greedy(const std::uint32_t* tokens, std::int64_t n, std::int64_t vocab_size) {
+std::uint32_t Stepper::prefill_next(const std::uint32_t* tokens, std::int64_t n, std::int64_t vocab_size,
+                                   const GenerateOptions& o, Generator& gen) {
   const float* logits = prefill(tokens, n);
-  return static_cast<std::uint32_t>(std::max_element(logits, logits + vocab_size) - logits);  // the first of equal ones
+  if (o.temperature == 0.0)  // the first of equal ones, without a copy
+    return static_cast<std::uint32_t>(std::max_element(logits, logits + vocab_size) - logits);
+  return sample_token(std::vector<float>(logits, logits + vocab_size), o, gen);
 }
 
 std::vector<std::uint32_t> generate(Stepper& stepper, const GPTConfig& c, const std::vector<std::uint32_t>& prompt,
@@ -278,14 +283,8 @@ std::vector<std::uint32_t> generate(Stepper& stepper, const GPTConfig& c, const 
   check_prompt(prompt, c);
   Generator gen(o.seed);
   std::vector<std::uint32_t> context = prompt, produced;
-  std::vector<float> logits(static_cast<std::size_t>(c.vocab_size));
-  // Feeds tokens, then draws the next one: greedy from the stepper (which may find the argmax
-  // where its logits are), else sampled from its logits.
   const auto feed = [&](const std::uint32_t* tokens, std::int64_t n) {
-    if (o.temperature == 0.0) return stepper.prefill_greedy(tokens, n, c.vocab_size);
-    const float* out = stepper.prefill(tokens, n);
-    std::copy(out, out + c.vocab_size, logits.begin());
-    return sample_token(logits, o, gen);
+    return stepper.prefill_next(tokens, n, c.vocab_size, o, gen);
   };
   // The prompt at once (its last half, when it does not fit), then a token at a time; when the
   // model holds block_size tokens, it is fed again from the last half of the context.

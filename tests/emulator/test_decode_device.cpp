@@ -2,7 +2,8 @@
 // 20), generation's pass on the GPU, run by the emulator on small GPTs: its logits agree with the
 // CPU Decoder's to float32 rounding and its greedy tokens are the same; its two promises hold (a
 // sequence gets the same bits alone or beside others, and a prompt fed whole the bits of its
-// tokens fed one at a time); bfloat16 weights stay near the CPU's bf16 path; bad calls are one-line
+// tokens fed one at a time); sampled tokens, drawn on the device, are the CPU's from the same
+// seed; bfloat16 weights stay near the CPU's bf16 path; bad calls are one-line
 // errors that leave the sequences as they were. Transformers' greedy text through `brrr sample
 // --device emulator` is checked in tests/models/test_hf.cpp. Read before: tests/models/test_decode.cpp.
 #include <doctest/doctest.h>
@@ -101,6 +102,9 @@ TEST_CASE("decode on the emulator: the DeviceDecoder's logits are the CPU Decode
     models::GenerateOptions o;
     o.temperature = 0;
     o.max_new_tokens = c.block_size + 4;
+    CHECK(models::generate(*m.device, prompt, o) == models::generate(*m.cpu, prompt, o));
+    // Sampled, the draw made on the device (sample_rows): the CPU's tokens from the same seed.
+    o.temperature = 0.9, o.top_k = 20, o.top_p = 0.9, o.seed = 11;
     CHECK(models::generate(*m.device, prompt, o) == models::generate(*m.cpu, prompt, o));
   }
 }
@@ -208,6 +212,8 @@ TEST_CASE("decode on the emulator: bad calls are one-line errors and leave the s
   models::DeviceDecoder decoder(*m.device, 2);
   models::DeviceDecodeState s = decoder.acquire(), t = decoder.acquire();
   CHECK_THROWS_WITH_AS(decoder.acquire(), "DeviceDecoder: all 2 slots of the cache hold a sequence", Error);
+  const double rule[] = {0.8, 0.0, 1.0, 0.25};
+  CHECK_THROWS_WITH_AS(decoder.sample(rule), "DeviceDecoder::sample: no pass has run", Error);
   const std::vector<std::uint32_t> prompt = {1, 2, 3};
   decoder.prefill(s, prompt.data(), 3);
   const std::uint32_t bad = static_cast<std::uint32_t>(c.vocab_size);
@@ -218,6 +224,11 @@ TEST_CASE("decode on the emulator: bad calls are one-line errors and leave the s
   CHECK_THROWS_WITH_AS(decoder.prefill(s, long_prompt.data(), c.block_size),
                        "Decoder: 3 cached + 24 new positions exceed block_size 24", Error);
   CHECK((s.length == 3 && t.length == 0));
+  const double bad_rule[] = {0.8, 2.5, 1.0, 0.25};
+  CHECK_THROWS_WITH_AS(decoder.sample(bad_rule),
+                       "DeviceDecoder::sample: row 0's rule needs temperature > 0, a whole top_k >= 0, top_p in (0, "
+                       "1] and u in [0, 1); got 0.8, 2.5, 1, 0.25",
+                       Error);
   // s was left as it was: its next token gives what it gives on a fresh sequence fed the same.
   const std::uint32_t four = 4;
   models::DeviceDecodeState* one[] = {&s};

@@ -1,7 +1,8 @@
 // kernels/cuda/rows/rows.h: the row kernels on the GPU, the kernels of a decoding step (chapter
 // 20, "Decoding on the GPU"): linear_rows, a Linear over one to a few rows that reads each weight
 // once (a GEMV split over K), and attend_cache, one query per row against its sequence's KV
-// cache (flash-decoding: the cache's positions split over blocks, then one combine). The GPU
+// cache (flash-decoding: the cache's positions split over blocks, then one combine), and
+// sample_rows, a token drawn from each row's logits without sorting them. The GPU
 // twins of kernels/cpu/rows/ (chapter 08), under the same ops (kernels/signatures.h).
 // Read before: kernels/cpu/rows/rows.h, kernels/cuda/attention/attention.h (the training
 // attention these are not). Read next: linear_rows.cu, then attend_cache.cu.
@@ -20,11 +21,13 @@ namespace brrr::kernels {
 namespace emu {
 void register_linear_rows_kernels();   // linear_rows.cu
 void register_attend_cache_kernels();  // attend_cache.cu
+void register_sample_kernels();        // sample.cu
 }  // namespace emu
 
 namespace cuda {
 void register_linear_rows_kernels();
 void register_attend_cache_kernels();
+void register_sample_kernels();
 }  // namespace cuda
 
 }  // namespace brrr::kernels

@@ -70,6 +70,11 @@ class DeviceDecoder {
   // The most likely token of each of the last pass's W rows, the lowest id on a tie (the CPU's
   // greedy rule, torch.argmax's), found on the device: W numbers come back instead of W x V.
   const std::uint32_t* greedy();
+  // A token drawn from each of the last pass's W rows, on the device (kernels/cuda/rows/sample.cu,
+  // no vocabulary sorted): row w by the rule rules[4w .. 4w + 3] (temperature > 0, top_k, top_p,
+  // the uniform draw u; kernels/sample_rule.h), as sample_token draws (generate.h). W numbers
+  // come back; brrr::Error for a rule out of range or logits with a NaN or an infinity.
+  const std::uint32_t* sample(const double* rules);
 
   // A decoding step (one token for each of n sequences, every row's logits: step(), or forward
   // of that shape) is launched kernel by kernel the first time at its n, captured as a CUDA
@@ -104,11 +109,13 @@ class DeviceDecoder {
   std::int64_t rows_ = 0, wanted_ = 0;
   Tensor indices_, x_, pe_, normed_, mean_, rstd_, qkv_, attended_, hidden_, gathered_, logits_;
   Tensor top_, top_index_;  // greedy(): each row's largest logit and its id
+  Tensor rules_, drawn_;    // sample(): the rows' rules and tokens
   std::int64_t last_W_ = 0;  // the rows of the last pass
   std::vector<std::int32_t> host_indices_;
   std::vector<float> host_logits_;
   std::vector<std::int64_t> host_top_;
-  std::vector<std::uint32_t> host_greedy_;
+  std::vector<std::uint32_t> host_greedy_;  // greedy()'s and sample()'s tokens
+  std::vector<std::int32_t> host_drawn_;
   std::vector<std::int64_t> ones_, every_;  // step's counts and rows wanted
   bool use_graphs_ = true;
   std::map<std::int64_t, cuda::Graph> graphs_;  // a decoding step's, by its number of sequences

@@ -54,11 +54,12 @@ class Stepper {
   virtual const float* prefill(const std::uint32_t* tokens, std::int64_t n) = 0;
   // Feeds one token: prefill of one.
   const float* step(std::uint32_t token) { return prefill(&token, 1); }
-  // Feeds tokens as prefill does and returns the most likely next token (the lowest id on a
-  // tie): what greedy decoding needs. By default the argmax of prefill's logits; a Stepper whose
-  // logits are in a GPU's memory finds it there and copies back one number instead of V.
-  // vocab_size: the logits' length.
-  virtual std::uint32_t prefill_greedy(const std::uint32_t* tokens, std::int64_t n, std::int64_t vocab_size);
+  // Feeds tokens as prefill does and returns the next token, drawn from the logits after the
+  // last by sample_token's rule (below; greedy at temperature 0), gen giving the draw. By default
+  // sample_token over prefill's logits; a Stepper whose logits are in a GPU's memory draws
+  // there and copies back one number instead of V. vocab_size: the logits' length.
+  virtual std::uint32_t prefill_next(const std::uint32_t* tokens, std::int64_t n, std::int64_t vocab_size,
+                                     const GenerateOptions& options, Generator& gen);
   // Tokens held since the last clear.
   virtual std::int64_t length() const = 0;
 };
