@@ -35,26 +35,35 @@ inline std::string describe(const Problem& p) {
 
 using GemmFn = void (*)(float*, const bf16*, const bf16*, const kernels::MatmulShape&, kernels::Stream);
 
-// Runs `gemm` on device buffers; returns the number of elements of out
-// that differ from the float64 loop by more than 1e-5 (1 + |want|), or that changed past the
-// end. `result`, if given, receives out as the kernel left it.
-inline int wrong_elements(const Problem& p, std::mt19937& rng, GemmFn gemm,
-                          std::vector<float>* result = nullptr) {
-  const std::int64_t offset = p.misaligned ? 1 : 0;
+// The kernels' description of problem p.
+inline kernels::MatmulShape shape_of(const Problem& p) {
   kernels::MatmulShape s;
   s.batch = p.batch, s.M = p.M, s.N = p.N, s.K = p.K;
   s.trans_a = p.trans_a, s.trans_b = p.trans_b, s.accumulate = p.accumulate;
   s.stride_a = p.batch == 1 ? 0 : p.M * p.K;
   s.stride_b = p.batch == 1 || p.broadcast_b ? 0 : p.K * p.N;
   s.stride_out = p.M * p.N;
+  return s;
+}
+
+// offset + n bf16 values uniform in [-1, 1] (the first offset: before a misaligned view's start).
+inline std::vector<bf16> bf16_values(std::mt19937& rng, std::int64_t offset, std::int64_t n) {
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  auto bf16_values = [&](std::int64_t n) {
-    std::vector<bf16> v(static_cast<std::size_t>(offset + n));
-    for (bf16& x : v) x = bf16(uniform(rng));
-    return v;
-  };
-  const std::vector<bf16> a = bf16_values(p.batch * p.M * p.K);
-  const std::vector<bf16> b = bf16_values((s.stride_b ? p.batch : 1) * p.K * p.N);
+  std::vector<bf16> v(static_cast<std::size_t>(offset + n));
+  for (bf16& x : v) x = bf16(uniform(rng));
+  return v;
+}
+
+// Runs `gemm` on device buffers; returns the number of elements of out
+// that differ from the float64 loop by more than 1e-5 (1 + |want|), or that changed past the
+// end. `result`, if given, receives out as the kernel left it.
+inline int wrong_elements(const Problem& p, std::mt19937& rng, GemmFn gemm,
+                          std::vector<float>* result = nullptr) {
+  const std::int64_t offset = p.misaligned ? 1 : 0;
+  const kernels::MatmulShape s = shape_of(p);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const std::vector<bf16> a = bf16_values(rng, offset, p.batch * p.M * p.K);
+  const std::vector<bf16> b = bf16_values(rng, offset, (s.stride_b ? p.batch : 1) * p.K * p.N);
   std::vector<float> out(static_cast<std::size_t>(offset + p.batch * p.M * p.N + 1));
   for (float& x : out) x = uniform(rng);
   const DeviceArray<bf16> a_device(a), b_device(b);

@@ -1,8 +1,11 @@
 // tests/emulator/emulator_test_util.h: what the emulator's tests share (chapter 10): the
-// message of the error a call throws, to match against what the emulator should report, and
-// device arrays on the emulator's runtime.
+// message of the error a call throws, to match against what the emulator should report, device
+// arrays on the emulator's runtime, and the attention tests' shape and error measure.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,23 @@ std::string error_of(F f) {
 
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+// The attention tests' problems: BH heads (batch x heads) of T positions, head size hs.
+struct AttentionShape {
+  std::int64_t BH, T, hs;
+};
+
+// The largest |got - want| / (1 + |want|) over the elements, got read as float (bf16 values
+// widened); a NaN makes it infinite.
+template <class F>
+double max_error(const std::vector<F>& got, const std::vector<double>& want) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double e = std::abs(static_cast<double>(static_cast<float>(got[i])) - want[i]) / (1.0 + std::abs(want[i]));
+    worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+  }
+  return worst;
 }
 
 // n values of the emulator's device memory, freed at the end of the scope.

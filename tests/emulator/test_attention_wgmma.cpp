@@ -36,20 +36,8 @@ using brrr::test::DeviceArray;
 
 namespace {
 
-struct Shape {
-  std::int64_t BH, T, hs;
-};
-
-// The largest |got - want| / (1 + |want|).
-template <class F>
-double max_error(const std::vector<F>& got, const std::vector<double>& want) {
-  double worst = 0.0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double e = std::abs(static_cast<double>(static_cast<float>(got[i])) - want[i]) / (1.0 + std::abs(want[i]));
-    worst = std::isnan(e) ? INFINITY : std::max(worst, e);
-  }
-  return worst;
-}
+using Shape = brrr::test::AttentionShape;
+using brrr::test::max_error;
 
 std::vector<double> widened(const std::vector<bf16>& x) {
   std::vector<double> w(x.size());

@@ -45,20 +45,11 @@ namespace {
 // when keep_pre, pre = a @ b. Returns the wrong elements of out and pre.
 int wrong_bias_gelu(const Problem& p, std::mt19937& rng, bool keep_pre) {
   const std::int64_t offset = p.misaligned ? 1 : 0;
-  MatmulShape s;
-  s.batch = p.batch, s.M = p.M, s.N = p.N, s.K = p.K;
-  s.trans_a = p.trans_a, s.trans_b = p.trans_b;
-  s.stride_a = p.batch == 1 ? 0 : p.M * p.K;
-  s.stride_b = p.batch == 1 || p.broadcast_b ? 0 : p.K * p.N;
-  s.stride_out = p.M * p.N;
+  MatmulShape s = brrr::test::shape_of(p);
+  s.accumulate = false;  // the epilogue writes out; accumulate is not one of its forms
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  auto bf16_values = [&](std::int64_t n) {
-    std::vector<bf16> v(static_cast<std::size_t>(offset + n));
-    for (bf16& x : v) x = bf16(uniform(rng));
-    return v;
-  };
-  const std::vector<bf16> a = bf16_values(p.batch * p.M * p.K);
-  const std::vector<bf16> b = bf16_values((s.stride_b ? p.batch : 1) * p.K * p.N);
+  const std::vector<bf16> a = brrr::test::bf16_values(rng, offset, p.batch * p.M * p.K);
+  const std::vector<bf16> b = brrr::test::bf16_values(rng, offset, (s.stride_b ? p.batch : 1) * p.K * p.N);
   std::vector<float> bias(static_cast<std::size_t>(p.N)), out(static_cast<std::size_t>(p.batch * p.M * p.N + 1));
   for (float& x : bias) x = uniform(rng);
   for (float& x : out) x = uniform(rng);

@@ -1,9 +1,9 @@
 // tests/emulator/test_rows.cpp: the row kernels of a decoding step on the GPU (chapter 20,
-// kernels/cuda/rows/) on the emulator: linear_rows (a GEMV split over K) and attend_cache
-// (flash-decoding) against the kernel lab's float64 references on ragged shapes, the two
-// promises of the Decoder (a row's bits do not depend on the rows beside it; a prefill's rows
-// give the bits of the same tokens decoded one at a time), clear errors for bad calls, and their
-// memory traffic against the least the op must move. Read before: kernels/cuda/rows/rows.h.
+// kernels/cuda/rows/) on the emulator: linear_rows (a GEMV split over K), attend_cache
+// (flash-decoding), append_cache and sample_rows against the kernel lab's references on ragged
+// shapes, the two promises of the Decoder (a row's bits do not depend on the rows beside it; a
+// prefill's rows give the bits of the same tokens decoded one at a time), clear errors for bad
+// calls, and their memory traffic against the least the op must move. Read before: kernels/cuda/rows/rows.h.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -132,7 +132,7 @@ Cache random_cache(std::vector<std::int32_t> slots, std::vector<std::int32_t> le
 // one element off: the edges the kernels have (one chunk of K or three, K not a multiple of the
 // 16-byte loads, more rows than one pass of 8; a length past a block of 128 positions, odd and
 // the largest head sizes).
-TEST_CASE("rows on the emulator: linear_rows, attend_cache and append_cache pass the lab's checks") {
+TEST_CASE("rows on the emulator: linear_rows, attend_cache, append_cache and sample_rows pass the lab's checks") {
   if (other_schedule()) return test::skip("the lab's checks run on the first schedule");
   cuda::use_emulator();
   int runs = 0;
@@ -153,11 +153,12 @@ TEST_CASE("rows on the emulator: linear_rows, attend_cache and append_cache pass
   check("attend_cache", {{3, 2, 130, 64}}, kBFloat16);  // a bf16 cache
   check("append_cache", {{1, 1, 1, 1}, {3, 2, 130, 64}, {2, 1, 5, 257}}, kFloat32);
   check("append_cache", {{5, 3, 7, 24}}, kFloat64);
+  check("sample_rows", {{1, 1}, {5, 7}, {10, 300}, {3, 1031}}, kFloat32);  // tokens: float32 logits only
   INFO(join(failures, "\n"));
   CHECK(failures.empty());
   INFO(join(notes, "\n"));
   CHECK(notes.empty());  // a CUDA kernel for each, in every dtype
-  CHECK(runs == 2 * (3 + 1 + 4 + 2 + 4 + 1 + 1 + 3 + 1));
+  CHECK(runs == 2 * (3 + 1 + 4 + 2 + 4 + 1 + 1 + 3 + 1 + 4));
 }
 
 TEST_CASE("rows on the emulator: linear_rows gives a row the same bits alone or in a batch") {

@@ -1,9 +1,10 @@
 // tests/emulator/test_sample.cpp: sample_rows, a sampled decoding step's draw on the GPU
-// (kernels/cuda/rows/sample.cu, chapter 20), on the emulator: the lab's check against the
-// definition written plainly (kernels/cpu/rows/sample.cpp); the tokens models::sample_token (the
+// (kernels/cuda/rows/sample.cu, chapter 20), on the emulator: the tokens models::sample_token (the
 // CPU's generate) draws from the same logits and uniform numbers, on fresh random rows with
 // ties, masked tokens and every kind of rule; a row's token alone or beside others; -1 for a bad
-// row, its neighbours untouched. Read before: kernels/sample_rule.h.
+// row, its neighbours untouched. (The lab's check against the definition written plainly,
+// kernels/cpu/rows/sample.cpp, is in test_rows.cpp with the other row kernels'.) Read before:
+// kernels/sample_rule.h.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -16,11 +17,9 @@
 #include "brrr/cuda.h"
 #include "brrr/generator.h"
 #include "brrr/models/generate.h"
-#include "brrr/strings.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/registry.h"
 #include "kernels/sample_rule.h"
-#include "lab/kernel_lab.h"
 #include "tests/emulator/emulator_test_util.h"
 #include "tests/skip.h"
 
@@ -74,21 +73,6 @@ std::vector<std::int32_t> sample_on_device(const std::vector<float>& logits, con
 }
 
 }  // namespace
-
-TEST_CASE("sample_rows on the emulator passes the lab's check against the definition written plainly") {
-  if (other_schedule()) return test::skip("the lab's checks run on the first schedule");
-  cuda::use_emulator();
-  int runs = 0;
-  std::vector<std::string> failures, notes;
-  lab::Case c = lab::find_case("sample_rows");
-  c.shapes = {{1, 1}, {5, 7}, {10, 300}, {3, 1031}};
-  for (const std::string& f : lab::run_shapes(c, lab::LabDevice::Emulator, lab::Mode::Check, kFloat32, &notes, &runs))
-    failures.push_back(f);
-  INFO(join(failures, "\n"));
-  CHECK(failures.empty());
-  CHECK(notes.empty());
-  CHECK(runs == 2 * 4);  // each shape aligned and one element off
-}
 
 TEST_CASE("sample_rows on the emulator draws sample_token's tokens, a row's token alone or beside others") {
   cuda::use_emulator();
