@@ -54,6 +54,19 @@ inline std::vector<bf16> bf16_values(std::mt19937& rng, std::int64_t offset, std
   return v;
 }
 
+// out[z, i, j] of a @ b (a and b as bf16_values made them, `offset` values before each) in
+// float64, the products of the bf16 values: the reference the kernels are checked against.
+inline double product(const std::vector<bf16>& a, const std::vector<bf16>& b, const Problem& p,
+                      const kernels::MatmulShape& s, std::int64_t offset, std::int64_t z, std::int64_t i, std::int64_t j) {
+  double sum = 0.0;
+  for (std::int64_t k = 0; k < p.K; ++k) {
+    const bf16 x = a[offset + z * s.stride_a + (p.trans_a ? k * p.M + i : i * p.K + k)];
+    const bf16 y = b[offset + z * s.stride_b + (p.trans_b ? j * p.K + k : k * p.N + j)];
+    sum += static_cast<double>(static_cast<float>(x)) * static_cast<double>(static_cast<float>(y));
+  }
+  return sum;
+}
+
 // Runs `gemm` on device buffers; returns the number of elements of out
 // that differ from the float64 loop by more than 1e-5 (1 + |want|), or that changed past the
 // end. `result`, if given, receives out as the kernel left it.
@@ -77,12 +90,7 @@ inline int wrong_elements(const Problem& p, std::mt19937& rng, GemmFn gemm,
   for (std::int64_t z = 0; z < p.batch; ++z)
     for (std::int64_t i = 0; i < p.M; ++i)
       for (std::int64_t j = 0; j < p.N; ++j) {
-        double sum = 0.0;
-        for (std::int64_t k = 0; k < p.K; ++k) {
-          const bf16 x = a[offset + z * s.stride_a + (p.trans_a ? k * p.M + i : i * p.K + k)];
-          const bf16 y = b[offset + z * s.stride_b + (p.trans_b ? j * p.K + k : k * p.N + j)];
-          sum += static_cast<double>(static_cast<float>(x)) * static_cast<double>(static_cast<float>(y));
-        }
+        const double sum = product(a, b, p, s, offset, z, i, j);
         const std::int64_t at = offset + z * s.stride_out + i * p.N + j;
         const double want = p.accumulate ? out[at] + sum : sum;
         if (std::abs(got[at] - want) > 1e-5 * (1.0 + std::abs(want)) && wrong++ < 3)

@@ -67,12 +67,7 @@ int wrong_bias_gelu(const Problem& p, std::mt19937& rng, bool keep_pre) {
   for (std::int64_t z = 0; z < p.batch; ++z)
     for (std::int64_t i = 0; i < p.M; ++i)
       for (std::int64_t j = 0; j < p.N; ++j) {
-        double sum = 0.0;
-        for (std::int64_t k = 0; k < p.K; ++k) {
-          const bf16 x = a[offset + z * s.stride_a + (p.trans_a ? k * p.M + i : i * p.K + k)];
-          const bf16 y = b[offset + z * s.stride_b + (p.trans_b ? j * p.K + k : k * p.N + j)];
-          sum += static_cast<double>(static_cast<float>(x)) * static_cast<double>(static_cast<float>(y));
-        }
+        const double sum = brrr::test::product(a, b, p, s, offset, z, i, j);
         const double x = sum + bias[static_cast<std::size_t>(j)];
         const double gelu = x / (1.0 + std::exp(-2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));
         const std::size_t at = static_cast<std::size_t>(z * s.stride_out + i * p.N + j);

@@ -98,30 +98,31 @@ struct TileWalk {
   }
 };
 
-// k-tile k0.. of a's tile into dst, completing on `bar`: two (64 k, 64 m) boxes when a is
-// MN-major (stored (K, M)), one (128 m, 64 k) box when K-major. 16 KiB either way.
-template <bool A_MN>
-__device__ inline void copy_a_tile(unsigned char* dst, const brrr::simt::TensorMap* map, const Tile& t, int k0,
-                                   std::uint64_t* bar) {
-  if (A_MN) {
-    cp_async_bulk_tensor_2d_global_to_shared(dst, map, t.m0, t.a_row + k0, bar);
-    cp_async_bulk_tensor_2d_global_to_shared(dst + kBoxBytes, map, t.m0 + kBox, t.a_row + k0, bar);
+// k-tile k0.. of one operand's tile into dst, completing on `bar`: the 128 rows (of a) or
+// columns (of b) from mn0, of the matrix whose first row in the tensor map is `row`. Two (64 k,
+// 64 mn) boxes when the operand is MN-major (stored (K, M) or (K, N)), one (128 mn, 64 k) box
+// when K-major (a stored (M, K), or b (N, K): trans_b). 16 KiB either way.
+template <bool MN>
+__device__ inline void copy_operand_tile(unsigned char* dst, const brrr::simt::TensorMap* map, int mn0, int row, int k0,
+                                         std::uint64_t* bar) {
+  if (MN) {
+    cp_async_bulk_tensor_2d_global_to_shared(dst, map, mn0, row + k0, bar);
+    cp_async_bulk_tensor_2d_global_to_shared(dst + kBoxBytes, map, mn0 + kBox, row + k0, bar);
   } else {
-    cp_async_bulk_tensor_2d_global_to_shared(dst, map, k0, t.a_row + t.m0, bar);
+    cp_async_bulk_tensor_2d_global_to_shared(dst, map, k0, row + mn0, bar);
   }
 }
 
-// The same for b: two (64 k, 64 n) boxes when MN-major (stored (K, N)), one (128 n, 64 k) box
-// when K-major (stored (N, K), trans_b).
+// a's tile t and b's, by the rule above.
+template <bool A_MN>
+__device__ inline void copy_a_tile(unsigned char* dst, const brrr::simt::TensorMap* map, const Tile& t, int k0,
+                                   std::uint64_t* bar) {
+  copy_operand_tile<A_MN>(dst, map, t.m0, t.a_row, k0, bar);
+}
 template <bool B_MN>
 __device__ inline void copy_b_tile(unsigned char* dst, const brrr::simt::TensorMap* map, const Tile& t, int k0,
                                    std::uint64_t* bar) {
-  if (B_MN) {
-    cp_async_bulk_tensor_2d_global_to_shared(dst, map, t.n0, t.b_row + k0, bar);
-    cp_async_bulk_tensor_2d_global_to_shared(dst + kBoxBytes, map, t.n0 + kBox, t.b_row + k0, bar);
-  } else {
-    cp_async_bulk_tensor_2d_global_to_shared(dst, map, k0, t.b_row + t.n0, bar);
-  }
+  copy_operand_tile<B_MN>(dst, map, t.n0, t.b_row, k0, bar);
 }
 
 // gelu(x) = 0.5 x (1 + tanh u) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), as
