@@ -4,6 +4,7 @@
 #include "exercises/grading.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "exercises/student/student.h"
@@ -48,6 +49,29 @@ void with_kernel_variant(const std::string& op, const std::string& variant, cons
   } restore{op, before32, before64, device};
   kernels::select(op, variant, device);
   f();
+}
+
+kernels::MatmulShape MatmulProblem::shape() const {
+  kernels::MatmulShape s;
+  s.batch = batch, s.M = M, s.N = N, s.K = K;
+  s.trans_a = trans_a, s.trans_b = trans_b, s.accumulate = accumulate;
+  s.stride_a = M * K, s.stride_b = broadcast_b ? 0 : K * N, s.stride_out = M * N;
+  return s;
+}
+
+Tensor random_matrix(std::int64_t rows, std::int64_t cols, Generator& gen) {
+  return rows * cols == 0 ? zeros({rows, cols}, kFloat64) : randn({rows, cols}, gen, kFloat64);
+}
+
+void check_matmul_out(const std::vector<float>& got, const std::vector<double>& want, const MatmulProblem& p,
+                      const std::string& what, const char* reference) {
+  const double tolerance = 1e-5 * std::sqrt(static_cast<double>(std::max<std::int64_t>(p.K, 1)));
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (!(std::abs(static_cast<double>(got[i]) - want[i]) <= tolerance * std::max(1.0, std::abs(want[i]))))
+      fail(what, *p.why ? " (" : "", p.why, *p.why ? ")" : "", ": batch ", p.batch, ", M ", p.M, ", N ", p.N, ", K ",
+           p.K, p.trans_a ? ", trans_a" : "", p.trans_b ? ", trans_b" : "", p.accumulate ? ", accumulate" : "",
+           p.broadcast_b ? ", b broadcast (stride 0)" : "", ": out[", i / (p.M * p.N), "][", (i % (p.M * p.N)) / p.N,
+           "][", i % p.N, "] is ", got[i], ", ", reference, " ", want[i]);
 }
 
 }  // namespace brrr::exercises

@@ -12,6 +12,7 @@
 #include "brrr/brrr.h"
 #include "exercises/grader.h"
 #include "brrr/strings.h"
+#include "kernels/signatures.h"
 #include "lab/kernel_lab.h"
 
 namespace brrr::exercises {
@@ -36,6 +37,22 @@ Result guarded(const std::string& id, const std::function<Result()>& grader);
 // selection that was there before (every dtype's the op has), even if f throws.
 void with_kernel_variant(const std::string& op, const std::string& variant, const std::function<void()>& f,
                          DeviceType device = DeviceType::CPU);
+
+// The matmul graders' problems (ex14.1's on float32, ex21.1's on bf16 data): one call's sizes,
+// layouts and batch, and why it is there.
+struct MatmulProblem {
+  std::int64_t batch, M, N, K;
+  bool trans_a, trans_b, accumulate, broadcast_b;
+  const char* why = "";
+  kernels::MatmulShape shape() const;  // contiguous matrices, a batch's b shared when broadcast_b
+};
+// A (rows, cols) float64 tensor of random normal numbers (of no numbers when rows * cols is 0).
+Tensor random_matrix(std::int64_t rows, std::int64_t cols, Generator& gen);
+// Fails, naming `what`, the problem and the first element of got (the kernel's out) farther
+// than 1e-5 sqrt(K) (relative, at least absolute) from want (`reference`'s): float32 summation's
+// error grows with K.
+void check_matmul_out(const std::vector<float>& got, const std::vector<double>& want, const MatmulProblem& p,
+                      const std::string& what, const char* reference);
 
 // The table's graders (grader.cpp's all()), each given the variant to grade: "student",
 // "solution" or, for a kernel exercise, any variant registered under its op.

@@ -30,28 +30,17 @@ Result grade_matmul_shared(const std::string& variant) {
   with_kernel_variant("matmul", "naive", [&] {
     naive = kernels::lookup(kernels::op::matmul<double>, DeviceType::CPU);
   });
-  struct Case {
-    std::int64_t batch, M, N, K;
-    bool trans_a, trans_b, accumulate, broadcast_b;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<MatmulProblem> problems = {
       {1, 19, 23, 33, true, false, false, false}, {1, 23, 19, 17, false, true, false, false},
       {1, 17, 18, 20, true, true, false, false},  {1, 20, 21, 19, false, false, true, false},
       {3, 9, 17, 11, false, false, false, false}, {2, 9, 20, 5, false, true, true, true},
       {1, 5, 6, 0, false, false, false, false},   {2, 5, 6, 0, false, false, true, false},
   };
   Generator gen(11);
-  for (const Case& c : cases) {
-    kernels::MatmulShape s;
-    s.batch = c.batch, s.M = c.M, s.N = c.N, s.K = c.K;
-    s.trans_a = c.trans_a, s.trans_b = c.trans_b, s.accumulate = c.accumulate;
-    s.stride_a = c.M * c.K, s.stride_b = c.broadcast_b ? 0 : c.K * c.N, s.stride_out = c.M * c.N;
-    // (random draws of no elements: zeros of that shape)
-    auto draw = [&](std::int64_t rows, std::int64_t cols) {
-      return rows * cols == 0 ? zeros({rows, cols}, kFloat64) : randn({rows, cols}, gen, kFloat64);
-    };
-    const Tensor a = draw(c.batch, c.M * c.K), b = draw(c.broadcast_b ? 1 : c.batch, c.K * c.N);
-    const Tensor init = draw(c.batch, c.M * c.N);
+  for (const MatmulProblem& p : problems) {
+    const kernels::MatmulShape s = p.shape();
+    const Tensor a = random_matrix(p.batch, p.M * p.K, gen), b = random_matrix(p.broadcast_b ? 1 : p.batch, p.K * p.N, gen);
+    const Tensor init = random_matrix(p.batch, p.M * p.N, gen);
     Tensor ref = init.clone();
     naive(ref.data_ptr<double>(), a.data_ptr<double>(), b.data_ptr<double>(), s, nullptr);
     const Device device = Device::cuda();
@@ -61,15 +50,8 @@ Result grade_matmul_shared(const std::string& variant) {
     // stream, is not ordered with brrr's non-blocking stream: on a GPU the copy back could read
     // `got` before the kernel finished. The emulator refuses such a launch.)
     fn(got.data_ptr<float>(), a_dev.data_ptr<float>(), b_dev.data_ptr<float>(), s, device_stream());
-    const std::vector<float> g = got.to(kCPU).to_vector<float>();
-    const std::vector<double> r = ref.to_vector<double>();
-    const double tolerance = 1e-5 * std::sqrt(static_cast<double>(std::max<std::int64_t>(c.K, 1)));
-    for (std::size_t i = 0; i < r.size(); ++i)
-      if (!(std::abs(static_cast<double>(g[i]) - r[i]) <= tolerance * std::max(1.0, std::abs(r[i]))))
-        fail("matmul variant '", variant, "': batch ", c.batch, ", M ", c.M, ", N ", c.N, ", K ", c.K,
-             c.trans_a ? ", trans_a" : "", c.trans_b ? ", trans_b" : "", c.accumulate ? ", accumulate" : "",
-             c.broadcast_b ? ", b broadcast (stride 0)" : "", ": out[", i / (c.M * c.N), "][", (i % (c.M * c.N)) / c.N,
-             "][", i % c.N, "] is ", g[i], ", the naive kernel gives ", r[i]);
+    check_matmul_out(got.to(kCPU).to_vector<float>(), ref.to_vector<double>(), p, "matmul variant '" + variant + "'",
+                     "the naive kernel gives");
   }
   graded.message += "; 8 cases of transposes, batch strides (0 included), accumulate and K = 0 agree with naive";
   return graded;

@@ -44,41 +44,23 @@ void check_lab(const std::string& variant, Result* graded) {
   graded->reference_seconds = lab::run(c, o).results.at(0).median_ms / 1e3;
 }
 
-struct Problem {
-  std::int64_t batch, M, N, K;
-  bool trans_a, trans_b, accumulate, broadcast_b;
-  const char* why;
-};
-
 // Problem p through fn on the emulator, against the float64 product of the same bf16 values.
-void check_problem(kernels::matmul_on_bf16_fn fn, kernels::matmul_fn<double> naive, const Problem& p,
+void check_problem(kernels::matmul_on_bf16_fn fn, kernels::matmul_fn<double> naive, const MatmulProblem& p,
                    const std::string& variant, Generator& gen) {
-  kernels::MatmulShape s;
-  s.batch = p.batch, s.M = p.M, s.N = p.N, s.K = p.K;
-  s.trans_a = p.trans_a, s.trans_b = p.trans_b, s.accumulate = p.accumulate;
-  s.stride_a = p.M * p.K, s.stride_b = p.broadcast_b ? 0 : p.K * p.N, s.stride_out = p.M * p.N;
-  auto draw = [&](std::int64_t rows, std::int64_t cols) {
-    return rows * cols == 0 ? zeros({rows, cols}, kFloat64) : randn({rows, cols}, gen, kFloat64);
-  };
+  const kernels::MatmulShape s = p.shape();
   // The operands rounded to bf16 once; the reference multiplies those very values in float64.
-  const Tensor a = draw(p.batch, p.M * p.K).to(kBFloat16), b = draw(p.broadcast_b ? 1 : p.batch, p.K * p.N).to(kBFloat16);
-  const Tensor init = draw(p.batch, p.M * p.N);
+  const Tensor a = random_matrix(p.batch, p.M * p.K, gen).to(kBFloat16);
+  const Tensor b = random_matrix(p.broadcast_b ? 1 : p.batch, p.K * p.N, gen).to(kBFloat16);
+  const Tensor init = random_matrix(p.batch, p.M * p.N, gen);
   Tensor ref = init.clone();
   naive(ref.data_ptr<double>(), a.to(kFloat64).data_ptr<double>(), b.to(kFloat64).data_ptr<double>(), s, nullptr);
   const Device device = Device::cuda();
   const Tensor a_dev = a.to(device), b_dev = b.to(device);
   Tensor got = init.to(kFloat32).to(device);
   fn(got.data_ptr<float>(), a_dev.data_ptr<bf16>(), b_dev.data_ptr<bf16>(), s, gpu::emulator_runtime().stream());
-  const std::vector<float> g = got.to(kCPU).to_vector<float>();
-  const std::vector<double> r = ref.to_vector<double>();
   // The products of bf16 values are exact in float32; what is left is float32 summation.
-  const double tolerance = 1e-5 * std::sqrt(static_cast<double>(std::max<std::int64_t>(p.K, 1)));
-  for (std::size_t i = 0; i < r.size(); ++i)
-    if (!(std::abs(static_cast<double>(g[i]) - r[i]) <= tolerance * std::max(1.0, std::abs(r[i]))))
-      fail("matmul on bf16 data, variant '", variant, "' (", p.why, "): batch ", p.batch, ", M ", p.M, ", N ", p.N,
-           ", K ", p.K, p.trans_a ? ", trans_a" : "", p.trans_b ? ", trans_b" : "", p.accumulate ? ", accumulate" : "",
-           p.broadcast_b ? ", b broadcast (stride 0)" : "", ": out[", i / (p.M * p.N), "][", (i % (p.M * p.N)) / p.N,
-           "][", i % p.N, "] is ", g[i], ", the float64 product of the same bf16 values is ", r[i]);
+  check_matmul_out(got.to(kCPU).to_vector<float>(), ref.to_vector<double>(), p,
+                   "matmul on bf16 data, variant '" + variant + "'", "the float64 product of the same bf16 values is");
 }
 
 }  // namespace
@@ -97,7 +79,7 @@ Result grade_tma_ring_matmul(const std::string& variant) {
   with_kernel_variant("matmul", variant, [&] { fn = kernels::lookup(kernels::op::matmul_on_bf16, cuda); }, cuda);
   kernels::matmul_fn<double> naive = nullptr;
   with_kernel_variant("matmul", "naive", [&] { naive = kernels::lookup(kernels::op::matmul<double>, DeviceType::CPU); });
-  const std::vector<Problem> problems = {
+  const std::vector<MatmulProblem> problems = {
       {1, 70, 90, 40, true, false, false, false, "a stored transposed: two boxes of a a stage"},
       {1, 60, 75, 48, false, true, false, false, "b stored transposed"},
       {1, 40, 50, 72, true, true, false, false, "both transposed"},
@@ -107,7 +89,7 @@ Result grade_tma_ring_matmul(const std::string& variant) {
       {2, 9, 13, 0, false, false, true, false, "K = 0: out unchanged when accumulating"},
   };
   Generator gen(21);
-  for (const Problem& p : problems) check_problem(fn, naive, p, variant, gen);
+  for (const MatmulProblem& p : problems) check_problem(fn, naive, p, variant, gen);
   return graded;
 }
 
