@@ -579,8 +579,9 @@ step_peers() {
 # --budget 520`. GPT-2 124M decoding on the DeviceDecoder (bench/bench_decode_gpu.cpp) at batch 1 and
 # 32 beside transformers' generate in bf16 with a static cache and torch.compile
 # (bench/decode_gpu_peer.py); then brrr eval --decoder on the GPU against the CPU on a Hugging Face
-# folder made by transformers (tests/models/hf_fixtures.py); the sampling kernel's time. Bars: batch 1 at 1.5x the peer's
-# tokens/s and 70% of the floor; batch 32 at 10x batch 1; the two losses within 1e-5.
+# folder made by transformers (tests/models/hf_fixtures.py); the sampling kernel's time; brrr serve
+# --device cuda at 1 and 8 clients (tests/serve/load_test.py). Bars: batch 1 at 1.5x the peer's
+# tokens/s and 70% of the floor; batch 32 at 10x batch 1; the two losses within 1e-5; serve at 8 clients 4x one.
 step_decode() {
   local b=$build/bench/bench_decode_gpu batch
   for batch in 1 32; do
@@ -590,6 +591,9 @@ step_decode() {
   done
   # The sampled step's draw (kernels/cuda/rows/sample.cu) at GPT-2's padded vocabulary, 1 and 32 rows.
   measure "sample_rows" 60 "$brrr" kernel-lab sample_rows --device cuda --seed 1 --size 1,50304 --size 32,50304
+  # brrr serve on the GPU, GPT-2 124M's shape: 8 concurrent clients' tokens/s over one client's (bar 4x).
+  measure "serve 1,8" 120 bash -c "'$python' bench/gpt2_hf_folder.py '$build/gpu-hf/gpt2' '$corpus' &&
+    '$python' tests/serve/load_test.py '$brrr' '$build/gpu-hf/gpt2' --measure 1,8 --seconds 8 --slots 32 --device cuda"
   measure "eval cpu=cuda" 90 bash -c "'$python' tests/models/hf_fixtures.py '$build/gpu-hf' '$corpus' >/dev/null &&
     head -c 20000 '$corpus' >'$build/gpu-hf/eval.txt' &&
     '$brrr' eval --decoder --checkpoint '$build/gpu-hf/tied' --data '$build/gpu-hf/eval.txt' | tail -1 &&

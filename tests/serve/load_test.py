@@ -1,4 +1,5 @@
 """tests/serve/load_test.py BRRR CHECKPOINT [--clients N] [--seconds S] [--slots K] [--measure C1,C2,...] [--stalled M]
+                          [--device cpu|cuda|emulator]
 
 Load on loopback, bounded in count and time. Every request is first run alone (its reference);
 then N clients stream completions for S seconds, each picking requests of mixed lengths, and
@@ -171,8 +172,9 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--measure", default="")
     ap.add_argument("--stalled", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="brrr serve's --device (cuda: the GPU's serving bar)")
     a = ap.parse_args()
-    args = ["--slots", str(a.slots), "--queue", "256", "--threads", str(a.threads)]
+    args = ["--slots", str(a.slots), "--queue", "256", "--threads", str(a.threads), "--device", a.device]
     with Server(a.brrr, a.checkpoint, *args) as s:
         block_size = json.loads(s.get("/v1/models")[2])["data"][0]["meta"]["n_ctx"]
         if a.measure:
