@@ -16,6 +16,8 @@
 // belong to which input, and which rows' logits each input wants.
 #include "serve/model_runner.h"
 
+#include <algorithm>
+
 #include "brrr/autograd.h"
 #include "brrr/error.h"
 
@@ -61,19 +63,47 @@ std::vector<std::vector<std::vector<float>>> ModelRunner::step(std::vector<StepI
     tokens_.insert(tokens_.end(), in.tokens.begin(), in.tokens.end());
   }
   const i64 n = static_cast<i64>(counts_.size()), W = static_cast<i64>(wanted_.size());
+  const auto draws = std::count_if(inputs.begin(), inputs.end(), [](const StepInput& in) { return in.draw; });
+  BRRR_CHECK(draws == 0 || (draws == n && device_ && W == n), "ModelRunner::step: a step draws on the CUDA device "
+             "for every input (each wanting its last row's logits) or for none");
+  std::vector<std::vector<std::vector<float>>> result(inputs.size());
   const float* logits = nullptr;
   if (device_) {
     BRRR_CHECK(!attention, "ModelRunner::step: the attention map is the CPU Decoder's (attention_of_last)");
-    logits = device_->forward(device_states_.data(), counts_.data(), n, tokens_.data(), wanted_.data(), W);
+    device_->enqueue(device_states_.data(), counts_.data(), n, tokens_.data(), wanted_.data(), W);
+    if (draws > 0) {
+      draw_on_device(inputs);
+      return result;
+    }
+    logits = device_->logits();
   } else {
     logits = decoder_->forward(states_.data(), counts_.data(), n, tokens_.data(), wanted_.data(), W, attention);
   }
-  std::vector<std::vector<std::vector<float>>> result(inputs.size());
   for (std::size_t at = 0, w = 0; at < inputs.size(); ++at) {
     const std::size_t count = inputs[at].all_logits ? inputs[at].tokens.size() : 1;
     for (std::size_t i = 0; i < count; ++i, ++w) result[at].emplace_back(logits + w * V, logits + (w + 1) * V);
   }
   return result;
+}
+
+// Each input's token from the pass's logits on the device: greedy rows by max_dim when every
+// row is greedy; else sample_rows for all, a greedy row as the rule top_k = 1 (the most likely
+// token, the lowest id on a tie: the same token).
+void ModelRunner::draw_on_device(std::vector<StepInput>& inputs) {
+  const bool all_greedy = std::all_of(inputs.begin(), inputs.end(), [](const StepInput& in) { return in.rule[0] == 0.0; });
+  const std::uint32_t* drawn = nullptr;
+  if (all_greedy) {
+    drawn = device_->greedy();
+  } else {
+    rules_.clear();
+    for (const StepInput& in : inputs) {
+      const bool greedy = in.rule[0] == 0.0;
+      rules_.insert(rules_.end(), {greedy ? 1.0 : in.rule[0], greedy ? 1.0 : in.rule[1], greedy ? 1.0 : in.rule[2],
+                                   greedy ? 0.0 : in.rule[3]});
+    }
+    drawn = device_->sample(rules_.data());
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) inputs[i].drawn = drawn[i];
 }
 
 std::vector<float> ModelRunner::attention_of_last(const std::vector<std::uint32_t>& tokens) {

@@ -42,10 +42,18 @@ struct SequenceCache {
 
 // One sequence's part of a step: its new tokens (they sit at positions cache->length onwards),
 // and whether the logits of every new position are wanted (echo with logprobs) or only the last.
+// On the CUDA device the next token may be drawn there instead (the scheduler asks it of every
+// input of a step or of none): draw set, rule holds sample_token's rule with the sequence's
+// uniform number (temperature, top_k, top_p, u: kernels/sample_rule.h; temperature 0 is greedy),
+// and step() writes the token to `drawn` and returns no logits for the input: one id a row
+// comes back instead of V floats.
 struct StepInput {
   SequenceCache* cache = nullptr;
   std::vector<std::uint32_t> tokens;
   bool all_logits = false;
+  bool draw = false;
+  double rule[4] = {0.0, 0.0, 1.0, 0.0};
+  std::int64_t drawn = -1;
 };
 
 class ModelRunner {
@@ -65,7 +73,9 @@ class ModelRunner {
 
   // Runs every input's new tokens through the model, appends their keys and values to their
   // caches, and returns, per input, the logits (V each) of its last position, or of all its new
-  // positions when all_logits. Inputs must be distinct sequences whose tokens fit block_size.
+  // positions when all_logits; or, when every input asks to `draw` (CUDA device only), no
+  // logits and each input's token in `drawn`. Inputs must be distinct sequences whose tokens
+  // fit block_size.
   // attention, when not nullptr, receives the last input's last row's softmax weights
   // (Decoder::forward's `attention`).
   std::vector<std::vector<std::vector<float>>> step(std::vector<StepInput>& inputs, float* attention = nullptr);
@@ -77,6 +87,7 @@ class ModelRunner {
   std::vector<float> attention_of_last(const std::vector<std::uint32_t>& tokens);
 
  private:
+  void draw_on_device(std::vector<StepInput>& inputs);
   std::shared_ptr<models::GPT> model_;
   models::GPTConfig config_;
   // On the CPU the steps' Decoder (the model's own weights in place, or their bf16 copy); on the
@@ -89,6 +100,7 @@ class ModelRunner {
   std::vector<models::DeviceDecodeState*> device_states_;
   std::vector<std::int64_t> counts_, wanted_;
   std::vector<std::uint32_t> tokens_;
+  std::vector<double> rules_;
 };
 
 }  // namespace brrr::serve

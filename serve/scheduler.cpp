@@ -261,6 +261,7 @@ void Scheduler::run_step() {
     inputs.push_back(std::move(in));
     fed.push_back(s.get());
   }
+  draw_on_device(fed, inputs);
   std::uint64_t generated = 0;
   for (Sequence* s : fed) generated -= s->generated.size();  // + the sizes after: the tokens of this step
   if (!inputs.empty()) {
@@ -269,7 +270,8 @@ void Scheduler::run_step() {
       for (std::size_t i = 0; i < fed.size(); ++i) {
         Sequence& s = *fed[i];
         if (inputs[i].all_logits) prompt_logprobs(s, logits[i]);
-        if (s.prefilled || s.prompt_fed == s.request->params.prompt.size()) advance(s, logits[i].back());
+        if (s.prefilled || s.prompt_fed == s.request->params.prompt.size())
+          advance(s, inputs[i].draw ? nullptr : &logits[i].back(), inputs[i].drawn);
       }
     } catch (const std::exception& e) {  // a bug, not a client's mistake: said, and the batch ends
       std::fprintf(stderr, "brrr serve: step failed: %s\n", e.what());
@@ -289,6 +291,7 @@ void Scheduler::run_step() {
   }
   metrics_.prompt_tokens += prompt_tokens;
   metrics_.generated_tokens += generated;
+  for (const StepInput& in : inputs) metrics_.drawn_on_device += in.drawn >= 0 ? 1 : 0;
   metrics_.running = running_.size();
   ++metrics_.steps;
   const auto now = Clock::now();
@@ -312,8 +315,32 @@ void Scheduler::prompt_logprobs(Sequence& s, const std::vector<std::vector<float
     s.prompt_info.push_back(token_info(usable(rows[r]), p.prompt[first + r + 1], p.logprobs));
 }
 
-// A sequence's last logits of this step: (with echo) its prompt first, then its next token.
-void Scheduler::advance(Sequence& s, const std::vector<float>& last_logits) {
+// On the CUDA device a step draws its tokens there (one id a row comes back, not V floats) when
+// every sequence in it draws a token now, none asks for log-probabilities (which need the
+// logits) and the model's vocabulary is the tokenizer's (the kernel draws from every id; a
+// padded vocabulary's extra ids must never be drawn). Each rule takes the sequence's next uniform
+// number where sample_token would have taken it, so the tokens are the same either way
+// (kernels/sample_rule.h says how close).
+void Scheduler::draw_on_device(const std::vector<Sequence*>& fed, std::vector<StepInput>& inputs) {
+  if (!runner_.device().is_cuda() || vocab_ != static_cast<std::size_t>(runner_.config().vocab_size)) return;
+  for (std::size_t i = 0; i < fed.size(); ++i) {
+    const Sequence& s = *fed[i];
+    const CompletionParams& p = s.request->params;
+    const bool draws_now = s.prefilled || (s.prompt_fed == p.prompt.size() && p.max_tokens > 0);
+    if (!draws_now || p.logprobs >= 0 || inputs[i].all_logits) return;
+  }
+  for (std::size_t i = 0; i < fed.size(); ++i) {
+    const models::GenerateOptions& o = fed[i]->request->params.sampling;
+    StepInput& in = inputs[i];
+    in.draw = true;
+    in.rule[0] = o.temperature, in.rule[1] = static_cast<double>(o.top_k), in.rule[2] = o.top_p;
+    in.rule[3] = o.temperature > 0.0 ? fed[i]->gen.uniform() : 0.0;
+  }
+}
+
+// A sequence's last logits of this step (nullptr: its token was drawn on the device, `drawn`):
+// (with echo) its prompt first, then its next token.
+void Scheduler::advance(Sequence& s, const std::vector<float>* last_logits, std::int64_t drawn) {
   const CompletionParams& p = s.request->params;
   Event e;
   if (!s.prefilled) {
@@ -327,8 +354,8 @@ void Scheduler::advance(Sequence& s, const std::vector<float>& last_logits) {
     }
     if (p.max_tokens == 0) return finish(s, "length", std::move(e));
   }
-  const std::vector<float> last = usable(last_logits);
-  const std::uint32_t token = models::sample_token(last, p.sampling, s.gen);
+  const std::vector<float> last = last_logits ? usable(*last_logits) : std::vector<float>{};
+  const auto token = last_logits ? models::sample_token(last, p.sampling, s.gen) : static_cast<std::uint32_t>(drawn);
   if (end_of_text_ && token == *end_of_text_ && !p.ignore_eos) {  // the end of the document: not part of the text
     e.text = tokenizer_.decode(s.generated).substr(s.text_sent);  // with what was held back
     return finish(s, "stop", std::move(e));

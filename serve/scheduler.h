@@ -129,6 +129,7 @@ struct SchedulerOptions {
 // Counters for GET /metrics (Prometheus text).
 struct Metrics {
   std::uint64_t requests_finished = 0, requests_cancelled = 0, prompt_tokens = 0, generated_tokens = 0, steps = 0;
+  std::uint64_t drawn_on_device = 0;  // tokens drawn on the CUDA device (no logits copied back)
   std::uint64_t queue_depth = 0, running = 0;
   double ttft_sum = 0.0;  // seconds from submit to the first generated token, summed
   std::uint64_t ttft_count = 0;
@@ -167,7 +168,8 @@ class Scheduler {
   void run_step();
   void finish(Sequence& s, const std::string& reason, Event last = {});  // its last event, done
   void prompt_logprobs(Sequence& s, const std::vector<std::vector<float>>& rows);
-  void advance(Sequence& s, const std::vector<float>& last);
+  void draw_on_device(const std::vector<Sequence*>& fed, std::vector<StepInput>& inputs);
+  void advance(Sequence& s, const std::vector<float>* last, std::int64_t drawn);
   std::vector<float> usable(const std::vector<float>& logits) const;
 
   ModelRunner& runner_;

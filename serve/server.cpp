@@ -242,6 +242,8 @@ std::string Server::State::metrics_text() const {
   counter("brrr_prompt_tokens_total", "Prompt tokens processed (prefill).", m.prompt_tokens);
   counter("brrr_generated_tokens_total", "Tokens generated.", m.generated_tokens);
   counter("brrr_steps_total", "Batched model steps run by the scheduler.", m.steps);
+  counter("brrr_tokens_drawn_on_device_total", "Tokens drawn on the CUDA device, no logits copied back.",
+          m.drawn_on_device);
   counter("brrr_queue_depth", "Requests waiting for a slot.", m.queue_depth, "gauge");
   counter("brrr_running_sequences", "Sequences in the running batch.", m.running, "gauge");
   counter("brrr_open_connections", "HTTP connections open now, idle ones included.",

@@ -198,6 +198,49 @@ TEST_CASE("runner on the emulator: a sequence's logits are the same bits alone, 
   CHECK_THROWS_WITH_AS(runner.new_cache(), "DeviceDecoder: all 9 slots of the cache hold a sequence", Error);
 }
 
+TEST_CASE("runner on the emulator: a step that draws on the device gives sample_token's tokens from the same "
+          "uniform numbers, and greedy rows their argmax") {
+  cuda::use_emulator();
+  serve::ModelRunner cpu(small_model());
+  serve::ModelRunner runner(small_model(), kFloat32, Device::cuda(), 3);
+  const std::vector<std::vector<std::uint32_t>> prompts = {ids_of({1, 2, 3}), ids_of({40, 41, 12}), ids_of({7})};
+  std::vector<serve::SequenceCache> on_cpu, on_device;
+  std::vector<serve::StepInput> cpu_in, device_in;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    on_cpu.push_back(cpu.new_cache()), on_device.push_back(runner.new_cache());
+  }
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    cpu_in.push_back({&on_cpu[i], prompts[i], false});
+    device_in.push_back({&on_device[i], prompts[i], false});
+  }
+  // Row 0 greedy, rows 1 and 2 sampled (top_k and top_p); each sampled row's uniform number from
+  // its own generator, as the scheduler takes it.
+  models::GenerateOptions o[3];
+  o[0].temperature = 0.0;
+  o[1].temperature = 0.8, o[1].top_k = 12;
+  o[2].temperature = 1.3, o[2].top_p = 0.7;
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    const auto logits = cpu.step(cpu_in);
+    for (std::size_t i = 0; i < 3; ++i) {
+      Generator gen(100 * round + i), same(100 * round + i);
+      serve::StepInput& in = device_in[i];
+      in.draw = true;
+      in.rule[0] = o[i].temperature, in.rule[1] = static_cast<double>(o[i].top_k), in.rule[2] = o[i].top_p;
+      in.rule[3] = o[i].temperature > 0.0 ? gen.uniform() : 0.0;
+      in.drawn = -1;
+      cpu_in[i].tokens = {models::sample_token(logits[i].back(), o[i], same)};
+    }
+    CHECK(runner.step(device_in) == std::vector<std::vector<std::vector<float>>>(3));  // no logits come back
+    for (std::size_t i = 0; i < 3; ++i) {
+      CHECK(device_in[i].drawn == cpu_in[i].tokens[0]);
+      device_in[i].tokens = {static_cast<std::uint32_t>(device_in[i].drawn)};
+    }
+  }
+  device_in[1].draw = false;  // all or none
+  CHECK_THROWS_WITH_AS(runner.step(device_in), doctest::Contains("for every input"), Error);
+}
+
 // ---------------------------------------------------------------------------------------------
 // streamed text
 
@@ -359,6 +402,34 @@ TEST_CASE("server: on the emulator (--device emulator), a greedy completion is t
   auto att = r.post("/v1/attention", json{{"tokens", prompt}}.dump());
   REQUIRE(att);
   CHECK(att->status == 200);
+}
+
+TEST_CASE("server: on the emulator, a sampled completion is drawn on the device and is the CPU server's") {
+  cuda::use_emulator();
+  // The model's vocabulary the tokenizer's (no padded ids, which the device's draw would reach).
+  const auto loader = [] {
+    auto tok = tokenizer::TextTokenizer::train("char", kAlphabet, 0, false);
+    models::GPTConfig c = small_config();
+    c.vocab_size = static_cast<std::int64_t>(tok->vocab_size());
+    Generator gen(5);
+    auto model = std::make_shared<models::GPT>(c, gen);
+    model->eval();
+    return serve::LoadedModel{model, std::move(tok)};
+  };
+  serve::ServerOptions on_device;
+  on_device.device = Device::cuda();
+  on_device.scheduler.slots = 2;
+  Running cpu(serve::ServerOptions{}, loader), device(on_device, loader);
+  REQUIRE((cpu.wait_ready() && device.wait_ready()));
+  for (const json& body : {json{{"prompt", "the cat"}, {"max_tokens", 8}, {"temperature", 0.9}, {"top_k", 20},
+                                {"top_p", 0.9}, {"seed", 11}},
+                           json{{"prompt", "sat on"}, {"max_tokens", 8}, {"temperature", 0}}}) {
+    CAPTURE(body.dump());
+    CHECK(completion(device, body)["choices"][0]["text"] == completion(cpu, body)["choices"][0]["text"]);
+  }
+  auto metrics = device.client().Get("/metrics");
+  REQUIRE(metrics);
+  CHECK(metrics->body.find("brrr_tokens_drawn_on_device_total 16") != std::string::npos);
 }
 
 TEST_CASE("server: a streamed completion is the same as the answer, ends with [DONE] and reports usage") {
