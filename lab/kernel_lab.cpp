@@ -203,18 +203,19 @@ double traffic_bytes(const Case& c, const Problem& problem) {
 
 // Perf mode at a size whose float64 reference would take long (matmul at 4096^3 is 1.4e11
 // multiply-adds) checks the variants at a smaller size of the same shape and times them at the
-// size asked for. The first size is halved until the op's FLOPs are at most 2^32, or, for the
-// bandwidth ops that count no FLOPs, until its traffic is at most 2^28 bytes (256 MiB: the
-// cross-entropy bar's 8192 x 50304 logits are 1.6 GB, whose float64 reference alone needs 3.3
-// GB of page faults). In every case the first size is a count of independent problems
+// size asked for. The first size is halved until the op's FLOPs are at most 2^32 (or the
+// Options::check_flops a test under qemu sets lower), or, for the bandwidth ops that count no
+// FLOPs, until its traffic is at most 2^28 bytes (256 MiB: the cross-entropy bar's 8192 x 50304
+// logits are 1.6 GB, whose float64 reference alone needs 3.3 GB of page faults). In every case the first size is a count of independent problems
 // (matmul's rows M, attention's BH, the rows of a reduction, the batch of images), so the other
 // sizes (K, T, the row length) stay, and with them the sums and tiles the bar's size exercises.
-Dims Case::check_size(const Dims& dims) const {
-  constexpr double kCheckFlops = 4294967296.0;  // 2^32
-  constexpr double kCheckBytes = 268435456.0;   // 2^28
+Dims Case::check_size(const Dims& dims, double max_flops) const {
+  constexpr double kCheckBytes = 268435456.0;  // 2^28
+  BRRR_CHECK(max_flops >= 1, "kernel-lab ", name, ": the FLOPs above which a smaller size is checked must be at least 1, not ",
+             max_flops);
   Dims d = dims;
   if (d.empty()) return d;
-  const auto too_big = [&] { return flops ? flops(d) > kCheckFlops : bytes && bytes(d) > kCheckBytes; };
+  const auto too_big = [&] { return flops ? flops(d) > max_flops : bytes && bytes(d) > kCheckBytes; };
   while (d[0] > 1 && too_big()) d[0] = (d[0] + 1) / 2;
   return d;
 }
@@ -244,7 +245,7 @@ bool plan_run(const Case& c, const Options& options, Target& target, Report& rep
   BRRR_CHECK(plan.dims.size() == c.dim_names.size(), "kernel-lab ", c.name, ": ", plan.dims.size(), " sizes given, ",
              c.dim_names.size(), " expected");
   const bool checks_apart = options.mode == Mode::Perf || options.mode == Mode::Reference;
-  plan.check_dims = checks_apart ? c.check_size(plan.dims) : plan.dims;
+  plan.check_dims = checks_apart ? c.check_size(plan.dims, options.check_flops) : plan.dims;
   report.size = size_string(c, plan.dims);
   report.dims = plan.dims;
   if (plan.check_dims != plan.dims) report.check_size = size_string(c, plan.check_dims);
@@ -548,7 +549,10 @@ Report run(const Case& c, const Options& options) {
   Peaks peaks;
   const bool timing = options.mode == Mode::Perf;
   if (timing) {
-    peaks = measure_peaks(options.device, !c.report_flops, c.report_flops, c.peak_op);
+    if (options.measure_peak)
+      peaks = measure_peaks(options.device, !c.report_flops, c.report_flops, c.peak_op);
+    else
+      peaks.bandwidth_how = peaks.flops_how = "not measured (Options::measure_peak off)";
     report.peak = c.report_flops ? peaks.tflops : peaks.bandwidth_gbs;
     print_peak(out, c, peaks);
   }

@@ -176,6 +176,9 @@ struct Grad {
   bool accumulates = false;
 };
 
+// Perf mode checks an op of more FLOPs than this at a smaller size (Case::check_size).
+constexpr double kCheckFlops = 4294967296.0;  // 2^32
+
 // One row of the table, written with designated initializers (every member has a default,
 // so a row names only what it needs).
 struct Case {
@@ -230,10 +233,11 @@ struct Case {
 
   const std::string& op_name() const { return op.empty() ? name : op; }
   const Dims& default_size(LabDevice device) const;
-  // The size perf mode checks `dims` at: dims, or, where the op's FLOPs exceed 2^32 (its
-  // traffic 2^28 bytes, for a bandwidth op that counts no FLOPs), dims with the first size
-  // (independent rows, heads or images) halved until they do not.
-  Dims check_size(const Dims& dims) const;
+  // The size perf mode checks `dims` at: dims, or, where the op's FLOPs exceed `max_flops`
+  // (2^32 unless Options::check_flops says less; its traffic 2^28 bytes, for a bandwidth op
+  // that counts no FLOPs), dims with the first size (independent rows, heads or images) halved
+  // until they do not.
+  Dims check_size(const Dims& dims, double max_flops = kCheckFlops) const;
   bool has_grad() const { return !grads.empty() || gradcheck != nullptr; }
 };
 
@@ -259,6 +263,14 @@ struct Options {
   int repeat = 0;               // timed runs; 0: the device's default (within a time budget)
   std::uint64_t seed = 1337;
   double tolerance = -1;        // < 0: the case's
+  // Perf mode checks an op of more FLOPs at a smaller size (Case::check_size). Lowered only
+  // where the float64 reference is far slower than on CI's CPU (a test under qemu,
+  // tests/slow_cpu.h), to check the same rule at a smaller size.
+  double check_flops = kCheckFlops;
+  // Perf mode's percent of peak needs the device's peak, measured once per process: on the CPU
+  // a 2048^3 float32 matmul run 7 times (120 GFLOP). A test that has no use for the percentage
+  // under qemu (tests/slow_cpu.h) turns it off; the report then says "not measured".
+  bool measure_peak = true;
   std::FILE* out = stdout;      // where the report is printed as it runs (nullptr: nowhere)
 };
 

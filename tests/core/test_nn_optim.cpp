@@ -162,6 +162,9 @@ TEST_CASE("the chapter-05 MLP reaches 99% training accuracy on spirals and write
   models::MLPTrainOptions o;
   o.out_dir = dir;
   o.verbose = false;
+  // Under BRRR_SLOW_CPU=1 (qemu, tests/slow_cpu.h; 188 s there at the defaults) 500 steps at 3x
+  // the rate: 99.33%, loss 0.012 on x86-64 (2026-11-29; the default 1500 steps: 99.33%, 0.011).
+  if (test::slow_cpu()) o.steps = 500, o.lr = 3e-2;
   const models::MLPTrainResult r = models::train_mlp(o);
   CHECK(r.accuracy >= 0.99);
   CHECK(r.losses.front() > 0.9);
@@ -171,10 +174,10 @@ TEST_CASE("the chapter-05 MLP reaches 99% training accuracy on spirals and write
     CHECK(std::filesystem::file_size(png) > 1000);
     CHECK(read_file(png).substr(1, 3) == "PNG");
   }
-  // the same seed trains to the same bits. Under qemu (BRRR_SLOW_CPU=1) the first 300 steps
+  // the same seed trains to the same bits. Under qemu (BRRR_SLOW_CPU=1) the first 200 steps
   // only: the learning rate is constant, so the shorter run is the longer one's beginning.
   o.out_dir.clear();
-  o.steps = test::sized(o.steps, 300);
+  o.steps = test::sized(o.steps, 200);
   const std::vector<double> again = models::train_mlp(o).losses;
   CHECK(again == std::vector<double>(r.losses.begin(), r.losses.begin() + o.steps));
 }

@@ -5,6 +5,7 @@
 
 #include "brrr/brrr.h"
 #include "brrr/models/gpt.h"
+#include "tests/slow_cpu.h"
 
 using namespace brrr;
 
@@ -24,9 +25,14 @@ Run train(int threads, std::uint64_t seed) {
   models::GPT model(c, gen);
   optim::AdamW opt(optim::decay_groups(model.parameters(), optim::AdamWOptions(1e-3).betas({0.9, 0.95}).weight_decay(0.1)));
   Run run;
-  for (int step = 0; step < 4; ++step) {
-    Tensor idx = randint(0, c.vocab_size, {6, c.block_size}, gen);
-    Tensor targets = randint(0, c.vocab_size, {6, c.block_size}, gen);
+  // Under BRRR_SLOW_CPU=1 (qemu, tests/slow_cpu.h: 148 s at 4 steps of 6) 2 steps of 3
+  // sequences: still a step whose inputs come from the generator after a step's dropout, and
+  // matmuls of 192 rows, which 2 threads share.
+  const int steps = test::sized(4, 2);
+  const std::int64_t batch = test::sized(6, 3);
+  for (int step = 0; step < steps; ++step) {
+    Tensor idx = randint(0, c.vocab_size, {batch, c.block_size}, gen);
+    Tensor targets = randint(0, c.vocab_size, {batch, c.block_size}, gen);
     Tensor loss = model.loss(model.forward(idx), targets);
     opt.zero_grad();
     loss.backward();

@@ -16,6 +16,7 @@
 
 #include "brrr/brrr.h"
 #include "brrr/safetensors.h"
+#include "tests/slow_cpu.h"
 #include "tests/train/train_helpers.h"
 #include "train/trainer.h"
 
@@ -32,13 +33,19 @@ std::string small_text() { return train_test::small_text("test-graph", 20000); }
 
 using train_test::tensors_of;
 
+// 7 steps; under BRRR_SLOW_CPU=1 (qemu, tests/slow_cpu.h, where the two runs of 7 took 232 s)
+// 5: still a capture, replays on both sides of the evaluation at step 4, and 3 steps after the
+// first two, whose blocks are counted.
+int tiny_steps() { return test::sized(7, 5); }
+
 train::TrainConfig tiny(const std::string& out_dir) {
   train::TrainConfig c = train::TrainConfig::from_preset("cpu-tiny");
   c.data = small_text();
   c.out_dir = out_dir;
   c.device = "emulator";
   c.n_layer = 1, c.n_head = 2, c.n_embd = 32, c.block_size = 16, c.batch_size = 2;
-  c.max_iters = 7, c.warmup_iters = 2, c.lr_decay_iters = 7, c.eval_interval = 4, c.eval_iters = 1;
+  c.max_iters = c.lr_decay_iters = tiny_steps();
+  c.warmup_iters = 2, c.eval_interval = 4, c.eval_iters = 1;
   c.log_interval = 2, c.grad_clip = 0.5, c.sample_tokens = 0;
   return c;
 }
@@ -198,15 +205,16 @@ TEST_CASE("brrr train on a CUDA device replays the step as a graph by default: t
   plain.cuda_graph = false;
   const train::TrainResult a = train::run_training(plain);
   const train::TrainResult b = train::run_training(graph);
-  REQUIRE(b.losses.size() == 7);
+  const int later = tiny_steps() - 2;  // the steps after the first two (the capture's)
+  REQUIRE(b.losses.size() == static_cast<std::size_t>(tiny_steps()));
   CHECK(a.losses == b.losses);
   CHECK(a.last_val_loss == b.last_val_loss);
   CHECK(b.step_waits == 0);  // replays, their inputs' copies and the loss's clone never wait for the device
-  // Steps 3 to 7: no device allocation; of the allocator's cached blocks, the replays take the
-  // loss's and the norm's copies alone (2 a step), the plain steps one per activation.
+  // Steps 3 to the last: no device allocation; of the allocator's cached blocks, the replays take
+  // the loss's and the norm's copies alone (2 a step), the plain steps one per activation.
   CHECK(b.later_step_device_allocations == 0);
-  CHECK(b.later_step_blocks == 2 * 5);
-  CHECK(a.later_step_blocks > 20 * 5);
+  CHECK(b.later_step_blocks == 2u * later);
+  CHECK(a.later_step_blocks > 20u * later);
   CHECK(tensors_of(a.last_checkpoint) == tensors_of(b.last_checkpoint));  // weights, moments, generators
   // The clipping inside the graph was at work: the logged norms (the graph's) exceed 0.5.
   std::ifstream log(graph.out_dir + "/log.jsonl");

@@ -20,6 +20,7 @@
 #include "kernels/cuda/emulator_memory.h"
 #include "kernels/registry.h"
 #include "lab/kernel_lab.h"
+#include "tests/slow_cpu.h"
 
 using namespace brrr;
 
@@ -387,6 +388,8 @@ TEST_CASE("kernel lab: a size whose reference would take long is checked smaller
   const lab::Case& matmul = lab::find_case("matmul");
   CHECK(matmul.check_size({4096, 4096, 4096}) == lab::Dims{128, 4096, 4096});
   CHECK(matmul.check_size({67, 45, 33}) == lab::Dims{67, 45, 33});
+  CHECK(matmul.check_size({4096, 4096, 4096}, 67108864.0) == lab::Dims{2, 4096, 4096});  // a lower threshold: 2^26
+  CHECK_THROWS_WITH_AS(matmul.check_size({67, 45, 33}, 0.0), doctest::Contains("must be at least 1, not 0"), Error);
   const lab::Case& attention = lab::find_case("attention_forward");
   const lab::Dims checked = attention.check_size({384, 1024, 64});
   CHECK(checked[0] < 384);
@@ -407,31 +410,40 @@ TEST_CASE("kernel lab: a size whose reference would take long is checked smaller
   lab::Options o = quiet(lab::LabDevice::CPU, lab::Mode::Perf);
   // Just over 2^32 FLOPs (2 * 2049 * 1024 * 1024), so checked at M = 1025, half the work of the
   // 2^33 it was timed at before (125 s of the sanitizer pass, 86% of it Eigen's kernel under
-  // AddressSanitizer: perf, 2026-11-28), and an odd M on the way.
-  o.size = {2049, 1024, 1024};
+  // AddressSanitizer: perf, 2026-11-28), and an odd M on the way. Under BRRR_SLOW_CPU=1 (qemu,
+  // tests/slow_cpu.h, where this size ran past ctest's 600 s) the same rule a 64th the size:
+  // the threshold lowered to 2^26 and N = K = 128, just over it, so again checked at M = 1025.
+  const std::int64_t nk = test::sized<std::int64_t>(1024, 128);
+  if (test::slow_cpu()) {
+    o.check_flops = 67108864.0;  // 2^26
+    o.measure_peak = false;      // the CPU's peak: 120 GFLOP of matmul (kernel_lab.h)
+  }
+  o.size = {2049, nk, nk};
   o.repeat = 1;
   // One variant is enough to see where it is checked and timed; the naive loop alone took 15 s
   // at twice these FLOPs on 2 cores. `every CPU variant passes check mode` checks them all.
   o.variant = "eigen";
+  const std::string n_k = " N=" + std::to_string(nk) + " K=" + std::to_string(nk);
   const lab::Report report = lab::run(matmul, o);
-  CHECK(report.size == "M=2049 N=1024 K=1024");
-  CHECK(report.check_size == "M=1025 N=1024 K=1024");
+  CHECK(report.size == "M=2049" + n_k);
+  CHECK(report.check_size == "M=1025" + n_k);
   REQUIRE(report.results.size() >= 1);
   for (const lab::VariantResult& r : report.results) {
     CHECK_MESSAGE(r.passed, r.variant, ": ", r.failure);
     CHECK(r.checked);
     CHECK(r.timed);
     // The rate is the timed size's FLOPs over the median time.
-    CHECK(r.rate == doctest::Approx(4297064448.0 / (r.median_ms * 1e-3) / 1e12));
+    CHECK(r.rate == doctest::Approx(2.0 * 2049 * nk * nk / (r.median_ms * 1e-3) / 1e12));
+    CHECK((r.percent_of_peak > 0) == o.measure_peak);  // -1 where the peak was not measured
   }
-  CHECK(contains(lab::json_lines(report), "\"check_size\":\"M=1025 N=1024 K=1024\""));
+  CHECK(contains(lab::json_lines(report), "\"check_size\":\"M=1025" + n_k + "\""));
 
   // Reference mode runs no kernel: it times the inputs and the reference a check would need.
   o.mode = lab::Mode::Reference;
   const lab::Report timed = lab::run(matmul, o);
   CHECK(timed.results.empty());
   CHECK(timed.reference_seconds > 0);
-  CHECK(timed.check_size == "M=1025 N=1024 K=1024");
+  CHECK(timed.check_size == "M=1025" + n_k);
 }
 
 TEST_CASE("cli: brrr kernel-lab reports mistakes and runs small tables") {

@@ -31,13 +31,21 @@ TEST_CASE("int8 KV cache: logits within 0.05 of the float32 cache's, 48 greedy t
   train::TrainConfig c = train::TrainConfig::from_preset("cpu-tiny");  // 4 layers, 4 heads, 128 wide, context 64
   c.out_dir = out;
   c.max_iters = 300, c.lr_decay_iters = 300, c.eval_interval = 300, c.eval_iters = 2, c.log_interval = 1000;
-  if (test::slow_cpu()) {  // qemu (tests/slow_cpu.h): 100 steps of 6 sequences, a tenth of the
-    c.max_iters = c.lr_decay_iters = c.eval_interval = 100;  // warmup, 3x the rate: val 2.55
-    c.batch_size = 6, c.warmup_iters = 10, c.learning_rate = 3e-3;  // on x86-64 (2026-11-29)
+  double bar = 2.6;  // it has learned something (from 4.2 at the start)
+  if (test::slow_cpu()) {
+    // qemu (tests/slow_cpu.h), where 100 steps of 6 sequences of this model still ran past
+    // ctest's 600 s (a step takes seconds there): 2 layers 96 wide, 60 steps of 3 sequences,
+    // a twelfth of those steps' matmul FLOPs (100 such steps took 270 s under qemu). Val 2.68
+    // on x86-64 (2026-11-29), so the bar is 2.75: still far from the 4.2 of no training, with
+    // two layers' caches to quantize.
+    c.n_layer = 2, c.n_embd = 96, c.batch_size = 3;
+    c.max_iters = c.lr_decay_iters = c.eval_interval = 60;
+    c.warmup_iters = 6, c.learning_rate = 3e-3;
+    bar = 2.75;
   }
   c.sample_tokens = 0;
   const train::TrainResult trained = train::run_training(c);
-  REQUIRE(trained.last_val_loss < 2.6);  // it has learned something (from 4.2 at the start)
+  REQUIRE(trained.last_val_loss < bar);
   auto model = models::load_model(trained.last_checkpoint);
   model->eval();
   NoGradGuard no_grad;

@@ -18,6 +18,7 @@
 #include "brrr/models/checkpoint.h"
 #include "brrr/models/generate.h"
 #include "brrr/safetensors.h"
+#include "tests/slow_cpu.h"
 #include "tests/train/train_helpers.h"
 #include "train/data.h"
 #include "train/trainer.h"
@@ -220,12 +221,15 @@ TEST_CASE("sampling: temperature, top-k and top-p, seeded") {
 // checkpoint is compared tensor by tensor, bit for bit, with the uninterrupted run's: the
 // parameters, AdamW's moments, the data and dropout generators.
 namespace {
-constexpr int kSteps = 60;  // room for the few steps that run between the signal and the stop
+// 60 steps: room for the few steps that run between the signal and the stop. Under
+// BRRR_SLOW_CPU=1 (qemu, tests/slow_cpu.h: 231 s at 60) 24, with the signal after one of the
+// first 8: a step there takes long enough that fewer run before the stop.
+int sigint_steps() { return test::sized(60, 24); }
 
 std::string train_args(const std::string& out) {
   return "train --data=" + small_text() + " --out_dir=" + out +
          " --n_layer=2 --n_embd=48 --n_head=2 --block_size=32 --batch_size=8 --dropout=0.1 --max_iters=" +
-         std::to_string(kSteps) + " --warmup_iters=5 --lr_decay_iters=" + std::to_string(kSteps) +
+         std::to_string(sigint_steps()) + " --warmup_iters=5 --lr_decay_iters=" + std::to_string(sigint_steps()) +
          " --eval_interval=15 --eval_iters=2 --log_interval=1 --sample_tokens=0";
 }
 
@@ -250,9 +254,9 @@ TEST_CASE("Ctrl-C at a random step, then --resume, ends bit for bit where an uni
     after = std::atoi(forced);
   } else {
     std::random_device device;
-    after = 1 + static_cast<int>(device() % (kSteps / 3));
+    after = 1 + static_cast<int>(device() % (sigint_steps() / 3));
   }
-  MESSAGE("SIGINT after step ", after, " of ", kSteps, " (replay: BRRR_SIGINT_STEP=", after, ")");
+  MESSAGE("SIGINT after step ", after, " of ", sigint_steps(), " (replay: BRRR_SIGINT_STEP=", after, ")");
 
   const std::string straight = scratch("sigint-straight"), out = scratch("sigint");
   REQUIRE(std::system((std::string(BRRR_CLI) + " " + train_args(straight) + " > " + straight + "/stdout.txt 2>&1").c_str()) == 0);
@@ -279,15 +283,15 @@ TEST_CASE("Ctrl-C at a random step, then --resume, ends bit for bit where an uni
   const int stopped = steps_logged(out);
   MESSAGE("interrupted after ", stopped, " steps");
   REQUIRE(stopped >= after);
-  REQUIRE(stopped < kSteps);
+  REQUIRE(stopped < sigint_steps());
   CHECK(fs::exists(out + checkpoint_name(stopped)));
 
   // --resume with the same arguments: it picks up the saved step and runs to the end.
   REQUIRE(std::system((std::string(BRRR_CLI) + " " + train_args(out) + " --resume > " + out + "/resume.txt 2>&1").c_str()) == 0);
   CHECK(read_file(out + "/resume.txt").find("resumed from " + out + checkpoint_name(stopped)) != std::string::npos);
-  CHECK(steps_logged(out) == kSteps);
+  CHECK(steps_logged(out) == sigint_steps());
 
-  safetensors::File a(straight + checkpoint_name(kSteps)), b(out + checkpoint_name(kSteps));
+  safetensors::File a(straight + checkpoint_name(sigint_steps())), b(out + checkpoint_name(sigint_steps()));
   REQUIRE(a.tensors().size() == b.tensors().size());
   int parameters = 0;
   for (std::size_t i = 0; i < a.tensors().size(); ++i) {
