@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "brrr/error.h"
 #include "brrr/generator.h"  // BRRR_HOST_DEVICE
 
 namespace brrr::kernels::sample {
@@ -76,6 +77,16 @@ BRRR_HOST_DEVICE inline std::uint64_t share_threshold(double p, std::uint64_t to
 BRRR_HOST_DEVICE inline std::uint64_t draw_threshold(double u, std::uint64_t total) {
   const auto u53 = static_cast<u128>(ldexp(u, 53));
   return static_cast<std::uint64_t>((u53 * total) >> 53) + 1;
+}
+
+// The sizes and pointers every sample_rows kernel takes, checked alike on every device (the
+// rules are in the device's memory: a kernel checks those row by row, rule_ok).
+inline void check_sample_rows(const void* out, const void* logits, const void* rules, std::int64_t rows,
+                              std::int64_t V) {
+  BRRR_CHECK(rows >= 0, "sample_rows: rows must not be negative, got ", rows);
+  BRRR_CHECK(V >= 1 && V <= kMaxVocab, "sample_rows: the vocabulary V must be in [1, ", kMaxVocab,
+             "] (its weights are added in 64-bit integers), got ", V);
+  BRRR_CHECK(rows == 0 || (out && logits && rules), "sample_rows: a null pointer: out, logits and rules must be given");
 }
 
 }  // namespace brrr::kernels::sample

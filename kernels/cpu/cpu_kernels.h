@@ -134,7 +134,5 @@ void append_cache(T* k, T* v, const T* new_k, const T* new_v, const std::int32_t
 void sample_rows(std::int32_t* out, const float* logits, const double* rules, std::int64_t rows, std::int64_t V,
                  Stream);
 std::int32_t sample_row(const float* logits, std::int64_t V, const double* rule);
-void check_sample_rows(std::int32_t* out, const float* logits, const double* rules, std::int64_t rows,
-                       std::int64_t V);
 
 }  // namespace brrr::kernels::cpu

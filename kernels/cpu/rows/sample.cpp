@@ -15,14 +15,6 @@
 
 namespace brrr::kernels::cpu {
 
-void check_sample_rows(std::int32_t* out, const float* logits, const double* rules, std::int64_t rows,
-                       std::int64_t V) {
-  BRRR_CHECK(rows >= 0, "sample_rows: rows must not be negative, got ", rows);
-  BRRR_CHECK(V >= 1 && V <= sample::kMaxVocab, "sample_rows: the vocabulary V must be in [1, ", sample::kMaxVocab,
-             "] (its weights are added in 64-bit integers), got ", V);
-  BRRR_CHECK(rows == 0 || (out && logits && rules), "sample_rows: a null pointer: out, logits and rules must be given");
-}
-
 std::int32_t sample_row(const float* logits, std::int64_t V, const double* rule) {
   namespace s = sample;
   if (!s::rule_ok(rule)) return -1;
@@ -60,7 +52,7 @@ std::int32_t sample_row(const float* logits, std::int64_t V, const double* rule)
 
 void sample_rows(std::int32_t* out, const float* logits, const double* rules, std::int64_t rows, std::int64_t V,
                  Stream) {
-  check_sample_rows(out, logits, rules, rows, V);
+  sample::check_sample_rows(out, logits, rules, rows, V);
   for (std::int64_t r = 0; r < rows; ++r) out[r] = sample_row(logits + r * V, V, rules + r * sample::kRuleSize);
 }
 

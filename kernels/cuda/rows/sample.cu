@@ -180,11 +180,8 @@ __global__ void sample_rows_kernel(std::int32_t* out, const float* logits, const
 }
 
 void sample_rows(std::int32_t* out, const float* logits, const double* rules, i64 rows, i64 V, Stream stream) {
-  BRRR_CHECK(rows >= 0, "sample_rows: rows must not be negative, got ", rows);
-  BRRR_CHECK(V >= 1 && V <= rule::kMaxVocab, "sample_rows: the vocabulary V must be in [1, ", rule::kMaxVocab,
-             "] (its weights are added in 64-bit integers), got ", V);
+  rule::check_sample_rows(out, logits, rules, rows, V);
   if (rows == 0) return;
-  BRRR_CHECK(out && logits && rules, "sample_rows: a null pointer: out, logits and rules must be given");
   BRRR_CHECK(rows <= INT_MAX, "sample_rows: rows = ", rows, " is more than one launch's grid holds");
   BRRR_LAUNCH(sample_rows_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, out, logits, rules, V);
 }
