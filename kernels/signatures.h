@@ -283,6 +283,18 @@ using matmul_on_bf16_fn = void (*)(float* out, const bf16* a, const bf16* b, con
 // (unless nullptr), a and b bfloat16, bias (N) float32; otherwise as matmul_bias_gelu.
 using matmul_bias_gelu_on_bf16_fn = void (*)(float* out, float* pre, const bf16* a, const bf16* b, const float* bias,
                                              const MatmulShape& shape, Stream);
+// sum_dim on bf16 data (chapter 18, section 11: a linear layer's bias gradient): out (outer,
+// inner) float32 = in (outer, R, inner) bfloat16 summed over R, as sum_dim<float> sums the
+// widened values (each bf16 value is exactly a float): the same bits, without the widened copy.
+using sum_dim_on_bf16_fn = void (*)(float* out, const bf16* in, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream);
+// matmul_epilogue on bf16 data (chapter 18, section 11: the bf16 step's GEMM with its epilogue,
+// as cuBLASLt offers it): out (M, N) bfloat16 = act(a @ b + bias), a and b bfloat16 with
+// MatmulShape's trans_a and trans_b (batch 1, no accumulate), the sums float32 and the result
+// rounded to bf16 once. bias (N) bfloat16, or nullptr for none. gelu true: act is GELU (the tanh
+// form, gelu_forward's) and pre (M, N) = a @ b + bias, rounded to bf16, is stored for the
+// backward unless nullptr; gelu false: act is the identity and pre is not written.
+using matmul_epilogue_on_bf16_fn = void (*)(bf16* out, bf16* pre, const bf16* a, const bf16* b, const bf16* bias,
+                                            bool gelu, const MatmulShape& shape, Stream);
 // attention_forward on bf16 data: q, k, v, out bfloat16 (BH, T, hs), lse float32 (BH, T).
 // attention_backward on bf16 data: from dout, q, k, v, out bfloat16 and the float32 lse, dq,
 // dk, dv float32 (BH, T, hs), overwritten.
@@ -392,6 +404,10 @@ template <class T> inline constexpr Op<append_cache_fn<T>> append_cache{"append_
 inline constexpr Op<sample_rows_fn> sample_rows{"sample_rows", kFloat32};
 // matmul_bias_gelu on bf16 data: the op "matmul_bias_gelu" in dtype bfloat16 (as matmul_on_bf16).
 inline constexpr Op<matmul_bias_gelu_on_bf16_fn> matmul_bias_gelu_on_bf16{matmul_bias_gelu<float>.name, kBFloat16};
+// sum_dim on bf16 data, float32 out: the op "sum_dim" in dtype bfloat16 (as matmul_on_bf16).
+inline constexpr Op<sum_dim_on_bf16_fn> sum_dim_on_bf16{sum_dim<float>.name, kBFloat16};
+// The bf16 step's GEMM with its epilogue: bf16 data only.
+inline constexpr Op<matmul_epilogue_on_bf16_fn> matmul_epilogue_on_bf16{"matmul_epilogue", kBFloat16};
 template <class T> inline constexpr Op<residual_layernorm_forward_fn<T>> residual_layernorm_forward{"residual_layernorm_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<cross_entropy_fused_fn<T>> cross_entropy_fused{"cross_entropy_fused", dtype_of<T>()};
 // cross_entropy_fused on bf16 data: the op "cross_entropy_fused" in dtype bfloat16 (as matmul_on_bf16).

@@ -280,6 +280,58 @@ Case matmul_bias_gelu_bf16_memory_case() {
   return c;
 }
 
+// --- matmul_epilogue/bf16: the bf16 step's linear layer as one op (chapter 18, section 11) ---
+
+// pre (M, N) = a (M, K) @ b^T + bias, b stored (N, K) as nn::Linear's weight; out = gelu(pre).
+void matmul_epilogue_reference(Problem& p) {
+  const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
+  matmul_loop(p, 1, M, N, K, false, true, false, false);
+  const std::vector<double>& bias = p.in("bias");
+  std::vector<double>&out = p.out("out"), &pre = p.out("pre");
+  for (std::int64_t e = 0; e < M * N; ++e) {
+    pre[e] = out[e] + bias[e % N];
+    out[e] = gelu(pre[e]);
+  }
+}
+
+void call_matmul_epilogue_bf16(kernels::matmul_epilogue_on_bf16_fn f, const Args& a) {
+  kernels::MatmulShape s;
+  s.M = a.dims[0], s.N = a.dims[1], s.K = a.dims[2];
+  s.trans_b = true;
+  f(a.f<bf16>("out"), a.f<bf16>("pre"), a.f<bf16>("a"), a.f<bf16>("b"), a.f<bf16>("bias"), true, s, a.stream);
+}
+
+// Run with --dtype bfloat16: every array bf16 in memory, as the step's (the lab rounds the
+// inputs, so the reference sees the same values, and judges out and pre against its bf16
+// baseline: the float64 result rounded to bf16 once, which is the best a bf16 output can be).
+Case matmul_epilogue_bf16_case() {
+  Case c = matmul_case({.name = "matmul_epilogue/bf16",
+                        .op = "matmul_epilogue",
+                        .what = "out (M, N) = gelu(a (M, K) @ b (N, K)^T + bias (N)), pre = the sum before GELU: "
+                                "the bf16 step's c_fc, bfloat16 in memory",
+                        .make = [](Problem& p, Random& r) {
+                          const std::int64_t M = p.dims[0], N = p.dims[1], K = p.dims[2];
+                          p.input("a", r.normal(M * K));
+                          p.input("b", r.normal(N * K, 0.0f, 0.3f));
+                          p.input("bias", r.normal(N, 0.0f, 0.5f));
+                          p.output("out", M * N);
+                          p.output("pre", M * N);
+                        },
+                        .reference = &matmul_epilogue_reference,
+                        .call = call(op::matmul_epilogue_on_bf16, &call_matmul_epilogue_bf16,
+                                     op::matmul_epilogue_on_bf16, &call_matmul_epilogue_bf16)});
+  c.chapter = "18";
+  c.peak_op = "matmul:bf16";  // % of the best bf16 GEMM's FLOP/s (cuBLAS's on a GPU)
+  // GPT-2's c_fc at batch 16, T 1024 on a GPU
+  c.gpu_size = {16384, 3072, 768}, c.emulator_size = {64, 96, 64}, c.cpu_size = {2048, 3072, 768};
+  // N odd and not a multiple of 8 (cuBLASLt's GELU input wants multiples of 8: the fallback)
+  c.shapes = {{1, 1, 1}, {67, 45, 33}, {17, 136, 66}};
+  // read a, b and the bias, write out and pre: in float32 bytes, as every case counts them (the
+  // lab scales bf16 arrays to their 2 bytes)
+  c.bytes = [](const Dims& d) { return 4.0 * (d[0] * d[2] + d[2] * d[1] + d[1] + 2 * d[0] * d[1]); };
+  return c;
+}
+
 // --- linear_gelu: gelu(x @ weight^T + bias), variants built from ops -------------------------
 
 // x (N, in), weight (out, in), bias (out): as nn::Linear stores them.
@@ -346,6 +398,7 @@ std::vector<Case> matmul_cases() {
       matmul_bf16_memory_case(),
       matmul_bias_gelu_case(),
       matmul_bias_gelu_bf16_memory_case(),
+      matmul_epilogue_bf16_case(),
       Case{.name = "linear_gelu",
            .what = "out (N, out) = gelu(x (N, in) @ weight (out, in)^T + bias (out)), variants built from ops",
            .chapter = "14",

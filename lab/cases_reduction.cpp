@@ -35,6 +35,10 @@ template <class T>
 void call_sum_dim(kernels::sum_dim_fn<T> f, const Args& a) {
   f(a.f<T>("out"), a.f<T>("in"), a.dims[0], a.dims[1], a.dims[2], a.stream);
 }
+// sum_dim on bf16 data: in bfloat16, out float32.
+void call_sum_dim_bf16(kernels::sum_dim_on_bf16_fn f, const Args& a) {
+  f(a.f<float>("out"), a.f<bf16>("in"), a.dims[0], a.dims[1], a.dims[2], a.stream);
+}
 template <class T>
 void call_max_dim(kernels::max_dim_fn<T> f, const Args& a) {
   f(a.f<T>("out"), static_cast<std::int64_t*>(a.get("index")), a.f<T>("in"), a.dims[0], a.dims[1], a.dims[2],
@@ -604,6 +608,12 @@ Case middle(Case c) {  // (outer, R, inner): a bias gradient, the sum over all 6
   return c;
 }
 
+// sum_dim on bf16 data is chapter 18's (a linear layer's bias gradient in the bf16 step).
+Case bf16_bias_gradient(Case c) {
+  c.chapter = "18";
+  return c;
+}
+
 // cross_entropy_fused on bf16 data (chapter 18: the classifier of a step whose activations are
 // bf16 in memory): logits and dlogits bfloat16, losses float32 (Array::kFloat32). Run with
 // --dtype bfloat16 (its data is bf16 only); the reference is cross_entropy_fused's on the same
@@ -678,6 +688,19 @@ std::vector<Case> sum_softmax_cases() {
               },
               .reference = &sum_dim_reference,
               .call = call(op::sum_dim<float>, &call_sum_dim<float>, op::sum_dim<double>, &call_sum_dim<double>)}),
+      // Chapter 18: a linear layer's bias gradient on bf16 data (run with --dtype bfloat16): the
+      // float32 column sums of a bf16 gradient, without a widened copy.
+      bf16_bias_gradient(middle({.name = "sum_dim/bf16", .op = "sum_dim",
+              .what = "out (outer, inner) float32 = in (outer, R, inner) bfloat16 summed over R",
+              .tolerance = 1e-4,
+              // in float32 bytes, as every case counts them (the lab scales bf16 arrays to 2)
+              .bytes = [](const Dims& d) { return 4.0 * d[0] * d[1] * d[2] + 4.0 * d[0] * d[2]; },
+              .make = [](Problem& p, Random& r) {
+                p.input("in", r.normal(p.dims[0] * p.dims[1] * p.dims[2]));
+                p.output("out", p.dims[0] * p.dims[2], Array::kFloat32);
+              },
+              .reference = &sum_dim_reference,
+              .call = call(op::sum_dim_on_bf16, &call_sum_dim_bf16, op::sum_dim_on_bf16, &call_sum_dim_bf16)})),
       middle({.name = "max_dim", .what = "out, index (outer, inner) = the max over R of in (outer, R, inner), first",
               .tolerance = 0, .tolerance64 = 0,
               .bytes = [](const Dims& d) { return 4.0 * d[0] * d[1] * d[2] + 12.0 * d[0] * d[2]; },

@@ -7,8 +7,8 @@
 #
 # Part 1 (correctness): env, build, conformance, tests, sanitize, reference, train, determinism,
 # lab, sol.
-# Part 2 (speed beside PyTorch): env, build, peers, step, attention, tensor_cores, lab_bf16,
-# racecheck.
+# Part 2 (speed beside PyTorch and llm.c): env, build, peers, llmc, step, attention, tensor_cores,
+# lab_bf16, racecheck.
 # Without --part, every step, in that order, then counters (run it alone: --only counters).
 # Each part builds first (a fresh machine has no build; on a warm one the build is a no-op).
 # On an H200 (2026-11-27) the steps took: build 75 s, tests 14, sanitize over 150 (racecheck
@@ -54,6 +54,9 @@
 #                GPU (lab/speed_of_light.h); the report sets measured / bound beside each
 #   peers        PyTorch first: the GPT step (eager, SDPA, torch.compile; float32 and bf16; the
 #                12.3M GPT and GPT-2 124M), SDPA attention, cuBLAS bf16 and SDPA bf16
+#   llmc         llm.c's train_gpt2cu (GPT-2 124M, bf16, batch 16, T 1024) on a token file brrr
+#                writes in llm.c's format (bench/llmc_step.sh); built from .gpu-bundle/llm.c
+#                (scripts/gpu_bundle.sh) beside brrr's build, in the background
 #   step         brrr's GPT step: kernels, composed, CUDA graph (batch 64 and 8), bf16; GPT-2 124M
 #   attention    brrr's flash attention beside composed (float32, T = 256 and 1024)
 #   tensor_cores brrr's bf16-in-memory GEMM and flash attention (T = 1024 and 4096): variants 4
@@ -185,6 +188,10 @@ lab_bf16_runs=(
   "linear_rows/gemv/bf16 --dtype bfloat16 --size 1x2304x768 --size 1x3072x768 --size 1x768x3072 --size 1x50257x768 --size 8x3072x768"
   "attend_cache --size 1x12x1024x64 --size 8x12x1024x64"
   "attend_cache --dtype bfloat16 --size 1x12x1024x64 --size 8x12x1024x64"
+  # Written on 2026-11-29, untimed: the bf16 step's linear layer as one op (issue 55 item 2):
+  # cuBLASLt's GEMM with bias + GELU (pre kept) in its epilogue against the two-pass variant, at
+  # GPT-2's c_fc (batch 16, T 1024); the % is of cuBLAS's plain bf16 GEMM's FLOP/s.
+  "matmul_epilogue/bf16 --dtype bfloat16 --size 16384x3072x768"
 )
 # The sol step: launches of lab_runs that the emulator counts in seconds (it counts every access
 # of every lane), whose bounds the report sets beside the lab's times of the same launches.
@@ -215,9 +222,9 @@ root=$PWD
 # Arguments
 
 part1_steps=(env build conformance tests sanitize reference train determinism lab sol)
-part2_steps=(env build peers step attention tensor_cores lab_bf16 racecheck)
-all_steps=(env build conformance tests emulator sanitize reference train determinism lab sol peers step attention tensor_cores lab_bf16
-           racecheck counters decode)
+part2_steps=(env build peers llmc step attention tensor_cores lab_bf16 racecheck)
+all_steps=(env build conformance tests emulator sanitize reference train determinism lab sol peers llmc step attention
+           tensor_cores lab_bf16 racecheck counters decode)
 script_args=("$@")  # run_step runs each step as this script again, under `timeout`
 out="" part="" only="" skip="" build=build-gpu shared="" jobs=$(nproc) dry_run=0 budget=""
 while (($#)); do
@@ -600,6 +607,22 @@ step_decode() {
     '$brrr' eval --decoder --device cuda --checkpoint '$build/gpu-hf/tied' --data '$build/gpu-hf/eval.txt' | tail -1"
   measure_status
 }
+# llm.c's step (issue 55's third peer). Its build (one nvcc compile of train_gpt2.cu, about a
+# minute) starts beside brrr's build (start_llmc_build) and is waited for here; its outcome is
+# in logs/llmc-build.log.
+start_llmc_build() {
+  [[ -f $root/.gpu-bundle/llm.c/train_gpt2.cu ]] || return 0
+  (nice bash "$root/bench/llmc_step.sh" build "$root/.gpu-bundle/llm.c" "$build/llmc" >"$logs/llmc-build.log" 2>&1
+   echo $? >"$work/llmc-build.rc") &
+}
+step_llmc() {
+  [[ -f $root/.gpu-bundle/llm.c/train_gpt2.cu ]] ||
+    { echo "no .gpu-bundle/llm.c: scripts/gpu_bundle.sh puts llm.c's source there"; return 1; }
+  while [[ ! -f $work/llmc-build.rc ]]; do sleep 1; done
+  [[ $(cat "$work/llmc-build.rc") == 0 ]] || { echo "llm.c's build failed:"; tail -20 "$logs/llmc-build.log"; return 1; }
+  measure "llm.c gpt2-124m bf16" 120 bash "$root/bench/llmc_step.sh" run "$build/llmc" "$brrr" "$corpus" 16 1024 12
+  measure_status
+}
 step_step() {
   local b=$build/bench/bench_gpt_step
   measure "kernels" 90 "$b" gpt-12m 64 20 --device cuda
@@ -659,6 +682,13 @@ if ((dry_run)); then
   else
     echo "bundle: none (scripts/gpu_bundle.sh makes it); the system must have every library"
   fi
+  if wanted llmc; then
+    if [[ -f .gpu-bundle/llm.c/COMMIT ]]; then
+      echo "llm.c: .gpu-bundle/llm.c at $(cut -c1-7 .gpu-bundle/llm.c/COMMIT) (bench/llmc_step.sh builds it there)"
+    else
+      echo "llm.c: none in .gpu-bundle, so the llmc step fails (scripts/gpu_bundle.sh fetches it; LLMC_GIT names a clone)"
+    fi
+  fi
   if wanted lab; then
     echo "the kernel lab's runs (part 1):"
     printf '  brrr kernel-lab %s\n' "${lab_runs[@]}"
@@ -695,6 +725,7 @@ mkdir -p "$logs" || exit 2
 : >"$work/steps.tsv"
 rm -f "$out/report.md" "$out/steps.tsv" "$out/logs.tgz"
 wanted env && { step_env | tee "$logs/env.log"; publish; }
+wanted llmc && start_llmc_build
 wanted build && run_step build 300 step_build
 if [[ ! -x $brrr ]]; then
   echo "gpu.sh: no $brrr (the build failed or was skipped); stopping"
@@ -711,6 +742,7 @@ else
   wanted sol && run_step sol 90 step_sol
   finish_emulator_tests
   wanted peers && run_step peers 400 step_peers
+  wanted llmc && run_step llmc 200 step_llmc
   wanted step && run_step step 300 step_step
   wanted attention && run_step attention 150 step_attention
   wanted tensor_cores && run_step tensor_cores 150 step_tensor_cores

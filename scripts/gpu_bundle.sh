@@ -13,6 +13,10 @@
 #             (build-gpu/prefix) with dpkg-deb, or ar and tar, and points CMake at it
 #   shared/   ../shared's reference file and corpus, which the GPU checks read (the folder
 #             beside the checkout does not travel to the GPU machine)
+#   llm.c/    karpathy/llm.c's source at the commit pinned below (llmc_commit), the GPT-2 step's
+#             peer (bench/llmc_step.sh builds and runs it on the GPU machine; issue 55). Taken
+#             with `git archive` from LLMC_GIT (a clone or a bare mirror; default: GitHub). It
+#             never enters the repository: .gpu-bundle is ignored.
 #   MANIFEST  what is in it, with versions and sha256 sums
 # --check [ROOT]: prove that the bundle alone builds brrr. ROOT is a minimal Debian 12 made with
 # debootstrap (--variant=minbase plus a compiler, CMake, ninja and Python: what a lent GPU
@@ -59,6 +63,27 @@ for p in "${packages[@]}"; do
   [[ $n == 1 ]] || { echo "gpu_bundle: expected one file of $p in $bundle/debs, found $n" >&2; exit 1; }
 done
 
+# llm.c at a pinned commit (2025-05-10, "Merge pull request #801"): its Makefile, train_gpt2.cu and
+# llmc/, what train_gpt2cu is built from (its data, dev/ and Python files are not needed).
+llmc_commit=f1e2ace651495b74ae22d45d1723443fd00ecd3a
+llmc_git=${LLMC_GIT:-https://github.com/karpathy/llm.c.git}
+if [[ ! -f $bundle/llm.c/COMMIT || $(cat "$bundle/llm.c/COMMIT") != "$llmc_commit" ]]; then
+  tmp=$(mktemp -d)
+  if [[ -d $llmc_git ]]; then
+    git_dir=$llmc_git
+  else
+    git clone -q --bare --filter=blob:none "$llmc_git" "$tmp/llm.c.git" ||
+      { echo "gpu_bundle: could not clone $llmc_git (set LLMC_GIT to a local clone)" >&2; exit 1; }
+    git_dir=$tmp/llm.c.git
+  fi
+  rm -rf "$bundle/llm.c"
+  mkdir -p "$bundle/llm.c"
+  git --git-dir="$git_dir" archive "$llmc_commit" Makefile train_gpt2.cu llmc LICENSE | tar -x -C "$bundle/llm.c" ||
+    { echo "gpu_bundle: $llmc_git has no commit $llmc_commit" >&2; exit 1; }
+  echo "$llmc_commit" >"$bundle/llm.c/COMMIT"
+  rm -rf "$tmp"
+fi
+
 for f in "${shared_files[@]}"; do
   [[ -f ../shared/$f ]] || { echo "gpu_bundle: ../shared/$f is missing (the shared folder beside the checkout)" >&2; exit 1; }
   cp -f "../shared/$f" "$bundle/shared/$f"
@@ -66,9 +91,9 @@ done
 
 {
   echo "# .gpu-bundle, made by scripts/gpu_bundle.sh on $(hostname) at $(date -u +%FT%TZ)"
-  (cd "$bundle" && sha256sum debs/*.deb "${shared_files[@]/#/shared/}")
+  (cd "$bundle" && sha256sum debs/*.deb "${shared_files[@]/#/shared/}" && find llm.c -type f | sort | xargs sha256sum)
 } > "$bundle/MANIFEST"
-echo "gpu_bundle: $(du -sh "$bundle" | cut -f1) in $bundle ($(ls "$bundle/debs" | wc -l) packages, ${#shared_files[@]} shared files)"
+echo "gpu_bundle: $(du -sh "$bundle" | cut -f1) in $bundle ($(ls "$bundle/debs" | wc -l) packages, ${#shared_files[@]} shared files, llm.c at ${llmc_commit:0:7})"
 
 if ((check)); then
   [[ $(id -u) == 0 ]] || { echo "gpu_bundle --check: chroot needs root" >&2; exit 1; }

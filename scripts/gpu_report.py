@@ -231,7 +231,7 @@ def main():
     # A --profile run synchronizes after every op: its step time is not the step's, so its
     # measurement (from its "$ command" line to the next) is left out of the figures.
     step = re.sub(r"^\$ [^\n]*--profile[^\n]*\n(?:(?!\$ )[^\n]*\n?)*", "", step, flags=re.M)
-    step_all = step + "\n" + peers
+    step_all = step + "\n" + peers + "\n" + read(os.path.join(logs, "llmc.log"))
     # Keyed by who and mode ("brrr kernels, bf16 autocast"), for gpt-12m at B = 64; other presets
     # and batches get their own keys ("brrr gpt2-124m B=16 kernels, bf16 autocast").
     tok, ms, gflops = {}, {}, {}
@@ -268,13 +268,29 @@ def main():
                  bf16 / composed >= 3, f"{bf16:.0f} vs {composed:.0f} tokens/s")
     else:
         bars.add("GPT 12.3M step, brrr bf16 / brrr f32 composed", "-", ">= 3x", None)
+    # llm.c's train_gpt2cu (bench/llmc_step.sh): "llm.c gpt2-124m (bf16) B=16 T=1024: 35.2 ms/step, 466117 tokens/s"
+    for m in re.finditer(r"^llm\.c (\S+) \(bf16\) B=(\d+) .*?([\d.]+) ms/step, ([\d.]+) tokens/s", step_all, re.M):
+        tok[f"llm.c {m.group(1)} B={m.group(2)}"] = float(m.group(4))
     big = "brrr gpt2-124m B=16 kernels, bf16 autocast"
     cublas_bf16 = re.search(r"^torch \S+ matmul bf16 4096\^3 .*?: [\d.]+ ms, ([\d.]+) TFLOP/s", tc, re.M)
+    gpt2_peers = {k: v for k, v in tok.items()
+                  if (k.startswith("torch gpt2-124m B=16 compile") and "bf16" in k) or k == "llm.c gpt2-124m B=16"}
     mfu = ""
-    if big in gflops and cublas_bf16:
-        mfu = f"; {gflops[big] / 1e3:.0f} TFLOP/s model FLOPs, {100 * gflops[big] / 1e3 / float(cublas_bf16.group(1)):.0f}% of cuBLAS bf16 at 4096^3"
-    at_least_peer("GPT-2 124M step (B = 16), brrr bf16 / torch.compile bf16", tok.get(big),
-                  [v for k, v in tok.items() if k.startswith("torch gpt2-124m B=16 compile") and "bf16" in k], mfu)
+    if big in gflops and big in tok:
+        # Model FLOPs utilisation by brrr's formula (6N + attention, bench/bench_gpt_step.cpp) for
+        # each, from its tokens/s: against the H100/H200 datasheet's dense bf16 989 TFLOP/s and
+        # against cuBLAS's bf16 GEMM at 4096^3 measured in this run.
+        per_token = gflops[big] * 1e9 / tok[big]
+        def utilisation(tokens_per_s):
+            tflops = tokens_per_s * per_token / 1e12
+            text = f"{tflops:.0f} TFLOP/s, {100 * tflops / 989:.0f}% of 989"
+            if cublas_bf16:
+                text += f", {100 * tflops / float(cublas_bf16.group(1)):.0f}% of cuBLAS's {float(cublas_bf16.group(1)):.0f}"
+            return text
+        mfu = "; MFU: brrr " + utilisation(tok[big]) + "".join(
+            f"; {k.split(' gpt2')[0]} {'compile ' if 'compile' in k else ''}{utilisation(v)}" for k, v in gpt2_peers.items())
+    at_least_peer("GPT-2 124M step (B = 16), brrr bf16 / the faster of torch.compile bf16 and llm.c", tok.get(big),
+                  list(gpt2_peers.values()), mfu)
 
     # --- determinism and graphs
     det = verdict.get("determinism")

@@ -141,3 +141,9 @@ void dispatch_floating_or_bf16(DType dtype, const char* op, Body&& body) {
 }
 
 }  // namespace brrr::detail
+
+namespace brrr::ops {
+// linear (and linear_gelu, gelu true) on bf16 tensors, one matmul_epilogue op each way
+// (ops_matmul.cpp; chapter 18, section 11): the bf16 path of ops::linear and ops::linear_gelu.
+Tensor linear_on_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, bool gelu);
+}  // namespace brrr::ops

@@ -33,7 +33,8 @@
 // kernels whatever is selected, as they did before the registry chose: layer_norm_kernels,
 // gelu_kernels, residual_layer_norm_fused and cross_entropy_fused read bf16; causal_attention
 // is flash_attention_qkv's kernels on bf16 data (with dropout, the composed op on a float32
-// copy); linear_gelu is linear with its bias, then gelu.
+// copy); linear_gelu is one matmul_epilogue op (the GEMM, the bias and GELU; chapter 18,
+// section 11).
 #include <initializer_list>
 #include <mutex>
 #include <utility>
@@ -222,7 +223,7 @@ Tensor causal_attention_qkv(const Tensor& qkv, std::int64_t n_head, double dropo
 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   detail::check_defined("linear_gelu", x);
-  if (!has_variants(x.dtype())) return gelu(linear(x, weight, bias));  // bf16: the bias in the GEMM's float32 sums
+  if (x.dtype() == kBFloat16) return linear_on_bf16(x, weight, bias, true);  // one op (chapter 18, section 11)
   static detail::OpVariant variant(variants::linear_gelu<float>);
   return variant(x.device(), x.dtype())(x, weight, bias);
 }

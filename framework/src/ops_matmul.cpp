@@ -103,51 +103,98 @@ void gemm_on_bf16(const Tensor& out, const Operand& a, const Operand& b, std::in
                        detail::stream(out.device()));
 }
 
-// linear on bf16 tensors: the step whose activations are bf16 in memory (chapter 18, section
-// 10). x (N, in), weight (out, in) and bias are bf16 (the weight and bias the bf16 copies of
-// float32 masters); the GEMM reads them as they are and sums in float32, the bias joins the
-// float32 sums, and y is rounded to bf16 once. Backward saves x and the weight, both bf16. dx
-// is bf16 like x; dW and db stay float32 (the sums the GEMM and the reduction made), because
-// the copy's gradient goes on to its float32 master (Tensor::to's backward passes a float32
-// gradient through unchanged), as PyTorch's autocast gives float32 weights float32 gradients.
-Tensor linear_on_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  const std::int64_t in = weight.size(1), outf = weight.size(0), N = x.numel() / std::max<std::int64_t>(in, 1);
-  const Tensor x2 = x.contiguous(), w = weight.contiguous();
-  Tensor sums = detail::new_tensor({N, outf}, kFloat32, x.device());
+// What linear and linear_gelu take: x (.., in), weight (out, in), bias (out) or undefined, one
+// dtype and device.
+void check_linear(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  detail::check_defined(op, x);
+  detail::check_defined(op, weight);
+  BRRR_CHECK(weight.dim() == 2, op, ": weight must be (out_features, in_features), got ", shape_str(weight.shape()));
+  BRRR_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), op, ": input ", shape_str(x.shape()),
+             " does not match weight ", shape_str(weight.shape()), " (expected last dim ", weight.size(1), ")");
+  detail::check_same_dtype(op, x, weight);
+  detail::check_same_device(op, x, weight);
   if (bias.defined()) {
-    NoGradGuard no_grad;
-    detail::copy_into(sums, bias.to(kFloat32).contiguous());  // each row starts as the bias
+    BRRR_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), op, ": bias ", shape_str(bias.shape()),
+               " does not match weight ", shape_str(weight.shape()), " (expected (", weight.size(0), ",))");
+    detail::check_same_dtype(op, x, bias);
   }
-  gemm_on_bf16(sums, {x2, false, 0}, {w, true, 0}, N, outf, in, bias.defined());
+}
+
+// out (M, N) bf16 = act(a @ b + bias) through op::matmul_epilogue_on_bf16 (chapter 18, section
+// 11): the GEMM, the bias, GELU (pre kept) and the rounding as one op, cuBLASLt's epilogue on a GPU.
+void gemm_epilogue_on_bf16(const Tensor& out, const Tensor& pre, const Operand& a, const Operand& b,
+                           const Tensor& bias, bool gelu, std::int64_t M, std::int64_t N, std::int64_t K) {
+  kernels::MatmulShape s;
+  s.M = M;
+  s.N = N;
+  s.K = K;
+  s.trans_a = a.transposed;
+  s.trans_b = b.transposed;
+  s.stride_out = M * N;
+  static kernels::Kernel<kernels::matmul_epilogue_on_bf16_fn> k(kernels::op::matmul_epilogue_on_bf16);
+  k(out.device().type)(out.data_ptr<bf16>(), pre.defined() ? pre.data_ptr<bf16>() : nullptr, a.data.data_ptr<bf16>(),
+                       b.data.data_ptr<bf16>(), bias.defined() ? bias.data_ptr<bf16>() : nullptr, gelu, s,
+                       detail::stream(out.device()));
+}
+
+}  // namespace
+
+// linear on bf16 tensors: the step whose activations are bf16 in memory (chapter 18, sections
+// 10 and 11). x (N, in), weight (out, in) and bias are bf16 (the weight and bias the bf16 copies
+// of float32 masters); one op (matmul_epilogue) sums x W^T in float32, adds the bias and rounds
+// y to bf16 once; with gelu, y = gelu(x W^T + b) from the float32 sum and the pre-activation is
+// kept in bf16 for the backward (the MLP's c_fc, linear_gelu). Backward saves x, the weight
+// (and pre), all bf16. dx is bf16 like x (the same op, no epilogue); dW and db stay float32 (the
+// sums the GEMM and the reduction made), because the copy's gradient goes on to its float32
+// master (Tensor::to's backward passes a float32 gradient through unchanged), as PyTorch's
+// autocast gives float32 weights float32 gradients.
+Tensor linear_on_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, bool gelu) {
+  check_linear(gelu ? "linear_gelu" : "linear", x, weight, bias);
+  const std::int64_t in = weight.size(1), outf = weight.size(0), N = x.numel() / std::max<std::int64_t>(in, 1);
+  const Tensor x2 = x.contiguous(), w = weight.contiguous(), b = bias.defined() ? bias.contiguous() : Tensor();
   Shape out_shape = x.shape();
   out_shape.back() = outf;
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    out = sums.to(kBFloat16).view(out_shape);
-  }
+  const Tensor out = detail::new_tensor({N, outf}, kBFloat16, x.device());
+  const Tensor pre = gelu && autograd::needs_grad({&x, &weight, &bias})
+                         ? detail::new_tensor({N, outf}, kBFloat16, x.device())
+                         : Tensor();
+  gemm_epilogue_on_bf16(out, pre, {x2, false, 0}, {w, true, 0}, b, gelu, N, outf, in);
+  Tensor y = out.view(out_shape);
   if (autograd::needs_grad({&x, &weight, &bias}))
-    autograd::record("linear", {x, weight, bias}, out,
-                     [x2 = autograd::saved(x2), w = autograd::saved(w), N, in, outf, need_x = x.requires_grad(),
-                      need_w = weight.requires_grad(), need_b = bias.requires_grad()](const Tensor& g_in) {
-                       const Tensor g = g_in.to(kBFloat16).contiguous();
+    autograd::record(gelu ? "linear_gelu" : "linear", {x, weight, bias}, y,
+                     [x2 = autograd::saved(x2), w = autograd::saved(w), pre = autograd::saved(pre), N, in, outf,
+                      need_x = x.requires_grad(), need_w = weight.requires_grad(),
+                      need_b = bias.requires_grad()](const Tensor& g_in) {
+                       Tensor g = g_in.to(kBFloat16).contiguous();
+                       if (pre.defined()) {  // through GELU first: dpre = g gelu'(pre), rounded once
+                         static detail::KernelFamily<kernels::unary_backward_fn> dgelu(
+                             kernels::op::gelu_backward<float>);
+                         Tensor dpre = detail::new_like(g);
+                         dgelu.get<bf16>(g.device())(dpre.data_ptr<bf16>(), g.data_ptr<bf16>(), pre.data_ptr<bf16>(),
+                                                     g.numel(), detail::stream(g.device()));
+                         g = dpre;
+                       }
                        TensorList grads(3);
                        if (need_x) {  // dx (N, in) = g (N, out) @ W (out, in), rounded once
-                         Tensor dx = detail::new_tensor({N, in}, kFloat32, g.device());
-                         gemm_on_bf16(dx, {g, false, 0}, {w, false, 0}, N, in, outf, false);
-                         grads[0] = dx.to(kBFloat16).view(x2.shape());
+                         Tensor dx = detail::new_tensor({N, in}, kBFloat16, g.device());
+                         gemm_epilogue_on_bf16(dx, Tensor(), {g, false, 0}, {w, false, 0}, Tensor(), false, N, in,
+                                               outf);
+                         grads[0] = dx.view(x2.shape());
                        }
                        if (need_w) {  // dW (out, in) = g^T (out, N) @ x (N, in), float32
                          grads[1] = detail::new_tensor(w.shape(), kFloat32, g.device());
                          gemm_on_bf16(grads[1], {g, true, 0}, {x2, false, 0}, outf, in, N, false);
                        }
-                       if (need_b) grads[2] = sum(g.view({N, outf}).to(kFloat32), {0});  // db, float32
+                       if (need_b) {  // db (out) float32: g's column sums, read as bf16 (no widened copy)
+                         grads[2] = detail::new_tensor({outf}, kFloat32, g.device());
+                         static kernels::Kernel<kernels::sum_dim_on_bf16_fn> column_sums(kernels::op::sum_dim_on_bf16);
+                         column_sums(g.device().type)(grads[2].data_ptr<float>(), g.data_ptr<bf16>(), 1, N, outf,
+                                                      detail::stream(g.device()));
+                       }
                        return grads;
                      });
-  return out;
+  return y;
 }
-
-}  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   BRRR_PROFILE("matmul", a_in, b_in);
@@ -206,18 +253,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   BRRR_PROFILE("linear", x, weight);
   detail::check_defined("linear", x);
-  detail::check_defined("linear", weight);
-  BRRR_CHECK(weight.dim() == 2, "linear: weight must be (out_features, in_features), got ", shape_str(weight.shape()));
-  BRRR_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input ", shape_str(x.shape()),
-             " does not match weight ", shape_str(weight.shape()), " (expected last dim ", weight.size(1), ")");
-  detail::check_same_dtype("linear", x, weight);
-  detail::check_same_device("linear", x, weight);
-  if (bias.defined()) {
-    BRRR_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias ", shape_str(bias.shape()),
-               " does not match weight ", shape_str(weight.shape()), " (expected (", weight.size(0), ",))");
-    detail::check_same_dtype("linear", x, bias);
-  }
-  if (x.dtype() == kBFloat16) return linear_on_bf16(x, weight, bias);
+  if (x.dtype() == kBFloat16) return linear_on_bf16(x, weight, bias, false);
+  check_linear("linear", x, weight, bias);
   const std::int64_t in = weight.size(1), outf = weight.size(0), N = x.numel() / std::max<std::int64_t>(in, 1);
   const Tensor x2 = x.contiguous();
   const Tensor w = weight.contiguous();

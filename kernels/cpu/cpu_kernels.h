@@ -103,6 +103,10 @@ void residual_layernorm_backward_bf16(bf16* dsum, bf16* dweight, bf16* dbias, co
 void cross_entropy_forward_bf16(bf16* losses, bf16* lse, const bf16* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, Stream);
 void cross_entropy_backward_bf16(bf16* dlogits, const bf16* dlosses, const bf16* logits, const bf16* lse, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, Stream);
 void cross_entropy_fused_bf16(float* losses, bf16* dlogits, const bf16* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t ignore_index, float dloss, Stream);
+// sum_dim on bf16 data, float32 sums (reduce.cpp): sum_dim<float>'s loops on the widened values
+void sum_dim_bf16(float* out, const bf16* in, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream);
+// matmul_epilogue on bf16 data: out = act(a @ b + bias) rounded once (nn_bf16.cpp, the end)
+void matmul_epilogue_bf16(bf16* out, bf16* pre, const bf16* a, const bf16* b, const bf16* bias, bool gelu, const MatmulShape& shape, Stream);
 template <class T> void adamw_multi_step(const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, Stream);
 template <class T> void adamw_clipped_multi_step(T* norm, const AdamWTensor<T>* tensors, int count, const AdamWParams& hp, double max_norm, Stream);
 

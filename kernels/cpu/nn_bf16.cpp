@@ -4,6 +4,7 @@
 // layernorm.cu, residual_layernorm.cu, crossentropy.cu).
 // Read before: kernels/cpu/nn.cpp, kernels/cpu/fused.cpp (the float32 kernels these follow).
 // Read next: kernels/cpu/attention.cpp (attention on bf16 data, the same way).
+// At the end, matmul_epilogue: the bf16 GEMM with its bias and GELU (section 11 of chapter 18).
 //
 // bf16 in memory, float32 inside, one pass: each kernel reads its bf16 inputs once, computes in
 // float32 (the very expressions of the float32 kernels, from cpu.h) and rounds each output to
@@ -20,13 +21,17 @@
 // every probability of the row. cross_entropy_fused needs no saved statistic: it takes the loss
 // and the gradient from the row in one call (float32 losses, a bf16 gradient). residual +
 // LayerNorm keeps its statistics in float32 (4 bytes a row), so its backward reads them.
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "brrr/bfloat16.h"
 #include "kernels/cpu/bf16_convert.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/matmul_epilogue.h"
+#include "kernels/registry.h"
 
 namespace brrr::kernels::cpu {
 
@@ -284,6 +289,45 @@ void cross_entropy_fused_bf16(float* losses, bf16* dlogits, const bf16* logits, 
       widen_row(row.data(), logits + n * V, V);
       cross_entropy_fused_rowwise(&losses[n], d.data(), row.data(), &targets[n], 1, V, ignore_index, dloss, s);
       round_row(dlogits + n * V, d.data(), V);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// matmul_epilogue: the bf16 GEMM with its epilogue (chapter 18, section 11). The reference of
+// the CUDA variants (kernels/cuda/matmul/epilogue.cu, kernels/cuda/cublaslt.cu) and what the
+// CPU's bf16 linear layers run. Each row of a float32 buffer starts as the bias, the registry's
+// matmul on bf16 data (gemm_bf16.cpp) adds a @ b into it, and one pass rounds it into out,
+// through GELU (pre kept) when asked. Without GELU these are the bits of the bf16 linear layer
+// before this op, which made the same sums in a float32 tensor and rounded it with a cast.
+void matmul_epilogue_bf16(bf16* out, bf16* pre, const bf16* a, const bf16* b, const bf16* bias, bool gelu,
+                          const MatmulShape& s, Stream stream) {
+  check_matmul_epilogue("matmul_epilogue", s, out, a, b);
+  const std::int64_t M = s.M, N = s.N;
+  if (M == 0 || N == 0) return;
+  std::unique_ptr<float[]> sums(new float[static_cast<std::size_t>(M * N)]);  // every value written below
+  if (bias) {
+    const std::vector<float> b32 = widened(bias, N);
+    parallel_for(M, row_grain(N), [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t m = begin; m < end; ++m) std::copy(b32.begin(), b32.end(), sums.get() + m * N);
+    });
+  }
+  MatmulShape g = s;
+  g.stride_out = M * N;
+  g.accumulate = bias != nullptr;
+  static Kernel<matmul_on_bf16_fn> gemm(op::matmul_on_bf16);
+  gemm(DeviceType::CPU)(sums.get(), a, b, g, stream);  // K = 0: the sums stay the bias (or become 0)
+  parallel_for(M * N, kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
+    const float* v = sums.get();
+    if (!gelu) {
+#pragma omp simd
+      for (std::int64_t i = begin; i < end; ++i) store_rounded(out[i], v[i]);
+    } else {
+      if (pre)
+#pragma omp simd
+        for (std::int64_t i = begin; i < end; ++i) store_rounded(pre[i], v[i]);
+#pragma omp simd
+      for (std::int64_t i = begin; i < end; ++i) store_rounded(out[i], gelu_tanh_value(v[i]));
     }
   });
 }

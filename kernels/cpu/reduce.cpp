@@ -10,11 +10,17 @@
 #include <limits>
 #include <vector>
 
+#include "brrr/bfloat16.h"
 #include "kernels/cpu/cpu.h"
 
 namespace brrr::kernels::cpu {
 
 constexpr std::int64_t kChunk = 4096;
+
+// A value as the sums take it: float and double as they are, bf16 widened (exactly) first.
+inline double value_of(float x) { return x; }
+inline double value_of(double x) { return x; }
+inline double value_of(bf16 x) { return static_cast<float>(x); }
 
 // Sum of one strided run of R values, as a fold over chunk partials.
 template <class T>
@@ -23,20 +29,21 @@ inline double sum_run(const T* x, std::int64_t R, std::int64_t stride) {
   for (std::int64_t c = 0; c < R; c += kChunk) {
     double partial = 0.0;
     const std::int64_t end = std::min(R, c + kChunk);
-    for (std::int64_t r = c; r < end; ++r) partial += static_cast<double>(x[r * stride]);
+    for (std::int64_t r = c; r < end; ++r) partial += value_of(x[r * stride]);
     total += partial;
   }
   return total;
 }
 
-template <class T>
-void sum_dim(T* out, const T* in, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream) {
+// In: the stored values' type (T, or bf16 for sum_dim on bf16 data, whose sums are T = float).
+template <class T, class In>
+void sum_dim_of(T* out, const In* in, std::int64_t outer, std::int64_t R, std::int64_t inner) {
   if (inner == 1 && outer < 2 * omp_get_max_threads() && R > 2 * kChunk) {
     // Few long rows: the chunks of each row run in parallel, then fold in order.
     const std::int64_t chunks = (R + kChunk - 1) / kChunk;
     std::vector<double> partial(chunks);
     for (std::int64_t o = 0; o < outer; ++o) {
-      const T* row = in + o * R;
+      const In* row = in + o * R;
       parallel_for(chunks, 1, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t c = b; c < e; ++c) partial[c] = sum_run(row + c * kChunk, std::min(kChunk, R - c * kChunk), 1);
       });
@@ -65,14 +72,25 @@ void sum_dim(T* out, const T* in, std::int64_t outer, std::int64_t R, std::int64
       for (std::int64_t c = 0; c < R; c += kChunk) {
         std::fill(partial, partial + width, 0.0);
         for (std::int64_t r = c; r < std::min(R, c + kChunk); ++r) {
-          const T* row = in + (o * R + r) * inner + j0;
-          for (std::int64_t j = 0; j < width; ++j) partial[j] += static_cast<double>(row[j]);
+          const In* row = in + (o * R + r) * inner + j0;
+          for (std::int64_t j = 0; j < width; ++j) partial[j] += value_of(row[j]);
         }
         for (std::int64_t j = 0; j < width; ++j) acc[j] += partial[j];
       }
       for (std::int64_t j = 0; j < width; ++j) out[o * inner + j0 + j] = static_cast<T>(acc[j]);
     }
   });
+}
+
+template <class T>
+void sum_dim(T* out, const T* in, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream) {
+  sum_dim_of(out, in, outer, R, inner);
+}
+
+// On bf16 data (chapter 18): the same loops on the widened values, so the bits of sum_dim<float>
+// on a widened copy, without the copy.
+void sum_dim_bf16(float* out, const bf16* in, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream) {
+  sum_dim_of(out, in, outer, R, inner);
 }
 
 // The largest value and the index of its first occurrence; NaN counts as largest (as in

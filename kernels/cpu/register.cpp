@@ -130,6 +130,10 @@ void register_cpu_kernels() {
   // them beside, and the CPU's bf16 step.
   add(op::matmul_on_bf16, kCpu, "cpu", &cpu::matmul_bf16_memory, 0,
       about("the bf16 GEMM, its packing reading bf16 as it is (no widened copy)"));
+  add(op::sum_dim_on_bf16, kCpu, "cpu", &cpu::sum_dim_bf16, 0,
+      about("sum_dim's loops (double sums, chunks folded in order) reading bf16: sum_dim<float>'s bits on the widened values"));
+  add(op::matmul_epilogue_on_bf16, kCpu, "cpu", &cpu::matmul_epilogue_bf16, 0,
+      about("rows start as the bias, the bf16 GEMM adds a @ b in float32, one pass rounds (through GELU)"));
   add(op::attention_forward_on_bf16, kCpu, "cpu", &cpu::attention_forward_bf16_memory, 0,
       about("attention_forward's loops reading bf16 where they copy (exact), out rounded once"));
   add(op::attention_backward_on_bf16, kCpu, "cpu", &cpu::attention_backward_bf16_memory, 0,

@@ -46,6 +46,12 @@ __device__ inline double pow_of(double x, double y) { return ::pow(x, y); }
 // the code around it, so two kernels with the same formula can differ in the last bit.
 __device__ inline float fma_of(float a, float b, float c) { return ::fmaf(a, b, c); }
 __device__ inline double fma_of(double a, double b, double c) { return ::fma(a, b, c); }
+// GELU, the tanh form, in float32: gelu(x) = 0.5 x (1 + tanh u) = x / (1 + exp(-2u)), u =
+// sqrt(2/pi) (x + 0.044715 x^3), as kernels/cpu/nn.cpp computes it; the GEMM epilogues'
+// (matmul/mma_sync.cu's variant 11, matmul/wgmma_ring.h, matmul/epilogue.cu).
+__device__ inline float gelu_tanh(float x) {
+  return x / (1.0f + exp_of(-2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
 // brrr::bf16, the element of a BFloat16 tensor (chapter 18), in a kernel: widened exactly (its
 // 16 bits on top of 16 zeros), narrowed to nearest even by CUDA's own conversion (which the
 // emulator spells with brrr::bf16, bit for bit the same: NaN canonical, infinities kept).

@@ -20,6 +20,7 @@
   void register_matmul_cuda_core_kernels();   /* matmul/cuda_cores.cu: naive to warp tiles */       \
   void register_matmul_tensor_core_kernels(); /* matmul/mma_sync.cu: WMMA and mma.sync */           \
   void register_matmul_wgmma_kernels();       /* matmul/wgmma.cu: Hopper's wgmma, TMA, mbarriers */  \
+  void register_matmul_epilogue_kernels();    /* matmul/epilogue.cu: bf16 GEMM + bias + GELU */     \
   void register_gelu_kernels();         /* gelu.cu */                                                  \
   void register_layernorm_kernels();    /* layernorm.cu */                                             \
   void register_residual_layernorm_kernels(); /* residual_layernorm.cu: on bf16 data */                \
@@ -37,6 +38,7 @@ namespace brrr::kernels {
 BRRR_CUDA_KERNEL_FILES(emu)
 BRRR_CUDA_KERNEL_FILES(cuda)
 namespace cuda {
-void register_cublas_kernels();  // cublas.cu: matmul through cuBLAS (GPU only)
+void register_cublas_kernels();    // cublas.cu: matmul through cuBLAS (GPU only)
+void register_cublaslt_kernels();  // cublaslt.cu: matmul_epilogue through cuBLASLt (GPU only)
 }
 }  // namespace brrr::kernels

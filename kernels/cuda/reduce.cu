@@ -51,6 +51,11 @@ constexpr std::int64_t kMinColChunk = 256;   // rows of a tile (inner > 1)
 __device__ inline std::int64_t smaller(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 
 // Threads for a block that reduces rows of `length` values: a multiple of 32, at most 256.
+// A value as the sums take it: float and double as they are, bf16 widened (exactly) first.
+__device__ inline Acc acc_of(float x) { return x; }
+__device__ inline Acc acc_of(double x) { return x; }
+__device__ inline Acc acc_of(brrr::bf16 x) { return float_of(x); }
+
 int row_threads(std::int64_t length) {
   return static_cast<int>(std::min<std::int64_t>(256, std::max<std::int64_t>(32, ceil_div(length, 32) * 32)));
 }
@@ -68,7 +73,7 @@ __global__ void sum_rows_kernel(Out* out, const In* in, std::int64_t tasks, std:
     const std::int64_t o = task / splits, begin = (task % splits) * chunk, end = smaller(R, begin + chunk);
     const In* row = in + o * R;
     Acc sum = 0;
-    for (std::int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) sum += static_cast<Acc>(row[r]);
+    for (std::int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) sum += acc_of(row[r]);
     sum = block_sum(sum, scratch);  // every thread of the block calls it, on every task
     if (threadIdx.x == 0) out[task] = static_cast<Out>(sum);
   }
@@ -84,7 +89,7 @@ __global__ void sum_cols_kernel(Out* out, const In* in, std::int64_t tasks, std:
     const std::int64_t j = tile * kTileCols + tx, begin = s * chunk, end = smaller(R, begin + chunk);
     Acc sum = 0;
     if (j < inner)
-      for (std::int64_t r = begin + ty; r < end; r += kTileRows) sum += static_cast<Acc>(in[(o * R + r) * inner + j]);
+      for (std::int64_t r = begin + ty; r < end; r += kTileRows) sum += acc_of(in[(o * R + r) * inner + j]);
     partial[ty][tx] = sum;
     __syncthreads();
     if (ty == 0 && j < inner) {
@@ -244,8 +249,9 @@ void check_sizes(const char* op, std::int64_t outer, std::int64_t R, std::int64_
 // ---------------------------------------------------------------------------------------------
 // The host functions: the registered signatures of kernels/signatures.h.
 
-template <class T>
-void sum_dim_simple(T* out, const T* in, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream stream) {
+// In: the stored values' type (T, or bf16 for sum_dim on bf16 data, whose sums are T = float).
+template <class T, class In>
+void sum_dim_of(T* out, const In* in, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream stream) {
   check_sizes("sum_dim", outer, R, inner);
   if (outer == 0 || inner == 0) return;
   const std::int64_t blocks = inner == 1 ? outer : outer * ceil_div(inner, kTileCols);
@@ -256,6 +262,18 @@ void sum_dim_simple(T* out, const T* in, std::int64_t outer, std::int64_t R, std
   Acc* partial = static_cast<Acc*>(workspace(static_cast<std::size_t>(outer * splits * inner) * sizeof(Acc), stream));
   sum_pass(partial, in, outer, R, inner, splits, stream);   // (outer, splits, inner)
   sum_pass(out, partial, outer, splits, inner, 1, stream);  // summed in order of the splits
+}
+
+template <class T>
+void sum_dim_simple(T* out, const T* in, std::int64_t outer, std::int64_t R, std::int64_t inner, Stream stream) {
+  sum_dim_of(out, in, outer, R, inner, stream);
+}
+
+// On bf16 data (chapter 18; a linear layer's bias gradient): the same passes, the values widened
+// as they are read, so the bits of sum_dim<float> on a widened copy without the copy's pass.
+void sum_dim_bf16_simple(float* out, const brrr::bf16* in, std::int64_t outer, std::int64_t R, std::int64_t inner,
+                         Stream stream) {
+  sum_dim_of(out, in, outer, R, inner, stream);
 }
 
 template <class T>
@@ -309,6 +327,8 @@ void register_reduce() {
 void register_reduce_kernels() {
   register_reduce<float>();
   register_reduce<double>();
+  add(op::sum_dim_on_bf16, DeviceType::CUDA, "simple", &sum_dim_bf16_simple, 10,
+      about("sum_dim's blocks reading bf16 (widened as read), float32 out: sum_dim<float>'s bits"));
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

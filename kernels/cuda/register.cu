@@ -17,6 +17,7 @@ void register_kernels() {
   register_matmul_cuda_core_kernels();
   register_matmul_tensor_core_kernels();
   register_matmul_wgmma_kernels();
+  register_matmul_epilogue_kernels();
   register_gelu_kernels();
   register_layernorm_kernels();
   register_residual_layernorm_kernels();
@@ -31,7 +32,8 @@ void register_kernels() {
   register_attend_cache_kernels();  // rows/attend_cache.cu
   register_sample_kernels();        // rows/sample.cu
 #if !BRRR_EMULATOR
-  register_cublas_kernels();  // the default matmul on a GPU; the emulator has no cuBLAS
+  register_cublas_kernels();    // the default matmul on a GPU; the emulator has no cuBLAS
+  register_cublaslt_kernels();  // the default matmul_epilogue on a GPU
 #endif
 }
 

@@ -255,3 +255,81 @@ TEST_CASE("bf16 GEMM on bf16 data: the bits of the float32-reading GEMM on the w
     }
   }
 }
+
+// Chapter 18, section 11: a linear layer on bf16 tensors is one matmul_epilogue op (and
+// linear_gelu one with GELU); its bias gradient is sum_dim on the bf16 gradient. The values are
+// held to the float64 results on the same bf16 inputs: y within one bf16 rounding, the float32
+// gradients dW and db near their float64 sums, dx (bf16) within its rounding.
+TEST_CASE("linear and linear_gelu on bf16 tensors: one rounding of the float32 sums, gradients near float64") {
+  Generator g(71);
+  const std::int64_t N = 37, in = 45, out = 29;
+  // bf16 values, kept as float32 masters (as the model's parameters are) and as float64 copies.
+  const Tensor x32 = rounded(randn({N, in}, g)), w32 = rounded(ops::mul(randn({out, in}, g), 0.3)),
+               b32 = rounded(ops::mul(randn({out}, g), 0.5)), up = rounded(randn({N, out}, g));
+  const std::vector<float> xv = x32.to_vector<float>(), wv = w32.to_vector<float>(), bv = b32.to_vector<float>(),
+                           uv = up.to_vector<float>();
+  auto gelu = [](double v) { return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v))); };
+  auto gelu_slope = [](double v) {
+    const double k = std::sqrt(2.0 / M_PI), th = std::tanh(k * (v + 0.044715 * v * v * v));
+    return 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * v * v);
+  };
+  for (bool with_gelu : {false, true}) {
+    CAPTURE(with_gelu);
+    Tensor x = x32.to(kBFloat16).requires_grad_(true), w = w32.detach().requires_grad_(true),
+           b = b32.detach().requires_grad_(true);
+    const Tensor w16 = w.to(kBFloat16), b16 = b.to(kBFloat16);
+    const Tensor y = with_gelu ? ops::linear_gelu(x, w16, b16) : ops::linear(x, w16, b16);
+    CHECK(y.dtype() == kBFloat16);
+    ops::sum(ops::mul(y.to(kFloat32), up)).backward();
+    REQUIRE(x.grad().dtype() == kBFloat16);
+    REQUIRE(w.grad().dtype() == kFloat32);
+    const std::vector<float> yv = y.to(kFloat32).to_vector<float>(), dx = x.grad().to(kFloat32).to_vector<float>(),
+                             dw = w.grad().to_vector<float>(), db = b.grad().to_vector<float>();
+    std::vector<double> dpre(static_cast<std::size_t>(N * out));
+    int wrong = 0;
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t o = 0; o < out; ++o) {
+        double pre = bv[o];
+        for (std::int64_t i = 0; i < in; ++i) pre += static_cast<double>(xv[n * in + i]) * wv[o * in + i];
+        const double want = with_gelu ? gelu(pre) : pre;
+        if (std::abs(yv[n * out + o] - want) > std::ldexp(std::abs(want), -8) + 1e-6) ++wrong;
+        dpre[n * out + o] = uv[n * out + o] * (with_gelu ? gelu_slope(pre) : 1.0);
+      }
+    CHECK(wrong == 0);
+    // dx (N, in) = dpre W, dW (out, in) = dpre^T x, db = dpre's column sums: each near its float64
+    // sum (dpre passes through bf16 on its way, a relative 2^-9 an element).
+    auto close = [](double got, double want, double scale) { return std::abs(got - want) <= 1e-2 * scale + 1e-6; };
+    double scale_dx = 0, scale_dw = 0, scale_db = 0;
+    std::vector<double> rdx(dx.size(), 0.0), rdw(dw.size(), 0.0), rdb(db.size(), 0.0);
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t o = 0; o < out; ++o) {
+        const double d = dpre[n * out + o];
+        rdb[o] += d;
+        for (std::int64_t i = 0; i < in; ++i) {
+          rdx[n * in + i] += d * wv[o * in + i];
+          rdw[o * in + i] += d * xv[n * in + i];
+        }
+      }
+    for (double v : rdx) scale_dx = std::max(scale_dx, std::abs(v));
+    for (double v : rdw) scale_dw = std::max(scale_dw, std::abs(v));
+    for (double v : rdb) scale_db = std::max(scale_db, std::abs(v));
+    int wrong_grads = 0;
+    for (std::size_t i = 0; i < dx.size(); ++i) wrong_grads += !close(dx[i], rdx[i], scale_dx);
+    for (std::size_t i = 0; i < dw.size(); ++i) wrong_grads += !close(dw[i], rdw[i], scale_dw);
+    for (std::size_t i = 0; i < db.size(); ++i) wrong_grads += !close(db[i], rdb[i], scale_db);
+    CHECK(wrong_grads == 0);
+  }
+}
+
+TEST_CASE("sum_dim on bf16 data: the bits of sum_dim<float> on the widened values, without the copy") {
+  namespace kc = kernels::cpu;
+  Generator g(72);
+  for (const auto& [outer, R, inner] : std::vector<std::array<std::int64_t, 3>>{{1, 77, 29}, {3, 9000, 1}, {2, 5, 300}}) {
+    const Tensor in = randn({outer * R * inner}, g).to(kBFloat16);
+    const std::vector<float> wide = in.to(kFloat32).to_vector<float>();
+    std::vector<float> got(static_cast<std::size_t>(outer * inner)), want(got.size());
+    kc::sum_dim_bf16(got.data(), in.data_ptr<bf16>(), outer, R, inner, nullptr);
+    kc::sum_dim<float>(want.data(), wide.data(), outer, R, inner, nullptr);
+    CHECK(got == want);
+  }
+}

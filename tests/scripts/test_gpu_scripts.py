@@ -100,7 +100,8 @@ def test_gpu_sh():
         for part, steps, budget in (
                 ("1", ["env", "build", "conformance", "tests", "sanitize", "reference", "train", "determinism", "lab",
                        "sol"], 460),
-                ("2", ["env", "build", "peers", "step", "attention", "tensor_cores", "lab_bf16", "racecheck"], 360)):
+                ("2", ["env", "build", "peers", "llmc", "step", "attention", "tensor_cores", "lab_bf16", "racecheck"],
+                 360)):
             r = run(["bash", gpu_sh, os.path.join(tmp, "out"), "--dry-run", "--shared", shared, "--part", part])
             plan = [line.strip() for line in r.stdout.splitlines() if line.startswith("  ") and " " not in line.strip()]
             check(r.returncode == 0 and plan == steps, f"--dry-run --part {part} plans {steps}: {plan}")
@@ -194,6 +195,12 @@ op                           calls/step        ms/step      us/call    share
 linear backward                    25.0         19.007        760.3    41.6%
 $ build-gpu/bench/bench_gpt_step gpt-12m 8 20 --device cuda --dtype bf16 (limit 60s)
 brrr gpt-12m (kernels, bf16 autocast) B=8 T=256 NVIDIA H100 80GB HBM3: 5.0 ms/step, 409600 tokens/s, 31000.0 GFLOP/s
+brrr gpt2-124m (kernels, bf16 autocast) B=16 T=1024 NVIDIA H100 80GB HBM3: 40.0 ms/step, 409600 tokens/s, 350000.0 GFLOP/s
+torch 2.11.0 gpt2-124m (compile, sdpa, bf16 autocast) B=16 T=1024 NVIDIA H100 80GB HBM3: 36.0 ms/step, 455111 tokens/s
+"""
+# As bench/llmc_step.sh prints llm.c's step (the llmc step's log).
+LLMC_LOG = """$ bash bench/llmc_step.sh run build-gpu/llmc build-gpu/brrr tinyshakespeare.txt 16 1024 12 (limit 120s)
+llm.c gpt2-124m (bf16) B=16 T=1024: 32.0 ms/step, 512000 tokens/s (median of steps 4-12); llm.c's own MFU 45.0%
 """
 
 
@@ -204,6 +211,8 @@ def test_report_new_bars():
             f.write(TENSOR_CORES_LOG)
         with open(os.path.join(out, "logs", "step.log"), "a", encoding="utf-8") as f:
             f.write(STEP_LINES)
+        with open(os.path.join(out, "logs", "llmc.log"), "w", encoding="utf-8") as f:
+            f.write(LLMC_LOG)
         r = run([sys.executable, os.path.join(ROOT, "scripts", "gpu_report.py"), out])
         check(r.returncode == 0, f"gpu_report.py exits 0 (got {r.returncode}: {r.stderr})")
         lines = {line.split("  ")[0].strip(): line for line in r.stdout.splitlines() if "  " in line}
@@ -220,11 +229,18 @@ def test_report_new_bars():
             # the new step lines leave the float32 bars as they were, and a --profile run (which
             # synchronizes after every op) is no figure: its 80 ms step would read 0.77x
             ("GPT 12.3M step, kernels / composed tokens/s", "1.54x", "NOT met"),
+            # llm.c (512000 tokens/s) is the faster peer here; every one's MFU by brrr's FLOPs per
+            # token (350000 GFLOP/s over 409600 tokens/s): llm.c's 437.5 TFLOP/s, 44% of 989
+            ("GPT-2 124M step (B = 16), brrr bf16 / the faster of torch.compile bf16 and llm.c", "0.80x", "NOT met"),
         ]
         for bar, figure, verdict in expected:
             line = lines.get(bar, "")
             check(figure in line and line.rstrip().endswith(verdict),
                   f"bar '{bar}': expected {figure} and '{verdict}', got '{line.strip()}'")
+        report = open(os.path.join(out, "report.md"), encoding="utf-8").read()
+        gpt2 = next((line for line in report.splitlines() if "GPT-2 124M step (B = 16)" in line), "")
+        for text in ("brrr 350 TFLOP/s, 35% of 989", "llm.c 438 TFLOP/s, 44% of 989", "torch compile 389 TFLOP/s"):
+            check(text in gpt2, f"the GPT-2 bar's line gives each one's MFU ({text!r}): '{gpt2.strip()}'")
 
 
 def test_compare_counters(cli):

@@ -45,6 +45,8 @@ void matmul_wgmma(float* out, const brrr::bf16* a, const brrr::bf16* b, const Ma
                   Stream stream);  // 14
 void matmul_bias_gelu_wgmma(float* out, float* pre, const brrr::bf16* a, const brrr::bf16* b, const float* bias,
                             const MatmulShape& shape, Stream stream);  // 14 with 11's epilogue
+void matmul_epilogue_unfused(brrr::bf16* out, brrr::bf16* pre, const brrr::bf16* a, const brrr::bf16* b,
+                             const brrr::bf16* bias, bool gelu, const MatmulShape& shape, Stream stream);
 }  // namespace emu
 
 namespace cuda {
@@ -89,6 +91,10 @@ void matmul_wgmma(float* out, const brrr::bf16* a, const brrr::bf16* b, const Ma
 // data (op::matmul_bias_gelu_on_bf16, "wgmma"); accumulate is refused.
 void matmul_bias_gelu_wgmma(float* out, float* pre, const brrr::bf16* a, const brrr::bf16* b, const float* bias,
                             const MatmulShape& shape, Stream stream);
+// matmul_epilogue on bf16 data (epilogue.cu): the registry's matmul on bf16 data into float32
+// sums, then one pass for the bias, GELU and the rounding; cublaslt.cu's fallback.
+void matmul_epilogue_unfused(brrr::bf16* out, brrr::bf16* pre, const brrr::bf16* a, const brrr::bf16* b,
+                             const brrr::bf16* bias, bool gelu, const MatmulShape& shape, Stream stream);
 }  // namespace cuda
 
 }  // namespace brrr::kernels

@@ -440,12 +440,6 @@ void matmul_tf32_pipelined(float* out, const float* a, const float* b, const Mat
 // (8192, 768) @ (768, 3072) is ~200 MB, ~0.07 ms on an H100, beside a GEMM of ~0.3 ms.
 
 namespace {
-// gelu(x) = 0.5 x (1 + tanh u) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), as
-// kernels/cpu/nn.cpp and gelu.cu compute it.
-__device__ inline float gelu_tanh(float x) {
-  return x / (1.0f + exp_of(-2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}
-
 struct BiasGelu {
   float* pre;         // (batch, M, N), or nullptr
   const float* bias;  // (N)

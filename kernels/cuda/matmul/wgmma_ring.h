@@ -125,12 +125,6 @@ __device__ inline void copy_b_tile(unsigned char* dst, const brrr::simt::TensorM
   copy_operand_tile<B_MN>(dst, map, t.n0, t.b_row, k0, bar);
 }
 
-// gelu(x) = 0.5 x (1 + tanh u) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), as
-// kernels/cpu/nn.cpp, gelu.cu and variant 11 (mma_sync.cu) compute it.
-__device__ inline float gelu_tanh(float x) {
-  return x / (1.0f + exp_of(-2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}
-
 // Element (i, j) of matrix z's product, `sum`, through the epilogue into out (and pre); nothing
 // outside (M, N).
 __device__ inline void store_result(const Gemm<float>& g, const Epilogue& e, std::int64_t z, int i, int j, float sum) {
