@@ -7,7 +7,8 @@
 // --trace FILE profiles three more steps and writes them as a Chrome trace (brrr/profiler.h):
 // open it in ui.perfetto.dev or chrome://tracing to see one step op by op.
 // --cuda_graph (a CUDA device) replays the whole step (forward, backward, AdamW) as one CUDA
-// graph, captured after one plain step, as brrr train --cuda_graph does (chapter 17).
+// graph, captured after one plain step, as brrr train --cuda_graph does (chapter 17), and
+// prints the graph's nodes (kernels, copies and memsets: what one step launches) a step and a layer.
 // --dtype bf16 runs the step as brrr train --dtype bf16 does (chapter 18): activations bf16 in
 // memory (GPT::set_precision), the residual stream bf16 or, with --residual float32, float32;
 // the peer's --dtype bf16 is torch.autocast in bfloat16. --autocast_only: float32 activations,
@@ -96,6 +97,9 @@ int main(int argc, char** argv) {
         model.loss(model.forward(graph_idx), graph_targets).backward();
         opt.step();
       });
+      // What one step launches, counted by the driver: the kernels, copies and memsets recorded.
+      std::printf("graph: %zu nodes a step (kernels, copies and memsets), %.1f a layer\n", graph.nodes(),
+                  static_cast<double>(graph.nodes()) / static_cast<double>(c.n_layer));
     } else {
       graph_idx.copy_(randint(0, c.vocab_size, {B, T}, gen));
       graph_targets.copy_(randint(0, c.vocab_size, {B, T}, gen));

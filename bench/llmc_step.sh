@@ -27,7 +27,18 @@ case $mode in
     rm -rf "$dir"
     mkdir -p "$dir"
     cp -r "$src"/. "$dir"/
-    make -C "$dir" train_gpt2cu USE_CUDNN=0 NO_USE_MPI=1 NO_MULTI_GPU=1 PRECISION=BF16
+    # CUDA 13 (the GPU machine's nvcc) takes cudaMemAdvise's location as a cudaMemLocation, not a
+    # device number: the one line of the pinned llm.c that does not compile there, in its
+    # out-of-memory fallback (never run by this benchmark), changed in the copy only.
+    sed -i 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' \
+      "$dir/llmc/cuda_utils.cuh"
+    # llm.c links NVML (-lnvidia-ml). A toolkit without its stubs leaves only the driver's
+    # versioned libnvidia-ml.so.1: a link to it in DIR/nvml lets the linker find it.
+    mkdir -p "$dir/nvml"
+    nvml=$(ldconfig -p 2>/dev/null | awk '/libnvidia-ml\.so\.1 /{print $NF; exit}')
+    [[ -n $nvml ]] && ln -sf "$nvml" "$dir/nvml/libnvidia-ml.so"
+    make -C "$dir" train_gpt2cu USE_CUDNN=0 NO_USE_MPI=1 NO_MULTI_GPU=1 PRECISION=BF16 \
+      NVCC_LDLIBS="-L$(realpath "$dir/nvml") -L/usr/local/cuda/lib64/stubs"
     ;;
   run)
     (($# == 7)) || { echo "usage: bench/llmc_step.sh run DIR BRRR CORPUS B T STEPS" >&2; exit 2; }

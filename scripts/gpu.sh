@@ -632,6 +632,10 @@ step_step() {
   measure "B=8" 60 "$b" gpt-12m 8 20 --device cuda
   measure "B=8 CUDA graph" 60 "$b" gpt-12m 8 20 --device cuda --cuda_graph
   measure "gpt2-124m bf16" 120 "$b" gpt2-124m 16 10 --device cuda --dtype bf16
+  # Issue 55's GPT-2 bars: the step as one graph (its node count a layer, beside llm.c's) and one
+  # step's Chrome trace (op by op, synchronised; logs/gpt2-step-trace.json in logs.tgz).
+  measure "gpt2-124m bf16 CUDA graph" 120 "$b" gpt2-124m 16 10 --device cuda --dtype bf16 --cuda_graph
+  measure "gpt2-124m bf16 trace" 90 "$b" gpt2-124m 16 2 --device cuda --dtype bf16 --trace "$logs/gpt2-step-trace.json"
   # Where brrr's step spends its time, op by op (the profiler synchronizes after each op).
   measure "profile" 60 "$b" gpt-12m 64 5 --device cuda --profile
   measure "profile bf16" 60 "$b" gpt-12m 64 5 --device cuda --dtype bf16 --profile
