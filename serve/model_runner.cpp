@@ -106,6 +106,10 @@ void ModelRunner::draw_on_device(std::vector<StepInput>& inputs) {
   for (std::size_t i = 0; i < inputs.size(); ++i) inputs[i].drawn = drawn[i];
 }
 
+void ModelRunner::limit_draws(std::int64_t vocabulary) {
+  if (device_) device_->limit_draws(vocabulary);
+}
+
 std::vector<float> ModelRunner::attention_of_last(const std::vector<std::uint32_t>& tokens) {
   BRRR_CHECK(!tokens.empty(), "attention: no tokens");
   const i64 n = static_cast<i64>(tokens.size());

@@ -85,6 +85,9 @@ class ModelRunner {
   // the CPU's Decoder (on the CUDA device, on a copy of the model on the CPU, made by the first
   // call and kept: the map is offered for small models only, ServerOptions::attention_limit).
   std::vector<float> attention_of_last(const std::vector<std::uint32_t>& tokens);
+  // On the CUDA device: ids at and past `vocabulary` are never drawn by a step's `draw`
+  // (DeviceDecoder::limit_draws; a tokenizer smaller than the model's vocabulary). Nothing on the CPU.
+  void limit_draws(std::int64_t vocabulary);
 
  private:
   void draw_on_device(std::vector<StepInput>& inputs);

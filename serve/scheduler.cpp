@@ -102,6 +102,7 @@ Scheduler::Scheduler(ModelRunner& runner, const tokenizer::TextTokenizer& tokeni
       vocab_(std::min<std::size_t>(static_cast<std::size_t>(runner.config().vocab_size), tokenizer.vocab_size())),
       end_of_text_(tokenizer.special_token(tokenizer::kEndOfText)) {
   BRRR_CHECK(options_.slots >= 1, "brrr serve: --slots must be at least 1, got ", options_.slots);
+  runner_.limit_draws(static_cast<std::int64_t>(vocab_));  // tokens drawn on the device stay the tokenizer's
   for (int i = 0; i < options_.slots; ++i) free_caches_.push_back(runner_.new_cache());
   metrics_.ttft_buckets.assign(std::size(kTtftBounds), 0);
   thread_ = std::thread([this] {
@@ -316,13 +317,14 @@ void Scheduler::prompt_logprobs(Sequence& s, const std::vector<std::vector<float
 }
 
 // On the CUDA device a step draws its tokens there (one id a row comes back, not V floats) when
-// every sequence in it draws a token now, none asks for log-probabilities (which need the
-// logits) and the model's vocabulary is the tokenizer's (the kernel draws from every id; a
-// padded vocabulary's extra ids must never be drawn). Each rule takes the sequence's next uniform
+// every sequence in it draws a token now and none asks for log-probabilities (which need the
+// logits). A model vocabulary larger than the tokenizer's (a padded one) has its extra ids'
+// logits set to -infinity there first (ModelRunner::limit_draws, from the constructor), so they
+// are never drawn, as usable() leaves them out on the host. Each rule takes the sequence's next uniform
 // number where sample_token would have taken it, so the tokens are the same either way
 // (kernels/sample_rule.h says how close).
 void Scheduler::draw_on_device(const std::vector<Sequence*>& fed, std::vector<StepInput>& inputs) {
-  if (!runner_.device().is_cuda() || vocab_ != static_cast<std::size_t>(runner_.config().vocab_size)) return;
+  if (!runner_.device().is_cuda()) return;
   for (std::size_t i = 0; i < fed.size(); ++i) {
     const Sequence& s = *fed[i];
     const CompletionParams& p = s.request->params;

@@ -17,6 +17,7 @@
 #include "brrr/models/decode_device.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "brrr/error.h"
 #include "kernels/backend.h"
@@ -72,7 +73,7 @@ void add(float* out, const float* a, const float* b, i64 n) {
 }  // namespace
 
 DeviceDecoder::DeviceDecoder(const GPT& model, std::int64_t slots, DType weights)
-    : config_(model.config()), dtype_(weights), slots_(slots) {
+    : config_(model.config()), dtype_(weights), slots_(slots), drawable_(model.config().vocab_size) {
   BRRR_CHECK(weights == kFloat32 || weights == kBFloat16, "DeviceDecoder: weights must be float32 or bfloat16, got ",
              dtype_name(weights));
   BRRR_CHECK(slots >= 1, "DeviceDecoder: slots must be positive, got ", slots);
@@ -194,8 +195,31 @@ const float* DeviceDecoder::logits() {
   return host_logits_.data();
 }
 
+void DeviceDecoder::limit_draws(std::int64_t vocabulary) {
+  BRRR_CHECK(vocabulary >= 1 && vocabulary <= config_.vocab_size, "DeviceDecoder::limit_draws: the ids drawn must be ",
+             "1 to the model's ", config_.vocab_size, ", got ", vocabulary);
+  drawable_ = vocabulary;
+}
+
+// The logits of ids past drawable_ set to -infinity in every row of the last pass: one strided
+// copy of a single -infinity (stride 0) over the (W, V - drawable_) block.
+void DeviceDecoder::mask_undrawable() {
+  const i64 V = config_.vocab_size, tail = V - drawable_;
+  if (tail == 0) return;
+  if (!minus_infinity_.defined())
+    minus_infinity_ = full({1}, -std::numeric_limits<double>::infinity(), TensorOptions().device(Device::cuda()));
+  kernels::Loop loop;
+  loop.ndim = 2;
+  loop.size[0] = last_W_, loop.size[1] = tail;
+  loop.stride[0][0] = V, loop.stride[0][1] = 1;  // out: the tail of each row
+  loop.stride[1][0] = 0, loop.stride[1][1] = 0;  // in: the one value
+  static kernels::Kernel copy(op::copy<float>);
+  copy(kCuda)(logits_.data_ptr<float>() + drawable_, minus_infinity_.data_ptr<float>(), loop, stream());
+}
+
 const std::uint32_t* DeviceDecoder::greedy() {
   BRRR_CHECK(last_W_ > 0, "DeviceDecoder::greedy: no pass has run");
+  mask_undrawable();
   // max_dim over each row of (W, V): its CUDA kernel keeps the first of equal largest values.
   static kernels::Kernel argmax(op::max_dim<float>);
   if (!top_.defined() || top_.numel() < wanted_) {
@@ -220,6 +244,7 @@ const std::uint32_t* DeviceDecoder::sample(const double* rules) {
                "'s rule needs temperature > 0, a whole top_k >= 0, top_p in (0, 1] and u in [0, 1); got ",
                r[rule::kTemperature], ", ", r[rule::kTopK], ", ", r[rule::kTopP], ", ", r[rule::kUniform]);
   }
+  mask_undrawable();
   static kernels::Kernel draw(op::sample_rows);
   if (!drawn_.defined() || drawn_.numel() < wanted_) {
     rules_ = empty({wanted_ * rule::kRuleSize}, TensorOptions().dtype(kFloat64).device(Device::cuda()));

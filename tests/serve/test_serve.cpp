@@ -406,11 +406,13 @@ TEST_CASE("server: on the emulator (--device emulator), a greedy completion is t
 
 TEST_CASE("server: on the emulator, a sampled completion is drawn on the device and is the CPU server's") {
   cuda::use_emulator();
-  // The model's vocabulary the tokenizer's (no padded ids, which the device's draw would reach).
+  // The model's vocabulary padded past the tokenizer's by 24 ids, with random weights: their
+  // logits are as large as the real ones', so a draw that reached them would soon take one; the
+  // device masks them (ModelRunner::limit_draws) as the host leaves them out.
   const auto loader = [] {
     auto tok = tokenizer::TextTokenizer::train("char", kAlphabet, 0, false);
     models::GPTConfig c = small_config();
-    c.vocab_size = static_cast<std::int64_t>(tok->vocab_size());
+    c.vocab_size = static_cast<std::int64_t>(tok->vocab_size()) + 24;
     Generator gen(5);
     auto model = std::make_shared<models::GPT>(c, gen);
     model->eval();

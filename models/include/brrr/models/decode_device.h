@@ -75,6 +75,10 @@ class DeviceDecoder {
   // the uniform draw u; kernels/sample_rule.h), as sample_token draws (generate.h). W numbers
   // come back; brrr::Error for a rule out of range or logits with a NaN or an infinity.
   const std::uint32_t* sample(const double* rules);
+  // Ids at and past `vocabulary` (at most the model's) are never drawn by greedy() and sample():
+  // their logits are set to -infinity on the device first (a tokenizer smaller than the model's
+  // padded vocabulary, as sample_token skips them on the CPU). logits() then shows them so.
+  void limit_draws(std::int64_t vocabulary);
 
   // A decoding step (one token for each of n sequences, every row's logits: step(), or forward
   // of that shape) is launched kernel by kernel the first time at its n, captured as a CUDA
@@ -90,6 +94,7 @@ class DeviceDecoder {
   // The pass over R rows, whose indices (tokens, positions, slots, lengths: R each, then the W
   // rows wanted) are already in indices_ on the device; the logits (W, V) land in logits_.
   void run(std::int64_t R, std::int64_t W);
+  void mask_undrawable();  // limit_draws's -infinity over the last pass's logits
 
   struct Layer {
     const float *ln_1_w = nullptr, *ln_1_b = nullptr, *ln_2_w = nullptr, *ln_2_b = nullptr;
@@ -110,6 +115,8 @@ class DeviceDecoder {
   Tensor indices_, x_, pe_, normed_, mean_, rstd_, qkv_, attended_, hidden_, gathered_, logits_;
   Tensor top_, top_index_;  // greedy(): each row's largest logit and its id
   Tensor rules_, drawn_;    // sample(): the rows' rules and tokens
+  std::int64_t drawable_;   // limit_draws(): ids below it may be drawn (the model's vocabulary unless limited)
+  Tensor minus_infinity_;   // one float, copied over the logits of ids past drawable_
   std::int64_t last_W_ = 0;  // the rows of the last pass
   std::vector<std::int32_t> host_indices_;
   std::vector<float> host_logits_;
