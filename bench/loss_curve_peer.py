@@ -11,7 +11,8 @@ as train/data.cpp draws them (Philox 4x32-10 of base/include/brrr/generator.h, s
 one 64-bit draw per window, start = draw mod (n - T)); evaluation on the batches of a generator
 seeded seed * 1000003 + step, as train/trainer.cpp's evaluate(); nanoGPT's warmup and cosine
 schedule (optim::CosineSchedule); AdamW with decay on 2-D tensors only; clipping to grad_clip.
---dtype bf16 runs the forward under torch.autocast(cpu, bfloat16), PyTorch's mixed precision.
+--dtype bf16 runs the forward under torch.autocast(bfloat16), PyTorch's mixed precision, on the
+CPU or (--device cuda) the GPU.
 Writes log.jsonl in brrr's format (events "step" and "eval").
 
   OMP_NUM_THREADS=2 .venv-bench/bin/python bench/loss_curve_peer.py --init out/lc/init/ckpt-00000000.safetensors \
@@ -97,6 +98,7 @@ def main():
     ap.add_argument("--init", required=True, help="brrr's checkpoint before its first step")
     ap.add_argument("--data", required=True, help="the folder of token shards brrr trained on")
     ap.add_argument("--dtype", choices=["float32", "bf16"], default="bf16")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--max_iters", type=int, required=True, help="the brrr run's (the --init run took 0)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -111,6 +113,7 @@ def main():
     state = {k: brrr_name(k) for k in model.state_dict()}
     assert set(state.values()) == set(tensors), f"names differ: {sorted(set(state.values()) ^ set(tensors))}"
     model.load_state_dict({k: tensors[b].to(torch.float32) for k, b in state.items()})
+    model.to(a.device)
 
     ids = read_shards(a.data)
     train_end = int(len(ids) * (1.0 - c["val_fraction"]))
@@ -119,11 +122,11 @@ def main():
     def batch(split, gen):
         begin, n = splits[split]
         starts = [begin + gen.next_u64() % (n - T) for _ in range(B)]
-        w = torch.from_numpy(np.stack([ids[s:s + T + 1] for s in starts]))
+        w = torch.from_numpy(np.stack([ids[s:s + T + 1] for s in starts])).to(a.device)
         return w[:, :-1].contiguous(), w[:, 1:].contiguous()
 
     def loss_of(x, y):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
+        with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
             return model(x, y)
 
     def lr_at(it):
@@ -158,6 +161,8 @@ def main():
         if c["grad_clip"] > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), c["grad_clip"])
         opt.step()
+        if a.device == "cuda":
+            torch.cuda.synchronize()  # the step is done when the GPU is done
         ms = (time.perf_counter() - t0) * 1e3
         log.write(json.dumps({"event": "step", "step": it, "loss": loss.item(), "ms": ms}) + "\n")
     evaluate(a.max_iters)

@@ -13,6 +13,10 @@
 # .venv-bench.
 #
 #   bench/loss_curves.sh [build-dir] [out-dir]        (about 30 minutes a run on the loaded 2-core machine)
+#
+# On a GPU (scripts/gpu.sh, step curves): DEVICE=cuda SIZE=gpt2 STEPS=50 runs the same three at
+# GPT-2 124M's body (12 layers, 768 wide, 12 heads, T 1024, batch 16; the BPE vocabulary above),
+# evaluated every 10 steps on 5 batches, PyTorch under torch.autocast("cuda").
 set -euo pipefail
 build=${1:-build}
 out=${2:-out/loss-curves}
@@ -23,6 +27,8 @@ steps=${STEPS:-300}
 brrr=$build/brrr
 text=${DATA:-../shared/data/tinyshakespeare.txt}
 threads=${THREADS:-2}
+device=${DEVICE:-cpu}
+size=${SIZE:-small}
 mkdir -p "$out"
 out=$(realpath "$out")
 
@@ -32,10 +38,15 @@ if [ ! -f "$out/shards/tokenizer.json" ] && [ ! -f "$out/tokenizer.bpe" ]; then
 fi
 [ -d "$out/shards" ] || "$brrr" tokenizer encode --tokenizer "$out/tokenizer.bpe" --input "$text" --out "$out/shards" --shards
 
-shape=(--n_layer 4 --n_embd 256 --n_head 4 --block_size 256 --batch_size 8 --dropout 0
-       --learning_rate 1e-3 --min_lr 1e-4 --warmup_iters 30 --lr_decay_iters "$steps"
-       --eval_interval 50 --eval_iters 10 --log_interval 50 --sample_tokens 0 --seed 1337
-       --data "$out/shards" --threads "$threads" --device cpu)
+case $size in
+  small) shape=(--n_layer 4 --n_embd 256 --n_head 4 --block_size 256 --batch_size 8 --warmup_iters 30
+                --eval_interval 50 --eval_iters 10 --log_interval 50) ;;
+  gpt2)  shape=(--n_layer 12 --n_embd 768 --n_head 12 --block_size 1024 --batch_size 16 --warmup_iters 10
+                --eval_interval 10 --eval_iters 5 --log_interval 10) ;;
+  *) echo "loss_curves.sh: SIZE is small or gpt2, not '$size'" >&2; exit 2 ;;
+esac
+shape+=(--dropout 0 --learning_rate 1e-3 --min_lr 1e-4 --lr_decay_iters "$steps" --sample_tokens 0 --seed 1337
+        --data "$out/shards" --threads "$threads" --device "$device")
 rm -rf "$out/init"
 "$brrr" train "${shape[@]}" --max_iters 0 --out_dir "$out/init" >/dev/null
 init=$(ls "$out"/init/ckpt-*.safetensors | head -1)
@@ -52,7 +63,7 @@ for run in "${runs[@]}"; do
     "$brrr" train "${shape[@]}" --max_iters "$steps" --dtype "$dtype" --out_dir "$out/brrr-$dtype" | grep --line-buffered "^step [0-9]*:"
   else
     (cd bench && OMP_NUM_THREADS=$threads "$python" loss_curve_peer.py --init "$init" --data "$out/shards" \
-      --dtype "$dtype" --max_iters "$steps" --out "$out/torch-$dtype")
+      --dtype "$dtype" --device "$device" --max_iters "$steps" --out "$out/torch-$dtype")
   fi
 done
 "$python" - "$out" <<'EOF'

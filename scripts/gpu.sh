@@ -7,16 +7,19 @@
 #
 # Part 1 (correctness): env, build, conformance, tests, sanitize, reference, train, determinism,
 # lab, sol.
-# Part 2 (speed beside PyTorch and llm.c): env, build, peers, llmc, step, attention, tensor_cores,
-# lab_bf16, racecheck.
+# Part 2 (speed beside PyTorch and llm.c): env, build, peers, llmc, step, curves, attention,
+# tensor_cores, lab_bf16, racecheck.
 # Without --part, every step, in that order, then counters (run it alone: --only counters).
 # Each part builds first (a fresh machine has no build; on a warm one the build is a no-op).
 # On an H200 (2026-11-27) the steps took: build 75 s, tests 14, sanitize over 150 (racecheck
 # was then one of its tools), reference 1, determinism 5, lab 168, peers 134, step 13,
-# attention 3, tensor_cores 3, lab_bf16 40, counters 61; so part 1 gets --budget 460 and part 2
-# --budget 360 by default, about 14 minutes with the machine's start. Added since, untimed on a
-# GPU: conformance (0.7 s on the emulator of a loaded 2-core machine, the GPU's half a few
-# launches more) and sol (11.5 s of CPU there), last in part 1: a short budget loses it first.
+# attention 3, tensor_cores 3, lab_bf16 40, counters 61; so part 1 gets --budget 460 by
+# default. Added since, untimed on a GPU: conformance (0.7 s on the emulator of a loaded 2-core
+# machine, the GPU's half a few launches more) and sol (11.5 s of CPU there), last in part 1: a
+# short budget loses it first; in part 2, llmc (llm.c's build, about a minute of nvcc beside
+# brrr's build, then 12 steps), curves (three 50-step GPT-2 runs) and the GPT-2 graph and trace
+# in step. Part 2 is issue 55's command (each issue's GPU time is its own 15 minutes): --budget
+# 500 by default, under the 9 minutes a command may take, racecheck taking what is left.
 #
 # What comes back from a lent machine is at most 8 files, so OUT_DIR holds three, refreshed
 # after every step and every measurement (a command killed at its limit still returns what ran):
@@ -58,6 +61,9 @@
 #                writes in llm.c's format (bench/llmc_step.sh); built from .gpu-bundle/llm.c
 #                (scripts/gpu_bundle.sh) beside brrr's build, in the background
 #   step         brrr's GPT step: kernels, composed, CUDA graph (batch 64 and 8), bf16; GPT-2 124M
+#   curves       issue 55's numerics at GPT-2 124M's body: 50 steps of brrr float32, brrr bf16 and
+#                PyTorch's autocast bf16 from the same weights on the same batches
+#                (bench/loss_curves.sh; bars: bf16 within 2% of PyTorch's, 3% of float32's)
 #   attention    brrr's flash attention beside composed (float32, T = 256 and 1024)
 #   tensor_cores brrr's bf16-in-memory GEMM and flash attention (T = 1024 and 4096): variants 4
 #                and, on sm_90, 5 (wgmma), forward and forward + backward, beside peers' SDPA bf16
@@ -75,7 +81,7 @@
 # the plan and, for each part, the device call that runs it (command, carry, files back),
 # without a GPU. --build reuses a build folder (default build-gpu). --shared names the folder
 # with reference/ and data/ (default ../shared, else .gpu-bundle/shared). --budget (default 460
-# for part 1, 360 for part 2, 530 otherwise) is the whole run's time: a step gets at most what
+# for part 1, 500 for part 2, 530 otherwise) is the whole run's time: a step gets at most what
 # is left, and one that cannot start is reported as not run.
 set -uo pipefail
 
@@ -222,9 +228,9 @@ root=$PWD
 # Arguments
 
 part1_steps=(env build conformance tests sanitize reference train determinism lab sol)
-part2_steps=(env build peers llmc step attention tensor_cores lab_bf16 racecheck)
-all_steps=(env build conformance tests emulator sanitize reference train determinism lab sol peers llmc step attention
-           tensor_cores lab_bf16 racecheck counters decode)
+part2_steps=(env build peers llmc step curves attention tensor_cores lab_bf16 racecheck)
+all_steps=(env build conformance tests emulator sanitize reference train determinism lab sol peers llmc step curves
+           attention tensor_cores lab_bf16 racecheck counters decode)
 script_args=("$@")  # run_step runs each step as this script again, under `timeout`
 out="" part="" only="" skip="" build=build-gpu shared="" jobs=$(nproc) dry_run=0 budget=""
 while (($#)); do
@@ -245,7 +251,7 @@ while (($#)); do
 done
 [[ -n $out ]] || { echo "gpu.sh: name the output folder: scripts/gpu.sh OUT_DIR (try --help)" >&2; exit 2; }
 [[ -z $part || $part == 1 || $part == 2 ]] || { echo "gpu.sh: --part is 1 or 2, not '$part'" >&2; exit 2; }
-part_budget() { case $1 in 1) echo 460 ;; 2) echo 360 ;; *) echo 530 ;; esac; }
+part_budget() { case $1 in 1) echo 460 ;; 2) echo 500 ;; *) echo 530 ;; esac; }
 [[ -n $budget ]] || budget=$(part_budget "$part")
 [[ $budget =~ ^[0-9]+$ ]] || { echo "gpu.sh: --budget is a number of seconds, not '$budget'" >&2; exit 2; }
 for list in "$only" "$skip"; do
@@ -641,6 +647,11 @@ step_step() {
   measure "profile bf16" 60 "$b" gpt-12m 64 5 --device cuda --dtype bf16 --profile
   measure_status
 }
+step_curves() {
+  rm -rf "$build/gpu-curves"
+  DEVICE=cuda SIZE=gpt2 STEPS=50 PEER_PYTHON="$python" DATA="$corpus" \
+    bash "$root/bench/loss_curves.sh" "$build" "$build/gpu-curves"
+}
 step_attention() {
   measure "T=256" 60 "$build/bench/bench_attention" 256 384 64 20
   measure "T=1024" 90 "$build/bench/bench_attention" 1024 384 64 20
@@ -748,6 +759,7 @@ else
   wanted peers && run_step peers 400 step_peers
   wanted llmc && run_step llmc 200 step_llmc
   wanted step && run_step step 300 step_step
+  wanted curves && run_step curves 200 step_curves
   wanted attention && run_step attention 150 step_attention
   wanted tensor_cores && run_step tensor_cores 150 step_tensor_cores
   wanted lab_bf16 && run_step lab_bf16 300 step_lab_bf16

@@ -301,6 +301,17 @@ def main():
     at_least_peer("GPT-2 124M step (B = 16), brrr bf16 / the faster of torch.compile bf16 and llm.c", ours_gpt2,
                   list(gpt2_peers.values()), mfu)
 
+    # Same numerics as the peers at GPT-2 124M's body, 50 steps (bench/loss_curves.sh's last line).
+    curves = re.search(r"largest difference, brrr bf16 against PyTorch bf16: ([\d.]+)% \(bar 2%\); "
+                       r"against brrr float32: ([\d.]+)% \(bar 3%\)", read(os.path.join(logs, "curves.log")))
+    if curves:
+        peer_pct, f32_pct = float(curves.group(1)), float(curves.group(2))
+        bars.add("GPT-2 124M body, 50 steps: brrr bf16 val loss against PyTorch bf16 / brrr float32",
+                 f"{peer_pct:.2f}% / {f32_pct:.2f}%", "<= 2% / <= 3%", peer_pct <= 2 and f32_pct <= 3)
+    else:
+        bars.add("GPT-2 124M body, 50 steps: brrr bf16 val loss against PyTorch bf16 / brrr float32", "-",
+                 "<= 2% / <= 3%", None)
+
     # The GPT-2 step as one CUDA graph: its nodes (kernels, copies, memsets) a layer, as
     # bench_gpt_step --cuda_graph prints them ("graph: 400 nodes a step (...), 33.3 a layer").
     gpt2_graph = re.search(r"^\$ [^\n]*gpt2-124m 16 [^\n]*--cuda_graph[^\n]*\n(?:(?!\$ )[^\n]*\n)*?"

@@ -56,7 +56,7 @@ void for_each_field(TrainConfig& c, F&& f) {
   f("keep_checkpoints", c.keep_checkpoints), f("sample_tokens", c.sample_tokens), f("out_dir", c.out_dir);
   f("device", c.device), f("dtype", c.dtype), f("residual", c.residual), f("seed", c.seed), f("threads", c.threads), f("profile", c.profile);
   f("profile_trace", c.profile_trace);
-  f("cuda_graph", c.cuda_graph);
+  f("cuda_graph", c.cuda_graph), f("tf32", c.tf32);
   f("zero", c.zero), f("bucket_mb", c.bucket_mb), f("overlap_comm", c.overlap_comm);
 }
 }  // namespace
@@ -166,6 +166,8 @@ constexpr KeyHelp kKeyHelp[] = {
     {"cuda_graph", "Device", "on a CUDA device: replay the whole training step as one CUDA graph; on by default, "
                              "plain steps where a graph cannot be (dropout, grad_accum, several ranks, --profile), "
                              "saying why; false: plain steps"},
+    {"tf32", "Device", "on a CUDA device: float32 matmuls in TF32 on the tensor cores (about 1e-3 relative error, "
+                       "PyTorch's allow_tf32); false, the default: full float32"},
     {"zero", "Distributed", "under mpirun: 1 shards AdamW's moments over the ranks (ZeRO stage 1), 0 keeps them whole"},
     {"bucket_mb", "Distributed", "under mpirun: gradients are summed over the ranks in buckets of this many MB"},
     {"overlap_comm", "Distributed", "under mpirun: sum each bucket while the backward goes on (false: after it; same bits)"},

@@ -149,6 +149,7 @@ Device prepare(TrainConfig& c, int ranks) {
   check_out_dir(c.out_dir);
   if (c.threads > 0) set_num_threads(c.threads);
   const Device device = resolve_device(c.device);
+  if (device.is_cuda()) cuda::set_allow_tf32(c.tf32);  // float32 GEMMs in TF32 only when asked
   if (c.data.empty()) {
     c.data = std::string(BRRR_SHARED_DIR) + "/data/tinyshakespeare.txt";
     BRRR_CHECK(fs::exists(c.data), "no --data given and the default corpus ", c.data,

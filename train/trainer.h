@@ -61,6 +61,10 @@ struct TrainConfig {
   // graph and replay it every step after (chapter 17). On by default; a run it cannot be (dropout,
   // grad_accum, several ranks, the profiler) takes plain steps and says why. Nothing on the CPU.
   bool cuda_graph = true;
+  // On a CUDA device: float32 matmuls on the tensor cores in TF32 (10-bit mantissas, about 1e-3
+  // relative error), as PyTorch's allow_tf32 and llm.c's default; off by default: full float32.
+  // bf16 GEMMs are the same either way.
+  bool tf32 = false;
   int threads = 0;  // 0: all cores
   // data parallel (chapter 19; used only under mpirun with several ranks)
   int zero = 0;            // 1: ZeRO stage 1, each rank keeps AdamW's moments of its share of the parameters

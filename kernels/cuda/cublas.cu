@@ -10,7 +10,8 @@
 //
 // TF32: Ampere and later can run float32 matmuls on tensor cores with 10-bit mantissas, ~7x
 // faster and ~1e-3 relative error. brrr keeps full float32 unless asked
-// (brrr::cuda::set_allow_tf32(true), which the op passes in MatmulShape::allow_tf32), as PyTorch does for matmuls by default.
+// (brrr::cuda::set_allow_tf32(true), which the op passes in MatmulShape::allow_tf32; `brrr train
+// --tf32 true`), as PyTorch does for matmuls by default.
 //
 // Mixed precision (chapter 18): matmul:bf16, matmul's bf16-products slot, is what autocast calls, float32 in memory with the
 // operands rounded to bf16. cuBLAS multiplies bf16 matrices (CUDA_R_16BF) on the tensor cores

@@ -242,3 +242,21 @@ TEST_CASE("cuda_graph: a run a graph cannot be (dropout, grad_accum, ranks, prof
   CHECK(r.steps_done == 3);
   CHECK(r.later_step_blocks > 0);
 }
+
+TEST_CASE("tf32: float32 matmuls stay full float32 unless a run asks (--tf32 true), and the config keeps the choice") {
+  train::TrainConfig c = tiny(scratch("tf32"));
+  c.max_iters = c.lr_decay_iters = 1;
+  c.eval_interval = 1;
+  CHECK_FALSE(c.tf32);  // the default, as PyTorch's for matmuls
+  cuda::set_allow_tf32(true);  // whatever was set before, a run without the flag turns TF32 off
+  train::run_training(c);
+  CHECK_FALSE(cuda::allow_tf32());
+  c.tf32 = true;
+  c.out_dir = scratch("tf32-on");
+  train::run_training(c);
+  CHECK(cuda::allow_tf32());
+  train::TrainConfig read = train::TrainConfig::from_preset("cpu-tiny");
+  read.apply_json(c.to_json());
+  CHECK(read.tf32);
+  cuda::set_allow_tf32(false);
+}
