@@ -13,6 +13,7 @@
 #include "brrr/brrr.h"
 #include "brrr/models/gpt.h"
 #include "lab/kernel_lab.h"
+#include "tests/linear_gelu_check.h"
 #include "tests/skip.h"
 
 using namespace brrr;
@@ -196,4 +197,16 @@ TEST_CASE("the training step replayed as a CUDA graph gives the plain step's bit
   const auto plain = run(false), replayed = run(true);
   CHECK(plain.first == replayed.first);
   CHECK(plain.second == replayed.second);
+}
+
+// cuBLASLt's GELU epilogue (kernels/cuda/cublaslt.cu, matmul_epilogue's default on a GPU) must be
+// brrr's tanh form: nearly every output the bf16 rounding of gelu_tanh(x) (its tanh may differ from
+// the CPU's in a last float32 bit, which can move a rounding), and the kept pre exact.
+TEST_CASE("linear_gelu on bf16 tensors on the GPU: cuBLASLt's epilogue applies GELU's tanh form, pre exact") {
+  if (!have_gpu()) return;
+  const test::GeluForm form = test::linear_gelu_form(kCuda);
+  MESSAGE("outputs equal to bf16(gelu_tanh(x)): ", form.tanh_share, ", to bf16(gelu_erf(x)): ", form.erf_share);
+  CHECK(form.tanh_share >= 0.99);
+  CHECK(form.tanh_share > form.erf_share);
+  CHECK(form.pre_exact);
 }

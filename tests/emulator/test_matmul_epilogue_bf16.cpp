@@ -21,6 +21,7 @@
 #include "emulator_test_util.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/matmul/matmul.h"
+#include "tests/linear_gelu_check.h"
 
 namespace emu = brrr::kernels::emu;
 using brrr::bf16;
@@ -140,4 +141,12 @@ TEST_CASE("matmul_epilogue on bf16 data: a batch or accumulate is refused by nam
   CHECK_THROWS_WITH(brrr::kernels::cpu::matmul_epilogue_bf16(x.data(), nullptr, x.data(), x.data(), nullptr, false, s,
                                                              nullptr),
                     doctest::Contains("accumulate is not supported"));
+}
+
+TEST_CASE("linear_gelu on bf16 tensors on the emulator: GELU's tanh form of the exact sum, pre exact") {
+  brrr::cuda::use_emulator();
+  const brrr::test::GeluForm form = brrr::test::linear_gelu_form(brrr::Device::cuda());
+  CHECK(form.tanh_share == 1.0);
+  CHECK(form.erf_share < 0.99);  // the check tells the two forms apart
+  CHECK(form.pre_exact);
 }
