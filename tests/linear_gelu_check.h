@@ -13,6 +13,15 @@
 
 namespace brrr::test {
 
+// GELU's tanh form and its slope in float64, the references of the bf16 linear layer's tests.
+inline double gelu_tanh64(double v) {
+  return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+}
+inline double gelu_tanh_slope64(double v) {
+  const double k = std::sqrt(2.0 / M_PI), th = std::tanh(k * (v + 0.044715 * v * v * v));
+  return 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * v * v);
+}
+
 struct GeluForm {
   double tanh_share = 0, erf_share = 0;  // of outputs equal to bf16(gelu_tanh(x)), bf16(gelu_erf(x))
   bool pre_exact = true;                 // pre == x everywhere
@@ -32,7 +41,7 @@ inline GeluForm linear_gelu_form(Device device) {
   GeluForm form;
   for (std::int64_t i = 0; i < N; ++i) {
     const double v = xs[i];
-    const double tanh_form = 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    const double tanh_form = gelu_tanh64(v);
     const double erf_form = 0.5 * v * std::erfc(-v / std::sqrt(2.0));
     for (std::int64_t f = 0; f < F; ++f) {
       form.tanh_share += out[i * F + f] == round_to_bf16(static_cast<float>(tanh_form));
@@ -44,8 +53,7 @@ inline GeluForm linear_gelu_form(Device device) {
   ops::sum(y.to(kFloat32)).backward();
   const std::vector<float> dx = x.grad().to(kFloat32).to(kCPU).to_vector<float>();
   for (std::int64_t i = 0; i < N; ++i) {
-    const double v = xs[i], k = std::sqrt(2.0 / M_PI), th = std::tanh(k * (v + 0.044715 * v * v * v));
-    const double slope = 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * v * v);
+    const double slope = gelu_tanh_slope64(xs[i]);
     // dx = sum over the F columns of round(1 * gelu'(pre)) * 1, rounded: within 2^-7 of F gelu'(x)
     if (std::abs(dx[i] - F * slope) > std::ldexp(std::abs(F * slope), -7) + 1e-3) form.pre_exact = false;
   }

@@ -14,6 +14,7 @@
 #include "brrr/bfloat16.h"
 #include "brrr/brrr.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "tests/linear_gelu_check.h"
 #include "tests/skip.h"
 #include "tests/slow_cpu.h"
 
@@ -268,11 +269,6 @@ TEST_CASE("linear and linear_gelu on bf16 tensors: one rounding of the float32 s
                b32 = rounded(ops::mul(randn({out}, g), 0.5)), up = rounded(randn({N, out}, g));
   const std::vector<float> xv = x32.to_vector<float>(), wv = w32.to_vector<float>(), bv = b32.to_vector<float>(),
                            uv = up.to_vector<float>();
-  auto gelu = [](double v) { return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v))); };
-  auto gelu_slope = [](double v) {
-    const double k = std::sqrt(2.0 / M_PI), th = std::tanh(k * (v + 0.044715 * v * v * v));
-    return 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * v * v);
-  };
   for (bool with_gelu : {false, true}) {
     CAPTURE(with_gelu);
     Tensor x = x32.to(kBFloat16).requires_grad_(true), w = w32.detach().requires_grad_(true),
@@ -291,9 +287,9 @@ TEST_CASE("linear and linear_gelu on bf16 tensors: one rounding of the float32 s
       for (std::int64_t o = 0; o < out; ++o) {
         double pre = bv[o];
         for (std::int64_t i = 0; i < in; ++i) pre += static_cast<double>(xv[n * in + i]) * wv[o * in + i];
-        const double want = with_gelu ? gelu(pre) : pre;
+        const double want = with_gelu ? test::gelu_tanh64(pre) : pre;
         if (std::abs(yv[n * out + o] - want) > std::ldexp(std::abs(want), -8) + 1e-6) ++wrong;
-        dpre[n * out + o] = uv[n * out + o] * (with_gelu ? gelu_slope(pre) : 1.0);
+        dpre[n * out + o] = uv[n * out + o] * (with_gelu ? test::gelu_tanh_slope64(pre) : 1.0);
       }
     CHECK(wrong == 0);
     // dx (N, in) = dpre W, dW (out, in) = dpre^T x, db = dpre's column sums: each near its float64

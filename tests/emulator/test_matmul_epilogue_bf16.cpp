@@ -50,8 +50,6 @@ std::vector<bf16> values(std::mt19937& rng, std::int64_t n, float scale) {
   return v;
 }
 
-double gelu64(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
-
 using EpilogueFn = void (*)(bf16*, bf16*, const bf16*, const bf16*, const bf16*, bool, const MatmulShape&,
                             brrr::kernels::Stream);
 
@@ -92,7 +90,7 @@ int wrong_values(const Problem& p, std::mt19937& rng, EpilogueFn kernel, bool em
         sum += static_cast<double>(static_cast<float>(a[p.trans_a ? k * p.M + i : i * p.K + k])) *
                static_cast<double>(static_cast<float>(b[p.trans_b ? j * p.K + k : k * p.N + j]));
       const std::int64_t at = i * p.N + j;
-      check("out", i, j, static_cast<float>(got_out[at]), p.gelu ? gelu64(sum) : sum);
+      check("out", i, j, static_cast<float>(got_out[at]), p.gelu ? brrr::test::gelu_tanh64(sum) : sum);
       if (p.gelu && p.pre) check("pre", i, j, static_cast<float>(got_pre[at]), sum);
       else if (got_pre[at].bits != poison.bits && wrong++ < 3) MESSAGE("pre written where it must not be");
     }
