@@ -9,18 +9,19 @@
 // cuBLASLt is cuBLAS with the GEMM's description in objects: a matmul descriptor (compute
 // type, transposes, epilogue and its pointers), a layout per matrix, and an algorithm chosen by
 // its heuristic for that description. The description and the chosen algorithm depend only on
-// the shape, so they are made once per shape and kept (a step runs the same dozen shapes every
-// time, and the heuristic query costs microseconds of host time a call); the bias and pre
-// pointers change per call and are set on the kept descriptor before each GEMM.
+// the shape (and the pointers' alignment), so they are made once per shape and kept: a step runs
+// the same dozen shapes every time, and would otherwise ask the heuristic again at every call.
+// The bias and pre pointers change per call and are set on the kept descriptor before each GEMM.
 //
 // As in cublas.cu, the row-major out (M, N) = a @ b is the column-major out^T (N, M) = b^T a^T:
 // cuBLASLt's A is brrr's b, its B is brrr's a, its D has N rows. The bias is then one value per
 // row of D (what CUBLASLT_EPILOGUE_BIAS adds), and pre (N rows, leading dimension N) is the GELU
 // input matrix, whose leading dimension cuBLASLt wants a multiple of 8.
 //
-// GELU: cuBLASLt's GELU epilogue is the tanh form, the one PyTorch fuses into addmm for
-// gelu(approximate="tanh") (its _addmm_activation). The GPU test (tests/gpu/test_cublaslt.cpp)
-// holds this variant to the CPU's reference on GELU's float32 result as well.
+// GELU: the epilogue must apply brrr's GELU, the tanh form (GPT-2's). tests/cuda/test_gpu.cpp
+// checks it on a GPU: at K = 1 the outputs must be bf16(gelu_tanh(x)), which the erf form's
+// roundings are not (tests/linear_gelu_check.h); the lab table there checks every shape. Not yet
+// run: no GPU has been lent since this file was written.
 //
 // Where cuBLASLt cannot take the call (a pointer not 16-byte aligned, N not a multiple of 8 with
 // pre, or no algorithm from the heuristic) the call goes to the two-pass variant instead, and
