@@ -1,7 +1,7 @@
 // kernels/cuda/matmul/epilogue.cu: matmul_epilogue on bf16 data, the GEMM of the bf16 step's
-// linear layers with its bias and GELU, written as the two kernels it replaces: the registry's
-// matmul on bf16 data into float32 sums, then one pass that adds the bias, applies GELU (keeping
-// the pre-activation) and rounds to bf16. Chapter 18, section 11.
+// linear layers with its bias and GELU, in two kernels: the registry's matmul on bf16 data into
+// float32 sums, then one pass that adds the bias, applies GELU (keeping the pre-activation) and
+// rounds to bf16. Chapter 18, section 11.
 // Read before: kernels/cpu/nn_bf16.cpp (the reference, at its end), mma_sync.cu (variant 11,
 // the same epilogue inside the GEMM). Read next: kernels/cuda/cublaslt.cu (the GPU's default).
 //
@@ -10,13 +10,13 @@
 // reading and writing it (8), a cast reading it and writing bf16 (6), and for c_fc a GELU
 // reading and writing bf16 (4 more): 18 or 22 bytes an element where the result is 2. For
 // GPT-2's four linear layers at batch 16, T 1024 ((2304 + 768 + 768) x 18 + 3072 x 22 bytes for
-// each of 16384 rows) that is 2.2 GB a layer in the forward alone. cuBLASLt does the bias, GELU and the rounding in its
-// epilogue, from the accumulators (2 bytes an element, 4 with pre); this variant is the
-// halfway step the emulator can run: the float32 sums are written once and read once (8
-// bytes), then 2 (or 4) bytes of bf16, the bias and GELU costing no pass of their own.
+// each of 16384 rows) that is 2.2 GB a layer in the forward alone. cuBLASLt does the bias, GELU
+// and the rounding in its epilogue, from the accumulators (2 bytes an element, 4 with pre); this
+// variant is the halfway step the emulator can run: the float32 sums are written once and read
+// once (8 bytes), then 2 (or 4) bytes of bf16, the bias and GELU costing no pass of their own.
 //
-// The sums differ from the CPU's in the last bit where the bias joins them: the CPU starts each
-// row at the bias and the GEMM adds to it, here the bias is added to the finished product.
+// The sums may differ from the CPU's in the last bit where the bias joins them: the CPU starts
+// each row at the bias and the GEMM adds to it, here the bias is added to the finished product.
 #include <algorithm>
 #include <cstdint>
 
