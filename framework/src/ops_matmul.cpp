@@ -86,17 +86,23 @@ void gemm(const Tensor& out, const Operand& a, const Operand& b, std::int64_t ba
   });
 }
 
-// matmul on bf16 data (op::matmul_on_bf16): a and b bfloat16 as they are in memory, out float32.
-void gemm_on_bf16(const Tensor& out, const Operand& a, const Operand& b, std::int64_t M, std::int64_t N, std::int64_t K,
-                  bool accumulate) {
+// One (M, N) = (M, K) @ (K, N) product of operands as they are stored: the shape the kernels on
+// bf16 data take (batch 1).
+kernels::MatmulShape one_product(const Operand& a, const Operand& b, std::int64_t M, std::int64_t N, std::int64_t K) {
   kernels::MatmulShape s;
-  s.batch = 1;
   s.M = M;
   s.N = N;
   s.K = K;
   s.trans_a = a.transposed;
   s.trans_b = b.transposed;
   s.stride_out = M * N;
+  return s;
+}
+
+// matmul on bf16 data (op::matmul_on_bf16): a and b bfloat16 as they are in memory, out float32.
+void gemm_on_bf16(const Tensor& out, const Operand& a, const Operand& b, std::int64_t M, std::int64_t N, std::int64_t K,
+                  bool accumulate) {
+  kernels::MatmulShape s = one_product(a, b, M, N, K);
   s.accumulate = accumulate;
   static kernels::Kernel<kernels::matmul_on_bf16_fn> k(kernels::op::matmul_on_bf16);
   k(out.device().type)(out.data_ptr<float>(), a.data.data_ptr<bf16>(), b.data.data_ptr<bf16>(), s,
@@ -124,13 +130,7 @@ void check_linear(const char* op, const Tensor& x, const Tensor& weight, const T
 // 11): the GEMM, the bias, GELU (pre kept) and the rounding as one op, cuBLASLt's epilogue on a GPU.
 void gemm_epilogue_on_bf16(const Tensor& out, const Tensor& pre, const Operand& a, const Operand& b,
                            const Tensor& bias, bool gelu, std::int64_t M, std::int64_t N, std::int64_t K) {
-  kernels::MatmulShape s;
-  s.M = M;
-  s.N = N;
-  s.K = K;
-  s.trans_a = a.transposed;
-  s.trans_b = b.transposed;
-  s.stride_out = M * N;
+  const kernels::MatmulShape s = one_product(a, b, M, N, K);
   static kernels::Kernel<kernels::matmul_epilogue_on_bf16_fn> k(kernels::op::matmul_epilogue_on_bf16);
   k(out.device().type)(out.data_ptr<bf16>(), pre.defined() ? pre.data_ptr<bf16>() : nullptr, a.data.data_ptr<bf16>(),
                        b.data.data_ptr<bf16>(), bias.defined() ? bias.data_ptr<bf16>() : nullptr, gelu, s,
@@ -155,12 +155,11 @@ Tensor linear_on_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias,
   Shape out_shape = x.shape();
   out_shape.back() = outf;
   const Tensor out = detail::new_tensor({N, outf}, kBFloat16, x.device());
-  const Tensor pre = gelu && autograd::needs_grad({&x, &weight, &bias})
-                         ? detail::new_tensor({N, outf}, kBFloat16, x.device())
-                         : Tensor();
+  const bool grad = autograd::needs_grad({&x, &weight, &bias});
+  const Tensor pre = gelu && grad ? detail::new_tensor({N, outf}, kBFloat16, x.device()) : Tensor();
   gemm_epilogue_on_bf16(out, pre, {x2, false, 0}, {w, true, 0}, b, gelu, N, outf, in);
   Tensor y = out.view(out_shape);
-  if (autograd::needs_grad({&x, &weight, &bias}))
+  if (grad)
     autograd::record(gelu ? "linear_gelu" : "linear", {x, weight, bias}, y,
                      [x2 = autograd::saved(x2), w = autograd::saved(w), pre = autograd::saved(pre), N, in, outf,
                       need_x = x.requires_grad(), need_w = weight.requires_grad(),
