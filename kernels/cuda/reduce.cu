@@ -50,12 +50,12 @@ constexpr std::int64_t kMinColChunk = 256;   // rows of a tile (inner > 1)
 
 __device__ inline std::int64_t smaller(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 
-// Threads for a block that reduces rows of `length` values: a multiple of 32, at most 256.
 // A value as the sums take it: float and double as they are, bf16 widened (exactly) first.
 __device__ inline Acc acc_of(float x) { return x; }
 __device__ inline Acc acc_of(double x) { return x; }
 __device__ inline Acc acc_of(brrr::bf16 x) { return float_of(x); }
 
+// Threads for a block that reduces rows of `length` values: a multiple of 32, at most 256.
 int row_threads(std::int64_t length) {
   return static_cast<int>(std::min<std::int64_t>(256, std::max<std::int64_t>(32, ceil_div(length, 32) * 32)));
 }
