@@ -3,12 +3,16 @@
 // bench/gpt_step_peer.py (PyTorch, the same model, batch and threads or GPU);
 // bench/gpt_step.sh (CPU) and bench/gpu_step.sh (GPU) run both.
 //   build/bench/bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile] [--device cpu|cuda|emulator]
-//                              [--dtype float32|bf16] [--cuda_graph] [--trace FILE]
+//                              [--dtype float32|bf16] [--cuda_graph] [--trace FILE] [--grad_clip X [--clip_apart]]
 // --trace FILE profiles three more steps and writes them as a Chrome trace (brrr/profiler.h):
 // open it in ui.perfetto.dev or chrome://tracing to see one step op by op.
 // --cuda_graph (a CUDA device) replays the whole step (forward, backward, AdamW) as one CUDA
 // graph, captured after one plain step, as brrr train --cuda_graph does (chapter 17), and
 // prints the graph's nodes (kernels, copies and memsets: what one step launches) a step and a layer.
+// --grad_clip X clips the gradients' global norm to X as brrr train does on one GPU
+// (AdamW::step_with_clipping: on a CUDA device one pass for the norm, one for the update);
+// --clip_apart clips first and then steps (optim::clip_grad_norm, as PyTorch's
+// clip_grad_norm_ then step, and brrr train on several ranks). The peer does not clip.
 // --dtype bf16 runs the step as brrr train --dtype bf16 does (chapter 18): activations bf16 in
 // memory (GPT::set_precision), the residual stream bf16 or, with --residual float32, float32;
 // the peer's --dtype bf16 is torch.autocast in bfloat16. --autocast_only: float32 activations,
@@ -33,13 +37,14 @@ using namespace brrr;
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: bench_gpt_step PRESET BATCH [STEPS] [--composed] [--profile] [--device cpu|cuda|emulator] "
-                         "[--dtype float32|bf16] [--cuda_graph] [--trace FILE]\n");
+                         "[--dtype float32|bf16] [--cuda_graph] [--trace FILE] [--grad_clip X [--clip_apart]]\n");
     return 2;
   }
   models::GPTConfig c = models::gpt_preset(argv[1]);
   const std::int64_t B = std::atoll(argv[2]);
   int steps = 10;
-  bool profile = false, use_graph = false, composed = false, autocast_only = false;
+  bool profile = false, use_graph = false, composed = false, autocast_only = false, clip_apart = false;
+  double grad_clip = 0;
   std::string device_name = "cpu", dtype = "float32", residual = "bf16", trace_path;
   for (int i = 3; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--composed")) composed = true;
@@ -50,6 +55,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--residual") && i + 1 < argc) residual = argv[++i];
     else if (!std::strcmp(argv[i], "--autocast_only")) autocast_only = true;
     else if (!std::strcmp(argv[i], "--trace") && i + 1 < argc) trace_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--grad_clip") && i + 1 < argc) grad_clip = std::atof(argv[++i]);
+    else if (!std::strcmp(argv[i], "--clip_apart")) clip_apart = true;
     else steps = std::atoi(argv[i]);
   }
   if (dtype != "float32" && dtype != "bf16") {
@@ -76,12 +83,17 @@ int main(int argc, char** argv) {
   if (bf16_memory) model.set_precision(kBFloat16, residual == "bf16" ? kBFloat16 : kFloat32);
   optim::AdamW opt(optim::decay_groups(model.parameters(), optim::AdamWOptions(1e-3).betas({0.9, 0.95}).weight_decay(0.1)));
   const std::int64_t T = c.block_size;
+  const auto update = [&] {
+    if (grad_clip <= 0) opt.step();
+    else if (clip_apart) optim::clip_grad_norm(model.parameters(), grad_clip), opt.step();
+    else opt.step_with_clipping(grad_clip);
+  };
   auto step = [&] {
     Tensor idx = randint(0, c.vocab_size, {B, T}, gen), targets = randint(0, c.vocab_size, {B, T}, gen);
     Tensor loss = model.loss(model.forward(idx), targets);
     opt.zero_grad();
     loss.backward();
-    opt.step();
+    update();
     if (device.is_cuda()) cuda::synchronize();  // the step is done when the GPU is done
   };
   cuda::Graph graph;
@@ -95,7 +107,7 @@ int main(int argc, char** argv) {
       opt.prepare_graph_step();
       graph = cuda::Graph::capture([&] {
         model.loss(model.forward(graph_idx), graph_targets).backward();
-        opt.step();
+        update();
       });
       // What one step launches, counted by the driver: the kernels, copies and memsets recorded.
       std::printf("graph: %zu nodes a step (kernels, copies and memsets), %.1f a layer\n", graph.nodes(),
@@ -119,7 +131,8 @@ int main(int argc, char** argv) {
   std::printf("brrr %s (%s%s) B=%lld T=%lld %s: %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s\n", argv[1],
               composed ? "composed" : "kernels",
               (std::string(!bf16_memory && dtype == "bf16" ? ", bf16 autocast" : "") +
-               (bf16_memory ? ", bf16 activations, " + residual + " residual" : "") + (use_graph ? ", CUDA graph" : ""))
+               (bf16_memory ? ", bf16 activations, " + residual + " residual" : "") + (use_graph ? ", CUDA graph" : "") +
+               (grad_clip > 0 ? (clip_apart ? ", clipped apart" : ", clipped") : ""))
                   .c_str(), static_cast<long long>(B), static_cast<long long>(T), where.c_str(),
               s * 1e3, tokens / s, flops / s / 1e9);
   if (!use_graph) {  // activation memory: one more step, forward and backward measured apart
@@ -130,7 +143,7 @@ int main(int argc, char** argv) {
     Tensor loss = model.loss(model.forward(idx), targets);
     const std::size_t held = tensor_bytes(device.type) - before;
     loss.backward();
-    opt.step();
+    update();
     loss = Tensor();
     const std::size_t peak = peak_tensor_bytes(device.type) - before;
     std::printf("activation memory: %.1f MB held after the forward, %.1f MB at the step's peak\n", held / 1e6,

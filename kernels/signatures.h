@@ -93,8 +93,8 @@ struct AdamWParams {
   // A CUDA graph's AdamW (chapter 17): device memory holding this step's AdamWConstants<T>
   // (below), which the CUDA multi-tensor kernel reads instead of taking the constants made
   // from the fields above as arguments: a graph replays its arguments, so what changes from
-  // step to step must come through memory. Every tensor then takes weight_decay. nullptr
-  // everywhere else (and always on the CPU).
+  // step to step must come through memory. Every tensor then has weight_decay or 0 (1 - lr * 0
+  // is 1 at any lr: nanoGPT's two groups). nullptr elsewhere (always on the CPU).
   const void* constants = nullptr;
 };
 

@@ -29,8 +29,9 @@ StepOutput GraphStep::operator()(StepContext& s, dist::GradientReducer& reducer)
       const Tensor loss = s.model.loss(s.model.forward(x_), y_);
       loss.backward();
       loss_ = loss.detach();
-      if (s.config.grad_clip > 0) norm_ = optim::clip_grad_norm(s.model.parameters(), s.config.grad_clip);
-      s.opt.step();
+      StepOutput out;
+      clip_and_update(s, out);  // plain_step's call: the same kernels, the same bits
+      norm_ = out.grad_norm;
     });
   }
   graph_.replay();

@@ -47,4 +47,10 @@ std::vector<Tensor> accumulate_gradients(StepContext& s, const autograd::Backwar
 // them over the ranks (reducer), clip them, update.
 StepOutput plain_step(StepContext& s, dist::GradientReducer& reducer);
 
+// Its last part, also the CUDA graph's (graph_step.cpp): clip the summed gradients (with
+// config.grad_clip > 0, the norm into out.grad_norm) and update. On one rank on a GPU this is
+// AdamW::step_with_clipping; on the CPU and on several ranks, clip_grad_norm then the step,
+// whose norm ZeRO's sharded step reproduces bit for bit.
+void clip_and_update(StepContext& s, StepOutput& out);
+
 }  // namespace brrr::train

@@ -91,13 +91,25 @@ StepOutput plain_step(StepContext& s, dist::GradientReducer& reducer) {
   // still be in flight: MPI moves them on inside this barrier too (counted as waiting).
   dist::wait_for_all();
   reducer.finish();  // the buckets not yet sent, and the wait for all of them
-  // Clipping, then the step. AdamW::step_with_clipping does both in the multi-tensor pass on a
-  // GPU (chapter 16), but the CUDA-graph step (graph_step.cpp) and the ZeRO step clip first, and
-  // --cuda_graph must give this step's bits (tests/train/test_cuda_graph.cpp): all three switch
-  // together.
-  if (s.config.grad_clip > 0) out.grad_norm = optim::clip_grad_norm(s.model.parameters(), s.config.grad_clip);
-  s.opt.step();
+  clip_and_update(s, out);
   return out;
+}
+
+void clip_and_update(StepContext& s, StepOutput& out) {
+  if (s.config.grad_clip <= 0) {
+    s.opt.step();
+  } else if (s.ranks == 1 && s.device.is_cuda()) {
+    // One pass for the norm and one for the update, the gradients never rewritten
+    // (AdamW::step_with_clipping, chapter 16); the graph's step records the same call
+    // (graph_step.cpp), so --cuda_graph keeps these bits.
+    out.grad_norm = s.opt.step_with_clipping(s.config.grad_clip);
+  } else {
+    // The CPU, or several ranks: clip_grad_norm's float64 sums in the model's order, which
+    // ZeRO's sharded norm gives bit for bit from each rank's part (zero_step.cpp), so --zero 1
+    // keeps the unsharded run's bits.
+    out.grad_norm = optim::clip_grad_norm(s.model.parameters(), s.config.grad_clip);
+    s.opt.step();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

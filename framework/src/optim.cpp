@@ -129,10 +129,16 @@ Tensor AdamW::step_with_clipping(double max_norm) {
   BRRR_CHECK(max_norm > 0.0 && std::isfinite(max_norm), "AdamW::step_with_clipping: max_norm must be positive, got ",
              max_norm);
   const std::vector<Tensor> ps = params();
-  bool one_launch = on_one_device(ps) && ps.front().device().is_cuda() && !cuda::capturing();
-  for (const auto& group : groups_) {  // one AdamWParams for all: only the weight decay may differ
-    const AdamWOptions &a = group.options, &b = groups_.front().options;
-    one_launch = one_launch && a.lr_ == b.lr_ && a.betas_ == b.betas_ && a.eps_ == b.eps_;
+  // The group whose numbers the one launch takes: the first with weight decay, if any. The
+  // others may differ from it only by having no weight decay (a graph's constants in memory
+  // hold one decay; the kernel gives a tensor without decay exactly 1, adamw.cu).
+  std::size_t lead = 0;
+  while (lead + 1 < groups_.size() && groups_[lead].options.weight_decay_ == 0.0) ++lead;
+  bool one_launch = on_one_device(ps) && ps.front().device().is_cuda();
+  for (const auto& group : groups_) {
+    const AdamWOptions &a = group.options, &b = groups_[lead].options;
+    one_launch = one_launch && a.lr_ == b.lr_ && a.betas_ == b.betas_ && a.eps_ == b.eps_ &&
+                 (a.weight_decay_ == b.weight_decay_ || a.weight_decay_ == 0.0);
   }
   if (!one_launch) {
     Tensor norm = clip_grad_norm(ps, max_norm);
@@ -140,9 +146,20 @@ Tensor AdamW::step_with_clipping(double max_norm) {
     return norm;
   }
   BRRR_PROFILE("adamw step, clipped");
-  ensure_state();
-  ++step_;
-  const kernels::AdamWParams hp = hyperparameters(groups_.front(), step_);
+  // Inside a CUDA graph's capture, as step(): prepare_graph_step() has counted the step and
+  // written its numbers to memory, which the replays read.
+  const bool in_graph = cuda::capturing();
+  if (in_graph) {
+    BRRR_CHECK(!m_.empty() && graph_constants_.size() == groups_.size(),
+               "AdamW::step_with_clipping inside a CUDA graph capture: take one step outside the graph first (it "
+               "makes the moments and the kernels' workspace), then call prepare_graph_step() before the capture "
+               "and before every replay");
+  } else {
+    ensure_state();
+    ++step_;
+  }
+  kernels::AdamWParams hp = hyperparameters(groups_[lead], step_);
+  if (in_graph) hp.constants = graph_constants_[lead].raw_data();
   const Device device = ps.front().device();
   Tensor norm = empty({}, TensorOptions().dtype(ps.front().dtype()).device(device));
   std::vector<Tensor> grads;  // contiguous gradients, alive until the launches are queued

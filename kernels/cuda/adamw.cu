@@ -190,6 +190,7 @@ struct AdamWChunks {
   T* v[kMultiTensors];
   std::int64_t n[kMultiTensors];
   T decay[kMultiTensors];
+  bool decay_from_memory[kMultiTensors];  // a graph's step: the decay read with the constants
   int first_block[kMultiTensors + 1];  // first_block[count] = the grid size
   bool vector[kMultiTensors];        // float4 loads after the head
   unsigned char head[kMultiTensors];  // parameters before the first 16-byte boundary (0 to 3)
@@ -197,7 +198,9 @@ struct AdamWChunks {
 };
 
 // from_memory: a CUDA graph's step (AdamWParams::constants): the constants, decay included,
-// are read from device memory, which the host rewrites before each replay.
+// are read from device memory, which the host rewrites before each replay. A tensor without
+// weight decay keeps its decay of exactly 1 (1 - lr * 0 at any learning rate), so one step can
+// hold nanoGPT's two groups, one with the decay and one without.
 // grad_scale: the clipped step's coefficient (adamw_clipped_multi_step, below), read once a block
 // into shared memory; nullptr for the plain step (each gradient times 1: the same bits).
 template <class T>
@@ -220,7 +223,7 @@ __global__ void adamw_multi_kernel(AdamWChunks<T> list, AdamWConstants<T> argume
   const T* grad = list.grad[t];
   T* m = list.m[t];
   T* v = list.v[t];
-  const T decay = from_memory ? k.decay : list.decay[t];
+  const T decay = from_memory && list.decay_from_memory[t] ? k.decay : list.decay[t];
   // The chunks start after the tensor's head (0 to 3 parameters before its first 16-byte
   // boundary), which the first chunk's block does one parameter a thread.
   const auto update_one = [&](std::int64_t i) {  // parameter i, one value at a time
@@ -273,9 +276,9 @@ static std::vector<AdamWChunks<T>> chunk_lists(const AdamWTensor<T>* tensors, in
   for (int i = 0; i < count; ++i) {
     const AdamWTensor<T>& tensor = tensors[i];
     BRRR_CHECK(tensor.n >= 0, "adamw_multi_step: tensor ", i, " has ", tensor.n, " parameters");
-    BRRR_CHECK(!from_memory || tensor.weight_decay == hp.weight_decay, "adamw_multi_step: tensor ", i,
-               " has weight decay ", tensor.weight_decay, ", but constants read from memory hold one decay, ",
-               hp.weight_decay);
+    BRRR_CHECK(!from_memory || tensor.weight_decay == hp.weight_decay || tensor.weight_decay == 0.0,
+               "adamw_multi_step: tensor ", i, " has weight decay ", tensor.weight_decay,
+               ", but constants read from memory hold one decay, ", hp.weight_decay, " (or none, 0)");
     if (tensor.n == 0) continue;
     // float4 loads need the four pointers 16-byte aligned. A tensor cut out of a larger buffer
     // may start anywhere, but its four pointers usually share their misalignment (the lab's
@@ -299,6 +302,7 @@ static std::vector<AdamWChunks<T>> chunk_lists(const AdamWTensor<T>* tensors, in
     list.v[t] = tensor.v;
     list.n[t] = tensor.n;
     list.decay[t] = adamw_decay<T>(hp.lr, tensor.weight_decay);
+    list.decay_from_memory[t] = tensor.weight_decay != 0.0;
     list.first_block[t] = static_cast<int>(blocks);
     list.vector[t] = vector;
     list.head[t] = static_cast<unsigned char>(head);

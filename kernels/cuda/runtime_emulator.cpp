@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -61,7 +62,7 @@ void check_side(const char* what, const void* p, std::size_t nbytes, bool device
 
 // The emulator's graph: what the capture enqueued, as closures run again in the same order.
 // It also replays the allocator's hand-outs and returns (tensor_allocated, tensor_freed) of
-// the capture, in their places: a block a captured kernel used and the capture then freed is
+// the graph's own blocks during the capture, in their places: a block a captured kernel used and the capture then freed is
 // a live tensor again while the replay's kernels use it, as the graph's private pool keeps it
 // for them on a GPU; and the checks of every replayed kernel and copy run again.
 class EmulatorGraph final : public Graph {
@@ -111,11 +112,16 @@ class EmulatorRuntime final : public Runtime {
   }
   void tensor_allocated(void* block, std::size_t nbytes) override {
     simt::memory::set_in_use(block, nbytes);
-    if (capturing()) record([block, nbytes] { simt::memory::set_in_use(block, nbytes); }, false);
+    if (!capturing()) return;
+    captured_blocks_.insert(block);
+    record([block, nbytes] { simt::memory::set_in_use(block, nbytes); }, false);
   }
+  // Only the graph's own blocks (handed out during the capture) are freed again by a replay. A
+  // tensor from before the capture that the capture released went back to the general pool
+  // (framework/src/cuda.cpp): another tensor may hold that block when the graph replays.
   void tensor_freed(void* block) override {
     simt::memory::set_cached(block);
-    if (capturing()) record([block] { simt::memory::set_cached(block); }, false);
+    if (capturing() && captured_blocks_.count(block)) record([block] { simt::memory::set_cached(block); }, false);
   }
   void copy(void* dst, const void* src, std::size_t nbytes, CopyKind kind) override {
     if (nbytes == 0) return;
@@ -166,6 +172,7 @@ class EmulatorRuntime final : public Runtime {
   void begin_capture() override {
     BRRR_CHECK(!capturing(), "begin_capture: a CUDA graph capture is already under way");
     recording_.clear();
+    captured_blocks_.clear();
     recorded_nodes_ = 0;
     set_capturing(true);
   }
@@ -193,6 +200,7 @@ class EmulatorRuntime final : public Runtime {
 
  private:
   std::vector<std::function<void()>> recording_;
+  std::unordered_set<void*> captured_blocks_;  // handed out by the allocator during the capture
   std::size_t recorded_nodes_ = 0;
   std::mutex mutex_;
   std::unordered_map<void*, std::size_t> sizes_;

@@ -154,7 +154,9 @@ TEST_CASE("an index checked on the device inside a graph is reported at the read
 
 TEST_CASE("AdamW in a graph: its learning rate and step count come through memory, and the bits are step()'s") {
   cuda::use_emulator();
-  // Two groups (weight decay 0.1 and 0), a learning rate that changes every step.
+  // Two groups (weight decay 0.1 and 0), a learning rate that changes every step; step() and
+  // step_with_clipping (the trainer's, one launch for the norm and the update), whose norm of
+  // about 15 is clipped to 0.5.
   auto make = [](std::vector<Tensor>& params) {
     Generator gen(7);
     params = {randn({37, 5}, gen).to(Device::cuda()), randn({37}, gen).to(Device::cuda())};
@@ -170,33 +172,49 @@ TEST_CASE("AdamW in a graph: its learning rate and step count come through memor
       g.copy_(randn(params[i].shape(), gen));
     }
   };
-  std::vector<Tensor> plain_params, graph_params;
-  optim::AdamW plain = make(plain_params), replayed = make(graph_params);
-  cuda::Graph graph;
-  for (int step = 0; step < 5; ++step) {
-    const double lr = 1e-2 / (step + 1);
-    plain.set_lr(lr), replayed.set_lr(lr);
-    set_grads(plain_params, step), set_grads(graph_params, step);
-    plain.step();
-    if (step == 0) {
-      replayed.step();  // makes the moments
-      continue;
+  for (const bool clipped : {false, true}) {
+    CAPTURE(clipped);
+    std::vector<Tensor> plain_params, graph_params;
+    optim::AdamW plain = make(plain_params), replayed = make(graph_params);
+    Tensor plain_norm, graph_norm;
+    const auto update = [&](optim::AdamW& opt, Tensor& norm) {
+      if (clipped) norm = opt.step_with_clipping(0.5);
+      else opt.step();
+    };
+    cuda::Graph graph;
+    for (int step = 0; step < 5; ++step) {
+      const double lr = 1e-2 / (step + 1);
+      plain.set_lr(lr), replayed.set_lr(lr);
+      set_grads(plain_params, step), set_grads(graph_params, step);
+      update(plain, plain_norm);
+      if (step == 0) {
+        // Makes the moments (and the clipped kernels' workspace). The capture frees this norm
+        // (pool 0's), which a later step's plain norm takes: the replays leave it alone.
+        update(replayed, graph_norm);
+        continue;
+      }
+      replayed.prepare_graph_step();
+      if (!graph.defined()) graph = cuda::Graph::capture([&] { update(replayed, graph_norm); });
+      graph.replay();
+      if (clipped) {
+        CHECK(host(graph_norm) == host(plain_norm));
+        CHECK(host(plain_norm)[0] > 5.0f);  // so the update was clipped
+      }
     }
-    replayed.prepare_graph_step();
-    if (!graph.defined()) graph = cuda::Graph::capture([&] { replayed.step(); });
-    graph.replay();
+    CHECK(replayed.step_count() == 5);
+    for (std::size_t i = 0; i < plain_params.size(); ++i) CHECK(host(graph_params[i]) == host(plain_params[i]));
+    const std::vector<Tensor> a = plain.state(), b = replayed.state();
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(host(a[i]) == host(b[i]));
+    // Without its numbers in memory, or inside the capture, it says what to do.
+    std::vector<Tensor> fresh_params;
+    optim::AdamW fresh = make(fresh_params);
+    set_grads(fresh_params, 0);
+    Tensor unused;
+    CHECK_THROWS_WITH_AS(cuda::Graph::capture([&] { update(fresh, unused); }),
+                         doctest::Contains("take one step outside the graph"), Error);
+    CHECK_THROWS_WITH_AS(cuda::Graph::capture([&] { replayed.prepare_graph_step(); }),
+                         doctest::Contains("not inside the capture"), Error);
   }
-  CHECK(replayed.step_count() == 5);
-  for (std::size_t i = 0; i < plain_params.size(); ++i) CHECK(host(graph_params[i]) == host(plain_params[i]));
-  const std::vector<Tensor> a = plain.state(), b = replayed.state();
-  for (std::size_t i = 0; i < a.size(); ++i) CHECK(host(a[i]) == host(b[i]));
-  // Without its numbers in memory, or inside the capture, it says what to do.
-  std::vector<Tensor> fresh_params;
-  optim::AdamW fresh = make(fresh_params);
-  CHECK_THROWS_WITH_AS(cuda::Graph::capture([&] { fresh.step(); }), doctest::Contains("take one step outside the graph"),
-                       Error);
-  CHECK_THROWS_WITH_AS(cuda::Graph::capture([&] { replayed.prepare_graph_step(); }),
-                       doctest::Contains("not inside the capture"), Error);
 }
 
 TEST_CASE("brrr train on a CUDA device replays the step as a graph by default: the plain steps' losses and weights bit for bit, no block allocated") {

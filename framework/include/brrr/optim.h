@@ -83,9 +83,10 @@ class AdamW : public Optimizer {
   // step() with the gradients clipped by their global norm first: what clip_grad_norm(params(),
   // max_norm) then step() compute, and the norm (before clipping) as a scalar tensor where the
   // gradients are. On a CUDA device (every parameter on one device in one dtype, the groups
-  // differing in weight decay at most, outside a graph capture) it is one
-  // adamw_clipped_multi_step (chapter 16): the gradients are read twice, for the norm and by the
-  // update, and never written, so they stay unclipped. Otherwise, and always on the CPU,
+  // differing at most in that some have no weight decay) it is one adamw_clipped_multi_step
+  // (chapter 16): the gradients are read twice, for the norm and by the update, and never
+  // written, so they stay unclipped; inside a graph's capture too, after prepare_graph_step(),
+  // with the replays giving the bits of the calls outside. Otherwise, and always on the CPU,
   // clip_grad_norm then step(): the same bits as calling the two.
   Tensor step_with_clipping(double max_norm);
 
