@@ -602,6 +602,12 @@ step_decode() {
     measure "brrr bf16 b$batch" 60 "$b" gpt2 200 $batch bf16
     measure "brrr f32 b$batch" 60 "$b" gpt2 200 $batch float32
   done
+  # A prefill's linear_rows: 512 rows at GPT-2's c_attn and the MLP's c_proj, each variant (the
+  # default by_rows takes the tiles there; split_k is the GEMV the prefill used before): FLOP/s.
+  measure "prefill linear_rows" 90 "$brrr" kernel-lab linear_rows --device cuda --seed 1 --size 512x2304x768 \
+    --size 512x768x3072
+  measure "prefill linear_rows bf16" 90 "$brrr" kernel-lab linear_rows/bf16 --dtype bfloat16 --device cuda --seed 1 \
+    --size 512x2304x768 --size 512x768x3072
   # The sampled step's draw (kernels/cuda/rows/sample.cu) at GPT-2's padded vocabulary, 1 and 32 rows.
   measure "sample_rows" 60 "$brrr" kernel-lab sample_rows --device cuda --seed 1 --size 1,50304 --size 32,50304
   # brrr serve on the GPU, GPT-2 124M's shape: 8 concurrent clients' tokens/s over one client's (bar 4x).

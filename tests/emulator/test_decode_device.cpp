@@ -152,6 +152,33 @@ TEST_CASE("decode on the emulator: a sequence's logits are the same bits alone, 
     const float* logits = decoder.forward(states, counts, 3, tokens.data(), wanted, 3);
     CHECK(std::memcmp(logits + V, a_alone[6].data(), V * sizeof(float)) == 0);
     CHECK((s1.length == 7 && s2.length == 3 && s3.length == 3));
+    for (models::DeviceDecodeState* s : {&s1, &s2, &s3}) decoder.release(*s);
+    // A prefill of more rows than a decoding batch (3 x 23 = 69 > 64: linear_rows' tiles, not
+    // its GEMV): each sequence's rows are still the bits of its tokens decoded one at a time.
+    std::vector<std::uint32_t> b(23);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::uint32_t>((7 * i + 3) % V);
+    std::vector<std::vector<float>> b_alone;
+    {
+      models::DeviceDecodeState s = decoder.acquire();
+      for (std::uint32_t t : b) {
+        models::DeviceDecodeState* one[] = {&s};
+        b_alone.push_back(copy(decoder.step(one, &t, 1), V));
+      }
+      decoder.release(s);
+    }
+    models::DeviceDecodeState p[3] = {decoder.acquire(), decoder.acquire(), decoder.acquire()};
+    models::DeviceDecodeState* three[] = {&p[0], &p[1], &p[2]};
+    std::vector<std::uint32_t> b3;
+    for (int i = 0; i < 3; ++i) b3.insert(b3.end(), b.begin(), b.end());
+    const std::int64_t each[] = {23, 23, 23};
+    std::vector<std::int64_t> every(69);
+    for (std::int64_t r = 0; r < 69; ++r) every[static_cast<std::size_t>(r)] = r;
+    const float* all = decoder.forward(three, each, 3, b3.data(), every.data(), 69);
+    for (std::int64_t r = 0; r < 69; ++r) {
+      INFO("prefill of 69 rows, row ", r);
+      CHECK(std::memcmp(all + r * V, b_alone[static_cast<std::size_t>(r % 23)].data(), V * sizeof(float)) == 0);
+    }
+    for (models::DeviceDecodeState& s : p) decoder.release(s);
   }
 }
 

@@ -53,20 +53,40 @@ bool same_bits(const float* a, const float* b, std::size_t n) { return std::memc
 kernels::Stream stream() { return gpu::emulator_runtime().stream(); }
 
 // y (M, N) = x (M, K) W^T + b through linear_rows's CUDA kernel, on the emulator.
+// variant: "split_k" (the GEMV), "tiled" (a prefill's) or "by_rows" (the default, either). y
+// starts as `start` (what the "add" epilogue adds to), else zeros.
 template <class W>
 std::vector<float> linear_rows_on_device(const std::vector<float>& x, const std::vector<W>& w,
                                          const std::vector<float>& bias, std::int64_t M, std::int64_t N,
-                                         std::int64_t K, int epilogue = 0) {
-  DeviceArray<float> dx(x), db(bias), dy(static_cast<std::size_t>(M * N));
+                                         std::int64_t K, int epilogue = 0, const char* variant = "split_k",
+                                         const std::vector<float>& start = {}) {
+  DeviceArray<float> dx(x), db(bias), dy(start.empty() ? std::vector<float>(static_cast<std::size_t>(M * N)) : start);
   DeviceArray<W> dw(w);
   if constexpr (std::is_same_v<W, float>)
-    kernels::lookup_variant(op::linear_rows<float>, DeviceType::CUDA, "split_k")(dy.data, dx.data, dw.data, db.data,
-                                                                                  M, N, K, epilogue, stream());
+    kernels::lookup_variant(op::linear_rows<float>, DeviceType::CUDA, variant)(dy.data, dx.data, dw.data, db.data, M,
+                                                                               N, K, epilogue, stream());
   else
-    kernels::lookup_variant(op::linear_rows_on_bf16, DeviceType::CUDA, "split_k")(dy.data, dx.data, dw.data,
-                                                                                   db.data, M, N, K, epilogue,
-                                                                                   stream());
+    kernels::lookup_variant(op::linear_rows_on_bf16, DeviceType::CUDA, variant)(dy.data, dx.data, dw.data, db.data,
+                                                                                M, N, K, epilogue, stream());
   return dy.host();
+}
+
+// The tiled variant (a prefill's rows) against the GEMV on the same call: the same bits, for every
+// epilogue; and the default takes one or the other by M with the same bits.
+template <class W>
+void check_tiled_is_split_k(std::int64_t M, std::int64_t N, std::int64_t K, int epilogue) {
+  std::mt19937 rng(static_cast<unsigned>(M * 7 + N * 1000 + K + epilogue));
+  const std::vector<float> x = random_floats(static_cast<std::size_t>(M * K), rng);
+  const std::vector<float> w32 = random_floats(static_cast<std::size_t>(N * K), rng, 1.0f / std::sqrt(float(K)));
+  const std::vector<W> w(w32.begin(), w32.end());
+  const std::vector<float> bias = random_floats(static_cast<std::size_t>(N), rng, 0.1f);
+  const std::vector<float> start = random_floats(static_cast<std::size_t>(M * N), rng);
+  const std::vector<float> gemv = linear_rows_on_device(x, w, bias, M, N, K, epilogue, "split_k", start);
+  const std::vector<float> tiled = linear_rows_on_device(x, w, bias, M, N, K, epilogue, "tiled", start);
+  const std::vector<float> chosen = linear_rows_on_device(x, w, bias, M, N, K, epilogue, "by_rows", start);
+  INFO("M = ", M, ", N = ", N, ", K = ", K, ", epilogue ", epilogue, ", bf16 weights: ", !std::is_same_v<W, float>);
+  CHECK(same_bits(tiled.data(), gemv.data(), gemv.size()));
+  CHECK(same_bits(chosen.data(), gemv.data(), gemv.size()));
 }
 
 // Every row of a batch against the same row alone and inside a smaller batch.
@@ -158,7 +178,8 @@ TEST_CASE("rows on the emulator: linear_rows, attend_cache, append_cache and sam
   CHECK(failures.empty());
   INFO(join(notes, "\n"));
   CHECK(notes.empty());  // a CUDA kernel for each, in every dtype
-  CHECK(runs == 2 * (3 + 1 + 4 + 2 + 4 + 1 + 1 + 3 + 1 + 4));
+  // linear_rows: three variants (by_rows, split_k, tiled) a shape; the others one.
+  CHECK(runs == 2 * (3 * (3 + 1 + 4 + 2) + 4 + 1 + 1 + 3 + 1 + 4));
 }
 
 TEST_CASE("rows on the emulator: linear_rows gives a row the same bits alone or in a batch") {
@@ -167,6 +188,19 @@ TEST_CASE("rows on the emulator: linear_rows gives a row the same bits alone or 
   check_linear_rows_batch_invariance<float>(16, 1100);  // three chunks, then the combine
   check_linear_rows_batch_invariance<float>(5, 1027);   // K % 4 != 0: rows not 16-byte aligned, loads one at a time
   check_linear_rows_batch_invariance<bf16>(9, 1040);    // bf16 weights, 8 to a load
+}
+
+TEST_CASE("rows on the emulator: linear_rows' tiles (a prefill's many rows) give the GEMV's bits") {
+  cuda::use_emulator();
+  // Partial tiles of rows and outputs, K in one chunk or three (the combine), K % 4 != 0
+  // (W's rows off 16 bytes: the GEMV's one-at-a-time loads), past the default's line of 64
+  // rows, every epilogue, bf16 weights (8 to a group).
+  check_tiled_is_split_k<float>(37, 21, 300, 0);
+  check_tiled_is_split_k<float>(70, 17, 1100, 1);
+  check_tiled_is_split_k<float>(19, 33, 1027, 2);
+  check_tiled_is_split_k<float>(5, 16, 517, 3);
+  check_tiled_is_split_k<bf16>(66, 20, 1040, 0);
+  check_tiled_is_split_k<bf16>(17, 9, 77, 2);
 }
 
 TEST_CASE("rows on the emulator: attend_cache gives a row the same bits alone or in a batch, and a prefill the "
@@ -238,23 +272,41 @@ TEST_CASE("rows on the emulator: bad calls are refused with a message, a row out
 TEST_CASE("rows on the emulator: the kernels move at most 1.05x the least bytes from memory") {
   if (!simt::memory_counting_available()) return;  // the AddressSanitizer build counts nothing
   if (other_schedule()) return test::skip("the counters run on the first schedule");
-  const auto dram = [](const char* name, lab::Dims size, DType dtype) {
+  const auto counters = [](const char* name, lab::Dims size, DType dtype, const char* variant) {
     lab::Options o;
     o.device = lab::LabDevice::Emulator;
     o.mode = lab::Mode::Check;
     o.size = size;
     o.dtype = dtype;
+    o.variant = variant;
     o.out = nullptr;
     const lab::CountersReport report = lab::run_counters(lab::find_case(name), o);
     REQUIRE(report.rows.size() == 1);
     INFO(name, " ", join(std::vector<std::string>{report.rows[0].failure}));
     CHECK(report.rows[0].failure.empty());
-    return report.rows[0].dram_over_minimum();
+    return report.rows[0];
+  };
+  const auto dram = [&](const char* name, lab::Dims size, DType dtype) {
+    return counters(name, size, dtype, "all").dram_over_minimum();  // (one variant)
   };
   // GPT-2's shapes cut down: a decoding step of 1 and of 4 sequences, K over two chunks.
-  CHECK(dram("linear_rows", {1, 48, 1024}, kFloat32) <= 1.05);
-  CHECK(dram("linear_rows", {4, 48, 1024}, kFloat32) <= 1.05);
-  CHECK(dram("linear_rows/bf16", {1, 48, 1024}, kBFloat16) <= 1.05);
+  for (const char* variant : {"by_rows", "split_k"}) {
+    CAPTURE(variant);
+    CHECK(counters("linear_rows", {1, 48, 1024}, kFloat32, variant).dram_over_minimum() <= 1.05);
+    CHECK(counters("linear_rows", {4, 48, 1024}, kFloat32, variant).dram_over_minimum() <= 1.05);
+    CHECK(counters("linear_rows/bf16", {1, 48, 1024}, kBFloat16, variant).dram_over_minimum() <= 1.05);
+  }
+  // A prefill of 128 rows: the tiles use each staged value 16 times where the GEMV's 8-row
+  // passes load each weight again, so they ask L1 and shared memory for much less.
+  const lab::CounterRow gemv = counters("linear_rows", {128, 32, 512}, kFloat32, "split_k");
+  const lab::CounterRow tiles = counters("linear_rows", {128, 32, 512}, kFloat32, "tiled");
+  const auto shared = [](const lab::CounterRow& r) {
+    return r.total.shared_ld_wavefronts + r.total.shared_st_wavefronts;
+  };
+  MESSAGE("linear_rows (128, 32, 512): shared wavefronts ", shared(gemv), " GEMV, ", shared(tiles), " tiles; reads ",
+          gemv.reads_over_minimum(), "x and ", tiles.reads_over_minimum(), "x the least");
+  CHECK(2 * shared(tiles) < shared(gemv));
+  CHECK(tiles.reads_over_minimum() < gemv.reads_over_minimum());
   CHECK(dram("attend_cache", {2, 2, 256, 64}, kFloat32) <= 1.05);
   CHECK(dram("attend_cache", {2, 2, 256, 64}, kBFloat16) <= 1.05);
 }

@@ -32,6 +32,9 @@
 // Where K fits one chunk (K <= 512: GPT-2's c_attn, c_fc and attention c_proj have K = 768, two
 // chunks; smaller models one), the one pass applies the bias and the epilogue itself and no
 // partial sums go through memory.
+//
+// A prefill's hundreds of rows take the tiled variant further down: the same sums in the same
+// order from tiles of x and W in shared memory. The default (by_rows) picks by M.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -223,33 +226,182 @@ __global__ void linear_rows_combine(T* y, const T* partials, const T* bias, i64 
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The tiled variant, for a prefill's hundreds of rows: the same sums in the same order, so a
+// prompt prefilled whole keeps the bits of its tokens decoded one at a time.
+//
+// With M rows the kernel above makes ceil(M / 8) passes over each block's chunk of W: every
+// weight is loaded from L1 or L2 M / 8 times, and each load serves 8 rows. A GEMM would instead
+// keep a tile of W and a tile of x in shared memory and use each value many times; but a GEMM
+// sums each output in its own order (its K loop, its split of K over warps), and a prefilled
+// token would then differ from the same token decoded, in the last bits of every logit.
+//
+// The order above is: within a chunk, "lane" l (0 .. 31) of an output's warp adds the products
+// of its groups of G = 16 / sizeof(W) values, group g covering chunk positions (32 g + l) G to
+// (32 g + l) G + G - 1, in increasing g then position; then warp_sum's butterfly adds the 32
+// lanes. Nothing in it needs the 32 partial sums of an output to come from loads the lanes
+// made themselves, only that lane l of some warp holds exactly that sum. So here a block takes a
+// tile of 16 rows by 16 outputs and one chunk, and stages the chunk a slice at a time, slice g
+// being the 32 G positions of group g of every lane: 16 rows of x and 16 rows of W in shared
+// memory. Each warp owns 4 rows by 8 outputs of the tile; its lane l keeps the 32 partial sums
+// of lane l for all of them, adding slice after slice in the same g-then-position order, and
+// warp_sum ends each of the 32 outputs as above. The chunks' sums go through the same
+// linear_rows_combine. Padding (rows past M, outputs past N, positions past K) is zeros, whose
+// products add +0 to sums that start at +0 and so are never -0: the same bits as skipping them.
+//
+// Each value staged is used 16 times (by the tile's other side) instead of once per 8 rows, and
+// each lane reads G values of a row at once from shared memory: 12 16-byte loads for 128 fused
+// multiply-adds (float32 weights). Not timed on a GPU yet.
+
+constexpr int kTileRows = 16, kTileOutputs = 16;   // a block's tile of y
+constexpr int kWarpRows = 4, kWarpOutputs = 8;     // a warp's part: 4 x 2 warps cover the tile
+static_assert((kTileRows / kWarpRows) * (kTileOutputs / kWarpOutputs) == kWarps, "the warps cover the tile");
+static_assert(kWarpRows * kWarpOutputs == 32, "one output of a warp's part per lane, to store");
+static_assert(kTileRows == kTileOutputs, "the two stages are filled by one loop");
+
 template <class T, class W>
-void linear_rows_split_k(T* y, const T* x, const W* w, const T* bias, i64 M, i64 N, i64 K, int epilogue,
-                         Stream stream) {
+__global__ void __launch_bounds__(kWarps * 32)
+    linear_rows_tile(T* y, T* partials, const T* x, const W* w, const T* bias, i64 M, i64 N, i64 K, int epilogue) {
+  constexpr int G = 16 / static_cast<int>(sizeof(W));  // the group of one lane, as above
+  constexpr int kSlice = 32 * G;                       // one group of every lane
+  constexpr int kSlices = kChunk / kSlice;
+  __shared__ float4 xs_storage[kTileRows * kSlice * sizeof(T) / 16];
+  __shared__ float4 ws_storage[kTileOutputs * kSlice * sizeof(T) / 16];
+  T* xs = reinterpret_cast<T*>(xs_storage);  // (kTileRows, kSlice), x staged as the products take it
+  T* ws = reinterpret_cast<T*>(ws_storage);  // (kTileOutputs, kSlice), W widened
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row0 = (warp / (kTileOutputs / kWarpOutputs)) * kWarpRows;
+  const int out0 = (warp % (kTileOutputs / kWarpOutputs)) * kWarpOutputs;
+  const i64 m0 = i64{blockIdx.y} * kTileRows, n0 = i64{blockIdx.x} * kTileOutputs;
+  const i64 k0 = i64{blockIdx.z} * kChunk;
+  const int len = static_cast<int>(K - k0 < kChunk ? K - k0 : kChunk);
+  T acc[kWarpRows][kWarpOutputs];
+  for (int r = 0; r < kWarpRows; ++r)
+    for (int o = 0; o < kWarpOutputs; ++o) acc[r][o] = T(0);
+  for (int g = 0; g < kSlices && g * kSlice < len; ++g) {
+    __syncthreads();  // the last slice has been read
+    for (int i = threadIdx.x; i < kTileRows * kSlice; i += blockDim.x) {
+      const int r = i / kSlice, k = g * kSlice + i % kSlice;
+      xs[i] = m0 + r < M && k < len ? staged<W>(x[(m0 + r) * K + k0 + k]) : T(0);
+      ws[i] = n0 + r < N && k < len ? widen(w[(n0 + r) * K + k0 + k]) : T(0);  // kTileOutputs == kTileRows
+    }
+    __syncthreads();
+    T xv[kWarpRows][G], wv[kWarpOutputs][G];
+BRRR_UNROLL
+    for (int r = 0; r < kWarpRows; ++r) load_stage<G>(xv[r], xs + (row0 + r) * kSlice + lane * G, lane);
+BRRR_UNROLL
+    for (int o = 0; o < kWarpOutputs; ++o) load_stage<G>(wv[o], ws + (out0 + o) * kSlice + lane * G, lane);
+BRRR_UNROLL
+    for (int j = 0; j < G; ++j)
+BRRR_UNROLL
+      for (int r = 0; r < kWarpRows; ++r)
+BRRR_UNROLL
+        for (int o = 0; o < kWarpOutputs; ++o) acc[r][o] = fma_of(wv[o][j], xv[r][j], acc[r][o]);
+  }
+  // Each output's 32 lanes added by warp_sum (every lane gets the sum; lane r * 8 + o keeps it),
+  // then the tile written from shared memory one output a thread: a row's 16 outputs one store
+  // of consecutive addresses, where each lane storing its own would be a 32-byte sector each.
+  __shared__ T sums[kTileRows][kTileOutputs];
+  T mine = T(0);
+BRRR_UNROLL
+  for (int r = 0; r < kWarpRows; ++r)
+BRRR_UNROLL
+    for (int o = 0; o < kWarpOutputs; ++o) {
+      const T s = warp_sum(acc[r][o]);
+      if (lane == r * kWarpOutputs + o) mine = s;
+    }
+  sums[row0 + lane / kWarpOutputs][out0 + lane % kWarpOutputs] = mine;
+  __syncthreads();
+  const bool split = gridDim.z > 1;
+  for (int i = threadIdx.x; i < kTileRows * kTileOutputs; i += blockDim.x) {
+    const int r = i / kTileOutputs, o = i % kTileOutputs;
+    const i64 m = m0 + r, n = n0 + o, at = m * N + n;
+    if (m >= M || n >= N) continue;
+    if (split) partials[i64{blockIdx.z} * M * N + at] = sums[r][o];
+    else y[at] = finish(sums[r][o], bias, n, epilogue, y + at);
+  }
+}
+
+// The checks of every variant; false when there is nothing to compute.
+template <class T, class W>
+bool check_call(T* y, const T* x, const W* w, i64 M, i64 N, i64 K, int epilogue) {
   BRRR_CHECK(epilogue >= kStore && epilogue <= kGeluErf, "linear_rows: epilogue ", epilogue,
              " is not 0 (store), 1 (add), 2 (GELU, tanh) or 3 (GELU, erf)");
   BRRR_CHECK(M >= 0 && N >= 0 && K >= 0, "linear_rows: sizes must not be negative, got M = ", M, ", N = ", N,
              ", K = ", K);
-  if (M == 0 || N == 0) return;
+  if (M == 0 || N == 0) return false;
   BRRR_CHECK(K >= 1, "linear_rows: K must be positive on the GPU, got 0 (M = ", M, ", N = ", N, ")");
   BRRR_CHECK(y && x && w, "linear_rows: y, x and w must be given");
-  const i64 chunks = ceil_div(K, kChunk), blocks = ceil_div(N, kOutputs);
-  BRRR_CHECK(chunks <= 65535 && blocks <= INT_MAX, "linear_rows: K = ", K, " (", chunks, " chunks of ", kChunk,
-             ") or N = ", N, " is more than one launch's grid holds");
-  // 16-byte loads of W when every row, chunk and group starts on 16 bytes.
-  const bool vector = aligned16(w) && (K * static_cast<i64>(sizeof(W))) % 16 == 0;
-  T* partials = nullptr;
-  if (chunks > 1) partials = static_cast<T*>(workspace(static_cast<std::size_t>(chunks * M * N) * sizeof(T), stream));
-  BRRR_LAUNCH((linear_rows_chunk<T, W>), dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(chunks)),
-              kWarps * 32, 0, stream, y, partials, x, w, bias, M, N, K, epilogue, vector);
+  BRRR_CHECK(ceil_div(K, kChunk) <= 65535, "linear_rows: K = ", K, " (", ceil_div(K, kChunk), " chunks of ", kChunk,
+             ") is more than one launch's grid holds");
+  return true;
+}
+
+// Where K has more than one chunk, the chunks' sums go through the workspace to the combine.
+template <class T>
+T* partials_for(i64 chunks, i64 M, i64 N, Stream stream) {
+  if (chunks == 1) return nullptr;
+  return static_cast<T*>(workspace(static_cast<std::size_t>(chunks * M * N) * sizeof(T), stream));
+}
+template <class T>
+void combine(T* y, const T* partials, const T* bias, i64 M, i64 N, i64 chunks, int epilogue, Stream stream) {
   if (chunks > 1)
     BRRR_LAUNCH((linear_rows_combine<T>), grid_for(M * N, 256, 4096), 256, 0, stream, y, partials, bias, M, N,
                 static_cast<int>(chunks), epilogue);
 }
 
+template <class T, class W>
+void linear_rows_split_k(T* y, const T* x, const W* w, const T* bias, i64 M, i64 N, i64 K, int epilogue,
+                         Stream stream) {
+  if (!check_call(y, x, w, M, N, K, epilogue)) return;
+  const i64 chunks = ceil_div(K, kChunk), blocks = ceil_div(N, kOutputs);
+  BRRR_CHECK(blocks <= INT_MAX, "linear_rows: N = ", N, " is more than one launch's grid holds");
+  // 16-byte loads of W when every row, chunk and group starts on 16 bytes.
+  const bool vector = aligned16(w) && (K * static_cast<i64>(sizeof(W))) % 16 == 0;
+  T* partials = partials_for<T>(chunks, M, N, stream);
+  BRRR_LAUNCH((linear_rows_chunk<T, W>), dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(chunks)),
+              kWarps * 32, 0, stream, y, partials, x, w, bias, M, N, K, epilogue, vector);
+  combine(y, partials, bias, M, N, chunks, epilogue, stream);
+}
+
+template <class T, class W>
+void linear_rows_tiled(T* y, const T* x, const W* w, const T* bias, i64 M, i64 N, i64 K, int epilogue,
+                       Stream stream) {
+  if (!check_call(y, x, w, M, N, K, epilogue)) return;
+  const i64 chunks = ceil_div(K, kChunk), columns = ceil_div(N, kTileOutputs), tiles = ceil_div(M, kTileRows);
+  BRRR_CHECK(columns <= INT_MAX && tiles <= 65535, "linear_rows: M = ", M, " or N = ", N,
+             " is more than one launch's grid holds");
+  T* partials = partials_for<T>(chunks, M, N, stream);
+  BRRR_LAUNCH((linear_rows_tile<T, W>),
+              dim3(static_cast<unsigned>(columns), static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)),
+              kWarps * 32, 0, stream, y, partials, x, w, bias, M, N, K, epilogue);
+  combine(y, partials, bias, M, N, chunks, epilogue, stream);
+}
+
+// The default: the GEMV for a decoding step's few rows, where it reads each weight once, and
+// the tiles for a prefill's many, where it would read each weight M / 8 times. Both give the
+// same bits, so where the line falls changes the time only. 64 rows is a choice, not yet a
+// measurement: a decoding batch of up to 64 keeps the GEMV whose bandwidth chapter 20 measures.
+constexpr i64 kGemvRows = 64;
+
+template <class T, class W>
+void linear_rows_by_rows(T* y, const T* x, const W* w, const T* bias, i64 M, i64 N, i64 K, int epilogue,
+                         Stream stream) {
+  if (M > kGemvRows) linear_rows_tiled<T, W>(y, x, w, bias, M, N, K, epilogue, stream);
+  else linear_rows_split_k<T, W>(y, x, w, bias, M, N, K, epilogue, stream);
+}
+
 void linear_rows_split_k_bf16(float* y, const float* x, const brrr::bf16* w, const float* bias, i64 M, i64 N, i64 K,
                               int epilogue, Stream stream) {
   linear_rows_split_k<float, brrr::bf16>(y, x, w, bias, M, N, K, epilogue, stream);
+}
+void linear_rows_tiled_bf16(float* y, const float* x, const brrr::bf16* w, const float* bias, i64 M, i64 N, i64 K,
+                            int epilogue, Stream stream) {
+  linear_rows_tiled<float, brrr::bf16>(y, x, w, bias, M, N, K, epilogue, stream);
+}
+void linear_rows_by_rows_bf16(float* y, const float* x, const brrr::bf16* w, const float* bias, i64 M, i64 N, i64 K,
+                              int epilogue, Stream stream) {
+  linear_rows_by_rows<float, brrr::bf16>(y, x, w, bias, M, N, K, epilogue, stream);
 }
 
 }  // namespace
@@ -259,9 +411,19 @@ void register_linear_rows_kernels() {
   const VariantMeta split_k = about(
       "a GEMV split over K: chunks of 512, a warp per 2 rows of W in 16-byte loads, x in shared memory, then "
       "the chunks added in order (rows/linear_rows.cu)");
+  const VariantMeta tiled = about(
+      "tiles of 16 rows by 16 outputs staged in shared memory, each lane summing what split_k's lane sums, in "
+      "its order: split_k's bits for a prefill's many rows (rows/linear_rows.cu)");
+  const VariantMeta by_rows = about("split_k for up to 64 rows, tiled above: the same bits either way (rows/linear_rows.cu)");
+  add(op::linear_rows<float>, cuda, "by_rows", &linear_rows_by_rows<float, float>, 20, by_rows);
+  add(op::linear_rows<double>, cuda, "by_rows", &linear_rows_by_rows<double, double>, 20, by_rows);
+  add(op::linear_rows_on_bf16, cuda, "by_rows", &linear_rows_by_rows_bf16, 20, by_rows);
   add(op::linear_rows<float>, cuda, "split_k", &linear_rows_split_k<float, float>, 10, split_k);
   add(op::linear_rows<double>, cuda, "split_k", &linear_rows_split_k<double, double>, 10, split_k);
   add(op::linear_rows_on_bf16, cuda, "split_k", &linear_rows_split_k_bf16, 10, split_k);
+  add(op::linear_rows<float>, cuda, "tiled", &linear_rows_tiled<float, float>, 5, tiled);
+  add(op::linear_rows<double>, cuda, "tiled", &linear_rows_tiled<double, double>, 5, tiled);
+  add(op::linear_rows_on_bf16, cuda, "tiled", &linear_rows_tiled_bf16, 5, tiled);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

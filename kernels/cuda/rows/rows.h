@@ -1,6 +1,6 @@
 // kernels/cuda/rows/rows.h: the row kernels on the GPU, the kernels of a decoding step (chapter
 // 20, "Decoding on the GPU"): linear_rows, a Linear over one to a few rows that reads each weight
-// once (a GEMV split over K), and attend_cache, one query per row against its sequence's KV
+// once (a GEMV split over K; a prefill's many rows in tiles, summed in the GEMV's order), and attend_cache, one query per row against its sequence's KV
 // cache (flash-decoding: the cache's positions split over blocks, then one combine), and
 // sample_rows, a token drawn from each row's logits without sorting them. The GPU
 // twins of kernels/cpu/rows/ (chapter 08), under the same ops (kernels/signatures.h).
