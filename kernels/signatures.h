@@ -300,6 +300,13 @@ using matmul_epilogue_on_bf16_fn = void (*)(bf16* out, bf16* pre, const bf16* a,
 // dk, dv float32 (BH, T, hs), overwritten.
 using attention_forward_on_bf16_fn = void (*)(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, const AttentionShape& shape, Stream);
 using attention_backward_on_bf16_fn = void (*)(float* dq, float* dk, float* dv, const bf16* dout, const bf16* q, const bf16* k, const bf16* v, const bf16* out, const float* lse, const AttentionShape& shape, Stream);
+// The same two on the GPT's packed projection (chapter 18, section 12: no copies around the
+// attention): qkv (B, T, 3 C) bfloat16 with C = heads * hs, head h's q, k and v at columns
+// h hs, C + h hs and 2 C + h hs; out and dout (B, T, C) bfloat16, head h at columns h hs (what
+// c_proj reads and its backward writes); lse float32 (B, heads, T); dqkv (B, T, 3 C) bfloat16,
+// overwritten, each of dq, dk, dv rounded once from its float32 sums. shape.BH = B * heads.
+using attention_forward_qkv_on_bf16_fn = void (*)(bf16* out, float* lse, const bf16* qkv, const AttentionShape& shape, std::int64_t heads, Stream);
+using attention_backward_qkv_on_bf16_fn = void (*)(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, const AttentionShape& shape, std::int64_t heads, Stream);
 
 // Convolution and pooling (chapter 09, convolutions): bias may be nullptr. The
 // backward is two ops: dx (overwritten) from dout and weight; dweight and dbias (overwritten;
@@ -421,6 +428,8 @@ template <class T> inline constexpr Op<attention_backward_fn<T>> attention_backw
 // attention on bf16 data (as matmul_on_bf16): the ops "attention_*" in dtype bfloat16.
 inline constexpr Op<attention_forward_on_bf16_fn> attention_forward_on_bf16{attention_forward<float>.name, kBFloat16};
 inline constexpr Op<attention_backward_on_bf16_fn> attention_backward_on_bf16{attention_backward<float>.name, kBFloat16};
+inline constexpr Op<attention_forward_qkv_on_bf16_fn> attention_forward_qkv_on_bf16{"attention_forward_qkv", kBFloat16};
+inline constexpr Op<attention_backward_qkv_on_bf16_fn> attention_backward_qkv_on_bf16{"attention_backward_qkv", kBFloat16};
 template <class T> inline constexpr Op<conv2d_forward_fn<T>> conv2d_forward{"conv2d_forward", dtype_of<T>()};
 template <class T> inline constexpr Op<conv2d_backward_input_fn<T>> conv2d_backward_input{"conv2d_backward_input", dtype_of<T>()};
 template <class T> inline constexpr Op<conv2d_backward_weight_fn<T>> conv2d_backward_weight{"conv2d_backward_weight", dtype_of<T>()};

@@ -314,6 +314,135 @@ Case attention_bf16_memory_case(Case c) {
   return c;
 }
 
+// --- attention_forward_qkv/bf16, attention_backward_qkv/bf16: the GPT's packed layouts ------
+// (chapter 18, section 12). dims (B, heads, T, hs), C = heads hs: qkv (B, T, 3 C), out and dout
+// (B, T, C), lse (B heads, T), dqkv (B, T, 3 C), all bf16 but lse (--dtype bfloat16). The
+// references and baselines are the unpacked ops' on the (B heads, T, hs) problem the packed
+// arrays hold, their results packed back.
+
+// Head h of batch b of the column block at `column` of a (B, T, width) array <-> (B heads, T, hs).
+std::vector<float> heads_of(const std::vector<double>& packed, const Dims& d, std::int64_t width,
+                            std::int64_t column) {
+  const std::int64_t B = d[0], H = d[1], T = d[2], hs = d[3];
+  std::vector<float> out(static_cast<std::size_t>(B * H * T * hs));
+  for (std::int64_t bh = 0; bh < B * H; ++bh)
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t c = 0; c < hs; ++c)
+        out[static_cast<std::size_t>((bh * T + t) * hs + c)] =
+            static_cast<float>(packed[static_cast<std::size_t>(((bh / H) * T + t) * width + column + (bh % H) * hs + c)]);
+  return out;
+}
+void pack_heads(std::vector<double>& packed, const std::vector<double>& heads, const Dims& d, std::int64_t width,
+                std::int64_t column) {
+  const std::int64_t B = d[0], H = d[1], T = d[2], hs = d[3];
+  for (std::int64_t bh = 0; bh < B * H; ++bh)
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t c = 0; c < hs; ++c)
+        packed[static_cast<std::size_t>(((bh / H) * T + t) * width + column + (bh % H) * hs + c)] =
+            heads[static_cast<std::size_t>((bh * T + t) * hs + c)];
+}
+
+// The (B heads, T, hs) problem inside a packed one: q, k, v (and for the backward dout, out and
+// lse) as inputs, the unpacked op's outputs.
+Problem unpacked(const Problem& p, bool backward) {
+  const Dims& d = p.dims;
+  const std::int64_t C = d[1] * d[3], n = d[0] * d[1] * d[2] * d[3];
+  Problem u;
+  u.dims = {d[0] * d[1], d[2], d[3]};
+  u.dtype = p.dtype;
+  u.input("q", heads_of(p.in("qkv"), d, 3 * C, 0));
+  u.input("k", heads_of(p.in("qkv"), d, 3 * C, C));
+  u.input("v", heads_of(p.in("qkv"), d, 3 * C, 2 * C));
+  if (backward) {
+    u.input("dout", heads_of(p.in("dout"), d, C, 0));
+    u.input("out", heads_of(p.in("out"), d, C, 0));
+    const std::vector<double>& lse = p.in("lse");
+    u.input("lse", std::vector<float>(lse.begin(), lse.end()));
+    for (const char* name : {"dq", "dk", "dv"}) u.output(name, n);
+  } else {
+    u.output("out", n);
+    u.output("lse", d[0] * d[1] * d[2]);
+  }
+  return u;
+}
+void packed_results(Problem& p, Problem& u, bool backward) {
+  const std::int64_t C = p.dims[1] * p.dims[3];
+  if (backward) {
+    const char* names[] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3; ++i) pack_heads(p.out("dqkv"), u.out(names[i]), p.dims, 3 * C, i * C);
+  } else {
+    pack_heads(p.out("out"), u.out("out"), p.dims, C, 0);
+    p.out("lse") = u.out("lse");
+  }
+}
+
+void make_attention_qkv(Problem& p, Random& r, bool backward) {
+  const std::int64_t B = p.dims[0], H = p.dims[1], T = p.dims[2], hs = p.dims[3], C = H * hs;
+  p.input("qkv", r.normal(B * T * 3 * C));
+  if (!backward) {
+    p.output("out", B * T * C);
+    p.output("lse", B * H * T, Array::kFloat32);
+    return;
+  }
+  p.input("dout", r.normal(B * T * C));
+  // out and lse as a bf16 forward leaves them: from q, k, v rounded to bf16.
+  Problem u = unpacked(p, false);
+  for (Array& a : u.arrays)
+    if (a.role == Array::kInput)
+      for (double& x : a.values) x = round_to_bf16(static_cast<float>(x));
+  std::vector<double> out(static_cast<std::size_t>(B * H * T * hs)), lse(static_cast<std::size_t>(B * H * T));
+  attention(u.in("q"), u.in("k"), u.in("v"), B * H, T, hs, 1.0 / std::sqrt(static_cast<double>(hs)), &out, &lse);
+  std::vector<double> packed(static_cast<std::size_t>(B * T * C));
+  pack_heads(packed, out, p.dims, C, 0);
+  p.input("out", as_float(packed));
+  p.input("lse", as_float(lse), Array::kFloat32);
+  p.output("dqkv", B * T * 3 * C);
+}
+
+template <bool kBackward>
+void attention_qkv_reference(Problem& p) {
+  Problem u = unpacked(p, kBackward);
+  if (kBackward) attention_backward_reference(u);
+  else attention_forward_reference(u);
+  packed_results(p, u, kBackward);
+}
+template <bool kBackward>
+void attention_qkv_baseline(Problem& p, float (*round)(float)) {
+  Problem u = unpacked(p, kBackward);
+  if (kBackward) attention_backward_baseline(u, round);
+  else attention_forward_baseline(u, round);
+  packed_results(p, u, kBackward);
+}
+
+void call_attention_forward_qkv(kernels::attention_forward_qkv_on_bf16_fn f, const Args& a) {
+  const std::int64_t B = a.dims[0], H = a.dims[1], T = a.dims[2], hs = a.dims[3];
+  f(a.f<bf16>("out"), a.f<float>("lse"), a.f<bf16>("qkv"), kernels::AttentionShape::of(B * H, T, hs), H, a.stream);
+}
+void call_attention_backward_qkv(kernels::attention_backward_qkv_on_bf16_fn f, const Args& a) {
+  const std::int64_t B = a.dims[0], H = a.dims[1], T = a.dims[2], hs = a.dims[3];
+  f(a.f<bf16>("dqkv"), a.f<bf16>("dout"), a.f<bf16>("qkv"), a.f<bf16>("out"), a.f<float>("lse"),
+    kernels::AttentionShape::of(B * H, T, hs), H, a.stream);
+}
+
+// As attention_bf16_memory_case, with the batch and the heads apart: GPT-2's 16 x 12 heads at
+// T = 1024 on a GPU; two heads of two batches at a ragged T on the emulator.
+Case attention_qkv_case(Case c) {
+  c.chapter = "18";
+  c.dim_names = {"B", "heads", "T", "hs"};
+  c.gpu_size = {16, 12, 1024, 64}, c.emulator_size = {1, 2, 64, 64}, c.cpu_size = {2, 12, 256, 64};
+  c.shapes = {{1, 1, 1, 64}, {2, 2, 37, 64}};
+  c.report_flops = true;
+  c.peak_op = "matmul:bf16";
+  c.aligned_only = true;
+  const bool backward = c.name == "attention_backward_qkv/bf16";
+  c.tolerance = backward ? 1e-3 : 1e-4;
+  c.flops = backward ? +[](const Dims& d) { return attention_backward_flops({d[0] * d[1], d[2], d[3]}); }
+                     : +[](const Dims& d) { return attention_flops({d[0] * d[1], d[2], d[3]}); };
+  c.bytes = backward ? +[](const Dims& d) { return attention_backward_bytes({d[0] * d[1], d[2], d[3]}); }
+                     : +[](const Dims& d) { return attention_forward_bytes({d[0] * d[1], d[2], d[3]}); };
+  return c;
+}
+
 }  // namespace
 
 std::vector<Case> attention_cases() {
@@ -388,6 +517,24 @@ std::vector<Case> attention_cases() {
            .baseline = &attention_backward_baseline,
            .call = call(op::attention_backward_on_bf16, &call_attention_backward_bf16_memory,
                         op::attention_backward_on_bf16, &call_attention_backward_bf16_memory)}),
+      attention_qkv_case(
+          {.name = "attention_forward_qkv/bf16",
+           .op = "attention_forward_qkv",
+           .what = "out (B, T, C) bf16, lse (B heads, T) float32 from the packed qkv (B, T, 3 C) bf16",
+           .make = [](Problem& p, Random& r) { make_attention_qkv(p, r, false); },
+           .reference = &attention_qkv_reference<false>,
+           .baseline = &attention_qkv_baseline<false>,
+           .call = call(op::attention_forward_qkv_on_bf16, &call_attention_forward_qkv,
+                        op::attention_forward_qkv_on_bf16, &call_attention_forward_qkv)}),
+      attention_qkv_case(
+          {.name = "attention_backward_qkv/bf16",
+           .op = "attention_backward_qkv",
+           .what = "dqkv (B, T, 3 C) bf16 from dout, out (B, T, C) bf16, qkv bf16 and lse float32",
+           .make = [](Problem& p, Random& r) { make_attention_qkv(p, r, true); },
+           .reference = &attention_qkv_reference<true>,
+           .baseline = &attention_qkv_baseline<true>,
+           .call = call(op::attention_backward_qkv_on_bf16, &call_attention_backward_qkv,
+                        op::attention_backward_qkv_on_bf16, &call_attention_backward_qkv)}),
       Case{.name = "causal_attention",
            .what = "out (B, H, T, hs) from q, k, v (B, H, T, hs): composed or flash, as the registry picks",
            .chapter = "15",

@@ -16,7 +16,8 @@
 // flash_attention_qkv is the same op on the GPT's packed projection qkv (B, T, 3 C): it splits
 // the heads by copies (which flash_attention makes too, of the transposed views) and its
 // backward writes the gradient of qkv as one tensor, where the three views' own backwards
-// would fill three zero (B, T, 3 C) tensors for autograd to add.
+// would fill three zero (B, T, 3 C) tensors for autograd to add. On bf16 data its kernels read
+// and write the packed layouts themselves, and there are no copies at all.
 #include <type_traits>
 
 #include "brrr/autocast.h"
@@ -82,42 +83,40 @@ TensorList flash_backward(const FlashKernels& f, const Tensor& g, const Tensor& 
   return TensorList{dq, dk, dv};
 }
 
-// flash_attention_qkv on bf16 data (chapter 18, section 10: activations bf16 in memory): q, k, v
-// and out bf16, lse float32 (op::attention_forward_on_bf16); the backward kernel gives float32
-// dq, dk, dv, each rounded once into qkv's bf16 gradient. Saved: q, k, v, out (bf16) and lse.
+// flash_attention_qkv on bf16 data (chapter 18, sections 10 and 12: activations bf16 in memory,
+// no copies around the attention): the kernels read q, k and v from qkv (B, T, 3 C) where the
+// projection left them, write out as (B, T, C), which is what c_proj reads (the (B, H, T, hs)
+// tensor returned is a view of it, so the caller's transpose back is a view too), and the
+// backward writes dq, dk and dv rounded once into qkv's bf16 gradient, reading dout as (B, T, C),
+// the layout c_proj's backward gives. lse float32. Saved: qkv and out (bf16) and lse.
 Tensor flash_attention_qkv_on_bf16(const Tensor& qkv, std::int64_t n_head) {
   const std::int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hs = C / n_head;
   const kernels::AttentionShape shape = kernels::AttentionShape::of(B * n_head, T, hs);
   kernels::Call call;
   call.head_size = hs;
-  const Tensor data = qkv.detach();
-  const Tensor qc = qkv_head(data, n_head, 0).contiguous(), kc = qkv_head(data, n_head, 1).contiguous(),
-               vc = qkv_head(data, n_head, 2).contiguous();
-  Tensor out = detail::new_like(qc);
+  const Tensor data = qkv.detach().contiguous();
+  Tensor out = detail::new_tensor({B, T, C}, kBFloat16, qkv.device());
   Tensor lse = detail::new_tensor({B, n_head, T}, kFloat32, qkv.device());
-  static kernels::Kernel<kernels::attention_forward_on_bf16_fn> forward(kernels::op::attention_forward_on_bf16);
-  forward(qkv.device().type, kBFloat16, call)(out.data_ptr<bf16>(), lse.data_ptr<float>(), qc.data_ptr<bf16>(),
-                                              kc.data_ptr<bf16>(), vc.data_ptr<bf16>(), shape,
-                                              detail::stream(qkv.device()));
+  static kernels::Kernel<kernels::attention_forward_qkv_on_bf16_fn> forward(kernels::op::attention_forward_qkv_on_bf16);
+  forward(qkv.device().type, kBFloat16, call)(out.data_ptr<bf16>(), lse.data_ptr<float>(), data.data_ptr<bf16>(),
+                                              shape, n_head, detail::stream(qkv.device()));
+  Tensor heads = out.view({B, T, n_head, hs}).transpose(1, 2);  // (B, H, T, hs), no copy
   if (autograd::needs_grad({&qkv}))
-    autograd::record("flash_attention_qkv", {qkv}, out,
-                     [qc, kc, vc, o = saved(out), lse, shape, call, B, T, C, n_head](const Tensor& g_in) {
-                       static kernels::Kernel<kernels::attention_backward_on_bf16_fn> backward(
-                           kernels::op::attention_backward_on_bf16);
-                       const Tensor g = g_in.to(kBFloat16).contiguous();
-                       Tensor dq = detail::new_tensor(qc.shape(), kFloat32, g.device()), dk = detail::new_like(dq),
-                              dv = detail::new_like(dq);
-                       backward(g.device().type, kBFloat16, call)(
-                           dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>(), g.data_ptr<bf16>(),
-                           qc.data_ptr<bf16>(), kc.data_ptr<bf16>(), vc.data_ptr<bf16>(), o.data_ptr<bf16>(),
-                           lse.data_ptr<float>(), shape, detail::stream(g.device()));
-                       // Each rounded once, into its slice of one (B, T, 3 C) bf16 gradient.
+    autograd::record("flash_attention_qkv", {qkv}, heads,
+                     [data, o = saved(out), lse, shape, call, B, T, C, n_head](const Tensor& g_in) {
+                       static kernels::Kernel<kernels::attention_backward_qkv_on_bf16_fn> backward(
+                           kernels::op::attention_backward_qkv_on_bf16);
+                       // (B, H, T, hs) -> (B, T, C): a view where g_in is the transposed gradient
+                       // c_proj's backward made; contiguous() copies only otherwise.
+                       const Tensor g = g_in.to(kBFloat16).transpose(1, 2).contiguous();
                        Tensor grad = detail::new_tensor({B, T, 3 * C}, kBFloat16, g.device());
-                       const Tensor d[3] = {dq, dk, dv};
-                       for (int i = 0; i < 3; ++i) qkv_head(grad, n_head, i).copy_(d[i].to(kBFloat16));
+                       backward(g.device().type, kBFloat16, call)(grad.data_ptr<bf16>(), g.data_ptr<bf16>(),
+                                                                  data.data_ptr<bf16>(), o.data_ptr<bf16>(),
+                                                                  lse.data_ptr<float>(), shape, n_head,
+                                                                  detail::stream(g.device()));
                        return TensorList{grad};
                      });
-  return out;
+  return heads;
 }
 
 }  // namespace

@@ -373,6 +373,66 @@ void attention_backward_bf16_memory(float* dq, float* dk, float* dv, const bf16*
   backward<false, float, float>(dq, dk, dv, dout, q, k, v, out, lse, s.BH, s.T, s.hs, static_cast<float>(s.scale));
 }
 
+// The packed forms (attention_forward_qkv, attention_backward_qkv on bf16 data): the heads
+// copied out of qkv into (BH, T, hs), the two kernels above, the results copied back into the
+// packed layouts, dq, dk and dv rounded to bf16 on the way. The copies are exact, so these give
+// the bits of the unpacked calls; on the CPU they are O(T) beside the attention's O(T^2)
+// arithmetic. The GPU's kernels read and write the packed layouts in place
+// (kernels/cuda/attention/mma_sync.cu).
+namespace {
+void check_packed(const char* op, const AttentionShape& s, std::int64_t heads) {
+  check_sizes(op, s);
+  BRRR_CHECK(heads >= 1 && s.BH % heads == 0, op, ": heads must be positive and divide BH = ", s.BH, ", got ",
+             heads);
+}
+
+// Row t of head bh of a (B, T, width) matrix whose heads are hs-wide column blocks from `column`:
+// packed[(b T + t) width + column + h hs ..], head = (bh T + t) hs in (BH, T, hs). to_heads
+// copies packed -> heads, else heads -> packed (From converted to To: bf16 rounding to nearest).
+template <class To, class From>
+void copy_heads(To* to, const From* from, const AttentionShape& s, std::int64_t heads, std::int64_t width,
+                std::int64_t column, bool to_heads) {
+  const std::int64_t T = s.T, hs = s.hs;
+  parallel_for(s.BH * T, grain(hs, kElementwiseGrain), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t row = begin; row < end; ++row) {
+      const std::int64_t bh = row / T, t = row % T, b = bh / heads, h = bh % heads;
+      const std::int64_t packed = (b * T + t) * width + column + h * hs, head = row * hs;
+      for (std::int64_t d = 0; d < hs; ++d) {
+        if (to_heads) to[head + d] = static_cast<To>(from[packed + d]);
+        else to[packed + d] = static_cast<To>(from[head + d]);
+      }
+    }
+  });
+}
+}  // namespace
+
+void attention_forward_qkv_bf16(bf16* out, float* lse, const bf16* qkv, const AttentionShape& s, std::int64_t heads,
+                                Stream stream) {
+  check_packed("attention_forward_qkv (bf16 data)", s, heads);
+  const std::int64_t C = heads * s.hs, n = s.BH * s.T * s.hs;
+  std::vector<bf16> q(static_cast<std::size_t>(n)), k(q.size()), v(q.size()), o(q.size());
+  bf16* parts[3] = {q.data(), k.data(), v.data()};
+  for (int i = 0; i < 3; ++i) copy_heads(parts[i], qkv, s, heads, 3 * C, i * C, true);
+  attention_forward_bf16_memory(o.data(), lse, q.data(), k.data(), v.data(), s, stream);
+  copy_heads(out, o.data(), s, heads, C, 0, false);
+}
+
+void attention_backward_qkv_bf16(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
+                                 const AttentionShape& s, std::int64_t heads, Stream stream) {
+  check_packed("attention_backward_qkv (bf16 data)", s, heads);
+  const std::int64_t C = heads * s.hs, n = s.BH * s.T * s.hs;
+  std::vector<bf16> q(static_cast<std::size_t>(n)), k(q.size()), v(q.size()), o(q.size()), g(q.size());
+  bf16* parts[3] = {q.data(), k.data(), v.data()};
+  for (int i = 0; i < 3; ++i) copy_heads(parts[i], qkv, s, heads, 3 * C, i * C, true);
+  copy_heads(o.data(), out, s, heads, C, 0, true);
+  copy_heads(g.data(), dout, s, heads, C, 0, true);
+  std::vector<float> dq(static_cast<std::size_t>(n)), dk(dq.size()), dv(dq.size());
+  attention_backward_bf16_memory(dq.data(), dk.data(), dv.data(), g.data(), q.data(), k.data(), v.data(), o.data(),
+                                 lse, s, stream);
+  const float* grads[3] = {dq.data(), dk.data(), dv.data()};
+  for (int i = 0; i < 3; ++i) copy_heads(dqkv, grads[i], s, heads, 3 * C, i * C, false);
+}
+
 #define BRRR_INSTANTIATE(T)                                                                                         \
   template void attention_forward<T>(T*, T*, const T*, const T*, const T*, const AttentionShape&, Stream);          \
   template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,        \

@@ -75,6 +75,8 @@ void attention_forward_bf16(float* out, float* lse, const float* q, const float*
 // where they copy (exact), out rounded to bf16 once
 void attention_forward_bf16_memory(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, const AttentionShape& shape, Stream);
 void attention_backward_bf16_memory(float* dq, float* dk, float* dv, const bf16* dout, const bf16* q, const bf16* k, const bf16* v, const bf16* out, const float* lse, const AttentionShape& shape, Stream);
+void attention_forward_qkv_bf16(bf16* out, float* lse, const bf16* qkv, const AttentionShape& shape, std::int64_t heads, Stream);
+void attention_backward_qkv_bf16(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, const AttentionShape& shape, std::int64_t heads, Stream);
 void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v, const float* out, const float* lse, const AttentionShape& shape, Stream);
 
 // optim.cpp

@@ -138,6 +138,10 @@ void register_cpu_kernels() {
       about("attention_forward's loops reading bf16 where they copy (exact), out rounded once"));
   add(op::attention_backward_on_bf16, kCpu, "cpu", &cpu::attention_backward_bf16_memory, 0,
       about("attention_backward's loops reading bf16 where they copy (exact)"));
+  add(op::attention_forward_qkv_on_bf16, kCpu, "cpu", &cpu::attention_forward_qkv_bf16, 0,
+      about("the heads copied out of qkv (exact), attention_forward on bf16 data, out copied into (B, T, C)"));
+  add(op::attention_backward_qkv_on_bf16, kCpu, "cpu", &cpu::attention_backward_qkv_bf16, 0,
+      about("the heads copied out, attention_backward on bf16 data, dq, dk, dv rounded into (B, T, 3 C)"));
   add(op::residual_layernorm_forward_on_bf16, kCpu, "cpu", &cpu::residual_layernorm_forward_bf16, 0,
       about("the sum rounded to bf16 once, layernorm_forward's float32 loops on it, float32 mean and rstd"));
   add(op::residual_layernorm_backward_on_bf16, kCpu, "cpu", &cpu::residual_layernorm_backward_bf16, 0,

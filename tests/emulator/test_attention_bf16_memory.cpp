@@ -175,3 +175,122 @@ TEST_CASE("attention bf16_mma (variant 3) backward at head sizes 64 and 128 give
     CHECK(std::memcmp(dv3h.data(), dv4h.data(), n * sizeof(float)) == 0);
   }
 }
+
+// The packed forms (attention_forward_qkv, attention_backward_qkv; chapter 18, section 12): the
+// kernels read q, k, v from qkv (B, T, 3 C) and dout, out from (B, T, C), and write dq, dk, dv
+// rounded into dqkv, where the unpacked ops take (BH, T, hs) copies. Only the addresses differ,
+// so on the same values they must give the unpacked calls' bits: out and lse, and each gradient
+// the float32 one rounded to bf16 once. On the emulator (variant 4) and on the CPU, with several
+// heads (a head's columns start inside a row), two batches, and ragged tiles.
+namespace {
+struct Packed {
+  std::int64_t B, heads, T, hs;
+  std::int64_t C() const { return heads * hs; }
+  std::int64_t BH() const { return B * heads; }
+};
+
+// Column block `column` + head h of a (B, T, width) matrix <-> (BH, T, hs).
+template <class X>
+std::vector<X> unpack(const std::vector<X>& packed, const Packed& p, std::int64_t width, std::int64_t column) {
+  std::vector<X> heads(static_cast<std::size_t>(p.BH() * p.T * p.hs));
+  for (std::int64_t bh = 0; bh < p.BH(); ++bh)
+    for (std::int64_t t = 0; t < p.T; ++t)
+      for (std::int64_t d = 0; d < p.hs; ++d)
+        heads[static_cast<std::size_t>((bh * p.T + t) * p.hs + d)] = packed[static_cast<std::size_t>(
+            ((bh / p.heads) * p.T + t) * width + column + (bh % p.heads) * p.hs + d)];
+  return heads;
+}
+
+bool same(const std::vector<bf16>& a, const std::vector<bf16>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(bf16)) == 0;
+}
+bool same(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+std::vector<bf16> rounded(const std::vector<float>& x) {
+  std::vector<bf16> r(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) r[i] = bf16(x[i]);
+  return r;
+}
+
+void check_packed(const Packed& p, bool on_cpu, std::uint32_t seed) {
+  CAPTURE(p.B);
+  CAPTURE(p.heads);
+  CAPTURE(p.T);
+  CAPTURE(p.hs);
+  CAPTURE(on_cpu);
+  std::mt19937 rng(seed);
+  const std::int64_t C = p.C(), n = p.BH() * p.T * p.hs;
+  auto values = [&](std::int64_t count, float scale) {
+    std::normal_distribution<float> normal(0.0f, scale);
+    std::vector<bf16> v(static_cast<std::size_t>(count));
+    for (bf16& x : v) x = bf16(normal(rng));
+    return v;
+  };
+  const std::vector<bf16> qkv = values(p.B * p.T * 3 * C, 1.5f), dout = values(p.B * p.T * C, 1.0f);
+  const std::vector<bf16> q = unpack(qkv, p, 3 * C, 0), k = unpack(qkv, p, 3 * C, C), v = unpack(qkv, p, 3 * C, 2 * C);
+  const brrr::kernels::AttentionShape shape = brrr::kernels::AttentionShape::of(p.BH(), p.T, p.hs);
+  const auto rows = static_cast<std::size_t>(p.BH() * p.T);
+
+  // The packed calls.
+  std::vector<bf16> out_packed, dqkv;
+  std::vector<float> lse_packed;
+  // The unpacked calls on the copies.
+  std::vector<bf16> out;
+  std::vector<float> lse, dq, dk, dv;
+  if (on_cpu) {
+    namespace cpu = brrr::kernels::cpu;
+    out_packed.resize(static_cast<std::size_t>(p.B * p.T * C)), lse_packed.resize(rows);
+    cpu::attention_forward_qkv_bf16(out_packed.data(), lse_packed.data(), qkv.data(), shape, p.heads, nullptr);
+    dqkv.assign(qkv.size(), bf16::from_bits(0x7FFF));
+    cpu::attention_backward_qkv_bf16(dqkv.data(), dout.data(), qkv.data(), out_packed.data(), lse_packed.data(),
+                                     shape, p.heads, nullptr);
+    out.resize(static_cast<std::size_t>(n)), lse.resize(rows);
+    cpu::attention_forward_bf16_memory(out.data(), lse.data(), q.data(), k.data(), v.data(), shape, nullptr);
+    const std::vector<bf16> g = unpack(dout, p, C, 0), o = unpack(out_packed, p, C, 0);
+    dq.resize(static_cast<std::size_t>(n)), dk.resize(dq.size()), dv.resize(dq.size());
+    cpu::attention_backward_bf16_memory(dq.data(), dk.data(), dv.data(), g.data(), q.data(), k.data(), v.data(),
+                                        o.data(), lse_packed.data(), shape, nullptr);
+  } else {
+    const auto stream = brrr::gpu::emulator_runtime().stream();
+    const DeviceArray<bf16> qkv_d(qkv), dout_d(dout);
+    DeviceArray<bf16> out_d(std::vector<bf16>(static_cast<std::size_t>(p.B * p.T * C), bf16::from_bits(0x7FFF)));
+    DeviceArray<float> lse_d(std::vector<float>(rows, NAN));
+    emu::attention_forward_qkv_bf16_pipelined(out_d.data, lse_d.data, qkv_d.data, shape, p.heads, stream);
+    DeviceArray<bf16> dqkv_d(std::vector<bf16>(qkv.size(), bf16::from_bits(0x7FFF)));
+    emu::attention_backward_qkv_bf16_pipelined(dqkv_d.data, dout_d.data, qkv_d.data, out_d.data, lse_d.data, shape,
+                                               p.heads, stream);
+    out_packed = out_d.host(), lse_packed = lse_d.host(), dqkv = dqkv_d.host();
+    const DeviceArray<bf16> q_d(q), k_d(k), v_d(v), g_d(unpack(dout, p, C, 0)), o_d(unpack(out_packed, p, C, 0));
+    DeviceArray<bf16> o_unpacked(static_cast<std::size_t>(n));
+    const auto count = static_cast<std::size_t>(n);
+    DeviceArray<float> lse_unpacked(rows), dq_d(count), dk_d(count), dv_d(count);
+    emu::attention_forward_bf16_pipelined(o_unpacked.data, lse_unpacked.data, q_d.data, k_d.data, v_d.data, shape,
+                                          stream);
+    emu::attention_backward_bf16_pipelined(dq_d.data, dk_d.data, dv_d.data, g_d.data, q_d.data, k_d.data, v_d.data,
+                                           o_d.data, lse_d.data, shape, stream);
+    out = o_unpacked.host(), lse = lse_unpacked.host(), dq = dq_d.host(), dk = dk_d.host(), dv = dv_d.host();
+  }
+  CHECK(same(unpack(out_packed, p, C, 0), out));
+  CHECK(same(lse_packed, lse));
+  CHECK(same(unpack(dqkv, p, 3 * C, 0), rounded(dq)));
+  CHECK(same(unpack(dqkv, p, 3 * C, C), rounded(dk)));
+  CHECK(same(unpack(dqkv, p, 3 * C, 2 * C), rounded(dv)));
+}
+}  // namespace
+
+TEST_CASE("attention on the packed qkv (variant 4 and the CPU): the bits of the unpacked calls on copies") {
+  const Packed shapes[] = {{2, 3, 67, 64}, {1, 2, 130, 128}, {1, 1, 1, 64}};
+  std::uint32_t seed = 60;
+  for (const Packed& p : shapes) {
+    check_packed(p, false, seed);
+    check_packed(p, true, seed++);
+  }
+  // heads must divide BH: the kernels could not find a head's batch otherwise.
+  DeviceArray<bf16> x(3 * 64 * 2);
+  DeviceArray<float> lse(2);
+  const std::string bad = brrr::test::error_of([&] {
+    emu::attention_forward_qkv_bf16_pipelined(x.data, lse.data, x.data, {3, 2, 64, 0.125}, 2, nullptr);
+  });
+  CHECK(brrr::test::contains(bad, "heads must be positive and divide BH = 3, got 2"));
+}

@@ -65,6 +65,13 @@ namespace brrr::kernels {
                                          const brrr::bf16* q, const brrr::bf16* k, const brrr::bf16* v,         \
                                          const brrr::bf16* out, const float* lse, const AttentionShape& shape,  \
                                          Stream stream);                                                        \
+  /* Variant 4 on the GPT's packed layouts (attention_*_qkv): q, k, v read from qkv (B, T, 3C), out and */     \
+  /* dout (B, T, C), dq, dk, dv rounded into dqkv (B, T, 3C). */                                                 \
+  void attention_forward_qkv_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::bf16* qkv,                 \
+                                            const AttentionShape& shape, std::int64_t heads, Stream stream);    \
+  void attention_backward_qkv_bf16_pipelined(brrr::bf16* dqkv, const brrr::bf16* dout, const brrr::bf16* qkv,  \
+                                             const brrr::bf16* out, const float* lse,                           \
+                                             const AttentionShape& shape, std::int64_t heads, Stream stream);   \
   /* Variant 5 (wgmma.cu): variant 4's slots on Hopper: TMA rings, a producer and two consumer warpgroups, */  \
   /* wgmma. hs 64 or 128, 16-byte aligned pointers, sm_90 only on a GPU. */                                     \
   void attention_forward_wgmma(brrr::bf16* out, float* lse, const brrr::bf16* q, const brrr::bf16* k,          \

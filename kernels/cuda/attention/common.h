@@ -25,6 +25,17 @@ inline void check_sizes(const char* op, std::int64_t BH, std::int64_t T_len, std
 // tensor-core variants' (4 warps of 16 query rows).
 constexpr int kTile = 64;
 
+// Where head bh's rows are in memory: row t at (bh / heads) T ld + (bh % heads) hs + t ld. The
+// ops' (BH, T, hs) arrays are {1, hs}; the GPT's packed qkv (B, T, 3 C), read from its q, k or v
+// columns, is {heads, 3 C}, and out (B, T, C) is {heads, C} (attention_forward_qkv, chapter 18).
+struct HeadLayout {
+  std::int64_t heads = 1, ld = 0;
+  __device__ __host__ std::int64_t head(std::int64_t bh, std::int64_t T_len, std::int64_t hs) const {
+    return (bh / heads) * T_len * ld + (bh % heads) * hs;
+  }
+};
+inline HeadLayout contiguous_heads(std::int64_t hs) { return HeadLayout{1, hs}; }
+
 // The padded head size a variant-2 kernel is compiled for (0: hs is too large).
 inline int padded_head_size(std::int64_t hs) { return hs <= 32 ? 32 : hs <= 64 ? 64 : hs <= 128 ? 128 : 0; }
 
@@ -49,18 +60,21 @@ __device__ inline float as_float(__nv_bfloat16 x) { return __bfloat162float(x); 
 // row, O(T^2 / 64) rows in all, each lane reading a different row: 32 sectors per request.)
 // With `rounded` (variant 3 on float32 data), the same pass also writes q, k, v and dout
 // rounded to bf16 into rounded[0 .. 4 rows hs), in that order, for variant 4's kernels.
+// dout and out are where `io` says (heads of T_len rows); q, k, v (read for `rounded` only) are
+// (rows, hs) contiguous.
 template <class In>
 __global__ void attention_backward_prepare_kernel(float* D, __nv_bfloat16* rounded, const In* q, const In* k,
                                                   const In* v, const In* dout, const In* out, std::int64_t rows,
-                                                  int hs) {
+                                                  int hs, std::int64_t T_len, HeadLayout io) {
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;  // the whole warp leaves together: the shuffles below stay full
   const std::int64_t n = rows * hs;
+  const std::int64_t io_row = io.head(row / T_len, T_len, hs) + (row % T_len) * io.ld;
   float sum = 0.0f;
   for (int d = threadIdx.x % 32; d < hs; d += 32) {
     const std::int64_t at = row * hs + d;
-    const __nv_bfloat16 g = __float2bfloat16_rn(as_float(dout[at]));
-    sum += __bfloat162float(g) * __bfloat162float(__float2bfloat16_rn(as_float(out[at])));
+    const __nv_bfloat16 g = __float2bfloat16_rn(as_float(dout[io_row + d]));
+    sum += __bfloat162float(g) * __bfloat162float(__float2bfloat16_rn(as_float(out[io_row + d])));
     if (rounded) {
       rounded[at] = __float2bfloat16_rn(as_float(q[at]));
       rounded[n + at] = __float2bfloat16_rn(as_float(k[at]));
@@ -72,12 +86,15 @@ __global__ void attention_backward_prepare_kernel(float* D, __nv_bfloat16* round
   if (threadIdx.x % 32 == 0) D[row] = sum;
 }
 
+// io: where dout and out are, heads of T_len rows; by default (rows, hs) contiguous.
 template <class In>
 void prepare_backward(float* D, __nv_bfloat16* rounded, const In* q, const In* k, const In* v, const In* dout,
-                      const In* out, std::int64_t rows, std::int64_t hs, Stream stream) {
+                      const In* out, std::int64_t rows, std::int64_t hs, Stream stream, std::int64_t T_len = 0,
+                      HeadLayout io = {}) {
   const int block = 256;
+  if (io.ld == 0) io = contiguous_heads(hs), T_len = rows > 0 ? rows : 1;
   BRRR_LAUNCH((attention_backward_prepare_kernel<In>), grid_for(rows, block / 32), block, 0, stream, D, rounded, q,
-              k, v, dout, out, rows, static_cast<int>(hs));
+              k, v, dout, out, rows, static_cast<int>(hs), T_len, io);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE

@@ -531,11 +531,11 @@ void launch_backward_bf16_mma(float* dq, float* dk, float* dv, const float* dout
 }
 
 // Variant 4's launcher (below), which variant 3 hands head sizes 64 and 128 to.
-template <int HS>
-void launch_backward_bf16_pipelined(float* dq, float* dk, float* dv, const __nv_bfloat16* dout,
-                                    const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                    const float* D, const float* lse, std::int64_t BH, std::int64_t T_len,
-                                    float scale, Stream stream);
+template <int HS, class G>
+void launch_backward_bf16_pipelined(G* dq, G* dk, G* dv, const __nv_bfloat16* dout, const __nv_bfloat16* q,
+                                    const __nv_bfloat16* k, const __nv_bfloat16* v, const float* D, const float* lse,
+                                    std::int64_t BH, std::int64_t T_len, float scale, HeadLayout in, HeadLayout io,
+                                    HeadLayout grad, Stream stream);
 
 void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                                  const float* v, const float* out, const float* lse, const AttentionShape& shape,
@@ -558,11 +558,12 @@ void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* d
     float* D = reinterpret_cast<float*>(base);
     auto* rounded = reinterpret_cast<__nv_bfloat16*>(base + d_bytes);  // q, k, v, dout
     prepare_backward(D, rounded, q, k, v, dout, out, rows, hs, stream);
+    const HeadLayout own = contiguous_heads(hs);
     if (hs == 64)
       return launch_backward_bf16_pipelined<64>(dq, dk, dv, rounded + 3 * n, rounded, rounded + n, rounded + 2 * n, D,
-                                                lse, BH, T_len, scale, stream);
+                                                lse, BH, T_len, scale, own, own, own, stream);
     return launch_backward_bf16_pipelined<128>(dq, dk, dv, rounded + 3 * n, rounded, rounded + n, rounded + 2 * n, D,
-                                               lse, BH, T_len, scale, stream);
+                                               lse, BH, T_len, scale, own, own, own, stream);
   }
   auto* D = static_cast<float*>(workspace(static_cast<std::size_t>(rows) * sizeof(float), stream));
   prepare_backward<float>(D, nullptr, q, k, v, dout, out, rows, hs, stream);
@@ -609,10 +610,12 @@ constexpr std::size_t pipelined_shared_bytes() {
   return 5 * kTile * (HS + 8) * sizeof(__nv_bfloat16);  // q, then k and v in two stages each
 }
 
-// Starts copying rows [r0, r0 + ROWS) of a (T_len, HS) bf16 matrix into tile (pitch HS + 8),
-// 16 bytes at a time; rows past T_len zero-filled.
+// Starts copying rows [r0, r0 + ROWS) of a (T_len, HS) bf16 matrix whose rows are ld apart (HS
+// for a head of its own, 3 C in the packed qkv) into tile (pitch HS + 8), 16 bytes at a time;
+// rows past T_len zero-filled.
 template <int HS, int ROWS = kTile>
-__device__ inline void copy_rows_async(__nv_bfloat16* tile, const __nv_bfloat16* matrix, int r0, int T_len) {
+__device__ inline void copy_rows_async(__nv_bfloat16* tile, const __nv_bfloat16* matrix, int r0, int T_len,
+                                       std::int64_t ld) {
   constexpr int kChunks = HS / 8;  // 16-byte copies a row
   // The same number of copies for every thread (2 to 8), counted as a constant and kept a loop.
   // Written `for (e = threadIdx.x; e < ROWS * kChunks; e += kMmaThreads)`, nvcc made it a loop
@@ -626,7 +629,7 @@ __device__ inline void copy_rows_async(__nv_bfloat16* tile, const __nv_bfloat16*
   for (int i = 0; i < ROWS * kChunks / kMmaThreads; ++i) {
     const int e = static_cast<int>(threadIdx.x) + i * kMmaThreads, r = e / kChunks, c = 8 * (e % kChunks);
     const bool inside = r0 + r < T_len;
-    const __nv_bfloat16* source = inside ? matrix + static_cast<std::int64_t>(r0 + r) * HS + c : matrix;
+    const __nv_bfloat16* source = inside ? matrix + static_cast<std::int64_t>(r0 + r) * ld + c : matrix;
     cp_async<16>(&tile[r * (HS + 8) + c], source, inside ? 16 : 0);
   }
 }
@@ -635,7 +638,7 @@ template <int HS>
 __global__ void __launch_bounds__(kMmaThreads)
     attention_forward_bf16_pipelined_kernel(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q,
                                             const __nv_bfloat16* k, const __nv_bfloat16* v, int T_len,
-                                            float scale_log2) {
+                                            float scale_log2, HeadLayout in, HeadLayout out_layout) {
   constexpr int ld = HS + 8;
   constexpr int kSteps = HS / 16, kOutTiles = HS / 8;
   BRRR_DYNAMIC_SHARED(__nv_bfloat16, smem);
@@ -646,11 +649,11 @@ __global__ void __launch_bounds__(kMmaThreads)
   const int piece = lane / 8, a_row = lane % 8 + 8 * (piece % 2), a_col = 8 * (piece / 2);  // q, as variant 3
   const int query_tile = gridDim.y - 1 - blockIdx.y;  // the longest rows first
   const int q0 = query_tile * kTile;
-  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * HS;
+  const std::int64_t head = in.head(blockIdx.x, T_len, HS), out_head = out_layout.head(blockIdx.x, T_len, HS);
 
-  copy_rows_async<HS>(q_tile, q + head, q0, T_len);
-  copy_rows_async<HS>(k_stage[0], k + head, 0, T_len);
-  copy_rows_async<HS>(v_stage[0], v + head, 0, T_len);
+  copy_rows_async<HS>(q_tile, q + head, q0, T_len, in.ld);
+  copy_rows_async<HS>(k_stage[0], k + head, 0, T_len, in.ld);
+  copy_rows_async<HS>(v_stage[0], v + head, 0, T_len, in.ld);
   cp_async_commit_group();
 
   const int r0 = warp * 16;  // this warp's rows of the tile
@@ -662,8 +665,8 @@ __global__ void __launch_bounds__(kMmaThreads)
   for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
     const int k0 = key_tile * kTile, stage = key_tile % 2;
     if (key_tile < query_tile) {  // the next tile, into the stage the previous step used
-      copy_rows_async<HS>(k_stage[1 - stage], k + head, k0 + kTile, T_len);
-      copy_rows_async<HS>(v_stage[1 - stage], v + head, k0 + kTile, T_len);
+      copy_rows_async<HS>(k_stage[1 - stage], k + head, k0 + kTile, T_len, in.ld);
+      copy_rows_async<HS>(v_stage[1 - stage], v + head, k0 + kTile, T_len, in.ld);
     }
     cp_async_commit_group();
     cp_async_wait_group<1>();  // all but the group just started: tile key_tile (and q) landed
@@ -684,7 +687,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   for (int h = 0; h < 2; ++h) {
     const float row_l = quad_sum(l[h]);
     if (row[h] >= T_len) continue;
-    __nv_bfloat16* out_row = out + head + static_cast<std::int64_t>(row[h]) * HS;
+    __nv_bfloat16* out_row = out + out_head + static_cast<std::int64_t>(row[h]) * out_layout.ld;
     const float inverse = 1.0f / row_l;
     for (int n = 0; n < kOutTiles; ++n)  // two neighbouring values, one 4-byte store
       *reinterpret_cast<__nv_bfloat162*>(&out_row[8 * n + 2 * t]) =
@@ -711,24 +714,52 @@ bool check_pipelined(const char* op, const AttentionShape& shape, std::initializ
 }
 }  // namespace
 
-void attention_forward_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::bf16* q, const brrr::bf16* k,
-                                      const brrr::bf16* v, const AttentionShape& shape, Stream stream) {
-  const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs;
-  const float scale = static_cast<float>(shape.scale);
-  if (!check_pipelined("attention_forward bf16_pipelined", shape, {q, k, v, out}, "q, k, v and out")) return;
+namespace {
+// The forward's launch, q, k, v where `in` says and out where `out_layout` says.
+void launch_forward_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::bf16* q, const brrr::bf16* k,
+                                   const brrr::bf16* v, const AttentionShape& shape, HeadLayout in,
+                                   HeadLayout out_layout, Stream stream) {
   auto* o = reinterpret_cast<__nv_bfloat16*>(out);
   const auto* qq = reinterpret_cast<const __nv_bfloat16*>(q);
   const auto* kk = reinterpret_cast<const __nv_bfloat16*>(k);
   const auto* vv = reinterpret_cast<const __nv_bfloat16*>(v);
-  const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
-  const float scale_log2 = scale * 1.44269504f;
-  const int T = static_cast<int>(T_len);
-  if (hs == 64)
+  const dim3 grid(static_cast<unsigned>(shape.BH), static_cast<unsigned>(ceil_div(shape.T, kTile)));
+  const float scale_log2 = static_cast<float>(shape.scale) * 1.44269504f;
+  const int T = static_cast<int>(shape.T);
+  if (shape.hs == 64)
     BRRR_LAUNCH(attention_forward_bf16_pipelined_kernel<64>, grid, kMmaThreads, pipelined_shared_bytes<64>(), stream,
-                o, lse, qq, kk, vv, T, scale_log2);
+                o, lse, qq, kk, vv, T, scale_log2, in, out_layout);
   else
     BRRR_LAUNCH(attention_forward_bf16_pipelined_kernel<128>, grid, kMmaThreads, pipelined_shared_bytes<128>(),
-                stream, o, lse, qq, kk, vv, T, scale_log2);
+                stream, o, lse, qq, kk, vv, T, scale_log2, in, out_layout);
+}
+
+// The packed forms' checks: heads divides BH, and C = heads hs (so each row of qkv and out
+// starts 16-byte aligned when hs is 64 or 128).
+bool check_packed(const char* op, const AttentionShape& shape, std::int64_t heads,
+                  std::initializer_list<const brrr::bf16*> operands, const char* names) {
+  BRRR_CHECK(heads >= 1 && shape.BH % heads == 0, op, ": heads must be positive and divide BH = ", shape.BH,
+             ", got ", heads);
+  return check_pipelined(op, shape, operands, names);
+}
+}  // namespace
+
+void attention_forward_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::bf16* q, const brrr::bf16* k,
+                                      const brrr::bf16* v, const AttentionShape& shape, Stream stream) {
+  if (!check_pipelined("attention_forward bf16_pipelined", shape, {q, k, v, out}, "q, k, v and out")) return;
+  const HeadLayout own = contiguous_heads(shape.hs);
+  launch_forward_bf16_pipelined(out, lse, q, k, v, shape, own, own, stream);
+}
+
+// The same kernel on the packed qkv (B, T, 3 C), out (B, T, C): only where each head's rows
+// start and how far apart they are change (HeadLayout), so the results are the bits of the
+// unpacked call on copies.
+void attention_forward_qkv_bf16_pipelined(brrr::bf16* out, float* lse, const brrr::bf16* qkv,
+                                          const AttentionShape& shape, std::int64_t heads, Stream stream) {
+  if (!check_packed("attention_forward_qkv bf16_pipelined", shape, heads, {qkv, out}, "qkv and out")) return;
+  const std::int64_t C = heads * shape.hs;
+  launch_forward_bf16_pipelined(out, lse, qkv, qkv + C, qkv + 2 * C, shape, HeadLayout{heads, 3 * C},
+                                HeadLayout{heads, C}, stream);
 }
 
 // =============================================================================================
@@ -759,13 +790,44 @@ constexpr std::size_t bwd_pipelined_shared_bytes() {  // 2 fixed (64, HS) tiles,
   return (2 * kTile + 4 * kBwdQueries) * (HS + 8) * sizeof(__nv_bfloat16);
 }
 
-
+// A warp's (16, HS) accumulators times `factor` into rows row0 + g and row0 + g + 8 of x, rows
+// ld apart: float32 (8-byte pairs where x and ld allow, as store_rows), or bf16, each value
+// rounded once, two neighbours a 4-byte store (the packed gradient dqkv: ld and the head's
+// offset are even, so every even column is 4-byte aligned).
 template <int HS>
+__device__ inline void store_rows_ld(float* x, const float (&acc)[HS / 8][4], int row0, int T_len, std::int64_t ld,
+                                     float factor, int g, int t) {
+  const bool pairs = ld % 2 == 0 && reinterpret_cast<std::uintptr_t>(x) % 8 == 0;
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + g + 8 * h;
+    if (row >= T_len) continue;
+    float* x_row = x + static_cast<std::int64_t>(row) * ld;
+    for (int n = 0; n < HS / 8; ++n)
+      store_two(x_row, 8 * n + 2 * t, HS, acc[n][2 * h] * factor, acc[n][2 * h + 1] * factor, pairs);
+  }
+}
+template <int HS>
+__device__ inline void store_rows_ld(__nv_bfloat16* x, const float (&acc)[HS / 8][4], int row0, int T_len,
+                                     std::int64_t ld, float factor, int g, int t) {
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + g + 8 * h;
+    if (row >= T_len) continue;
+    __nv_bfloat16* x_row = x + static_cast<std::int64_t>(row) * ld;
+    for (int n = 0; n < HS / 8; ++n)
+      *reinterpret_cast<__nv_bfloat162*>(&x_row[8 * n + 2 * t]) =
+          __floats2bfloat162_rn(acc[n][2 * h] * factor, acc[n][2 * h + 1] * factor);
+  }
+}
+
+
+// in: where q, k and v are; io: dout; grad: dk and dv (G float: (BH, T, hs); bf16: in dqkv).
+template <int HS, class G>
 __global__ void __launch_bounds__(kMmaThreads)
-    attention_backward_dkdv_bf16_pipelined_kernel(float* dk, float* dv, const __nv_bfloat16* dout,
+    attention_backward_dkdv_bf16_pipelined_kernel(G* dk, G* dv, const __nv_bfloat16* dout,
                                                   const __nv_bfloat16* q, const __nv_bfloat16* k,
                                                   const __nv_bfloat16* v, const float* D, const float* lse,
-                                                  int T_len, float scale) {
+                                                  int T_len, float scale, HeadLayout in, HeadLayout io,
+                                                  HeadLayout grad) {
   constexpr int ld = HS + 8, kQ = kBwdQueries;
   BRRR_DYNAMIC_SHARED(__nv_bfloat16, smem);
   __nv_bfloat16* k_tile = smem;                 // (64, HS) this block's keys
@@ -775,19 +837,19 @@ __global__ void __launch_bounds__(kMmaThreads)
   __nv_bfloat16* do_stage[2] = {streamed + 2 * kQ * ld, streamed + 3 * kQ * ld};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int k0 = blockIdx.y * kTile, key0 = warp * 16;
-  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * HS;
-  copy_rows_async<HS>(k_tile, k + head, k0, T_len);
-  copy_rows_async<HS>(v_tile, v + head, k0, T_len);
-  copy_rows_async<HS, kQ>(q_stage[0], q + head, k0, T_len);
-  copy_rows_async<HS, kQ>(do_stage[0], dout + head, k0, T_len);
+  const std::int64_t head = in.head(blockIdx.x, T_len, HS), do_head = io.head(blockIdx.x, T_len, HS);
+  copy_rows_async<HS>(k_tile, k + head, k0, T_len, in.ld);
+  copy_rows_async<HS>(v_tile, v + head, k0, T_len, in.ld);
+  copy_rows_async<HS, kQ>(q_stage[0], q + head, k0, T_len, in.ld);
+  copy_rows_async<HS, kQ>(do_stage[0], dout + do_head, k0, T_len, io.ld);
   cp_async_commit_group();
   float dk_acc[HS / 8][4] = {}, dv_acc[HS / 8][4] = {};
   const int key[2] = {k0 + key0 + g, k0 + key0 + g + 8};
   for (int q0 = k0, j = 0; q0 < T_len; q0 += kQ, ++j) {  // the queries that see some of the block's keys
     const int stage = j % 2;
     if (q0 + kQ < T_len) {  // the next query tile, into the stage the previous step used
-      copy_rows_async<HS, kQ>(q_stage[1 - stage], q + head, q0 + kQ, T_len);
-      copy_rows_async<HS, kQ>(do_stage[1 - stage], dout + head, q0 + kQ, T_len);
+      copy_rows_async<HS, kQ>(q_stage[1 - stage], q + head, q0 + kQ, T_len, in.ld);
+      copy_rows_async<HS, kQ>(do_stage[1 - stage], dout + do_head, q0 + kQ, T_len, io.ld);
     }
     cp_async_commit_group();
     // lse and D of the queries this thread's accumulator columns hold (8 of each), read while
@@ -817,15 +879,17 @@ __global__ void __launch_bounds__(kMmaThreads)
     __syncthreads();  // everyone is done with this stage before the next step refills it
   }
   cp_async_wait_group<0>();
-  store_rows<HS>(dk + head, dk_acc, k0 + key0, T_len, HS, scale, g, t);
-  store_rows<HS>(dv + head, dv_acc, k0 + key0, T_len, HS, 1.0f, g, t);
+  const std::int64_t grad_head = grad.head(blockIdx.x, T_len, HS);
+  store_rows_ld<HS>(dk + grad_head, dk_acc, k0 + key0, T_len, grad.ld, scale, g, t);
+  store_rows_ld<HS>(dv + grad_head, dv_acc, k0 + key0, T_len, grad.ld, 1.0f, g, t);
 }
 
-template <int HS>
+template <int HS, class G>
 __global__ void __launch_bounds__(kMmaThreads)
-    attention_backward_dq_bf16_pipelined_kernel(float* dq, const __nv_bfloat16* dout, const __nv_bfloat16* q,
+    attention_backward_dq_bf16_pipelined_kernel(G* dq, const __nv_bfloat16* dout, const __nv_bfloat16* q,
                                                 const __nv_bfloat16* k, const __nv_bfloat16* v, const float* D,
-                                                const float* lse, int T_len, float scale) {
+                                                const float* lse, int T_len, float scale, HeadLayout in,
+                                                HeadLayout io, HeadLayout grad) {
   constexpr int ld = HS + 8, kK = kBwdQueries;
   BRRR_DYNAMIC_SHARED(__nv_bfloat16, smem);
   __nv_bfloat16* q_tile = smem;                  // (64, HS) this block's queries
@@ -836,11 +900,11 @@ __global__ void __launch_bounds__(kMmaThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int query_tile = gridDim.y - 1 - blockIdx.y;  // the longest rows first
   const int q0 = query_tile * kTile, row0 = warp * 16;
-  const std::int64_t head = static_cast<std::int64_t>(blockIdx.x) * T_len * HS;
-  copy_rows_async<HS>(q_tile, q + head, q0, T_len);
-  copy_rows_async<HS>(do_tile, dout + head, q0, T_len);
-  copy_rows_async<HS, kK>(k_stage[0], k + head, 0, T_len);
-  copy_rows_async<HS, kK>(v_stage[0], v + head, 0, T_len);
+  const std::int64_t head = in.head(blockIdx.x, T_len, HS), do_head = io.head(blockIdx.x, T_len, HS);
+  copy_rows_async<HS>(q_tile, q + head, q0, T_len, in.ld);
+  copy_rows_async<HS>(do_tile, dout + do_head, q0, T_len, io.ld);
+  copy_rows_async<HS, kK>(k_stage[0], k + head, 0, T_len, in.ld);
+  copy_rows_async<HS, kK>(v_stage[0], v + head, 0, T_len, in.ld);
   cp_async_commit_group();
   const int row[2] = {q0 + row0 + g, q0 + row0 + g + 8};
   float L[2], Drow[2];
@@ -854,8 +918,8 @@ __global__ void __launch_bounds__(kMmaThreads)
   for (int kb = 0, j = 0; kb < key_end; kb += kK, ++j) {
     const int stage = j % 2;
     if (kb + kK < key_end) {
-      copy_rows_async<HS, kK>(k_stage[1 - stage], k + head, kb + kK, T_len);
-      copy_rows_async<HS, kK>(v_stage[1 - stage], v + head, kb + kK, T_len);
+      copy_rows_async<HS, kK>(k_stage[1 - stage], k + head, kb + kK, T_len, in.ld);
+      copy_rows_async<HS, kK>(v_stage[1 - stage], v + head, kb + kK, T_len, in.ld);
     }
     cp_async_commit_group();
     cp_async_wait_group<1>();
@@ -874,20 +938,20 @@ __global__ void __launch_bounds__(kMmaThreads)
     __syncthreads();  // everyone is done with this stage before the next step refills it
   }
   cp_async_wait_group<0>();
-  store_rows<HS>(dq + head, dq_acc, q0 + row0, T_len, HS, scale, g, t);
+  store_rows_ld<HS>(dq + grad.head(blockIdx.x, T_len, HS), dq_acc, q0 + row0, T_len, grad.ld, scale, g, t);
 }
 
-template <int HS>
-void launch_backward_bf16_pipelined(float* dq, float* dk, float* dv, const __nv_bfloat16* dout,
-                                    const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                    const float* D, const float* lse, std::int64_t BH, std::int64_t T_len,
-                                    float scale, Stream stream) {
+template <int HS, class G>
+void launch_backward_bf16_pipelined(G* dq, G* dk, G* dv, const __nv_bfloat16* dout, const __nv_bfloat16* q,
+                                    const __nv_bfloat16* k, const __nv_bfloat16* v, const float* D, const float* lse,
+                                    std::int64_t BH, std::int64_t T_len, float scale, HeadLayout in, HeadLayout io,
+                                    HeadLayout grad, Stream stream) {
   const dim3 grid(static_cast<unsigned>(BH), static_cast<unsigned>(ceil_div(T_len, kTile)));
   const int T = static_cast<int>(T_len);
-  BRRR_LAUNCH(attention_backward_dkdv_bf16_pipelined_kernel<HS>, grid, kMmaThreads, bwd_pipelined_shared_bytes<HS>(),
-              stream, dk, dv, dout, q, k, v, D, lse, T, scale);
-  BRRR_LAUNCH(attention_backward_dq_bf16_pipelined_kernel<HS>, grid, kMmaThreads, bwd_pipelined_shared_bytes<HS>(),
-              stream, dq, dout, q, k, v, D, lse, T, scale);
+  BRRR_LAUNCH((attention_backward_dkdv_bf16_pipelined_kernel<HS, G>), grid, kMmaThreads,
+              bwd_pipelined_shared_bytes<HS>(), stream, dk, dv, dout, q, k, v, D, lse, T, scale, in, io, grad);
+  BRRR_LAUNCH((attention_backward_dq_bf16_pipelined_kernel<HS, G>), grid, kMmaThreads,
+              bwd_pipelined_shared_bytes<HS>(), stream, dq, dout, q, k, v, D, lse, T, scale, in, io, grad);
 }
 
 void attention_backward_bf16_pipelined(float* dq, float* dk, float* dv, const brrr::bf16* dout, const brrr::bf16* q,
@@ -905,10 +969,40 @@ void attention_backward_bf16_pipelined(float* dq, float* dk, float* dv, const br
   const std::int64_t rows = BH * T_len;
   auto* D = static_cast<float*>(workspace(static_cast<std::size_t>(rows) * sizeof(float), stream));
   prepare_backward<In>(D, nullptr, qq, kk, vv, d_out, oo, rows, hs, stream);
+  const HeadLayout own = contiguous_heads(hs);
   if (hs == 64)
-    launch_backward_bf16_pipelined<64>(dq, dk, dv, d_out, qq, kk, vv, D, lse, BH, T_len, scale, stream);
+    launch_backward_bf16_pipelined<64>(dq, dk, dv, d_out, qq, kk, vv, D, lse, BH, T_len, scale, own, own, own, stream);
   else
-    launch_backward_bf16_pipelined<128>(dq, dk, dv, d_out, qq, kk, vv, D, lse, BH, T_len, scale, stream);
+    launch_backward_bf16_pipelined<128>(dq, dk, dv, d_out, qq, kk, vv, D, lse, BH, T_len, scale, own, own, own,
+                                        stream);
+}
+
+// The backward on the packed layouts: q, k, v read from qkv, dout and out from (B, T, C), and
+// dq, dk, dv rounded to bf16 straight into their columns of dqkv: each block's sums are
+// complete when it stores them (no atomics), so the float32 (BH, T, hs) arrays, their rounding
+// and their copy into the packed gradient are not needed.
+void attention_backward_qkv_bf16_pipelined(brrr::bf16* dqkv, const brrr::bf16* dout, const brrr::bf16* qkv,
+                                           const brrr::bf16* out, const float* lse, const AttentionShape& shape,
+                                           std::int64_t heads, Stream stream) {
+  if (!check_packed("attention_backward_qkv bf16_pipelined", shape, heads, {qkv, dout, out, dqkv},
+                    "qkv, dout, out and dqkv"))
+    return;
+  using In = __nv_bfloat16;
+  const std::int64_t BH = shape.BH, T_len = shape.T, hs = shape.hs, C = heads * hs;
+  const float scale = static_cast<float>(shape.scale);
+  const auto* d_out = reinterpret_cast<const In*>(dout);
+  const auto* q = reinterpret_cast<const In*>(qkv);
+  const auto* oo = reinterpret_cast<const In*>(out);
+  auto* dq = reinterpret_cast<In*>(dqkv);
+  const HeadLayout in{heads, 3 * C}, io{heads, C};
+  auto* D = static_cast<float*>(workspace(static_cast<std::size_t>(BH * T_len) * sizeof(float), stream));
+  prepare_backward<In>(D, nullptr, q, q, q, d_out, oo, BH * T_len, hs, stream, T_len, io);
+  if (hs == 64)
+    launch_backward_bf16_pipelined<64>(dq, dq + C, dq + 2 * C, d_out, q, q + C, q + 2 * C, D, lse, BH, T_len, scale,
+                                       in, io, in, stream);
+  else
+    launch_backward_bf16_pipelined<128>(dq, dq + C, dq + 2 * C, d_out, q, q + C, q + 2 * C, D, lse, BH, T_len,
+                                        scale, in, io, in, stream);
 }
 
 // =============================================================================================
@@ -939,6 +1033,13 @@ void register_attention_tensor_core_kernels() {
   pipelined.about = "variant 4: variant 3's backward on bf16 tiles by cp.async and ldmatrix (hs 64 or 128)";
   add(op::attention_backward_on_bf16, DeviceType::CUDA, "bf16_pipelined", &attention_backward_bf16_pipelined, 10,
       pipelined);
+  // The same kernels on the GPT's packed qkv and (B, T, C) out (chapter 18, section 12).
+  pipelined.about = "variant 4 reading q, k, v from the packed qkv and writing out as (B, T, C) (hs 64 or 128)";
+  add(op::attention_forward_qkv_on_bf16, DeviceType::CUDA, "bf16_pipelined", &attention_forward_qkv_bf16_pipelined,
+      10, pipelined);
+  pipelined.about = "variant 4's backward from the packed layouts, dq, dk, dv rounded into dqkv (hs 64 or 128)";
+  add(op::attention_backward_qkv_on_bf16, DeviceType::CUDA, "bf16_pipelined",
+      &attention_backward_qkv_bf16_pipelined, 10, pipelined);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE
