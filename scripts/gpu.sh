@@ -167,6 +167,10 @@ lab_bf16_runs=(
   # (on sm_90 these list attention/wgmma.cu's variant 5 too, written on 2026-11-29, untimed)
   "attention_forward --dtype bfloat16 --size 96x1024x64"
   "attention_backward --dtype bfloat16 --size 96x1024x64"
+  # Written on 2026-11-30, untimed: the same kernels on the GPT's packed qkv and (B, T, C) out
+  # (chapter 18, section 12), GPT-2's 8 x 12 heads: beside the two lines above, the same work.
+  "attention_forward_qkv/bf16 --dtype bfloat16 --size 8x12x1024x64"
+  "attention_backward_qkv/bf16 --dtype bfloat16 --size 8x12x1024x64"
   "conv2d_forward --size 32x64x56x56x64x3x1x1x1x1 --size 32x64x56x56x64x3x1x1x1x64"
   "conv2d_backward_input" "conv2d_backward_weight"
   "max_pool2d_forward" "max_pool2d_backward" "avg_pool2d_forward" "avg_pool2d_backward"
