@@ -280,7 +280,9 @@ void check_packed(const Packed& p, bool on_cpu, std::uint32_t seed) {
 }  // namespace
 
 TEST_CASE("attention on the packed qkv (variant 4 and the CPU): the bits of the unpacked calls on copies") {
-  const Packed shapes[] = {{2, 3, 67, 64}, {1, 2, 130, 128}, {1, 1, 1, 64}};
+  // (Three tiles at hs = 128 are the unpacked test's above: here two, one ragged, are enough
+  // for the addresses.)
+  const Packed shapes[] = {{2, 3, 67, 64}, {1, 2, 70, 128}, {1, 1, 1, 64}};
   std::uint32_t seed = 60;
   for (const Packed& p : shapes) {
     check_packed(p, false, seed);

@@ -155,6 +155,9 @@ TEST_CASE("decode on the emulator: a sequence's logits are the same bits alone, 
     for (models::DeviceDecodeState* s : {&s1, &s2, &s3}) decoder.release(*s);
     // A prefill of more rows than a decoding batch (3 x 23 = 69 > 64: linear_rows' tiles, not
     // its GEMV): each sequence's rows are still the bits of its tokens decoded one at a time.
+    // On bf16 weights only (CI's minutes): test_rows.cpp holds the tiles to the GEMV's bits on
+    // both kinds of weights.
+    if (weights != kBFloat16) continue;
     std::vector<std::uint32_t> b(23);
     for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::uint32_t>((7 * i + 3) % V);
     std::vector<std::vector<float>> b_alone;
