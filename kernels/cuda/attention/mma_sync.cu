@@ -596,7 +596,9 @@ void attention_backward_bf16_mma(float* dq, float* dk, float* dv, const float* d
 // padded by 16 bytes (conflict-free ldmatrix, and cp.async's 16-byte destinations stay
 // aligned). Past the end of the sequence a copy reads nothing and zero-fills its 16 bytes;
 // the causal mask and j < T do the rest. out is rounded to bfloat16 once, at the store; lse
-// stays float32 (the backward's statistics).
+// stays float32 (the backward's statistics). Where a head's rows are (HeadLayout, common.h)
+// is an argument: (BH, T, hs) arrays, or the GPT's packed qkv and (B, T, C) out (chapter 18,
+// section 12).
 // Head sizes 64 and 128 (a row is 8 or 16 whole copies); the pointers must be 16-byte
 // aligned (a bf16 tensor from brrr's allocator is). Shared memory: 5 tiles of (64, HS + 8)
 // bf16, 45 KiB at hs = 64, 85 KiB at 128 (above the default 48 KiB: BRRR_LAUNCH asks for it).
@@ -776,7 +778,8 @@ void attention_forward_qkv_bf16_pipelined(brrr::bf16* out, float* lse, const brr
 // forward: the copy of tile j + 1 runs while tile j is computed. D = dout . out, computed once
 // per row before the kernels, and lse are read through registers (a few floats a row). The
 // same two kernels and the same loop order as variant 3 otherwise (deterministic: no atomics),
-// dq, dk and dv written in float32. Variant 3 runs these kernels too, on bf16 copies, for head
+// dq, dk and dv written in float32 (or, on the packed layouts, rounded to bf16 into dqkv:
+// attention_backward_qkv_bf16_pipelined below). Variant 3 runs these kernels too, on bf16 copies, for head
 // sizes 64 and 128. Head sizes 64 and 128; 16-byte aligned pointers. Measured on an H200
 // (2026-11-27, same shapes as the forward), when the dk, dv kernel still computed D itself for
 // every query tile (a thread per row, reading 32 sectors a request: `brrr kernel-lab
