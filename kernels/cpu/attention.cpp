@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -386,6 +387,13 @@ void check_packed(const char* op, const AttentionShape& s, std::int64_t heads) {
              heads);
 }
 
+// n values that the caller writes before reading: new T[n] leaves them as they are (bf16 and
+// float are trivial), where a std::vector would first fill them with zeros, a pass for nothing.
+template <class T>
+std::unique_ptr<T[]> scratch(std::int64_t n) {
+  return std::unique_ptr<T[]>(new T[static_cast<std::size_t>(n)]);
+}
+
 // Row t of head bh of a (B, T, width) matrix whose heads are hs-wide column blocks from `column`:
 // packed[(b T + t) width + column + h hs ..], head = (bh T + t) hs in (BH, T, hs). to_heads
 // copies packed -> heads, else heads -> packed (From converted to To: bf16 rounding to nearest).
@@ -410,26 +418,27 @@ void attention_forward_qkv_bf16(bf16* out, float* lse, const bf16* qkv, const At
                                 Stream stream) {
   check_packed("attention_forward_qkv (bf16 data)", s, heads);
   const std::int64_t C = heads * s.hs, n = s.BH * s.T * s.hs;
-  std::vector<bf16> q(static_cast<std::size_t>(n)), k(q.size()), v(q.size()), o(q.size());
-  bf16* parts[3] = {q.data(), k.data(), v.data()};
+  const auto q = scratch<bf16>(n), k = scratch<bf16>(n), v = scratch<bf16>(n), o = scratch<bf16>(n);
+  bf16* parts[3] = {q.get(), k.get(), v.get()};
   for (int i = 0; i < 3; ++i) copy_heads(parts[i], qkv, s, heads, 3 * C, i * C, true);
-  attention_forward_bf16_memory(o.data(), lse, q.data(), k.data(), v.data(), s, stream);
-  copy_heads(out, o.data(), s, heads, C, 0, false);
+  attention_forward_bf16_memory(o.get(), lse, q.get(), k.get(), v.get(), s, stream);
+  copy_heads(out, o.get(), s, heads, C, 0, false);
 }
 
 void attention_backward_qkv_bf16(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse,
                                  const AttentionShape& s, std::int64_t heads, Stream stream) {
   check_packed("attention_backward_qkv (bf16 data)", s, heads);
   const std::int64_t C = heads * s.hs, n = s.BH * s.T * s.hs;
-  std::vector<bf16> q(static_cast<std::size_t>(n)), k(q.size()), v(q.size()), o(q.size()), g(q.size());
-  bf16* parts[3] = {q.data(), k.data(), v.data()};
+  const auto q = scratch<bf16>(n), k = scratch<bf16>(n), v = scratch<bf16>(n), o = scratch<bf16>(n),
+             g = scratch<bf16>(n);
+  bf16* parts[3] = {q.get(), k.get(), v.get()};
   for (int i = 0; i < 3; ++i) copy_heads(parts[i], qkv, s, heads, 3 * C, i * C, true);
-  copy_heads(o.data(), out, s, heads, C, 0, true);
-  copy_heads(g.data(), dout, s, heads, C, 0, true);
-  std::vector<float> dq(static_cast<std::size_t>(n)), dk(dq.size()), dv(dq.size());
-  attention_backward_bf16_memory(dq.data(), dk.data(), dv.data(), g.data(), q.data(), k.data(), v.data(), o.data(),
-                                 lse, s, stream);
-  const float* grads[3] = {dq.data(), dk.data(), dv.data()};
+  copy_heads(o.get(), out, s, heads, C, 0, true);
+  copy_heads(g.get(), dout, s, heads, C, 0, true);
+  const auto dq = scratch<float>(n), dk = scratch<float>(n), dv = scratch<float>(n);
+  attention_backward_bf16_memory(dq.get(), dk.get(), dv.get(), g.get(), q.get(), k.get(), v.get(), o.get(), lse, s,
+                                 stream);
+  const float* grads[3] = {dq.get(), dk.get(), dv.get()};
   for (int i = 0; i < 3; ++i) copy_heads(dqkv, grads[i], s, heads, 3 * C, i * C, false);
 }
 
