@@ -381,7 +381,7 @@ void linear_rows_tiled(T* y, const T* x, const W* w, const T* bias, i64 M, i64 N
 // The default: the GEMV for a decoding step's few rows, where it reads each weight once, and
 // the tiles for a prefill's many, where it would read each weight M / 8 times. Both give the
 // same bits, so where the line falls changes the time only. 64 rows is a choice, not yet a
-// measurement: a decoding batch of up to 64 keeps the GEMV whose bandwidth chapter 20 measures.
+// measurement: a decoding batch of up to 64 keeps the GEMV, written for a decoding step.
 constexpr i64 kGemvRows = 64;
 
 template <class T, class W>
