@@ -88,17 +88,25 @@ void multi_tensor_step(const std::vector<Tensor>& params, const std::vector<Tens
 }
 }  // namespace
 
-void AdamW::step() {
-  BRRR_PROFILE("adamw step");
-  const bool in_graph = cuda::capturing();
-  if (in_graph) {
-    BRRR_CHECK(!m_.empty() && graph_constants_.size() == groups_.size(),
-               "AdamW::step inside a CUDA graph capture: take one step outside the graph first (it makes the "
-               "moments), then call prepare_graph_step() before the capture and before every replay");
-  } else {
+// Where a step starts: inside a CUDA graph's capture, prepare_graph_step() has counted it and
+// written its numbers to memory, which the replays read (true); else the state is made if need
+// be and the step counted here (false).
+bool AdamW::begin_step(const char* op) {
+  if (!cuda::capturing()) {
     ensure_state();
     ++step_;
+    return false;
   }
+  BRRR_CHECK(!m_.empty() && graph_constants_.size() == groups_.size(), op,
+             " inside a CUDA graph capture: take one step outside the graph first (it makes the moments, and "
+             "the clipped step's workspace), then call prepare_graph_step() before the capture and before every "
+             "replay");
+  return true;
+}
+
+void AdamW::step() {
+  BRRR_PROFILE("adamw step");
+  const bool in_graph = begin_step("AdamW::step");
   static detail::KernelFamily<kernels::adamw_step_fn> k(kernels::op::adamw_step<float>);
   std::size_t i = 0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
@@ -146,18 +154,7 @@ Tensor AdamW::step_with_clipping(double max_norm) {
     return norm;
   }
   BRRR_PROFILE("adamw step, clipped");
-  // Inside a CUDA graph's capture, as step(): prepare_graph_step() has counted the step and
-  // written its numbers to memory, which the replays read.
-  const bool in_graph = cuda::capturing();
-  if (in_graph) {
-    BRRR_CHECK(!m_.empty() && graph_constants_.size() == groups_.size(),
-               "AdamW::step_with_clipping inside a CUDA graph capture: take one step outside the graph first (it "
-               "makes the moments and the kernels' workspace), then call prepare_graph_step() before the capture "
-               "and before every replay");
-  } else {
-    ensure_state();
-    ++step_;
-  }
+  const bool in_graph = begin_step("AdamW::step_with_clipping");
   kernels::AdamWParams hp = hyperparameters(groups_[lead], step_);
   if (in_graph) hp.constants = graph_constants_[lead].raw_data();
   const Device device = ps.front().device();

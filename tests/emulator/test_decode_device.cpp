@@ -119,17 +119,19 @@ TEST_CASE("decode on the emulator: a sequence's logits are the same bits alone, 
     const std::int64_t V = c.vocab_size;
     const Pair m(c, 5);
     models::DeviceDecoder decoder(*m.device, 3, weights);
-    const std::vector<std::uint32_t> a = {5, 6, 7, 8, 9, 10, 11};
-    // a, one token at a time: every position's logits.
-    std::vector<std::vector<float>> a_alone;
-    {
+    // A sequence fed one token at a time in a slot of its own: every position's logits.
+    const auto one_at_a_time = [&](const std::vector<std::uint32_t>& tokens) {
+      std::vector<std::vector<float>> logits;
       models::DeviceDecodeState s = decoder.acquire();
-      for (std::uint32_t t : a) {
+      for (std::uint32_t t : tokens) {
         models::DeviceDecodeState* states[] = {&s};
-        a_alone.push_back(copy(decoder.step(states, &t, 1), V));
+        logits.push_back(copy(decoder.step(states, &t, 1), V));
       }
       decoder.release(s);
-    }
+      return logits;
+    };
+    const std::vector<std::uint32_t> a = {5, 6, 7, 8, 9, 10, 11};
+    const std::vector<std::vector<float>> a_alone = one_at_a_time(a);
     // a prefilled whole, every row's logits wanted: the same bits row by row.
     {
       models::DeviceDecodeState s = decoder.acquire();
@@ -160,15 +162,7 @@ TEST_CASE("decode on the emulator: a sequence's logits are the same bits alone, 
     if (weights != kBFloat16) continue;
     std::vector<std::uint32_t> b(23);
     for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::uint32_t>((7 * i + 3) % V);
-    std::vector<std::vector<float>> b_alone;
-    {
-      models::DeviceDecodeState s = decoder.acquire();
-      for (std::uint32_t t : b) {
-        models::DeviceDecodeState* one[] = {&s};
-        b_alone.push_back(copy(decoder.step(one, &t, 1), V));
-      }
-      decoder.release(s);
-    }
+    const std::vector<std::vector<float>> b_alone = one_at_a_time(b);
     models::DeviceDecodeState p[3] = {decoder.acquire(), decoder.acquire(), decoder.acquire()};
     models::DeviceDecodeState* three[] = {&p[0], &p[1], &p[2]};
     std::vector<std::uint32_t> b3;

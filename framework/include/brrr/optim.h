@@ -92,6 +92,7 @@ class AdamW : public Optimizer {
 
  private:
   void ensure_state();
+  bool begin_step(const char* op);  // step()'s and step_with_clipping's start: true inside a graph's capture
   std::vector<ParamGroup<AdamWOptions>> groups_;
   std::vector<Tensor> m_, v_;
   std::int64_t step_ = 0;

@@ -391,19 +391,6 @@ void linear_rows_by_rows(T* y, const T* x, const W* w, const T* bias, i64 M, i64
   else linear_rows_split_k<T, W>(y, x, w, bias, M, N, K, epilogue, stream);
 }
 
-void linear_rows_split_k_bf16(float* y, const float* x, const brrr::bf16* w, const float* bias, i64 M, i64 N, i64 K,
-                              int epilogue, Stream stream) {
-  linear_rows_split_k<float, brrr::bf16>(y, x, w, bias, M, N, K, epilogue, stream);
-}
-void linear_rows_tiled_bf16(float* y, const float* x, const brrr::bf16* w, const float* bias, i64 M, i64 N, i64 K,
-                            int epilogue, Stream stream) {
-  linear_rows_tiled<float, brrr::bf16>(y, x, w, bias, M, N, K, epilogue, stream);
-}
-void linear_rows_by_rows_bf16(float* y, const float* x, const brrr::bf16* w, const float* bias, i64 M, i64 N, i64 K,
-                              int epilogue, Stream stream) {
-  linear_rows_by_rows<float, brrr::bf16>(y, x, w, bias, M, N, K, epilogue, stream);
-}
-
 }  // namespace
 
 void register_linear_rows_kernels() {
@@ -417,13 +404,13 @@ void register_linear_rows_kernels() {
   const VariantMeta by_rows = about("split_k for up to 64 rows, tiled above: the same bits either way (rows/linear_rows.cu)");
   add(op::linear_rows<float>, cuda, "by_rows", &linear_rows_by_rows<float, float>, 20, by_rows);
   add(op::linear_rows<double>, cuda, "by_rows", &linear_rows_by_rows<double, double>, 20, by_rows);
-  add(op::linear_rows_on_bf16, cuda, "by_rows", &linear_rows_by_rows_bf16, 20, by_rows);
+  add(op::linear_rows_on_bf16, cuda, "by_rows", &linear_rows_by_rows<float, brrr::bf16>, 20, by_rows);
   add(op::linear_rows<float>, cuda, "split_k", &linear_rows_split_k<float, float>, 10, split_k);
   add(op::linear_rows<double>, cuda, "split_k", &linear_rows_split_k<double, double>, 10, split_k);
-  add(op::linear_rows_on_bf16, cuda, "split_k", &linear_rows_split_k_bf16, 10, split_k);
+  add(op::linear_rows_on_bf16, cuda, "split_k", &linear_rows_split_k<float, brrr::bf16>, 10, split_k);
   add(op::linear_rows<float>, cuda, "tiled", &linear_rows_tiled<float, float>, 5, tiled);
   add(op::linear_rows<double>, cuda, "tiled", &linear_rows_tiled<double, double>, 5, tiled);
-  add(op::linear_rows_on_bf16, cuda, "tiled", &linear_rows_tiled_bf16, 5, tiled);
+  add(op::linear_rows_on_bf16, cuda, "tiled", &linear_rows_tiled<float, brrr::bf16>, 5, tiled);
 }
 
 }  // namespace brrr::kernels::BRRR_SIMT_NAMESPACE
